@@ -1,0 +1,1 @@
+"""The gRPC server: request handling, the compaction monitor, retention and cleaner wiring."""

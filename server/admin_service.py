@@ -1,0 +1,84 @@
+"""The ``compactlog.v1.TopicAdmin`` servicer: translate, call, translate back."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import grpc
+
+from compactlog.errors import Unimplemented
+from compactlog.server.broker import Broker
+from compactlog.server.convert import kind_from_pb, topic_info
+from compactlog.server.errors import rpc
+from compactlog.v1 import compactlog_pb2 as pb
+from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
+
+
+class Compactions(Protocol):
+    """What the admin API needs from the compaction side (both topic kinds)."""
+
+    def compact(self, topic: str, wait: bool) -> pb.CompactionStatus: ...
+
+    def status(self, topic: str) -> pb.CompactionStatus: ...
+
+
+class TopicAdminService(pb_grpc.TopicAdminServicer):
+    def __init__(self, broker: Broker, compactions: Compactions | None) -> None:
+        self.broker = broker
+        self.compactions = compactions
+
+    @rpc
+    def CreateTopic(self, request: pb.CreateTopicRequest, context: grpc.ServicerContext) -> pb.TopicInfo:
+        desc = self.broker.create_topic(request.name, kind_from_pb(request.kind), dict(request.config))
+        return topic_info(desc)
+
+    @rpc
+    def GetTopic(self, request: pb.GetTopicRequest, context: grpc.ServicerContext) -> pb.TopicInfo:
+        return topic_info(self.broker.describe(request.name))
+
+    @rpc
+    def ListTopics(self, request: pb.ListTopicsRequest, context: grpc.ServicerContext) -> pb.ListTopicsResponse:
+        resp = pb.ListTopicsResponse()
+        for name in self.broker.topic_names():
+            try:
+                resp.topics.append(topic_info(self.broker.describe(name)))
+            except Exception:  # deleted between listing and describing
+                continue
+        return resp
+
+    @rpc
+    def UpdateTopicConfig(
+        self, request: pb.UpdateTopicConfigRequest, context: grpc.ServicerContext
+    ) -> pb.TopicInfo:
+        desc = self.broker.update_config(request.name, dict(request.set), list(request.remove))
+        return topic_info(desc)
+
+    @rpc
+    def DeleteTopic(self, request: pb.DeleteTopicRequest, context: grpc.ServicerContext) -> pb.DeleteTopicResponse:
+        self.broker.delete_topic(request.name)
+        return pb.DeleteTopicResponse()
+
+    def _compactions(self) -> Compactions:
+        if self.compactions is None:
+            raise Unimplemented("compaction is not available in this server")
+        return self.compactions
+
+    @rpc
+    def Compact(self, request: pb.CompactRequest, context: grpc.ServicerContext) -> pb.CompactionStatus:
+        self.broker.kind(request.topic)
+        return self._compactions().compact(request.topic, request.wait)
+
+    @rpc
+    def GetCompactionStatus(
+        self, request: pb.GetCompactionStatusRequest, context: grpc.ServicerContext
+    ) -> pb.CompactionStatus:
+        self.broker.kind(request.topic)
+        return self._compactions().status(request.topic)
+
+    @rpc
+    def EnforceRetention(self, request: pb.EnforceRetentionRequest, context: grpc.ServicerContext) -> pb.TopicInfo:
+        return topic_info(self.broker.enforce_retention(request.topic))
+
+    @rpc
+    def DeleteRecords(self, request: pb.DeleteRecordsRequest, context: grpc.ServicerContext) -> pb.TopicInfo:
+        return topic_info(self.broker.delete_records(request.topic, request.before_offset))

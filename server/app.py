@@ -1,0 +1,135 @@
+"""``compactlog serve``: open the data dir, start gRPC, print the listening line, stop
+cleanly on SIGTERM/SIGINT (stop accepting, let in-flight calls finish, flush, close)."""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import signal
+import sys
+import threading
+from concurrent import futures
+from pathlib import Path
+from typing import IO
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from compactlog.errors import CompactlogError, StoreLocked
+from compactlog.server.admin_service import TopicAdminService
+from compactlog.server.broker import Broker
+from compactlog.server.log_service import LogService
+from compactlog.server.metrics import Metrics
+from compactlog.server.periodic import Periodic
+from compactlog.server.reading import Reading
+from compactlog.storage.config import ServerSettings
+from compactlog.v1 import compactlog_pb2 as pb
+from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
+
+log = logging.getLogger("compactlog")
+
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+SHUTDOWN_GRACE_S = 10.0
+
+
+def _fail(message: str) -> int:
+    print(f"compactlog: error: {message}", file=sys.stderr, flush=True)
+    return 1
+
+
+def lock_data_dir(data_dir: Path) -> IO[str]:
+    """Hold an exclusive lock on the data dir for the life of the process."""
+    handle = open(data_dir / "LOCK.server", "a+")  # noqa: SIM115 - held until exit
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.seek(0)
+        owner = handle.read().strip() or "another process"
+        handle.close()
+        raise StoreLocked(
+            f"data dir {data_dir} is in use by another compactlog server ({owner})") from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"pid {os.getpid()}")
+    handle.flush()
+    return handle
+
+
+def build_server(broker: Broker, settings: ServerSettings, metrics: Metrics, listen: str) -> tuple[grpc.Server, int]:
+    from compactlog.server.compaction_service import make_compactions
+
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=64, thread_name_prefix="rpc"),
+        options=[
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.so_reuseport", 0),
+        ],
+    )
+    reading = Reading(broker, settings.read_batch_max_messages)
+    pb_grpc.add_LogServicer_to_server(LogService(broker, reading, metrics), server)
+    pb_grpc.add_TopicAdminServicer_to_server(
+        TopicAdminService(broker, make_compactions(broker, settings, metrics)), server)
+    health_servicer = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    names = [
+        pb.DESCRIPTOR.services_by_name["Log"].full_name,
+        pb.DESCRIPTOR.services_by_name["TopicAdmin"].full_name,
+        health.SERVICE_NAME,
+        reflection.SERVICE_NAME,
+    ]
+    reflection.enable_server_reflection(names, server)
+    for name in ["", *names[:2]]:
+        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    try:
+        port = server.add_insecure_port(listen)
+    except RuntimeError:
+        port = 0
+    if port == 0:
+        raise CompactlogError(f"cannot listen on {listen}: address in use or invalid")
+    return server, port
+
+
+def run(data_dir: Path, listen: str, config: Path | None, metrics_listen: str | None) -> int:
+    logging.basicConfig(level=os.environ.get("COMPACTLOG_LOG_LEVEL", "INFO"),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    try:
+        settings = ServerSettings.load(config)
+        data_dir.mkdir(parents=True, exist_ok=True)
+        lock = lock_data_dir(data_dir)
+    except CompactlogError as exc:
+        return _fail(str(exc))
+    except OSError as exc:
+        return _fail(f"cannot use data dir {data_dir}: {exc.strerror or exc}")
+    try:
+        broker = Broker(data_dir, settings)
+    except CompactlogError as exc:
+        return _fail(str(exc))
+    metrics = Metrics()
+    stop = threading.Event()
+    try:
+        server, port = build_server(broker, settings, metrics, listen)
+        if metrics_listen:
+            metrics_port = metrics.serve(metrics_listen)
+            log.info("metrics on http://%s:%d/metrics", metrics_listen.rpartition(":")[0], metrics_port)
+    except (CompactlogError, OSError) as exc:
+        broker.close()
+        return _fail(str(exc))
+    retention = Periodic("ledger-retention", settings.log_retention_check_interval_ms / 1000.0,
+                         lambda: [broker.ledgers.enforce_retention(t) for t in broker.ledgers.topic_names()])
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    server.start()
+    retention.start()
+    host = listen.rpartition(":")[0]
+    print(f"compactlog listening on {host}:{port}", flush=True)
+    log.info("serving data dir %s", data_dir.resolve())
+    stop.wait()
+    log.info("shutting down")
+    server.stop(SHUTDOWN_GRACE_S).wait()
+    retention.stop()
+    broker.close()
+    lock.close()
+    return 0

@@ -1,0 +1,187 @@
+"""One namespace of topics over the two storage engines.
+
+The servicers talk to the Broker only; it routes each topic to the LEDGER store
+(RocksDB) or the SEGMENTED log manager (segment files) and keeps names unique across
+both. Synchronous and free of gRPC, so it is testable in-process.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from compactlog.errors import InvalidConfig, TopicAlreadyExists, TopicNotFound, WrongTopicKind
+from compactlog.storage.config import TOPIC_KEYS, ServerSettings, effective_topic_config, validate_topic_overrides
+from compactlog.storage.ledger_store import LedgerStore
+from compactlog.storage.names import check_topic_name
+from compactlog.storage.types import MessageId, Record, TopicKind
+from compactlog.storage.views import compacted_state
+
+if TYPE_CHECKING:
+    from compactlog.storage.segmented.manager import SegmentedLogManager
+
+
+@dataclass(frozen=True)
+class TopicDescription:
+    name: str
+    kind: TopicKind
+    config: dict[str, str]
+    entries: int = 0
+    bytes: int = 0
+    ledgers: int = 0
+    segments: int = 0
+    first_id: MessageId | None = None
+    last_id: MessageId | None = None
+    compacted_entries: int = 0
+    compacted_bytes: int = 0
+    log_start_offset: int = 0
+    extra: dict[str, int] = field(default_factory=dict)
+
+
+class Broker:
+    def __init__(self, data_dir: Path, settings: ServerSettings, clock: Callable[[], float] = time.time) -> None:
+        self.settings = settings
+        self.clock = clock
+        self.ledgers = LedgerStore(data_dir / "ledgers", settings, clock)
+        try:
+            from compactlog.storage.segmented.manager import SegmentedLogManager
+
+            self.segments: SegmentedLogManager = SegmentedLogManager(data_dir / "segments", settings, clock)
+        except ImportError:  # TEMPORARY while the segmented engine is being written
+            self.segments = _NoSegments()  # type: ignore[assignment]
+        except BaseException:
+            self.ledgers.close()
+            raise
+        self._create_lock = threading.Lock()
+
+    # ---- namespace ------------------------------------------------------------------
+
+    def kind(self, name: str) -> TopicKind:
+        if self.ledgers.has_topic(name):
+            return TopicKind.LEDGER
+        if self.segments.has_topic(name):
+            return TopicKind.SEGMENTED
+        raise TopicNotFound(f"topic {name!r} does not exist")
+
+    def create_topic(self, name: str, kind: TopicKind, config: dict[str, str]) -> TopicDescription:
+        check_topic_name(name)
+        overrides = validate_topic_overrides(kind, config)
+        with self._create_lock:
+            if self.ledgers.has_topic(name) or self.segments.has_topic(name):
+                raise TopicAlreadyExists(f"topic {name!r} already exists")
+            if kind == TopicKind.LEDGER:
+                self.ledgers.create_topic(name, overrides)
+            else:
+                self.segments.create_topic(name, overrides)
+        return self.describe(name)
+
+    def update_config(self, name: str, set_: dict[str, str], remove: Sequence[str]) -> TopicDescription:
+        kind = self.kind(name)
+        current = self.overrides(name)
+        validated = validate_topic_overrides(kind, set_)
+        for key in remove:
+            if key not in TOPIC_KEYS[kind]:
+                raise InvalidConfig(f"unknown config key {key!r} for {kind.name} topics")
+            current.pop(key, None)
+        current.update(validated)
+        if kind == TopicKind.LEDGER:
+            self.ledgers.update_config(name, current)
+        else:
+            self.segments.update_config(name, current)
+        return self.describe(name)
+
+    def overrides(self, name: str) -> dict[str, str]:
+        if self.kind(name) == TopicKind.LEDGER:
+            return dict(self.ledgers.topic(name).overrides)
+        return dict(self.segments.overrides(name))
+
+    def delete_topic(self, name: str) -> None:
+        if self.kind(name) == TopicKind.LEDGER:
+            self.ledgers.delete_topic(name)
+        else:
+            self.segments.delete_topic(name)
+
+    def topic_names(self) -> list[str]:
+        return sorted(self.ledgers.topic_names() + self.segments.topic_names())
+
+    def describe(self, name: str) -> TopicDescription:
+        if self.kind(name) == TopicKind.LEDGER:
+            return self._describe_ledger(name)
+        return self._describe_segmented(name)
+
+    def _describe_ledger(self, name: str) -> TopicDescription:
+        topic = self.ledgers.topic(name)
+        with topic.lock:
+            entries, nbytes = topic.stats()
+            desc = dict(name=name, kind=TopicKind.LEDGER, config=dict(topic.effective), entries=entries,
+                        bytes=nbytes, ledgers=len(topic.ledgers), first_id=topic.first_id(), last_id=topic.lac)
+        state = None
+        try:
+            state = compacted_state(self.ledgers, name)
+        except Exception:  # a missing compacted ledger must not hide the topic's stats
+            state = None
+        if state is not None:
+            meta = self.ledgers.ledger(state.ledger_id)
+            desc.update(compacted_entries=state.entries, compacted_bytes=meta.bytes if meta else 0)
+        return TopicDescription(**desc)  # type: ignore[arg-type]
+
+    def _describe_segmented(self, name: str) -> TopicDescription:
+        stats = self.segments.stats(name)
+        config = effective_topic_config(
+            TopicKind.SEGMENTED, self.segments.overrides(name), self.settings.defaults_for(TopicKind.SEGMENTED))
+        return TopicDescription(
+            name=name, kind=TopicKind.SEGMENTED, config=config, entries=stats.entries, bytes=stats.bytes,
+            segments=stats.segments,
+            first_id=MessageId(0, stats.first_offset) if stats.first_offset is not None else None,
+            last_id=MessageId(0, stats.last_offset) if stats.last_offset is not None else None,
+            log_start_offset=stats.log_start_offset)
+
+    # ---- data -----------------------------------------------------------------------
+
+    def publish(self, name: str, records: Sequence[Record]) -> tuple[list[MessageId], bool]:
+        """Append a batch; return the ids and whether they are synced to disk."""
+        if self.ledgers.has_topic(name):
+            return self.ledgers.append(name, records), self.ledgers.fsync
+        if self.segments.has_topic(name):
+            result = self.segments.append(name, records)
+            return [MessageId(0, off) for off in result.offsets], result.synced
+        raise TopicNotFound(f"topic {name!r} does not exist")
+
+    def enforce_retention(self, name: str) -> TopicDescription:
+        if self.kind(name) == TopicKind.LEDGER:
+            self.ledgers.enforce_retention(name)
+        else:
+            self.segments.enforce_retention(name)
+        return self.describe(name)
+
+    def delete_records(self, name: str, before_offset: int) -> TopicDescription:
+        if self.kind(name) == TopicKind.LEDGER:
+            raise WrongTopicKind(f"topic {name!r} is a LEDGER topic: DeleteRecords applies to SEGMENTED topics")
+        self.segments.delete_records(name, before_offset)
+        return self.describe(name)
+
+    def close(self) -> None:
+        try:
+            self.segments.close()
+        finally:
+            self.ledgers.close()
+
+
+class _NoSegments:  # TEMPORARY
+    def has_topic(self, name: str) -> bool:
+        return False
+
+    def topic_names(self) -> list[str]:
+        return []
+
+    def create_topic(self, name: str, overrides: object) -> None:
+        from compactlog.errors import Unimplemented
+
+        raise Unimplemented("SEGMENTED topics are not available yet")
+
+    def close(self) -> None:
+        pass

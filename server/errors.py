@@ -1,0 +1,58 @@
+"""Exceptions to gRPC statuses, in one place.
+
+Every servicer method is wrapped by ``rpc``: a ``CompactlogError`` becomes its own
+status code with its message; anything else is a bug, logged with its traceback on
+the server and answered as INTERNAL without leaking the traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import grpc
+
+from compactlog.errors import CompactlogError
+
+log = logging.getLogger(__name__)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def status_code(exc: CompactlogError) -> grpc.StatusCode:
+    return getattr(grpc.StatusCode, exc.code, grpc.StatusCode.INTERNAL)
+
+
+def _abort(context: grpc.ServicerContext, exc: BaseException, method: str) -> None:
+    if isinstance(exc, CompactlogError):
+        context.abort(status_code(exc), str(exc))
+    log.exception("unexpected error in %s", method)
+    context.abort(grpc.StatusCode.INTERNAL, f"internal error in {method}: {type(exc).__name__}: {exc}")
+
+
+def rpc(func: F) -> F:
+    """Map exceptions of a unary or server-streaming servicer method to statuses."""
+    name = func.__name__
+    if inspect.isgeneratorfunction(func):
+
+        @functools.wraps(func)
+        def stream(self: Any, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+            try:
+                yield from func(self, request, context)
+            except Exception as exc:
+                _abort(context, exc, name)
+
+        return stream  # type: ignore[return-value]
+
+    @functools.wraps(func)
+    def unary(self: Any, request: Any, context: grpc.ServicerContext) -> Any:
+        try:
+            return func(self, request, context)
+        except Exception as exc:
+            _abort(context, exc, name)
+
+    return unary  # type: ignore[return-value]
+

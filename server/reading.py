@@ -1,0 +1,193 @@
+"""Read and Consume: resolve a start, stream batches, follow the tail.
+
+Responses are built straight from stored bytes (entries are Message wire bytes, see
+storage/codec.py), ``read.batch.max.messages`` per response, so throughput is not
+bound by per-message RPC cost.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+from compactlog.errors import InvalidArgument
+from compactlog.server.broker import Broker
+from compactlog.server.convert import fill_message, id_from_pb
+from compactlog.storage.ledger_store import LedgerStore
+from compactlog.storage.types import MessageId, TopicKind
+from compactlog.storage.views import compacted_view, last_compacted_id, raw_view
+from compactlog.v1 import compactlog_pb2 as pb
+
+FOLLOW_POLL_S = 0.2
+
+
+def _after(msg_id: MessageId | None) -> MessageId:
+    return MessageId(0, 0) if msg_id is None else MessageId(msg_id.ledger_id, msg_id.entry_id + 1)
+
+
+class Reading:
+    def __init__(self, broker: Broker, batch_size: int) -> None:
+        self.broker = broker
+        self.batch_size = batch_size
+        self._sub_locks: dict[tuple[str, str], threading.Lock] = {}
+        self._sub_locks_guard = threading.Lock()
+
+    # ---- Read -----------------------------------------------------------------------
+
+    def read(self, req: pb.ReadRequest, is_active: Callable[[], bool]) -> Iterator[pb.ReadResponse]:
+        if self.broker.kind(req.topic) == TopicKind.LEDGER:
+            yield from self._read_ledger(req, is_active)
+        else:
+            yield from self._read_segmented(req, is_active)
+
+    def _ledger_start(self, store: LedgerStore, req: pb.ReadRequest) -> MessageId:
+        topic = store.topic(req.topic)
+        which = req.WhichOneof("start")
+        if which == "message_id":
+            return id_from_pb(req.message_id)
+        if which == "timestamp_ms":
+            found = store.find_by_timestamp(req.topic, req.timestamp_ms)
+            return found if found is not None else _after(topic.lac)
+        if which == "position" and req.position == pb.LATEST:
+            return _after(topic.lac)
+        return MessageId(0, 0)
+
+    def _read_ledger(self, req: pb.ReadRequest, is_active: Callable[[], bool]) -> Iterator[pb.ReadResponse]:
+        store = self.broker.ledgers
+        topic = store.topic(req.topic)
+        start = self._ledger_start(store, req)
+        view = compacted_view if req.read_compacted else raw_view
+        remaining = req.max_messages or -1
+        batch = self.batch_size
+        while True:
+            stop = topic.lac
+            if stop is not None and start <= stop:
+                resp = pb.ReadResponse()
+                add = resp.messages.add
+                n = 0
+                for lid, eid, data, has_id in view(store, req.topic, start, stop):
+                    m = add()
+                    m.MergeFromString(data)
+                    if not has_id:
+                        m.id.ledger_id = lid
+                        m.id.entry_id = eid
+                    n += 1
+                    remaining -= 1
+                    if n == batch or remaining == 0:
+                        yield resp
+                        if remaining == 0:
+                            return
+                        resp = pb.ReadResponse()
+                        add = resp.messages.add
+                        n = 0
+                if n:
+                    yield resp
+                start = _after(stop)
+            if not req.follow:
+                return
+            with topic.data_cond:
+                while (topic.lac is None or topic.lac < start) and is_active():
+                    if topic.deleted or topic.closed:
+                        return
+                    topic.data_cond.wait(FOLLOW_POLL_S)
+            if not is_active():
+                return
+
+    def _read_segmented(self, req: pb.ReadRequest, is_active: Callable[[], bool]) -> Iterator[pb.ReadResponse]:
+        segs = self.broker.segments
+        name = req.topic
+        which = req.WhichOneof("start")
+        if which == "message_id":
+            if req.message_id.ledger_id != 0:
+                raise InvalidArgument("SEGMENTED topics use ids with ledger_id 0 (entry_id = offset)")
+            offset = req.message_id.entry_id
+        elif which == "timestamp_ms":
+            found = segs.offset_for_timestamp(name, req.timestamp_ms)
+            offset = found if found is not None else segs.log_end_offset(name)
+        elif which == "position" and req.position == pb.LATEST:
+            offset = segs.log_end_offset(name)
+        else:
+            offset = segs.log_start_offset(name)
+        remaining = req.max_messages or -1
+        end = segs.log_end_offset(name)
+        while True:
+            while offset < end:
+                want = self.batch_size if remaining < 0 else min(self.batch_size, remaining)
+                msgs = segs.read(name, offset, want)
+                msgs = [m for m in msgs if m.id.entry_id < end]
+                if not msgs:
+                    break
+                resp = pb.ReadResponse()
+                for msg in msgs:
+                    fill_message(resp.messages.add(), msg)
+                yield resp
+                offset = msgs[-1].id.entry_id + 1
+                remaining -= len(msgs)
+                if remaining == 0:
+                    return
+            if not req.follow:
+                return
+            while is_active() and segs.has_topic(name) and segs.log_end_offset(name) <= offset:
+                time.sleep(0.05)
+            if not is_active() or not segs.has_topic(name):
+                return
+            end = segs.log_end_offset(name)
+
+    # ---- Consume --------------------------------------------------------------------
+
+    def _sub_lock(self, topic: str, sub: str) -> threading.Lock:
+        with self._sub_locks_guard:
+            return self._sub_locks.setdefault((topic, sub), threading.Lock())
+
+    def consume(self, req: pb.ConsumeRequest, is_active: Callable[[], bool]) -> pb.ConsumeResponse:
+        if self.broker.kind(req.topic) != TopicKind.LEDGER:
+            from compactlog.errors import WrongTopicKind
+
+            raise WrongTopicKind("Consume is served for LEDGER topics; read SEGMENTED topics with Read")
+        store = self.broker.ledgers
+        topic = store.topic(req.topic)
+        cursor = store.open_cursor(req.topic, req.subscription, latest=req.initial_position == pb.LATEST)
+        view = compacted_view if req.read_compacted else raw_view
+        limit = req.max_messages or self.batch_size
+        deadline = time.monotonic() + req.wait_ms / 1000.0
+        resp = pb.ConsumeResponse()
+        with self._sub_lock(req.topic, req.subscription):
+            while True:
+                with topic.lock:
+                    start, stop = _after(cursor.read_position), topic.lac
+                last = None
+                if stop is not None and start <= stop:
+                    for lid, eid, data, has_id in view(store, req.topic, start, stop):
+                        msg_id = MessageId(lid, eid)
+                        last = msg_id
+                        if cursor.is_acked(msg_id):
+                            continue
+                        m = resp.messages.add()
+                        m.MergeFromString(data)
+                        if not has_id:
+                            m.id.ledger_id = lid
+                            m.id.entry_id = eid
+                        if len(resp.messages) >= limit:
+                            break
+                if last is not None:
+                    with topic.lock:
+                        if cursor.read_position is None or last > cursor.read_position:
+                            cursor.read_position = last
+                if resp.messages:
+                    return resp
+                timeout = deadline - time.monotonic()
+                if timeout <= 0 or not is_active():
+                    return resp
+                with topic.data_cond:
+                    if topic.lac == stop and not topic.deleted:
+                        topic.data_cond.wait(min(timeout, FOLLOW_POLL_S))
+                    if topic.deleted:
+                        return resp
+
+    def last_message_id(self, topic: str, read_compacted: bool) -> MessageId | None:
+        if self.broker.kind(topic) == TopicKind.LEDGER:
+            store = self.broker.ledgers
+            return last_compacted_id(store, topic) if read_compacted else store.topic(topic).lac
+        stats = self.broker.segments.stats(topic)
+        return MessageId(0, stats.last_offset) if stats.last_offset is not None else None

@@ -1,0 +1,286 @@
+"""Topic config keys and server-wide settings: names, defaults and validation.
+
+Topic configs are stored as the user's overrides (strings, as sent); the effective
+config is ``defaults ← server --config file ← topic overrides``. Values are validated the
+way Kafka validates them (ranges, ``-1`` = unlimited where Kafka allows it) so that a bad
+value is refused at CreateTopic/UpdateTopicConfig time, never discovered by a background
+thread later.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from compactlog.errors import InvalidConfig
+from compactlog.storage.types import TopicKind
+
+LONG_MAX = 9223372036854775807
+
+
+@dataclass(frozen=True)
+class ConfigKey:
+    """One config key: how to parse a string value, its default and its valid range."""
+
+    name: str
+    parse: Callable[[str], Any]
+    default: Any
+    doc: str
+
+    def validate(self, raw: object) -> Any:
+        try:
+            return self.parse(str(raw).strip() if not isinstance(raw, bool) else str(raw).lower())
+        except (ValueError, TypeError) as exc:
+            raise InvalidConfig(f"invalid value {raw!r} for {self.name}: {exc}") from None
+
+
+def _int(lo: int, hi: int = LONG_MAX) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        value = int(text)
+        if not lo <= value <= hi:
+            raise ValueError(f"must be in [{lo}, {hi}]")
+        return value
+
+    return parse
+
+
+def _float(lo: float, hi: float) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        value = float(text)
+        if not lo <= value <= hi:
+            raise ValueError(f"must be in [{lo}, {hi}]")
+        return value
+
+    return parse
+
+
+def _bool(text: str) -> bool:
+    lowered = text.lower()
+    if lowered not in ("true", "false"):
+        raise ValueError("must be true or false")
+    return lowered == "true"
+
+
+def _choice(*choices: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        if text not in choices:
+            raise ValueError(f"must be one of {', '.join(choices)}")
+        return text
+
+    return parse
+
+
+def _cleanup_policy(text: str) -> str:
+    parts = sorted({p.strip() for p in text.split(",") if p.strip()})
+    if not parts or any(p not in ("compact", "delete") for p in parts):
+        raise ValueError("must be delete, compact or compact,delete")
+    return ",".join(parts)
+
+
+def _keys(*keys: ConfigKey) -> dict[str, ConfigKey]:
+    return {k.name: k for k in keys}
+
+
+LEDGER_KEYS = _keys(
+    ConfigKey("ledger.max.entries", _int(1), 50000, "entries before the current ledger rolls over"),
+    ConfigKey("ledger.max.bytes", _int(1), 67108864, "bytes before the current ledger rolls over"),
+    ConfigKey("compaction.threshold.bytes", _int(0), 0, "backlog that triggers compaction; 0 = off"),
+    ConfigKey("compaction.retain.null.key", _bool, False, "keep keyless messages when compacting"),
+    ConfigKey("retention.ms", _int(-1), -1, "age after which consumed ledgers go; -1 = forever"),
+    ConfigKey("retention.bytes", _int(-1), -1, "size above which consumed ledgers go; -1 = no cap"),
+    ConfigKey("max.message.bytes", _int(1), 1048576, "largest record accepted"),
+)
+
+SEGMENTED_KEYS = _keys(
+    ConfigKey("cleanup.policy", _cleanup_policy, "delete", "delete, compact or compact,delete"),
+    ConfigKey("segment.bytes", _int(14, 2**31 - 1), 1073741824, "segment size before a roll"),
+    ConfigKey("segment.ms", _int(1), 604800000, "segment age before a roll"),
+    ConfigKey("segment.index.bytes", _int(8, 2**31 - 1), 10485760, "index size before a roll"),
+    ConfigKey("index.interval.bytes", _int(0, 2**31 - 1), 4096, "bytes between index entries"),
+    ConfigKey("retention.ms", _int(-1), 604800000, "age after which segments go; -1 = forever"),
+    ConfigKey("retention.bytes", _int(-1), -1, "log size above which segments go; -1 = no cap"),
+    ConfigKey("min.cleanable.dirty.ratio", _float(0.0, 1.0), 0.5, "dirty ratio that makes a log cleanable"),
+    ConfigKey("min.compaction.lag.ms", _int(0), 0, "records younger than this are not cleaned"),
+    ConfigKey("max.compaction.lag.ms", _int(1), LONG_MAX, "records older than this make a log cleanable"),
+    ConfigKey("delete.retention.ms", _int(0), 86400000, "how long tombstones survive cleaning"),
+    ConfigKey("file.delete.delay.ms", _int(0), 60000, "delay before a .deleted file is unlinked"),
+    ConfigKey("flush.messages", _int(1), LONG_MAX, "records between fsyncs"),
+    ConfigKey("flush.ms", _int(0), LONG_MAX, "milliseconds between fsyncs"),
+    ConfigKey("max.message.bytes", _int(0, 2**31 - 1), 1048588, "largest record batch accepted"),
+)
+
+TOPIC_KEYS: dict[TopicKind, dict[str, ConfigKey]] = {
+    TopicKind.LEDGER: LEDGER_KEYS,
+    TopicKind.SEGMENTED: SEGMENTED_KEYS,
+}
+
+SERVER_KEYS = _keys(
+    ConfigKey("publish.durability", _choice("fsync", "wal"), "fsync", "ack after fsync or after the WAL write"),
+    ConfigKey("log.cleaner.enable", _bool, True, "run the LogCleaner threads"),
+    ConfigKey("log.cleaner.threads", _int(0, 64), 1, "LogCleaner threads"),
+    ConfigKey("log.cleaner.dedupe.buffer.size", _int(24), 134217728, "offset map memory (24 B/entry)"),
+    ConfigKey("log.cleaner.io.buffer.load.factor", _float(0.0001, 1.0), 0.9, "offset map load factor"),
+    ConfigKey("log.cleaner.io.buffer.size", _int(512), 524288, "read/write buffer of a cleaner thread"),
+    ConfigKey("log.cleaner.backoff.ms", _int(0), 15000, "sleep when no log is cleanable"),
+    ConfigKey("log.cleaner.io.max.bytes.per.second", _float(1.0, 1.7976931348623157e308), 1.7976931348623157e308, "cleaner I/O throttle"),
+    ConfigKey("log.retention.check.interval.ms", _int(1), 300000, "how often retention is checked"),
+    ConfigKey("compaction.monitor.interval.ms", _int(1), 60000, "how often compaction thresholds are checked"),
+    ConfigKey("compaction.max.concurrent", _int(1, 1024), 2, "compactions running at once, server-wide"),
+    ConfigKey("compaction.phase.one.memory.bytes", _int(1024), 1073741824, "phase-one key map budget"),
+    ConfigKey("read.batch.max.messages", _int(1, 1_000_000), 1000, "messages per Read response"),
+)
+
+
+def validate_topic_overrides(kind: TopicKind, overrides: Mapping[str, object]) -> dict[str, str]:
+    """Check keys and values; return the overrides normalised to strings."""
+    table = TOPIC_KEYS[kind]
+    normalised: dict[str, str] = {}
+    for name, raw in overrides.items():
+        key = table.get(name)
+        if key is None:
+            known = ", ".join(sorted(table))
+            raise InvalidConfig(f"unknown config key {name!r} for {kind.name} topics (known: {known})")
+        value = key.validate(raw)
+        normalised[name] = _to_text(value)
+    return normalised
+
+
+def _to_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return repr(value)
+    return str(value)
+
+
+def effective_topic_config(
+    kind: TopicKind, overrides: Mapping[str, str], server_defaults: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """Every key of the kind with its effective value, as strings (what GetTopic shows)."""
+    server_defaults = server_defaults or {}
+    out: dict[str, str] = {}
+    for name, key in TOPIC_KEYS[kind].items():
+        if name in overrides:
+            out[name] = overrides[name]
+        elif name in server_defaults:
+            out[name] = server_defaults[name]
+        else:
+            out[name] = _to_text(key.default)
+    return out
+
+
+def _typed(cls: type[Any], table: Mapping[str, ConfigKey], effective: Mapping[str, str]) -> Any:
+    values = {}
+    for f in fields(cls):
+        name = f.name.replace("_", ".")
+        values[f.name] = table[name].validate(effective[name])
+    return cls(**values)
+
+
+@dataclass(frozen=True)
+class LedgerTopicConfig:
+    ledger_max_entries: int = 50000
+    ledger_max_bytes: int = 67108864
+    compaction_threshold_bytes: int = 0
+    compaction_retain_null_key: bool = False
+    retention_ms: int = -1
+    retention_bytes: int = -1
+    max_message_bytes: int = 1048576
+
+    @classmethod
+    def from_effective(cls, effective: Mapping[str, str]) -> LedgerTopicConfig:
+        result: LedgerTopicConfig = _typed(cls, LEDGER_KEYS, effective)
+        return result
+
+
+@dataclass(frozen=True)
+class SegmentedTopicConfig:
+    cleanup_policy: str = "delete"
+    segment_bytes: int = 1073741824
+    segment_ms: int = 604800000
+    segment_index_bytes: int = 10485760
+    index_interval_bytes: int = 4096
+    retention_ms: int = 604800000
+    retention_bytes: int = -1
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
+    delete_retention_ms: int = 86400000
+    file_delete_delay_ms: int = 60000
+    flush_messages: int = LONG_MAX
+    flush_ms: int = LONG_MAX
+    max_message_bytes: int = 1048588
+
+    @property
+    def compact(self) -> bool:
+        return "compact" in self.cleanup_policy.split(",")
+
+    @property
+    def delete(self) -> bool:
+        return "delete" in self.cleanup_policy.split(",")
+
+    @classmethod
+    def from_effective(cls, effective: Mapping[str, str]) -> SegmentedTopicConfig:
+        result: SegmentedTopicConfig = _typed(cls, SEGMENTED_KEYS, effective)
+        return result
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """Server-wide settings from ``--config``; ``topic_defaults`` are topic keys set there."""
+
+    publish_durability: str = "fsync"
+    log_cleaner_enable: bool = True
+    log_cleaner_threads: int = 1
+    log_cleaner_dedupe_buffer_size: int = 134217728
+    log_cleaner_io_buffer_load_factor: float = 0.9
+    log_cleaner_io_buffer_size: int = 524288
+    log_cleaner_backoff_ms: int = 15000
+    log_cleaner_io_max_bytes_per_second: float = 1.7976931348623157e308
+    log_retention_check_interval_ms: int = 300000
+    compaction_monitor_interval_ms: int = 60000
+    compaction_max_concurrent: int = 2
+    compaction_phase_one_memory_bytes: int = 1073741824
+    read_batch_max_messages: int = 1000
+    topic_defaults: Mapping[str, str] | None = None
+
+    def defaults_for(self, kind: TopicKind) -> dict[str, str]:
+        """The server-file defaults that apply to topics of this kind."""
+        table = TOPIC_KEYS[kind]
+        return {k: v for k, v in (self.topic_defaults or {}).items() if k in table}
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, object]) -> ServerSettings:
+        """Validate a flat mapping of quoted keys (as in the TOML file)."""
+        server: dict[str, Any] = {}
+        topic_defaults: dict[str, str] = {}
+        all_topic_keys = {**LEDGER_KEYS, **SEGMENTED_KEYS}
+        for name, raw in values.items():
+            if isinstance(raw, dict):
+                raise InvalidConfig(f"{name}: tables are not allowed; quote dotted keys, e.g. \"{name}.x\" = 1")
+            if name in SERVER_KEYS:
+                server[name.replace(".", "_")] = SERVER_KEYS[name].validate(raw)
+            elif name in all_topic_keys:
+                # Validate against every kind that has the key, so a bad default is refused early.
+                for table in (LEDGER_KEYS, SEGMENTED_KEYS):
+                    if name in table:
+                        topic_defaults[name] = _to_text(table[name].validate(raw))
+            else:
+                raise InvalidConfig(f"unknown config key {name!r}")
+        return cls(**server, topic_defaults=topic_defaults)
+
+    @classmethod
+    def load(cls, path: Path | None) -> ServerSettings:
+        if path is None:
+            return cls(topic_defaults={})
+        try:
+            with open(path, "rb") as fh:
+                data = tomllib.load(fh)
+        except FileNotFoundError:
+            raise InvalidConfig(f"config file {path} does not exist") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise InvalidConfig(f"config file {path} is not valid TOML: {exc}") from None
+        return cls.from_mapping(data)

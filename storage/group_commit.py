@@ -1,0 +1,74 @@
+"""Group commit: many writers, one fsync.
+
+A writer applies its batch to RocksDB (WAL written, not yet synced), takes a ticket
+and waits. One syncer thread fsyncs the WAL for every ticket issued before the sync
+began, then wakes them together, the way BookKeeper's journal acknowledges a group
+of adds with one force-write. Tickets are issued after the write returns, so a sync
+that starts after a ticket covers that write.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from compactlog.errors import StoreClosed
+
+
+class GroupCommit:
+    def __init__(self, sync: Callable[[], None]) -> None:
+        self._sync = sync
+        self._cond = threading.Condition()
+        self._issued = 0
+        self._synced = 0
+        self._error: Exception | None = None
+        self._closed = False
+        self.syncs = 0  # how many fsyncs ran, for metrics and tests
+        self._thread = threading.Thread(target=self._run, name="group-commit", daemon=True)
+        self._thread.start()
+
+    def ticket(self) -> int:
+        with self._cond:
+            self._issued += 1
+            self._cond.notify_all()
+            return self._issued
+
+    def wait(self, ticket: int) -> None:
+        """Block until the write behind ``ticket`` is on disk."""
+        with self._cond:
+            while self._synced < ticket:
+                if self._error is not None:
+                    raise self._error
+                if self._closed:
+                    raise StoreClosed("the store closed before the write was synced")
+                self._cond.wait()
+
+    def sync_now(self) -> None:
+        self.wait(self.ticket())
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while self._issued == self._synced and not self._closed:
+                    self._cond.wait()
+                if self._closed and self._issued == self._synced:
+                    return
+                target = self._issued
+            try:
+                self._sync()
+            except Exception as exc:  # a failed fsync fails every waiter, loudly
+                with self._cond:
+                    self._error = exc
+                    self._cond.notify_all()
+                return
+            with self._cond:
+                self._synced = target
+                self.syncs += 1
+                self._cond.notify_all()
+
+    def close(self) -> None:
+        """Sync what is pending, then stop the syncer."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self._thread.join()

@@ -1,0 +1,91 @@
+"""RocksDB key layout of the ledger store (all integers big-endian, so byte order is
+numeric order and one ledger is one contiguous key range).
+
+::
+
+    b"\\x00format"                            -> b"1"                 format version
+    b"\\x00next_ledger"                       -> u64                  next ledger id (store-wide, from 1)
+    b"T" topic                               -> JSON                 topic record: kind, overrides, ledger ids
+    b"L" ledger_id:u64                       -> ledger meta          see codec.LEDGER_META
+    b"E" ledger_id:u64 entry_id:u64          -> entry                Message wire bytes without the id
+    b"K" ledger_id:u64 first_entry_id:u64    -> key block            keys of consecutive entries (phase one)
+    b"C" topic 0x00 subscription             -> JSON                 durable cursor
+    b"S" topic                               -> JSON                 compaction status and last run
+
+Entries and key blocks of a ledger are separate ranges so that a keys-only scan
+(compaction phase one) never reads payloads.
+"""
+
+from __future__ import annotations
+
+import struct
+
+FORMAT_KEY = b"\x00format"
+FORMAT_VERSION = b"1"
+NEXT_LEDGER_KEY = b"\x00next_ledger"
+
+U64 = struct.Struct(">Q")
+_LEDGER = struct.Struct(">cQ")
+_ENTRY = struct.Struct(">cQQ")
+ENTRY_KEY_LEN = _ENTRY.size
+_entry_unpack = _ENTRY.unpack
+
+MAX_ID = 2**64 - 1
+
+
+def topic_key(topic: str) -> bytes:
+    return b"T" + topic.encode()
+
+
+def topic_range() -> tuple[bytes, bytes]:
+    return b"T", b"U"
+
+
+def ledger_meta_key(ledger_id: int) -> bytes:
+    return _LEDGER.pack(b"L", ledger_id)
+
+
+def ledger_meta_range() -> tuple[bytes, bytes]:
+    return b"L", b"M"
+
+
+def ledger_id_of_meta_key(key: bytes) -> int:
+    return int(_LEDGER.unpack(key)[1])
+
+
+def entry_key(ledger_id: int, entry_id: int) -> bytes:
+    return _ENTRY.pack(b"E", ledger_id, entry_id)
+
+
+def entry_ids(key: bytes) -> tuple[int, int]:
+    _, ledger_id, entry_id = _entry_unpack(key)
+    return ledger_id, entry_id
+
+
+def key_block_key(ledger_id: int, first_entry_id: int) -> bytes:
+    return _ENTRY.pack(b"K", ledger_id, first_entry_id)
+
+
+def ledger_ranges(ledger_id: int) -> list[tuple[bytes, bytes]]:
+    """The entry and key-block ranges of one ledger, for delete_range."""
+    return [
+        (_ENTRY.pack(b"E", ledger_id, 0), _LEDGER.pack(b"E", ledger_id + 1) if ledger_id < MAX_ID else b"F"),
+        (_ENTRY.pack(b"K", ledger_id, 0), _LEDGER.pack(b"K", ledger_id + 1) if ledger_id < MAX_ID else b"L"),
+    ]
+
+
+def cursor_key(topic: str, subscription: str) -> bytes:
+    return b"C" + topic.encode() + b"\x00" + subscription.encode()
+
+
+def cursor_range(topic: str) -> tuple[bytes, bytes]:
+    prefix = b"C" + topic.encode() + b"\x00"
+    return prefix, prefix[:-1] + b"\x01"
+
+
+def subscription_of_cursor_key(key: bytes) -> str:
+    return key.split(b"\x00", 1)[1].decode()
+
+
+def status_key(topic: str) -> bytes:
+    return b"S" + topic.encode()

@@ -1,0 +1,480 @@
+"""LEDGER topics on RocksDB: ledgers, appends, scans, cursors and retention.
+
+A topic is an ordered list of append-only ledgers with store-wide increasing ids. The
+current ledger rolls over at ``ledger.max.entries`` / ``ledger.max.bytes`` and when the
+topic is reopened after a restart (ledgers open at start-up are sealed, as Pulsar does
+on topic load). Readers see entries up to the last confirmed id: with the default
+``fsync`` durability an append becomes visible, and is acknowledged, only after the
+group commit has synced it. Compacted ledgers are ledgers too (role COMPACTED),
+referenced from the ``__compaction`` cursor rather than the topic's ledger list; ledgers
+nobody references (an interrupted compaction's) are deleted at start-up.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+from compactlog.errors import RecordTooLarge, StorageError, TopicAlreadyExists, TopicNotFound
+from compactlog.storage import keys
+from compactlog.storage.codec import (
+    ROLE_COMPACTED,
+    ROLE_RAW,
+    LedgerMeta,
+    encode_entry,
+    iter_key_block,
+    key_block_part,
+    key_flags,
+    publish_time_of,
+)
+from compactlog.storage.config import LedgerTopicConfig, ServerSettings, effective_topic_config
+from compactlog.storage.cursor import COMPACTED_LEDGER_PROPERTY, Cursor
+from compactlog.storage.group_commit import GroupCommit
+from compactlog.storage.ledger_topic import LedgerTopic
+from compactlog.storage.retention import ledgers_to_delete
+from compactlog.storage.rocks import Batch, RocksDB
+from compactlog.storage.types import MessageId, Record, TopicKind
+
+log = logging.getLogger(__name__)
+
+Entry = tuple[int, int, bytes]  # ledger id, entry id, entry bytes
+KeyEntry = tuple[int, int, int, int, bytes | None]  # ledger, entry, flags, size, key
+
+
+class LedgerStore:
+    def __init__(
+        self, path: Path, settings: ServerSettings, clock: Callable[[], float] = time.time
+    ) -> None:
+        self.settings = settings
+        self.clock = clock
+        self.db = RocksDB(path)
+        self._lock = threading.RLock()
+        self._topics: dict[str, LedgerTopic] = {}
+        self._ledgers: dict[int, LedgerMeta] = {}  # every ledger, raw and compacted
+        self.fsync = settings.publish_durability == "fsync"
+        self.group_commit = GroupCommit(self.db.sync_wal)
+        try:
+            self._load()
+        except BaseException:
+            self.group_commit.close()
+            self.db.close()
+            raise
+
+    # ---- start-up -------------------------------------------------------------------
+
+    def _load(self) -> None:
+        fmt = self.db.get(keys.FORMAT_KEY)
+        if fmt is None:
+            self.db.put(keys.FORMAT_KEY, keys.FORMAT_VERSION)
+        elif fmt != keys.FORMAT_VERSION:
+            raise StorageError(f"unsupported store format {fmt!r}")
+        raw_next = self.db.get(keys.NEXT_LEDGER_KEY)
+        self._next_ledger = keys.U64.unpack(raw_next)[0] if raw_next else 1
+        for key, value in self.db.scan(*keys.ledger_meta_range()):
+            lid = keys.ledger_id_of_meta_key(key)
+            self._ledgers[lid] = LedgerMeta.decode(lid, value)
+        batch = Batch()
+        # Rollover on reopen: no ledger stays open across a restart.
+        for meta in self._ledgers.values():
+            if not meta.sealed:
+                meta.sealed = True
+                batch.put(keys.ledger_meta_key(meta.ledger_id), meta.encode())
+        for key, value in self.db.scan(*keys.topic_range()):
+            name = key[1:].decode()
+            record = json.loads(value)
+            topic = self._new_topic(name, record["overrides"])
+            topic.ledgers = [self._ledgers[lid] for lid in record["ledgers"] if lid in self._ledgers]
+            topic.recompute_positions()
+            self._topics[name] = topic
+        for key, value in self.db.scan(b"C", b"D"):
+            topic_name, sub = key[1:].split(b"\x00", 1)
+            owner = self._topics.get(topic_name.decode())
+            if owner is None:
+                batch.delete(key)
+                continue
+            owner.cursors[sub.decode()] = Cursor.decode(sub.decode(), value)
+        referenced = {led.ledger_id for t in self._topics.values() for led in t.ledgers}
+        for topic in self._topics.values():
+            compacted = topic.compacted_ledger_id()
+            if compacted is not None:
+                referenced.add(compacted)
+        for lid in sorted(set(self._ledgers) - referenced):
+            log.info("deleting ledger %d: no topic references it", lid)
+            self._delete_ledger_ops(batch, lid)
+            del self._ledgers[lid]
+        if batch.ops:
+            self.db.write(batch, sync=True)
+
+    def _new_topic(self, name: str, overrides: dict[str, str]) -> LedgerTopic:
+        effective = effective_topic_config(
+            TopicKind.LEDGER, overrides, self.settings.defaults_for(TopicKind.LEDGER)
+        )
+        return LedgerTopic(name, overrides, effective, LedgerTopicConfig.from_effective(effective))
+
+    # ---- topics ---------------------------------------------------------------------
+
+    def topic(self, name: str) -> LedgerTopic:
+        topic = self._topics.get(name)
+        if topic is None:
+            raise TopicNotFound(f"topic {name!r} does not exist")
+        return topic
+
+    def has_topic(self, name: str) -> bool:
+        return name in self._topics
+
+    def topic_names(self) -> list[str]:
+        return sorted(self._topics)
+
+    def create_topic(self, name: str, overrides: dict[str, str]) -> LedgerTopic:
+        with self._lock:
+            if name in self._topics:
+                raise TopicAlreadyExists(f"topic {name!r} already exists")
+            topic = self._new_topic(name, dict(overrides))
+            batch = Batch()
+            batch.put(keys.topic_key(name), topic.record())
+            self.db.write(batch, sync=self.fsync)
+            self._topics[name] = topic
+            return topic
+
+    def update_config(self, name: str, overrides: dict[str, str]) -> LedgerTopic:
+        with self._lock:
+            old = self.topic(name)
+            with old.lock:
+                fresh = self._new_topic(name, dict(overrides))
+                old.overrides, old.effective, old.config = (
+                    fresh.overrides, fresh.effective, fresh.config)
+                self.db.put(keys.topic_key(name), old.record())
+            return old
+
+    def delete_topic(self, name: str) -> None:
+        with self._lock:
+            topic = self.topic(name)
+            with topic.lock:
+                batch = Batch()
+                batch.delete(keys.topic_key(name))
+                batch.delete(keys.status_key(name))
+                batch.delete_range(*keys.cursor_range(name))
+                doomed = [led.ledger_id for led in topic.ledgers]
+                compacted = topic.compacted_ledger_id()
+                if compacted is not None:
+                    doomed.append(compacted)
+                for lid in doomed:
+                    self._delete_ledger_ops(batch, lid)
+                self.db.write(batch, sync=self.fsync)
+                for lid in doomed:
+                    self._ledgers.pop(lid, None)
+                topic.deleted = True
+                del self._topics[name]
+                with topic.data_cond:
+                    topic.data_cond.notify_all()
+
+    # ---- ledgers --------------------------------------------------------------------
+
+    def _allocate_ledger(self, topic: str, role: int) -> LedgerMeta:
+        """A new ledger id, persisted at once so that ids are never reused."""
+        with self._lock:
+            lid = self._next_ledger
+            self._next_ledger += 1
+            self.db.put(keys.NEXT_LEDGER_KEY, keys.U64.pack(self._next_ledger))
+            meta = LedgerMeta(ledger_id=lid, topic=topic, role=role)
+            self._ledgers[lid] = meta
+            return meta
+
+    def _delete_ledger_ops(self, batch: Batch, ledger_id: int) -> None:
+        batch.delete(keys.ledger_meta_key(ledger_id))
+        for begin, end in keys.ledger_ranges(ledger_id):
+            batch.delete_range(begin, end)
+
+    def ledger(self, ledger_id: int) -> LedgerMeta | None:
+        return self._ledgers.get(ledger_id)
+
+    def create_ledger(self, topic: str, role: int = ROLE_COMPACTED) -> LedgerMeta:
+        """A ledger outside the topic's raw list (a compacted ledger being written)."""
+        self.topic(topic)
+        meta = self._allocate_ledger(topic, role)
+        self.db.put(keys.ledger_meta_key(meta.ledger_id), meta.encode())
+        return meta
+
+    def append_entries(self, ledger_id: int, entries: Sequence[tuple[int, bytes, bytes | None, int]]) -> None:
+        """Append (entry_id, entry bytes, key, flags) to a non-raw ledger, ids as given."""
+        meta = self._ledgers[ledger_id]
+        if meta.sealed:
+            raise StorageError(f"ledger {ledger_id} is sealed")
+        batch = Batch()
+        parts = []
+        first_entry = None
+        for entry_id, data, key, flags in entries:
+            if first_entry is None:
+                first_entry = entry_id
+            batch.put(keys.entry_key(ledger_id, entry_id), data)
+            parts.append(key_block_part(flags, len(data), key))
+            meta.bytes += len(data)
+        if first_entry is None:
+            return
+        meta.entries += len(entries)
+        batch.put(keys.key_block_key(ledger_id, first_entry), b"".join(parts))
+        batch.put(keys.ledger_meta_key(ledger_id), meta.encode())
+        self.db.write(batch)
+
+    def seal_ledger(self, ledger_id: int) -> None:
+        meta = self._ledgers[ledger_id]
+        meta.sealed = True
+        batch = Batch()
+        batch.put(keys.ledger_meta_key(ledger_id), meta.encode())
+        self.db.write(batch, sync=True)
+
+    def delete_ledger(self, ledger_id: int) -> None:
+        batch = Batch()
+        self._delete_ledger_ops(batch, ledger_id)
+        self.db.write(batch, sync=self.fsync)
+        self._ledgers.pop(ledger_id, None)
+
+    # ---- append ---------------------------------------------------------------------
+
+    def append(self, name: str, records: Sequence[Record]) -> list[MessageId]:
+        """Append all records or none; return their ids once durable."""
+        topic = self.topic(name)
+        now = int(self.clock() * 1000)
+        limit = topic.config.max_message_bytes
+        encoded = []
+        for i, rec in enumerate(records):
+            key = rec.key
+            data = encode_entry(key, rec.value, rec.properties, now, rec.event_time_ms or now)
+            if len(data) > limit:
+                raise RecordTooLarge(
+                    f"record {i} is {len(data)} bytes, over max.message.bytes={limit}; "
+                    "nothing of this batch was stored")
+            encoded.append((data, key_block_part(key_flags(key, rec.value), len(data), key)))
+        if not encoded:
+            return []
+        with topic.lock:
+            if topic.deleted:
+                raise TopicNotFound(f"topic {name!r} does not exist")
+            ids, batch, touched = self._build_append(topic, encoded, now)
+            self.db.write(batch)
+            ticket = self.group_commit.ticket() if self.fsync else 0
+            if not self.fsync:
+                topic.confirm(ids[-1])
+        if self.fsync:
+            self.group_commit.wait(ticket)
+            with topic.lock:
+                topic.confirm(ids[-1])
+        del touched
+        return ids
+
+    def _build_append(
+        self, topic: LedgerTopic, encoded: list[tuple[bytes, bytes]], now: int
+    ) -> tuple[list[MessageId], Batch, list[LedgerMeta]]:
+        batch = Batch()
+        ids: list[MessageId] = []
+        touched: list[LedgerMeta] = []
+        cfg = topic.config
+        rolled = False
+        i = 0
+        while i < len(encoded):
+            cur = topic.current
+            if cur is None or cur.entries >= cfg.ledger_max_entries or cur.bytes >= cfg.ledger_max_bytes:
+                if cur is not None:
+                    cur.sealed = True
+                    batch.put(keys.ledger_meta_key(cur.ledger_id), cur.encode())
+                cur = self._allocate_ledger(topic.name, ROLE_RAW)
+                cur.first_publish_ms = now
+                topic.add_ledger(cur)
+                rolled = True
+            first = cur.entries
+            lid = cur.ledger_id
+            room = min(cfg.ledger_max_entries - cur.entries, len(encoded) - i)
+            put = batch.put_many
+            pack = keys.entry_key
+            nbytes = 0
+            stop = i + room
+            parts = []
+            for entry_id, (data, part) in enumerate(encoded[i:stop], first):
+                put(pack(lid, entry_id), data)
+                parts.append(part)
+                nbytes += len(data)
+                if cur.bytes + nbytes >= cfg.ledger_max_bytes:
+                    stop = i + (entry_id - first) + 1
+                    break
+            count = stop - i
+            ids.extend(MessageId(lid, e) for e in range(first, first + count))
+            batch.ops += count
+            cur.entries += count
+            cur.bytes += nbytes
+            i = stop
+            cur.last_publish_ms = now
+            batch.put(keys.key_block_key(lid, first), b"".join(parts))
+            batch.put(keys.ledger_meta_key(lid), cur.encode())
+            touched.append(cur)
+        if rolled:
+            batch.put(keys.topic_key(topic.name), topic.record())
+        return ids, batch, touched
+
+    # ---- scans ----------------------------------------------------------------------
+
+    def scan_ledger(self, ledger_id: int, first_entry: int = 0, last_entry: int = keys.MAX_ID) -> Iterator[Entry]:
+        begin = keys.entry_key(ledger_id, first_entry)
+        end = keys.entry_key(ledger_id, last_entry + 1) if last_entry < keys.MAX_ID else keys.ledger_ranges(ledger_id)[0][1]
+        entry_ids = keys.entry_ids
+        for key, value in self.db.scan(begin, end):
+            lid, eid = entry_ids(key)
+            yield lid, eid, value
+
+    def scan(self, name: str, start: MessageId, stop: MessageId) -> Iterator[Entry]:
+        """Raw entries with start <= id <= stop, ledger after ledger."""
+        for meta in self.topic(name).ledgers_between(start, stop):
+            first = start.entry_id if meta.ledger_id == start.ledger_id else 0
+            last = stop.entry_id if meta.ledger_id == stop.ledger_id else keys.MAX_ID
+            yield from self.scan_ledger(meta.ledger_id, first, last)
+
+    def scan_ledger_keys(self, ledger_id: int, first_entry: int = 0, last_entry: int = keys.MAX_ID) -> Iterator[KeyEntry]:
+        """Keys of a ledger's entries from its key blocks, never touching payloads."""
+        # A block starting before first_entry may cover it: start at the block holding it.
+        begin = self.db.last_key(keys.key_block_key(ledger_id, 0), keys.key_block_key(ledger_id, first_entry + 1))
+        begin = begin or keys.key_block_key(ledger_id, first_entry)
+        end = keys.ledger_ranges(ledger_id)[1][1]
+        for key, block in self.db.scan(begin, end):
+            block_first = keys.entry_ids(key)[1]
+            if block_first > last_entry:
+                return
+            for eid, flags, size, k in iter_key_block(block_first, block):
+                if eid > last_entry:
+                    return
+                if eid >= first_entry:
+                    yield ledger_id, eid, flags, size, k
+
+    def scan_keys(self, name: str, start: MessageId, stop: MessageId) -> Iterator[KeyEntry]:
+        for meta in self.topic(name).ledgers_between(start, stop):
+            first = start.entry_id if meta.ledger_id == start.ledger_id else 0
+            last = stop.entry_id if meta.ledger_id == stop.ledger_id else keys.MAX_ID
+            yield from self.scan_ledger_keys(meta.ledger_id, first, last)
+
+    def find_by_timestamp(self, name: str, timestamp_ms: int) -> MessageId | None:
+        """First confirmed id published at or after timestamp_ms."""
+        topic = self.topic(name)
+        lac = topic.lac
+        if lac is None:
+            return None
+        for meta in topic.ledgers_between(MessageId(0, 0), lac):
+            if meta.entries == 0 or meta.last_publish_ms < timestamp_ms:
+                continue
+            for lid, eid, data in self.scan_ledger(meta.ledger_id):
+                if MessageId(lid, eid) > lac:
+                    return None
+                if publish_time_of(data) >= timestamp_ms:
+                    return MessageId(lid, eid)
+        return None
+
+    # ---- cursors --------------------------------------------------------------------
+
+    def open_cursor(self, name: str, subscription: str, latest: bool = False) -> Cursor:
+        topic = self.topic(name)
+        with topic.lock:
+            cursor = topic.cursors.get(subscription)
+            if cursor is None:
+                cursor = Cursor(subscription)
+                if latest:
+                    cursor.mark_delete = topic.lac
+                    cursor.read_position = topic.lac
+                self._write_cursor(topic, cursor)
+                topic.cursors[subscription] = cursor
+            return cursor
+
+    def _write_cursor(self, topic: LedgerTopic, cursor: Cursor, batch: Batch | None = None) -> None:
+        own = batch is None
+        batch = batch or Batch()
+        batch.put(keys.cursor_key(topic.name, cursor.name), cursor.encode())
+        if own:
+            self.db.write(batch, sync=self.fsync)
+
+    def acknowledge(self, name: str, subscription: str, msg_id: MessageId, cumulative: bool) -> Cursor:
+        topic = self.topic(name)
+        with topic.lock:
+            cursor = topic.cursors.get(subscription)
+            if cursor is None:
+                from compactlog.errors import SubscriptionNotFound
+
+                raise SubscriptionNotFound(f"subscription {subscription!r} does not exist on {name!r}")
+            cursor.acknowledge(msg_id, cumulative, topic.successor)
+            self._write_cursor(topic, cursor)
+            return cursor
+
+    def commit_cursor(
+        self,
+        name: str,
+        subscription: str,
+        mark_delete: MessageId | None,
+        properties: dict[str, str],
+        extra: Callable[[Batch], None] | None = None,
+    ) -> None:
+        """Set position and properties in one atomic, synced write (plus ``extra`` ops)."""
+        topic = self.topic(name)
+        with topic.lock:
+            cursor = topic.cursors.get(subscription) or Cursor(subscription)
+            new = Cursor(subscription, mark_delete, {i for i in cursor.acked if mark_delete is None or i > mark_delete},
+                         dict(properties), max(filter(None, [cursor.read_position, mark_delete]), default=None))
+            batch = Batch()
+            self._write_cursor(topic, new, batch)
+            if extra is not None:
+                extra(batch)
+            self.db.write(batch, sync=True)
+            topic.cursors[subscription] = new
+
+    def delete_cursor(self, name: str, subscription: str) -> None:
+        topic = self.topic(name)
+        with topic.lock:
+            if topic.cursors.pop(subscription, None) is not None:
+                batch = Batch()
+                batch.delete(keys.cursor_key(name, subscription))
+                self.db.write(batch, sync=self.fsync)
+
+    # ---- status blobs (compaction status survives restarts) -------------------------
+
+    def put_status(self, name: str, status: dict[str, object]) -> None:
+        self.db.put(keys.status_key(name), json.dumps(status).encode())
+
+    def get_status(self, name: str) -> dict[str, object] | None:
+        raw = self.db.get(keys.status_key(name))
+        return json.loads(raw) if raw else None
+
+    # ---- retention ------------------------------------------------------------------
+
+    def enforce_retention(self, name: str) -> list[int]:
+        """Delete the whole ledgers retention allows; return their ids."""
+        topic = self.topic(name)
+        with topic.lock:
+            positions = [c.mark_delete for c in topic.cursors.values()]
+            doomed = ledgers_to_delete(topic.ledgers, positions, topic.config, int(self.clock() * 1000))
+            if not doomed:
+                return []
+            gone = {led.ledger_id for led in doomed}
+            topic.ledgers = [led for led in topic.ledgers if led.ledger_id not in gone]
+            topic.recompute_positions()
+            batch = Batch()
+            for lid in gone:
+                self._delete_ledger_ops(batch, lid)
+            batch.put(keys.topic_key(name), topic.record())
+            self.db.write(batch, sync=self.fsync)
+            for lid in gone:
+                self._ledgers.pop(lid, None)
+        for lid in sorted(gone):
+            log.info("retention deleted ledger %d of topic %s", lid, name)
+        return sorted(gone)
+
+    # ---- lifecycle ------------------------------------------------------------------
+
+    def close(self) -> None:
+        self.group_commit.close()
+        for topic in list(self._topics.values()):
+            with topic.data_cond:
+                topic.closed = True
+                topic.data_cond.notify_all()
+        self.db.close()
+
+
+__all__ = ["COMPACTED_LEDGER_PROPERTY", "Entry", "KeyEntry", "LedgerStore"]

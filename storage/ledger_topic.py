@@ -1,0 +1,93 @@
+"""In-memory state of one LEDGER topic: its ledger list, the last confirmed id and
+its cursors, guarded by one lock (appends to a topic are serialised; readers copy
+what they need under the lock and scan RocksDB outside it)."""
+
+from __future__ import annotations
+
+import bisect
+import json
+import threading
+
+from compactlog.storage.codec import LedgerMeta
+from compactlog.storage.config import LedgerTopicConfig
+from compactlog.storage.cursor import COMPACTED_LEDGER_PROPERTY, COMPACTION_SUBSCRIPTION, Cursor
+from compactlog.storage.types import MessageId, TopicKind
+
+
+class LedgerTopic:
+    def __init__(
+        self, name: str, overrides: dict[str, str], effective: dict[str, str], config: LedgerTopicConfig
+    ) -> None:
+        self.name = name
+        self.overrides = overrides
+        self.effective = effective
+        self.config = config
+        self.ledgers: list[LedgerMeta] = []
+        self.current: LedgerMeta | None = None
+        self.lac: MessageId | None = None  # last confirmed (durable, visible) id
+        self.cursors: dict[str, Cursor] = {}
+        self.lock = threading.RLock()
+        self.data_cond = threading.Condition(self.lock)
+        self.deleted = False
+        self.closed = False
+        self._ids: list[int] = []
+
+    def record(self) -> bytes:
+        return json.dumps(
+            {"kind": int(TopicKind.LEDGER), "overrides": self.overrides,
+             "ledgers": [led.ledger_id for led in self.ledgers]},
+            separators=(",", ":"),
+        ).encode()
+
+    def recompute_positions(self) -> None:
+        self._ids = [led.ledger_id for led in self.ledgers]
+        self.current = self.ledgers[-1] if self.ledgers and not self.ledgers[-1].sealed else None
+        self.lac = None
+        for led in reversed(self.ledgers):
+            if led.entries:
+                self.lac = MessageId(led.ledger_id, led.entries - 1)
+                break
+
+    def add_ledger(self, meta: LedgerMeta) -> None:
+        self.ledgers.append(meta)
+        self._ids.append(meta.ledger_id)
+        self.current = meta
+
+    def confirm(self, last: MessageId) -> None:
+        """Make ids up to ``last`` visible to readers and wake followers."""
+        if self.lac is None or last > self.lac:
+            self.lac = last
+        self.data_cond.notify_all()
+
+    def first_id(self) -> MessageId | None:
+        for led in self.ledgers:
+            if led.entries:
+                return MessageId(led.ledger_id, 0)
+        return None
+
+    def ledgers_between(self, start: MessageId, stop: MessageId) -> list[LedgerMeta]:
+        with self.lock:
+            lo = bisect.bisect_left(self._ids, start.ledger_id)
+            hi = bisect.bisect_right(self._ids, stop.ledger_id)
+            return [led for led in self.ledgers[lo:hi] if led.entries]
+
+    def successor(self, msg_id: MessageId | None) -> MessageId | None:
+        """The next stored id after msg_id (None: the first), or None at the end."""
+        if msg_id is None:
+            return self.first_id()
+        i = bisect.bisect_left(self._ids, msg_id.ledger_id)
+        if i < len(self.ledgers) and self._ids[i] == msg_id.ledger_id and msg_id.entry_id + 1 < self.ledgers[i].entries:
+            return MessageId(msg_id.ledger_id, msg_id.entry_id + 1)
+        for led in self.ledgers[i:]:
+            if led.ledger_id > msg_id.ledger_id and led.entries:
+                return MessageId(led.ledger_id, 0)
+        return None
+
+    def compacted_ledger_id(self) -> int | None:
+        cursor = self.cursors.get(COMPACTION_SUBSCRIPTION)
+        if cursor is None or COMPACTED_LEDGER_PROPERTY not in cursor.properties:
+            return None
+        return int(cursor.properties[COMPACTED_LEDGER_PROPERTY])
+
+    def stats(self) -> tuple[int, int]:
+        return sum(led.entries for led in self.ledgers), sum(led.bytes for led in self.ledgers)
