@@ -1,0 +1,191 @@
+"""Sparse offset and time indexes of one segment, searched by binary search.
+
+Both are append-only files of fixed-width entries with offsets stored relative to the
+segment's base offset (as in Kafka), mirrored in memory as arrays so that a lookup is a
+``bisect`` and costs no I/O::
+
+    .index      entry = uint32 relative offset, uint32 file position of that record   (8 B)
+    .timeindex  entry = int64 max timestamp so far, uint32 relative offset of it      (12 B)
+
+An index is a cache: a missing or inconsistent file is rebuilt from the log (see
+``LogSegment.open``), so the files are only fsynced on flush and never on append.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import struct
+from array import array
+from pathlib import Path
+
+_OFFSET_ENTRY = struct.Struct(">II")
+_TIME_ENTRY = struct.Struct(">qI")
+
+
+class IndexCorrupt(Exception):
+    """An index file that fails the sanity check; the caller rebuilds it."""
+
+
+class _Index:
+    entry: struct.Struct
+
+    def __init__(self, path: Path, base_offset: int, max_bytes: int) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self.max_entries = max(1, max_bytes // self.entry.size)
+        self._fd = -1
+
+    def _open_fd(self, truncate: bool) -> None:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (os.O_TRUNC if truncate else 0)
+        self._fd = os.open(self.path, flags, 0o644)
+
+    def _write(self, data: bytes) -> None:
+        if data:
+            os.write(self._fd, data)
+
+    def _read_entries(self) -> list[tuple[int, int]]:
+        data = self.path.read_bytes()
+        if len(data) % self.entry.size:
+            raise IndexCorrupt(
+                f"{self.path}: size {len(data)} is not a multiple of {self.entry.size}"
+            )
+        if len(data) // self.entry.size > self.max_entries:
+            raise IndexCorrupt(f"{self.path}: more entries than segment.index.bytes allows")
+        return list(self.entry.iter_unpack(data))
+
+    @property
+    def entries(self) -> int:
+        raise NotImplementedError
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self.entries * self.entry.size
+
+    def is_full(self) -> bool:
+        return self.entries >= self.max_entries
+
+    def flush(self) -> None:
+        if self._fd >= 0:
+            os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __del__(self) -> None:
+        self.close()
+
+
+class OffsetIndex(_Index):
+    """Maps an offset to the file position of the record at (or just before) it."""
+
+    entry = _OFFSET_ENTRY
+
+    def __init__(self, path: Path, base_offset: int, max_bytes: int) -> None:
+        super().__init__(path, base_offset, max_bytes)
+        self.offsets = array("q")
+        self.positions = array("q")
+
+    @classmethod
+    def create(cls, path: Path, base_offset: int, max_bytes: int) -> OffsetIndex:
+        index = cls(path, base_offset, max_bytes)
+        index._open_fd(truncate=True)
+        return index
+
+    @classmethod
+    def load(cls, path: Path, base_offset: int, max_bytes: int, log_size: int) -> OffsetIndex:
+        """Open an existing file; IndexCorrupt if missing or inconsistent with the log."""
+        index = cls(path, base_offset, max_bytes)
+        if not path.exists():
+            raise IndexCorrupt(f"{path} is missing")
+        last_rel, last_pos = -1, -1
+        for rel, pos in index._read_entries():
+            if rel <= last_rel or pos <= last_pos or pos >= max(log_size, 1):
+                raise IndexCorrupt(f"{path}: entry ({rel}, {pos}) out of order or beyond the log")
+            index.offsets.append(base_offset + rel)
+            index.positions.append(pos)
+            last_rel, last_pos = rel, pos
+        index._open_fd(truncate=False)
+        return index
+
+    @property
+    def entries(self) -> int:
+        return len(self.offsets)
+
+    def last_offset(self) -> int:
+        return self.offsets[-1] if self.offsets else self.base_offset
+
+    def append(self, offset: int, position: int) -> None:
+        if self.offsets and (offset <= self.offsets[-1] or position <= self.positions[-1]):
+            return
+        self.offsets.append(offset)
+        self.positions.append(position)
+        self._write(self.entry.pack(offset - self.base_offset, position))
+
+    def lookup(self, offset: int) -> tuple[int, int]:
+        """(offset, position) of the last entry at or before ``offset``; (base, 0) if none."""
+        i = bisect.bisect_right(self.offsets, offset) - 1
+        if i < 0:
+            return self.base_offset, 0
+        return self.offsets[i], self.positions[i]
+
+
+class TimeIndex(_Index):
+    """Maps a timestamp to the offset from which a scan finds the first record at or after it.
+
+    Each entry is (largest timestamp so far, offset of that record); timestamps strictly grow.
+    """
+
+    entry = _TIME_ENTRY
+
+    def __init__(self, path: Path, base_offset: int, max_bytes: int) -> None:
+        super().__init__(path, base_offset, max_bytes)
+        self.timestamps = array("q")
+        self.offsets = array("q")
+
+    @classmethod
+    def create(cls, path: Path, base_offset: int, max_bytes: int) -> TimeIndex:
+        index = cls(path, base_offset, max_bytes)
+        index._open_fd(truncate=True)
+        return index
+
+    @classmethod
+    def load(cls, path: Path, base_offset: int, max_bytes: int, next_offset: int) -> TimeIndex:
+        index = cls(path, base_offset, max_bytes)
+        if not path.exists():
+            raise IndexCorrupt(f"{path} is missing")
+        last_ts = None
+        for ts, rel in index._read_entries():
+            if (last_ts is not None and ts <= last_ts) or base_offset + rel >= max(
+                next_offset, base_offset + 1
+            ):
+                raise IndexCorrupt(f"{path}: entry ({ts}, {rel}) out of order or beyond the log")
+            index.timestamps.append(ts)
+            index.offsets.append(base_offset + rel)
+            last_ts = ts
+        index._open_fd(truncate=False)
+        return index
+
+    @property
+    def entries(self) -> int:
+        return len(self.timestamps)
+
+    def last_timestamp(self) -> int:
+        return self.timestamps[-1] if self.timestamps else -1
+
+    def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
+        """Add an entry if ``timestamp`` is a new maximum (and, normally, the index has room)."""
+        if self.timestamps and timestamp <= self.timestamps[-1]:
+            return
+        if not skip_full_check and self.is_full():
+            return
+        self.timestamps.append(timestamp)
+        self.offsets.append(offset)
+        self._write(self.entry.pack(timestamp, offset - self.base_offset))
+
+    def lookup_before(self, timestamp: int) -> int:
+        """An offset before which no record has a timestamp >= ``timestamp``."""
+        i = bisect.bisect_left(self.timestamps, timestamp) - 1
+        return self.base_offset if i < 0 else self.offsets[i]

@@ -1,0 +1,430 @@
+"""Log: the segments of one SEGMENTED topic in one directory.
+
+The segment list is copy-on-write (``_view``): writers build a new tuple under the log's
+lock, readers grab the current tuple and read without the lock. Together with segments that
+read through descriptors kept open for their whole life, this makes reads safe against rolls,
+retention and the cleaner's swaps.
+
+Files beside the segments: ``log-start-offset`` (raised by DeleteRecords and retention) and
+``recovery-point`` (every offset below it was fsynced; recovery validates from there).
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from compactlog.errors import OffsetOutOfRange, RecordTooLarge, StoreClosed, TopicNotFound
+from compactlog.storage.config import SegmentedTopicConfig
+from compactlog.storage.segmented.files import atomic_write, read_int_file, unlink_quietly
+from compactlog.storage.segmented.records import HEADER, encode_batch
+from compactlog.storage.segmented.recovery import recover_log_dir
+from compactlog.storage.segmented.segment import DELETED, EXTENSIONS, SWAP, IndexParams, LogSegment
+from compactlog.storage.types import MessageId, Record, StoredMessage
+
+log = logging.getLogger(__name__)
+
+LOG_START_FILE = "log-start-offset"
+RECOVERY_POINT_FILE = "recovery-point"
+_MAX_RELATIVE = 2**32 - 1
+
+
+class CleaningAborted(Exception):
+    """The cleaner's swap found the log changed under it (retention, deletion); nothing swapped."""
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    offsets: list[int]
+    synced: bool  # True when the batch was fsynced before returning
+
+
+@dataclass(frozen=True)
+class SegmentedStats:
+    entries: int
+    bytes: int
+    segments: int
+    first_offset: int | None
+    last_offset: int | None
+    log_start_offset: int
+
+
+@dataclass(frozen=True)
+class _View:
+    bases: tuple[int, ...]
+    segments: tuple[LogSegment, ...]
+
+
+def _view(segments: Sequence[LogSegment]) -> _View:
+    return _View(tuple(s.base_offset for s in segments), tuple(segments))
+
+
+class Log:
+    """Append, read, roll, flush and retention of one topic; swap target of the cleaner."""
+
+    def __init__(
+        self, directory: Path, config: SegmentedTopicConfig, clock: Callable[[], float]
+    ) -> None:
+        self.dir = directory
+        self.name = directory.name
+        self.config = config
+        self.clock = clock
+        self._lock = threading.RLock()
+        self._closed = False
+        self._deleted = False
+        self._pending_deletes: list[tuple[int, list[Path]]] = []
+        # Test hook: called with the name of each step of a swap, to simulate crashes there.
+        self.swap_hook: Callable[[str], None] | None = None
+        recovery_point = read_int_file(directory / RECOVERY_POINT_FILE, 0)
+        self.log_start_offset = read_int_file(directory / LOG_START_FILE, 0)
+        segments, truncated = recover_log_dir(directory, self.index_params(), recovery_point)
+        if not segments:
+            segments = [
+                LogSegment.create(
+                    directory, max(self.log_start_offset, recovery_point), self.index_params()
+                )
+            ]
+        self._view = _view(segments)
+        active = segments[-1]
+        self.next_offset = max(active.next_offset, active.base_offset)
+        if (
+            self.log_start_offset < segments[0].base_offset
+            or self.log_start_offset > self.next_offset
+        ):
+            self._set_log_start(
+                min(max(self.log_start_offset, segments[0].base_offset), self.next_offset)
+            )
+        self._unflushed = 0
+        self._last_flush_ms = self.now_ms()
+        if truncated or recovery_point != self.next_offset:
+            self._flush_all(list(segments))
+
+    # ---- helpers -----------------------------------------------------------------------
+    def now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    def index_params(self) -> IndexParams:
+        return IndexParams(self.config.index_interval_bytes, self.config.segment_index_bytes)
+
+    def _check_open(self) -> None:
+        if self._deleted:
+            raise TopicNotFound(f"topic {self.name} does not exist")
+        if self._closed:
+            raise StoreClosed(f"topic {self.name} is closed")
+
+    def _set_log_start(self, offset: int) -> None:
+        self.log_start_offset = offset
+        atomic_write(self.dir / LOG_START_FILE, str(offset).encode())
+
+    def run_hook(self, step: str) -> None:
+        if self.swap_hook is not None:
+            self.swap_hook(step)
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return self._view.segments
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._view.segments[-1]
+
+    def update_config(self, config: SegmentedTopicConfig) -> None:
+        with self._lock:
+            self.config = config
+
+    # ---- writes ------------------------------------------------------------------------
+    def append(self, records: Sequence[Record]) -> AppendResult:
+        """Append one batch whole into the active segment (rolling first if needed)."""
+        with self._lock:
+            self._check_open()
+            if not records:
+                return AppendResult([], False)
+            now = self.now_ms()
+            base = self.next_offset
+            data, max_ts, max_ts_offset = encode_batch(
+                base, now, [(r.key, r.value, r.properties, r.event_time_ms) for r in records]
+            )
+            if len(data) > self.config.max_message_bytes:
+                raise RecordTooLarge(
+                    f"record batch of {len(data)} bytes exceeds "
+                    f"max.message.bytes={self.config.max_message_bytes}"
+                )
+            n = len(records)
+            self._maybe_roll(len(data), max_ts, base + n - 1)
+            first_ts = records[0].event_time_ms or now
+            self.active_segment.append_batch(data, base, n, max_ts, max_ts_offset, first_ts)
+            self.next_offset = base + n
+            self._unflushed += n
+            synced = False
+            if (
+                self._unflushed >= self.config.flush_messages
+                or now - self._last_flush_ms >= self.config.flush_ms
+            ):
+                self._flush_active(now)
+                synced = True
+            return AppendResult(list(range(base, base + n)), synced)
+
+    def _maybe_roll(self, batch_size: int, max_ts: int, last_offset: int) -> None:
+        seg = self.active_segment
+        if seg.size == 0:
+            return
+        cfg = self.config
+        aged = seg.first_timestamp is not None and max_ts - seg.first_timestamp > cfg.segment_ms
+        if (
+            seg.size + batch_size > cfg.segment_bytes
+            or aged
+            or seg.is_full_index()
+            or last_offset - seg.base_offset > _MAX_RELATIVE
+        ):
+            self.roll()
+
+    def roll(self) -> LogSegment:
+        """Close the active segment (final time-index entry, fsync) and start a new one."""
+        with self._lock:
+            old = self.active_segment
+            if old.size == 0 and old.base_offset == self.next_offset:
+                return old
+            old.on_become_inactive()
+            old.flush()
+            new = LogSegment.create(self.dir, self.next_offset, self.index_params())
+            self._view = _view([*self._view.segments, new])
+            self._unflushed = 0
+            self._last_flush_ms = self.now_ms()
+            atomic_write(self.dir / RECOVERY_POINT_FILE, str(self.next_offset).encode())
+            log.debug("%s: rolled new segment %d", self.name, new.base_offset)
+            return new
+
+    def _flush_active(self, now: int) -> None:
+        self.active_segment.flush()
+        self._unflushed = 0
+        self._last_flush_ms = now
+
+    def _flush_all(self, segments: list[LogSegment]) -> None:
+        for seg in segments:
+            seg.flush()
+        atomic_write(self.dir / RECOVERY_POINT_FILE, str(self.next_offset).encode())
+
+    def flush(self) -> None:
+        with self._lock:
+            self._check_open()
+            self._flush_active(self.now_ms())
+
+    def maybe_flush(self) -> None:
+        """Flush when ``flush.ms`` has passed with unflushed records (the scheduler's job)."""
+        with self._lock:
+            now = self.now_ms()
+            if (
+                not self._closed
+                and self._unflushed
+                and now - self._last_flush_ms >= self.config.flush_ms
+            ):
+                self._flush_active(now)
+
+    # ---- reads -------------------------------------------------------------------------
+    def read(self, start_offset: int, max_messages: int) -> list[StoredMessage]:
+        """Messages from ``start_offset`` (or the next surviving offset after it)."""
+        with self._lock:
+            self._check_open()
+            if start_offset < self.log_start_offset:
+                raise OffsetOutOfRange(
+                    f"offset {start_offset} is below the log start offset "
+                    f"{self.log_start_offset} of {self.name}"
+                )
+            if start_offset >= self.next_offset:
+                return []
+            view = self._view
+            active_size = view.segments[-1].size
+        limit = max_messages if max_messages > 0 else 2**62
+        i = max(bisect.bisect_right(view.bases, start_offset) - 1, 0)
+        out: list[StoredMessage] = []
+        for seg in view.segments[i:]:
+            end = active_size if seg is view.segments[-1] else seg.size
+            for r in seg.read(start_offset, limit - len(out), end):
+                out.append(
+                    StoredMessage(
+                        MessageId(0, r.offset),
+                        r.key,
+                        r.value,
+                        r.headers,
+                        r.publish_time,
+                        r.timestamp,
+                    )
+                )
+            if len(out) >= limit:
+                break
+        return out
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
+        """First offset at or after the log start whose timestamp is >= ``timestamp_ms``."""
+        with self._lock:
+            self._check_open()
+            view, active_size, start = self._view, self.active_segment.size, self.log_start_offset
+        for seg in view.segments:
+            if seg.next_offset <= start or seg.max_timestamp < timestamp_ms:
+                continue
+            end = active_size if seg is view.segments[-1] else seg.size
+            found = seg.find_offset_by_timestamp(timestamp_ms, end, start)
+            if found is not None:
+                return found
+        return None
+
+    def stats(self) -> SegmentedStats:
+        with self._lock:
+            self._check_open()
+            view, start = self._view, self.log_start_offset
+            entries = sum(s.record_count() for s in view.segments)
+            first = view.segments[0]
+            if start > first.base_offset:
+                entries -= sum(
+                    1 for b, p, _ in first.iter_positions() if HEADER.unpack_from(b, p)[2] < start
+                )
+            first_msgs = self.read(start, 1) if start < self.next_offset else []
+            last = max(
+                (s.next_offset - 1 for s in view.segments if s.next_offset > s.base_offset),
+                default=None,
+            )
+            first_off = first_msgs[0].id.entry_id if first_msgs else None
+            return SegmentedStats(
+                entries=entries,
+                bytes=sum(s.size for s in view.segments),
+                segments=len(view.segments),
+                first_offset=first_off,
+                last_offset=last if first_off is not None else None,
+                log_start_offset=start,
+            )
+
+    # ---- retention ---------------------------------------------------------------------
+    def delete_old_segments(self) -> int:
+        """Apply retention by time and size (delete policy) and by log start offset."""
+        with self._lock:
+            self._check_open()
+            now = self.now_ms()
+            cfg = self.config
+            deleted = 0
+            if cfg.delete and cfg.retention_ms >= 0:
+                deleted += self._delete_prefix(
+                    lambda s, _n: now - s.largest_timestamp() > cfg.retention_ms, "time"
+                )
+            if cfg.delete and cfg.retention_bytes >= 0:
+                excess = sum(s.size for s in self.segments) - cfg.retention_bytes
+
+                def over_size(seg: LogSegment, _next: LogSegment | None) -> bool:
+                    nonlocal excess
+                    if excess - seg.size < 0:
+                        return False
+                    excess -= seg.size
+                    return True
+
+                deleted += self._delete_prefix(over_size, "size")
+            deleted += self._delete_prefix(self._below_log_start, "log start offset")
+            self.delete_expired_files(now)
+            return deleted
+
+    def _below_log_start(self, seg: LogSegment, nxt: LogSegment | None) -> bool:
+        if nxt is not None:
+            return nxt.base_offset <= self.log_start_offset
+        return self.log_start_offset >= self.next_offset
+
+    def _delete_prefix(
+        self, predicate: Callable[[LogSegment, LogSegment | None], bool], reason: str
+    ) -> int:
+        segs = list(self.segments)
+        doomed: list[LogSegment] = []
+        for i, seg in enumerate(segs):
+            nxt = segs[i + 1] if i + 1 < len(segs) else None
+            if nxt is None and seg.size == 0:
+                break  # the empty active segment always stays
+            if not predicate(seg, nxt):
+                break
+            doomed.append(seg)
+        if not doomed:
+            return 0
+        if doomed[-1] is segs[-1]:
+            self.roll()  # every segment qualifies: keep one empty active segment
+        self._view = _view([s for s in self.segments if s not in doomed])
+        first_base = self.segments[0].base_offset
+        if first_base > self.log_start_offset:
+            self._set_log_start(first_base)
+        for seg in doomed:
+            self._async_delete(seg)
+        log.info("%s: deleted %d segment(s) by %s retention", self.name, len(doomed), reason)
+        return len(doomed)
+
+    def delete_records(self, before_offset: int) -> None:
+        """Raise the log start offset (DeleteRecords) and drop the segments wholly below it."""
+        with self._lock:
+            self._check_open()
+            if before_offset > self.next_offset:
+                raise OffsetOutOfRange(
+                    f"offset {before_offset} is beyond the log end offset "
+                    f"{self.next_offset} of {self.name}"
+                )
+            if before_offset > self.log_start_offset:
+                self._set_log_start(before_offset)
+                self._delete_prefix(self._below_log_start, "log start offset")
+
+    def _async_delete(self, seg: LogSegment) -> None:
+        """Rename to ``.deleted`` now, unlink after ``file.delete.delay.ms``."""
+        seg.close_index_files()
+        seg.rename(DELETED)
+        paths = [seg.path(ext) for ext in EXTENSIONS]
+        self._pending_deletes.append((self.now_ms() + self.config.file_delete_delay_ms, paths))
+
+    def delete_expired_files(self, now_ms: int | None = None, force: bool = False) -> None:
+        with self._lock:
+            now = self.now_ms() if now_ms is None else now_ms
+            due = [p for t, p in self._pending_deletes if force or t <= now]
+            self._pending_deletes = [
+                (t, p) for t, p in self._pending_deletes if not (force or t <= now)
+            ]
+        for paths in due:
+            for path in paths:
+                unlink_quietly(path)
+
+    # ---- cleaner support ---------------------------------------------------------------
+    def replace_segments(self, new: LogSegment, old: Sequence[LogSegment]) -> None:
+        """Swap a ``.cleaned`` segment in for ``old``: ``.swap``, old → ``.deleted``, final name."""
+        with self._lock:
+            if self._closed or any(s not in self.segments for s in old):
+                raise CleaningAborted(f"{self.name}: segments changed during cleaning")
+            new.rename(SWAP)
+            self.run_hook("swapped")
+            segs = list(self.segments)
+            at = segs.index(old[0])
+            segs = [*segs[:at], new, *(s for s in segs[at:] if s not in old)]
+            self._view = _view(segs)
+            for i, seg in enumerate(old):
+                self._async_delete(seg)
+                self.run_hook(f"deleted-{i}")
+            new.rename("")
+            self.run_hook("renamed")
+
+    # ---- lifecycle ---------------------------------------------------------------------
+    def close(self) -> None:
+        """Flush everything and record the recovery point (a clean shutdown)."""
+        with self._lock:
+            if self._closed:
+                return
+            active = self.active_segment
+            active.on_become_inactive()
+            self._flush_all([active])
+            self._closed = True
+            for seg in self.segments:
+                seg.close_index_files()
+        self.delete_expired_files(force=True)
+
+    def mark_deleted(self) -> None:
+        """Stop serving (the topic is being deleted); descriptors close when readers let go."""
+        with self._lock:
+            self._closed = self._deleted = True
+            self._pending_deletes.clear()
+            for seg in self.segments:
+                seg.close_index_files()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed

@@ -1,0 +1,232 @@
+"""SegmentedLogManager: every SEGMENTED topic under one root directory.
+
+Layout::
+
+    <root>/
+      cleaner-offset-checkpoint     owned by the LogCleaner
+      <topic>/                      one directory per topic
+        topic.json                  {"overrides": {...}}  (temp + fsync + rename)
+        log-start-offset, recovery-point
+        00000000000000000000.log / .index / .timeindex   ...
+      <topic>~new/  <topic>~del/    a create or delete a crash interrupted; removed at start-up
+
+``~`` cannot occur in a topic name, so these never clash with a topic. The manager owns a
+scheduler thread that applies retention every ``log.retention.check.interval.ms``, flushes
+logs whose ``flush.ms`` has passed and unlinks ``.deleted`` files after
+``file.delete.delay.ms``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Protocol
+
+from compactlog.errors import InvalidTopicName, TopicAlreadyExists, TopicNotFound
+from compactlog.storage.config import SegmentedTopicConfig, ServerSettings, effective_topic_config
+from compactlog.storage.segmented.files import atomic_write, fsync_dir
+from compactlog.storage.segmented.log import AppendResult, Log, SegmentedStats
+from compactlog.storage.types import Record, StoredMessage, TopicKind
+
+log = logging.getLogger(__name__)
+
+TOPIC_FILE = "topic.json"
+_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
+_NEW, _DEL = "~new", "~del"
+
+
+class CleanerHooks(Protocol):
+    """What the storage needs from a cleaner, so that it never imports the compactor."""
+
+    def abort_and_pause(self, name: str) -> None: ...
+    def resume(self, name: str) -> None: ...
+    def forget(self, name: str) -> None: ...
+
+
+def check_topic_name(name: str) -> None:
+    if not _NAME.fullmatch(name) or name in (".", ".."):
+        raise InvalidTopicName(f"invalid topic name {name!r}: 1-249 of [A-Za-z0-9._-], not . or ..")
+
+
+class SegmentedLogManager:
+    """Creates, opens (with recovery), configures and deletes the topic logs under ``root``."""
+
+    def __init__(
+        self,
+        root: Path,
+        settings: ServerSettings,
+        clock: Callable[[], float] = time.time,
+        start_threads: bool = True,
+    ) -> None:
+        self.root = Path(root)
+        self.settings = settings
+        self.clock = clock
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self._logs: dict[str, Log] = {}
+        self._overrides: dict[str, dict[str, str]] = {}
+        self._hooks: CleanerHooks | None = None
+        self._stop = threading.Event()
+        for entry in sorted(self.root.iterdir()):
+            if not entry.is_dir():
+                continue
+            if entry.name.endswith((_NEW, _DEL)):
+                shutil.rmtree(entry, ignore_errors=True)
+                continue
+            if not (entry / TOPIC_FILE).exists():
+                continue
+            overrides = json.loads((entry / TOPIC_FILE).read_text())["overrides"]
+            self._overrides[entry.name] = dict(overrides)
+            self._logs[entry.name] = Log(entry, self.config(entry.name), clock)
+        self._thread: threading.Thread | None = None
+        if start_threads:
+            self._thread = threading.Thread(
+                target=self._run, name="segmented-log-scheduler", daemon=True
+            )
+            self._thread.start()
+
+    # ---- topics ------------------------------------------------------------------------
+    def set_cleaner_hooks(self, hooks: CleanerHooks | None) -> None:
+        self._hooks = hooks
+
+    def get_log(self, name: str) -> Log:
+        with self._lock:
+            found = self._logs.get(name)
+        if found is None:
+            raise TopicNotFound(f"topic {name} does not exist")
+        return found
+
+    def logs(self) -> dict[str, Log]:
+        with self._lock:
+            return dict(self._logs)
+
+    def has_topic(self, name: str) -> bool:
+        with self._lock:
+            return name in self._logs
+
+    def topic_names(self) -> list[str]:
+        with self._lock:
+            return sorted(self._logs)
+
+    def overrides(self, name: str) -> dict[str, str]:
+        with self._lock:
+            if name not in self._overrides:
+                raise TopicNotFound(f"topic {name} does not exist")
+            return dict(self._overrides[name])
+
+    def config(self, name: str) -> SegmentedTopicConfig:
+        overrides = self.overrides(name)
+        defaults = self.settings.defaults_for(TopicKind.SEGMENTED)
+        return SegmentedTopicConfig.from_effective(
+            effective_topic_config(TopicKind.SEGMENTED, overrides, defaults)
+        )
+
+    def create_topic(self, name: str, overrides: Mapping[str, str]) -> None:
+        check_topic_name(name)
+        with self._lock:
+            if name in self._logs:
+                raise TopicAlreadyExists(f"topic {name} already exists")
+            staging = self.root / (name + _NEW)
+            shutil.rmtree(staging, ignore_errors=True)
+            staging.mkdir()
+            atomic_write(staging / TOPIC_FILE, json.dumps({"overrides": dict(overrides)}).encode())
+            final = self.root / name
+            os.rename(staging, final)
+            fsync_dir(self.root)
+            self._overrides[name] = dict(overrides)
+            self._logs[name] = Log(final, self.config(name), self.clock)
+
+    def update_config(self, name: str, overrides: Mapping[str, str]) -> None:
+        """Replace the stored overrides; the log picks the new effective config up at once."""
+        with self._lock:
+            target = self.get_log(name)
+            atomic_write(
+                target.dir / TOPIC_FILE, json.dumps({"overrides": dict(overrides)}).encode()
+            )
+            self._overrides[name] = dict(overrides)
+            target.update_config(self.config(name))
+
+    def delete_topic(self, name: str) -> None:
+        """Stop cleaning of the topic, then remove its directory (renamed away first)."""
+        target = self.get_log(name)
+        hooks = self._hooks
+        if hooks is not None:
+            hooks.abort_and_pause(name)
+        try:
+            with self._lock:
+                if self._logs.get(name) is not target:
+                    raise TopicNotFound(f"topic {name} does not exist")
+                del self._logs[name]
+                del self._overrides[name]
+                target.mark_deleted()
+                trash = self.root / (name + _DEL)
+                shutil.rmtree(trash, ignore_errors=True)
+                os.rename(target.dir, trash)
+                fsync_dir(self.root)
+        except TopicNotFound:
+            if hooks is not None:
+                hooks.resume(name)
+            raise
+        shutil.rmtree(trash, ignore_errors=True)
+        if hooks is not None:
+            hooks.forget(name)
+
+    # ---- data --------------------------------------------------------------------------
+    def append(self, name: str, records: Sequence[Record]) -> AppendResult:
+        return self.get_log(name).append(records)
+
+    def read(self, name: str, start_offset: int, max_messages: int) -> list[StoredMessage]:
+        return self.get_log(name).read(start_offset, max_messages)
+
+    def offset_for_timestamp(self, name: str, timestamp_ms: int) -> int | None:
+        return self.get_log(name).offset_for_timestamp(timestamp_ms)
+
+    def log_start_offset(self, name: str) -> int:
+        return self.get_log(name).log_start_offset
+
+    def log_end_offset(self, name: str) -> int:
+        return self.get_log(name).next_offset
+
+    def stats(self, name: str) -> SegmentedStats:
+        return self.get_log(name).stats()
+
+    def enforce_retention(self, name: str) -> None:
+        self.get_log(name).delete_old_segments()
+
+    def delete_records(self, name: str, before_offset: int) -> None:
+        self.get_log(name).delete_records(before_offset)
+
+    # ---- background --------------------------------------------------------------------
+    def _run(self) -> None:
+        interval = self.settings.log_retention_check_interval_ms
+        tick = max(0.01, min(interval, 1000) / 1000)
+        next_check = self.clock() * 1000 + interval
+        while not self._stop.wait(tick):
+            now = self.clock() * 1000
+            for topic in self.logs().values():
+                try:
+                    topic.maybe_flush()
+                    topic.delete_expired_files()
+                    if now >= next_check:
+                        topic.delete_old_segments()
+                except Exception:
+                    if not topic.closed:
+                        log.exception("scheduled work on %s failed", topic.name)
+            if now >= next_check:
+                next_check = now + interval
+
+    def close(self) -> None:
+        """Stop the scheduler, then flush and close every log."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        with self._lock:
+            for topic in self._logs.values():
+                topic.close()
