@@ -1,12 +1,322 @@
-"""Placeholder until the compaction issue lands: no compactions."""
+"""Compaction for the admin API, the threshold monitor and the metrics endpoint.
+
+LEDGER topics run the TwoPhaseCompactor over the in-process adapter: one run per topic
+at a time (a second Compact is ALREADY_EXISTS), at most ``compaction.max.concurrent``
+runs server-wide (more wait for a slot, RUNNING meanwhile), status persisted so it
+survives restarts. SEGMENTED topics run one LogCleaner pass (``clean_now``).
+
+The monitor (Pulsar's ``compactionThreshold`` check) runs every
+``compaction.monitor.interval.ms`` and compacts a topic whose ``__compaction`` backlog
+exceeds its ``compaction.threshold.bytes``.
+
+``COMPACTLOG_CRASH_AT=<point>`` and ``COMPACTLOG_PAUSE_AT=<point>:<ms>`` (points in
+``FAULT_POINTS``) crash the process (exit 137) or pause a run there: test-only fault
+injection for the crash-safety tests.
+"""
 
 from __future__ import annotations
 
+import logging
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from compactlog.compactor.two_phase import FAULT_POINTS, CompactionRun, FaultHook, TwoPhaseCompactor
+from compactlog.compactor.two_phase.ledger_adapter import (
+    LedgerStoreCompactionStorage,
+    backlog_bytes,
+)
+from compactlog.errors import CompactionInProgress, CompactlogError, InvalidArgument, Unimplemented
 from compactlog.server.admin_service import Compactions
 from compactlog.server.broker import Broker
+from compactlog.server.compaction_metrics import CompactionMetrics
+from compactlog.server.compaction_status import CompactionState, CompactionStatus
 from compactlog.server.metrics import Metrics
+from compactlog.server.periodic import Periodic
 from compactlog.storage.config import ServerSettings
+from compactlog.storage.cursor import COMPACTION_SUBSCRIPTION
+from compactlog.storage.ledger_topic import LedgerTopic
+from compactlog.storage.types import TopicKind
+from compactlog.v1 import compactlog_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+CLEANER_ENGINE = "log-cleaner"
+SHUTDOWN_WAIT_S = 10.0
 
 
-def make_compactions(broker: Broker, settings: ServerSettings, metrics: Metrics) -> Compactions | None:
-    return None
+class CleanerPass(Protocol):
+    """What a LogCleaner pass reports (``compactor.log_cleaner.CleanerPassResult``)."""
+
+    read: int
+    kept: int
+    removed: int
+    tombstones: int
+    keyless_dropped: int
+    bytes_in: int
+    bytes_out: int
+    duration_ms: int
+    error: str | None
+
+
+class SegmentCleaner(Protocol):
+    def clean_now(self, name: str) -> CleanerPass: ...
+
+    def last_result(self, name: str) -> CleanerPass | None: ...
+
+
+def fault_from_env(environ: dict[str, str] | None = None) -> FaultHook:
+    """The fault hook the environment asks for (tests only); a no-op normally."""
+    env = os.environ if environ is None else environ
+    crash_at = env.get("COMPACTLOG_CRASH_AT", "")
+    pause_at, _, pause_ms = env.get("COMPACTLOG_PAUSE_AT", "").partition(":")
+    for point in (crash_at, pause_at):
+        if point and point not in FAULT_POINTS:
+            raise InvalidArgument(
+                f"unknown compaction fault point {point!r} ({', '.join(FAULT_POINTS)})"
+            )
+
+    def fault(point: str) -> None:
+        if point == pause_at:
+            time.sleep(int(pause_ms or "1000") / 1000.0)
+        if point == crash_at:
+            print(f"compactlog: crash injected at {point}", file=sys.stderr, flush=True)
+            os._exit(137)
+
+    return fault
+
+
+@dataclass
+class _Slot:
+    """One topic's status and run bookkeeping; ``owner`` tells a re-created topic apart."""
+
+    owner: object
+    status: CompactionStatus
+    idle: threading.Event = field(default_factory=threading.Event)
+
+
+class CompactionService:
+    """Implements ``admin_service.Compactions`` for both topic kinds."""
+
+    def __init__(
+        self,
+        broker: Broker,
+        max_concurrent: int,
+        phase_one_memory_bytes: int,
+        metrics: Metrics,
+        cleaner: SegmentCleaner | None = None,
+        fault: FaultHook | None = None,
+    ) -> None:
+        self.broker = broker
+        self.store = broker.ledgers
+        self.cleaner = cleaner
+        self.compactor = TwoPhaseCompactor(
+            LedgerStoreCompactionStorage(self.store),
+            phase_one_memory_bytes,
+            fault or fault_from_env(),
+        )
+        self.metrics = CompactionMetrics(metrics, self._last_runs)
+        self._lock = threading.Lock()
+        self._slots: dict[str, _Slot] = {}
+        self._cap = threading.BoundedSemaphore(max_concurrent)
+        self._closing = False
+        for name in self.store.topic_names():  # turns an interrupted RUNNING into ERROR
+            self._slot(name)
+
+    # ---- status ---------------------------------------------------------------------
+
+    def _owner(self, name: str) -> object:
+        if self.broker.kind(name) == TopicKind.LEDGER:
+            return self.store.topic(name)
+        return self.broker.segments.get_log(name)
+
+    def _slot(self, name: str) -> _Slot:
+        owner = self._owner(name)
+        with self._lock:
+            slot = self._slots.get(name)
+            if slot is not None and slot.owner is owner:
+                return slot
+            status = CompactionStatus()
+            if self.broker.kind(name) == TopicKind.LEDGER:
+                saved = self.store.get_status(name)
+                status = CompactionStatus.from_json(saved)
+                if saved and saved.get("state") != status.state.name:
+                    self.store.put_status(name, status.to_json())
+            slot = _Slot(owner, status)
+            slot.idle.set()
+            self._slots[name] = slot
+            return slot
+
+    def _set(self, name: str, slot: _Slot, status: CompactionStatus) -> None:
+        """Move the state machine and persist it, unless the topic went meanwhile
+        (DeleteTopic removes the blob under the same topic lock)."""
+        with self._lock:
+            slot.status = status
+            topic = slot.owner
+            if isinstance(topic, LedgerTopic):
+                with topic.lock:
+                    if not topic.deleted:
+                        self.store.put_status(name, status.to_json())
+
+    def status(self, topic: str) -> pb.CompactionStatus:
+        slot = self._slot(topic)
+        if self.broker.kind(topic) == TopicKind.SEGMENTED:
+            status = slot.status
+            if status.state == CompactionState.NOT_RUN and self.cleaner is not None:
+                result = self.cleaner.last_result(topic)
+                if result is not None:
+                    status = _cleaner_status(status.to(CompactionState.RUNNING), result)
+            return status.to_pb()
+        t = self.store.topic(topic)
+        with t.lock:
+            ledger_id = t.compacted_ledger_id()
+            cursor = t.cursors.get(COMPACTION_SUBSCRIPTION)
+            horizon = cursor.mark_delete if cursor is not None and ledger_id is not None else None
+        return slot.status.to_pb(ledger_id, horizon)
+
+    def _last_runs(self) -> list[tuple[str, CompactionRun]]:
+        with self._lock:
+            return [(n, s.status.last_run) for n, s in self._slots.items() if s.status.last_run]
+
+    # ---- runs -----------------------------------------------------------------------
+
+    def compact(self, topic: str, wait: bool) -> pb.CompactionStatus:
+        segmented = self.broker.kind(topic) == TopicKind.SEGMENTED
+        if segmented and self.cleaner is None:
+            raise Unimplemented(
+                "compaction of SEGMENTED topics needs the log cleaner, not wired yet"
+            )
+        slot = self._slot(topic)
+        with self._lock:
+            if self._closing:
+                raise CompactionInProgress("the server is shutting down")
+            if slot.status.state == CompactionState.RUNNING:
+                raise CompactionInProgress(f"a compaction of {topic!r} is running")
+            slot.idle.clear()
+        self._set(topic, slot, slot.status.to(CompactionState.RUNNING))
+        task = self._clean if segmented else self._run
+        if wait or (not segmented and self._nothing_to_do(topic)):
+            task(topic, slot)
+        else:
+            threading.Thread(
+                target=task, args=(topic, slot), name=f"compaction-{topic}", daemon=True
+            ).start()
+        return self.status(topic)
+
+    def _nothing_to_do(self, name: str) -> bool:
+        t = self.store.topic(name)
+        with t.lock:
+            cursor = t.cursors.get(COMPACTION_SUBSCRIPTION)
+            done = cursor.mark_delete if cursor and t.compacted_ledger_id() is not None else None
+            return t.lac is None or t.lac == done
+
+    def _run(self, topic: str, slot: _Slot) -> None:
+        started = time.monotonic()
+        try:
+            if self._nothing_to_do(topic):
+                result = self.compactor.compact(topic)
+            else:
+                with self._cap:
+                    result = self.compactor.compact(topic)
+        except Exception as exc:
+            if not isinstance(exc, CompactlogError):
+                log.exception("compaction of %s failed", topic)
+            error = str(exc) if isinstance(exc, CompactlogError) else f"{type(exc).__name__}: {exc}"
+            self.metrics.failed(topic, time.monotonic() - started)
+            self._finish(topic, slot, slot.status.to(CompactionState.ERROR, error=error))
+            return
+        self.metrics.succeeded_run(topic, result.run)
+        self._finish(topic, slot, slot.status.to(CompactionState.SUCCESS, run=result.run))
+
+    def _clean(self, topic: str, slot: _Slot) -> None:
+        assert self.cleaner is not None
+        try:
+            result = self.cleaner.clean_now(topic)
+        except Exception as exc:
+            self._finish(topic, slot, slot.status.to(CompactionState.ERROR, error=str(exc)))
+            return
+        self._finish(topic, slot, _cleaner_status(slot.status, result))
+
+    def _finish(self, topic: str, slot: _Slot, status: CompactionStatus) -> None:
+        try:
+            self._set(topic, slot, status)
+        except Exception:  # the store closed under a run at shutdown
+            log.warning("could not record compaction status of %s", topic, exc_info=True)
+            slot.status = status
+        finally:
+            slot.idle.set()
+
+    # ---- threshold monitor ----------------------------------------------------------
+
+    def check_thresholds(self) -> None:
+        """Compact each topic whose compaction backlog is over its threshold."""
+        for name in self.store.topic_names():
+            try:
+                topic = self.store.topic(name)
+                threshold = topic.config.compaction_threshold_bytes
+                if threshold <= 0:
+                    continue
+                if COMPACTION_SUBSCRIPTION not in topic.cursors:
+                    self.store.open_cursor(name, COMPACTION_SUBSCRIPTION)
+                if self._slot(name).status.state == CompactionState.RUNNING:
+                    continue
+                backlog = backlog_bytes(self.store, name)
+                if backlog > threshold:
+                    log.info(
+                        "compaction backlog of %s is %d bytes, over %d: compacting",
+                        name,
+                        backlog,
+                        threshold,
+                    )
+                    self.compact(name, wait=False)
+            except CompactlogError as exc:  # deleted meanwhile, already running
+                log.debug("threshold check of %s: %s", name, exc)
+
+    def close(self) -> None:
+        """Refuse new runs and give running ones a moment to finish before the store closes."""
+        with self._lock:
+            self._closing = True
+            slots = list(self._slots.values())
+        deadline = time.monotonic() + SHUTDOWN_WAIT_S
+        for slot in slots:
+            slot.idle.wait(max(0.0, deadline - time.monotonic()))
+
+
+def _cleaner_status(status: CompactionStatus, result: CleanerPass) -> CompactionStatus:
+    run = CompactionRun(
+        read=result.read,
+        kept=result.kept,
+        removed=result.removed,
+        tombstones=result.tombstones,
+        keyless_dropped=result.keyless_dropped,
+        bytes_in=result.bytes_in,
+        bytes_out=result.bytes_out,
+        duration_ms=result.duration_ms,
+        engine=CLEANER_ENGINE,
+    )
+    if result.error:
+        return status.to(CompactionState.ERROR, error=result.error, run=run)
+    return status.to(CompactionState.SUCCESS, run=run)
+
+
+def make_compactions(broker: Broker, settings: ServerSettings, metrics: Metrics) -> Compactions:
+    """Wire the service into the server: monitor thread, cleaner routing, shutdown hook."""
+    cleaner: SegmentCleaner | None = getattr(broker, "cleaner", None)
+    service = CompactionService(
+        broker,
+        settings.compaction_max_concurrent,
+        settings.compaction_phase_one_memory_bytes,
+        metrics,
+        cleaner,
+    )
+    monitor = Periodic(
+        "compaction-monitor",
+        settings.compaction_monitor_interval_ms / 1000.0,
+        service.check_thresholds,
+    ).start()
+    broker.on_close(service.close)
+    broker.on_close(monitor.stop)
+    return service

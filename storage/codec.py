@@ -21,6 +21,7 @@ Ledger meta::
 
 from __future__ import annotations
 
+import builtins
 import struct
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -92,7 +93,9 @@ def key_block_part(flags: int, size: int, key: bytes | None) -> bytes:
     return _key_head_pack(flags, size, len(key)) + key
 
 
-def iter_key_block(first_entry_id: int, block: bytes) -> Iterator[tuple[int, int, int, bytes | None]]:
+def iter_key_block(
+    first_entry_id: int, block: bytes
+) -> Iterator[tuple[int, int, int, bytes | None]]:
     """Yield (entry_id, flags, size, key) for each entry of a key block."""
     pos = 0
     entry_id = first_entry_id
@@ -120,18 +123,21 @@ class LedgerMeta:
     first_publish_ms: int = 0
     last_publish_ms: int = 0
 
-    def encode(self) -> bytes:
-        return _META.pack(
-            1 if self.sealed else 0,
-            self.role,
-            self.entries,
-            self.bytes,
-            self.first_publish_ms,
-            self.last_publish_ms,
-        ) + self.topic.encode()
+    def encode(self) -> builtins.bytes:
+        return (
+            _META.pack(
+                1 if self.sealed else 0,
+                self.role,
+                self.entries,
+                self.bytes,
+                self.first_publish_ms,
+                self.last_publish_ms,
+            )
+            + self.topic.encode()
+        )
 
     @classmethod
-    def decode(cls, ledger_id: int, data: bytes) -> LedgerMeta:
+    def decode(cls, ledger_id: int, data: builtins.bytes) -> LedgerMeta:
         sealed, role, entries, nbytes, first_ms, last_ms = _META.unpack_from(data)
         return cls(
             ledger_id=ledger_id,

@@ -62,7 +62,9 @@ def _compacted_start(store: LedgerStore, state: CompactedState, start: MessageId
     return lo
 
 
-def raw_view(store: LedgerStore, topic: str, start: MessageId, stop: MessageId) -> Iterator[ViewEntry]:
+def raw_view(
+    store: LedgerStore, topic: str, start: MessageId, stop: MessageId
+) -> Iterator[ViewEntry]:
     for lid, eid, data in store.scan(topic, start, stop):
         yield lid, eid, data, False
 
@@ -70,23 +72,53 @@ def raw_view(store: LedgerStore, topic: str, start: MessageId, stop: MessageId) 
 def compacted_view(
     store: LedgerStore, topic: str, start: MessageId, stop: MessageId
 ) -> Iterator[ViewEntry]:
-    state = compacted_state(store, topic)
-    if state is None:
+    """Compacted entries with id >= start, then raw entries after the horizon.
+
+    A compaction may commit and delete the ledger this reader is on between reading the
+    state and opening the scan; then the read resumes after the last id it yielded on
+    the new compacted ledger, which covers a superset. A ledger missing while it is
+    still the current one is DATA_LOSS, never a silent partial answer.
+    """
+    while True:
+        state = compacted_state(store, topic)
+        if state is None or start > state.horizon:
+            yield from raw_view(store, topic, start, stop)
+            return
+        try:
+            for entry in _compacted_entries(store, topic, state, start, stop):
+                yield entry
+                start = MessageId(entry[0], entry[1] + 1)
+        except DataLoss:
+            if _current_ledger(store, topic) == state.ledger_id:
+                raise
+            continue  # swapped under us: resume on the new compacted ledger
+        if start <= state.horizon:
+            start = MessageId(state.horizon.ledger_id, state.horizon.entry_id + 1)
+        if start > stop:
+            return
         yield from raw_view(store, topic, start, stop)
         return
-    if start <= state.horizon:
-        first = _compacted_start(store, state, start)
-        seen = first
-        for _lid, _eid, data in store.scan_ledger(state.ledger_id, first, state.entries - 1):
-            ident = original_id(data)
-            if ident > stop:
-                return
-            seen += 1
-            yield ident.ledger_id, ident.entry_id, data, True
-        if seen < state.entries:
-            raise DataLoss(f"compacted ledger {state.ledger_id} of {topic!r} is incomplete")
-        start = MessageId(state.horizon.ledger_id, state.horizon.entry_id + 1)
-    yield from raw_view(store, topic, start, stop)
+
+
+def _current_ledger(store: LedgerStore, topic: str) -> int | None:
+    t = store.topic(topic)
+    with t.lock:
+        return t.compacted_ledger_id()
+
+
+def _compacted_entries(
+    store: LedgerStore, topic: str, state: CompactedState, start: MessageId, stop: MessageId
+) -> Iterator[ViewEntry]:
+    first = _compacted_start(store, state, start)
+    seen = first
+    for _lid, _eid, data in store.scan_ledger(state.ledger_id, first, state.entries - 1):
+        ident = original_id(data)
+        if ident > stop:
+            return
+        seen += 1
+        yield ident.ledger_id, ident.entry_id, data, True
+    if seen < state.entries:
+        raise DataLoss(f"compacted ledger {state.ledger_id} of {topic!r} is incomplete")
 
 
 def last_compacted_id(store: LedgerStore, topic: str) -> MessageId | None:

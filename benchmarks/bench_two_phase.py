@@ -1,0 +1,151 @@
+"""TwoPhaseCompactor (local engine) against the floor, measured in the same run.
+
+The floor is what any compaction of the topic must at least do: one RocksDB scan of the
+keys (key blocks, every key decoded), one scan of the entries, and one batched write of
+the winners. The issue's target: compaction within 2x the floor, phase-one memory
+<= 100 bytes per distinct key (Kafka's offset map needs 24).
+
+    .venv/bin/python benchmarks/bench_two_phase.py                      # 1M x 100 B, 100k keys
+    .venv/bin/python benchmarks/bench_two_phase.py --messages 100000 --keys 10000 --runs 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+
+from compactlog.compactor.two_phase import TwoPhaseCompactor
+from compactlog.compactor.two_phase.ledger_adapter import LedgerStoreCompactionStorage
+from compactlog.compactor.two_phase.phase_one import find_winners
+from compactlog.storage import keys
+from compactlog.storage.codec import ROLE_COMPACTED, iter_key_block
+from compactlog.storage.config import ServerSettings
+from compactlog.storage.cursor import COMPACTION_SUBSCRIPTION
+from compactlog.storage.ledger_store import LedgerStore
+from compactlog.storage.types import Record
+
+TOPIC = "bench"
+
+
+def load(store: LedgerStore, messages: int, nkeys: int, value_bytes: int, batch: int) -> None:
+    store.create_topic(TOPIC, {})
+    pad = b"x" * value_bytes
+    for start in range(0, messages, batch):
+        stop = min(start + batch, messages)
+        store.append(
+            TOPIC, [Record(b"key-%08d" % (i * 7919 % nkeys), pad) for i in range(start, stop)]
+        )
+
+
+def reset(store: LedgerStore) -> None:
+    """Forget the compaction so the next run starts from the whole raw log again."""
+    lid = store.topic(TOPIC).compacted_ledger_id()
+    store.commit_cursor(TOPIC, COMPACTION_SUBSCRIPTION, None, {})
+    if lid is not None:
+        store.delete_ledger(lid)
+
+
+def floor(store: LedgerStore, winners: int) -> tuple[float, float, float]:
+    ledgers = [led.ledger_id for led in store.topic(TOPIC).ledgers]
+    t0 = time.perf_counter()
+    n = 0
+    for lid in ledgers:
+        for key, block in store.db.scan(keys.key_block_key(lid, 0), keys.ledger_ranges(lid)[1][1]):
+            for _e, _f, _s, _k in iter_key_block(keys.entry_ids(key)[1], block):
+                n += 1
+    t1 = time.perf_counter()
+    sample: list[bytes] = []
+    for lid in ledgers:
+        for _l, _e, data in store.scan_ledger(lid):
+            if len(sample) < winners:
+                sample.append(data)
+    t2 = time.perf_counter()
+    scratch = store.create_ledger(TOPIC, ROLE_COMPACTED).ledger_id
+    for i in range(0, len(sample), 4096):
+        store.append_entries(
+            scratch, [(j, d, None, 0) for j, d in enumerate(sample[i : i + 4096], i)]
+        )
+    store.seal_ledger(scratch)
+    t3 = time.perf_counter()
+    store.delete_ledger(scratch)
+    return t1 - t0, t2 - t1, t3 - t2
+
+
+def median(samples: list[float]) -> float:
+    return statistics.median(samples)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--messages", type=int, default=1_000_000)
+    ap.add_argument("--keys", type=int, default=100_000)
+    ap.add_argument("--value-bytes", type=int, default=100)
+    ap.add_argument("--batch", type=int, default=1000, help="records per append")
+    ap.add_argument("--runs", type=int, default=5)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        store = LedgerStore(
+            Path(tmp) / "ledgers", ServerSettings(publish_durability="wal", topic_defaults={})
+        )
+        t = time.perf_counter()
+        load(store, args.messages, args.keys, args.value_bytes, args.batch)
+        print(
+            f"loaded {args.messages} x {args.value_bytes} B over {args.keys} keys "
+            f"in {time.perf_counter() - t:.1f} s"
+        )
+        storage = LedgerStoreCompactionStorage(store)
+        compactor = TwoPhaseCompactor(storage, 1 << 32)
+        total, one, two, floors = [], [], [], []
+        kept = 0
+        for _ in range(args.runs):
+            reset(store)
+            gc.collect()
+            t = time.perf_counter()
+            result = compactor.compact(TOPIC)
+            total.append(time.perf_counter() - t)
+            one.append(result.run.phase_one_ms / 1000)
+            two.append(result.run.phase_two_ms / 1000)
+            kept = result.run.kept
+            gc.collect()
+            floors.append(floor(store, kept))
+        reset(store)
+        inp = storage.begin(TOPIC)
+        tracemalloc.start()
+        winners = find_winners(storage, inp, 1 << 32)
+        _cur, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        del winners
+        store.close()
+    keys_s = median([f[0] for f in floors])
+    scan_s = median([f[1] for f in floors])
+    write_s = median([f[2] for f in floors])
+    floor_s = median([sum(f) for f in floors])
+    compact_s = median(total)
+    rows: list[tuple[str, str]] = [
+        (f"compaction, total (median of {args.runs})", f"{compact_s:.3f} s"),
+        ("  phase one (keys, newest first)", f"{median(one):.3f} s"),
+        ("  phase two (winners, write, commit)", f"{median(two):.3f} s"),
+        ("floor, total", f"{floor_s:.3f} s"),
+        ("  scan of the keys", f"{keys_s:.3f} s"),
+        ("  scan of the entries", f"{scan_s:.3f} s"),
+        (f"  batched write of {kept} winners", f"{write_s:.3f} s"),
+        ("compaction / floor (target <= 2.0)", f"{compact_s / floor_s:.2f}"),
+        ("phase one peak, tracemalloc", f"{peak / args.keys:.1f} B per distinct key"),
+        (
+            "phase one peak, own estimate",
+            f"{result.run.phase_one_peak_bytes / args.keys:.1f} B per distinct key",
+        ),
+    ]
+    width = max(len(r[0]) for r in rows)
+    for name, value in rows:
+        print(f"{name:<{width}}  {value:>24}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,206 @@
+"""Pulsar's TwoPhaseCompactor over ``CompactionStorage``.
+
+One run::
+
+    begin      snapshot: previous compacted ledger + raw after its horizon, up to the lac
+    phase one  keys only, newest first: the winners (``phase_one``)
+    phase two  winners' bytes in id order, original id prepended, into a new ledger; seal
+    commit     one atomic write: cursor mark-delete = horizon, CompactedTopicLedger = new
+    delete     the previous compacted ledger (a crash before this leaves an orphan that
+               start-up collects)
+
+A crash before the commit leaves the old view, after it the new one, never a mix.
+``fault`` is called at each named step (``FAULT_POINTS``) so tests can crash or pause a
+run exactly there.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+from compactlog.compactor.two_phase.phase_one import PhaseOneResult, find_winners
+from compactlog.compactor.two_phase.storage import CompactionInput, CompactionStorage, NewEntry
+from compactlog.storage.codec import key_flags
+from compactlog.storage.types import MessageId
+from compactlog.v1 import compactlog_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+ENGINE = "local"
+APPEND_BATCH = 4096  # winners per ledger append (one RocksDB write batch)
+FAULT_POINTS = (
+    "after_phase_one",
+    "after_create",
+    "after_append",
+    "after_seal",
+    "after_commit",
+    "after_delete",
+)
+
+FaultHook = Callable[[str], None]
+
+
+def _no_fault(point: str) -> None:
+    pass
+
+
+@dataclass(frozen=True)
+class CompactionRun:
+    """The figures of one run (CONTRACT ``CompactionRun``) plus phase-one measurements."""
+
+    read: int = 0
+    kept: int = 0
+    removed: int = 0
+    tombstones: int = 0
+    keyless_dropped: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    duration_ms: int = 0
+    engine: str = ENGINE
+    distinct_keys: int = 0
+    phase_one_peak_bytes: int = 0
+    phase_one_ms: int = 0
+    phase_two_ms: int = 0
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, object]) -> CompactionRun:
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in data.items() if k in known})  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class CompactionResult:
+    run: CompactionRun
+    ledger_id: int | None  # the compacted ledger after the run (None: still none)
+    horizon: MessageId | None
+    previous_ledger: int | None = None
+    committed: bool = field(default=False)  # False: there was nothing to do
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def with_id(ledger_id: int, entry_id: int, data: bytes) -> bytes:
+    """Raw entry bytes (Message without id) with field 1 ``id`` in front: the same bytes
+    ``Message.SerializeToString`` gives, since fields are written in number order."""
+    inner = b"\x08" + _varint(ledger_id) + (b"\x10" + _varint(entry_id) if entry_id else b"")
+    return b"\x0a" + _varint(len(inner)) + inner + data
+
+
+def key_and_flags(data: bytes) -> tuple[bytes | None, int]:
+    msg = pb.Message.FromString(data)
+    key = msg.key if msg.HasField("key") else None
+    return key, key_flags(key, msg.value if msg.HasField("value") else None)
+
+
+class TwoPhaseCompactor:
+    """Compacts one topic per ``compact`` call; one instance may serve many topics."""
+
+    def __init__(
+        self, storage: CompactionStorage, phase_one_memory_bytes: int, fault: FaultHook = _no_fault
+    ) -> None:
+        self.storage = storage
+        self.phase_one_memory_bytes = phase_one_memory_bytes
+        self.fault = fault
+
+    def compact(self, topic: str) -> CompactionResult:
+        started = time.monotonic()
+        inp = self.storage.begin(topic)
+        if inp.nothing_to_do:
+            return CompactionResult(
+                CompactionRun(), inp.previous_ledger, inp.previous_horizon, inp.previous_ledger
+            )
+        assert inp.horizon is not None
+        winners = find_winners(self.storage, inp, self.phase_one_memory_bytes)
+        phase_one_done = time.monotonic()
+        self.fault("after_phase_one")
+        ledger_id = self.storage.create_ledger(topic)
+        try:
+            self.fault("after_create")
+            bytes_out = self._copy_winners(ledger_id, inp, winners)
+            self.storage.seal(ledger_id)
+            self.fault("after_seal")
+            self.storage.commit(topic, ledger_id, inp.horizon, inp.previous_ledger)
+        except Exception:
+            self._discard(ledger_id)
+            raise
+        self.fault("after_commit")
+        if inp.previous_ledger is not None:
+            self.storage.delete_ledger(inp.previous_ledger)
+        self.fault("after_delete")
+        done = time.monotonic()
+        run = CompactionRun(
+            read=winners.read,
+            kept=winners.kept,
+            removed=winners.read - winners.kept,
+            tombstones=winners.tombstones,
+            keyless_dropped=winners.keyless_dropped,
+            bytes_in=winners.bytes_in,
+            bytes_out=bytes_out,
+            duration_ms=int((done - started) * 1000),
+            distinct_keys=winners.distinct_keys,
+            phase_one_peak_bytes=winners.peak_bytes,
+            phase_one_ms=int((phase_one_done - started) * 1000),
+            phase_two_ms=int((done - phase_one_done) * 1000),
+        )
+        log.info(
+            "compacted %s: read %d kept %d into ledger %d, horizon %s in %d ms",
+            topic,
+            run.read,
+            run.kept,
+            ledger_id,
+            inp.horizon,
+            run.duration_ms,
+        )
+        return CompactionResult(run, ledger_id, inp.horizon, inp.previous_ledger, True)
+
+    def _copy_winners(self, ledger_id: int, inp: CompactionInput, winners: PhaseOneResult) -> int:
+        """Phase two: append the winners verbatim, in id order; return bytes written."""
+        storage = self.storage
+        batch: list[NewEntry] = []
+        out_id = 0
+        bytes_out = 0
+        appended = False
+        for index, seg in enumerate(inp.segments):
+            bits = winners.selection(index, seg.length)
+            if not any(bits):
+                continue
+            for eid, data in storage.read_entries(seg, bits):
+                if not seg.compacted:
+                    data = with_id(seg.ledger_id, eid, data)
+                key, flags = key_and_flags(data)
+                batch.append((out_id, data, key, flags))
+                out_id += 1
+                bytes_out += len(data)
+                if len(batch) >= APPEND_BATCH:
+                    storage.append(ledger_id, batch)
+                    batch = []
+                    if not appended:
+                        appended = True
+                        self.fault("after_append")
+        if batch:
+            storage.append(ledger_id, batch)
+            if not appended:
+                self.fault("after_append")
+        return bytes_out
+
+    def _discard(self, ledger_id: int) -> None:
+        """Best effort: a failed run's ledger goes now, else at the next start-up."""
+        try:
+            self.storage.delete_ledger(ledger_id)
+        except Exception:
+            log.warning(
+                "could not delete ledger %d of a failed compaction", ledger_id, exc_info=True
+            )

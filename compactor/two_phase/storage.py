@@ -1,0 +1,110 @@
+"""What the TwoPhaseCompactor needs from storage, as small ``Protocol`` interfaces.
+
+The compactor never sees RocksDB, the ledger store or gRPC: it reads the topic through
+the ``__compaction`` subscription as a list of *segments* fixed at the start of the run
+(the previous compacted ledger, then the raw entries after its horizon up to the last
+confirmed id), writes a new ledger, and commits ``(ledger, horizon)``. The in-process
+adapter (``ledger_adapter``) serves the server's runs; the in-memory twin (``memory``)
+serves fast tests; a gRPC adapter can serve runs driven from outside (the Spark engine).
+
+Entry bytes are ``compactlog.v1.Message`` wire bytes: without the ``id`` field in raw
+ledgers, with it (the original id) in compacted ledgers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple, Protocol
+
+from compactlog.storage.types import MessageId
+
+
+class Segment(NamedTuple):
+    """A contiguous run ``first_entry..last_entry`` (inclusive) of one ledger."""
+
+    ledger_id: int
+    first_entry: int
+    last_entry: int
+    compacted: bool  # entries of the previous compacted ledger (their bytes carry the id)
+
+    @property
+    def length(self) -> int:
+        return self.last_entry - self.first_entry + 1
+
+
+@dataclass(frozen=True)
+class CompactionInput:
+    """The snapshot a run works on; later publishes wait for the next run."""
+
+    topic: str
+    previous_ledger: int | None  # current compacted ledger, None before the first run
+    previous_horizon: MessageId | None  # last raw id it covers
+    horizon: MessageId | None  # last confirmed id at the start of the run (new horizon)
+    segments: tuple[Segment, ...]  # previous compacted ledger first, then the raw tail
+    retain_null_key: bool
+
+    @property
+    def nothing_to_do(self) -> bool:
+        """No raw entry after the previous horizon: a run would rewrite the same view."""
+        return self.horizon is None or self.horizon == self.previous_horizon
+
+
+def tail_segments(
+    ledgers: Sequence[tuple[int, int]], after: MessageId | None, stop: MessageId
+) -> list[Segment]:
+    """Raw segments with after < id <= stop, from (ledger id, entries) pairs."""
+    out = []
+    for lid, entries in ledgers:
+        if not entries or lid > stop.ledger_id or (after is not None and lid < after.ledger_id):
+            continue
+        first = after.entry_id + 1 if after is not None and lid == after.ledger_id else 0
+        last = min(entries - 1, stop.entry_id) if lid == stop.ledger_id else entries - 1
+        if first <= last:
+            out.append(Segment(lid, first, last, False))
+    return out
+
+
+# (entry id, flags, entry size in bytes, key) — flags as in ``storage.codec``
+KeyEntry = tuple[int, int, int, bytes | None]
+# (entry id, entry bytes, key, flags) — what a compacted ledger is appended
+NewEntry = tuple[int, bytes, bytes | None, int]
+
+
+class CompactionStorage(Protocol):
+    """Read a topic through ``__compaction`` up to a snapshot; write and commit a ledger."""
+
+    def begin(self, topic: str) -> CompactionInput:
+        """Snapshot the input; create the ``__compaction`` cursor at the earliest id if
+        missing (so retention keeps what the compactor needs). DataLoss when the current
+        compacted ledger is gone."""
+        ...
+
+    def read_keys(self, segment: Segment, reverse: bool = False) -> Iterator[KeyEntry]:
+        """Keys, flags and sizes of a segment's entries without reading payloads."""
+        ...
+
+    def read_entries(
+        self, segment: Segment, select: bytearray | None = None
+    ) -> Iterator[tuple[int, bytes]]:
+        """``(entry id, bytes)`` in id order; with ``select`` only the entries whose bit
+        (``entry - first_entry``, little-endian within each byte) is set. DataLoss when a
+        selected entry is missing."""
+        ...
+
+    def create_ledger(self, topic: str) -> int: ...
+
+    def append(self, ledger_id: int, entries: Sequence[NewEntry]) -> None: ...
+
+    def seal(self, ledger_id: int) -> None: ...
+
+    def delete_ledger(self, ledger_id: int) -> None: ...
+
+    def commit(
+        self, topic: str, ledger_id: int, horizon: MessageId, expected_previous: int | None
+    ) -> None:
+        """One atomic write of the cursor's mark-delete position (the horizon) and its
+        ``CompactedTopicLedger`` property. CommitConflict when the current compacted
+        ledger is no longer ``expected_previous`` (another run won); TopicNotFound when
+        the topic was deleted."""
+        ...
