@@ -1,0 +1,51 @@
+"""The compactlog Python client: ``Client`` with admin calls, ``Producer``, ``Reader`` and
+``Consumer`` (pulsar-client naming), plus the ``compactlog`` CLI in ``cli``.
+
+    from compactlog.client import Client
+
+    with Client("127.0.0.1:7650") as client:
+        client.create_topic("prices")
+        client.producer("prices").send("AAPL", "189.5")
+        for msg in client.reader("prices", read_compacted=True):
+            print(msg.id, msg.key, msg.value)
+
+Errors are the classes of ``compactlog.errors`` (re-exported as ``errors``), never raw
+``grpc.RpcError``.
+"""
+
+from compactlog import errors
+from compactlog.client.client import DEFAULT_ADDRESS, Client
+from compactlog.client.consumer import Consumer
+from compactlog.client.errors import AlreadyClosed, ServerUnreachable, Timeout
+from compactlog.client.producer import Producer
+from compactlog.client.reader import Reader
+from compactlog.client.types import (
+    CompactionRun,
+    CompactionStatus,
+    Message,
+    MessageId,
+    Record,
+    TopicInfo,
+    TopicStats,
+)
+from compactlog.errors import CompactlogError
+
+__all__ = [
+    "DEFAULT_ADDRESS",
+    "AlreadyClosed",
+    "Client",
+    "CompactionRun",
+    "CompactionStatus",
+    "CompactlogError",
+    "Consumer",
+    "Message",
+    "MessageId",
+    "Producer",
+    "Reader",
+    "Record",
+    "ServerUnreachable",
+    "Timeout",
+    "TopicInfo",
+    "TopicStats",
+    "errors",
+]

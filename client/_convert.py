@@ -1,0 +1,176 @@
+"""protobuf ⇄ client values, in one place so the rest of the client never touches pb2 fields."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import cast
+
+from compactlog.client.types import (
+    CompactionRun,
+    CompactionState,
+    CompactionStatus,
+    Message,
+    MessageId,
+    Record,
+    TopicInfo,
+    TopicKindName,
+    TopicStats,
+)
+from compactlog.errors import InvalidArgument
+from compactlog.v1 import compactlog_pb2 as pb
+
+BytesLike = bytes | bytearray | memoryview | str | None
+"""What a producer accepts for a key or value: ``str`` is sent as UTF-8, ``None`` as absent."""
+
+RecordLike = (
+    Record
+    | tuple[BytesLike, BytesLike]
+    | tuple[BytesLike, BytesLike, Mapping[str, str] | None]
+    | tuple[BytesLike, BytesLike, Mapping[str, str] | None, int]
+)
+"""A ``Record`` or a plain ``(key, value[, properties[, event_time_ms]])`` tuple."""
+
+MessageIdLike = MessageId | tuple[int, int] | Message
+
+_KINDS: dict[str, pb.TopicKind.ValueType] = {"ledger": pb.LEDGER, "segmented": pb.SEGMENTED}
+_KIND_NAMES: dict[int, TopicKindName] = {
+    pb.TOPIC_KIND_UNSPECIFIED: "ledger",
+    pb.LEDGER: "ledger",
+    pb.SEGMENTED: "segmented",
+}
+_STATES: dict[int, CompactionState] = {
+    pb.CompactionStatus.NOT_RUN: "NOT_RUN",
+    pb.CompactionStatus.RUNNING: "RUNNING",
+    pb.CompactionStatus.SUCCESS: "SUCCESS",
+    pb.CompactionStatus.ERROR: "ERROR",
+}
+
+
+def to_bytes(data: BytesLike) -> bytes | None:
+    """Keys and values: ``str`` → UTF-8, ``None`` stays absent (keyless / null value)."""
+    if data is None:
+        return None
+    if isinstance(data, str):
+        return data.encode("utf-8")
+    if isinstance(data, bytes | bytearray | memoryview):
+        return bytes(data)
+    raise InvalidArgument(f"keys and values must be bytes, str or None, not {type(data).__name__}")
+
+
+def kind_to_pb(kind: str) -> pb.TopicKind.ValueType:
+    try:
+        return _KINDS[kind.lower()]
+    except (KeyError, AttributeError):
+        raise InvalidArgument(
+            f"unknown topic kind {kind!r} (expected 'ledger' or 'segmented')"
+        ) from None
+
+
+def config_to_pb(config: Mapping[str, object] | None) -> dict[str, str]:
+    """Config values go over the wire as strings; ``True`` becomes ``"true"`` as Kafka spells it."""
+    out: dict[str, str] = {}
+    for key, value in (config or {}).items():
+        if isinstance(value, bool):
+            out[key] = "true" if value else "false"
+        else:
+            out[key] = str(value)
+    return out
+
+
+def record_to_pb(record: RecordLike) -> pb.Record:
+    if not isinstance(record, Record):
+        if not isinstance(record, tuple) or not 2 <= len(record) <= 4:
+            raise InvalidArgument(
+                "a record is a Record or a (key, value[, properties[, event_time_ms]]) tuple"
+            )
+        key_in, value_in, *rest = record
+        properties = cast("Mapping[str, str] | None", rest[0] if rest else None)
+        event_time_ms = cast(int, rest[1] if len(rest) > 1 else 0)
+    else:
+        key_in, value_in = record.key, record.value
+        properties, event_time_ms = record.properties, record.event_time_ms
+    msg = pb.Record(event_time_ms=int(event_time_ms))
+    key = to_bytes(key_in)
+    value = to_bytes(value_in)
+    if key is not None:
+        msg.key = key
+    if value is not None:
+        msg.value = value
+    if properties:
+        msg.properties.update({str(k): str(v) for k, v in properties.items()})
+    return msg
+
+
+def records_to_pb(records: Iterable[RecordLike]) -> list[pb.Record]:
+    return [record_to_pb(r) for r in records]
+
+
+def id_to_pb(mid: MessageIdLike) -> pb.MessageId:
+    if isinstance(mid, Message):
+        mid = mid.id
+    ledger, entry = mid
+    if ledger < 0 or entry < 0:
+        raise InvalidArgument(f"message ids are non-negative, got {ledger}:{entry}")
+    return pb.MessageId(ledger_id=int(ledger), entry_id=int(entry))
+
+
+def id_from_pb(mid: pb.MessageId) -> MessageId:
+    return MessageId(mid.ledger_id, mid.entry_id)
+
+
+def message_from_pb(msg: pb.Message) -> Message:
+    return Message(
+        id=id_from_pb(msg.id),
+        key=msg.key if msg.HasField("key") else None,
+        value=msg.value if msg.HasField("value") else None,
+        properties=dict(msg.properties),
+        publish_time_ms=msg.publish_time_ms,
+        event_time_ms=msg.event_time_ms,
+    )
+
+
+def stats_from_pb(stats: pb.TopicStats) -> TopicStats:
+    return TopicStats(
+        entries=stats.entries,
+        bytes=stats.bytes,
+        ledgers=stats.ledgers,
+        segments=stats.segments,
+        first_id=id_from_pb(stats.first_id) if stats.HasField("first_id") else None,
+        last_id=id_from_pb(stats.last_id) if stats.HasField("last_id") else None,
+        compacted_entries=stats.compacted_entries,
+        compacted_bytes=stats.compacted_bytes,
+        log_start_offset=stats.log_start_offset,
+    )
+
+
+def topic_from_pb(info: pb.TopicInfo) -> TopicInfo:
+    return TopicInfo(
+        name=info.name,
+        kind=_KIND_NAMES.get(info.kind, "ledger"),
+        config=dict(sorted(info.config.items())),
+        stats=stats_from_pb(info.stats),
+    )
+
+
+def run_from_pb(run: pb.CompactionRun) -> CompactionRun:
+    return CompactionRun(
+        read=run.read,
+        kept=run.kept,
+        removed=run.removed,
+        tombstones=run.tombstones,
+        keyless_dropped=run.keyless_dropped,
+        bytes_in=run.bytes_in,
+        bytes_out=run.bytes_out,
+        duration_ms=run.duration_ms,
+        engine=run.engine,
+    )
+
+
+def status_from_pb(status: pb.CompactionStatus) -> CompactionStatus:
+    return CompactionStatus(
+        state=_STATES.get(status.state, "NOT_RUN"),
+        last_error=status.last_error,
+        compacted_ledger_id=status.compacted_ledger_id,
+        horizon=id_from_pb(status.horizon) if status.HasField("horizon") else None,
+        last_run=run_from_pb(status.last_run) if status.HasField("last_run") else None,
+    )

@@ -1,0 +1,180 @@
+"""The ``compactlog`` command line (CONTRACT §4): argument parsing, dispatch, error policy.
+
+Verbs live in ``cli_topics`` (topics ...), ``cli_data`` (produce, read) and ``cli_admin``
+(admin topics compact / compaction-status); ``serve`` and ``bench`` import their modules
+only when used, so the client stays light. Every failure ends as one line on stderr,
+``compactlog: error: <message>``, and a non-zero exit: 1 for a failed operation, 2 for a
+usage error or a missing component, 130 for Ctrl-C. Set ``COMPACTLOG_DEBUG=1`` to get the
+traceback of an unexpected error instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.metadata
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from compactlog.client import cli_admin, cli_data, cli_topics
+from compactlog.client.cli_common import ENV_SERVER, PROG, UsageError
+from compactlog.client.client import DEFAULT_ADDRESS
+from compactlog.errors import CompactlogError
+
+DEFAULT_DATA_DIR = "./compactlog-data"
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (the contract's error format), not a usage dump."""
+
+    def error(self, message: str) -> NoReturn:
+        hint = f" (see '{self.prog} --help')"
+        sys.stderr.write(f"{PROG}: error: {message}{hint}\n")
+        raise SystemExit(EXIT_USAGE)
+
+
+def _version() -> str:
+    """The installed distribution's version (the package may be a namespace path in dev)."""
+    try:
+        return importlib.metadata.version("compactlog")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command tree; each leaf sets ``func``, the handler it runs."""
+    parser = _Parser(
+        prog=PROG,
+        description="compactlog: a log store with Pulsar-style and Kafka-style compaction.",
+    )
+    parser.add_argument(
+        "--server",
+        metavar="HOST:PORT",
+        default=None,
+        help=f"server address (env {ENV_SERVER}, default {DEFAULT_ADDRESS})",
+    )
+    parser.add_argument("--version", action="version", version=f"{PROG} {_version()}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    cli_topics.add_parser(commands)
+    cli_data.add_parsers(commands)
+
+    admin = commands.add_parser("admin", help="administrative operations")
+    admin_sub = admin.add_subparsers(dest="admin_command", metavar="AREA", required=True)
+    cli_admin.add_parser(admin_sub)
+
+    serve = commands.add_parser("serve", help="run the server in the foreground")
+    serve.add_argument("--data-dir", metavar="PATH", default=DEFAULT_DATA_DIR,
+                       help=f"data directory (default {DEFAULT_DATA_DIR})")
+    serve.add_argument("--listen", metavar="HOST:PORT", default=DEFAULT_ADDRESS,
+                       help=f"address to listen on, port 0 picks one (default {DEFAULT_ADDRESS})")
+    serve.add_argument("--config", metavar="FILE.toml", default=None,
+                       help="server settings and topic config defaults (TOML)")
+    serve.add_argument("--metrics-listen", metavar="HOST:PORT", default=None,
+                       help="serve Prometheus metrics here (off by default)")
+    serve.set_defaults(func=_serve)
+
+    bench = commands.add_parser(
+        "bench", help="the benchmark suite (arguments go to it)", add_help=False
+    )
+    bench.set_defaults(func=_bench_missing_args)
+    return parser
+
+
+def _serve(args: argparse.Namespace) -> int:
+    try:
+        run = importlib.import_module("compactlog.server.app").run
+    except (ImportError, AttributeError) as exc:
+        raise UsageError(f"the server is not available: {exc}") from None
+    config = Path(args.config) if args.config else None
+    return int(run(Path(args.data_dir), args.listen, config, args.metrics_listen) or 0)
+
+
+def _bench_missing_args(args: argparse.Namespace) -> int:
+    return _bench([])
+
+
+def _bench(argv: list[str]) -> int:
+    try:
+        bench_main = importlib.import_module("compactlog.bench.cli").main
+    except (ImportError, AttributeError) as exc:
+        raise UsageError(f"the benchmark suite is not available: {exc}") from None
+    result = bench_main(argv)
+    return int(result or 0)
+
+
+def _split_bench(argv: Sequence[str]) -> tuple[list[str], list[str] | None]:
+    """Cut ``bench``'s own arguments off before argparse, which would try to parse them."""
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if token == "--server":
+            i += 2
+            continue
+        if token.startswith("-"):
+            i += 1
+            continue
+        if token == "bench":
+            return list(argv[: i + 1]), list(argv[i + 1 :])
+        break
+    return list(argv), None
+
+
+def _one_line(message: str) -> str:
+    return " ".join(message.split()) or "unknown error"
+
+
+def fail(message: str) -> None:
+    """Print the contract's one-line error."""
+    sys.stderr.write(f"{PROG}: error: {_one_line(message)}\n")
+    sys.stderr.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the console script; returns the exit code."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    try:
+        head, bench_args = _split_bench(args_list)
+        args = build_parser().parse_args(head)
+        if bench_args is not None:
+            return _bench(bench_args)
+        handler: Handler = args.func
+        return handler(args)
+    except SystemExit as exc:  # argparse: --help, --version, usage errors
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else EXIT_USAGE)
+    except KeyboardInterrupt:
+        sys.stderr.write("\n")
+        return EXIT_INTERRUPTED
+    except UsageError as exc:
+        fail(str(exc))
+        return EXIT_USAGE
+    except CompactlogError as exc:
+        fail(str(exc))
+        return EXIT_FAILED
+    except BrokenPipeError:
+        # The reader of our stdout went away (``| head``): stop quietly, as Unix tools do.
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+    except Exception as exc:
+        if os.environ.get("COMPACTLOG_DEBUG"):
+            raise
+        fail(f"unexpected {type(exc).__name__}: {exc}")
+        return EXIT_FAILED
+
+
+def _silence_stdout() -> None:
+    """After EPIPE, point stdout at /dev/null so the interpreter's final flush is quiet."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass

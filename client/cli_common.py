@@ -1,0 +1,52 @@
+"""Pieces every CLI verb shares: the server address rule, KEY=VALUE parsing, usage errors."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from compactlog.client.client import DEFAULT_ADDRESS, Client
+
+PROG = "compactlog"
+ENV_SERVER = "COMPACTLOG_SERVER"
+
+
+class UsageError(Exception):
+    """A mistake in the command line found after parsing (exit 2, like argparse's own)."""
+
+
+def server_address(args: argparse.Namespace) -> str:
+    """``--server``, else ``$COMPACTLOG_SERVER``, else the default."""
+    return str(getattr(args, "server", None) or os.environ.get(ENV_SERVER) or DEFAULT_ADDRESS)
+
+
+def connect(args: argparse.Namespace) -> Client:
+    """A client for the address the command line chose."""
+    return Client(server_address(args))
+
+
+def key_value(text: str) -> tuple[str, str]:
+    """argparse type for ``KEY=VALUE``: the key is non-empty, the value may be empty."""
+    key, sep, value = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, value
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type for counts such as ``--limit``."""
+    try:
+        number = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {number}")
+    return number
+
+
+def positive_int(text: str) -> int:
+    number = non_negative_int(text)
+    if number == 0:
+        raise argparse.ArgumentTypeError("expected a number >= 1, got 0")
+    return number

@@ -1,0 +1,129 @@
+"""``compactlog topics create | list | describe | delete | set-config``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import asdict
+from typing import Any
+
+from compactlog.client.cli_common import UsageError, connect, key_value
+from compactlog.client.types import TopicInfo
+
+
+def add_parser(commands: Any) -> None:
+    """Register ``topics`` and its verbs on the top-level subparsers."""
+    topics = commands.add_parser("topics", help="create, list, describe, delete, configure topics")
+    verbs = topics.add_subparsers(dest="topics_command", metavar="VERB", required=True)
+
+    create = verbs.add_parser("create", help="create a topic")
+    create.add_argument("name", metavar="NAME")
+    create.add_argument("--kind", choices=("ledger", "segmented"), default="ledger",
+                        help="ledger: Pulsar-style (default); segmented: Kafka-style")
+    create.add_argument("--config", metavar="KEY=VALUE", type=key_value, nargs="+",
+                        action="extend", default=[], help="topic config, repeatable")
+    create.set_defaults(func=create_topic)
+
+    listing = verbs.add_parser("list", help="list topics")
+    listing.add_argument("--json", action="store_true", help="one JSON object per topic")
+    listing.set_defaults(func=list_topics)
+
+    describe = verbs.add_parser("describe", help="kind, stats and effective config of a topic")
+    describe.add_argument("name", metavar="NAME")
+    describe.add_argument("--json", action="store_true", help="print one JSON object")
+    describe.set_defaults(func=describe_topic)
+
+    delete = verbs.add_parser("delete", help="delete a topic and all its data")
+    delete.add_argument("name", metavar="NAME")
+    delete.set_defaults(func=delete_topic)
+
+    set_config = verbs.add_parser("set-config", help="set (or --remove) topic config keys")
+    set_config.add_argument("name", metavar="NAME")
+    set_config.add_argument("settings", metavar="KEY=VALUE", type=key_value, nargs="*")
+    set_config.add_argument("--remove", metavar="KEY", action="append", default=[],
+                            help="drop a key back to the server default, repeatable")
+    set_config.set_defaults(func=set_topic_config)
+
+
+def topic_json(info: TopicInfo) -> dict[str, Any]:
+    """A topic as JSON-ready data; ids as ``"LEDGER:ENTRY"`` like everywhere in the CLI."""
+    data = asdict(info)
+    stats = data["stats"]
+    for field in ("first_id", "last_id"):
+        value = getattr(info.stats, field)
+        stats[field] = None if value is None else str(value)
+    data["config"] = dict(info.config)
+    return data
+
+
+def format_topic(info: TopicInfo) -> str:
+    s = info.stats
+    lines = [
+        f"name:      {info.name}",
+        f"kind:      {info.kind}",
+        f"entries:   {s.entries}",
+        f"bytes:     {s.bytes}",
+    ]
+    if info.kind == "ledger":
+        lines.append(f"ledgers:   {s.ledgers}")
+    else:
+        lines.append(f"segments:  {s.segments}")
+        lines.append(f"log start offset: {s.log_start_offset}")
+    lines += [
+        f"first id:  {s.first_id if s.first_id is not None else '-'}",
+        f"last id:   {s.last_id if s.last_id is not None else '-'}",
+        f"compacted: {s.compacted_entries} entries, {s.compacted_bytes} bytes",
+        "config:",
+    ]
+    lines += [f"  {key} = {value}" for key, value in sorted(info.config.items())]
+    return "\n".join(lines)
+
+
+def create_topic(args: argparse.Namespace) -> int:
+    config = dict(args.config)
+    with connect(args) as client:
+        info = client.create_topic(args.name, kind=args.kind, config=config)
+    print(f"created topic {info.name} ({info.kind})")
+    return 0
+
+
+def list_topics(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        topics = sorted(client.list_topics(), key=lambda t: t.name)
+    if args.json:
+        for info in topics:
+            print(json.dumps(topic_json(info)))
+        return 0
+    if not topics:
+        print("no topics")
+        return 0
+    width = max(len("NAME"), *(len(t.name) for t in topics))
+    print(f"{'NAME':<{width}}  {'KIND':<9}  {'ENTRIES':>10}  {'BYTES':>12}")
+    for t in topics:
+        print(f"{t.name:<{width}}  {t.kind:<9}  {t.stats.entries:>10}  {t.stats.bytes:>12}")
+    return 0
+
+
+def describe_topic(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        info = client.get_topic(args.name)
+    print(json.dumps(topic_json(info)) if args.json else format_topic(info))
+    return 0
+
+
+def delete_topic(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        client.delete_topic(args.name)
+    print(f"deleted topic {args.name}")
+    return 0
+
+
+def set_topic_config(args: argparse.Namespace) -> int:
+    if not args.settings and not args.remove:
+        raise UsageError("topics set-config needs at least one KEY=VALUE or --remove KEY")
+    with connect(args) as client:
+        info = client.update_topic_config(args.name, set=dict(args.settings), remove=args.remove)
+    changed = [key for key, _ in args.settings] + list(args.remove)
+    print(f"updated topic {info.name}: "
+          + ", ".join(f"{key}={info.config.get(key, '(default)')}" for key in changed))
+    return 0

@@ -1,0 +1,236 @@
+"""``Client``: one gRPC channel to a compactlog server, the admin calls, and factories for
+producers, readers and consumers (pulsar-client's shape: ``client.producer(topic)``...).
+
+Unary calls take the client's ``timeout`` (seconds, ``None`` = no deadline); streams run
+until closed. Every ``grpc.RpcError`` leaves as a ``compactlog.errors`` class.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import Literal
+
+import grpc
+
+from compactlog.client import _convert as cv
+from compactlog.client.consumer import Consumer
+from compactlog.client.errors import AlreadyClosed, call
+from compactlog.client.producer import Producer
+from compactlog.client.reader import Reader, StartLike
+from compactlog.client.types import CompactionStatus, MessageId, TopicInfo
+from compactlog.v1 import compactlog_pb2 as pb
+from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
+
+DEFAULT_ADDRESS = "127.0.0.1:7650"
+
+_CHANNEL_OPTIONS = [
+    # Read responses carry batches of messages; the server bounds them, not the client.
+    ("grpc.max_receive_message_length", -1),
+    ("grpc.max_send_message_length", -1),
+]
+
+
+class Client:
+    """A connection to one server. Use as a context manager or call ``close()``."""
+
+    def __init__(self, address: str = DEFAULT_ADDRESS, timeout: float | None = None) -> None:
+        self.address = address
+        self.timeout = timeout
+        self._channel = grpc.insecure_channel(address, options=_CHANNEL_OPTIONS)
+        self._admin = pb_grpc.TopicAdminStub(self._channel)
+        self._log = pb_grpc.LogStub(self._channel)
+        self._closed = False
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the channel; open readers' streams end with it."""
+        if not self._closed:
+            self._closed = True
+            self._channel.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise AlreadyClosed("the client is closed")
+
+    # -- admin ---------------------------------------------------------------------------
+
+    def create_topic(
+        self,
+        name: str,
+        kind: Literal["ledger", "segmented"] | str = "ledger",
+        config: Mapping[str, object] | None = None,
+    ) -> TopicInfo:
+        """Create a topic; ``TopicAlreadyExists`` if the name is taken."""
+        self._check_open()
+        req = pb.CreateTopicRequest(
+            name=name, kind=cv.kind_to_pb(kind), config=cv.config_to_pb(config)
+        )
+        info = call(
+            "CreateTopic", self.address, lambda: self._admin.CreateTopic(req, timeout=self.timeout)
+        )
+        return cv.topic_from_pb(info)
+
+    def get_topic(self, name: str) -> TopicInfo:
+        """Name, kind, effective config and stats of one topic."""
+        self._check_open()
+        req = pb.GetTopicRequest(name=name)
+        info = call(
+            "GetTopic", self.address, lambda: self._admin.GetTopic(req, timeout=self.timeout)
+        )
+        return cv.topic_from_pb(info)
+
+    def list_topics(self) -> list[TopicInfo]:
+        self._check_open()
+        resp = call(
+            "ListTopics",
+            self.address,
+            lambda: self._admin.ListTopics(pb.ListTopicsRequest(), timeout=self.timeout),
+        )
+        return [cv.topic_from_pb(t) for t in resp.topics]
+
+    def update_topic_config(
+        self,
+        name: str,
+        set: Mapping[str, object] | None = None,
+        remove: Sequence[str] | None = None,
+    ) -> TopicInfo:
+        """Set some keys and drop others (back to the server default) in one call."""
+        self._check_open()
+        req = pb.UpdateTopicConfigRequest(
+            name=name, set=cv.config_to_pb(set), remove=list(remove or ())
+        )
+        info = call(
+            "UpdateTopicConfig",
+            self.address,
+            lambda: self._admin.UpdateTopicConfig(req, timeout=self.timeout),
+        )
+        return cv.topic_from_pb(info)
+
+    def delete_topic(self, name: str) -> None:
+        self._check_open()
+        req = pb.DeleteTopicRequest(name=name)
+        call(
+            "DeleteTopic", self.address, lambda: self._admin.DeleteTopic(req, timeout=self.timeout)
+        )
+
+    def compact(self, topic: str, wait: bool = False) -> CompactionStatus:
+        """Start a compaction; ``wait=True`` returns the finished run's status.
+
+        ``CompactionInProgress`` if one is already running for the topic.
+        """
+        self._check_open()
+        req = pb.CompactRequest(topic=topic, wait=wait)
+        status = call(
+            "Compact", self.address, lambda: self._admin.Compact(req, timeout=self.timeout)
+        )
+        return cv.status_from_pb(status)
+
+    def compaction_status(self, topic: str) -> CompactionStatus:
+        self._check_open()
+        req = pb.GetCompactionStatusRequest(topic=topic)
+        status = call(
+            "GetCompactionStatus",
+            self.address,
+            lambda: self._admin.GetCompactionStatus(req, timeout=self.timeout),
+        )
+        return cv.status_from_pb(status)
+
+    def enforce_retention(self, topic: str) -> TopicInfo:
+        """Run the retention check for this topic now rather than at the next interval."""
+        self._check_open()
+        req = pb.EnforceRetentionRequest(topic=topic)
+        info = call(
+            "EnforceRetention",
+            self.address,
+            lambda: self._admin.EnforceRetention(req, timeout=self.timeout),
+        )
+        return cv.topic_from_pb(info)
+
+    def delete_records(self, topic: str, before_offset: int) -> TopicInfo:
+        """SEGMENTED topics: raise the log start offset (Kafka's DeleteRecords)."""
+        self._check_open()
+        req = pb.DeleteRecordsRequest(topic=topic, before_offset=before_offset)
+        info = call(
+            "DeleteRecords",
+            self.address,
+            lambda: self._admin.DeleteRecords(req, timeout=self.timeout),
+        )
+        return cv.topic_from_pb(info)
+
+    def get_last_message_id(self, topic: str, read_compacted: bool = False) -> MessageId | None:
+        """The last message's id, or ``None`` when there is none (empty, or every key deleted)."""
+        self._check_open()
+        req = pb.GetLastMessageIdRequest(topic=topic, read_compacted=read_compacted)
+        resp = call(
+            "GetLastMessageId",
+            self.address,
+            lambda: self._log.GetLastMessageId(req, timeout=self.timeout),
+        )
+        return cv.id_from_pb(resp.id) if resp.HasField("id") else None
+
+    # -- data ----------------------------------------------------------------------------
+
+    def producer(self, topic: str) -> Producer:
+        """A producer for ``topic``; the topic must exist (no auto-creation)."""
+        self._check_open()
+        return Producer(self._log, topic, self.address, self.timeout)
+
+    def reader(
+        self,
+        topic: str,
+        start: StartLike = "earliest",
+        start_timestamp_ms: int | None = None,
+        read_compacted: bool = False,
+        follow: bool = False,
+        max_messages: int = 0,
+    ) -> Reader:
+        """Iterate messages from ``start`` (inclusive id, or earliest/latest) or a publish time.
+
+        Without ``follow`` the iteration ends after the last message that existed when the
+        read began; ``max_messages`` = 0 means no limit. Closing the reader cancels the stream.
+        """
+        self._check_open()
+        return Reader(
+            self._log,
+            topic,
+            self.address,
+            start=start,
+            start_timestamp_ms=start_timestamp_ms,
+            read_compacted=read_compacted,
+            follow=follow,
+            max_messages=max_messages,
+        )
+
+    def subscribe(
+        self,
+        topic: str,
+        subscription: str,
+        read_compacted: bool = False,
+        initial_position: Literal["earliest", "latest"] = "earliest",
+        receiver_queue_size: int = 1000,
+    ) -> Consumer:
+        """A consumer on a durable subscription (created on first use at ``initial_position``)."""
+        self._check_open()
+        return Consumer(
+            self._log,
+            topic,
+            subscription,
+            self.address,
+            timeout=self.timeout,
+            read_compacted=read_compacted,
+            initial_position=initial_position,
+            receiver_queue_size=receiver_queue_size,
+        )

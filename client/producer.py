@@ -1,0 +1,126 @@
+"""``Producer``: publish records to one topic.
+
+``send`` is one unary Publish per record (simple, ~2k/s); ``send_batch`` puts many records in
+one Publish (all or none); ``send_stream`` pipelines batches over one PublishStream, which is
+the fast path: per-message gRPC cost dominates, so batch records in every request.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from types import TracebackType
+
+from compactlog.client import _convert as cv
+from compactlog.client.errors import AlreadyClosed, call, cancel, translate_errors
+from compactlog.client.types import MessageId
+from compactlog.v1 import compactlog_pb2 as pb
+from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
+
+
+class Producer:
+    """Sends to one topic. Cheap to create; holds no server-side state."""
+
+    def __init__(
+        self, stub: pb_grpc.LogStub, topic: str, address: str, timeout: float | None
+    ) -> None:
+        self._stub = stub
+        self._topic = topic
+        self._address = address
+        self._timeout = timeout
+        self._closed = False
+
+    def topic(self) -> str:
+        return self._topic
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Nothing is buffered client-side; closing only refuses later sends."""
+        self._closed = True
+
+    def send(
+        self,
+        key: cv.BytesLike,
+        value: cv.BytesLike,
+        properties: Mapping[str, str] | None = None,
+        event_time_ms: int = 0,
+    ) -> MessageId:
+        """Publish one record, durable when this returns. ``None`` key: keyless; value: null."""
+        return self.send_batch([(key, value, properties, event_time_ms)])[0]
+
+    def send_batch(self, records: Iterable[cv.RecordLike]) -> list[MessageId]:
+        """Publish records in one request: all are stored or none. Ids in request order."""
+        if self._closed:
+            raise AlreadyClosed("the producer is closed")
+        req = pb.PublishRequest(topic=self._topic, records=cv.records_to_pb(records))
+        resp = call(
+            "Publish", self._address, lambda: self._stub.Publish(req, timeout=self._timeout)
+        )
+        return [cv.id_from_pb(i) for i in resp.ids]
+
+    def send_stream(self, batches: Iterable[Iterable[cv.RecordLike]]) -> Iterator[list[MessageId]]:
+        """Publish each batch over one PublishStream; yields each batch's ids as it is acked.
+
+        Batches are converted lazily, so a generator of batches streams without being
+        held in memory. Each batch is atomic on its own; a failure stops the stream and
+        earlier batches stay published (their ids are yielded before the error is raised).
+        """
+        if self._closed:
+            raise AlreadyClosed("the producer is closed")
+        # The request iterator runs on a gRPC thread: a bad record there would be lost, so
+        # convert on a thread of ours and hand requests over through a bounded queue.
+        requests: queue.Queue[pb.PublishRequest | None] = queue.Queue(maxsize=16)
+        responses = self._stub.PublishStream(iter(requests.get, None))
+        failure: list[BaseException] = []
+        stop = threading.Event()
+
+        def put(item: pb.PublishRequest | None) -> bool:
+            while not stop.is_set():
+                try:
+                    requests.put(item, timeout=0.1)
+                    return True
+                except queue.Full:
+                    continue
+            return False
+
+        def feed() -> None:
+            try:
+                for batch in batches:
+                    req = pb.PublishRequest(topic=self._topic, records=cv.records_to_pb(batch))
+                    if not put(req):
+                        return
+            except BaseException as exc:  # re-raised on the caller's thread below
+                failure.append(exc)  # half-close: earlier batches still get their replies
+            finally:
+                put(None)
+
+        feeder = threading.Thread(target=feed, name="compactlog-publish-stream", daemon=True)
+        feeder.start()
+        try:
+            with translate_errors("PublishStream", self._address):
+                try:
+                    for resp in responses:
+                        yield [cv.id_from_pb(i) for i in resp.ids]
+                except Exception:
+                    if failure:
+                        raise failure[0] from None
+                    raise
+            if failure:
+                raise failure[0]
+        finally:
+            stop.set()
+            cancel(responses)  # a no-op once the call has finished
+            with contextlib.suppress(queue.Full):
+                requests.put_nowait(None)  # wake gRPC's request thread if it waits on get()

@@ -1,0 +1,124 @@
+"""``Reader``: iterate a topic from a position, raw or compacted, over one Read stream.
+
+Like pulsar-client's Reader it keeps no server-side cursor. The server sends messages in
+batches per response; the reader flattens them. Closing cancels the stream, which is how a
+``follow`` read ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from types import TracebackType
+from typing import Literal
+
+import grpc
+
+from compactlog.client import _convert as cv
+from compactlog.client.errors import AlreadyClosed, cancel, from_rpc_error
+from compactlog.client.types import Message, MessageId
+from compactlog.errors import InvalidArgument
+from compactlog.v1 import compactlog_pb2 as pb
+from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
+
+StartLike = Literal["earliest", "latest"] | MessageId | tuple[int, int]
+
+
+def read_request(
+    topic: str,
+    start: StartLike = "earliest",
+    start_timestamp_ms: int | None = None,
+    read_compacted: bool = False,
+    follow: bool = False,
+    max_messages: int = 0,
+) -> pb.ReadRequest:
+    """The ReadRequest for these options; checked here so mistakes fail before any I/O."""
+    if max_messages < 0:
+        raise InvalidArgument(f"max_messages must be >= 0, got {max_messages}")
+    req = pb.ReadRequest(
+        topic=topic, read_compacted=read_compacted, follow=follow, max_messages=max_messages
+    )
+    if start_timestamp_ms is not None:
+        if start not in ("earliest", None):
+            raise InvalidArgument("give either start or start_timestamp_ms, not both")
+        req.timestamp_ms = start_timestamp_ms
+    elif start == "earliest":
+        req.position = pb.EARLIEST
+    elif start == "latest":
+        req.position = pb.LATEST
+    elif isinstance(start, tuple) and len(start) == 2:
+        req.message_id.CopyFrom(cv.id_to_pb(start))
+    else:
+        raise InvalidArgument(
+            f"start must be 'earliest', 'latest' or a (ledger, entry) id, not {start!r}"
+        )
+    return req
+
+
+class Reader:
+    """An iterator of ``Message``; a context manager whose exit cancels the stream."""
+
+    def __init__(
+        self,
+        stub: pb_grpc.LogStub,
+        topic: str,
+        address: str,
+        start: StartLike = "earliest",
+        start_timestamp_ms: int | None = None,
+        read_compacted: bool = False,
+        follow: bool = False,
+        max_messages: int = 0,
+    ) -> None:
+        self._topic = topic
+        self._address = address
+        req = read_request(topic, start, start_timestamp_ms, read_compacted, follow, max_messages)
+        self._call = stub.Read(req)
+        self._messages = self._iterate()
+        self._closed = False
+        self.last_id: MessageId | None = None
+        """Id of the last message handed out, e.g. to resume a read after it."""
+
+    def topic(self) -> str:
+        return self._topic
+
+    def __iter__(self) -> Iterator[Message]:
+        return self
+
+    def __next__(self) -> Message:
+        if self._closed:
+            raise StopIteration
+        msg = next(self._messages)
+        self.last_id = msg.id
+        return msg
+
+    def read_next(self) -> Message | None:
+        """The next message, or ``None`` once the read has ended (pulsar-client's name)."""
+        return next(self, None)
+
+    def _iterate(self) -> Iterator[Message]:
+        try:
+            for resp in self._call:
+                for msg in resp.messages:
+                    yield cv.message_from_pb(msg)
+        except grpc.RpcError as err:
+            if self._closed and err.code() == grpc.StatusCode.CANCELLED:
+                return  # our own close(): the normal end of a follow read
+            raise from_rpc_error(err, "Read", self._address) from None
+
+    def __enter__(self) -> Reader:
+        if self._closed:
+            raise AlreadyClosed("the reader is closed")
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Cancel the stream; iteration ends. Safe to call twice."""
+        if not self._closed:
+            self._closed = True
+            cancel(self._call)

@@ -1,0 +1,101 @@
+"""Values the client hands back: plain frozen dataclasses, no protobuf in sight.
+
+They mirror the ``compactlog.v1`` messages (CONTRACT §2) so callers can compare,
+hash and print them without knowing the wire format; ``_convert`` builds them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from compactlog.storage.types import MessageId, Record
+
+__all__ = [
+    "CompactionRun",
+    "CompactionState",
+    "CompactionStatus",
+    "Message",
+    "MessageId",
+    "Record",
+    "TopicInfo",
+    "TopicKindName",
+    "TopicStats",
+]
+
+TopicKindName = Literal["ledger", "segmented"]
+CompactionState = Literal["NOT_RUN", "RUNNING", "SUCCESS", "ERROR"]
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One message as read. ``key``/``value`` are ``None`` when absent (keyless / null)."""
+
+    id: MessageId
+    key: bytes | None
+    value: bytes | None
+    properties: Mapping[str, str] = field(default_factory=dict)
+    publish_time_ms: int = 0
+    event_time_ms: int = 0
+
+    @property
+    def is_tombstone(self) -> bool:
+        """A keyed record with a null value deletes its key on both topic kinds."""
+        return self.key is not None and self.value is None
+
+
+@dataclass(frozen=True, slots=True)
+class TopicStats:
+    """Sizes of the raw log and the compacted ledger; ids are ``None`` when the log is empty."""
+
+    entries: int = 0
+    bytes: int = 0
+    ledgers: int = 0
+    segments: int = 0
+    first_id: MessageId | None = None
+    last_id: MessageId | None = None
+    compacted_entries: int = 0
+    compacted_bytes: int = 0
+    log_start_offset: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    """A topic's name, kind, effective config (defaults included) and current stats."""
+
+    name: str
+    kind: TopicKindName
+    config: Mapping[str, str]
+    stats: TopicStats
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionRun:
+    """Figures of one finished compaction run (``removed`` = ``read`` - ``kept``)."""
+
+    read: int = 0
+    kept: int = 0
+    removed: int = 0
+    tombstones: int = 0
+    keyless_dropped: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    duration_ms: int = 0
+    engine: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionStatus:
+    """Where a topic's compaction stands; ``last_run`` is ``None`` before the first run."""
+
+    state: CompactionState
+    last_error: str = ""
+    compacted_ledger_id: int = 0
+    horizon: MessageId | None = None
+    last_run: CompactionRun | None = None
+
+    @property
+    def running(self) -> bool:
+        """True while a run is in progress (polling loops wait on this)."""
+        return self.state == "RUNNING"

@@ -1,0 +1,207 @@
+"""The ``compactlog`` CLI against the real server: in-process ``main()`` for speed, and the
+console entry point as a child process where exit codes and stderr must be exactly right."""
+
+from __future__ import annotations
+
+import io
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+import pytest
+
+from compactlog.client import Client, MessageId, cli
+
+RunCli = Callable[..., tuple[int, str, str]]
+
+
+@pytest.fixture
+def run_cli(shared_server, capsys: pytest.CaptureFixture[str],  # type: ignore[no-untyped-def]
+            monkeypatch: pytest.MonkeyPatch) -> RunCli:
+    """``compactlog --server <shared> ARGS`` in-process; ``stdin=`` feeds bytes to it."""
+
+    def run(*argv: str, stdin: bytes | None = None) -> tuple[int, str, str]:
+        if stdin is not None:
+            monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin)))
+        code = cli.main(["--server", shared_server.address, *argv])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+def one_error_line(err: str) -> str:
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("compactlog: error: "), err
+    return lines[0]
+
+
+def test_topics_verbs(run_cli: RunCli, unique_topic: str) -> None:
+    code, out, _ = run_cli("topics", "create", unique_topic, "--config", "ledger.max.entries=10")
+    assert code == 0 and unique_topic in out
+    code, out, _ = run_cli("topics", "list")
+    assert code == 0 and unique_topic in out
+    code, out, _ = run_cli("topics", "list", "--json")
+    names = [json.loads(line)["name"] for line in out.splitlines()]
+    assert unique_topic in names
+    code, out, _ = run_cli("topics", "describe", unique_topic)
+    assert code == 0 and "ledger.max.entries = 10" in out and "kind:      ledger" in out
+    code, out, _ = run_cli("topics", "set-config", unique_topic, "retention.ms=1000",
+                           "--remove", "ledger.max.entries")
+    assert code == 0 and "retention.ms=1000" in out
+    code, out, _ = run_cli("topics", "describe", unique_topic, "--json")
+    config = json.loads(out)["config"]
+    assert config["retention.ms"] == "1000" and config["ledger.max.entries"] == "50000"
+    code, out, _ = run_cli("topics", "delete", unique_topic)
+    assert code == 0
+    code, out, err = run_cli("topics", "describe", unique_topic)
+    assert code == 1 and out == ""
+    assert unique_topic in one_error_line(err)
+
+
+def test_produce_flags_and_read(run_cli: RunCli, unique_topic: str) -> None:
+    run_cli("topics", "create", unique_topic)
+    code, out, _ = run_cli("produce", unique_topic, "--key", "a", "--value", "1",
+                           "--property", "src=cli", "--event-time-ms", "77")
+    assert code == 0
+    first = out.strip()
+    assert ":" in first
+    assert run_cli("produce", unique_topic, "--key", "a")[0] == 0  # null value: a tombstone
+    assert run_cli("produce", unique_topic, "--value", "no key")[0] == 0
+    assert run_cli("produce", unique_topic, "--key", "e", "--value", "")[0] == 0
+
+    code, out, _ = run_cli("read", unique_topic)
+    lines = out.splitlines()
+    assert code == 0 and len(lines) == 4
+    assert lines[0] == f"{first} key=a value=1"
+    assert lines[1].endswith(" key=a value=null")
+    assert lines[2].endswith(" key=null value=no key")
+    assert lines[3].endswith(" key=e value=")
+
+    code, out, _ = run_cli("read", unique_topic, "--json", "--limit", "1")
+    (record,) = [json.loads(line) for line in out.splitlines()]
+    assert record["id"] == first and record["key"] == "a" and record["value"] == "1"
+    assert record["properties"] == {"src": "cli"} and record["event_time_ms"] == 77
+    assert record["publish_time_ms"] > 0
+
+    second = lines[1].split()[0]
+    code, out, _ = run_cli("read", unique_topic, "--from", second, "--limit", "2")
+    assert [line.split()[0] for line in out.splitlines()] == [second, lines[2].split()[0]]
+    code, out, _ = run_cli("read", unique_topic, "--from", "latest")
+    assert code == 0 and out == ""
+
+
+def test_produce_json_lines(run_cli: RunCli, unique_topic: str, shared_server) -> None:  # type: ignore[no-untyped-def]
+    run_cli("topics", "create", unique_topic)
+    lines = [
+        {"key": "a", "value": "1", "properties": {"p": "q"}, "event_time_ms": 5},
+        {"key": "b", "value": None},
+        {"value": "keyless"},
+        {"key": "bin", "value_b64": "AP8="},
+    ] + [{"key": f"k{i}", "value": str(i)} for i in range(25)]
+    data = "\n".join(json.dumps(line) for line in lines).encode() + b"\n\n"
+    code, out, _ = run_cli("produce", unique_topic, "--batch-size", "10", stdin=data)
+    assert code == 0 and "produced 29 messages" in out
+
+    with Client(shared_server.address) as client:
+        got = list(client.reader(unique_topic))
+    assert [(m.key, m.value) for m in got[:4]] == [
+        (b"a", b"1"), (b"b", None), (None, b"keyless"), (b"bin", b"\x00\xff")]
+    assert got[0].properties == {"p": "q"} and got[0].event_time_ms == 5
+    assert len(got) == 29
+
+    # read --json output goes back into produce unchanged.
+    code, out, _ = run_cli("read", unique_topic, "--json", "--limit", "4")
+    copy = unique_topic + "-copy"
+    run_cli("topics", "create", copy)
+    code, _, _ = run_cli("produce", copy, stdin=out.encode())
+    assert code == 0
+    with Client(shared_server.address) as client:
+        copied = list(client.reader(copy))
+    assert [(m.key, m.value, dict(m.properties)) for m in copied] == [
+        (m.key, m.value, dict(m.properties)) for m in got[:4]]
+
+
+def test_invalid_json_line_sends_nothing(run_cli: RunCli, unique_topic: str) -> None:
+    run_cli("topics", "create", unique_topic)
+    data = b'{"key": "a", "value": "1"}\n{"key": "b", "value": "2"}\n{"key": "c", value}\n'
+    code, out, err = run_cli("produce", unique_topic, stdin=data)
+    assert code == 2 and out == ""
+    assert "line 3" in one_error_line(err)
+    code, out, _ = run_cli("read", unique_topic)
+    assert code == 0 and out == ""
+
+
+def test_cli_errors(run_cli: RunCli, unique_topic: str) -> None:
+    code, _, err = run_cli("read", unique_topic)
+    assert code == 1 and "does not exist" in one_error_line(err)
+    code, _, err = run_cli("produce", unique_topic, "--key", "k", "--value", "v")
+    assert code == 1 and unique_topic in one_error_line(err)
+    run_cli("topics", "create", unique_topic)
+    code, _, err = run_cli("topics", "create", unique_topic)
+    assert code == 1 and "exists" in one_error_line(err)
+    code, _, err = run_cli("topics", "create", "a/b")
+    assert code == 1 and "a/b" in one_error_line(err)
+    code, _, err = run_cli("topics", "create", unique_topic + "x", "--config", "nope=1")
+    assert code == 1 and "nope" in one_error_line(err)
+    code, _, err = run_cli("read", unique_topic, "--from", "one:two")
+    assert code == 2 and "--from" in one_error_line(err)
+
+
+def test_compact_commands(run_cli: RunCli, unique_topic: str) -> None:
+    run_cli("topics", "create", unique_topic)
+    data = b'{"key":"c","value":"1"}\n{"key":"a","value":"2"}\n{"key":"b","value":"3"}\n' \
+           b'{"key":"a","value":"4"}\n'
+    run_cli("produce", unique_topic, stdin=data)
+    code, out, err = run_cli("admin", "topics", "compact", unique_topic, "--wait")
+    if code != 0 and "not" in err and ("implemented" in err or "available" in err):
+        pytest.skip("compaction not served yet")
+    assert code == 0 and "state:            SUCCESS" in out
+    code, out, _ = run_cli("admin", "topics", "compaction-status", unique_topic, "--json")
+    status = json.loads(out)
+    assert status["state"] == "SUCCESS" and status["last_run"]["kept"] == 3
+    code, out, _ = run_cli("read", unique_topic, "--compacted")
+    assert [line.split(" ", 1)[1] for line in out.splitlines()] == [
+        "key=c value=1", "key=b value=3", "key=a value=4"]
+
+
+def test_compact_unknown_topic(run_cli: RunCli, unique_topic: str) -> None:
+    code, _, err = run_cli("admin", "topics", "compaction-status", unique_topic)
+    assert code == 1
+    one_error_line(err)
+
+
+def test_console_script_errors_have_no_traceback() -> None:
+    env_cmd = [sys.executable, "-m", "compactlog", "--server", "127.0.0.1:1"]
+    proc = subprocess.run([*env_cmd, "topics", "list"], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 1 and proc.stdout == ""
+    line = one_error_line(proc.stderr)
+    assert line.startswith("compactlog: error: server 127.0.0.1:1 is not reachable (")
+    assert "refused" in line.lower()
+    proc = subprocess.run([*env_cmd, "read", "t", "--from", "x"], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 2
+    one_error_line(proc.stderr)
+
+
+def test_follow_stops_on_sigint(shared_server, unique_topic: str) -> None:  # type: ignore[no-untyped-def]
+    with Client(shared_server.address) as client:
+        client.create_topic(unique_topic)
+        client.producer(unique_topic).send("k", "v")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "compactlog", "--server", shared_server.address,
+         "read", unique_topic, "--follow"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    first = proc.stdout.readline()
+    assert first.endswith(" key=k value=v\n")
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert "Traceback" not in err
+    assert MessageId(*map(int, first.split()[0].split(":"))).entry_id == 0

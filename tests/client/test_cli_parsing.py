@@ -1,0 +1,291 @@
+"""The CLI without a server: argument parsing, JSON lines, output formats, the error policy."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from compactlog.client import cli, cli_admin, cli_data, cli_topics
+from compactlog.client.cli_common import UsageError, key_value, server_address
+from compactlog.client.types import Message, MessageId, Record
+from compactlog.errors import TopicNotFound
+
+RunCli = Callable[..., tuple[int, str, str]]
+
+
+@pytest.fixture
+def run_cli(capsys: pytest.CaptureFixture[str]) -> RunCli:
+    def run(*argv: str) -> tuple[int, str, str]:
+        code = cli.main(list(argv))
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+def assert_one_error_line(err: str, *fragments: str) -> None:
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("compactlog: error: ")
+    assert "Traceback" not in err
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+# -- argument parsing ----------------------------------------------------------------------
+
+
+def test_parse_tree() -> None:
+    parser = cli.build_parser()
+    args = parser.parse_args(["--server", "h:1", "topics", "create", "t", "--kind", "segmented",
+                              "--config", "cleanup.policy=compact", "segment.bytes=1024",
+                              "--config", "retention.ms=-1"])
+    assert args.kind == "segmented"
+    assert args.config == [("cleanup.policy", "compact"), ("segment.bytes", "1024"),
+                           ("retention.ms", "-1")]
+    assert server_address(args) == "h:1"
+    read = parser.parse_args(["read", "t", "--from", "3:14", "--limit", "5", "--compacted"])
+    assert read.start == MessageId(3, 14) and read.limit == 5 and read.compacted
+    compact = parser.parse_args(["admin", "topics", "compact", "t", "--wait", "--engine", "spark"])
+    assert compact.func is cli_admin.compact_cmd and compact.wait and compact.engine == "spark"
+    serve = parser.parse_args(["serve"])
+    assert serve.data_dir == "./compactlog-data" and serve.listen == "127.0.0.1:7650"
+    assert serve.config is None and serve.metrics_listen is None
+
+
+def test_server_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    parser = cli.build_parser()
+    monkeypatch.delenv("COMPACTLOG_SERVER", raising=False)
+    assert server_address(parser.parse_args(["topics", "list"])) == "127.0.0.1:7650"
+    monkeypatch.setenv("COMPACTLOG_SERVER", "env:2")
+    assert server_address(parser.parse_args(["topics", "list"])) == "env:2"
+    assert server_address(parser.parse_args(["--server", "flag:3", "topics", "list"])) == "flag:3"
+
+
+@pytest.mark.parametrize("text", ["earliest", "LATEST", "0:0", "12:345"])
+def test_parse_start_accepts(text: str) -> None:
+    assert cli_data.parse_start(text) in ("earliest", "latest", MessageId(0, 0), MessageId(12, 345))
+
+
+@pytest.mark.parametrize("text", ["", "first", "1", "1:", ":1", "a:b", "-1:0", "1:2:3"])
+def test_parse_start_rejects(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError):
+        cli_data.parse_start(text)
+
+
+def test_key_value() -> None:
+    assert key_value("a=b=c") == ("a", "b=c")
+    assert key_value("a=") == ("a", "")
+    for bad in ("a", "=b", ""):
+        with pytest.raises(argparse.ArgumentTypeError):
+            key_value(bad)
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (["read", "t", "--from", "nowhere"], "--from"),
+        (["read", "t", "--limit", "-3"], "--limit"),
+        (["topics", "create", "t", "--config", "novalue"], "KEY=VALUE"),
+        (["topics", "set-config", "t", "bad"], "KEY=VALUE"),
+        (["topics", "set-config", "t"], "at least one"),
+        (["topics", "create", "t", "--kind", "queue"], "--kind"),
+        (["produce", "t", "--value", "v", "--null-value"], "not allowed"),
+        (["frobnicate"], "invalid choice"),
+        ([], "required"),
+    ],
+)
+def test_usage_errors_are_one_line(run_cli: RunCli, argv: list[str], fragment: str) -> None:
+    code, out, err = run_cli(*argv)
+    assert code == 2
+    assert out == ""
+    assert_one_error_line(err, fragment)
+
+
+def test_help_and_version(run_cli: RunCli) -> None:
+    code, out, _ = run_cli("--help")
+    assert code == 0 and "produce" in out and "admin" in out
+    code, out, _ = run_cli("--version")
+    assert code == 0 and out.startswith("compactlog ")
+
+
+# -- JSON lines -----------------------------------------------------------------------------
+
+
+def test_parse_record_shapes() -> None:
+    line = '{"key": "k", "value": "v", "properties": {"a": "b"}, "event_time_ms": 7}'
+    assert cli_data.parse_record(line, 1) == Record(b"k", b"v", {"a": "b"}, 7)
+    assert cli_data.parse_record('{"key": "k"}', 1) == Record(b"k", None, {}, 0)
+    assert cli_data.parse_record('{"key": null, "value": ""}', 1) == Record(None, b"", {}, 0)
+    assert cli_data.parse_record('{"value_b64": "AAEC"}', 1).value == b"\x00\x01\x02"
+    assert cli_data.parse_record('{"value": "AAEC", "value_b64": true}', 1).value == b"\x00\x01\x02"
+    assert cli_data.parse_record('{"key_b64": "/w=="}', 1).key == b"\xff"
+    ignored = '{"id": "1:0", "key": "k", "value": "v", "publish_time_ms": 5}'
+    assert cli_data.parse_record(ignored, 1) == Record(b"k", b"v", {}, 0)
+
+
+@pytest.mark.parametrize(
+    ("line", "fragment"),
+    [
+        ("{bad", "invalid JSON"),
+        ("[1, 2]", "JSON object"),
+        ('{"key": 1}', "'key' must be a string"),
+        ('{"vaule": "x"}', "unknown field 'vaule'"),
+        ('{"value_b64": "!!"}', "not valid base64"),
+        ('{"value": "x", "value_b64": "AA=="}', "not both"),
+        ('{"properties": {"a": 1}}', "properties"),
+        ('{"event_time_ms": -1}', "event_time_ms"),
+        ('{"event_time_ms": "soon"}', "event_time_ms"),
+    ],
+)
+def test_parse_record_errors_name_the_line(line: str, fragment: str) -> None:
+    with pytest.raises(UsageError, match=fragment) as info:
+        cli_data.parse_record(line, 17)
+    assert str(info.value).startswith("line 17: ")
+
+
+def test_parse_lines_skips_blank_and_counts_lines() -> None:
+    data = b'{"key": "a"}\n\n   \n{"key": "b"}\n'
+    assert [r.key for r in cli_data.parse_lines(io.BytesIO(data))] == [b"a", b"b"]
+    with pytest.raises(UsageError, match=r"^line 3: invalid JSON"):
+        cli_data.parse_lines(io.BytesIO(b'{"key": "a"}\n\n{oops\n'))
+    with pytest.raises(UsageError, match=r"^line 2: not UTF-8"):
+        cli_data.parse_lines(io.BytesIO(b'{"key": "a"}\n{"key": "\xff"}\n'))
+
+
+def test_invalid_stdin_sends_nothing(run_cli: RunCli, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Port 1 refuses connections: had anything been sent, the error would be "not reachable".
+    stdin = io.TextIOWrapper(io.BytesIO(b'{"key": "a", "value": "1"}\n{"key": 2}\n'))
+    monkeypatch.setattr(sys, "stdin", stdin)
+    code, out, err = run_cli("--server", "127.0.0.1:1", "produce", "t")
+    assert code == 2 and out == ""
+    assert_one_error_line(err, "line 2")
+
+
+# -- output formats -------------------------------------------------------------------------
+
+
+def test_text_and_json_output_round_trip() -> None:
+    msg = Message(MessageId(2, 9), b"k", b"\x00\xff", {"p": "q"}, 100, 50)
+    assert cli_data.format_text(msg) == "2:9 key=k value=b64:AP8="
+    data = cli_data.message_json(msg)
+    assert data == {"id": "2:9", "key": "k", "value": "AP8=", "value_b64": True,
+                    "properties": {"p": "q"}, "publish_time_ms": 100, "event_time_ms": 50}
+    back = cli_data.parse_record(json.dumps(data), 1)
+    assert back == Record(b"k", b"\x00\xff", {"p": "q"}, 50)
+    tomb = Message(MessageId(1, 0), None, None)
+    assert cli_data.format_text(tomb) == "1:0 key=null value=null"
+    assert cli_data.message_json(tomb)["key"] is None
+    assert cli_data.format_text(Message(MessageId(1, 1), b"a\nb", b"")) == \
+        "1:1 key=b64:YQpi value="
+
+
+def test_progress_bar_only_on_a_terminal() -> None:
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    plain = io.StringIO()
+    bar = cli_admin.ProgressBar("compacting t", plain)
+    bar.update("RUNNING")
+    bar.finish()
+    assert plain.getvalue() == ""
+    tty = Tty()
+    bar = cli_admin.ProgressBar("compacting t", tty)
+    bar.update("RUNNING")
+    bar.update("RUNNING")
+    bar.finish()
+    assert tty.getvalue().count("\rcompacting t [") == 2 and "RUNNING" in tty.getvalue()
+
+
+# -- error policy ---------------------------------------------------------------------------
+
+
+def test_unreachable_server_is_one_line(run_cli: RunCli) -> None:
+    code, out, err = run_cli("--server", "127.0.0.1:1", "topics", "list")
+    assert code == 1 and out == ""
+    assert_one_error_line(err, "server 127.0.0.1:1 is not reachable")
+
+
+def test_compactlog_errors_are_one_line(run_cli: RunCli, monkeypatch: pytest.MonkeyPatch) -> None:
+    def boom(args: argparse.Namespace) -> int:
+        raise TopicNotFound("topic 'x' does not exist\n(really)")
+
+    monkeypatch.setattr(cli_topics, "describe_topic", boom)
+    code, _, err = run_cli("topics", "describe", "x")
+    assert code == 1
+    assert_one_error_line(err, "topic 'x' does not exist (really)")
+
+
+def test_ctrl_c_exits_130(run_cli: RunCli, monkeypatch: pytest.MonkeyPatch) -> None:
+    def interrupted(args: argparse.Namespace) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli_topics, "list_topics", interrupted)
+    code, _, err = run_cli("topics", "list")
+    assert code == 130 and "Traceback" not in err
+
+
+def test_unexpected_error_has_no_traceback(run_cli: RunCli,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    def bug(args: argparse.Namespace) -> int:
+        raise RuntimeError("oops")
+
+    monkeypatch.delenv("COMPACTLOG_DEBUG", raising=False)
+    monkeypatch.setattr(cli_topics, "list_topics", bug)
+    code, _, err = run_cli("topics", "list")
+    assert code == 1
+    assert_one_error_line(err, "RuntimeError", "oops")
+
+
+def test_spark_engine_missing(run_cli: RunCli, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "compactlog.compactor.spark", None)
+    code, _, err = run_cli("--server", "127.0.0.1:1", "admin", "topics", "compact", "t",
+                           "--engine", "spark", "--spark-master", "local[1]")
+    assert code == 2
+    assert_one_error_line(err, "the Spark engine is not available: ")
+
+
+def test_bench_gets_the_remaining_arguments(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert cli._split_bench(["--server", "h:1", "bench", "--size", "10", "read"]) == (
+        ["--server", "h:1", "bench"], ["--size", "10", "read"])
+    assert cli._split_bench(["read", "bench"]) == (["read", "bench"], None)
+    seen: list[list[str]] = []
+
+    class FakeBench:
+        @staticmethod
+        def main(argv: list[str]) -> int:
+            seen.append(argv)
+            return 3
+
+    monkeypatch.setitem(sys.modules, "compactlog.bench.cli", FakeBench)
+    assert cli.main(["bench", "--help", "x"]) == 3
+    assert seen == [["--help", "x"]]
+
+
+def test_bench_missing_is_one_line(run_cli: RunCli, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "compactlog.bench.cli", None)
+    code, _, err = run_cli("bench", "--quick")
+    assert code == 2
+    assert_one_error_line(err, "benchmark suite is not available")
+
+
+def test_serve_passes_its_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[object, ...]] = []
+
+    class FakeApp:
+        @staticmethod
+        def run(*args: object) -> int:
+            calls.append(args)
+            return 0
+
+    monkeypatch.setitem(sys.modules, "compactlog.server.app", FakeApp)
+    assert cli.main(["serve", "--data-dir", "d", "--listen", "127.0.0.1:0",
+                     "--config", "c.toml", "--metrics-listen", "127.0.0.1:9"]) == 0
+    assert calls == [(Path("d"), "127.0.0.1:0", Path("c.toml"), "127.0.0.1:9")]
