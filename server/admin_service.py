@@ -28,8 +28,12 @@ class TopicAdminService(pb_grpc.TopicAdminServicer):
         self.compactions = compactions
 
     @rpc
-    def CreateTopic(self, request: pb.CreateTopicRequest, context: grpc.ServicerContext) -> pb.TopicInfo:
-        desc = self.broker.create_topic(request.name, kind_from_pb(request.kind), dict(request.config))
+    def CreateTopic(
+        self, request: pb.CreateTopicRequest, context: grpc.ServicerContext
+    ) -> pb.TopicInfo:
+        desc = self.broker.create_topic(
+            request.name, kind_from_pb(request.kind), dict(request.config)
+        )
         return topic_info(desc)
 
     @rpc
@@ -37,7 +41,9 @@ class TopicAdminService(pb_grpc.TopicAdminServicer):
         return topic_info(self.broker.describe(request.name))
 
     @rpc
-    def ListTopics(self, request: pb.ListTopicsRequest, context: grpc.ServicerContext) -> pb.ListTopicsResponse:
+    def ListTopics(
+        self, request: pb.ListTopicsRequest, context: grpc.ServicerContext
+    ) -> pb.ListTopicsResponse:
         resp = pb.ListTopicsResponse()
         for name in self.broker.topic_names():
             try:
@@ -54,7 +60,9 @@ class TopicAdminService(pb_grpc.TopicAdminServicer):
         return topic_info(desc)
 
     @rpc
-    def DeleteTopic(self, request: pb.DeleteTopicRequest, context: grpc.ServicerContext) -> pb.DeleteTopicResponse:
+    def DeleteTopic(
+        self, request: pb.DeleteTopicRequest, context: grpc.ServicerContext
+    ) -> pb.DeleteTopicResponse:
         self.broker.delete_topic(request.name)
         return pb.DeleteTopicResponse()
 
@@ -64,7 +72,9 @@ class TopicAdminService(pb_grpc.TopicAdminServicer):
         return self.compactions
 
     @rpc
-    def Compact(self, request: pb.CompactRequest, context: grpc.ServicerContext) -> pb.CompactionStatus:
+    def Compact(
+        self, request: pb.CompactRequest, context: grpc.ServicerContext
+    ) -> pb.CompactionStatus:
         self.broker.kind(request.topic)
         return self._compactions().compact(request.topic, request.wait)
 
@@ -76,9 +86,13 @@ class TopicAdminService(pb_grpc.TopicAdminServicer):
         return self._compactions().status(request.topic)
 
     @rpc
-    def EnforceRetention(self, request: pb.EnforceRetentionRequest, context: grpc.ServicerContext) -> pb.TopicInfo:
+    def EnforceRetention(
+        self, request: pb.EnforceRetentionRequest, context: grpc.ServicerContext
+    ) -> pb.TopicInfo:
         return topic_info(self.broker.enforce_retention(request.topic))
 
     @rpc
-    def DeleteRecords(self, request: pb.DeleteRecordsRequest, context: grpc.ServicerContext) -> pb.TopicInfo:
+    def DeleteRecords(
+        self, request: pb.DeleteRecordsRequest, context: grpc.ServicerContext
+    ) -> pb.TopicInfo:
         return topic_info(self.broker.delete_records(request.topic, request.before_offset))

@@ -3,12 +3,14 @@ cleanly on SIGTERM/SIGINT (stop accepting, let in-flight calls finish, flush, cl
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import logging
 import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from concurrent import futures
 from pathlib import Path
 from typing import IO
@@ -17,6 +19,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from compactlog.compactor.log_cleaner.log_cleaner import CleanerStats
 from compactlog.errors import CompactlogError, StoreLocked
 from compactlog.server.admin_service import TopicAdminService
 from compactlog.server.broker import Broker
@@ -49,7 +52,8 @@ def lock_data_dir(data_dir: Path) -> IO[str]:
         owner = handle.read().strip() or "another process"
         handle.close()
         raise StoreLocked(
-            f"data dir {data_dir} is in use by another compactlog server ({owner})") from None
+            f"data dir {data_dir} is in use by another compactlog server ({owner})"
+        ) from None
     handle.seek(0)
     handle.truncate()
     handle.write(f"pid {os.getpid()}")
@@ -57,7 +61,9 @@ def lock_data_dir(data_dir: Path) -> IO[str]:
     return handle
 
 
-def build_server(broker: Broker, settings: ServerSettings, metrics: Metrics, listen: str) -> tuple[grpc.Server, int]:
+def build_server(
+    broker: Broker, settings: ServerSettings, metrics: Metrics, listen: str
+) -> tuple[grpc.Server, int]:
     from compactlog.server.compaction_service import make_compactions
 
     server = grpc.server(
@@ -71,7 +77,8 @@ def build_server(broker: Broker, settings: ServerSettings, metrics: Metrics, lis
     reading = Reading(broker, settings.read_batch_max_messages)
     pb_grpc.add_LogServicer_to_server(LogService(broker, reading, metrics), server)
     pb_grpc.add_TopicAdminServicer_to_server(
-        TopicAdminService(broker, make_compactions(broker, settings, metrics)), server)
+        TopicAdminService(broker, make_compactions(broker, settings, metrics)), server
+    )
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = [
@@ -92,9 +99,26 @@ def build_server(broker: Broker, settings: ServerSettings, metrics: Metrics, lis
     return server, port
 
 
+def export_cleaner_stats(broker: Broker, metrics: Metrics) -> None:
+    """The LogCleaner's figures (Kafka's kafka.log:type=LogCleaner*) at scrape time."""
+
+    def reader(name: str) -> Callable[[], list[tuple[dict[str, str], float]]]:
+        return lambda: [({}, float(getattr(broker.cleaner.stats(), name)))]
+
+    for field in dataclasses.fields(CleanerStats):
+        metrics.add_gauges(
+            f"compactlog_log_cleaner_{field.name}",
+            f"LogCleaner {field.name.replace('_', ' ')}",
+            reader(field.name),
+        )
+
+
 def run(data_dir: Path, listen: str, config: Path | None, metrics_listen: str | None) -> int:
-    logging.basicConfig(level=os.environ.get("COMPACTLOG_LOG_LEVEL", "INFO"),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.basicConfig(
+        level=os.environ.get("COMPACTLOG_LOG_LEVEL", "INFO"),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
     try:
         settings = ServerSettings.load(config)
         data_dir.mkdir(parents=True, exist_ok=True)
@@ -113,15 +137,25 @@ def run(data_dir: Path, listen: str, config: Path | None, metrics_listen: str | 
         server, port = build_server(broker, settings, metrics, listen)
         if metrics_listen:
             metrics_port = metrics.serve(metrics_listen)
-            log.info("metrics on http://%s:%d/metrics", metrics_listen.rpartition(":")[0], metrics_port)
+            log.info(
+                "metrics on http://%s:%d/metrics", metrics_listen.rpartition(":")[0], metrics_port
+            )
     except (CompactlogError, OSError) as exc:
         broker.close()
         return _fail(str(exc))
-    retention = Periodic("ledger-retention", settings.log_retention_check_interval_ms / 1000.0,
-                         lambda: [broker.ledgers.enforce_retention(t) for t in broker.ledgers.topic_names()])
+    export_cleaner_stats(broker, metrics)
+
+    def enforce_retention() -> None:
+        for name in broker.ledgers.topic_names():
+            broker.ledgers.enforce_retention(name)
+
+    retention = Periodic(
+        "ledger-retention", settings.log_retention_check_interval_ms / 1000.0, enforce_retention
+    )
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     server.start()
+    broker.start()
     retention.start()
     host = listen.rpartition(":")[0]
     print(f"compactlog listening on {host}:{port}", flush=True)

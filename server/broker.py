@@ -12,17 +12,21 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from compactlog.compactor.log_cleaner.log_cleaner import LogCleaner
 from compactlog.errors import InvalidConfig, TopicAlreadyExists, TopicNotFound, WrongTopicKind
-from compactlog.storage.config import TOPIC_KEYS, ServerSettings, effective_topic_config, validate_topic_overrides
+from compactlog.storage.config import (
+    TOPIC_KEYS,
+    ServerSettings,
+    effective_topic_config,
+    validate_topic_overrides,
+)
+from compactlog.storage.cursor import COMPACTION_SUBSCRIPTION
 from compactlog.storage.ledger_store import LedgerStore
 from compactlog.storage.names import check_topic_name
+from compactlog.storage.segmented.manager import SegmentedLogManager
 from compactlog.storage.types import MessageId, Record, TopicKind
 from compactlog.storage.views import compacted_state
-
-if TYPE_CHECKING:
-    from compactlog.storage.segmented.manager import SegmentedLogManager
 
 
 @dataclass(frozen=True)
@@ -43,20 +47,20 @@ class TopicDescription:
 
 
 class Broker:
-    def __init__(self, data_dir: Path, settings: ServerSettings, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, data_dir: Path, settings: ServerSettings, clock: Callable[[], float] = time.time
+    ) -> None:
         self.settings = settings
         self.clock = clock
         self.ledgers = LedgerStore(data_dir / "ledgers", settings, clock)
         try:
-            from compactlog.storage.segmented.manager import SegmentedLogManager
-
-            self.segments: SegmentedLogManager = SegmentedLogManager(data_dir / "segments", settings, clock)
-        except ImportError:  # TEMPORARY while the segmented engine is being written
-            self.segments = _NoSegments()  # type: ignore[assignment]
+            self.segments = SegmentedLogManager(data_dir / "segments", settings, clock)
+            self.cleaner = LogCleaner(self.segments, settings, clock)
         except BaseException:
             self.ledgers.close()
             raise
         self._create_lock = threading.Lock()
+        self._close_hooks: list[Callable[[], None]] = []
 
     # ---- namespace ------------------------------------------------------------------
 
@@ -75,11 +79,14 @@ class Broker:
                 raise TopicAlreadyExists(f"topic {name!r} already exists")
             if kind == TopicKind.LEDGER:
                 self.ledgers.create_topic(name, overrides)
+                self._hold_for_compaction(name)
             else:
                 self.segments.create_topic(name, overrides)
         return self.describe(name)
 
-    def update_config(self, name: str, set_: dict[str, str], remove: Sequence[str]) -> TopicDescription:
+    def update_config(
+        self, name: str, set_: dict[str, str], remove: Sequence[str]
+    ) -> TopicDescription:
         kind = self.kind(name)
         current = self.overrides(name)
         validated = validate_topic_overrides(kind, set_)
@@ -90,9 +97,20 @@ class Broker:
         current.update(validated)
         if kind == TopicKind.LEDGER:
             self.ledgers.update_config(name, current)
+            self._hold_for_compaction(name)
         else:
             self.segments.update_config(name, current)
         return self.describe(name)
+
+    def _hold_for_compaction(self, name: str) -> None:
+        """A compaction threshold needs the ``__compaction`` cursor from the earliest id,
+        so that retention keeps every raw entry the compactor has not covered yet."""
+        if self.ledgers.topic(name).config.compaction_threshold_bytes > 0:
+            self.ledgers.open_cursor(name, COMPACTION_SUBSCRIPTION)
+
+    def on_close(self, hook: Callable[[], None]) -> None:
+        """Run ``hook`` first thing in ``close`` (stop background work using the stores)."""
+        self._close_hooks.append(hook)
 
     def overrides(self, name: str) -> dict[str, str]:
         if self.kind(name) == TopicKind.LEDGER:
@@ -117,8 +135,16 @@ class Broker:
         topic = self.ledgers.topic(name)
         with topic.lock:
             entries, nbytes = topic.stats()
-            desc = dict(name=name, kind=TopicKind.LEDGER, config=dict(topic.effective), entries=entries,
-                        bytes=nbytes, ledgers=len(topic.ledgers), first_id=topic.first_id(), last_id=topic.lac)
+            desc = dict(
+                name=name,
+                kind=TopicKind.LEDGER,
+                config=dict(topic.effective),
+                entries=entries,
+                bytes=nbytes,
+                ledgers=len(topic.ledgers),
+                first_id=topic.first_id(),
+                last_id=topic.lac,
+            )
         state = None
         try:
             state = compacted_state(self.ledgers, name)
@@ -132,13 +158,21 @@ class Broker:
     def _describe_segmented(self, name: str) -> TopicDescription:
         stats = self.segments.stats(name)
         config = effective_topic_config(
-            TopicKind.SEGMENTED, self.segments.overrides(name), self.settings.defaults_for(TopicKind.SEGMENTED))
+            TopicKind.SEGMENTED,
+            self.segments.overrides(name),
+            self.settings.defaults_for(TopicKind.SEGMENTED),
+        )
         return TopicDescription(
-            name=name, kind=TopicKind.SEGMENTED, config=config, entries=stats.entries, bytes=stats.bytes,
+            name=name,
+            kind=TopicKind.SEGMENTED,
+            config=config,
+            entries=stats.entries,
+            bytes=stats.bytes,
             segments=stats.segments,
             first_id=MessageId(0, stats.first_offset) if stats.first_offset is not None else None,
             last_id=MessageId(0, stats.last_offset) if stats.last_offset is not None else None,
-            log_start_offset=stats.log_start_offset)
+            log_start_offset=stats.log_start_offset,
+        )
 
     # ---- data -----------------------------------------------------------------------
 
@@ -160,28 +194,21 @@ class Broker:
 
     def delete_records(self, name: str, before_offset: int) -> TopicDescription:
         if self.kind(name) == TopicKind.LEDGER:
-            raise WrongTopicKind(f"topic {name!r} is a LEDGER topic: DeleteRecords applies to SEGMENTED topics")
+            raise WrongTopicKind(
+                f"topic {name!r} is a LEDGER topic: DeleteRecords applies to SEGMENTED topics"
+            )
         self.segments.delete_records(name, before_offset)
         return self.describe(name)
 
+    def start(self) -> None:
+        """Start background work owned by the storage side (the LogCleaner threads)."""
+        self.cleaner.start()
+
     def close(self) -> None:
+        for hook in reversed(self._close_hooks):
+            hook()
         try:
+            self.cleaner.stop()
             self.segments.close()
         finally:
             self.ledgers.close()
-
-
-class _NoSegments:  # TEMPORARY
-    def has_topic(self, name: str) -> bool:
-        return False
-
-    def topic_names(self) -> list[str]:
-        return []
-
-    def create_topic(self, name: str, overrides: object) -> None:
-        from compactlog.errors import Unimplemented
-
-        raise Unimplemented("SEGMENTED topics are not available yet")
-
-    def close(self) -> None:
-        pass

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from compactlog.server.broker import TopicDescription
 from compactlog.storage.types import MessageId, Record, StoredMessage, TopicKind
 from compactlog.v1 import compactlog_pb2 as pb
@@ -14,12 +16,14 @@ def kind_from_pb(kind: int) -> TopicKind:
 def records_from_pb(records: object) -> list[Record]:
     out = []
     for r in records:  # type: ignore[attr-defined]
-        out.append(Record(
-            r.key if r.HasField("key") else None,
-            r.value if r.HasField("value") else None,
-            dict(r.properties) if r.properties else None,
-            r.event_time_ms,
-        ))
+        out.append(
+            Record(
+                r.key if r.HasField("key") else None,
+                r.value if r.HasField("value") else None,
+                dict(r.properties) if r.properties else None,
+                r.event_time_ms,
+            )
+        )
     return out
 
 
@@ -47,7 +51,9 @@ def fill_message(out: pb.Message, msg: StoredMessage) -> None:
 
 
 def topic_info(desc: TopicDescription) -> pb.TopicInfo:
-    info = pb.TopicInfo(name=desc.name, kind=int(desc.kind), config=desc.config)
+    info = pb.TopicInfo(
+        name=desc.name, kind=cast("pb.TopicKind.ValueType", int(desc.kind)), config=desc.config
+    )
     s = info.stats
     s.entries = desc.entries
     s.bytes = desc.bytes

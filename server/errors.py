@@ -30,7 +30,9 @@ def _abort(context: grpc.ServicerContext, exc: BaseException, method: str) -> No
     if isinstance(exc, CompactlogError):
         context.abort(status_code(exc), str(exc))
     log.exception("unexpected error in %s", method)
-    context.abort(grpc.StatusCode.INTERNAL, f"internal error in {method}: {type(exc).__name__}: {exc}")
+    context.abort(
+        grpc.StatusCode.INTERNAL, f"internal error in {method}: {type(exc).__name__}: {exc}"
+    )
 
 
 def rpc(func: F) -> F:
@@ -55,4 +57,3 @@ def rpc(func: F) -> F:
             _abort(context, exc, name)
 
     return unary  # type: ignore[return-value]
-

@@ -42,21 +42,27 @@ class LogService(pb_grpc.LogServicer):
         return resp
 
     @rpc
-    def Publish(self, request: pb.PublishRequest, context: grpc.ServicerContext) -> pb.PublishResponse:
+    def Publish(
+        self, request: pb.PublishRequest, context: grpc.ServicerContext
+    ) -> pb.PublishResponse:
         return self._publish(request)
 
     def PublishStream(
         self, request_iterator: Iterator[pb.PublishRequest], context: grpc.ServicerContext
     ) -> Iterator[pb.PublishResponse]:
         @rpc
-        def each(_self: object, request: pb.PublishRequest, ctx: grpc.ServicerContext) -> pb.PublishResponse:
+        def each(
+            _self: object, request: pb.PublishRequest, ctx: grpc.ServicerContext
+        ) -> pb.PublishResponse:
             return self._publish(request)
 
         for request in request_iterator:
             yield each(self, request, context)
 
     @rpc
-    def Read(self, request: pb.ReadRequest, context: grpc.ServicerContext) -> Iterator[pb.ReadResponse]:
+    def Read(
+        self, request: pb.ReadRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.ReadResponse]:
         kind = self.broker.kind(request.topic).name
         compacted = str(request.read_compacted).lower()
         self.metrics.read_requests.labels(kind, compacted).inc()
@@ -66,19 +72,24 @@ class LogService(pb_grpc.LogServicer):
             yield resp
 
     @rpc
-    def Consume(self, request: pb.ConsumeRequest, context: grpc.ServicerContext) -> pb.ConsumeResponse:
+    def Consume(
+        self, request: pb.ConsumeRequest, context: grpc.ServicerContext
+    ) -> pb.ConsumeResponse:
         check_subscription_name(request.subscription)
         resp = self.reading.consume(request, context.is_active)
         self.metrics.consume_messages.inc(len(resp.messages))
         return resp
 
     @rpc
-    def Acknowledge(self, request: pb.AcknowledgeRequest, context: grpc.ServicerContext) -> pb.AcknowledgeResponse:
+    def Acknowledge(
+        self, request: pb.AcknowledgeRequest, context: grpc.ServicerContext
+    ) -> pb.AcknowledgeResponse:
         check_subscription_name(request.subscription)
         if self.broker.kind(request.topic) != TopicKind.LEDGER:
             raise WrongTopicKind("subscriptions are served for LEDGER topics")
         self.broker.ledgers.acknowledge(
-            request.topic, request.subscription, id_from_pb(request.id), request.cumulative)
+            request.topic, request.subscription, id_from_pb(request.id), request.cumulative
+        )
         return pb.AcknowledgeResponse()
 
     @rpc

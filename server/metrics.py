@@ -15,32 +15,60 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
-        self.publish_requests = Counter("compactlog_publish_requests", "Publish requests", ["kind"], registry=r)
-        self.publish_records = Counter("compactlog_publish_records", "Records published", ["kind"], registry=r)
-        self.publish_bytes = Counter("compactlog_publish_bytes", "Record bytes published", ["kind"], registry=r)
+        self.publish_requests = Counter(
+            "compactlog_publish_requests", "Publish requests", ["kind"], registry=r
+        )
+        self.publish_records = Counter(
+            "compactlog_publish_records", "Records published", ["kind"], registry=r
+        )
+        self.publish_bytes = Counter(
+            "compactlog_publish_bytes", "Record bytes published", ["kind"], registry=r
+        )
         self.publish_latency = Histogram(
-            "compactlog_publish_latency_seconds", "Publish request latency, durable", ["kind"],
-            buckets=LATENCY_BUCKETS, registry=r)
-        self.read_requests = Counter("compactlog_read_requests", "Read streams opened", ["kind", "compacted"], registry=r)
-        self.read_messages = Counter("compactlog_read_messages", "Messages sent by Read", ["kind", "compacted"], registry=r)
+            "compactlog_publish_latency_seconds",
+            "Publish request latency, durable",
+            ["kind"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.read_requests = Counter(
+            "compactlog_read_requests", "Read streams opened", ["kind", "compacted"], registry=r
+        )
+        self.read_messages = Counter(
+            "compactlog_read_messages", "Messages sent by Read", ["kind", "compacted"], registry=r
+        )
         self.read_batch_latency = Histogram(
-            "compactlog_read_batch_latency_seconds", "Time to assemble one Read response", ["kind"],
-            buckets=LATENCY_BUCKETS, registry=r)
-        self.consume_messages = Counter("compactlog_consume_messages", "Messages delivered by Consume", registry=r)
-        self.rpc_errors = Counter("compactlog_rpc_errors", "RPCs answered with an error", ["method", "code"], registry=r)
+            "compactlog_read_batch_latency_seconds",
+            "Time to assemble one Read response",
+            ["kind"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.consume_messages = Counter(
+            "compactlog_consume_messages", "Messages delivered by Consume", registry=r
+        )
+        self.rpc_errors = Counter(
+            "compactlog_rpc_errors", "RPCs answered with an error", ["method", "code"], registry=r
+        )
 
-    def add_gauges(self, name: str, doc: str, read: Callable[[], Iterable[tuple[dict[str, str], float]]]) -> None:
+    def add_gauges(
+        self, name: str, doc: str, read: Callable[[], Iterable[tuple[dict[str, str], float]]]
+    ) -> None:
         """Export figures that other parts keep (compactor, cleaner) at scrape time."""
         self.registry.register(_Gauges(name, doc, read))
 
     def serve(self, listen: str) -> int:
         host, _, port = listen.rpartition(":")
-        server, _thread = start_http_server(int(port), addr=host or "127.0.0.1", registry=self.registry)
+        server, _thread = start_http_server(
+            int(port), addr=host or "127.0.0.1", registry=self.registry
+        )
         return int(server.server_port)
 
 
 class _Gauges(Collector):
-    def __init__(self, name: str, doc: str, read: Callable[[], Iterable[tuple[dict[str, str], float]]]) -> None:
+    def __init__(
+        self, name: str, doc: str, read: Callable[[], Iterable[tuple[dict[str, str], float]]]
+    ) -> None:
         self.name, self.doc, self.read = name, doc, read
 
     def collect(self) -> Iterable[Metric]:

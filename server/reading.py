@@ -53,7 +53,9 @@ class Reading:
             return _after(topic.lac)
         return MessageId(0, 0)
 
-    def _read_ledger(self, req: pb.ReadRequest, is_active: Callable[[], bool]) -> Iterator[pb.ReadResponse]:
+    def _read_ledger(
+        self, req: pb.ReadRequest, is_active: Callable[[], bool]
+    ) -> Iterator[pb.ReadResponse]:
         store = self.broker.ledgers
         topic = store.topic(req.topic)
         start = self._ledger_start(store, req)
@@ -94,13 +96,17 @@ class Reading:
             if not is_active():
                 return
 
-    def _read_segmented(self, req: pb.ReadRequest, is_active: Callable[[], bool]) -> Iterator[pb.ReadResponse]:
+    def _read_segmented(
+        self, req: pb.ReadRequest, is_active: Callable[[], bool]
+    ) -> Iterator[pb.ReadResponse]:
         segs = self.broker.segments
         name = req.topic
         which = req.WhichOneof("start")
         if which == "message_id":
             if req.message_id.ledger_id != 0:
-                raise InvalidArgument("SEGMENTED topics use ids with ledger_id 0 (entry_id = offset)")
+                raise InvalidArgument(
+                    "SEGMENTED topics use ids with ledger_id 0 (entry_id = offset)"
+                )
             offset = req.message_id.entry_id
         elif which == "timestamp_ms":
             found = segs.offset_for_timestamp(name, req.timestamp_ms)
@@ -144,10 +150,14 @@ class Reading:
         if self.broker.kind(req.topic) != TopicKind.LEDGER:
             from compactlog.errors import WrongTopicKind
 
-            raise WrongTopicKind("Consume is served for LEDGER topics; read SEGMENTED topics with Read")
+            raise WrongTopicKind(
+                "Consume is served for LEDGER topics; read SEGMENTED topics with Read"
+            )
         store = self.broker.ledgers
         topic = store.topic(req.topic)
-        cursor = store.open_cursor(req.topic, req.subscription, latest=req.initial_position == pb.LATEST)
+        cursor = store.open_cursor(
+            req.topic, req.subscription, latest=req.initial_position == pb.LATEST
+        )
         view = compacted_view if req.read_compacted else raw_view
         limit = req.max_messages or self.batch_size
         deadline = time.monotonic() + req.wait_ms / 1000.0

@@ -87,7 +87,9 @@ def _keys(*keys: ConfigKey) -> dict[str, ConfigKey]:
 LEDGER_KEYS = _keys(
     ConfigKey("ledger.max.entries", _int(1), 50000, "entries before the current ledger rolls over"),
     ConfigKey("ledger.max.bytes", _int(1), 67108864, "bytes before the current ledger rolls over"),
-    ConfigKey("compaction.threshold.bytes", _int(0), 0, "backlog that triggers compaction; 0 = off"),
+    ConfigKey(
+        "compaction.threshold.bytes", _int(0), 0, "backlog that triggers compaction; 0 = off"
+    ),
     ConfigKey("compaction.retain.null.key", _bool, False, "keep keyless messages when compacting"),
     ConfigKey("retention.ms", _int(-1), -1, "age after which consumed ledgers go; -1 = forever"),
     ConfigKey("retention.bytes", _int(-1), -1, "size above which consumed ledgers go; -1 = no cap"),
@@ -102,9 +104,13 @@ SEGMENTED_KEYS = _keys(
     ConfigKey("index.interval.bytes", _int(0, 2**31 - 1), 4096, "bytes between index entries"),
     ConfigKey("retention.ms", _int(-1), 604800000, "age after which segments go; -1 = forever"),
     ConfigKey("retention.bytes", _int(-1), -1, "log size above which segments go; -1 = no cap"),
-    ConfigKey("min.cleanable.dirty.ratio", _float(0.0, 1.0), 0.5, "dirty ratio that makes a log cleanable"),
+    ConfigKey(
+        "min.cleanable.dirty.ratio", _float(0.0, 1.0), 0.5, "dirty ratio that makes a log cleanable"
+    ),
     ConfigKey("min.compaction.lag.ms", _int(0), 0, "records younger than this are not cleaned"),
-    ConfigKey("max.compaction.lag.ms", _int(1), LONG_MAX, "records older than this make a log cleanable"),
+    ConfigKey(
+        "max.compaction.lag.ms", _int(1), LONG_MAX, "records older than this make a log cleanable"
+    ),
     ConfigKey("delete.retention.ms", _int(0), 86400000, "how long tombstones survive cleaning"),
     ConfigKey("file.delete.delay.ms", _int(0), 60000, "delay before a .deleted file is unlinked"),
     ConfigKey("flush.messages", _int(1), LONG_MAX, "records between fsyncs"),
@@ -118,18 +124,43 @@ TOPIC_KEYS: dict[TopicKind, dict[str, ConfigKey]] = {
 }
 
 SERVER_KEYS = _keys(
-    ConfigKey("publish.durability", _choice("fsync", "wal"), "fsync", "ack after fsync or after the WAL write"),
+    ConfigKey(
+        "publish.durability",
+        _choice("fsync", "wal"),
+        "fsync",
+        "ack after fsync or after the WAL write",
+    ),
     ConfigKey("log.cleaner.enable", _bool, True, "run the LogCleaner threads"),
     ConfigKey("log.cleaner.threads", _int(0, 64), 1, "LogCleaner threads"),
-    ConfigKey("log.cleaner.dedupe.buffer.size", _int(24), 134217728, "offset map memory (24 B/entry)"),
-    ConfigKey("log.cleaner.io.buffer.load.factor", _float(0.0001, 1.0), 0.9, "offset map load factor"),
-    ConfigKey("log.cleaner.io.buffer.size", _int(512), 524288, "read/write buffer of a cleaner thread"),
+    ConfigKey(
+        "log.cleaner.dedupe.buffer.size", _int(24), 134217728, "offset map memory (24 B/entry)"
+    ),
+    ConfigKey(
+        "log.cleaner.io.buffer.load.factor", _float(0.0001, 1.0), 0.9, "offset map load factor"
+    ),
+    ConfigKey(
+        "log.cleaner.io.buffer.size", _int(512), 524288, "read/write buffer of a cleaner thread"
+    ),
     ConfigKey("log.cleaner.backoff.ms", _int(0), 15000, "sleep when no log is cleanable"),
-    ConfigKey("log.cleaner.io.max.bytes.per.second", _float(1.0, 1.7976931348623157e308), 1.7976931348623157e308, "cleaner I/O throttle"),
+    ConfigKey(
+        "log.cleaner.io.max.bytes.per.second",
+        _float(1.0, 1.7976931348623157e308),
+        1.7976931348623157e308,
+        "cleaner I/O throttle",
+    ),
     ConfigKey("log.retention.check.interval.ms", _int(1), 300000, "how often retention is checked"),
-    ConfigKey("compaction.monitor.interval.ms", _int(1), 60000, "how often compaction thresholds are checked"),
-    ConfigKey("compaction.max.concurrent", _int(1, 1024), 2, "compactions running at once, server-wide"),
-    ConfigKey("compaction.phase.one.memory.bytes", _int(1024), 1073741824, "phase-one key map budget"),
+    ConfigKey(
+        "compaction.monitor.interval.ms",
+        _int(1),
+        60000,
+        "how often compaction thresholds are checked",
+    ),
+    ConfigKey(
+        "compaction.max.concurrent", _int(1, 1024), 2, "compactions running at once, server-wide"
+    ),
+    ConfigKey(
+        "compaction.phase.one.memory.bytes", _int(1024), 1073741824, "phase-one key map budget"
+    ),
     ConfigKey("read.batch.max.messages", _int(1, 1_000_000), 1000, "messages per Read response"),
 )
 
@@ -142,7 +173,9 @@ def validate_topic_overrides(kind: TopicKind, overrides: Mapping[str, object]) -
         key = table.get(name)
         if key is None:
             known = ", ".join(sorted(table))
-            raise InvalidConfig(f"unknown config key {name!r} for {kind.name} topics (known: {known})")
+            raise InvalidConfig(
+                f"unknown config key {name!r} for {kind.name} topics (known: {known})"
+            )
         value = key.validate(raw)
         normalised[name] = _to_text(value)
     return normalised
@@ -260,7 +293,9 @@ class ServerSettings:
         all_topic_keys = {**LEDGER_KEYS, **SEGMENTED_KEYS}
         for name, raw in values.items():
             if isinstance(raw, dict):
-                raise InvalidConfig(f"{name}: tables are not allowed; quote dotted keys, e.g. \"{name}.x\" = 1")
+                raise InvalidConfig(
+                    f'{name}: tables are not allowed; quote dotted keys, e.g. "{name}.x" = 1'
+                )
             if name in SERVER_KEYS:
                 server[name.replace(".", "_")] = SERVER_KEYS[name].validate(raw)
             elif name in all_topic_keys:

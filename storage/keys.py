@@ -3,14 +3,14 @@ numeric order and one ledger is one contiguous key range).
 
 ::
 
-    b"\\x00format"                            -> b"1"                 format version
-    b"\\x00next_ledger"                       -> u64                  next ledger id (store-wide, from 1)
-    b"T" topic                               -> JSON                 topic record: kind, overrides, ledger ids
-    b"L" ledger_id:u64                       -> ledger meta          see codec.LEDGER_META
-    b"E" ledger_id:u64 entry_id:u64          -> entry                Message wire bytes without the id
-    b"K" ledger_id:u64 first_entry_id:u64    -> key block            keys of consecutive entries (phase one)
-    b"C" topic 0x00 subscription             -> JSON                 durable cursor
-    b"S" topic                               -> JSON                 compaction status and last run
+    b"\\x00format"                        -> b"1"          format version
+    b"\\x00next_ledger"                   -> u64           next ledger id (store-wide, from 1)
+    b"T" topic                           -> JSON          topic record: kind, overrides, ledger ids
+    b"L" ledger_id:u64                   -> ledger meta   see codec.LedgerMeta
+    b"E" ledger_id:u64 entry_id:u64      -> entry         Message wire bytes (no id in raw ledgers)
+    b"K" ledger_id:u64 first_entry:u64   -> key block     keys of consecutive entries (phase one)
+    b"C" topic 0x00 subscription         -> JSON          durable cursor
+    b"S" topic                           -> JSON          compaction status and last run
 
 Entries and key blocks of a ledger are separate ranges so that a keys-only scan
 (compaction phase one) never reads payloads.
@@ -69,8 +69,14 @@ def key_block_key(ledger_id: int, first_entry_id: int) -> bytes:
 def ledger_ranges(ledger_id: int) -> list[tuple[bytes, bytes]]:
     """The entry and key-block ranges of one ledger, for delete_range."""
     return [
-        (_ENTRY.pack(b"E", ledger_id, 0), _LEDGER.pack(b"E", ledger_id + 1) if ledger_id < MAX_ID else b"F"),
-        (_ENTRY.pack(b"K", ledger_id, 0), _LEDGER.pack(b"K", ledger_id + 1) if ledger_id < MAX_ID else b"L"),
+        (
+            _ENTRY.pack(b"E", ledger_id, 0),
+            _LEDGER.pack(b"E", ledger_id + 1) if ledger_id < MAX_ID else b"F",
+        ),
+        (
+            _ENTRY.pack(b"K", ledger_id, 0),
+            _LEDGER.pack(b"K", ledger_id + 1) if ledger_id < MAX_ID else b"L",
+        ),
     ]
 
 

@@ -12,7 +12,6 @@ nobody references (an interrupted compaction's) are deleted at start-up.
 
 from __future__ import annotations
 
-import bisect
 import json
 import logging
 import threading
@@ -88,7 +87,9 @@ class LedgerStore:
             name = key[1:].decode()
             record = json.loads(value)
             topic = self._new_topic(name, record["overrides"])
-            topic.ledgers = [self._ledgers[lid] for lid in record["ledgers"] if lid in self._ledgers]
+            topic.ledgers = [
+                self._ledgers[lid] for lid in record["ledgers"] if lid in self._ledgers
+            ]
             topic.recompute_positions()
             self._topics[name] = topic
         for key, value in self.db.scan(b"C", b"D"):
@@ -147,7 +148,10 @@ class LedgerStore:
             with old.lock:
                 fresh = self._new_topic(name, dict(overrides))
                 old.overrides, old.effective, old.config = (
-                    fresh.overrides, fresh.effective, fresh.config)
+                    fresh.overrides,
+                    fresh.effective,
+                    fresh.config,
+                )
                 self.db.put(keys.topic_key(name), old.record())
             return old
 
@@ -200,7 +204,9 @@ class LedgerStore:
         self.db.put(keys.ledger_meta_key(meta.ledger_id), meta.encode())
         return meta
 
-    def append_entries(self, ledger_id: int, entries: Sequence[tuple[int, bytes, bytes | None, int]]) -> None:
+    def append_entries(
+        self, ledger_id: int, entries: Sequence[tuple[int, bytes, bytes | None, int]]
+    ) -> None:
         """Append (entry_id, entry bytes, key, flags) to a non-raw ledger, ids as given."""
         meta = self._ledgers[ledger_id]
         if meta.sealed:
@@ -248,7 +254,8 @@ class LedgerStore:
             if len(data) > limit:
                 raise RecordTooLarge(
                     f"record {i} is {len(data)} bytes, over max.message.bytes={limit}; "
-                    "nothing of this batch was stored")
+                    "nothing of this batch was stored"
+                )
             encoded.append((data, key_block_part(key_flags(key, rec.value), len(data), key)))
         if not encoded:
             return []
@@ -278,7 +285,11 @@ class LedgerStore:
         i = 0
         while i < len(encoded):
             cur = topic.current
-            if cur is None or cur.entries >= cfg.ledger_max_entries or cur.bytes >= cfg.ledger_max_bytes:
+            if (
+                cur is None
+                or cur.entries >= cfg.ledger_max_entries
+                or cur.bytes >= cfg.ledger_max_bytes
+            ):
                 if cur is not None:
                     cur.sealed = True
                     batch.put(keys.ledger_meta_key(cur.ledger_id), cur.encode())
@@ -317,9 +328,15 @@ class LedgerStore:
 
     # ---- scans ----------------------------------------------------------------------
 
-    def scan_ledger(self, ledger_id: int, first_entry: int = 0, last_entry: int = keys.MAX_ID) -> Iterator[Entry]:
+    def scan_ledger(
+        self, ledger_id: int, first_entry: int = 0, last_entry: int = keys.MAX_ID
+    ) -> Iterator[Entry]:
         begin = keys.entry_key(ledger_id, first_entry)
-        end = keys.entry_key(ledger_id, last_entry + 1) if last_entry < keys.MAX_ID else keys.ledger_ranges(ledger_id)[0][1]
+        end = (
+            keys.entry_key(ledger_id, last_entry + 1)
+            if last_entry < keys.MAX_ID
+            else keys.ledger_ranges(ledger_id)[0][1]
+        )
         entry_ids = keys.entry_ids
         for key, value in self.db.scan(begin, end):
             lid, eid = entry_ids(key)
@@ -332,10 +349,14 @@ class LedgerStore:
             last = stop.entry_id if meta.ledger_id == stop.ledger_id else keys.MAX_ID
             yield from self.scan_ledger(meta.ledger_id, first, last)
 
-    def scan_ledger_keys(self, ledger_id: int, first_entry: int = 0, last_entry: int = keys.MAX_ID) -> Iterator[KeyEntry]:
+    def scan_ledger_keys(
+        self, ledger_id: int, first_entry: int = 0, last_entry: int = keys.MAX_ID
+    ) -> Iterator[KeyEntry]:
         """Keys of a ledger's entries from its key blocks, never touching payloads."""
         # A block starting before first_entry may cover it: start at the block holding it.
-        begin = self.db.last_key(keys.key_block_key(ledger_id, 0), keys.key_block_key(ledger_id, first_entry + 1))
+        begin = self.db.last_key(
+            keys.key_block_key(ledger_id, 0), keys.key_block_key(ledger_id, first_entry + 1)
+        )
         begin = begin or keys.key_block_key(ledger_id, first_entry)
         end = keys.ledger_ranges(ledger_id)[1][1]
         for key, block in self.db.scan(begin, end):
@@ -392,14 +413,18 @@ class LedgerStore:
         if own:
             self.db.write(batch, sync=self.fsync)
 
-    def acknowledge(self, name: str, subscription: str, msg_id: MessageId, cumulative: bool) -> Cursor:
+    def acknowledge(
+        self, name: str, subscription: str, msg_id: MessageId, cumulative: bool
+    ) -> Cursor:
         topic = self.topic(name)
         with topic.lock:
             cursor = topic.cursors.get(subscription)
             if cursor is None:
                 from compactlog.errors import SubscriptionNotFound
 
-                raise SubscriptionNotFound(f"subscription {subscription!r} does not exist on {name!r}")
+                raise SubscriptionNotFound(
+                    f"subscription {subscription!r} does not exist on {name!r}"
+                )
             cursor.acknowledge(msg_id, cumulative, topic.successor)
             self._write_cursor(topic, cursor)
             return cursor
@@ -416,8 +441,13 @@ class LedgerStore:
         topic = self.topic(name)
         with topic.lock:
             cursor = topic.cursors.get(subscription) or Cursor(subscription)
-            new = Cursor(subscription, mark_delete, {i for i in cursor.acked if mark_delete is None or i > mark_delete},
-                         dict(properties), max(filter(None, [cursor.read_position, mark_delete]), default=None))
+            new = Cursor(
+                subscription,
+                mark_delete,
+                {i for i in cursor.acked if mark_delete is None or i > mark_delete},
+                dict(properties),
+                max(filter(None, [cursor.read_position, mark_delete]), default=None),
+            )
             batch = Batch()
             self._write_cursor(topic, new, batch)
             if extra is not None:
@@ -449,7 +479,9 @@ class LedgerStore:
         topic = self.topic(name)
         with topic.lock:
             positions = [c.mark_delete for c in topic.cursors.values()]
-            doomed = ledgers_to_delete(topic.ledgers, positions, topic.config, int(self.clock() * 1000))
+            doomed = ledgers_to_delete(
+                topic.ledgers, positions, topic.config, int(self.clock() * 1000)
+            )
             if not doomed:
                 return []
             gone = {led.ledger_id for led in doomed}

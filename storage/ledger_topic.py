@@ -16,7 +16,11 @@ from compactlog.storage.types import MessageId, TopicKind
 
 class LedgerTopic:
     def __init__(
-        self, name: str, overrides: dict[str, str], effective: dict[str, str], config: LedgerTopicConfig
+        self,
+        name: str,
+        overrides: dict[str, str],
+        effective: dict[str, str],
+        config: LedgerTopicConfig,
     ) -> None:
         self.name = name
         self.overrides = overrides
@@ -34,8 +38,11 @@ class LedgerTopic:
 
     def record(self) -> bytes:
         return json.dumps(
-            {"kind": int(TopicKind.LEDGER), "overrides": self.overrides,
-             "ledgers": [led.ledger_id for led in self.ledgers]},
+            {
+                "kind": int(TopicKind.LEDGER),
+                "overrides": self.overrides,
+                "ledgers": [led.ledger_id for led in self.ledgers],
+            },
             separators=(",", ":"),
         ).encode()
 
@@ -76,7 +83,11 @@ class LedgerTopic:
         if msg_id is None:
             return self.first_id()
         i = bisect.bisect_left(self._ids, msg_id.ledger_id)
-        if i < len(self.ledgers) and self._ids[i] == msg_id.ledger_id and msg_id.entry_id + 1 < self.ledgers[i].entries:
+        if (
+            i < len(self.ledgers)
+            and self._ids[i] == msg_id.ledger_id
+            and msg_id.entry_id + 1 < self.ledgers[i].entries
+        ):
             return MessageId(msg_id.ledger_id, msg_id.entry_id + 1)
         for led in self.ledgers[i:]:
             if led.ledger_id > msg_id.ledger_id and led.entries:

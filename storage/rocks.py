@@ -13,7 +13,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from rocksdict import Options, ReadOptions, Rdict, WriteBatch, WriteOptions
+from rocksdict import Options, Rdict, ReadOptions, WriteBatch, WriteOptions
 
 from compactlog.errors import StorageError, StoreClosed, StoreLocked
 

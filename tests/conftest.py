@@ -16,7 +16,10 @@ import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+import grpc
 import pytest
+
+from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 
 STARTUP_TIMEOUT_S = 60.0
 
@@ -24,8 +27,13 @@ STARTUP_TIMEOUT_S = 60.0
 class ServerProcess:
     """A ``compactlog serve`` child process bound to 127.0.0.1 on a free port."""
 
-    def __init__(self, data_dir: Path, config: Path | None = None, extra_args: Sequence[str] = (),
-                 env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        config: Path | None = None,
+        extra_args: Sequence[str] = (),
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.data_dir = data_dir
         self.config = config
         self.extra_args = list(extra_args)
@@ -35,12 +43,23 @@ class ServerProcess:
         self.stderr_lines: list[str] = []
 
     def start(self, extra_env: dict[str, str] | None = None) -> ServerProcess:
-        args = [sys.executable, "-m", "compactlog", "serve", "--data-dir", str(self.data_dir),
-                "--listen", "127.0.0.1:0", *self.extra_args]
+        args = [
+            sys.executable,
+            "-m",
+            "compactlog",
+            "serve",
+            "--data-dir",
+            str(self.data_dir),
+            "--listen",
+            "127.0.0.1:0",
+            *self.extra_args,
+        ]
         if self.config is not None:
             args += ["--config", str(self.config)]
         env = {**os.environ, **(self.env or {}), **(extra_env or {})}
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        self.proc = subprocess.Popen(
+            args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        )
         self.stderr_lines = []
         threading.Thread(target=self._drain_stderr, args=(self.proc,), daemon=True).start()
         self.address = self._wait_for_listening(self.proc)
@@ -54,6 +73,7 @@ class ServerProcess:
     def _wait_for_listening(self, proc: subprocess.Popen[str]) -> str:
         assert proc.stdout is not None
         result: list[str] = []
+        found = threading.Event()
 
         def read() -> None:
             assert proc.stdout is not None
@@ -61,13 +81,14 @@ class ServerProcess:
                 if line.startswith("compactlog listening on "):
                     result.append(line.strip().rsplit(" ", 1)[1])
                     break
+            found.set()  # listening, or the child exited
             # keep draining so the child never blocks on a full pipe
             for _ in proc.stdout:
                 pass
 
         reader = threading.Thread(target=read, daemon=True)
         reader.start()
-        reader.join(STARTUP_TIMEOUT_S)
+        found.wait(STARTUP_TIMEOUT_S)
         if not result:
             proc.kill()
             proc.wait()
@@ -99,8 +120,12 @@ def server_factory(tmp_path: Path) -> Iterator[type[ServerProcess] | object]:
     """Make servers on data dirs below tmp_path; every one is stopped at teardown."""
     made: list[ServerProcess] = []
 
-    def make(config: str | None = None, extra_args: Sequence[str] = (), start: bool = True,
-             data_dir: Path | None = None) -> ServerProcess:
+    def make(
+        config: str | None = None,
+        extra_args: Sequence[str] = (),
+        start: bool = True,
+        data_dir: Path | None = None,
+    ) -> ServerProcess:
         cfg_path = None
         if config is not None:
             cfg_path = tmp_path / f"config-{len(made)}.toml"
@@ -133,3 +158,30 @@ def shared_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPr
 @pytest.fixture
 def unique_topic() -> str:
     return "t-" + uuid.uuid4().hex[:12]
+
+
+class Stubs:
+    """Raw gRPC stubs on one channel, for end-to-end tests that speak the wire API."""
+
+    def __init__(self, address: str) -> None:
+        self.channel = grpc.insecure_channel(address)
+        self.admin = pb_grpc.TopicAdminStub(self.channel)
+        self.log = pb_grpc.LogStub(self.channel)
+
+    def close(self) -> None:
+        self.channel.close()
+
+
+@pytest.fixture
+def connect() -> Iterator[object]:
+    """connect(address) -> Stubs; channels are closed at teardown."""
+    made: list[Stubs] = []
+
+    def make(address: str) -> Stubs:
+        stubs = Stubs(address)
+        made.append(stubs)
+        return stubs
+
+    yield make
+    for stubs in made:
+        stubs.close()
