@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import cast
 
 from compactlog.server.broker import TopicDescription
@@ -67,3 +68,29 @@ def topic_info(desc: TopicDescription) -> pb.TopicInfo:
     s.compacted_bytes = desc.compacted_bytes
     s.log_start_offset = desc.log_start_offset
     return info
+
+
+_VARINT_1 = [bytes([i]) for i in range(128)]
+
+
+def _varint(n: int) -> bytes:
+    if n < 128:
+        return _VARINT_1[n]
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def encode_id_runs(runs: Sequence[tuple[int, int, int]]) -> bytes:
+    """Wire bytes of ``repeated MessageId ids = 1`` for runs (ledger, first entry, count):
+    a publish reply of 1000 ids without 1000 protobuf objects."""
+    parts = []
+    for lid, first, count in runs:
+        head = b"\x08" + _varint(lid) + b"\x10"
+        for entry in range(first, first + count):
+            body = head + _varint(entry)
+            parts.append(b"\x0a" + _VARINT_1[len(body)] + body)
+    return b"".join(parts)

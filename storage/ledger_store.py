@@ -16,28 +16,33 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
-from compactlog.errors import RecordTooLarge, StorageError, TopicAlreadyExists, TopicNotFound
+from compactlog.errors import StorageError, TopicAlreadyExists, TopicNotFound
 from compactlog.storage import keys
 from compactlog.storage.codec import (
     ROLE_COMPACTED,
-    ROLE_RAW,
     LedgerMeta,
-    encode_entry,
     iter_key_block,
     key_block_part,
-    key_flags,
     publish_time_of,
 )
 from compactlog.storage.config import LedgerTopicConfig, ServerSettings, effective_topic_config
 from compactlog.storage.cursor import COMPACTED_LEDGER_PROPERTY, Cursor
 from compactlog.storage.group_commit import GroupCommit
+from compactlog.storage.ledger_append import (
+    Encoded,
+    PendingAppend,
+    build_append,
+    encode_records,
+    encode_wire_records,
+)
 from compactlog.storage.ledger_topic import LedgerTopic
 from compactlog.storage.retention import ledgers_to_delete
 from compactlog.storage.rocks import Batch, RocksDB
 from compactlog.storage.types import MessageId, Record, TopicKind
+from compactlog.v1 import compactlog_pb2 as pb
 
 log = logging.getLogger(__name__)
 
@@ -244,87 +249,45 @@ class LedgerStore:
 
     def append(self, name: str, records: Sequence[Record]) -> list[MessageId]:
         """Append all records or none; return their ids once durable."""
+        return self.append_start(name, records).wait()
+
+    def append_start(self, name: str, records: Sequence[Record]) -> PendingAppend:
+        """Write the batch to the WAL now; ``wait()`` on the result for durability.
+
+        Splitting the two lets a stream of publishes overlap the next request's work
+        with the previous one's fsync, so one client gets group commit too.
+        """
         topic = self.topic(name)
         now = int(self.clock() * 1000)
-        limit = topic.config.max_message_bytes
-        encoded = []
-        for i, rec in enumerate(records):
-            key = rec.key
-            data = encode_entry(key, rec.value, rec.properties, now, rec.event_time_ms or now)
-            if len(data) > limit:
-                raise RecordTooLarge(
-                    f"record {i} is {len(data)} bytes, over max.message.bytes={limit}; "
-                    "nothing of this batch was stored"
-                )
-            encoded.append((data, key_block_part(key_flags(key, rec.value), len(data), key)))
+        return self._append_encoded(
+            topic, encode_records(records, now, topic.config.max_message_bytes), now
+        )
+
+    def append_wire_start(self, name: str, records: Iterable[pb.Record]) -> PendingAppend:
+        """``append_start`` for protobuf Records, encoded without intermediate objects."""
+        topic = self.topic(name)
+        now = int(self.clock() * 1000)
+        encoded = encode_wire_records(records, now, topic.config.max_message_bytes)
+        return self._append_encoded(topic, encoded, now)
+
+    def _append_encoded(self, topic: LedgerTopic, encoded: Encoded, now: int) -> PendingAppend:
         if not encoded:
-            return []
+            return PendingAppend(self, topic, [], 0)
         with topic.lock:
             if topic.deleted:
-                raise TopicNotFound(f"topic {name!r} does not exist")
-            ids, batch, touched = self._build_append(topic, encoded, now)
-            self.db.write(batch)
-            ticket = self.group_commit.ticket() if self.fsync else 0
-            if not self.fsync:
-                topic.confirm(ids[-1])
-        if self.fsync:
-            self.group_commit.wait(ticket)
-            with topic.lock:
-                topic.confirm(ids[-1])
-        del touched
-        return ids
-
-    def _build_append(
-        self, topic: LedgerTopic, encoded: list[tuple[bytes, bytes]], now: int
-    ) -> tuple[list[MessageId], Batch, list[LedgerMeta]]:
-        batch = Batch()
-        ids: list[MessageId] = []
-        touched: list[LedgerMeta] = []
-        cfg = topic.config
-        rolled = False
-        i = 0
-        while i < len(encoded):
-            cur = topic.current
-            if (
-                cur is None
-                or cur.entries >= cfg.ledger_max_entries
-                or cur.bytes >= cfg.ledger_max_bytes
-            ):
-                if cur is not None:
-                    cur.sealed = True
-                    batch.put(keys.ledger_meta_key(cur.ledger_id), cur.encode())
-                cur = self._allocate_ledger(topic.name, ROLE_RAW)
-                cur.first_publish_ms = now
-                topic.add_ledger(cur)
-                rolled = True
-            first = cur.entries
-            lid = cur.ledger_id
-            room = min(cfg.ledger_max_entries - cur.entries, len(encoded) - i)
-            put = batch.put_many
-            pack = keys.entry_key
-            nbytes = 0
-            stop = i + room
-            parts = []
-            for entry_id, (data, part) in enumerate(encoded[i:stop], first):
-                put(pack(lid, entry_id), data)
-                parts.append(part)
-                nbytes += len(data)
-                if cur.bytes + nbytes >= cfg.ledger_max_bytes:
-                    stop = i + (entry_id - first) + 1
-                    break
-            count = stop - i
-            ids.extend(MessageId(lid, e) for e in range(first, first + count))
-            batch.ops += count
-            cur.entries += count
-            cur.bytes += nbytes
-            i = stop
-            cur.last_publish_ms = now
-            batch.put(keys.key_block_key(lid, first), b"".join(parts))
-            batch.put(keys.ledger_meta_key(lid), cur.encode())
-            touched.append(cur)
-        if rolled:
-            batch.put(keys.topic_key(topic.name), topic.record())
-        return ids, batch, touched
+                raise TopicNotFound(f"topic {topic.name!r} does not exist")
+            undo = topic.undo_point()
+            try:
+                runs, batch = build_append(topic, encoded, now, self._allocate_ledger)
+                self.db.write(batch)
+            except BaseException:
+                topic.rollback(undo)  # memory must not run ahead of disk
+                raise
+            if self.fsync:
+                return PendingAppend(self, topic, runs, self.group_commit.ticket())
+            lid, first, count = runs[-1]
+            topic.confirm(MessageId(lid, first + count - 1))
+            return PendingAppend(self, topic, runs, 0)
 
     # ---- scans ----------------------------------------------------------------------
 

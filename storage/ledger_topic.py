@@ -60,6 +60,28 @@ class LedgerTopic:
         self._ids.append(meta.ledger_id)
         self.current = meta
 
+    def undo_point(self) -> tuple[int, list[tuple[LedgerMeta, bool, int, int, int, int]]]:
+        """What an append may change, to restore if its write fails."""
+        return len(self.ledgers), [
+            (led, led.sealed, led.entries, led.bytes, led.first_publish_ms, led.last_publish_ms)
+            for led in self.ledgers[-1:]
+        ]
+
+    def rollback(
+        self, point: tuple[int, list[tuple[LedgerMeta, bool, int, int, int, int]]]
+    ) -> None:
+        count, saved = point
+        del self.ledgers[count:]
+        for led, sealed, entries, nbytes, first_ms, last_ms in saved:
+            led.sealed, led.entries, led.bytes = sealed, entries, nbytes
+            led.first_publish_ms, led.last_publish_ms = first_ms, last_ms
+        self.recompute_positions_keep_lac()
+
+    def recompute_positions_keep_lac(self) -> None:
+        lac = self.lac
+        self.recompute_positions()
+        self.lac = lac
+
     def confirm(self, last: MessageId) -> None:
         """Make ids up to ``last`` visible to readers and wake followers."""
         if self.lac is None or last > self.lac:

@@ -367,3 +367,26 @@ def test_ids_increase_and_scans_return_every_acknowledged_message(
         assert [i for i, _ in values(store, "t")] == acked
     finally:
         store.close()
+
+
+def test_failed_write_leaves_memory_and_disk_as_before(
+    open_store: Callable[..., LedgerStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from compactlog.errors import StorageError
+
+    store = open_store()
+    store.create_topic("t", {"ledger.max.entries": "2"})
+    store.append("t", recs((b"a", b"1")))
+    real_write = store.db.write
+
+    def failing_write(batch: object, sync: bool = False) -> None:
+        raise StorageError("RocksDB: IO error: No space left on device")
+
+    monkeypatch.setattr(store.db, "write", failing_write)
+    with pytest.raises(StorageError):
+        store.append("t", recs((b"b", b"2"), (b"c", b"3"), (b"d", b"4")))  # would roll over
+    monkeypatch.setattr(store.db, "write", real_write)
+    assert store.append("t", recs((b"e", b"5"))) == [MessageId(1, 1)]
+    assert [v for _, v in values(store, "t")] == [b"1", b"5"]
+    store = open_store()
+    assert [v for _, v in values(store, "t")] == [b"1", b"5"]
