@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import shutil
 import threading
 import time
@@ -29,8 +28,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from compactlog.errors import InvalidTopicName, TopicAlreadyExists, TopicNotFound
+from compactlog.errors import TopicAlreadyExists, TopicNotFound
 from compactlog.storage.config import SegmentedTopicConfig, ServerSettings, effective_topic_config
+from compactlog.storage.names import check_topic_name
 from compactlog.storage.segmented.files import atomic_write, fsync_dir
 from compactlog.storage.segmented.log import AppendResult, Log, SegmentedStats
 from compactlog.storage.types import Record, StoredMessage, TopicKind
@@ -38,7 +38,6 @@ from compactlog.storage.types import Record, StoredMessage, TopicKind
 log = logging.getLogger(__name__)
 
 TOPIC_FILE = "topic.json"
-_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 _NEW, _DEL = "~new", "~del"
 
 
@@ -48,11 +47,6 @@ class CleanerHooks(Protocol):
     def abort_and_pause(self, name: str) -> None: ...
     def resume(self, name: str) -> None: ...
     def forget(self, name: str) -> None: ...
-
-
-def check_topic_name(name: str) -> None:
-    if not _NAME.fullmatch(name) or name in (".", ".."):
-        raise InvalidTopicName(f"invalid topic name {name!r}: 1-249 of [A-Za-z0-9._-], not . or ..")
 
 
 class SegmentedLogManager:
