@@ -16,7 +16,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from compactlog.errors import StorageError, TopicAlreadyExists, TopicNotFound
@@ -24,9 +24,7 @@ from compactlog.storage import keys
 from compactlog.storage.codec import (
     ROLE_COMPACTED,
     LedgerMeta,
-    iter_key_block,
     key_block_part,
-    publish_time_of,
 )
 from compactlog.storage.config import LedgerTopicConfig, ServerSettings, effective_topic_config
 from compactlog.storage.cursor import COMPACTED_LEDGER_PROPERTY, Cursor
@@ -38,6 +36,7 @@ from compactlog.storage.ledger_append import (
     encode_records,
     encode_wire_records,
 )
+from compactlog.storage.ledger_scans import Entry, KeyEntry, LedgerScans
 from compactlog.storage.ledger_topic import LedgerTopic
 from compactlog.storage.retention import ledgers_to_delete
 from compactlog.storage.rocks import Batch, RocksDB
@@ -46,11 +45,8 @@ from compactlog.v1 import compactlog_pb2 as pb
 
 log = logging.getLogger(__name__)
 
-Entry = tuple[int, int, bytes]  # ledger id, entry id, entry bytes
-KeyEntry = tuple[int, int, int, int, bytes | None]  # ledger, entry, flags, size, key
 
-
-class LedgerStore:
+class LedgerStore(LedgerScans):
     def __init__(
         self, path: Path, settings: ServerSettings, clock: Callable[[], float] = time.time
     ) -> None:
@@ -288,71 +284,6 @@ class LedgerStore:
             lid, first, count = runs[-1]
             topic.confirm(MessageId(lid, first + count - 1))
             return PendingAppend(self, topic, runs, 0)
-
-    # ---- scans ----------------------------------------------------------------------
-
-    def scan_ledger(
-        self, ledger_id: int, first_entry: int = 0, last_entry: int = keys.MAX_ID
-    ) -> Iterator[Entry]:
-        begin = keys.entry_key(ledger_id, first_entry)
-        end = (
-            keys.entry_key(ledger_id, last_entry + 1)
-            if last_entry < keys.MAX_ID
-            else keys.ledger_ranges(ledger_id)[0][1]
-        )
-        entry_ids = keys.entry_ids
-        for key, value in self.db.scan(begin, end):
-            lid, eid = entry_ids(key)
-            yield lid, eid, value
-
-    def scan(self, name: str, start: MessageId, stop: MessageId) -> Iterator[Entry]:
-        """Raw entries with start <= id <= stop, ledger after ledger."""
-        for meta in self.topic(name).ledgers_between(start, stop):
-            first = start.entry_id if meta.ledger_id == start.ledger_id else 0
-            last = stop.entry_id if meta.ledger_id == stop.ledger_id else keys.MAX_ID
-            yield from self.scan_ledger(meta.ledger_id, first, last)
-
-    def scan_ledger_keys(
-        self, ledger_id: int, first_entry: int = 0, last_entry: int = keys.MAX_ID
-    ) -> Iterator[KeyEntry]:
-        """Keys of a ledger's entries from its key blocks, never touching payloads."""
-        # A block starting before first_entry may cover it: start at the block holding it.
-        begin = self.db.last_key(
-            keys.key_block_key(ledger_id, 0), keys.key_block_key(ledger_id, first_entry + 1)
-        )
-        begin = begin or keys.key_block_key(ledger_id, first_entry)
-        end = keys.ledger_ranges(ledger_id)[1][1]
-        for key, block in self.db.scan(begin, end):
-            block_first = keys.entry_ids(key)[1]
-            if block_first > last_entry:
-                return
-            for eid, flags, size, k in iter_key_block(block_first, block):
-                if eid > last_entry:
-                    return
-                if eid >= first_entry:
-                    yield ledger_id, eid, flags, size, k
-
-    def scan_keys(self, name: str, start: MessageId, stop: MessageId) -> Iterator[KeyEntry]:
-        for meta in self.topic(name).ledgers_between(start, stop):
-            first = start.entry_id if meta.ledger_id == start.ledger_id else 0
-            last = stop.entry_id if meta.ledger_id == stop.ledger_id else keys.MAX_ID
-            yield from self.scan_ledger_keys(meta.ledger_id, first, last)
-
-    def find_by_timestamp(self, name: str, timestamp_ms: int) -> MessageId | None:
-        """First confirmed id published at or after timestamp_ms."""
-        topic = self.topic(name)
-        lac = topic.lac
-        if lac is None:
-            return None
-        for meta in topic.ledgers_between(MessageId(0, 0), lac):
-            if meta.entries == 0 or meta.last_publish_ms < timestamp_ms:
-                continue
-            for lid, eid, data in self.scan_ledger(meta.ledger_id):
-                if MessageId(lid, eid) > lac:
-                    return None
-                if publish_time_of(data) >= timestamp_ms:
-                    return MessageId(lid, eid)
-        return None
 
     # ---- cursors --------------------------------------------------------------------
 
