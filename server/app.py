@@ -23,8 +23,10 @@ from compactlog.compactor.log_cleaner.log_cleaner import CleanerStats
 from compactlog.errors import CompactlogError, StoreLocked
 from compactlog.server.admin_service import TopicAdminService
 from compactlog.server.broker import Broker
+from compactlog.server.engine_service import CompactionEngineService
 from compactlog.server.log_service import LogService
 from compactlog.server.metrics import Metrics
+from compactlog.server.outside_runs import make_outside_runs
 from compactlog.server.periodic import Periodic
 from compactlog.server.reading import Reading
 from compactlog.storage.config import ServerSettings
@@ -35,6 +37,7 @@ log = logging.getLogger("compactlog")
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 SHUTDOWN_GRACE_S = 10.0
+RPC_THREADS = 128
 
 
 def _fail(message: str) -> int:
@@ -62,33 +65,38 @@ def lock_data_dir(data_dir: Path) -> IO[str]:
 
 
 def build_server(
-    broker: Broker, settings: ServerSettings, metrics: Metrics, listen: str
+    broker: Broker, reading: Reading, settings: ServerSettings, metrics: Metrics, listen: str
 ) -> tuple[grpc.Server, int]:
     from compactlog.server.compaction_service import make_compactions
 
     server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=64, thread_name_prefix="rpc"),
+        futures.ThreadPoolExecutor(max_workers=RPC_THREADS, thread_name_prefix="rpc"),
+        # Past this many calls at once (follow streams hold a thread each) a new call gets
+        # RESOURCE_EXHAUSTED at once instead of waiting for a thread that may never free.
+        maximum_concurrent_rpcs=RPC_THREADS,
         options=[
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
             ("grpc.so_reuseport", 0),
         ],
     )
-    reading = Reading(broker, settings.read_batch_max_messages)
     pb_grpc.add_LogServicer_to_server(LogService(broker, reading, metrics), server)
-    pb_grpc.add_TopicAdminServicer_to_server(
-        TopicAdminService(broker, make_compactions(broker, settings, metrics)), server
+    compactions = make_compactions(broker, settings, metrics)
+    pb_grpc.add_TopicAdminServicer_to_server(TopicAdminService(broker, compactions), server)
+    pb_grpc.add_CompactionEngineServicer_to_server(
+        CompactionEngineService(make_outside_runs(broker, compactions), compactions), server
     )
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = [
         pb.DESCRIPTOR.services_by_name["Log"].full_name,
         pb.DESCRIPTOR.services_by_name["TopicAdmin"].full_name,
+        pb.DESCRIPTOR.services_by_name["CompactionEngine"].full_name,
         health.SERVICE_NAME,
         reflection.SERVICE_NAME,
     ]
     reflection.enable_server_reflection(names, server)
-    for name in ["", *names[:2]]:
+    for name in ["", *names[:3]]:
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     try:
         port = server.add_insecure_port(listen)
@@ -134,7 +142,8 @@ def run(data_dir: Path, listen: str, config: Path | None, metrics_listen: str | 
     metrics = Metrics()
     stop = threading.Event()
     try:
-        server, port = build_server(broker, settings, metrics, listen)
+        reading = Reading(broker, settings.read_batch_max_messages)
+        server, port = build_server(broker, reading, settings, metrics, listen)
         if metrics_listen:
             metrics_port = metrics.serve(metrics_listen)
             log.info(
@@ -162,6 +171,7 @@ def run(data_dir: Path, listen: str, config: Path | None, metrics_listen: str | 
     log.info("serving data dir %s", data_dir.resolve())
     stop.wait()
     log.info("shutting down")
+    reading.stop_waiting()
     server.stop(SHUTDOWN_GRACE_S).wait()
     retention.stop()
     broker.close()

@@ -32,10 +32,20 @@ class Reading:
         self.batch_size = batch_size
         self._sub_locks: dict[tuple[str, str], threading.Lock] = {}
         self._sub_locks_guard = threading.Lock()
+        self._stopping = threading.Event()
+
+    def stop_waiting(self) -> None:
+        """At shutdown: end follow streams and Consume waits so in-flight calls finish."""
+        self._stopping.set()
+
+    def _live(self, is_active: Callable[[], bool]) -> Callable[[], bool]:
+        stopping = self._stopping.is_set
+        return lambda: is_active() and not stopping()
 
     # ---- Read -----------------------------------------------------------------------
 
     def read(self, req: pb.ReadRequest, is_active: Callable[[], bool]) -> Iterator[pb.ReadResponse]:
+        is_active = self._live(is_active)
         if self.broker.kind(req.topic) == TopicKind.LEDGER:
             yield from self._read_ledger(req, is_active)
         else:
@@ -147,6 +157,7 @@ class Reading:
             return self._sub_locks.setdefault((topic, sub), threading.Lock())
 
     def consume(self, req: pb.ConsumeRequest, is_active: Callable[[], bool]) -> pb.ConsumeResponse:
+        is_active = self._live(is_active)
         if self.broker.kind(req.topic) != TopicKind.LEDGER:
             from compactlog.errors import WrongTopicKind
 

@@ -377,3 +377,16 @@ def test_metrics_endpoint_counts_publishes_and_reads(server_factory, connect) ->
 def test_sigterm_exits_zero(server) -> None:  # type: ignore[no-untyped-def]
     assert server.stop() == 0
     assert os.path.exists(server.data_dir / "ledgers")
+
+
+def test_sigterm_ends_follow_streams_and_exits_promptly(server, connect) -> None:  # type: ignore[no-untyped-def]
+    stubs = connect(server.address)
+    stubs.admin.CreateTopic(pb.CreateTopicRequest(name="t"))
+    stream = stubs.log.Read(pb.ReadRequest(topic="t", follow=True))
+    waiting = stubs.log.Consume.future(pb.ConsumeRequest(topic="t", subscription="s", wait_ms=60_000))
+    time.sleep(0.3)
+    started = time.monotonic()
+    assert server.stop() == 0
+    assert time.monotonic() - started < 5  # well under the 10 s grace
+    assert list(stream) == []  # the follow stream ended cleanly
+    assert list(waiting.result(timeout=5).messages) == []
