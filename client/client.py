@@ -8,12 +8,12 @@ until closed. Every ``grpc.RpcError`` leaves as a ``compactlog.errors`` class.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from types import TracebackType
 from typing import Literal
 
 import grpc
 
 from compactlog.client import _convert as cv
+from compactlog.client.closeable import Closeable
 from compactlog.client.consumer import Consumer
 from compactlog.client.errors import AlreadyClosed, call
 from compactlog.client.producer import Producer
@@ -31,7 +31,7 @@ _CHANNEL_OPTIONS = [
 ]
 
 
-class Client:
+class Client(Closeable):
     """A connection to one server. Use as a context manager or call ``close()``."""
 
     def __init__(self, address: str = DEFAULT_ADDRESS, timeout: float | None = None) -> None:
@@ -43,17 +43,6 @@ class Client:
         self._closed = False
 
     # -- lifecycle -----------------------------------------------------------------------
-
-    def __enter__(self) -> Client:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def close(self) -> None:
         """Close the channel; open readers' streams end with it."""

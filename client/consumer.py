@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from types import TracebackType
 from typing import Literal
 
 from compactlog.client import _convert as cv
+from compactlog.client.closeable import Closeable
 from compactlog.client.errors import AlreadyClosed, Timeout, call
 from compactlog.client.types import Message
 from compactlog.errors import InvalidArgument
@@ -27,7 +27,7 @@ _POLL_WAIT_MS = 1000
 _DEADLINE_SLACK_S = 10.0
 
 
-class Consumer:
+class Consumer(Closeable):
     """One consumer of ``subscription`` on ``topic``; a context manager."""
 
     def __init__(
@@ -134,17 +134,6 @@ class Consumer:
             self._address,
             lambda: self._stub.Acknowledge(req, timeout=self._timeout),
         )
-
-    def __enter__(self) -> Consumer:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def close(self) -> None:
         """Stop receiving; buffered messages are dropped unacknowledged. The subscription

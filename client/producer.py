@@ -11,16 +11,16 @@ import contextlib
 import queue
 import threading
 from collections.abc import Iterable, Iterator, Mapping
-from types import TracebackType
 
 from compactlog.client import _convert as cv
+from compactlog.client.closeable import Closeable
 from compactlog.client.errors import AlreadyClosed, call, cancel, translate_errors
 from compactlog.client.types import MessageId
 from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 
 
-class Producer:
+class Producer(Closeable):
     """Sends to one topic. Cheap to create; holds no server-side state."""
 
     def __init__(
@@ -34,17 +34,6 @@ class Producer:
 
     def topic(self) -> str:
         return self._topic
-
-    def __enter__(self) -> Producer:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def close(self) -> None:
         """Nothing is buffered client-side; closing only refuses later sends."""

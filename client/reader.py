@@ -8,12 +8,12 @@ batches per response; the reader flattens them. Closing cancels the stream, whic
 from __future__ import annotations
 
 from collections.abc import Iterator
-from types import TracebackType
 from typing import Literal
 
 import grpc
 
 from compactlog.client import _convert as cv
+from compactlog.client.closeable import Closeable
 from compactlog.client.errors import AlreadyClosed, cancel, from_rpc_error
 from compactlog.client.types import Message, MessageId
 from compactlog.errors import InvalidArgument
@@ -54,7 +54,7 @@ def read_request(
     return req
 
 
-class Reader:
+class Reader(Closeable):
     """An iterator of ``Message``; a context manager whose exit cancels the stream."""
 
     def __init__(
@@ -108,14 +108,6 @@ class Reader:
         if self._closed:
             raise AlreadyClosed("the reader is closed")
         return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def close(self) -> None:
         """Cancel the stream; iteration ends. Safe to call twice."""
