@@ -11,13 +11,13 @@ beat reading its input once and writing its output once.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
+from compactlog.bench.floors import io_floor
 from compactlog.compactor.log_cleaner import LogCleaner
 from compactlog.storage.config import ServerSettings
 from compactlog.storage.segmented import SegmentedLogManager
@@ -35,25 +35,6 @@ def fill(manager: SegmentedLogManager, topic: str, records: int, keys: int, size
     if batch:
         manager.append(topic, batch)
     manager.get_log(topic).roll()
-
-
-def io_floor(directory: Path, nbytes: int) -> tuple[float, float]:
-    """Seconds to write (with fsync) and read back ``nbytes`` sequentially in 1 MiB chunks."""
-    path = directory / "floor.bin"
-    chunk = os.urandom(1 << 20)
-    t0 = time.perf_counter()
-    with open(path, "wb") as fh:
-        for _ in range(max(1, nbytes >> 20)):
-            fh.write(chunk)
-        fh.flush()
-        os.fsync(fh.fileno())
-    t1 = time.perf_counter()
-    with open(path, "rb") as fh:
-        while fh.read(1 << 20):
-            pass
-    t2 = time.perf_counter()
-    path.unlink()
-    return t1 - t0, t2 - t1
 
 
 def one_run(args: argparse.Namespace, base: Path) -> dict[str, float]:

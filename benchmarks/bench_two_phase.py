@@ -19,11 +19,10 @@ import time
 import tracemalloc
 from pathlib import Path
 
+from compactlog.bench.floors import two_phase_floor
 from compactlog.compactor.two_phase import TwoPhaseCompactor
 from compactlog.compactor.two_phase.ledger_adapter import LedgerStoreCompactionStorage
 from compactlog.compactor.two_phase.phase_one import find_winners
-from compactlog.storage import keys
-from compactlog.storage.codec import ROLE_COMPACTED, iter_key_block
 from compactlog.storage.config import ServerSettings
 from compactlog.storage.cursor import COMPACTION_SUBSCRIPTION
 from compactlog.storage.ledger_store import LedgerStore
@@ -51,29 +50,7 @@ def reset(store: LedgerStore) -> None:
 
 
 def floor(store: LedgerStore, winners: int) -> tuple[float, float, float]:
-    ledgers = [led.ledger_id for led in store.topic(TOPIC).ledgers]
-    t0 = time.perf_counter()
-    n = 0
-    for lid in ledgers:
-        for key, block in store.db.scan(keys.key_block_key(lid, 0), keys.ledger_ranges(lid)[1][1]):
-            for _e, _f, _s, _k in iter_key_block(keys.entry_ids(key)[1], block):
-                n += 1
-    t1 = time.perf_counter()
-    sample: list[bytes] = []
-    for lid in ledgers:
-        for _l, _e, data in store.scan_ledger(lid):
-            if len(sample) < winners:
-                sample.append(data)
-    t2 = time.perf_counter()
-    scratch = store.create_ledger(TOPIC, ROLE_COMPACTED).ledger_id
-    for i in range(0, len(sample), 4096):
-        store.append_entries(
-            scratch, [(j, d, None, 0) for j, d in enumerate(sample[i : i + 4096], i)]
-        )
-    store.seal_ledger(scratch)
-    t3 = time.perf_counter()
-    store.delete_ledger(scratch)
-    return t1 - t0, t2 - t1, t3 - t2
+    return two_phase_floor(store, TOPIC, winners)
 
 
 def median(samples: list[float]) -> float:

@@ -383,7 +383,9 @@ def test_sigterm_ends_follow_streams_and_exits_promptly(server, connect) -> None
     stubs = connect(server.address)
     stubs.admin.CreateTopic(pb.CreateTopicRequest(name="t"))
     stream = stubs.log.Read(pb.ReadRequest(topic="t", follow=True))
-    waiting = stubs.log.Consume.future(pb.ConsumeRequest(topic="t", subscription="s", wait_ms=60_000))
+    waiting = stubs.log.Consume.future(
+        pb.ConsumeRequest(topic="t", subscription="s", wait_ms=60_000)
+    )
     time.sleep(0.3)
     started = time.monotonic()
     assert server.stop() == 0
