@@ -101,8 +101,18 @@ def record_to_pb(record: RecordLike) -> pb.Record:
     return msg
 
 
-def records_to_pb(records: Iterable[RecordLike]) -> list[pb.Record]:
-    return [record_to_pb(r) for r in records]
+def publish_request(topic: str, records: Iterable[RecordLike]) -> pb.PublishRequest:
+    """The request for one batch. ``(bytes, bytes)`` pairs, the common case, take a fast
+    path straight into the repeated field (no intermediate Record message)."""
+    req = pb.PublishRequest(topic=topic)
+    add = req.records.add
+    append = req.records.append
+    for r in records:
+        if type(r) is tuple and len(r) == 2 and type(r[0]) is bytes and type(r[1]) is bytes:
+            add(key=r[0], value=r[1])
+        else:
+            append(record_to_pb(r))
+    return req
 
 
 def id_to_pb(mid: MessageIdLike) -> pb.MessageId:
@@ -119,13 +129,16 @@ def id_from_pb(mid: pb.MessageId) -> MessageId:
 
 
 def message_from_pb(msg: pb.Message) -> Message:
+    # Positional and without helper calls: this runs once per message read.
+    mid = msg.id
+    props = msg.properties
     return Message(
-        id=id_from_pb(msg.id),
-        key=msg.key if msg.HasField("key") else None,
-        value=msg.value if msg.HasField("value") else None,
-        properties=dict(msg.properties),
-        publish_time_ms=msg.publish_time_ms,
-        event_time_ms=msg.event_time_ms,
+        MessageId(mid.ledger_id, mid.entry_id),
+        msg.key if msg.HasField("key") else None,
+        msg.value if msg.HasField("value") else None,
+        dict(props) if props else {},
+        msg.publish_time_ms,
+        msg.event_time_ms,
     )
 
 

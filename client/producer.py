@@ -53,7 +53,7 @@ class Producer(Closeable):
         """Publish records in one request: all are stored or none. Ids in request order."""
         if self._closed:
             raise AlreadyClosed("the producer is closed")
-        req = pb.PublishRequest(topic=self._topic, records=cv.records_to_pb(records))
+        req = cv.publish_request(self._topic, records)
         resp = call(
             "Publish", self._address, lambda: self._stub.Publish(req, timeout=self._timeout)
         )
@@ -87,7 +87,7 @@ class Producer(Closeable):
         def feed() -> None:
             try:
                 for batch in batches:
-                    req = pb.PublishRequest(topic=self._topic, records=cv.records_to_pb(batch))
+                    req = cv.publish_request(self._topic, batch)
                     if not put(req):
                         return
             except BaseException as exc:  # re-raised on the caller's thread below
