@@ -1,7 +1,8 @@
 """The ``compactlog`` command line (CONTRACT §4): argument parsing, dispatch, error policy.
 
 Verbs live in ``cli_topics`` (topics ...), ``cli_data`` (produce, read) and ``cli_admin``
-(admin topics compact / compaction-status); ``serve`` and ``bench`` import their modules
+(admin topics compact / compaction-status), ``cli_export`` (export, through Spark);
+``serve`` and ``bench`` import their modules
 only when used, so the client stays light. Every failure ends as one line on stderr,
 ``compactlog: error: <message>``, and a non-zero exit: 1 for a failed operation, 2 for a
 usage error or a missing component, 130 for Ctrl-C. Set ``COMPACTLOG_DEBUG=1`` to get the
@@ -19,7 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from compactlog.client import cli_admin, cli_data, cli_topics
+from compactlog.client import cli_admin, cli_data, cli_export, cli_topics
 from compactlog.client.cli_common import ENV_SERVER, PROG, UsageError
 from compactlog.client.client import DEFAULT_ADDRESS
 from compactlog.errors import CompactlogError
@@ -67,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     cli_topics.add_parser(commands)
     cli_data.add_parsers(commands)
+    cli_export.add_parser(commands)
 
     admin = commands.add_parser("admin", help="administrative operations")
     admin_sub = admin.add_subparsers(dest="admin_command", metavar="AREA", required=True)

@@ -16,6 +16,7 @@ injection for the crash-safety tests.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import sys
@@ -230,6 +231,26 @@ class CompactionService:
             return
         self.metrics.succeeded_run(topic, result.run)
         self._finish(topic, slot, slot.status.to(CompactionState.SUCCESS, run=result.run))
+
+    def record_outside_run(self, topic: str, run: CompactionRun | None, error: str = "") -> None:
+        """An outside run (the Spark engine) committed (``run``) or failed (``error``).
+        While a local run of the topic is RUNNING only the figures are kept: its own
+        outcome (a CommitConflict if the outside run won) follows."""
+        try:
+            slot = self._slot(topic)
+        except CompactlogError:  # deleted meanwhile
+            return
+        with self._lock:
+            if slot.status.state == CompactionState.RUNNING:
+                if run is not None:
+                    slot.status = dataclasses.replace(slot.status, last_run=run)
+                return
+            status = slot.status.to(CompactionState.RUNNING)
+        if run is not None:
+            self.metrics.succeeded_run(topic, run)
+            self._set(topic, slot, status.to(CompactionState.SUCCESS, run=run))
+        else:
+            self._set(topic, slot, status.to(CompactionState.ERROR, error=error))
 
     def _clean(self, topic: str, slot: _Slot) -> None:
         assert self.cleaner is not None

@@ -919,3 +919,559 @@ class GetLastMessageIdResponse(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__id) -> _WhichOneofReturnType__id | None: ...
 
 Global___GetLastMessageIdResponse: _TypeAlias = GetLastMessageIdResponse  # noqa: Y015
+
+@_typing.final
+class LedgerRange(_message.Message):
+    """---- CompactionEngine: compaction runs driven from outside the server ----------------
+    The Spark engine (like Pulsar's standalone compactor) plans from the server's layout,
+    reads keys and entries by ledger range, writes a new compacted ledger under a lease and
+    commits (ledger, horizon) through the server, which checks the run's base still holds.
+
+    Entries first_entry..last_entry (inclusive) of one ledger. `compacted`: entries of a
+    compacted ledger, whose bytes carry the original id.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LEDGER_ID_FIELD_NUMBER: _builtins.int
+    FIRST_ENTRY_FIELD_NUMBER: _builtins.int
+    LAST_ENTRY_FIELD_NUMBER: _builtins.int
+    COMPACTED_FIELD_NUMBER: _builtins.int
+    ledger_id: _builtins.int
+    first_entry: _builtins.int
+    last_entry: _builtins.int
+    compacted: _builtins.bool
+    def __init__(
+        self,
+        *,
+        ledger_id: _builtins.int = ...,
+        first_entry: _builtins.int = ...,
+        last_entry: _builtins.int = ...,
+        compacted: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["compacted", b"compacted", "first_entry", b"first_entry", "last_entry", b"last_entry", "ledger_id", b"ledger_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LedgerRange: _TypeAlias = LedgerRange  # noqa: Y015
+
+@_typing.final
+class GetTopicLayoutRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetTopicLayoutRequest: _TypeAlias = GetTopicLayoutRequest  # noqa: Y015
+
+@_typing.final
+class PendingLedger(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LEDGER_ID_FIELD_NUMBER: _builtins.int
+    ENTRIES_FIELD_NUMBER: _builtins.int
+    LEASE_LEFT_MS_FIELD_NUMBER: _builtins.int
+    ledger_id: _builtins.int
+    """a compacted ledger an outside run is writing, not committed"""
+    entries: _builtins.int
+    lease_left_ms: _builtins.int
+    def __init__(
+        self,
+        *,
+        ledger_id: _builtins.int = ...,
+        entries: _builtins.int = ...,
+        lease_left_ms: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries", "lease_left_ms", b"lease_left_ms", "ledger_id", b"ledger_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PendingLedger: _TypeAlias = PendingLedger  # noqa: Y015
+
+@_typing.final
+class TopicLayout(_message.Message):
+    """A snapshot for planning a parallel read: what a Read from the earliest id would return."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    RAW_VIEW_FIELD_NUMBER: _builtins.int
+    COMPACTED_VIEW_FIELD_NUMBER: _builtins.int
+    COMPACTED_LEDGER_ID_FIELD_NUMBER: _builtins.int
+    HORIZON_FIELD_NUMBER: _builtins.int
+    LOG_START_OFFSET_FIELD_NUMBER: _builtins.int
+    LOG_END_OFFSET_FIELD_NUMBER: _builtins.int
+    PENDING_FIELD_NUMBER: _builtins.int
+    RETAIN_NULL_KEY_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    kind: Global___TopicKind.ValueType
+    compacted_ledger_id: _builtins.int
+    """0 when none"""
+    log_start_offset: _builtins.int
+    """SEGMENTED: offsets [start, end)"""
+    log_end_offset: _builtins.int
+    retain_null_key: _builtins.bool
+    """LEDGER: compaction.retain.null.key"""
+    @_builtins.property
+    def raw_view(self) -> _containers.RepeatedCompositeFieldContainer[Global___LedgerRange]:
+        """LEDGER: raw ledgers up to the last confirmed id"""
+
+    @_builtins.property
+    def compacted_view(self) -> _containers.RepeatedCompositeFieldContainer[Global___LedgerRange]:
+        """LEDGER: compacted ledger, then raw after horizon"""
+
+    @_builtins.property
+    def horizon(self) -> Global___MessageId: ...
+    @_builtins.property
+    def pending(self) -> _containers.RepeatedCompositeFieldContainer[Global___PendingLedger]: ...
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+        kind: Global___TopicKind.ValueType = ...,
+        raw_view: _abc.Iterable[Global___LedgerRange] | None = ...,
+        compacted_view: _abc.Iterable[Global___LedgerRange] | None = ...,
+        compacted_ledger_id: _builtins.int = ...,
+        horizon: Global___MessageId | None = ...,
+        log_start_offset: _builtins.int = ...,
+        log_end_offset: _builtins.int = ...,
+        pending: _abc.Iterable[Global___PendingLedger] | None = ...,
+        retain_null_key: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_horizon", b"_horizon", "horizon", b"horizon"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_horizon", b"_horizon", "compacted_ledger_id", b"compacted_ledger_id", "compacted_view", b"compacted_view", "horizon", b"horizon", "kind", b"kind", "log_end_offset", b"log_end_offset", "log_start_offset", b"log_start_offset", "pending", b"pending", "raw_view", b"raw_view", "retain_null_key", b"retain_null_key", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__horizon: _TypeAlias = _typing.Literal["horizon"]  # noqa: Y015
+    _WhichOneofArgType__horizon: _TypeAlias = _typing.Literal["_horizon", b"_horizon"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__horizon) -> _WhichOneofReturnType__horizon | None: ...
+
+Global___TopicLayout: _TypeAlias = TopicLayout  # noqa: Y015
+
+@_typing.final
+class BeginCompactionRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BeginCompactionRequest: _TypeAlias = BeginCompactionRequest  # noqa: Y015
+
+@_typing.final
+class CompactionPlan(_message.Message):
+    """CompactionInput of the two-phase compactor, fixed when the run begins."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    PREVIOUS_LEDGER_FIELD_NUMBER: _builtins.int
+    PREVIOUS_HORIZON_FIELD_NUMBER: _builtins.int
+    HORIZON_FIELD_NUMBER: _builtins.int
+    SEGMENTS_FIELD_NUMBER: _builtins.int
+    RETAIN_NULL_KEY_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    previous_ledger: _builtins.int
+    retain_null_key: _builtins.bool
+    @_builtins.property
+    def previous_horizon(self) -> Global___MessageId: ...
+    @_builtins.property
+    def horizon(self) -> Global___MessageId: ...
+    @_builtins.property
+    def segments(self) -> _containers.RepeatedCompositeFieldContainer[Global___LedgerRange]: ...
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+        previous_ledger: _builtins.int | None = ...,
+        previous_horizon: Global___MessageId | None = ...,
+        horizon: Global___MessageId | None = ...,
+        segments: _abc.Iterable[Global___LedgerRange] | None = ...,
+        retain_null_key: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_horizon", b"_horizon", "_previous_horizon", b"_previous_horizon", "_previous_ledger", b"_previous_ledger", "horizon", b"horizon", "previous_horizon", b"previous_horizon", "previous_ledger", b"previous_ledger"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_horizon", b"_horizon", "_previous_horizon", b"_previous_horizon", "_previous_ledger", b"_previous_ledger", "horizon", b"horizon", "previous_horizon", b"previous_horizon", "previous_ledger", b"previous_ledger", "retain_null_key", b"retain_null_key", "segments", b"segments", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__horizon: _TypeAlias = _typing.Literal["horizon"]  # noqa: Y015
+    _WhichOneofArgType__horizon: _TypeAlias = _typing.Literal["_horizon", b"_horizon"]  # noqa: Y015
+    _WhichOneofReturnType__previous_horizon: _TypeAlias = _typing.Literal["previous_horizon"]  # noqa: Y015
+    _WhichOneofArgType__previous_horizon: _TypeAlias = _typing.Literal["_previous_horizon", b"_previous_horizon"]  # noqa: Y015
+    _WhichOneofReturnType__previous_ledger: _TypeAlias = _typing.Literal["previous_ledger"]  # noqa: Y015
+    _WhichOneofArgType__previous_ledger: _TypeAlias = _typing.Literal["_previous_ledger", b"_previous_ledger"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__horizon) -> _WhichOneofReturnType__horizon | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__previous_horizon) -> _WhichOneofReturnType__previous_horizon | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__previous_ledger) -> _WhichOneofReturnType__previous_ledger | None: ...
+
+Global___CompactionPlan: _TypeAlias = CompactionPlan  # noqa: Y015
+
+@_typing.final
+class ReadKeysRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    RANGE_FIELD_NUMBER: _builtins.int
+    REVERSE_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    reverse: _builtins.bool
+    @_builtins.property
+    def range(self) -> Global___LedgerRange: ...
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+        range: Global___LedgerRange | None = ...,
+        reverse: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["range", b"range"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["range", b"range", "reverse", b"reverse", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReadKeysRequest: _TypeAlias = ReadKeysRequest  # noqa: Y015
+
+@_typing.final
+class KeysBatch(_message.Message):
+    """Columns of a key read; flags as in storage/codec.py (1 key, 2 value non-empty, 4 value)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTRY_IDS_FIELD_NUMBER: _builtins.int
+    FLAGS_FIELD_NUMBER: _builtins.int
+    SIZES_FIELD_NUMBER: _builtins.int
+    KEYS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def entry_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def flags(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def sizes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def keys(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]:
+        """empty for keyless entries (see flags)"""
+
+    def __init__(
+        self,
+        *,
+        entry_ids: _abc.Iterable[_builtins.int] | None = ...,
+        flags: _abc.Iterable[_builtins.int] | None = ...,
+        sizes: _abc.Iterable[_builtins.int] | None = ...,
+        keys: _abc.Iterable[_builtins.bytes] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entry_ids", b"entry_ids", "flags", b"flags", "keys", b"keys", "sizes", b"sizes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___KeysBatch: _TypeAlias = KeysBatch  # noqa: Y015
+
+@_typing.final
+class ReadEntriesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    RANGE_FIELD_NUMBER: _builtins.int
+    SELECT_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    select: _builtins.bytes
+    """bit (entry - first_entry), little-endian in each byte"""
+    @_builtins.property
+    def range(self) -> Global___LedgerRange: ...
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+        range: Global___LedgerRange | None = ...,
+        select: _builtins.bytes | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_select", b"_select", "range", b"range", "select", b"select"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_select", b"_select", "range", b"range", "select", b"select", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__select: _TypeAlias = _typing.Literal["select"]  # noqa: Y015
+    _WhichOneofArgType__select: _TypeAlias = _typing.Literal["_select", b"_select"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__select) -> _WhichOneofReturnType__select | None: ...
+
+Global___ReadEntriesRequest: _TypeAlias = ReadEntriesRequest  # noqa: Y015
+
+@_typing.final
+class EntriesBatch(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTRY_IDS_FIELD_NUMBER: _builtins.int
+    ENTRIES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def entry_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    @_builtins.property
+    def entries(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]:
+        """Message wire bytes (with id only in compacted ledgers)"""
+
+    def __init__(
+        self,
+        *,
+        entry_ids: _abc.Iterable[_builtins.int] | None = ...,
+        entries: _abc.Iterable[_builtins.bytes] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries", "entry_ids", b"entry_ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EntriesBatch: _TypeAlias = EntriesBatch  # noqa: Y015
+
+@_typing.final
+class CreateCompactedLedgerRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    LEASE_MS_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    lease_ms: _builtins.int
+    """0 = server default; the ledger is deleted when the lease lapses"""
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+        lease_ms: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["lease_ms", b"lease_ms", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateCompactedLedgerRequest: _TypeAlias = CreateCompactedLedgerRequest  # noqa: Y015
+
+@_typing.final
+class CreateCompactedLedgerResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LEDGER_ID_FIELD_NUMBER: _builtins.int
+    LEASE_MS_FIELD_NUMBER: _builtins.int
+    ledger_id: _builtins.int
+    lease_ms: _builtins.int
+    def __init__(
+        self,
+        *,
+        ledger_id: _builtins.int = ...,
+        lease_ms: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["lease_ms", b"lease_ms", "ledger_id", b"ledger_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateCompactedLedgerResponse: _TypeAlias = CreateCompactedLedgerResponse  # noqa: Y015
+
+@_typing.final
+class AppendEntriesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LEDGER_ID_FIELD_NUMBER: _builtins.int
+    FIRST_ENTRY_ID_FIELD_NUMBER: _builtins.int
+    ENTRIES_FIELD_NUMBER: _builtins.int
+    ledger_id: _builtins.int
+    first_entry_id: _builtins.int
+    """must be the ledger's next entry id"""
+    @_builtins.property
+    def entries(self) -> _containers.RepeatedScalarFieldContainer[_builtins.bytes]:
+        """Message wire bytes including the original id"""
+
+    def __init__(
+        self,
+        *,
+        ledger_id: _builtins.int = ...,
+        first_entry_id: _builtins.int = ...,
+        entries: _abc.Iterable[_builtins.bytes] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries", "first_entry_id", b"first_entry_id", "ledger_id", b"ledger_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AppendEntriesRequest: _TypeAlias = AppendEntriesRequest  # noqa: Y015
+
+@_typing.final
+class AppendEntriesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTRIES_FIELD_NUMBER: _builtins.int
+    entries: _builtins.int
+    """entries in the ledger after the stream"""
+    def __init__(
+        self,
+        *,
+        entries: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entries", b"entries"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AppendEntriesResponse: _TypeAlias = AppendEntriesResponse  # noqa: Y015
+
+@_typing.final
+class SealLedgerRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LEDGER_ID_FIELD_NUMBER: _builtins.int
+    EXPECTED_ENTRIES_FIELD_NUMBER: _builtins.int
+    ledger_id: _builtins.int
+    expected_entries: _builtins.int
+    def __init__(
+        self,
+        *,
+        ledger_id: _builtins.int = ...,
+        expected_entries: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["expected_entries", b"expected_entries", "ledger_id", b"ledger_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SealLedgerRequest: _TypeAlias = SealLedgerRequest  # noqa: Y015
+
+@_typing.final
+class SealLedgerResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENTRIES_FIELD_NUMBER: _builtins.int
+    BYTES_FIELD_NUMBER: _builtins.int
+    entries: _builtins.int
+    bytes: _builtins.int
+    def __init__(
+        self,
+        *,
+        entries: _builtins.int = ...,
+        bytes: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bytes", b"bytes", "entries", b"entries"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SealLedgerResponse: _TypeAlias = SealLedgerResponse  # noqa: Y015
+
+@_typing.final
+class CommitCompactionRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    LEDGER_ID_FIELD_NUMBER: _builtins.int
+    HORIZON_FIELD_NUMBER: _builtins.int
+    EXPECTED_PREVIOUS_LEDGER_FIELD_NUMBER: _builtins.int
+    EXPECTED_PREVIOUS_HORIZON_FIELD_NUMBER: _builtins.int
+    RUN_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    ledger_id: _builtins.int
+    expected_previous_ledger: _builtins.int
+    """absent: no compacted ledger yet"""
+    @_builtins.property
+    def horizon(self) -> Global___MessageId: ...
+    @_builtins.property
+    def expected_previous_horizon(self) -> Global___MessageId: ...
+    @_builtins.property
+    def run(self) -> Global___CompactionRun:
+        """figures for GetCompactionStatus"""
+
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+        ledger_id: _builtins.int = ...,
+        horizon: Global___MessageId | None = ...,
+        expected_previous_ledger: _builtins.int | None = ...,
+        expected_previous_horizon: Global___MessageId | None = ...,
+        run: Global___CompactionRun | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_expected_previous_horizon", b"_expected_previous_horizon", "_expected_previous_ledger", b"_expected_previous_ledger", "expected_previous_horizon", b"expected_previous_horizon", "expected_previous_ledger", b"expected_previous_ledger", "horizon", b"horizon", "run", b"run"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected_previous_horizon", b"_expected_previous_horizon", "_expected_previous_ledger", b"_expected_previous_ledger", "expected_previous_horizon", b"expected_previous_horizon", "expected_previous_ledger", b"expected_previous_ledger", "horizon", b"horizon", "ledger_id", b"ledger_id", "run", b"run", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__expected_previous_horizon: _TypeAlias = _typing.Literal["expected_previous_horizon"]  # noqa: Y015
+    _WhichOneofArgType__expected_previous_horizon: _TypeAlias = _typing.Literal["_expected_previous_horizon", b"_expected_previous_horizon"]  # noqa: Y015
+    _WhichOneofReturnType__expected_previous_ledger: _TypeAlias = _typing.Literal["expected_previous_ledger"]  # noqa: Y015
+    _WhichOneofArgType__expected_previous_ledger: _TypeAlias = _typing.Literal["_expected_previous_ledger", b"_expected_previous_ledger"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__expected_previous_horizon) -> _WhichOneofReturnType__expected_previous_horizon | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__expected_previous_ledger) -> _WhichOneofReturnType__expected_previous_ledger | None: ...
+
+Global___CommitCompactionRequest: _TypeAlias = CommitCompactionRequest  # noqa: Y015
+
+@_typing.final
+class AbortCompactionRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    LEDGER_ID_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    ledger_id: _builtins.int
+    """0 when the run created none"""
+    error: _builtins.str
+    """non-empty: recorded as the topic's compaction error"""
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+        ledger_id: _builtins.int = ...,
+        error: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "ledger_id", b"ledger_id", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AbortCompactionRequest: _TypeAlias = AbortCompactionRequest  # noqa: Y015
+
+@_typing.final
+class AbortCompactionResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AbortCompactionResponse: _TypeAlias = AbortCompactionResponse  # noqa: Y015

@@ -726,3 +726,419 @@ class Log:
             timeout,
             metadata,
             _registered_method=True)
+
+
+class CompactionEngineStub:
+    """Missing associated documentation comment in .proto file."""
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.GetTopicLayout = channel.unary_unary(
+                '/compactlog.v1.CompactionEngine/GetTopicLayout',
+                request_serializer=compactlog_dot_v1_dot_compactlog__pb2.GetTopicLayoutRequest.SerializeToString,
+                response_deserializer=compactlog_dot_v1_dot_compactlog__pb2.TopicLayout.FromString,
+                _registered_method=True)
+        self.BeginCompaction = channel.unary_unary(
+                '/compactlog.v1.CompactionEngine/BeginCompaction',
+                request_serializer=compactlog_dot_v1_dot_compactlog__pb2.BeginCompactionRequest.SerializeToString,
+                response_deserializer=compactlog_dot_v1_dot_compactlog__pb2.CompactionPlan.FromString,
+                _registered_method=True)
+        self.ReadKeys = channel.unary_stream(
+                '/compactlog.v1.CompactionEngine/ReadKeys',
+                request_serializer=compactlog_dot_v1_dot_compactlog__pb2.ReadKeysRequest.SerializeToString,
+                response_deserializer=compactlog_dot_v1_dot_compactlog__pb2.KeysBatch.FromString,
+                _registered_method=True)
+        self.ReadEntries = channel.unary_stream(
+                '/compactlog.v1.CompactionEngine/ReadEntries',
+                request_serializer=compactlog_dot_v1_dot_compactlog__pb2.ReadEntriesRequest.SerializeToString,
+                response_deserializer=compactlog_dot_v1_dot_compactlog__pb2.EntriesBatch.FromString,
+                _registered_method=True)
+        self.CreateCompactedLedger = channel.unary_unary(
+                '/compactlog.v1.CompactionEngine/CreateCompactedLedger',
+                request_serializer=compactlog_dot_v1_dot_compactlog__pb2.CreateCompactedLedgerRequest.SerializeToString,
+                response_deserializer=compactlog_dot_v1_dot_compactlog__pb2.CreateCompactedLedgerResponse.FromString,
+                _registered_method=True)
+        self.AppendEntries = channel.stream_unary(
+                '/compactlog.v1.CompactionEngine/AppendEntries',
+                request_serializer=compactlog_dot_v1_dot_compactlog__pb2.AppendEntriesRequest.SerializeToString,
+                response_deserializer=compactlog_dot_v1_dot_compactlog__pb2.AppendEntriesResponse.FromString,
+                _registered_method=True)
+        self.SealLedger = channel.unary_unary(
+                '/compactlog.v1.CompactionEngine/SealLedger',
+                request_serializer=compactlog_dot_v1_dot_compactlog__pb2.SealLedgerRequest.SerializeToString,
+                response_deserializer=compactlog_dot_v1_dot_compactlog__pb2.SealLedgerResponse.FromString,
+                _registered_method=True)
+        self.CommitCompaction = channel.unary_unary(
+                '/compactlog.v1.CompactionEngine/CommitCompaction',
+                request_serializer=compactlog_dot_v1_dot_compactlog__pb2.CommitCompactionRequest.SerializeToString,
+                response_deserializer=compactlog_dot_v1_dot_compactlog__pb2.CompactionStatus.FromString,
+                _registered_method=True)
+        self.AbortCompaction = channel.unary_unary(
+                '/compactlog.v1.CompactionEngine/AbortCompaction',
+                request_serializer=compactlog_dot_v1_dot_compactlog__pb2.AbortCompactionRequest.SerializeToString,
+                response_deserializer=compactlog_dot_v1_dot_compactlog__pb2.AbortCompactionResponse.FromString,
+                _registered_method=True)
+
+
+class CompactionEngineServicer:
+    """Missing associated documentation comment in .proto file."""
+
+    def GetTopicLayout(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def BeginCompaction(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReadKeys(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReadEntries(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateCompactedLedger(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AppendEntries(self, request_iterator, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SealLedger(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CommitCompaction(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AbortCompaction(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_CompactionEngineServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'GetTopicLayout': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetTopicLayout,
+                    request_deserializer=compactlog_dot_v1_dot_compactlog__pb2.GetTopicLayoutRequest.FromString,
+                    response_serializer=compactlog_dot_v1_dot_compactlog__pb2.TopicLayout.SerializeToString,
+            ),
+            'BeginCompaction': grpc.unary_unary_rpc_method_handler(
+                    servicer.BeginCompaction,
+                    request_deserializer=compactlog_dot_v1_dot_compactlog__pb2.BeginCompactionRequest.FromString,
+                    response_serializer=compactlog_dot_v1_dot_compactlog__pb2.CompactionPlan.SerializeToString,
+            ),
+            'ReadKeys': grpc.unary_stream_rpc_method_handler(
+                    servicer.ReadKeys,
+                    request_deserializer=compactlog_dot_v1_dot_compactlog__pb2.ReadKeysRequest.FromString,
+                    response_serializer=compactlog_dot_v1_dot_compactlog__pb2.KeysBatch.SerializeToString,
+            ),
+            'ReadEntries': grpc.unary_stream_rpc_method_handler(
+                    servicer.ReadEntries,
+                    request_deserializer=compactlog_dot_v1_dot_compactlog__pb2.ReadEntriesRequest.FromString,
+                    response_serializer=compactlog_dot_v1_dot_compactlog__pb2.EntriesBatch.SerializeToString,
+            ),
+            'CreateCompactedLedger': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateCompactedLedger,
+                    request_deserializer=compactlog_dot_v1_dot_compactlog__pb2.CreateCompactedLedgerRequest.FromString,
+                    response_serializer=compactlog_dot_v1_dot_compactlog__pb2.CreateCompactedLedgerResponse.SerializeToString,
+            ),
+            'AppendEntries': grpc.stream_unary_rpc_method_handler(
+                    servicer.AppendEntries,
+                    request_deserializer=compactlog_dot_v1_dot_compactlog__pb2.AppendEntriesRequest.FromString,
+                    response_serializer=compactlog_dot_v1_dot_compactlog__pb2.AppendEntriesResponse.SerializeToString,
+            ),
+            'SealLedger': grpc.unary_unary_rpc_method_handler(
+                    servicer.SealLedger,
+                    request_deserializer=compactlog_dot_v1_dot_compactlog__pb2.SealLedgerRequest.FromString,
+                    response_serializer=compactlog_dot_v1_dot_compactlog__pb2.SealLedgerResponse.SerializeToString,
+            ),
+            'CommitCompaction': grpc.unary_unary_rpc_method_handler(
+                    servicer.CommitCompaction,
+                    request_deserializer=compactlog_dot_v1_dot_compactlog__pb2.CommitCompactionRequest.FromString,
+                    response_serializer=compactlog_dot_v1_dot_compactlog__pb2.CompactionStatus.SerializeToString,
+            ),
+            'AbortCompaction': grpc.unary_unary_rpc_method_handler(
+                    servicer.AbortCompaction,
+                    request_deserializer=compactlog_dot_v1_dot_compactlog__pb2.AbortCompactionRequest.FromString,
+                    response_serializer=compactlog_dot_v1_dot_compactlog__pb2.AbortCompactionResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'compactlog.v1.CompactionEngine', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('compactlog.v1.CompactionEngine', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class CompactionEngine:
+    """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def GetTopicLayout(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/compactlog.v1.CompactionEngine/GetTopicLayout',
+            compactlog_dot_v1_dot_compactlog__pb2.GetTopicLayoutRequest.SerializeToString,
+            compactlog_dot_v1_dot_compactlog__pb2.TopicLayout.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BeginCompaction(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/compactlog.v1.CompactionEngine/BeginCompaction',
+            compactlog_dot_v1_dot_compactlog__pb2.BeginCompactionRequest.SerializeToString,
+            compactlog_dot_v1_dot_compactlog__pb2.CompactionPlan.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReadKeys(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/compactlog.v1.CompactionEngine/ReadKeys',
+            compactlog_dot_v1_dot_compactlog__pb2.ReadKeysRequest.SerializeToString,
+            compactlog_dot_v1_dot_compactlog__pb2.KeysBatch.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReadEntries(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/compactlog.v1.CompactionEngine/ReadEntries',
+            compactlog_dot_v1_dot_compactlog__pb2.ReadEntriesRequest.SerializeToString,
+            compactlog_dot_v1_dot_compactlog__pb2.EntriesBatch.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateCompactedLedger(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/compactlog.v1.CompactionEngine/CreateCompactedLedger',
+            compactlog_dot_v1_dot_compactlog__pb2.CreateCompactedLedgerRequest.SerializeToString,
+            compactlog_dot_v1_dot_compactlog__pb2.CreateCompactedLedgerResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AppendEntries(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/compactlog.v1.CompactionEngine/AppendEntries',
+            compactlog_dot_v1_dot_compactlog__pb2.AppendEntriesRequest.SerializeToString,
+            compactlog_dot_v1_dot_compactlog__pb2.AppendEntriesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SealLedger(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/compactlog.v1.CompactionEngine/SealLedger',
+            compactlog_dot_v1_dot_compactlog__pb2.SealLedgerRequest.SerializeToString,
+            compactlog_dot_v1_dot_compactlog__pb2.SealLedgerResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CommitCompaction(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/compactlog.v1.CompactionEngine/CommitCompaction',
+            compactlog_dot_v1_dot_compactlog__pb2.CommitCompactionRequest.SerializeToString,
+            compactlog_dot_v1_dot_compactlog__pb2.CompactionStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AbortCompaction(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/compactlog.v1.CompactionEngine/AbortCompaction',
+            compactlog_dot_v1_dot_compactlog__pb2.AbortCompactionRequest.SerializeToString,
+            compactlog_dot_v1_dot_compactlog__pb2.AbortCompactionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)

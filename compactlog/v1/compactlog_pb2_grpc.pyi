@@ -188,3 +188,97 @@ class LogServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_compactlog_pb2.GetLastMessageIdResponse, _abc.Awaitable[_compactlog_pb2.GetLastMessageIdResponse]]: ...
 
 def add_LogServicer_to_server(servicer: LogServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
+
+class CompactionEngineStub:
+    @_typing.overload
+    def __new__(cls, channel: _grpc.Channel) -> _Self: ...
+    @_typing.overload
+    def __new__(cls, channel: _aio.Channel) -> CompactionEngineAsyncStub: ...
+    GetTopicLayout: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.GetTopicLayoutRequest, _compactlog_pb2.TopicLayout]
+    BeginCompaction: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.BeginCompactionRequest, _compactlog_pb2.CompactionPlan]
+    ReadKeys: _grpc.UnaryStreamMultiCallable[_compactlog_pb2.ReadKeysRequest, _compactlog_pb2.KeysBatch]
+    ReadEntries: _grpc.UnaryStreamMultiCallable[_compactlog_pb2.ReadEntriesRequest, _compactlog_pb2.EntriesBatch]
+    CreateCompactedLedger: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.CreateCompactedLedgerRequest, _compactlog_pb2.CreateCompactedLedgerResponse]
+    AppendEntries: _grpc.StreamUnaryMultiCallable[_compactlog_pb2.AppendEntriesRequest, _compactlog_pb2.AppendEntriesResponse]
+    SealLedger: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.SealLedgerRequest, _compactlog_pb2.SealLedgerResponse]
+    CommitCompaction: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.CommitCompactionRequest, _compactlog_pb2.CompactionStatus]
+    AbortCompaction: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.AbortCompactionRequest, _compactlog_pb2.AbortCompactionResponse]
+
+@_typing.type_check_only
+class CompactionEngineAsyncStub(CompactionEngineStub):
+    def __init__(self, channel: _aio.Channel) -> None: ...
+    GetTopicLayout: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.GetTopicLayoutRequest, _compactlog_pb2.TopicLayout]  # type: ignore[assignment]
+    BeginCompaction: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.BeginCompactionRequest, _compactlog_pb2.CompactionPlan]  # type: ignore[assignment]
+    ReadKeys: _aio.UnaryStreamMultiCallable[_compactlog_pb2.ReadKeysRequest, _compactlog_pb2.KeysBatch]  # type: ignore[assignment]
+    ReadEntries: _aio.UnaryStreamMultiCallable[_compactlog_pb2.ReadEntriesRequest, _compactlog_pb2.EntriesBatch]  # type: ignore[assignment]
+    CreateCompactedLedger: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.CreateCompactedLedgerRequest, _compactlog_pb2.CreateCompactedLedgerResponse]  # type: ignore[assignment]
+    AppendEntries: _aio.StreamUnaryMultiCallable[_compactlog_pb2.AppendEntriesRequest, _compactlog_pb2.AppendEntriesResponse]  # type: ignore[assignment]
+    SealLedger: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.SealLedgerRequest, _compactlog_pb2.SealLedgerResponse]  # type: ignore[assignment]
+    CommitCompaction: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.CommitCompactionRequest, _compactlog_pb2.CompactionStatus]  # type: ignore[assignment]
+    AbortCompaction: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.AbortCompactionRequest, _compactlog_pb2.AbortCompactionResponse]  # type: ignore[assignment]
+
+class CompactionEngineServicer(metaclass=_abc_1.ABCMeta):
+    @_abc_1.abstractmethod
+    def GetTopicLayout(
+        self,
+        request: _compactlog_pb2.GetTopicLayoutRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_compactlog_pb2.TopicLayout, _abc.Awaitable[_compactlog_pb2.TopicLayout]]: ...
+
+    @_abc_1.abstractmethod
+    def BeginCompaction(
+        self,
+        request: _compactlog_pb2.BeginCompactionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_compactlog_pb2.CompactionPlan, _abc.Awaitable[_compactlog_pb2.CompactionPlan]]: ...
+
+    @_abc_1.abstractmethod
+    def ReadKeys(
+        self,
+        request: _compactlog_pb2.ReadKeysRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_compactlog_pb2.KeysBatch], _abc.AsyncIterator[_compactlog_pb2.KeysBatch]]: ...
+
+    @_abc_1.abstractmethod
+    def ReadEntries(
+        self,
+        request: _compactlog_pb2.ReadEntriesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_compactlog_pb2.EntriesBatch], _abc.AsyncIterator[_compactlog_pb2.EntriesBatch]]: ...
+
+    @_abc_1.abstractmethod
+    def CreateCompactedLedger(
+        self,
+        request: _compactlog_pb2.CreateCompactedLedgerRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_compactlog_pb2.CreateCompactedLedgerResponse, _abc.Awaitable[_compactlog_pb2.CreateCompactedLedgerResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def AppendEntries(
+        self,
+        request_iterator: _MaybeAsyncIterator[_compactlog_pb2.AppendEntriesRequest],
+        context: _ServicerContext,
+    ) -> _typing.Union[_compactlog_pb2.AppendEntriesResponse, _abc.Awaitable[_compactlog_pb2.AppendEntriesResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def SealLedger(
+        self,
+        request: _compactlog_pb2.SealLedgerRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_compactlog_pb2.SealLedgerResponse, _abc.Awaitable[_compactlog_pb2.SealLedgerResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def CommitCompaction(
+        self,
+        request: _compactlog_pb2.CommitCompactionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_compactlog_pb2.CompactionStatus, _abc.Awaitable[_compactlog_pb2.CompactionStatus]]: ...
+
+    @_abc_1.abstractmethod
+    def AbortCompaction(
+        self,
+        request: _compactlog_pb2.AbortCompactionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_compactlog_pb2.AbortCompactionResponse, _abc.Awaitable[_compactlog_pb2.AbortCompactionResponse]]: ...
+
+def add_CompactionEngineServicer_to_server(servicer: CompactionEngineServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -41,6 +41,8 @@ FAULT_POINTS = (
 )
 
 FaultHook = Callable[[str], None]
+# Phase one as a strategy: the local scan (``find_winners``) or the Spark aggregation.
+PhaseOne = Callable[[CompactionStorage, CompactionInput, int], PhaseOneResult]
 
 
 def _no_fault(point: str) -> None:
@@ -109,11 +111,18 @@ class TwoPhaseCompactor:
     """Compacts one topic per ``compact`` call; one instance may serve many topics."""
 
     def __init__(
-        self, storage: CompactionStorage, phase_one_memory_bytes: int, fault: FaultHook = _no_fault
+        self,
+        storage: CompactionStorage,
+        phase_one_memory_bytes: int,
+        fault: FaultHook = _no_fault,
+        phase_one: PhaseOne = find_winners,
+        engine: str = ENGINE,
     ) -> None:
         self.storage = storage
         self.phase_one_memory_bytes = phase_one_memory_bytes
         self.fault = fault
+        self.phase_one = phase_one
+        self.engine = engine
 
     def compact(self, topic: str) -> CompactionResult:
         started = time.monotonic()
@@ -123,7 +132,7 @@ class TwoPhaseCompactor:
                 CompactionRun(), inp.previous_ledger, inp.previous_horizon, inp.previous_ledger
             )
         assert inp.horizon is not None
-        winners = find_winners(self.storage, inp, self.phase_one_memory_bytes)
+        winners = self.phase_one(self.storage, inp, self.phase_one_memory_bytes)
         phase_one_done = time.monotonic()
         self.fault("after_phase_one")
         ledger_id = self.storage.create_ledger(topic)
@@ -150,6 +159,7 @@ class TwoPhaseCompactor:
             bytes_in=winners.bytes_in,
             bytes_out=bytes_out,
             duration_ms=int((done - started) * 1000),
+            engine=self.engine,
             distinct_keys=winners.distinct_keys,
             phase_one_peak_bytes=winners.peak_bytes,
             phase_one_ms=int((phase_one_done - started) * 1000),

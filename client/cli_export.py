@@ -1,0 +1,62 @@
+"""``compactlog export TOPIC [--compacted] --format parquet PATH``: a topic to files
+through Spark (the ``compactlog`` data source), run from this process.
+
+``--compacted`` writes the latest value of every key (see ``compactor.spark.export``);
+without it, every message of the raw log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Any
+
+from compactlog.client.cli_common import connect, server_address
+from compactlog.errors import CompactlogError
+
+DEFAULT_SPARK_MASTER = "local[*]"
+EXIT_SPARK_MISSING = 2
+
+
+def add_parser(commands: Any) -> None:
+    export = commands.add_parser("export", help="write a topic to files through Spark")
+    export.add_argument("topic", metavar="TOPIC")
+    export.add_argument("path", metavar="PATH", help="output directory")
+    export.add_argument("--compacted", action="store_true",
+                        help="the latest value of every key instead of the raw log")
+    export.add_argument("--format", choices=("parquet",), default="parquet",
+                        help="output format (default parquet)")
+    export.add_argument("--overwrite", action="store_true", help="replace PATH if it exists")
+    export.add_argument("--spark-master", metavar="URL", default=DEFAULT_SPARK_MASTER,
+                        help=f"Spark master (default {DEFAULT_SPARK_MASTER})")
+    export.set_defaults(func=export_cmd)
+
+
+def export_cmd(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        client.get_topic(args.topic)  # TopicNotFound as one line, before Spark starts
+    try:
+        spark_api = importlib.import_module("compactlog.compactor.spark")
+        session = spark_api.spark_session(args.spark_master)
+    except ImportError as exc:
+        sys.stderr.write(f"compactlog: error: the Spark engine is not available: {exc}\n")
+        return EXIT_SPARK_MISSING
+    try:
+        rows = spark_api.export_topic(
+            session,
+            server_address(args),
+            args.topic,
+            args.path,
+            compacted=args.compacted,
+            fmt=args.format,
+            overwrite=args.overwrite,
+        )
+    except CompactlogError:
+        raise
+    except Exception as exc:  # Spark's own errors (path exists, executor failure, ...)
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise CompactlogError(f"export of {args.topic} failed: {first}") from None
+    view = "latest value per key" if args.compacted else "raw log"
+    print(f"exported {rows} rows of {args.topic} ({view}) to {args.path} as {args.format}")
+    return 0

@@ -1,0 +1,115 @@
+"""The Spark engine against the local engine: identical compacted ledgers, byte for byte,
+over random workloads and several runs in a row with the engines mixed; identical run
+figures; a Spark run racing a local run commits once."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from compactlog.compactor.spark import run_spark_compaction
+from compactlog.compactor.two_phase.compactor import with_id
+from compactlog.compactor.two_phase.grpc_adapter import GrpcCompactionStorage
+from compactlog.compactor.two_phase.phase_one import PhaseOneResult, find_winners
+from compactlog.errors import CommitConflict
+from compactlog.v1 import compactlog_pb2 as pb
+
+from .conftest import Api
+
+pytestmark = pytest.mark.spark
+
+
+def local_result(address: str, topic: str) -> tuple[list[bytes], PhaseOneResult]:
+    """What the local engine would write now: its phase one and phase two, no commit."""
+    storage = GrpcCompactionStorage(address)
+    try:
+        inp = storage.begin(topic)
+        winners = find_winners(storage, inp, 1 << 40)
+        out = []
+        for index, seg in enumerate(inp.segments):
+            bits = winners.selection(index, seg.length)
+            for eid, data in storage.read_entries(seg, bits) if any(bits) else ():
+                out.append(data if seg.compacted else with_id(seg.ledger_id, eid, data))
+        return out, winners
+    finally:
+        storage.close()
+
+
+def random_records(rng: random.Random, n: int, keys: int) -> list[pb.Record]:
+    out = []
+    for _ in range(n):
+        r = pb.Record(event_time_ms=rng.randrange(0, 10**12))
+        if rng.random() < 0.9:
+            r.key = b"key-%d" % rng.randrange(keys)
+        roll = rng.random()
+        if roll < 0.1:
+            pass  # null value
+        elif roll < 0.15:
+            r.value = b""
+        else:
+            r.value = rng.randbytes(rng.randrange(1, 40))
+        if rng.random() < 0.2:
+            r.properties["p"] = str(rng.random())
+        out.append(r)
+    return out
+
+
+@pytest.mark.parametrize("retain", [False, True])
+def test_spark_equals_local_mixed_runs(
+    spark: Any, shared_server: Any, api: Any, retain: bool
+) -> None:
+    a: Api = api(shared_server.address)
+    rng = random.Random(7 + retain)
+    topic = f"eng-mixed-{retain}"
+    a.create(topic, ledger_max_entries="300", compaction_retain_null_key=str(retain).lower())
+    for engine in ("spark", "local", "spark"):
+        a.publish(topic, random_records(rng, rng.randrange(200, 900), rng.choice([5, 50, 400])))
+        expected, winners = local_result(a.address, topic)
+        if engine == "spark":
+            result = run_spark_compaction(a.address, topic, spark=spark)
+            assert result.committed and result.run.engine == "spark"
+        else:
+            a.admin.Compact(pb.CompactRequest(topic=topic, wait=True))
+        assert a.compacted_entries(topic) == expected
+        status = a.status(topic)
+        assert status.state == pb.CompactionStatus.SUCCESS
+        run = status.last_run
+        assert run.engine == engine
+        figures = (run.read, run.kept, run.tombstones, run.keyless_dropped, run.bytes_in)
+        assert figures == (
+            winners.read,
+            winners.kept,
+            winners.tombstones,
+            winners.keyless_dropped,
+            winners.bytes_in,
+        )
+        assert run.removed == run.read - run.kept
+        assert run.bytes_out == sum(map(len, expected))
+        assert not a.layout(topic).pending
+    assert run_spark_compaction(a.address, topic, spark=spark).committed is False
+
+
+def test_spark_run_racing_a_local_run_commits_once(
+    spark: Any, shared_server: Any, api: Any
+) -> None:
+    a: Api = api(shared_server.address)
+    rng = random.Random(3)
+    topic = "eng-race"
+    a.create(topic, ledger_max_entries="100")
+    a.publish(topic, random_records(rng, 500, 60))
+    a.admin.Compact(pb.CompactRequest(topic=topic, wait=True))
+    a.publish(topic, random_records(rng, 300, 60))
+    expected, _ = local_result(a.address, topic)
+
+    def local_run_wins(point: str) -> None:
+        if point == "after_seal":  # the Spark run's ledger is written and sealed
+            a.admin.Compact(pb.CompactRequest(topic=topic, wait=True))
+
+    with pytest.raises(CommitConflict):
+        run_spark_compaction(a.address, topic, spark=spark, fault=local_run_wins)
+    assert a.compacted_entries(topic) == expected  # the local run's ledger, committed once
+    status = a.status(topic)
+    assert status.state == pb.CompactionStatus.SUCCESS and status.last_run.engine == "local"
+    assert not a.layout(topic).pending  # the loser's ledger is gone
