@@ -59,6 +59,8 @@ class Consumer(Closeable):
         self._queue_size = receiver_queue_size
         self._buffer: deque[Message] = deque()
         self._closed = False
+        # A new consumer gets every unacknowledged message again, as in Pulsar.
+        self._redeliver = True
 
     def topic(self) -> str:
         return self._topic
@@ -78,10 +80,12 @@ class Consumer(Closeable):
             initial_position=self._initial,
             max_messages=max_messages,
             wait_ms=max(0, wait_ms),
+            redeliver_unacknowledged=self._redeliver,
         )
         slack = self._timeout if self._timeout is not None else _DEADLINE_SLACK_S
         deadline = wait_ms / 1000 + slack
         resp = call("Consume", self._address, lambda: self._stub.Consume(req, timeout=deadline))
+        self._redeliver = False
         return [cv.message_from_pb(m) for m in resp.messages]
 
     def receive(self, timeout_ms: int | None = None) -> Message:

@@ -229,6 +229,9 @@ class CompactionService:
             self.metrics.failed(topic, time.monotonic() - started)
             self._finish(topic, slot, slot.status.to(CompactionState.ERROR, error=error))
             return
+        if not result.committed:  # nothing to do: keep the figures of the last real run
+            self._finish(topic, slot, slot.status.to(CompactionState.SUCCESS))
+            return
         self.metrics.succeeded_run(topic, result.run)
         self._finish(topic, slot, slot.status.to(CompactionState.SUCCESS, run=result.run))
 

@@ -169,6 +169,9 @@ class Reading:
         cursor = store.open_cursor(
             req.topic, req.subscription, latest=req.initial_position == pb.LATEST
         )
+        if req.redeliver_unacknowledged:
+            with topic.lock:
+                cursor.read_position = cursor.mark_delete
         view = compacted_view if req.read_compacted else raw_view
         limit = req.max_messages or self.batch_size
         deadline = time.monotonic() + req.wait_ms / 1000.0

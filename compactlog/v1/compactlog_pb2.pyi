@@ -783,6 +783,7 @@ class ConsumeRequest(_message.Message):
     INITIAL_POSITION_FIELD_NUMBER: _builtins.int
     MAX_MESSAGES_FIELD_NUMBER: _builtins.int
     WAIT_MS_FIELD_NUMBER: _builtins.int
+    REDELIVER_UNACKNOWLEDGED_FIELD_NUMBER: _builtins.int
     topic: _builtins.str
     subscription: _builtins.str
     read_compacted: _builtins.bool
@@ -792,6 +793,10 @@ class ConsumeRequest(_message.Message):
     """0 = server default batch"""
     wait_ms: _builtins.int
     """how long to wait when nothing is available"""
+    redeliver_unacknowledged: _builtins.bool
+    """Rewind delivery to the mark-delete position first, so every unacknowledged message
+    comes again (what Pulsar does for a consumer that (re)connects). Acked ones never do.
+    """
     def __init__(
         self,
         *,
@@ -801,10 +806,11 @@ class ConsumeRequest(_message.Message):
         initial_position: Global___StartPosition.ValueType = ...,
         max_messages: _builtins.int = ...,
         wait_ms: _builtins.int = ...,
+        redeliver_unacknowledged: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["initial_position", b"initial_position", "max_messages", b"max_messages", "read_compacted", b"read_compacted", "subscription", b"subscription", "topic", b"topic", "wait_ms", b"wait_ms"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["initial_position", b"initial_position", "max_messages", b"max_messages", "read_compacted", b"read_compacted", "redeliver_unacknowledged", b"redeliver_unacknowledged", "subscription", b"subscription", "topic", b"topic", "wait_ms", b"wait_ms"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -281,3 +281,17 @@ def test_acks_and_ids_survive_restart(server) -> None:  # type: ignore[no-untype
         consumer = c.subscribe("durable", "s")
         got = [m.id for m in consumer.batch_receive(max_messages=10, timeout_ms=2000)]
         assert got == [ids[1], ids[3]]
+
+
+def test_a_new_consumer_gets_unacknowledged_messages_again(
+    client: Client, unique_topic: str
+) -> None:
+    client.create_topic(unique_topic)
+    client.producer(unique_topic).send_batch([(b"k", b"%d" % i) for i in range(4)])
+    first = client.subscribe(unique_topic, "sub")
+    got = [first.receive(timeout_ms=2000) for _ in range(3)]
+    first.acknowledge(got[0])
+    first.close()  # 1 and 2 were delivered but never acknowledged
+    second = client.subscribe(unique_topic, "sub")
+    again = [second.receive(timeout_ms=2000).value for _ in range(3)]
+    assert again == [b"1", b"2", b"3"]
