@@ -187,3 +187,16 @@ def test_unknown_topic(
     api = ledger_api(shared_server.address)
     assert expect_error(lambda: api.compact("no-such-topic")) == grpc.StatusCode.NOT_FOUND
     assert expect_error(lambda: api.status("no-such-topic")) == grpc.StatusCode.NOT_FOUND
+
+
+def test_compact_with_nothing_to_do_keeps_the_last_runs_figures(
+    shared_server: Any, ledger_api: Callable[[str], Api], unique_topic: str
+) -> None:
+    api = ledger_api(shared_server.address)
+    api.create(unique_topic)
+    api.publish(unique_topic, (b"a", b"1"), (b"b", b"2"), (b"a", b"3"))
+    first = api.compact(unique_topic, wait=True)
+    again = api.compact(unique_topic, wait=True)
+    assert again.state == pb.CompactionStatus.SUCCESS
+    assert again.last_run == first.last_run and again.last_run.kept == 2
+    assert again.compacted_ledger_id == first.compacted_ledger_id
