@@ -109,7 +109,10 @@ def _bench(argv: list[str]) -> int:
     try:
         bench_main = importlib.import_module("compactlog.bench.cli").main
     except (ImportError, AttributeError) as exc:
-        raise UsageError(f"the benchmark suite is not available: {exc}") from None
+        raise UsageError(
+            f"the benchmark suite is not available ({exc}); "
+            "install it with: pip install 'compactlog[bench]'"
+        ) from None
     result = bench_main(argv)
     return int(result or 0)
 

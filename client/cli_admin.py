@@ -16,14 +16,13 @@ import time
 from dataclasses import asdict
 from typing import IO, Any
 
-from compactlog.client.cli_common import connect, server_address
+from compactlog.client.cli_common import connect, server_address, spark_missing
 from compactlog.client.client import Client
 from compactlog.client.types import CompactionStatus
 from compactlog.errors import CompactlogError
 
 POLL_INTERVAL_S = 0.2
 DEFAULT_SPARK_MASTER = "local[*]"
-EXIT_SPARK_MISSING = 2
 
 
 def add_parser(areas: Any) -> None:
@@ -160,16 +159,14 @@ def _compact_spark(args: argparse.Namespace) -> int:
             "compactlog.compactor.spark"
         ).run_spark_compaction
     except (ImportError, AttributeError) as exc:
-        sys.stderr.write(f"compactlog: error: the Spark engine is not available: {exc}\n")
-        return EXIT_SPARK_MISSING
+        return spark_missing(exc)
     address = server_address(args)
     with connect(args) as client:
         client.get_topic(args.topic)  # fail fast with TopicNotFound before starting Spark
         try:
             run_spark_compaction(address, args.topic, args.spark_master)
         except ImportError as exc:  # pyspark itself imported lazily inside the engine
-            sys.stderr.write(f"compactlog: error: the Spark engine is not available: {exc}\n")
-            return EXIT_SPARK_MISSING
+            return spark_missing(exc)
         status = client.compaction_status(args.topic)
     args.wait = True
     return _report(args, status)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 from compactlog.client.client import DEFAULT_ADDRESS, Client
 
@@ -50,3 +51,15 @@ def positive_int(text: str) -> int:
     if number == 0:
         raise argparse.ArgumentTypeError("expected a number >= 1, got 0")
     return number
+
+
+EXIT_SPARK_MISSING = 2
+
+
+def spark_missing(exc: BaseException) -> int:
+    """One line saying the Spark engine cannot run here and how to get it."""
+    sys.stderr.write(
+        f"compactlog: error: the Spark engine is not available: {exc} "
+        "(install it with: pip install 'compactlog[spark]'; it needs Java 17+)\n"
+    )
+    return EXIT_SPARK_MISSING

@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import sys
 from typing import Any
 
-from compactlog.client.cli_common import connect, server_address
+from compactlog.client.cli_common import connect, server_address, spark_missing
 from compactlog.errors import CompactlogError
 
 DEFAULT_SPARK_MASTER = "local[*]"
-EXIT_SPARK_MISSING = 2
 
 
 def add_parser(commands: Any) -> None:
@@ -40,8 +38,7 @@ def export_cmd(args: argparse.Namespace) -> int:
         spark_api = importlib.import_module("compactlog.compactor.spark")
         session = spark_api.spark_session(args.spark_master)
     except ImportError as exc:
-        sys.stderr.write(f"compactlog: error: the Spark engine is not available: {exc}\n")
-        return EXIT_SPARK_MISSING
+        return spark_missing(exc)
     try:
         rows = spark_api.export_topic(
             session,
