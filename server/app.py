@@ -24,6 +24,7 @@ from compactlog.errors import CompactlogError, StoreLocked
 from compactlog.server.admin_service import TopicAdminService
 from compactlog.server.broker import Broker
 from compactlog.server.engine_service import CompactionEngineService
+from compactlog.server.errors import error_listeners
 from compactlog.server.log_service import LogService
 from compactlog.server.metrics import Metrics
 from compactlog.server.outside_runs import make_outside_runs
@@ -153,6 +154,7 @@ def run(data_dir: Path, listen: str, config: Path | None, metrics_listen: str | 
         broker.close()
         return _fail(str(exc))
     export_cleaner_stats(broker, metrics)
+    error_listeners.append(lambda method, code: metrics.rpc_errors.labels(method, code).inc())
 
     def enforce_retention() -> None:
         for name in broker.ledgers.topic_names():

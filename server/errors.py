@@ -26,9 +26,16 @@ def status_code(exc: CompactlogError) -> grpc.StatusCode:
     return getattr(grpc.StatusCode, exc.code, grpc.StatusCode.INTERNAL)
 
 
+# Called with (method, status code name) for every error answered; the metrics hook in.
+error_listeners: list[Callable[[str, str], None]] = []
+
+
 def _abort(context: grpc.ServicerContext, exc: BaseException, method: str) -> None:
+    code = status_code(exc) if isinstance(exc, CompactlogError) else grpc.StatusCode.INTERNAL
+    for listener in error_listeners:
+        listener(method, code.name)
     if isinstance(exc, CompactlogError):
-        context.abort(status_code(exc), str(exc))
+        context.abort(code, str(exc))
     log.exception("unexpected error in %s", method)
     context.abort(
         grpc.StatusCode.INTERNAL, f"internal error in {method}: {type(exc).__name__}: {exc}"

@@ -38,6 +38,7 @@ class LogService(pb_grpc.LogServicer):
         entries and ids come back as runs, so no object is made per message.
         """
         started = time.perf_counter()
+        request_bytes = request.ByteSize()
         name = request.topic
         if self.broker.ledgers.has_topic(name):
             kind = "LEDGER"
@@ -61,6 +62,7 @@ class LogService(pb_grpc.LogServicer):
             count = sum(run[2] for run in runs)
             self.metrics.publish_requests.labels(kind).inc()
             self.metrics.publish_records.labels(kind).inc(count)
+            self.metrics.publish_bytes.labels(kind).inc(request_bytes)
             self.metrics.publish_latency.labels(kind).observe(time.perf_counter() - started)
             return resp
 
@@ -110,7 +112,15 @@ class LogService(pb_grpc.LogServicer):
         compacted = str(request.read_compacted).lower()
         self.metrics.read_requests.labels(kind, compacted).inc()
         counter = self.metrics.read_messages.labels(kind, compacted)
-        for resp in self.reading.read(request, context.is_active):
+        latency = self.metrics.read_batch_latency.labels(kind)
+        responses = self.reading.read(request, context.is_active)
+        while True:
+            started = time.perf_counter()
+            resp = next(responses, None)
+            if resp is None:
+                return
+            if not request.follow:  # a follower's wait for new data is not latency
+                latency.observe(time.perf_counter() - started)
             counter.inc(len(resp.messages))
             yield resp
 

@@ -39,7 +39,7 @@ class Metrics:
         )
         self.read_batch_latency = Histogram(
             "compactlog_read_batch_latency_seconds",
-            "Time to assemble one Read response",
+            "Time to assemble one Read response (storage scan + encoding)",
             ["kind"],
             buckets=LATENCY_BUCKETS,
             registry=r,

@@ -43,9 +43,6 @@ class GroupCommit:
                     raise StoreClosed("the store closed before the write was synced")
                 self._cond.wait()
 
-    def sync_now(self) -> None:
-        self.wait(self.ticket())
-
     def _run(self) -> None:
         while True:
             with self._cond:

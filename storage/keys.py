@@ -27,7 +27,6 @@ NEXT_LEDGER_KEY = b"\x00next_ledger"
 U64 = struct.Struct(">Q")
 _LEDGER = struct.Struct(">cQ")
 _ENTRY = struct.Struct(">cQQ")
-ENTRY_KEY_LEN = _ENTRY.size
 _entry_unpack = _ENTRY.unpack
 
 MAX_ID = 2**64 - 1
@@ -87,10 +86,6 @@ def cursor_key(topic: str, subscription: str) -> bytes:
 def cursor_range(topic: str) -> tuple[bytes, bytes]:
     prefix = b"C" + topic.encode() + b"\x00"
     return prefix, prefix[:-1] + b"\x01"
-
-
-def subscription_of_cursor_key(key: bytes) -> str:
-    return key.split(b"\x00", 1)[1].decode()
 
 
 def status_key(topic: str) -> bytes:

@@ -349,14 +349,6 @@ class LedgerStore(LedgerScans):
             self.db.write(batch, sync=True)
             topic.cursors[subscription] = new
 
-    def delete_cursor(self, name: str, subscription: str) -> None:
-        topic = self.topic(name)
-        with topic.lock:
-            if topic.cursors.pop(subscription, None) is not None:
-                batch = Batch()
-                batch.delete(keys.cursor_key(name, subscription))
-                self.db.write(batch, sync=self.fsync)
-
     # ---- status blobs (compaction status survives restarts) -------------------------
 
     def put_status(self, name: str, status: dict[str, object]) -> None:

@@ -372,6 +372,12 @@ def test_metrics_endpoint_counts_publishes_and_reads(server_factory, connect) ->
     assert 'compactlog_publish_records_total{kind="LEDGER"} 2.0' in body
     assert 'compactlog_read_messages_total{compacted="false",kind="LEDGER"} 2.0' in body
     assert "compactlog_publish_latency_seconds_bucket" in body
+    assert 'compactlog_publish_bytes_total{kind="LEDGER"}' in body
+    assert 'compactlog_read_batch_latency_seconds_count{kind="LEDGER"} 1.0' in body
+    with pytest.raises(grpc.RpcError):
+        stubs.admin.GetTopic(pb.GetTopicRequest(name="missing"))
+    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    assert 'compactlog_rpc_errors_total{code="NOT_FOUND",method="GetTopic"} 1.0' in body
 
 
 def test_sigterm_exits_zero(server) -> None:  # type: ignore[no-untyped-def]
