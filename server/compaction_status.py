@@ -94,18 +94,5 @@ class CompactionStatus:
         if horizon is not None:
             out.horizon.ledger_id, out.horizon.entry_id = horizon
         if self.last_run is not None:
-            r = self.last_run
-            out.last_run.CopyFrom(
-                pb.CompactionRun(
-                    read=r.read,
-                    kept=r.kept,
-                    removed=r.removed,
-                    tombstones=r.tombstones,
-                    keyless_dropped=r.keyless_dropped,
-                    bytes_in=r.bytes_in,
-                    bytes_out=r.bytes_out,
-                    duration_ms=r.duration_ms,
-                    engine=r.engine,
-                )
-            )
+            out.last_run.CopyFrom(self.last_run.to_pb())
         return out

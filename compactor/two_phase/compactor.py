@@ -70,6 +70,20 @@ class CompactionRun:
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
+    def to_pb(self) -> pb.CompactionRun:
+        """The contract's figures (the phase-one measurements stay server-side)."""
+        return pb.CompactionRun(
+            read=self.read,
+            kept=self.kept,
+            removed=self.removed,
+            tombstones=self.tombstones,
+            keyless_dropped=self.keyless_dropped,
+            bytes_in=self.bytes_in,
+            bytes_out=self.bytes_out,
+            duration_ms=self.duration_ms,
+            engine=self.engine,
+        )
+
     @classmethod
     def from_dict(cls, data: dict[str, object]) -> CompactionRun:
         known = {f for f in cls.__dataclass_fields__}

@@ -231,14 +231,4 @@ class GrpcCompactionStorage:
             duration_ms=int((time.monotonic() - self._started) * 1000),
             engine=self.engine,
         )
-        return pb.CompactionRun(
-            read=run.read,
-            kept=run.kept,
-            removed=run.removed,
-            tombstones=run.tombstones,
-            keyless_dropped=run.keyless_dropped,
-            bytes_in=run.bytes_in,
-            bytes_out=run.bytes_out,
-            duration_ms=run.duration_ms,
-            engine=run.engine,
-        )
+        return run.to_pb()
