@@ -24,7 +24,7 @@ from compactlog.storage.segmented.files import atomic_write, read_int_file, unli
 from compactlog.storage.segmented.records import HEADER, encode_batch
 from compactlog.storage.segmented.recovery import recover_log_dir
 from compactlog.storage.segmented.segment import DELETED, EXTENSIONS, SWAP, IndexParams, LogSegment
-from compactlog.storage.types import MessageId, Record, StoredMessage
+from compactlog.storage.types import Record, StoredMessage
 
 log = logging.getLogger(__name__)
 
@@ -243,17 +243,7 @@ class Log:
         out: list[StoredMessage] = []
         for seg in view.segments[i:]:
             end = active_size if seg is view.segments[-1] else seg.size
-            for r in seg.read(start_offset, limit - len(out), end):
-                out.append(
-                    StoredMessage(
-                        MessageId(0, r.offset),
-                        r.key,
-                        r.value,
-                        r.headers,
-                        r.publish_time,
-                        r.timestamp,
-                    )
-                )
+            out.extend(seg.read(start_offset, limit - len(out), end))
             if len(out) >= limit:
                 break
         return out

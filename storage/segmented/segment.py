@@ -20,10 +20,10 @@ from compactlog.storage.segmented.records import (
     HEADER,
     HEADER_SIZE,
     LENGTH,
-    DecodedRecord,
     check_record,
-    decode_at,
+    decode_headers,
 )
+from compactlog.storage.types import MessageId, StoredMessage
 
 LOG_EXT = ".log"
 INDEX_EXT = ".index"
@@ -340,15 +340,27 @@ class LogSegment:
                 p = q
             buf = reader.next(p)
 
-    def read(self, start_offset: int, max_count: int, max_position: int) -> list[DecodedRecord]:
-        """Records with offset >= ``start_offset`` among the bytes below ``max_position``."""
+    def read(self, start_offset: int, max_count: int, max_position: int) -> list[StoredMessage]:
+        """Messages with offset >= ``start_offset`` among the bytes below ``max_position``.
+
+        Decoded straight from the header unpacked once: this is the read hot path.
+        """
         _, pos = self.offset_index.lookup(start_offset)
-        out: list[DecodedRecord] = []
+        out: list[StoredMessage] = []
+        unpack = HEADER.unpack_from
         for buf, p, _q in self.iter_positions(min(pos, max_position), max_position):
-            if HEADER.unpack_from(buf, p)[2] >= start_offset:
-                out.append(decode_at(buf, p))
-                if len(out) >= max_count:
-                    break
+            _len, _crc, off, ts, pt, _hz, kl, vl, hl = unpack(buf, p)
+            if off < start_offset:
+                continue
+            q = p + HEADER_SIZE
+            key = None if kl < 0 else bytes(buf[q : q + kl])
+            q += kl if kl > 0 else 0
+            value = None if vl < 0 else bytes(buf[q : q + vl])
+            q += vl if vl > 0 else 0
+            headers = decode_headers(bytes(buf[q : q + hl])) if hl else {}
+            out.append(StoredMessage(MessageId(0, off), key, value, headers, pt, ts))
+            if len(out) >= max_count:
+                break
         return out
 
     def find_offset_by_timestamp(
