@@ -8,6 +8,7 @@ import fcntl
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
 from collections.abc import Callable
@@ -99,6 +100,7 @@ def build_server(
     reflection.enable_server_reflection(names, server)
     for name in ["", *names[:3]]:
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    check_listen_address(listen)
     try:
         port = server.add_insecure_port(listen)
     except RuntimeError:
@@ -106,6 +108,26 @@ def build_server(
     if port == 0:
         raise CompactlogError(f"cannot listen on {listen}: address in use or invalid")
     return server, port
+
+
+def check_listen_address(listen: str) -> None:
+    """Refuse a taken or malformed address ourselves, in one line: gRPC's own bind failure
+    also prints a multi-line C-core log to stderr."""
+    host, sep, port_text = listen.rpartition(":")
+    if not sep or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        raise CompactlogError(f"cannot listen on {listen!r}: expected HOST:PORT")
+    host = host.strip("[]") or "0.0.0.0"
+    try:
+        infos = socket.getaddrinfo(host, int(port_text), type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise CompactlogError(f"cannot listen on {listen}: {exc.strerror}") from None
+    family, kind, proto, _name, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            raise CompactlogError(f"cannot listen on {listen}: {exc.strerror}") from None
 
 
 def export_cleaner_stats(broker: Broker, metrics: Metrics) -> None:

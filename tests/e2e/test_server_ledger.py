@@ -398,3 +398,24 @@ def test_sigterm_ends_follow_streams_and_exits_promptly(server, connect) -> None
     assert time.monotonic() - started < 5  # well under the 10 s grace
     assert list(stream) == []  # the follow stream ended cleanly
     assert list(waiting.result(timeout=5).messages) == []
+
+
+def test_listen_address_in_use_or_malformed_is_one_line(shared_server, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    for listen, says in [(shared_server.address, "cannot listen on"), ("nonsense", "HOST:PORT")]:
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "compactlog",
+                "serve",
+                "--data-dir",
+                str(tmp_path / "d"),
+                "--listen",
+                listen,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+        assert proc.returncode != 0 and len(lines) == 1 and says in lines[0], proc.stderr
