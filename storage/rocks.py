@@ -132,6 +132,24 @@ class RocksDB:
         except Exception as exc:
             raise _wrap(exc) from None
 
+    def scan_reverse(self, begin: bytes, end: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """Items with begin <= key < end, largest key first (rocksdict's backwards
+        iteration ignores a lower bound, so it is checked here)."""
+        it = self.db.iter(ReadOptions())
+        try:
+            it.seek_for_prev(end)
+            while it.valid():
+                key: bytes = it.key()
+                if key < begin:
+                    return
+                if key < end:
+                    yield key, it.value()
+                it.prev()
+        except StoreClosed:
+            raise
+        except Exception as exc:
+            raise _wrap(exc) from None
+
     def last_key(self, begin: bytes, end: bytes) -> bytes | None:
         """The largest key in [begin, end), or None (backwards iteration ignores the
         lower bound in rocksdict, so it is checked here)."""

@@ -105,16 +105,30 @@ class LedgerStoreCompactionStorage:
             _let_requests_run()
             yield block_first, block
 
+    def _blocks_reversed(
+        self, ledger_id: int, first: int, last: int
+    ) -> Iterator[tuple[int, bytes]]:
+        """Key blocks covering entries first..last, last block first."""
+        begin = keys.key_block_key(ledger_id, 0)
+        for key, block in self.store.db.scan_reverse(
+            begin, keys.key_block_key(ledger_id, last + 1)
+        ):
+            block_first = keys.entry_ids(key)[1]
+            _let_requests_run()
+            yield block_first, block
+            if block_first <= first:
+                return
+
     def read_keys(self, segment: Segment, reverse: bool = False) -> Iterator[KeyEntry]:
         lid, first, last = segment.ledger_id, segment.first_entry, segment.last_entry
-        blocks = self._blocks(lid, first, last)
         if not reverse:
-            for block_first, block in blocks:
+            for block_first, block in self._blocks(lid, first, last):
                 for eid, flags, size, key in iter_key_block(block_first, block):
                     if first <= eid <= last:
                         yield eid, flags, size, key
             return
-        for block_first, block in reversed(list(blocks)):
+        # Newest first, one key block in memory at a time (not the ledger's whole list).
+        for block_first, block in self._blocks_reversed(lid, first, last):
             for eid, flags, size, key in reversed(list(iter_key_block(block_first, block))):
                 if first <= eid <= last:
                     yield eid, flags, size, key
