@@ -175,10 +175,7 @@ def test_admin_calls(client: Client, unique_topic: str) -> None:
 
 
 def test_segmented_topic_kind(client: Client, unique_topic: str) -> None:
-    try:
-        info = client.create_topic(unique_topic, kind="segmented")
-    except (errors.Unimplemented, errors.InvalidArgument) as exc:
-        pytest.skip(f"segmented topics not served yet: {exc}")
+    info = client.create_topic(unique_topic, kind="segmented")
     assert info.kind == "segmented"
     first = client.producer(unique_topic).send("k", "v")
     assert first == MessageId(0, 0)
