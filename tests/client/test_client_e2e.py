@@ -251,10 +251,7 @@ def test_closed_client_refuses_calls(shared_server) -> None:  # type: ignore[no-
 
 def test_compact_and_read_compacted(client: Client, topic: str) -> None:
     ids = client.producer(topic).send_batch([("c", "1"), ("a", "2"), ("b", "3"), ("a", "4")])
-    try:
-        status = client.compact(topic, wait=True)
-    except errors.Unimplemented:
-        pytest.skip("compaction not served yet")
+    status = client.compact(topic, wait=True)
     assert status.state == "SUCCESS"
     assert status.last_run is not None and status.last_run.kept == 3
     assert client.compaction_status(topic).state == "SUCCESS"
