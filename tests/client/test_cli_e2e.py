@@ -157,7 +157,7 @@ def test_compact_commands(run_cli: RunCli, unique_topic: str) -> None:
            b'{"key":"a","value":"4"}\n'
     run_cli("produce", unique_topic, stdin=data)
     code, out, err = run_cli("admin", "topics", "compact", unique_topic, "--wait")
-    assert code == 0 and "state:            SUCCESS" in out
+    assert code == 0 and "state:            SUCCESS" in out, err
     code, out, _ = run_cli("admin", "topics", "compaction-status", unique_topic, "--json")
     status = json.loads(out)
     assert status["state"] == "SUCCESS" and status["last_run"]["kept"] == 3
