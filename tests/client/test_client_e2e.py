@@ -146,8 +146,10 @@ def test_subscribe_receive_acknowledge(client: Client, topic: str) -> None:
 
 def test_receive_waits_for_a_message(client: Client, topic: str) -> None:
     consumer = client.subscribe(topic, "waiter")
-    threading.Timer(0.3, lambda: client.producer(topic).send("k", "v")).start()
+    later = threading.Timer(0.3, lambda: client.producer(topic).send("k", "v"))
+    later.start()
     assert consumer.receive().value == b"v"
+    later.join()  # its reply may come after the message: don't close the client under it
 
 
 def test_admin_calls(client: Client, unique_topic: str) -> None:

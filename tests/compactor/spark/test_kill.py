@@ -4,6 +4,7 @@ no ledger is left that no topic references."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import signal
@@ -52,6 +53,7 @@ def test_driver_killed_mid_phase_two(server_factory: Any, api: Any, tmp_path: An
     # > 4096 winners: phase two appends several batches; the driver pauses after the first
     a.publish(topic, [pb.Record(key=b"n%d" % i, value=b"new") for i in range(9000)])
     old_view = a.read(topic, True)  # compacted ledger + raw tail
+    driver_log = tmp_path / "driver.log"
     env = {
         **os.environ,
         "PYSPARK_PYTHON": sys.executable,
@@ -75,7 +77,7 @@ def test_driver_killed_mid_phase_two(server_factory: Any, api: Any, tmp_path: An
         ],
         env=env,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=driver_log.open("wb"),
         start_new_session=True,  # its own process group: the driver and its JVM die together
     )
     try:
@@ -86,9 +88,12 @@ def test_driver_killed_mid_phase_two(server_factory: Any, api: Any, tmp_path: An
             if pending:
                 break
             time.sleep(0.2)
-        assert pending, "the Spark driver never reached phase two"
+        assert pending, (
+            "the Spark driver never reached phase two: " + driver_log.read_text()[-3000:]
+        )
     finally:
-        os.killpg(driver.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):  # it may have exited by itself
+            os.killpg(driver.pid, signal.SIGKILL)
         driver.wait()
     partial = pending[0].ledger_id
     assert 0 < pending[0].entries < 9500
