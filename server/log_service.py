@@ -9,7 +9,6 @@ from collections.abc import Callable, Iterator
 
 import grpc
 
-from compactlog.errors import WrongTopicKind
 from compactlog.server.broker import Broker
 from compactlog.server.convert import encode_id_runs, id_from_pb, id_to_pb, records_from_pb
 from compactlog.server.errors import rpc
@@ -138,11 +137,15 @@ class LogService(pb_grpc.LogServicer):
         self, request: pb.AcknowledgeRequest, context: grpc.ServicerContext
     ) -> pb.AcknowledgeResponse:
         check_subscription_name(request.subscription)
-        if self.broker.kind(request.topic) != TopicKind.LEDGER:
-            raise WrongTopicKind("subscriptions are served for LEDGER topics")
-        self.broker.ledgers.acknowledge(
-            request.topic, request.subscription, id_from_pb(request.id), request.cumulative
-        )
+        msg_id = id_from_pb(request.id)
+        if self.broker.kind(request.topic) == TopicKind.SEGMENTED:
+            self.reading.segment_subscriptions.acknowledge(
+                request.topic, request.subscription, msg_id, request.cumulative
+            )
+        else:
+            self.broker.ledgers.acknowledge(
+                request.topic, request.subscription, msg_id, request.cumulative
+            )
         return pb.AcknowledgeResponse()
 
     @rpc

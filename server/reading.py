@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from compactlog.errors import InvalidArgument
 from compactlog.server.broker import Broker
 from compactlog.server.convert import fill_message, id_from_pb
+from compactlog.server.segment_subscriptions import SegmentSubscriptions
 from compactlog.storage.ledger_store import LedgerStore
 from compactlog.storage.types import MessageId, TopicKind
 from compactlog.storage.views import compacted_view, last_compacted_id, raw_view
@@ -33,6 +34,7 @@ class Reading:
         self._sub_locks: dict[tuple[str, str], threading.Lock] = {}
         self._sub_locks_guard = threading.Lock()
         self._stopping = threading.Event()
+        self.segment_subscriptions = SegmentSubscriptions(broker.segments, batch_size)
 
     def stop_waiting(self) -> None:
         """At shutdown: end follow streams and Consume waits so in-flight calls finish."""
@@ -158,12 +160,9 @@ class Reading:
 
     def consume(self, req: pb.ConsumeRequest, is_active: Callable[[], bool]) -> pb.ConsumeResponse:
         is_active = self._live(is_active)
-        if self.broker.kind(req.topic) != TopicKind.LEDGER:
-            from compactlog.errors import WrongTopicKind
-
-            raise WrongTopicKind(
-                "Consume is served for LEDGER topics; read SEGMENTED topics with Read"
-            )
+        if self.broker.kind(req.topic) == TopicKind.SEGMENTED:
+            lock = self._sub_lock(req.topic, req.subscription)
+            return self.segment_subscriptions.consume(req, is_active, lock)
         store = self.broker.ledgers
         topic = store.topic(req.topic)
         cursor = store.open_cursor(

@@ -31,6 +31,7 @@ from typing import Protocol
 from compactlog.errors import TopicAlreadyExists, TopicNotFound
 from compactlog.storage.config import SegmentedTopicConfig, ServerSettings, effective_topic_config
 from compactlog.storage.names import check_topic_name
+from compactlog.storage.segmented.consumer_offsets import SegmentCursors
 from compactlog.storage.segmented.files import atomic_write, fsync_dir
 from compactlog.storage.segmented.log import AppendResult, Log, SegmentedStats
 from compactlog.storage.types import Record, StoredMessage, TopicKind
@@ -65,6 +66,7 @@ class SegmentedLogManager:
         self.root.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
         self._logs: dict[str, Log] = {}
+        self._cursors: dict[str, SegmentCursors] = {}
         self._overrides: dict[str, dict[str, str]] = {}
         self._hooks: CleanerHooks | None = None
         self._stop = threading.Event()
@@ -79,6 +81,7 @@ class SegmentedLogManager:
             overrides = json.loads((entry / TOPIC_FILE).read_text())["overrides"]
             self._overrides[entry.name] = dict(overrides)
             self._logs[entry.name] = Log(entry, self.config(entry.name), clock)
+            self._cursors[entry.name] = SegmentCursors(entry)
         self._thread: threading.Thread | None = None
         if start_threads:
             self._thread = threading.Thread(
@@ -93,6 +96,14 @@ class SegmentedLogManager:
     def get_log(self, name: str) -> Log:
         with self._lock:
             found = self._logs.get(name)
+        if found is None:
+            raise TopicNotFound(f"topic {name} does not exist")
+        return found
+
+    def cursors(self, name: str) -> SegmentCursors:
+        """The topic's durable cursors (consumer-group offsets)."""
+        with self._lock:
+            found = self._cursors.get(name)
         if found is None:
             raise TopicNotFound(f"topic {name} does not exist")
         return found
@@ -136,6 +147,7 @@ class SegmentedLogManager:
             fsync_dir(self.root)
             self._overrides[name] = dict(overrides)
             self._logs[name] = Log(final, self.config(name), self.clock)
+            self._cursors[name] = SegmentCursors(final)
 
     def update_config(self, name: str, overrides: Mapping[str, str]) -> None:
         """Replace the stored overrides; the log picks the new effective config up at once."""
@@ -159,6 +171,7 @@ class SegmentedLogManager:
                     raise TopicNotFound(f"topic {name} does not exist")
                 del self._logs[name]
                 del self._overrides[name]
+                self._cursors.pop(name, None)
                 target.mark_deleted()
                 trash = self.root / (name + _DEL)
                 shutil.rmtree(trash, ignore_errors=True)

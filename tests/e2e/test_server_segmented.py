@@ -195,3 +195,75 @@ def test_cleaner_figures_on_the_metrics_endpoint(server_factory, connect) -> Non
         "uncleanable_count",
     ):
         assert f"compactlog_log_cleaner_{name}" in body
+
+
+def consume(stubs, topic: str, sub: str, **kw: object) -> list[tuple[int, bytes | None]]:  # type: ignore[no-untyped-def]
+    resp = stubs.log.Consume(pb.ConsumeRequest(topic=topic, subscription=sub, **kw), timeout=30)
+    return [(m.id.entry_id, m.value) for m in resp.messages]
+
+
+def ack(stubs, topic: str, sub: str, offset: int, cumulative: bool = False) -> None:  # type: ignore[no-untyped-def]
+    stubs.log.Acknowledge(
+        pb.AcknowledgeRequest(
+            topic=topic,
+            subscription=sub,
+            id=pb.MessageId(ledger_id=0, entry_id=offset),
+            cumulative=cumulative,
+        )
+    )
+
+
+def test_consume_and_acknowledge_offsets(shared_server, connect, unique_topic) -> None:  # type: ignore[no-untyped-def]
+    stubs = connect(shared_server.address)
+    create(stubs, unique_topic)
+    for i in range(5):
+        publish(stubs, unique_topic, (b"k", b"%d" % i))
+    assert consume(stubs, unique_topic, "g", max_messages=3) == [(0, b"0"), (1, b"1"), (2, b"2")]
+    ack(stubs, unique_topic, "g", 1, cumulative=True)
+    ack(stubs, unique_topic, "g", 3)
+    assert consume(stubs, unique_topic, "g") == [(4, b"4")]  # 3 is acked, 2 was delivered
+    # a new consumer gets every unacknowledged offset again (2, 4), never an acked one
+    again = consume(stubs, unique_topic, "g", redeliver_unacknowledged=True)
+    assert again == [(2, b"2"), (4, b"4")]
+    assert consume(stubs, unique_topic, "late", initial_position=pb.LATEST, wait_ms=100) == []
+    publish(stubs, unique_topic, (b"k", b"5"))
+    assert consume(stubs, unique_topic, "late") == [(5, b"5")]
+    with pytest.raises(grpc.RpcError) as wrong:
+        stubs.log.Acknowledge(
+            pb.AcknowledgeRequest(
+                topic=unique_topic, subscription="g", id=pb.MessageId(ledger_id=3, entry_id=1)
+            )
+        )
+    assert wrong.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_acks_cross_offsets_removed_by_cleaning(shared_server, connect, unique_topic) -> None:  # type: ignore[no-untyped-def]
+    stubs = connect(shared_server.address)
+    create(stubs, unique_topic, cleanup_policy="compact", segment_bytes="14")
+    seed(stubs, unique_topic)  # cleaning removes offsets 0, 1, 2 and 5
+    stubs.admin.Compact(pb.CompactRequest(topic=unique_topic, wait=True))
+    got = consume(stubs, unique_topic, "g", max_messages=3)
+    assert [o for o, _ in got] == [3, 4, 6]
+    for offset in (6, 4, 3):  # individually, in any order: mark-delete steps over the gaps
+        ack(stubs, unique_topic, "g", offset)
+    assert [o for o, _ in consume(stubs, unique_topic, "g", redeliver_unacknowledged=True)] == [
+        7,
+        8,
+        9,
+        10,
+    ]
+
+
+@pytest.mark.slow
+def test_consumer_offsets_survive_a_crash(server, connect) -> None:  # type: ignore[no-untyped-def]
+    stubs = connect(server.address)
+    create(stubs, "t")
+    for i in range(4):
+        publish(stubs, "t", (b"k", b"%d" % i))
+    consume(stubs, "t", "g")
+    ack(stubs, "t", "g", 1, cumulative=True)
+    ack(stubs, "t", "g", 3)
+    server.kill()
+    server.start()
+    stubs = connect(server.address)
+    assert consume(stubs, "t", "g") == [(2, b"2")]
