@@ -40,6 +40,29 @@ def code_of(call) -> grpc.StatusCode:  # type: ignore[no-untyped-def]
     return info.value.code()
 
 
+def failed_serve(data_dir: Path, listen: str = "127.0.0.1:0", *extra: str) -> list[str]:
+    """Run ``compactlog serve`` expecting it to refuse; return its non-empty stderr lines."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "compactlog",
+            "serve",
+            "--data-dir",
+            str(data_dir),
+            "--listen",
+            listen,
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode != 0, proc.stdout
+    assert "Traceback" not in proc.stderr
+    return [ln for ln in proc.stderr.splitlines() if ln.strip()]
+
+
 def test_health_and_reflection(shared_server, connect) -> None:  # type: ignore[no-untyped-def]
     stubs = connect(shared_server.address)
     health = health_pb2_grpc.HealthStub(stubs.channel)
@@ -312,49 +335,16 @@ def test_client_disconnecting_mid_stream_leaves_server_healthy(server, connect) 
 
 def test_second_server_on_same_data_dir_fails_fast(server) -> None:  # type: ignore[no-untyped-def]
     started = time.monotonic()
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "compactlog",
-            "serve",
-            "--data-dir",
-            str(server.data_dir),
-            "--listen",
-            "127.0.0.1:0",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert proc.returncode != 0 and time.monotonic() - started < 30
-    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and "in use by another compactlog server" in lines[0], proc.stderr
-    assert "Traceback" not in proc.stderr
+    lines = failed_serve(server.data_dir)
+    assert time.monotonic() - started < 30
+    assert len(lines) == 1 and "in use by another compactlog server" in lines[0], lines
 
 
 def test_bad_config_file_is_one_line(tmp_path: Path) -> None:
     cfg = tmp_path / "c.toml"
     cfg.write_text('"log.cleaner.threads" = "many"\n')
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "compactlog",
-            "serve",
-            "--data-dir",
-            str(tmp_path / "d"),
-            "--listen",
-            "127.0.0.1:0",
-            "--config",
-            str(cfg),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert proc.returncode != 0
-    assert proc.stderr.strip().count("\n") == 0 and "log.cleaner.threads" in proc.stderr
+    lines = failed_serve(tmp_path / "d", "127.0.0.1:0", "--config", str(cfg))
+    assert len(lines) == 1 and "log.cleaner.threads" in lines[0], lines
 
 
 def test_metrics_endpoint_counts_publishes_and_reads(server_factory, connect) -> None:  # type: ignore[no-untyped-def]
@@ -402,20 +392,5 @@ def test_sigterm_ends_follow_streams_and_exits_promptly(server, connect) -> None
 
 def test_listen_address_in_use_or_malformed_is_one_line(shared_server, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     for listen, says in [(shared_server.address, "cannot listen on"), ("nonsense", "HOST:PORT")]:
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "compactlog",
-                "serve",
-                "--data-dir",
-                str(tmp_path / "d"),
-                "--listen",
-                listen,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-        assert proc.returncode != 0 and len(lines) == 1 and says in lines[0], proc.stderr
+        lines = failed_serve(tmp_path / "d", listen)
+        assert len(lines) == 1 and says in lines[0], lines
