@@ -19,6 +19,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 
 STARTUP_TIMEOUT_S = 60.0
@@ -167,6 +168,21 @@ class Stubs:
         self.channel = grpc.insecure_channel(address)
         self.admin = pb_grpc.TopicAdminStub(self.channel)
         self.log = pb_grpc.LogStub(self.channel)
+
+    def publish(
+        self, topic: str, *pairs: tuple[bytes | None, bytes | None]
+    ) -> list[tuple[int, int]]:
+        """One Publish of (key, value) pairs (None = absent); the ids as (ledger, entry)."""
+        records = []
+        for key, value in pairs:
+            record = pb.Record()
+            if key is not None:
+                record.key = key
+            if value is not None:
+                record.value = value
+            records.append(record)
+        reply = self.log.Publish(pb.PublishRequest(topic=topic, records=records), timeout=30)
+        return [(i.ledger_id, i.entry_id) for i in reply.ids]
 
     def close(self) -> None:
         self.channel.close()

@@ -18,16 +18,7 @@ from compactlog.v1 import compactlog_pb2 as pb
 
 
 def publish(stubs, topic: str, *pairs: tuple[bytes | None, bytes | None]) -> list[tuple[int, int]]:  # type: ignore[no-untyped-def]
-    records = []
-    for k, v in pairs:
-        r = pb.Record()
-        if k is not None:
-            r.key = k
-        if v is not None:
-            r.value = v
-        records.append(r)
-    resp = stubs.log.Publish(pb.PublishRequest(topic=topic, records=records))
-    return [(i.ledger_id, i.entry_id) for i in resp.ids]
+    return stubs.publish(topic, *pairs)  # type: ignore[no-any-return]
 
 
 def read_all(stubs, **kw: object) -> list[pb.Message]:  # type: ignore[no-untyped-def]

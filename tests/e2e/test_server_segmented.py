@@ -14,17 +14,7 @@ from compactlog.v1 import compactlog_pb2 as pb
 
 
 def publish(stubs, topic: str, *pairs: tuple[bytes | None, bytes | None]) -> list[int]:  # type: ignore[no-untyped-def]
-    records = []
-    for k, v in pairs:
-        r = pb.Record()
-        if k is not None:
-            r.key = k
-        if v is not None:
-            r.value = v
-        records.append(r)
-    return [
-        i.entry_id for i in stubs.log.Publish(pb.PublishRequest(topic=topic, records=records)).ids
-    ]
+    return [offset for _zero, offset in stubs.publish(topic, *pairs)]
 
 
 def read(
