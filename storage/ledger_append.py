@@ -13,7 +13,16 @@ from typing import TYPE_CHECKING
 
 from compactlog.errors import RecordTooLarge
 from compactlog.storage import keys
-from compactlog.storage.codec import ROLE_RAW, LedgerMeta, encode_entry, key_block_part, key_flags
+from compactlog.storage.codec import (
+    HAS_KEY,
+    ROLE_RAW,
+    VALUE_NON_EMPTY,
+    VALUE_PRESENT,
+    LedgerMeta,
+    encode_entry,
+    key_block_part,
+    key_flags,
+)
 from compactlog.storage.rocks import Batch
 from compactlog.storage.types import MessageId, Record
 from compactlog.v1 import compactlog_pb2 as pb
@@ -52,12 +61,13 @@ def encode_wire_records(records: Iterable[pb.Record], now: int, limit: int) -> E
         entry = message(publish_time_ms=now, event_time_ms=rec.event_time_ms or now)
         flags = 0
         key = None
+        # key_flags() inlined, with its constants: this loop runs once per record.
         if rec.HasField("key"):
             key = entry.key = rec.key
-            flags = 1
+            flags = HAS_KEY
         if rec.HasField("value"):
             value = entry.value = rec.value
-            flags |= 6 if value else 4
+            flags |= VALUE_PRESENT | VALUE_NON_EMPTY if value else VALUE_PRESENT
         if rec.properties:
             entry.properties.update(rec.properties)
         data = entry.SerializeToString()
