@@ -75,10 +75,7 @@ class LedgerTopic:
         for led, sealed, entries, nbytes, first_ms, last_ms in saved:
             led.sealed, led.entries, led.bytes = sealed, entries, nbytes
             led.first_publish_ms, led.last_publish_ms = first_ms, last_ms
-        self.recompute_positions_keep_lac()
-
-    def recompute_positions_keep_lac(self) -> None:
-        lac = self.lac
+        lac = self.lac  # readers saw only confirmed ids: those stay as they were
         self.recompute_positions()
         self.lac = lac
 
