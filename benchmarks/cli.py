@@ -89,21 +89,43 @@ def build_parser() -> argparse.ArgumentParser:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--profile", choices=sorted(PROFILES), default="default",
-                   help="workload sizes: quick (seconds), default (minutes), full (1M+ records)")
+    p.add_argument(
+        "--profile",
+        choices=sorted(PROFILES),
+        default="default",
+        help="workload sizes: quick (seconds), default (minutes), full (1M+ records)",
+    )
     p.add_argument("--runs", type=int, default=3, help="runs to take the median over")
     p.add_argument("--seed", type=int, default=42, help="workload seed (same seed, same data)")
-    p.add_argument("--workload", action="append", default=None, metavar="NAME",
-                   help="run only these workloads of the profile (repeatable); the first "
-                        "one given feeds the targets table")
-    p.add_argument("--durability", choices=["fsync", "wal"], default="fsync",
-                   help="server publish.durability (default fsync, the server's default)")
-    p.add_argument("--out", type=Path, default=None,
-                   help="results folder (default results/bench-<timestamp>/)")
-    p.add_argument("--workdir", type=Path, default=None,
-                   help="where the servers' data dirs go (default: the system temp dir)")
-    p.add_argument("--unary-samples", type=int, default=None,
-                   help="unary Publish calls timed at idle (default 50 quick, 500 otherwise)")
+    p.add_argument(
+        "--workload",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="run only these workloads of the profile (repeatable); the first "
+        "one given feeds the targets table",
+    )
+    p.add_argument(
+        "--durability",
+        choices=["fsync", "wal"],
+        default="fsync",
+        help="server publish.durability (default fsync, the server's default)",
+    )
+    p.add_argument(
+        "--out", type=Path, default=None, help="results folder (default results/bench-<timestamp>/)"
+    )
+    p.add_argument(
+        "--workdir",
+        type=Path,
+        default=None,
+        help="where the servers' data dirs go (default: the system temp dir)",
+    )
+    p.add_argument(
+        "--unary-samples",
+        type=int,
+        default=None,
+        help="unary Publish calls timed at idle (default 50 quick, 500 otherwise)",
+    )
     return p  # fmt: skip
 
 
@@ -246,9 +268,7 @@ def build_report(
         "machine": machine(),
         "versions": versions(),
         "strategies": STRATEGIES,
-        "workloads": [
-            {**dataclasses.asdict(w), "record_bytes": w.record_bytes} for w in workloads
-        ],
+        "workloads": [{**dataclasses.asdict(w), "record_bytes": w.record_bytes} for w in workloads],
         "floors": aggregate_floors(floors),
         "results": aggregate_runs(runs),
         "cross_check": cross,

@@ -250,4 +250,3 @@ def _describe(wl: Mapping[str, Any]) -> str:
         f"{wl['records']:,} records, {wl['value_bytes']:,} B values, {wl['keys']:,} keys "
         f"({wl['distribution']}, {wl['pattern']})" + "".join(f", {e}" for e in extras if e) + "."
     )
-

@@ -222,9 +222,7 @@ def run_strategy(
                 compaction_bytes_out=run.bytes_out,
                 # includes the probe producer's few small records written meanwhile
                 compaction_written_bytes=written_bytes(proc.pid) - w0,
-                rss_peak_compaction_bytes=max(
-                    rss.peak_between(t0, t1), peak_rss_bytes(proc.pid)
-                ),
+                rss_peak_compaction_bytes=max(rss.peak_between(t0, t1), peak_rss_bytes(proc.pid)),
             )
             during = [ms for _t, ms in prober.samples]
             m["compaction_p50_ms"] = statistics.median(during)

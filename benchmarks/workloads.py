@@ -72,25 +72,43 @@ class Workload:
 PROFILES: dict[str, tuple[Workload, ...]] = {
     "quick": (
         Workload("uniform-100B", 4000, 400),
-        Workload("zipf-100B-tombstones", 3000, 500, distribution="zipf",
-                 tombstone_share=0.05, keyless_share=0.02),
+        Workload(
+            "zipf-100B-tombstones",
+            3000,
+            500,
+            distribution="zipf",
+            tombstone_share=0.05,
+            keyless_share=0.02,
+        ),
         Workload("append-only-100B", 2000, 2000, pattern="append-only", keyless_share=0.01),
         Workload("uniform-10KB", 300, 60, value_bytes=10_000, tombstone_share=0.05),
     ),
     "default": (
         Workload("uniform-100B", 200_000, 20_000),
-        Workload("zipf-100B-tombstones", 200_000, 50_000, distribution="zipf",
-                 tombstone_share=0.05, keyless_share=0.02),
-        Workload("append-only-100B", 100_000, 100_000, pattern="append-only",
-                 keyless_share=0.01),
+        Workload(
+            "zipf-100B-tombstones",
+            200_000,
+            50_000,
+            distribution="zipf",
+            tombstone_share=0.05,
+            keyless_share=0.02,
+        ),
+        Workload("append-only-100B", 100_000, 100_000, pattern="append-only", keyless_share=0.01),
         Workload("uniform-10KB", 5_000, 1_000, value_bytes=10_000, tombstone_share=0.05),
     ),
     "full": (
         Workload("uniform-100B", 1_000_000, 100_000),
-        Workload("zipf-100B-tombstones", 2_000_000, 200_000, distribution="zipf",
-                 tombstone_share=0.05, keyless_share=0.02),
-        Workload("append-only-100B", 1_000_000, 1_000_000, pattern="append-only",
-                 keyless_share=0.01),
+        Workload(
+            "zipf-100B-tombstones",
+            2_000_000,
+            200_000,
+            distribution="zipf",
+            tombstone_share=0.05,
+            keyless_share=0.02,
+        ),
+        Workload(
+            "append-only-100B", 1_000_000, 1_000_000, pattern="append-only", keyless_share=0.01
+        ),
         Workload("uniform-10KB", 100_000, 10_000, value_bytes=10_000, tombstone_share=0.05),
     ),
 }

@@ -75,14 +75,30 @@ def build_parser() -> argparse.ArgumentParser:
     cli_admin.add_parser(admin_sub)
 
     serve = commands.add_parser("serve", help="run the server in the foreground")
-    serve.add_argument("--data-dir", metavar="PATH", default=DEFAULT_DATA_DIR,
-                       help=f"data directory (default {DEFAULT_DATA_DIR})")
-    serve.add_argument("--listen", metavar="HOST:PORT", default=DEFAULT_ADDRESS,
-                       help=f"address to listen on, port 0 picks one (default {DEFAULT_ADDRESS})")
-    serve.add_argument("--config", metavar="FILE.toml", default=None,
-                       help="server settings and topic config defaults (TOML)")
-    serve.add_argument("--metrics-listen", metavar="HOST:PORT", default=None,
-                       help="serve Prometheus metrics here (off by default)")
+    serve.add_argument(
+        "--data-dir",
+        metavar="PATH",
+        default=DEFAULT_DATA_DIR,
+        help=f"data directory (default {DEFAULT_DATA_DIR})",
+    )
+    serve.add_argument(
+        "--listen",
+        metavar="HOST:PORT",
+        default=DEFAULT_ADDRESS,
+        help=f"address to listen on, port 0 picks one (default {DEFAULT_ADDRESS})",
+    )
+    serve.add_argument(
+        "--config",
+        metavar="FILE.toml",
+        default=None,
+        help="server settings and topic config defaults (TOML)",
+    )
+    serve.add_argument(
+        "--metrics-listen",
+        metavar="HOST:PORT",
+        default=None,
+        help="serve Prometheus metrics here (off by default)",
+    )
     serve.set_defaults(func=_serve)
 
     bench = commands.add_parser(

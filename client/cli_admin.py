@@ -33,10 +33,18 @@ def add_parser(areas: Any) -> None:
     compact = verbs.add_parser("compact", help="compact a topic now")
     compact.add_argument("topic", metavar="TOPIC")
     compact.add_argument("--wait", action="store_true", help="wait until the run has finished")
-    compact.add_argument("--engine", choices=("local", "spark"), default="local",
-                         help="local: in the server (default); spark: a Spark job run from here")
-    compact.add_argument("--spark-master", metavar="URL", default=DEFAULT_SPARK_MASTER,
-                         help=f"Spark master for --engine spark (default {DEFAULT_SPARK_MASTER})")
+    compact.add_argument(
+        "--engine",
+        choices=("local", "spark"),
+        default="local",
+        help="local: in the server (default); spark: a Spark job run from here",
+    )
+    compact.add_argument(
+        "--spark-master",
+        metavar="URL",
+        default=DEFAULT_SPARK_MASTER,
+        help=f"Spark master for --engine spark (default {DEFAULT_SPARK_MASTER})",
+    )
     compact.add_argument("--json", action="store_true", help="print the status as JSON")
     compact.set_defaults(func=compact_cmd)
 
@@ -170,4 +178,3 @@ def _compact_spark(args: argparse.Namespace) -> int:
         status = client.compaction_status(args.topic)
     args.wait = True
     return _report(args, status)
-

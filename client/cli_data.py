@@ -42,9 +42,10 @@ from compactlog.client.types import Message, MessageId, Record
 
 DEFAULT_BATCH_SIZE = 1000
 _IGNORED_FIELDS = frozenset({"id", "publish_time_ms"})
-_KNOWN_FIELDS = frozenset(
-    {"key", "value", "key_b64", "value_b64", "properties", "event_time_ms"}
-) | _IGNORED_FIELDS
+_KNOWN_FIELDS = (
+    frozenset({"key", "value", "key_b64", "value_b64", "properties", "event_time_ms"})
+    | _IGNORED_FIELDS
+)
 
 
 def add_parsers(commands: Any) -> None:
@@ -57,30 +58,62 @@ def add_parsers(commands: Any) -> None:
     produce.add_argument("topic", metavar="TOPIC")
     produce.add_argument("--key", metavar="K", default=None, help="record key (UTF-8)")
     value = produce.add_mutually_exclusive_group()
-    value.add_argument("--value", metavar="V", default=None,
-                       help="record value (UTF-8); omitted with --key means a null value")
-    value.add_argument("--null-value", action="store_true",
-                       help="send a null value (with --key: a tombstone)")
-    produce.add_argument("--property", metavar="KEY=VALUE", type=key_value, action="append",
-                         default=[], help="message property, repeatable (flag mode)")
-    produce.add_argument("--event-time-ms", metavar="MS", type=non_negative_int, default=0,
-                         help="producer timestamp, 0 = publish time (flag mode)")
-    produce.add_argument("--batch-size", metavar="N", type=positive_int,
-                         default=DEFAULT_BATCH_SIZE,
-                         help=f"stdin records per request (default {DEFAULT_BATCH_SIZE})")
+    value.add_argument(
+        "--value",
+        metavar="V",
+        default=None,
+        help="record value (UTF-8); omitted with --key means a null value",
+    )
+    value.add_argument(
+        "--null-value", action="store_true", help="send a null value (with --key: a tombstone)"
+    )
+    produce.add_argument(
+        "--property",
+        metavar="KEY=VALUE",
+        type=key_value,
+        action="append",
+        default=[],
+        help="message property, repeatable (flag mode)",
+    )
+    produce.add_argument(
+        "--event-time-ms",
+        metavar="MS",
+        type=non_negative_int,
+        default=0,
+        help="producer timestamp, 0 = publish time (flag mode)",
+    )
+    produce.add_argument(
+        "--batch-size",
+        metavar="N",
+        type=positive_int,
+        default=DEFAULT_BATCH_SIZE,
+        help=f"stdin records per request (default {DEFAULT_BATCH_SIZE})",
+    )
     produce.set_defaults(func=produce_cmd)
 
     read = commands.add_parser("read", help="print messages of a topic")
     read.add_argument("topic", metavar="TOPIC")
-    read.add_argument("--compacted", action="store_true",
-                      help="read the compacted view (latest value per key)")
-    read.add_argument("--from", dest="start", metavar="earliest|latest|LEDGER:ENTRY",
-                      type=parse_start, default="earliest",
-                      help="start position, an id is inclusive (default earliest)")
-    read.add_argument("--follow", "-f", action="store_true",
-                      help="keep reading new messages until interrupted")
-    read.add_argument("--limit", metavar="N", type=non_negative_int, default=0,
-                      help="stop after N messages (0 = no limit)")
+    read.add_argument(
+        "--compacted", action="store_true", help="read the compacted view (latest value per key)"
+    )
+    read.add_argument(
+        "--from",
+        dest="start",
+        metavar="earliest|latest|LEDGER:ENTRY",
+        type=parse_start,
+        default="earliest",
+        help="start position, an id is inclusive (default earliest)",
+    )
+    read.add_argument(
+        "--follow", "-f", action="store_true", help="keep reading new messages until interrupted"
+    )
+    read.add_argument(
+        "--limit",
+        metavar="N",
+        type=non_negative_int,
+        default=0,
+        help="stop after N messages (0 = no limit)",
+    )
     read.add_argument("--json", action="store_true", help="one JSON object per line")
     read.set_defaults(func=read_cmd)
 
@@ -131,13 +164,13 @@ def parse_record(line: str, lineno: int) -> Record:
     except json.JSONDecodeError as exc:
         raise UsageError(f"line {lineno}: invalid JSON: {exc.msg} (column {exc.colno})") from None
     if not isinstance(obj, dict):
-        raise UsageError(
-            f"line {lineno}: expected a JSON object like {{\"key\": ..., \"value\": ...}}"
-        )
+        raise UsageError(f'line {lineno}: expected a JSON object like {{"key": ..., "value": ...}}')
     unknown = sorted(set(obj) - _KNOWN_FIELDS)
     if unknown:
-        raise UsageError(f"line {lineno}: unknown field {unknown[0]!r} (known: key, value, "
-                         "key_b64, value_b64, properties, event_time_ms)")
+        raise UsageError(
+            f"line {lineno}: unknown field {unknown[0]!r} (known: key, value, "
+            "key_b64, value_b64, properties, event_time_ms)"
+        )
     props = obj.get("properties") or {}
     if not isinstance(props, dict) or not all(isinstance(v, str) for v in props.values()):
         raise UsageError(f"line {lineno}: 'properties' must be an object of string values")
@@ -178,11 +211,12 @@ def produce_cmd(args: argparse.Namespace) -> int:
         print(mid)
         return 0
     if args.property or args.event_time_ms:
-        raise UsageError("--property and --event-time-ms go with --key/--value; "
-                         "on stdin put them in each JSON line")
+        raise UsageError(
+            "--property and --event-time-ms go with --key/--value; "
+            "on stdin put them in each JSON line"
+        )
     if sys.stdin.isatty():
-        sys.stderr.write("reading JSON lines from stdin, end with Ctrl-D "
-                         "(or use --key/--value)\n")
+        sys.stderr.write("reading JSON lines from stdin, end with Ctrl-D (or use --key/--value)\n")
     records = parse_lines(sys.stdin.buffer)
     if not records:
         print(f"produced 0 messages to {args.topic} (no input)")
@@ -232,13 +266,16 @@ def message_json(msg: Message) -> dict[str, Any]:
 
 
 def read_cmd(args: argparse.Namespace) -> int:
-    with connect(args) as client, client.reader(
-        args.topic,
-        start=args.start,
-        read_compacted=args.compacted,
-        follow=args.follow,
-        max_messages=args.limit,
-    ) as reader:
+    with (
+        connect(args) as client,
+        client.reader(
+            args.topic,
+            start=args.start,
+            read_compacted=args.compacted,
+            follow=args.follow,
+            max_messages=args.limit,
+        ) as reader,
+    ):
         for count, msg in enumerate(reader, start=1):
             if args.json:
                 print(json.dumps(message_json(msg), ensure_ascii=False), flush=args.follow)

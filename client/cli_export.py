@@ -21,13 +21,21 @@ def add_parser(commands: Any) -> None:
     export = commands.add_parser("export", help="write a topic to files through Spark")
     export.add_argument("topic", metavar="TOPIC")
     export.add_argument("path", metavar="PATH", help="output directory")
-    export.add_argument("--compacted", action="store_true",
-                        help="the latest value of every key instead of the raw log")
-    export.add_argument("--format", choices=("parquet",), default="parquet",
-                        help="output format (default parquet)")
+    export.add_argument(
+        "--compacted",
+        action="store_true",
+        help="the latest value of every key instead of the raw log",
+    )
+    export.add_argument(
+        "--format", choices=("parquet",), default="parquet", help="output format (default parquet)"
+    )
     export.add_argument("--overwrite", action="store_true", help="replace PATH if it exists")
-    export.add_argument("--spark-master", metavar="URL", default=DEFAULT_SPARK_MASTER,
-                        help=f"Spark master (default {DEFAULT_SPARK_MASTER})")
+    export.add_argument(
+        "--spark-master",
+        metavar="URL",
+        default=DEFAULT_SPARK_MASTER,
+        help=f"Spark master (default {DEFAULT_SPARK_MASTER})",
+    )
     export.set_defaults(func=export_cmd)
 
 

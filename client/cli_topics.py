@@ -18,10 +18,21 @@ def add_parser(commands: Any) -> None:
 
     create = verbs.add_parser("create", help="create a topic")
     create.add_argument("name", metavar="NAME")
-    create.add_argument("--kind", choices=("ledger", "segmented"), default="ledger",
-                        help="ledger: Pulsar-style (default); segmented: Kafka-style")
-    create.add_argument("--config", metavar="KEY=VALUE", type=key_value, nargs="+",
-                        action="extend", default=[], help="topic config, repeatable")
+    create.add_argument(
+        "--kind",
+        choices=("ledger", "segmented"),
+        default="ledger",
+        help="ledger: Pulsar-style (default); segmented: Kafka-style",
+    )
+    create.add_argument(
+        "--config",
+        metavar="KEY=VALUE",
+        type=key_value,
+        nargs="+",
+        action="extend",
+        default=[],
+        help="topic config, repeatable",
+    )
     create.set_defaults(func=create_topic)
 
     listing = verbs.add_parser("list", help="list topics")
@@ -40,8 +51,13 @@ def add_parser(commands: Any) -> None:
     set_config = verbs.add_parser("set-config", help="set (or --remove) topic config keys")
     set_config.add_argument("name", metavar="NAME")
     set_config.add_argument("settings", metavar="KEY=VALUE", type=key_value, nargs="*")
-    set_config.add_argument("--remove", metavar="KEY", action="append", default=[],
-                            help="drop a key back to the server default, repeatable")
+    set_config.add_argument(
+        "--remove",
+        metavar="KEY",
+        action="append",
+        default=[],
+        help="drop a key back to the server default, repeatable",
+    )
     set_config.set_defaults(func=set_topic_config)
 
 
@@ -124,6 +140,8 @@ def set_topic_config(args: argparse.Namespace) -> int:
     with connect(args) as client:
         info = client.update_topic_config(args.name, set=dict(args.settings), remove=args.remove)
     changed = [key for key, _ in args.settings] + list(args.remove)
-    print(f"updated topic {info.name}: "
-          + ", ".join(f"{key}={info.config.get(key, '(default)')}" for key in changed))
+    print(
+        f"updated topic {info.name}: "
+        + ", ".join(f"{key}={info.config.get(key, '(default)')}" for key in changed)
+    )
     return 0

@@ -98,13 +98,15 @@ class Consumer(Closeable):
             else:
                 wait_ms = int((end - time.monotonic()) * 1000)
                 if wait_ms < 0:
-                    raise Timeout(f"no message on {self._topic}/{self._subscription} "
-                                  f"within {timeout_ms} ms")
+                    raise Timeout(
+                        f"no message on {self._topic}/{self._subscription} within {timeout_ms} ms"
+                    )
             self._buffer.extend(self._fetch(self._queue_size, wait_ms))
             self._check_open()
             if not self._buffer and end is not None and time.monotonic() >= end:
-                raise Timeout(f"no message on {self._topic}/{self._subscription} "
-                              f"within {timeout_ms} ms")
+                raise Timeout(
+                    f"no message on {self._topic}/{self._subscription} within {timeout_ms} ms"
+                )
         return self._buffer.popleft()
 
     def batch_receive(self, max_messages: int = 100, timeout_ms: int = 100) -> list[Message]:

@@ -41,8 +41,21 @@ def test_quick_run_succeeds(quick_run: tuple[int, Path]) -> None:
 
 
 def test_json_holds_every_section(report: dict[str, Any]) -> None:
-    for key in ("profile", "runs", "seed", "machine", "versions", "workloads", "floors",
-                "results", "cross_check", "targets", "plots", "latency_trace", "command"):
+    for key in (
+        "profile",
+        "runs",
+        "seed",
+        "machine",
+        "versions",
+        "workloads",
+        "floors",
+        "results",
+        "cross_check",
+        "targets",
+        "plots",
+        "latency_trace",
+        "command",
+    ):
         assert key in report, key  # fmt: skip
     assert {"cores", "memory_gb", "cpu_model"} <= report["machine"].keys()
     assert {"python", "rocksdict", "grpcio", "protobuf", "compactlog"} <= report["versions"].keys()

@@ -19,8 +19,11 @@ RunCli = Callable[..., tuple[int, str, str]]
 
 
 @pytest.fixture
-def run_cli(shared_server, capsys: pytest.CaptureFixture[str],  # type: ignore[no-untyped-def]
-            monkeypatch: pytest.MonkeyPatch) -> RunCli:
+def run_cli(
+    shared_server,
+    capsys: pytest.CaptureFixture[str],  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch,
+) -> RunCli:
     """``compactlog --server <shared> ARGS`` in-process; ``stdin=`` feeds bytes to it."""
 
     def run(*argv: str, stdin: bytes | None = None) -> tuple[int, str, str]:
@@ -49,8 +52,9 @@ def test_topics_verbs(run_cli: RunCli, unique_topic: str) -> None:
     assert unique_topic in names
     code, out, _ = run_cli("topics", "describe", unique_topic)
     assert code == 0 and "ledger.max.entries = 10" in out and "kind:      ledger" in out
-    code, out, _ = run_cli("topics", "set-config", unique_topic, "retention.ms=1000",
-                           "--remove", "ledger.max.entries")
+    code, out, _ = run_cli(
+        "topics", "set-config", unique_topic, "retention.ms=1000", "--remove", "ledger.max.entries"
+    )
     assert code == 0 and "retention.ms=1000" in out
     code, out, _ = run_cli("topics", "describe", unique_topic, "--json")
     config = json.loads(out)["config"]
@@ -64,8 +68,18 @@ def test_topics_verbs(run_cli: RunCli, unique_topic: str) -> None:
 
 def test_produce_flags_and_read(run_cli: RunCli, unique_topic: str) -> None:
     run_cli("topics", "create", unique_topic)
-    code, out, _ = run_cli("produce", unique_topic, "--key", "a", "--value", "1",
-                           "--property", "src=cli", "--event-time-ms", "77")
+    code, out, _ = run_cli(
+        "produce",
+        unique_topic,
+        "--key",
+        "a",
+        "--value",
+        "1",
+        "--property",
+        "src=cli",
+        "--event-time-ms",
+        "77",
+    )
     assert code == 0
     first = out.strip()
     assert ":" in first
@@ -109,7 +123,11 @@ def test_produce_json_lines(run_cli: RunCli, unique_topic: str, shared_server) -
     with Client(shared_server.address) as client:
         got = list(client.reader(unique_topic))
     assert [(m.key, m.value) for m in got[:4]] == [
-        (b"a", b"1"), (b"b", None), (None, b"keyless"), (b"bin", b"\x00\xff")]
+        (b"a", b"1"),
+        (b"b", None),
+        (None, b"keyless"),
+        (b"bin", b"\x00\xff"),
+    ]
     assert got[0].properties == {"p": "q"} and got[0].event_time_ms == 5
     assert len(got) == 29
 
@@ -122,7 +140,8 @@ def test_produce_json_lines(run_cli: RunCli, unique_topic: str, shared_server) -
     with Client(shared_server.address) as client:
         copied = list(client.reader(copy))
     assert [(m.key, m.value, dict(m.properties)) for m in copied] == [
-        (m.key, m.value, dict(m.properties)) for m in got[:4]]
+        (m.key, m.value, dict(m.properties)) for m in got[:4]
+    ]
 
 
 def test_invalid_json_line_sends_nothing(run_cli: RunCli, unique_topic: str) -> None:
@@ -153,8 +172,10 @@ def test_cli_errors(run_cli: RunCli, unique_topic: str) -> None:
 
 def test_compact_commands(run_cli: RunCli, unique_topic: str) -> None:
     run_cli("topics", "create", unique_topic)
-    data = b'{"key":"c","value":"1"}\n{"key":"a","value":"2"}\n{"key":"b","value":"3"}\n' \
-           b'{"key":"a","value":"4"}\n'
+    data = (
+        b'{"key":"c","value":"1"}\n{"key":"a","value":"2"}\n{"key":"b","value":"3"}\n'
+        b'{"key":"a","value":"4"}\n'
+    )
     run_cli("produce", unique_topic, stdin=data)
     code, out, err = run_cli("admin", "topics", "compact", unique_topic, "--wait")
     assert code == 0 and "state:            SUCCESS" in out, err
@@ -163,7 +184,10 @@ def test_compact_commands(run_cli: RunCli, unique_topic: str) -> None:
     assert status["state"] == "SUCCESS" and status["last_run"]["kept"] == 3
     code, out, _ = run_cli("read", unique_topic, "--compacted")
     assert [line.split(" ", 1)[1] for line in out.splitlines()] == [
-        "key=c value=1", "key=b value=3", "key=a value=4"]
+        "key=c value=1",
+        "key=b value=3",
+        "key=a value=4",
+    ]
 
 
 def test_compact_unknown_topic(run_cli: RunCli, unique_topic: str) -> None:
@@ -174,14 +198,14 @@ def test_compact_unknown_topic(run_cli: RunCli, unique_topic: str) -> None:
 
 def test_console_script_errors_have_no_traceback() -> None:
     env_cmd = [sys.executable, "-m", "compactlog", "--server", "127.0.0.1:1"]
-    proc = subprocess.run([*env_cmd, "topics", "list"], capture_output=True, text=True,
-                          timeout=60)
+    proc = subprocess.run([*env_cmd, "topics", "list"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1 and proc.stdout == ""
     line = one_error_line(proc.stderr)
     assert line.startswith("compactlog: error: server 127.0.0.1:1 is not reachable (")
     assert "refused" in line.lower()
-    proc = subprocess.run([*env_cmd, "read", "t", "--from", "x"], capture_output=True,
-                          text=True, timeout=60)
+    proc = subprocess.run(
+        [*env_cmd, "read", "t", "--from", "x"], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 2
     one_error_line(proc.stderr)
 
@@ -191,9 +215,20 @@ def test_follow_stops_on_sigint(shared_server, unique_topic: str) -> None:  # ty
         client.create_topic(unique_topic)
         client.producer(unique_topic).send("k", "v")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "compactlog", "--server", shared_server.address,
-         "read", unique_topic, "--follow"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "compactlog",
+            "--server",
+            shared_server.address,
+            "read",
+            unique_topic,
+            "--follow",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None
     first = proc.stdout.readline()
     assert first.endswith(" key=k value=v\n")

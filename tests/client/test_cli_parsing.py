@@ -43,12 +43,28 @@ def assert_one_error_line(err: str, *fragments: str) -> None:
 
 def test_parse_tree() -> None:
     parser = cli.build_parser()
-    args = parser.parse_args(["--server", "h:1", "topics", "create", "t", "--kind", "segmented",
-                              "--config", "cleanup.policy=compact", "segment.bytes=1024",
-                              "--config", "retention.ms=-1"])
+    args = parser.parse_args(
+        [
+            "--server",
+            "h:1",
+            "topics",
+            "create",
+            "t",
+            "--kind",
+            "segmented",
+            "--config",
+            "cleanup.policy=compact",
+            "segment.bytes=1024",
+            "--config",
+            "retention.ms=-1",
+        ]
+    )
     assert args.kind == "segmented"
-    assert args.config == [("cleanup.policy", "compact"), ("segment.bytes", "1024"),
-                           ("retention.ms", "-1")]
+    assert args.config == [
+        ("cleanup.policy", "compact"),
+        ("segment.bytes", "1024"),
+        ("retention.ms", "-1"),
+    ]
     assert server_address(args) == "h:1"
     read = parser.parse_args(["read", "t", "--from", "3:14", "--limit", "5", "--compacted"])
     assert read.start == MessageId(3, 14) and read.limit == 5 and read.compacted
@@ -175,15 +191,21 @@ def test_text_and_json_output_round_trip() -> None:
     msg = Message(MessageId(2, 9), b"k", b"\x00\xff", {"p": "q"}, 100, 50)
     assert cli_data.format_text(msg) == "2:9 key=k value=b64:AP8="
     data = cli_data.message_json(msg)
-    assert data == {"id": "2:9", "key": "k", "value": "AP8=", "value_b64": True,
-                    "properties": {"p": "q"}, "publish_time_ms": 100, "event_time_ms": 50}
+    assert data == {
+        "id": "2:9",
+        "key": "k",
+        "value": "AP8=",
+        "value_b64": True,
+        "properties": {"p": "q"},
+        "publish_time_ms": 100,
+        "event_time_ms": 50,
+    }
     back = cli_data.parse_record(json.dumps(data), 1)
     assert back == Record(b"k", b"\x00\xff", {"p": "q"}, 50)
     tomb = Message(MessageId(1, 0), None, None)
     assert cli_data.format_text(tomb) == "1:0 key=null value=null"
     assert cli_data.message_json(tomb)["key"] is None
-    assert cli_data.format_text(Message(MessageId(1, 1), b"a\nb", b"")) == \
-        "1:1 key=b64:YQpi value="
+    assert cli_data.format_text(Message(MessageId(1, 1), b"a\nb", b"")) == "1:1 key=b64:YQpi value="
 
 
 def test_progress_bar_only_on_a_terminal() -> None:
@@ -232,8 +254,9 @@ def test_ctrl_c_exits_130(run_cli: RunCli, monkeypatch: pytest.MonkeyPatch) -> N
     assert code == 130 and "Traceback" not in err
 
 
-def test_unexpected_error_has_no_traceback(run_cli: RunCli,
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unexpected_error_has_no_traceback(
+    run_cli: RunCli, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def bug(args: argparse.Namespace) -> int:
         raise RuntimeError("oops")
 
@@ -246,15 +269,27 @@ def test_unexpected_error_has_no_traceback(run_cli: RunCli,
 
 def test_spark_engine_missing(run_cli: RunCli, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "compactlog.compactor.spark", None)
-    code, _, err = run_cli("--server", "127.0.0.1:1", "admin", "topics", "compact", "t",
-                           "--engine", "spark", "--spark-master", "local[1]")
+    code, _, err = run_cli(
+        "--server",
+        "127.0.0.1:1",
+        "admin",
+        "topics",
+        "compact",
+        "t",
+        "--engine",
+        "spark",
+        "--spark-master",
+        "local[1]",
+    )
     assert code == 2
     assert_one_error_line(err, "the Spark engine is not available: ")
 
 
 def test_bench_gets_the_remaining_arguments(monkeypatch: pytest.MonkeyPatch) -> None:
     assert cli._split_bench(["--server", "h:1", "bench", "--size", "10", "read"]) == (
-        ["--server", "h:1", "bench"], ["--size", "10", "read"])
+        ["--server", "h:1", "bench"],
+        ["--size", "10", "read"],
+    )
     assert cli._split_bench(["read", "bench"]) == (["read", "bench"], None)
     seen: list[list[str]] = []
 
@@ -286,6 +321,20 @@ def test_serve_passes_its_options(monkeypatch: pytest.MonkeyPatch) -> None:
             return 0
 
     monkeypatch.setitem(sys.modules, "compactlog.server.app", FakeApp)
-    assert cli.main(["serve", "--data-dir", "d", "--listen", "127.0.0.1:0",
-                     "--config", "c.toml", "--metrics-listen", "127.0.0.1:9"]) == 0
+    assert (
+        cli.main(
+            [
+                "serve",
+                "--data-dir",
+                "d",
+                "--listen",
+                "127.0.0.1:0",
+                "--config",
+                "c.toml",
+                "--metrics-listen",
+                "127.0.0.1:9",
+            ]
+        )
+        == 0
+    )
     assert calls == [(Path("d"), "127.0.0.1:0", Path("c.toml"), "127.0.0.1:9")]

@@ -23,7 +23,11 @@ def test_record_str_is_utf8_and_none_is_absent() -> None:
 def test_record_forms() -> None:
     full = cv.record_to_pb(Record(b"k", b"v", {"a": "b"}, 42))
     assert (full.key, full.value, dict(full.properties), full.event_time_ms) == (
-        b"k", b"v", {"a": "b"}, 42)
+        b"k",
+        b"v",
+        {"a": "b"},
+        42,
+    )
     assert cv.record_to_pb(("k", "v", {"a": "b"}, 42)) == full
     assert cv.record_to_pb((bytearray(b"k"), memoryview(b"v"))).value == b"v"
 
@@ -45,8 +49,12 @@ def test_message_from_pb_keeps_absence() -> None:
 
 
 def test_topic_and_status_from_pb() -> None:
-    info = pb.TopicInfo(name="t", kind=pb.SEGMENTED, config={"b": "2", "a": "1"},
-                        stats=pb.TopicStats(entries=3, last_id=pb.MessageId(entry_id=2)))
+    info = pb.TopicInfo(
+        name="t",
+        kind=pb.SEGMENTED,
+        config={"b": "2", "a": "1"},
+        stats=pb.TopicStats(entries=3, last_id=pb.MessageId(entry_id=2)),
+    )
     topic = cv.topic_from_pb(info)
     assert topic.kind == "segmented"
     assert list(topic.config) == ["a", "b"]
@@ -56,9 +64,13 @@ def test_topic_and_status_from_pb() -> None:
     status = cv.status_from_pb(pb.CompactionStatus(state=pb.CompactionStatus.RUNNING))
     assert status.state == "RUNNING" and status.running
     assert status.last_run is None and status.horizon is None
-    done = cv.status_from_pb(pb.CompactionStatus(
-        state=pb.CompactionStatus.SUCCESS, horizon=pb.MessageId(ledger_id=1, entry_id=9),
-        last_run=pb.CompactionRun(read=4, kept=3, removed=1, engine="local")))
+    done = cv.status_from_pb(
+        pb.CompactionStatus(
+            state=pb.CompactionStatus.SUCCESS,
+            horizon=pb.MessageId(ledger_id=1, entry_id=9),
+            last_run=pb.CompactionRun(read=4, kept=3, removed=1, engine="local"),
+        )
+    )
     assert done.horizon == MessageId(1, 9)
     assert done.last_run is not None and done.last_run.removed == 1
 

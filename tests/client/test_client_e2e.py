@@ -58,9 +58,7 @@ def test_send_batch_and_stream(client: Client, topic: str) -> None:
     producer = client.producer(topic)
     ids = producer.send_batch([Record(b"a", b"1"), ("b", "2"), ("c", "3", {"x": "y"}, 5)])
     assert ids == sorted(ids) and len(set(ids)) == 3
-    batches = (
-        [(f"k{i}-{j}", f"v{j}") for j in range(100)] for i in range(5)
-    )
+    batches = ([(f"k{i}-{j}", f"v{j}") for j in range(100)] for i in range(5))
     streamed = list(producer.send_stream(batches))
     assert [len(b) for b in streamed] == [100] * 5
     all_ids = ids + [i for b in streamed for i in b]
@@ -98,6 +96,7 @@ def test_follow_sees_new_messages_and_close_ends_it(client: Client, topic: str) 
     producer.send("a", "1")
     received: list[Message] = []
     with client.reader(topic, follow=True) as reader:
+
         def publish_later() -> None:
             time.sleep(0.3)
             producer.send("b", "2")

@@ -16,8 +16,9 @@ from compactlog.client.errors import (
 class FakeRpcError(grpc.RpcError):
     """What grpc raises, reduced to the three methods the mapping reads."""
 
-    def __init__(self, code: grpc.StatusCode, details: str = "",
-                 metadata: tuple[tuple[str, str], ...] = ()) -> None:
+    def __init__(
+        self, code: grpc.StatusCode, details: str = "", metadata: tuple[tuple[str, str], ...] = ()
+    ) -> None:
         super().__init__(details)
         self._code = code
         self._details = details
@@ -59,8 +60,9 @@ S = grpc.StatusCode
         ("GetTopic", S.INTERNAL, "boom", errors.CompactlogError),
     ],
 )
-def test_status_maps_to_class(method: str, code: grpc.StatusCode, details: str,
-                              expected: type[errors.CompactlogError]) -> None:
+def test_status_maps_to_class(
+    method: str, code: grpc.StatusCode, details: str, expected: type[errors.CompactlogError]
+) -> None:
     exc = from_rpc_error(FakeRpcError(code, details), method, "h:1")
     assert type(exc) is expected
     assert exc.code == code.name
