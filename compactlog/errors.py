@@ -72,6 +72,10 @@ class DataLoss(CompactlogError):
     code = "DATA_LOSS"
 
 
+class CorruptData(DataLoss):
+    """Stored bytes that fail their CRC or framing: never served (CONTRACT section 11)."""
+
+
 class StoreLocked(CompactlogError):
     """Another process holds the data directory."""
 

@@ -1,0 +1,393 @@
+/* Compiled twin of storage/_batch_py.py: the per-record work of the batch codec.
+ *
+ * Same functions, same results, byte for byte (tests/storage/test_batch_codec.py runs
+ * every case through both). Layouts are drawn in storage/batch.py. Built by the ordinary
+ * install as an optional extension; storage/batch.py falls back to the Python twin when
+ * it is absent.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define HAS_KEY 1
+#define VALUE_NON_EMPTY 2
+#define VALUE_PRESENT 4
+
+static PyObject *MalformedPayload = NULL;
+
+typedef struct {
+    unsigned char *data;
+    Py_ssize_t len;
+    Py_ssize_t cap;
+} Buf;
+
+static int buf_reserve(Buf *b, Py_ssize_t extra) {
+    if (b->len + extra <= b->cap) return 0;
+    Py_ssize_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + extra) cap *= 2;
+    unsigned char *d = PyMem_Realloc(b->data, (size_t)cap);
+    if (!d) { PyErr_NoMemory(); return -1; }
+    b->data = d;
+    b->cap = cap;
+    return 0;
+}
+
+static int buf_put(Buf *b, const unsigned char *src, Py_ssize_t n) {
+    if (buf_reserve(b, n) < 0) return -1;
+    memcpy(b->data + b->len, src, (size_t)n);
+    b->len += n;
+    return 0;
+}
+
+static int buf_byte(Buf *b, unsigned char c) { return buf_put(b, &c, 1); }
+
+static Py_ssize_t varint_encode(unsigned char *out, uint64_t n) {
+    Py_ssize_t i = 0;
+    while (n >= 0x80) { out[i++] = (unsigned char)((n & 0x7F) | 0x80); n >>= 7; }
+    out[i++] = (unsigned char)n;
+    return i;
+}
+
+static int buf_varint(Buf *b, uint64_t n) {
+    unsigned char tmp[10];
+    return buf_put(b, tmp, varint_encode(tmp, n));
+}
+
+static int buf_u32be(Buf *b, uint32_t v) {
+    unsigned char t[4] = {(unsigned char)(v >> 24), (unsigned char)(v >> 16),
+                          (unsigned char)(v >> 8), (unsigned char)v};
+    return buf_put(b, t, 4);
+}
+
+static void malformed(const char *what) { PyErr_SetString(MalformedPayload, what); }
+
+/* Reads a varint at *p (< end); returns 0 and advances *p, or -1 with an exception set. */
+static int read_varint(const unsigned char *buf, Py_ssize_t *p, Py_ssize_t end, uint64_t *out) {
+    uint64_t result = 0;
+    int shift = 0;
+    Py_ssize_t i = *p;
+    for (;;) {
+        if (i >= end || shift > 63) { malformed("truncated or overlong varint"); return -1; }
+        unsigned char c = buf[i++];
+        result |= (uint64_t)(c & 0x7F) << shift;
+        if (c < 0x80) break;
+        shift += 7;
+    }
+    *p = i;
+    *out = result;
+    return 0;
+}
+
+/* Position after a field's value of wire type ``wire`` at p, or -1. */
+static Py_ssize_t skip_field(const unsigned char *buf, Py_ssize_t p, Py_ssize_t end, int wire) {
+    uint64_t n;
+    Py_ssize_t q;
+    switch (wire) {
+    case 0:
+        if (read_varint(buf, &p, end, &n) < 0) return -1;
+        return p;
+    case 1: q = p + 8; break;
+    case 5: q = p + 4; break;
+    case 2:
+        if (read_varint(buf, &p, end, &n) < 0) return -1;
+        if (n > (uint64_t)(end - p)) { malformed("field runs past its message"); return -1; }
+        return p + (Py_ssize_t)n;
+    default:
+        PyErr_Format(MalformedPayload, "unsupported wire type %d", wire);
+        return -1;
+    }
+    if (q > end) { malformed("field runs past its message"); return -1; }
+    return q;
+}
+
+static Py_ssize_t id_field(unsigned char *out, uint64_t ledger, uint64_t entry) {
+    Py_ssize_t n = 2;
+    if (ledger) { out[n++] = 0x08; n += varint_encode(out + n, ledger); }
+    if (entry) { out[n++] = 0x10; n += varint_encode(out + n, entry); }
+    out[0] = 0x0A;
+    out[1] = (unsigned char)(n - 2);
+    return n;
+}
+
+/* encode_records(request, pos, ledger_id, first_entry, publish_ms, max_count, room) */
+static PyObject *encode_records(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t pos, max_count, room;
+    unsigned long long ledger, first_entry;
+    long long publish_ms;
+    if (!PyArg_ParseTuple(args, "y*nKKLnn", &view, &pos, &ledger, &first_entry, &publish_ms,
+                          &max_count, &room))
+        return NULL;
+    const unsigned char *req = view.buf;
+    Py_ssize_t end = view.len, p = pos, count = 0;
+    Buf payload = {0}, keys = {0}, body = {0};
+    int64_t max_event = INT64_MIN;
+    Py_ssize_t max_size = -1, max_index = -1;
+    PyObject *result = NULL;
+    if (pos < 0 || pos > end) { malformed("position outside the request"); goto done; }
+    while (p < end && count < max_count && payload.len < room) {
+        uint64_t tag, n;
+        Py_ssize_t q = p;
+        if (read_varint(req, &q, end, &tag) < 0) goto done;
+        Py_ssize_t nxt = skip_field(req, q, end, (int)(tag & 7));
+        if (nxt < 0) goto done;
+        if (tag != 0x12) { p = nxt; continue; }
+        if (read_varint(req, &q, end, &n) < 0) goto done;
+        Py_ssize_t rs = q, re = nxt;
+        unsigned char idbuf[24];
+        Py_ssize_t idlen = id_field(idbuf, ledger, first_entry + (uint64_t)count);
+        body.len = 0;
+        if (buf_put(&body, idbuf, idlen) < 0) goto done;
+        Py_ssize_t key_s = -1, key_e = -1, key_f = -1, val_f = -1, val_e = -1;
+        int flags = 0;
+        uint64_t event = 0;
+        /* first pass: locate key/value (last wins) and event time */
+        Py_ssize_t r = rs;
+        while (r < re) {
+            uint64_t t, vn;
+            if (read_varint(req, &r, re, &t) < 0) goto done;
+            int field = (int)(t >> 3), wire = (int)(t & 7);
+            Py_ssize_t fs = r;
+            Py_ssize_t fe = skip_field(req, r, re, wire);
+            if (fe < 0) goto done;
+            if (field == 1 && wire == 2) {
+                Py_ssize_t s = fs;
+                if (read_varint(req, &s, re, &vn) < 0) goto done;
+                key_f = fs; key_s = s; key_e = fe; flags |= HAS_KEY;
+            } else if (field == 2 && wire == 2) {
+                Py_ssize_t s = fs;
+                if (read_varint(req, &s, re, &vn) < 0) goto done;
+                val_f = fs; val_e = fe;
+                flags = (flags & HAS_KEY) | VALUE_PRESENT | (vn ? VALUE_NON_EMPTY : 0);
+            } else if (field == 4 && wire == 0) {
+                Py_ssize_t s = fs;
+                if (read_varint(req, &s, re, &event) < 0) goto done;
+            }
+            r = fe;
+        }
+        if (key_f >= 0) {
+            if (buf_byte(&body, 0x12) < 0 || buf_put(&body, req + key_f, key_e - key_f) < 0)
+                goto done;
+        }
+        if (val_f >= 0) {
+            if (buf_byte(&body, 0x1A) < 0 || buf_put(&body, req + val_f, val_e - val_f) < 0)
+                goto done;
+        }
+        /* second pass: properties, in order */
+        r = rs;
+        while (r < re) {
+            uint64_t t;
+            if (read_varint(req, &r, re, &t) < 0) goto done;
+            Py_ssize_t fs = r;
+            Py_ssize_t fe = skip_field(req, r, re, (int)(t & 7));
+            if (fe < 0) goto done;
+            if (t == 0x1A) {
+                if (buf_byte(&body, 0x22) < 0 || buf_put(&body, req + fs, fe - fs) < 0)
+                    goto done;
+            }
+            r = fe;
+        }
+        if (publish_ms) {
+            if (buf_byte(&body, 0x28) < 0 || buf_varint(&body, (uint64_t)publish_ms) < 0)
+                goto done;
+        }
+        if (!event) event = (uint64_t)publish_ms;
+        if (event) {
+            if (buf_byte(&body, 0x30) < 0 || buf_varint(&body, event) < 0) goto done;
+        }
+        if (buf_byte(&payload, 0x0A) < 0 || buf_varint(&payload, (uint64_t)body.len) < 0 ||
+            buf_put(&payload, body.data, body.len) < 0)
+            goto done;
+        Py_ssize_t klen = key_f >= 0 ? key_e - key_s : 0;
+        if (buf_byte(&keys, (unsigned char)flags) < 0 || buf_u32be(&keys, (uint32_t)body.len) < 0 ||
+            buf_u32be(&keys, (uint32_t)klen) < 0 ||
+            (klen && buf_put(&keys, req + key_s, klen) < 0))
+            goto done;
+        Py_ssize_t size = body.len - idlen;
+        if (size > max_size) { max_size = size; max_index = count; }
+        if ((int64_t)event > max_event) max_event = (int64_t)event;
+        count++;
+        p = nxt;
+    }
+    while (p < end) { /* trailing non-record fields */
+        uint64_t tag;
+        Py_ssize_t q = p;
+        if (read_varint(req, &q, end, &tag) < 0) goto done;
+        if (tag == 0x12) break;
+        Py_ssize_t nxt = skip_field(req, q, end, (int)(tag & 7));
+        if (nxt < 0) goto done;
+        p = nxt;
+    }
+    result = Py_BuildValue("(y#y#nnLnn)", payload.data ? (char *)payload.data : "", payload.len,
+                           keys.data ? (char *)keys.data : "", keys.len, count, p,
+                           (long long)max_event, max_size, max_index);
+done:
+    PyMem_Free(payload.data);
+    PyMem_Free(keys.data);
+    PyMem_Free(body.data);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static int parse_id(const unsigned char *buf, Py_ssize_t p, Py_ssize_t end, uint64_t *ledger,
+                    uint64_t *entry) {
+    *ledger = *entry = 0;
+    while (p < end) {
+        uint64_t tag;
+        if (read_varint(buf, &p, end, &tag) < 0) return -1;
+        if (tag == 0x08) {
+            if (read_varint(buf, &p, end, ledger) < 0) return -1;
+        } else if (tag == 0x10) {
+            if (read_varint(buf, &p, end, entry) < 0) return -1;
+        } else {
+            p = skip_field(buf, p, end, (int)(tag & 7));
+            if (p < 0) return -1;
+        }
+    }
+    return 0;
+}
+
+/* walk(payload, start=0, end=-1) -> [(ledger, entry, flags, key, start, end)] */
+static PyObject *walk(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t start = 0, stop = -1;
+    if (!PyArg_ParseTuple(args, "y*|nn", &view, &start, &stop)) return NULL;
+    const unsigned char *buf = view.buf;
+    Py_ssize_t end = stop < 0 ? view.len : stop;
+    PyObject *out = PyList_New(0);
+    if (!out) goto fail;
+    if (start < 0 || end > view.len || start > end) {
+        malformed("range outside the payload");
+        goto fail;
+    }
+    Py_ssize_t p = start;
+    while (p < end) {
+        if (buf[p] != 0x0A) {
+            PyErr_Format(MalformedPayload, "expected a message record at byte %zd", p);
+            goto fail;
+        }
+        Py_ssize_t ms = p + 1;
+        uint64_t n;
+        if (read_varint(buf, &ms, end, &n) < 0) goto fail;
+        if (n > (uint64_t)(end - ms)) {
+            PyErr_Format(MalformedPayload, "message record at byte %zd runs past the payload", p);
+            goto fail;
+        }
+        Py_ssize_t me = ms + (Py_ssize_t)n, q = ms, ks = -1, ke = -1;
+        uint64_t ledger = 0, entry = 0;
+        int flags = 0;
+        while (q < me) {
+            uint64_t tag, vn;
+            if (read_varint(buf, &q, me, &tag) < 0) goto fail;
+            int field = (int)(tag >> 3), wire = (int)(tag & 7);
+            Py_ssize_t fs = q, fe = skip_field(buf, q, me, wire);
+            if (fe < 0) goto fail;
+            if (field == 1 && wire == 2) {
+                Py_ssize_t s = fs;
+                if (read_varint(buf, &s, me, &vn) < 0 || parse_id(buf, s, fe, &ledger, &entry) < 0)
+                    goto fail;
+            } else if (field == 2 && wire == 2) {
+                Py_ssize_t s = fs;
+                if (read_varint(buf, &s, me, &vn) < 0) goto fail;
+                ks = s; ke = fe; flags |= HAS_KEY;
+            } else if (field == 3 && wire == 2) {
+                Py_ssize_t s = fs;
+                if (read_varint(buf, &s, me, &vn) < 0) goto fail;
+                flags = (flags & HAS_KEY) | VALUE_PRESENT | (vn ? VALUE_NON_EMPTY : 0);
+            }
+            q = fe;
+        }
+        PyObject *key;
+        if (ks >= 0) {
+            key = PyBytes_FromStringAndSize((const char *)buf + ks, ke - ks);
+            if (!key) goto fail;
+        } else {
+            key = Py_NewRef(Py_None);
+        }
+        PyObject *item = Py_BuildValue("(KKiNnn)", (unsigned long long)ledger,
+                                       (unsigned long long)entry, flags, key, p, me);
+        if (!item || PyList_Append(out, item) < 0) { Py_XDECREF(item); goto fail; }
+        Py_DECREF(item);
+        p = me;
+    }
+    PyBuffer_Release(&view);
+    return out;
+fail:
+    Py_XDECREF(out);
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
+/* skip_records(payload, start, count) -> position after count records */
+static PyObject *skip_records(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t start, count;
+    if (!PyArg_ParseTuple(args, "y*nn", &view, &start, &count)) return NULL;
+    const unsigned char *buf = view.buf;
+    Py_ssize_t end = view.len, p = start;
+    while (count > 0 && p < end) {
+        Py_ssize_t ms = p + 1;
+        uint64_t n;
+        if (read_varint(buf, &ms, end, &n) < 0) { PyBuffer_Release(&view); return NULL; }
+        if (n > (uint64_t)(end - ms)) {
+            PyBuffer_Release(&view);
+            malformed("message record runs past the payload");
+            return NULL;
+        }
+        p = ms + (Py_ssize_t)n;
+        count--;
+    }
+    PyBuffer_Release(&view);
+    return PyLong_FromSsize_t(p);
+}
+
+/* id_runs([(ledger, first, count)]) -> wire bytes of repeated MessageId ids = 1 */
+static PyObject *id_runs(PyObject *self, PyObject *arg) {
+    PyObject *seq = PySequence_Fast(arg, "id_runs takes a sequence of runs");
+    if (!seq) return NULL;
+    Buf out = {0};
+    PyObject *result = NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned long long ledger, first;
+        Py_ssize_t cnt;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "KKn", &ledger, &first, &cnt))
+            goto done;
+        if (buf_reserve(&out, cnt * 24) < 0) goto done;
+        for (Py_ssize_t k = 0; k < cnt; k++)
+            out.len += id_field(out.data + out.len, ledger, first + (uint64_t)k);
+    }
+    result = PyBytes_FromStringAndSize(out.data ? (char *)out.data : "", out.len);
+done:
+    PyMem_Free(out.data);
+    Py_DECREF(seq);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"encode_records", encode_records, METH_VARARGS, "Records of a PublishRequest as messages."},
+    {"walk", walk, METH_VARARGS, "Message records of a payload."},
+    {"skip_records", skip_records, METH_VARARGS, "Position after n message records."},
+    {"id_runs", id_runs, METH_O, "Wire bytes of repeated MessageId for id runs."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_batch", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__batch(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    PyObject *py = PyImport_ImportModule("compactlog.storage._batch_py");
+    if (!py) { Py_DECREF(m); return NULL; }
+    MalformedPayload = PyObject_GetAttrString(py, "MalformedPayload");
+    Py_DECREF(py);
+    if (!MalformedPayload || PyModule_AddObjectRef(m, "MalformedPayload", MalformedPayload) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    PyModule_AddIntConstant(m, "HAS_KEY", HAS_KEY);
+    PyModule_AddIntConstant(m, "VALUE_NON_EMPTY", VALUE_NON_EMPTY);
+    PyModule_AddIntConstant(m, "VALUE_PRESENT", VALUE_PRESENT);
+    return m;
+}

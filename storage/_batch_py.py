@@ -1,0 +1,269 @@
+"""Pure-Python twin of ``storage/_batch.c``: the per-record work of the batch codec.
+
+Both twins expose the same functions with byte-identical results (the tests run every
+case through both); ``storage.batch`` picks the compiled one when it was built. The
+layouts are drawn in ``storage/batch.py``. Nothing here checks a CRC or packs a batch
+header: that is ``storage.batch``'s one job.
+
+``encode_records`` turns the ``records`` field (2) of raw ``PublishRequest`` wire bytes
+into stored message records, giving each its id and publish time; ``walk`` lists the
+records of a payload with their ids, key flags, keys and byte ranges.
+"""
+
+from __future__ import annotations
+
+HAS_KEY = 1
+VALUE_NON_EMPTY = 2
+VALUE_PRESENT = 4
+
+_U64 = 1 << 64
+_I64 = 1 << 63
+
+
+class MalformedPayload(ValueError):
+    """Bytes that are not the wire encoding this codec reads."""
+
+
+def _varint(buf: bytes, p: int, end: int) -> tuple[int, int]:
+    result = 0
+    shift = 0
+    while True:
+        if p >= end or shift > 63:
+            raise MalformedPayload("truncated or overlong varint")
+        b = buf[p]
+        p += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result & (_U64 - 1), p
+        shift += 7
+
+
+def _put_varint(out: bytearray, n: int) -> None:
+    n &= _U64 - 1
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+
+
+def _varint_size(n: int) -> int:
+    n &= _U64 - 1
+    size = 1
+    while n >= 0x80:
+        n >>= 7
+        size += 1
+    return size
+
+
+def _skip(buf: bytes, p: int, end: int, wire: int) -> int:
+    """Position after a field's value of wire type ``wire`` starting at ``p``."""
+    if wire == 0:
+        return _varint(buf, p, end)[1]
+    if wire == 1:
+        q = p + 8
+    elif wire == 5:
+        q = p + 4
+    elif wire == 2:
+        n, p = _varint(buf, p, end)
+        q = p + n
+    else:
+        raise MalformedPayload(f"unsupported wire type {wire}")
+    if q > end:
+        raise MalformedPayload("field runs past its message")
+    return q
+
+
+def _id_field(ledger_id: int, entry_id: int) -> bytes:
+    body = bytearray()
+    if ledger_id:
+        body.append(0x08)
+        _put_varint(body, ledger_id)
+    if entry_id:
+        body.append(0x10)
+        _put_varint(body, entry_id)
+    return bytes([0x0A, len(body)]) + bytes(body)
+
+
+def _message(
+    record: bytes, rs: int, re: int, id_field: bytes, publish_ms: int
+) -> tuple[bytes, int, bytes | None, int]:
+    """One Record (``record[rs:re]``) as Message fields: (fields, flags, key, event time)."""
+    out = bytearray(id_field)
+    key: bytes | None = None
+    key_field = value_field = b""
+    props = bytearray()
+    flags = 0
+    event = 0
+    p = rs
+    while p < re:
+        tag, p = _varint(record, p, re)
+        field, wire = tag >> 3, tag & 7
+        q = _skip(record, p, re, wire)
+        if field == 1 and wire == 2:  # key -> Message.key (2); the last one wins
+            n, s = _varint(record, p, re)
+            key = record[s:q]
+            key_field = b"\x12" + record[p:q]
+            flags |= HAS_KEY
+        elif field == 2 and wire == 2:  # value -> Message.value (3)
+            n, s = _varint(record, p, re)
+            value_field = b"\x1a" + record[p:q]
+            flags = (flags & HAS_KEY) | VALUE_PRESENT | (VALUE_NON_EMPTY if n else 0)
+        elif field == 3 and wire == 2:  # properties entry -> Message.properties (4)
+            props += b"\x22" + record[p:q]
+        elif field == 4 and wire == 0:  # event_time_ms -> Message.event_time_ms (6)
+            event = _varint(record, p, re)[0]
+        p = q
+    out += key_field + value_field + props
+    if publish_ms:
+        out.append(0x28)
+        _put_varint(out, publish_ms)
+    event = event or (publish_ms & (_U64 - 1))
+    if event:
+        out.append(0x30)
+        _put_varint(out, event)
+    signed = event - _U64 if event >= _I64 else event
+    return bytes(out), flags, key, signed
+
+
+def encode_records(
+    request: bytes,
+    pos: int,
+    ledger_id: int,
+    first_entry: int,
+    publish_ms: int,
+    max_count: int,
+    room: int,
+) -> tuple[bytes, bytes, int, int, int, int, int]:
+    """Encode the Records of ``request[pos:]`` (PublishRequest field 2) as message records.
+
+    Stops after ``max_count`` records, or after the record that brings the payload to
+    ``room`` bytes or more. Returns ``(payload, key block, count, next pos, max event
+    time, largest record size, its index)``; sizes are the message bytes without the id
+    field (what ``max.message.bytes`` limits). Fields other than 2 are skipped.
+    """
+    end = len(request)
+    payload = bytearray()
+    keyblock = bytearray()
+    count = 0
+    max_event = -_I64
+    max_size = -1
+    max_index = -1
+    p = pos
+    while p < end and count < max_count and len(payload) < room:
+        tag, q = _varint(request, p, end)
+        field, wire = tag >> 3, tag & 7
+        nxt = _skip(request, q, end, wire)
+        if field != 2 or wire != 2:
+            p = nxt
+            continue
+        _n, rs = _varint(request, q, end)
+        id_field = _id_field(ledger_id, first_entry + count)
+        body, flags, key, event = _message(request, rs, nxt, id_field, publish_ms)
+        payload.append(0x0A)
+        _put_varint(payload, len(body))
+        payload += body
+        size = len(body) - len(id_field)
+        keyblock += (
+            bytes([flags])
+            + len(body).to_bytes(4, "big")
+            + (len(key) if key is not None else 0).to_bytes(4, "big")
+            + (key or b"")
+        )
+        if size > max_size:
+            max_size, max_index = size, count
+        max_event = max(max_event, event)
+        count += 1
+        p = nxt
+    # Skip trailing non-record fields so that "p == len(request)" means "all consumed".
+    while p < end:
+        tag, q = _varint(request, p, end)
+        if tag >> 3 == 2 and tag & 7 == 2:
+            break
+        p = _skip(request, q, end, tag & 7)
+    return bytes(payload), bytes(keyblock), count, p, max_event, max_size, max_index
+
+
+def _parse_id(buf: bytes, p: int, end: int) -> tuple[int, int]:
+    ledger_id = entry_id = 0
+    while p < end:
+        tag, p = _varint(buf, p, end)
+        if tag == 0x08:
+            ledger_id, p = _varint(buf, p, end)
+        elif tag == 0x10:
+            entry_id, p = _varint(buf, p, end)
+        else:
+            p = _skip(buf, p, end, tag & 7)
+    return ledger_id, entry_id
+
+
+def walk(
+    payload: bytes, start: int = 0, end: int = -1
+) -> list[tuple[int, int, int, bytes | None, int, int]]:
+    """Every message record of ``payload[start:end]``: ``(ledger, entry, flags, key,
+    record start, record end)``; byte ranges include the record's own tag and length."""
+    end = len(payload) if end < 0 else end
+    out: list[tuple[int, int, int, bytes | None, int, int]] = []
+    p = start
+    while p < end:
+        if payload[p] != 0x0A:
+            raise MalformedPayload(f"expected a message record at byte {p}")
+        n, ms = _varint(payload, p + 1, end)
+        me = ms + n
+        if me > end:
+            raise MalformedPayload(f"message record at byte {p} runs past the payload")
+        ledger_id = entry_id = flags = 0
+        key: bytes | None = None
+        q = ms
+        while q < me:
+            tag, q = _varint(payload, q, me)
+            field, wire = tag >> 3, tag & 7
+            r = _skip(payload, q, me, wire)
+            if field == 1 and wire == 2:
+                _n, s = _varint(payload, q, me)
+                ledger_id, entry_id = _parse_id(payload, s, r)
+            elif field == 2 and wire == 2:
+                _n, s = _varint(payload, q, me)
+                key = payload[s:r]
+                flags |= HAS_KEY
+            elif field == 3 and wire == 2:
+                vn, _s = _varint(payload, q, me)
+                flags = (flags & HAS_KEY) | VALUE_PRESENT | (VALUE_NON_EMPTY if vn else 0)
+            q = r
+        out.append((ledger_id, entry_id, flags, key, p, me))
+        p = me
+    return out
+
+
+def skip_records(payload: bytes, start: int, count: int) -> int:
+    """Byte position after ``count`` message records from ``start`` (or the end)."""
+    end = len(payload)
+    p = start
+    while count > 0 and p < end:
+        n, ms = _varint(payload, p + 1, end)
+        p = ms + n
+        count -= 1
+    if p > end:
+        raise MalformedPayload("message record runs past the payload")
+    return p
+
+
+def id_runs(runs: list[tuple[int, int, int]]) -> bytes:
+    """Wire bytes of ``repeated MessageId ids = 1`` for (ledger, first entry, count) runs."""
+    out = bytearray()
+    for ledger_id, first, count in runs:
+        for entry_id in range(first, first + count):
+            body = _id_field(ledger_id, entry_id)
+            out += body
+    return bytes(out)
+
+
+__all__ = [
+    "HAS_KEY",
+    "VALUE_NON_EMPTY",
+    "VALUE_PRESENT",
+    "MalformedPayload",
+    "encode_records",
+    "id_runs",
+    "skip_records",
+    "walk",
+]
