@@ -14,9 +14,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as dt
-import importlib.metadata
-import os
-import platform
 import shutil
 import sys
 import tempfile
@@ -33,15 +30,14 @@ from compactlog.bench.report import (
     aggregate_floors,
     aggregate_runs,
     targets,
-    targets_markdown,
     write_json,
     write_markdown,
 )
 from compactlog.bench.strategy import STRATEGIES, run_strategy
+from compactlog.bench.summary import machine, targets_markdown, versions
 from compactlog.bench.workloads import PROFILES, CrossCheck, Workload, compare_views, expected_view
 
 EXIT_CROSS_CHECK = 3
-PACKAGES = ("compactlog", "rocksdict", "grpcio", "protobuf", "numpy", "matplotlib")
 
 
 class Progress:
@@ -127,32 +123,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="unary Publish calls timed at idle (default 50 quick, 500 otherwise)",
     )
     return p  # fmt: skip
-
-
-def machine() -> dict[str, Any]:
-    model = ""
-    try:
-        with open("/proc/cpuinfo") as fh:
-            model = next((ln.split(":", 1)[1].strip() for ln in fh if "model name" in ln), "")
-    except OSError:
-        pass
-    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    return {
-        "cpu_model": model or platform.processor() or "unknown",
-        "cores": os.cpu_count(),
-        "memory_gb": mem / 1e9,
-        "platform": platform.platform(),
-    }
-
-
-def versions() -> dict[str, str]:
-    out = {"python": platform.python_version()}
-    for name in PACKAGES:
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            out[name] = "not installed"
-    return out
 
 
 def select(profile: str, names: list[str] | None) -> list[Workload]:

@@ -109,29 +109,28 @@ class RssSampler:
         return max(inside, default=0)
 
 
-class ServerProcess:
-    """``compactlog serve`` on a fresh data dir and a free port, its stderr kept in a log
-    file beside the data dir so a failed start or run can say why."""
+class ListeningProcess:
+    """A child process that prints one line ``<ready> HOST:PORT`` once it accepts calls
+    (``compactlog serve``, the benchmarks' bare gRPC floor), its stderr kept in a log file
+    so a failed start or run can say why."""
 
-    def __init__(self, data_dir: Path, durability: str = "fsync") -> None:
-        self.data_dir = data_dir
-        self.log_path = data_dir.parent / f"{data_dir.name}.log"
-        config = data_dir.parent / f"{data_dir.name}.toml"
-        config.write_text(f'"publish.durability" = "{durability}"\n')
-        args = [sys.executable, "-m", "compactlog", "serve", "--data-dir", str(data_dir),
-                "--listen", "127.0.0.1:0", "--config", str(config)]  # fmt: skip
+    def __init__(self, args: list[str], ready: str, log_path: Path, name: str = "server") -> None:
+        self.name = name
+        self.log_path = log_path
         with open(self.log_path, "w") as log:
             self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, text=True)
         self.pid = self.proc.pid
-        self.address = self._wait_for_listening()
+        self.address = self._wait_for_listening(ready)
 
-    def _wait_for_listening(self) -> str:
+    def _wait_for_listening(self, ready: str) -> str:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:  # ends at EOF when the child dies
-            if line.startswith("compactlog listening on "):
+            if line.startswith(ready):
                 return line.split()[-1]
         self.proc.wait()
-        raise RuntimeError(f"server did not start (exit {self.proc.returncode}): {self.tail()}")
+        raise RuntimeError(
+            f"{self.name} did not start (exit {self.proc.returncode}): {self.tail()}"
+        )
 
     def tail(self, lines: int = 5) -> str:
         text = self.log_path.read_text(errors="replace").strip().splitlines()
@@ -145,3 +144,17 @@ class ServerProcess:
         if self.proc.stdout is not None:
             self.proc.stdout.close()
         return code
+
+
+class ServerProcess(ListeningProcess):
+    """``compactlog serve`` on a fresh data dir and a free port, its stderr kept in a log
+    file beside the data dir so a failed start or run can say why."""
+
+    def __init__(self, data_dir: Path, durability: str = "fsync") -> None:
+        self.data_dir = data_dir
+        config = data_dir.parent / f"{data_dir.name}.toml"
+        config.write_text(f'"publish.durability" = "{durability}"\n')
+        args = [sys.executable, "-m", "compactlog", "serve", "--data-dir", str(data_dir),
+                "--listen", "127.0.0.1:0", "--config", str(config)]  # fmt: skip
+        log_path = data_dir.parent / f"{data_dir.name}.log"
+        super().__init__(args, "compactlog listening on ", log_path)

@@ -8,28 +8,17 @@ workload of the profile (100 B values, one key per ten records), each beside its
 from __future__ import annotations
 
 import json
-import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from compactlog.bench.strategy import STRATEGIES
+from compactlog.bench.summary import Target, aggregate, num
 from compactlog.bench.workloads import Workload
 
 Metrics = dict[str, float]
 RunResults = dict[str, dict[str, Metrics]]  # workload -> strategy -> metrics
 MB = 1e6
-
-
-def aggregate(samples: Sequence[float]) -> dict[str, Any]:
-    """Median, min, max and the samples themselves."""
-    return {
-        "median": statistics.median(samples),
-        "min": min(samples),
-        "max": max(samples),
-        "samples": list(samples),
-    }
 
 
 def aggregate_runs(runs: Sequence[RunResults]) -> dict[str, dict[str, dict[str, Any]]]:
@@ -48,37 +37,12 @@ def aggregate_floors(floors: Sequence[Metrics]) -> dict[str, dict[str, Any]]:
     return {key: aggregate([f[key] for f in floors]) for key in floors[0]}
 
 
-def num(value: float) -> str:
-    """Thousands separators for big figures, three significant-ish digits for small ones."""
-    if abs(value) >= 1000:
-        return f"{value:,.0f}"
-    if abs(value) >= 10:
-        return f"{value:.1f}"
-    return f"{value:.2f}" if abs(value) >= 0.1 else f"{value:.3f}"
-
-
 def cell(agg: Mapping[str, Any], scale: float = 1.0) -> str:
     """``median (min-max)``, or just the median for a single run."""
     med = num(agg["median"] / scale)
     if len(agg["samples"]) < 2:
         return med
     return f"{med} ({num(agg['min'] / scale)}-{num(agg['max'] / scale)})"
-
-
-@dataclass(frozen=True)
-class Target:
-    """One row of the targets table: a figure, its target, its floor and their ratio."""
-
-    name: str
-    strategy: str
-    figure: float
-    unit: str
-    target: str
-    meets: bool | None
-    floor: float
-    floor_name: str
-    ratio: float
-    ratio_meaning: str
 
 
 def targets(results: Mapping[str, Any], floors: Mapping[str, Any], wl: Workload) -> list[Target]:
@@ -130,22 +94,6 @@ def targets(results: Mapping[str, Any], floors: Mapping[str, Any], wl: Workload)
                        "sequential read of its input + write of its output", clean / floor_rps,
                        "figure / floor"))  # fmt: skip
     return rows
-
-
-def targets_markdown(rows: Sequence[Target]) -> str:
-    lines = [
-        "| target (issue) | strategy | figure | target | meets | floor | vs floor |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        meets = "n/a" if r.meets is None else ("yes" if r.meets else "**no**")
-        unit_floor = "s" if r.ratio_meaning.startswith("time") else r.unit
-        lines.append(
-            f"| {r.name} | {r.strategy.upper()} | {num(r.figure)} {r.unit} | {r.target} | "
-            f"{meets} | {num(r.floor)} {unit_floor} ({r.floor_name}) | "
-            f"{num(r.ratio)} ({r.ratio_meaning}) |"
-        )
-    return "\n".join(lines)
 
 
 # (label, metric, scale, unit) of the per-workload comparison tables.

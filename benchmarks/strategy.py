@@ -32,7 +32,16 @@ from compactlog.bench.procstats import (
     reset_peak_rss,
     written_bytes,
 )
-from compactlog.bench.workloads import View, Workload, batches, fold, pairs
+from compactlog.bench.summary import percentile
+from compactlog.bench.workloads import (
+    View,
+    Workload,
+    batches,
+    fold,
+    pairs,
+    segment_bytes_for,
+    segmented_compact_config,
+)
 from compactlog.client import Client
 from compactlog.client.types import TopicStats
 from compactlog.storage.config import ServerSettings
@@ -58,18 +67,6 @@ class StrategyResult:
     view: View
     trace: list[tuple[float, float]] = field(default_factory=list)
     """(seconds since Compact was sent, unary Publish latency in ms)."""
-
-
-def segment_bytes_for(workload: Workload) -> int:
-    """About 20 segments: the cleaner needs closed segments (the active one is never
-    cleaned), and each segment costs it an fsync and renames, as in Kafka."""
-    total = workload.records * workload.record_bytes
-    return max(64 * 1024, min(64 << 20, total // 20))
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
 
 
 def _rpc_roundtrip_ms(address: str, count: int) -> list[float]:
@@ -145,16 +142,7 @@ def run_strategy(
         with RssSampler(proc.pid) as rss, Client(proc.address, timeout=600) as client:
             config: dict[str, object] = {}
             if kind == "segmented":
-                # file.delete.delay.ms=0: replaced segments leave the disk at the swap, so
-                # "bytes on disk after" is not inflated by files waiting for deletion.
-                # min.cleanable.dirty.ratio=1: no background pass while publishing, so the
-                # measured pass is the whole cleaning, as the two-phase run is.
-                config = {
-                    "cleanup.policy": "compact",
-                    "segment.bytes": segment_bytes_for(workload),
-                    "file.delete.delay.ms": 0,
-                    "min.cleanable.dirty.ratio": 1,
-                }
+                config = segmented_compact_config(workload)
                 m["segment_bytes"] = segment_bytes_for(workload)
             client.create_topic(TOPIC, kind, config)
             client.create_topic(PROBE_TOPIC, kind, {})
@@ -166,7 +154,7 @@ def run_strategy(
             )
             idle = _unary_latencies(client, unary_samples)
             m["unary_idle_p50_ms"] = statistics.median(idle)
-            m["unary_idle_p99_ms"] = _percentile(idle, 0.99)
+            m["unary_idle_p99_ms"] = percentile(idle, 0.99)
 
             step("publishing")
             w0, t0 = written_bytes(proc.pid), time.perf_counter()
@@ -226,7 +214,7 @@ def run_strategy(
             )
             during = [ms for _t, ms in prober.samples]
             m["compaction_p50_ms"] = statistics.median(during)
-            m["compaction_p99_ms"] = _percentile(during, 0.99)
+            m["compaction_p99_ms"] = percentile(during, 0.99)
             m["compaction_probes"] = len(during)
 
             m["logical_after_bytes"] = _logical(client.get_topic(TOPIC).stats)

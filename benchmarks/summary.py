@@ -1,0 +1,109 @@
+"""What every ``compactlog bench`` report shares: statistics, number formatting, the
+figure/goal/floor table, and the machine the figures were taken on.
+
+Kept free of storage and server imports, so a suite that talks to the server only over
+gRPC (``dataplane``) keeps working while those internals change.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+PACKAGES = ("compactlog", "rocksdict", "grpcio", "protobuf", "numpy", "matplotlib")
+
+
+def aggregate(samples: Sequence[float]) -> dict[str, Any]:
+    """Median, min, max and the samples themselves."""
+    return {
+        "median": statistics.median(samples),
+        "min": min(samples),
+        "max": max(samples),
+        "samples": list(samples),
+    }
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The sample at rank ``q`` (nearest rank, no interpolation: a p99 is a real call)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
+
+
+def num(value: float) -> str:
+    """Thousands separators for big figures, three significant-ish digits for small ones."""
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    if abs(value) >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}" if abs(value) >= 0.1 else f"{value:.3f}"
+
+
+@dataclass(frozen=True)
+class Target:
+    """One row of a targets table: a figure, its target, its floor and their ratio."""
+
+    name: str
+    strategy: str
+    figure: float
+    unit: str
+    target: str
+    meets: bool | None
+    floor: float
+    floor_name: str
+    ratio: float
+    ratio_meaning: str
+
+
+def targets_markdown(rows: Sequence[Target], first_header: str = "target (issue)") -> str:
+    """The rows as a Markdown table: figure, target, meets, floor, figure vs floor."""
+    lines = [
+        f"| {first_header} | strategy | figure | target | meets | floor | vs floor |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        meets = "n/a" if r.meets is None else ("yes" if r.meets else "**no**")
+        unit_floor = "s" if r.ratio_meaning.startswith("time") else r.unit
+        lines.append(
+            f"| {r.name} | {r.strategy.upper()} | {num(r.figure)} {r.unit} | {r.target} | "
+            f"{meets} | {num(r.floor)} {unit_floor} ({r.floor_name}) | "
+            f"{num(r.ratio)} ({r.ratio_meaning}) |"
+        )
+    return "\n".join(lines)
+
+
+def machine() -> dict[str, Any]:
+    """CPU model, cores, memory and platform: figures only mean something beside these."""
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            model = next((ln.split(":", 1)[1].strip() for ln in fh if "model name" in ln), "")
+    except OSError:
+        pass
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return {
+        "cpu_model": model or platform.processor() or "unknown",
+        "cores": os.cpu_count(),
+        "memory_gb": mem / 1e9,
+        "platform": platform.platform(),
+    }
+
+
+def versions() -> dict[str, str]:
+    """Python and the packages whose speed the figures depend on."""
+    out = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def medians(aggs: Mapping[str, Mapping[str, Any]]) -> dict[str, float]:
+    """metric -> its median, from ``aggregate``'s output."""
+    return {key: float(agg["median"]) for key, agg in aggs.items()}
