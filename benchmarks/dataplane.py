@@ -1,0 +1,201 @@
+"""``compactlog bench dataplane``: the data plane beside a bare gRPC floor, same run.
+
+compactlog's figures only mean something next to what grpcio and RocksDB do alone on
+the same machine at the same moment, so each run measures both, on both topic kinds:
+
+1. PublishStream of 1000 x 100 B records per request, pipelined, default (fsync)
+   durability; floor: a bare grpcio server (``dataplane_floor``, its own process)
+   writing each request's bytes as one synced RocksDB put. Goal: >= 0.5 x floor.
+2. Raw Read, and compacted Read after ``Compact(wait=true)``, of the whole topic; floor:
+   the bare server streaming the very responses the real server sent, from memory.
+   Goal: >= 0.5 x floor.
+3. Unary Publish of one record at idle, p50 and p99; floor: a unary raw-bytes echo.
+   Goal: p99 <= 3 ms.
+4. Server RSS growth while reading a large topic end to end; floor: the bare server's
+   growth streaming the same responses from a file. Goal: < 100 MB.
+
+The client code and request bytes are the same for the real server and the floor
+(``rawlog``); only the public gRPC API is used, so the benchmark survives rewrites of
+the server's internals. Rows 1-3 are medians of ``--runs`` runs; row 4 is one
+measurement (a 100 MB topic by default, ``--memory-mb 1000`` for 1 GB).
+
+    compactlog bench dataplane                      # about 1-2 minutes on 2 cores
+    compactlog bench dataplane --quick              # seconds
+    compactlog bench dataplane --runs 5 --kinds ledger --json dataplane.json
+    python -m compactlog.bench.dataplane --quick    # the same, without the other suites
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as dt
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from compactlog.bench.dataplane_runs import (
+    KINDS,
+    QUICK,
+    TOPIC,
+    Sample,
+    Settings,
+    measure_memory,
+    one_run,
+    step,
+)
+from compactlog.bench.rawlog import publish_request
+from compactlog.bench.summary import (
+    Target,
+    aggregate,
+    machine,
+    medians,
+    targets_markdown,
+    versions,
+)
+from compactlog.bench.workloads import batches
+
+Goal = tuple[str, Callable[[float, float], bool | None]]
+HALF_FLOOR: Goal = (">= 0.5 x floor", lambda fig, floor: fig / floor >= 0.5)
+NO_GOAL: Goal = ("n/a", lambda _fig, _floor: None)
+P99_GOAL: Goal = ("<= 3 ms", lambda fig, _floor: fig <= 3.0)
+RSS_GOAL: Goal = ("< 100 MB", lambda fig, _floor: fig < 100.0)
+FROM_MEMORY = "bare gRPC streaming the same responses from memory"
+
+
+def rows(med: Sample, kinds: tuple[str, ...], memory_mb: float) -> list[Target]:
+    """The table: for each kind, publish, reads, latency and memory beside their floors
+    (a row whose figure was not measured, memory with ``--memory-mb 0``, is left out)."""
+    out: list[Target] = []
+    for k in kinds:
+        specs: list[tuple[str, str, str, str, Goal, str]] = [
+            ("PublishStream, 1000 x 100 B per request", f"{k}.publish_rps",
+             "floor.publish_rps", "records/s", HALF_FLOOR,
+             "bare gRPC, one synced RocksDB put per request"),
+            ("Read, raw, whole topic", f"{k}.raw_read_mps", f"floor.{k}.raw_read_mps",
+             "messages/s", HALF_FLOOR, FROM_MEMORY),
+            ("Read, compacted, whole topic", f"{k}.compacted_read_mps",
+             f"floor.{k}.compacted_read_mps", "messages/s", HALF_FLOOR, FROM_MEMORY),
+            ("unary Publish of one record, p50, idle", f"{k}.unary.p50_ms",
+             "floor.echo.p50_ms", "ms", NO_GOAL, "bare gRPC unary echo, p50"),
+            ("unary Publish of one record, p99, idle", f"{k}.unary.p99_ms",
+             "floor.echo.p99_ms", "ms", P99_GOAL, "bare gRPC unary echo, p99"),
+            (f"server RSS growth, Read of a {memory_mb:g} MB topic",
+             f"{k}.read_rss_growth_mb", f"floor.{k}.read_rss_growth_mb", "MB", RSS_GOAL,
+             "bare gRPC streaming the same responses from a file"),
+        ]  # fmt: skip
+        for name, key, floor_key, unit, (goal, meets), floor_name in specs:
+            if key in med:
+                fig, floor = med[key], med[floor_key]
+                out.append(Target(name, k, fig, unit, goal, meets(fig, floor), floor,
+                                  floor_name, fig / floor, "figure / floor"))  # fmt: skip
+    return out
+
+
+def aggregates(samples: list[Sample]) -> dict[str, dict[str, Any]]:
+    return {key: aggregate([m[key] for m in samples]) for key in samples[0]}
+
+
+def run(s: Settings) -> dict[str, Any]:
+    """Every run, the memory measurement, and the report (JSON-ready)."""
+    started, t0 = dt.datetime.now(), time.perf_counter()
+    requests = [publish_request(TOPIC, b) for b in batches(s.workload, s.seed)]
+    samples = [one_run(s, i + 1, requests) for i in range(s.runs)]
+    del requests
+    memory: Sample = {}
+    if s.memory_mb > 0:
+        with tempfile.TemporaryDirectory(prefix="compactlog-dataplane-", dir=s.workdir) as t:
+            for kind in s.kinds:
+                step(f"memory: {kind}, a {s.memory_mb:g} MB topic")
+                memory.update(measure_memory(kind, s, Path(t)))
+    aggs = aggregates(samples)
+    mem_aggs = aggregates([memory]) if memory else {}
+    table = rows({**medians(aggs), **medians(mem_aggs)}, s.kinds, s.memory_mb)
+    return {
+        "suite": "compactlog bench dataplane",
+        "schema": 1,
+        "settings": {**dataclasses.asdict(s), "workdir": str(s.workdir or "")},
+        "started": started.isoformat(timespec="seconds"),
+        "duration_s": time.perf_counter() - t0,
+        "machine": machine(),
+        "versions": versions(),
+        "results": aggs,
+        "memory": mem_aggs,
+        "rows": [dataclasses.asdict(r) for r in table],
+    }
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """The table, with what it was measured on."""
+    s, m = report["settings"], report["machine"]
+    shares = {k: report["results"][f"{k}.publish_synced_share"]["median"] for k in s["kinds"]}
+    synced = ", ".join(f"{k.upper()} publish replies synced: {v:.0%}" for k, v in shares.items())
+    head = (
+        f"{s['records']:,} records x 100 B, median of {s['runs']} run(s); memory: one "
+        f"read of a {s['memory_mb']:g} MB topic ({s['memory_value_bytes']} B values). "
+        f"{m['cpu_model']}, {m['cores']} cores. {synced}."
+    )
+    rows_ = [Target(**r) for r in report["rows"]]
+    return head + "\n\n" + targets_markdown(rows_, first_header="measure")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="compactlog bench dataplane",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--quick", action="store_true", help="tiny sizes, one run: seconds")
+    p.add_argument("--records", type=int, help="records published per run (default 200,000)")
+    p.add_argument("--runs", type=int, help="runs to take the median over (default 3)")
+    p.add_argument("--kinds", default=",".join(KINDS), help="comma-separated topic kinds")
+    p.add_argument("--unary", type=int, help="unary Publish calls timed (default 2000)")
+    p.add_argument(
+        "--memory-mb",
+        type=float,
+        help="topic read for the RSS figure (default 100; 1000 for 1 GB; 0 skips it)",
+    )
+    p.add_argument("--memory-value-bytes", type=int, help="value size of that topic (1000)")
+    p.add_argument("--seed", type=int, help="workload seed (default 42)")
+    p.add_argument("--workdir", type=Path, help="where data dirs go (default: system temp)")
+    p.add_argument("--json", type=Path, help="also write the report as JSON here")
+    return p
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    """``Settings`` from the options, ``--quick`` filling what was not given."""
+    given = {
+        f.name: getattr(args, f.name)
+        for f in dataclasses.fields(Settings)
+        if f.name != "kinds" and getattr(args, f.name, None) is not None
+    }
+    kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
+    unknown = [k for k in kinds if k not in KINDS]
+    if not kinds or unknown:
+        raise SystemExit(f"compactlog bench dataplane: --kinds takes {','.join(KINDS)}")
+    s = Settings(**{**(QUICK if args.quick else {}), **given, "kinds": kinds})
+    if s.records < 1 or s.runs < 1 or s.unary < 1 or s.memory_mb < 0:
+        raise SystemExit("compactlog bench dataplane: sizes must be positive")
+    return s
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    s = settings_from(args)
+    if s.workdir is not None:
+        s.workdir.mkdir(parents=True, exist_ok=True)
+    report = run(s)
+    report["command"] = " ".join(["compactlog bench dataplane", *argv])
+    print(markdown(report))
+    if args.json is not None:
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+        print(f"\nJSON: {args.json}")
+    return 0
+
+
+if __name__ == "__main__":  # also runnable without the rest of the suite
+    raise SystemExit(main(sys.argv[1:]))

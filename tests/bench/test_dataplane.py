@@ -1,0 +1,130 @@
+"""``compactlog bench dataplane --quick``: the report's structure, against real processes.
+
+One quick run (a real ``compactlog serve`` per kind, the bare gRPC floor in its own
+process) is shared by the structural tests. Figures are not asserted against goals
+(benchmarks report, they don't gate); only that every row has a measured figure, a
+measured floor and their ratio.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+from typing import Any
+
+import pytest
+
+from compactlog.bench import dataplane
+from compactlog.bench.dataplane_runs import KINDS, QUICK, Settings
+from compactlog.bench.summary import num
+
+ROWS_PER_KIND = 6  # publish, raw read, compacted read, unary p50, unary p99, RSS growth
+HEADER = "| measure | strategy | figure | target | meets | floor | vs floor |"
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, str, dict[str, Any]]:
+    out = tmp_path_factory.mktemp("dataplane")
+    argv = ["--quick", "--json", str(out / "dataplane.json"), "--workdir", str(out / "work")]
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = dataplane.main(argv)
+    report: dict[str, Any] = json.loads((out / "dataplane.json").read_text())
+    return code, printed.getvalue(), report
+
+
+def test_quick_run_succeeds_and_prints_the_table(
+    quick_run: tuple[int, str, dict[str, Any]],
+) -> None:
+    code, printed, report = quick_run
+    assert code == 0
+    assert HEADER in printed
+    assert report["suite"] == "compactlog bench dataplane"
+    assert report["command"].startswith("compactlog bench dataplane --quick")
+    assert {"cores", "cpu_model"} <= report["machine"].keys()
+    assert {"grpcio", "rocksdict", "protobuf"} <= report["versions"].keys()
+    assert report["settings"]["records"] == QUICK["records"]
+
+
+def test_every_row_has_a_figure_a_floor_and_their_ratio(
+    quick_run: tuple[int, str, dict[str, Any]],
+) -> None:
+    rows = quick_run[2]["rows"]
+    assert len(rows) == ROWS_PER_KIND * len(KINDS)
+    for kind in KINDS:
+        assert sum(r["strategy"] == kind for r in rows) == ROWS_PER_KIND
+    for r in rows:
+        assert r["figure"] > 0 and r["floor"] > 0, r
+        assert r["ratio"] == pytest.approx(r["figure"] / r["floor"], rel=1e-9), r
+        assert r["ratio_meaning"] == "figure / floor"
+        assert r["floor_name"].startswith("bare gRPC"), r
+        if "p50" in r["name"]:
+            assert r["meets"] is None and r["target"] == "n/a"
+        else:
+            assert isinstance(r["meets"], bool), r
+    names = {r["name"] for r in rows}
+    for part in ("PublishStream", "Read, raw", "Read, compacted", "p50", "p99", "RSS growth"):
+        assert any(part in n for n in names), part
+
+
+def test_printed_ratios_are_figure_over_floor_within_rounding(
+    quick_run: tuple[int, str, dict[str, Any]],
+) -> None:
+    printed, rows = quick_run[1], quick_run[2]["rows"]
+    lines = [ln for ln in printed.splitlines() if ln.startswith("| ") and "(figure / floor)" in ln]
+    assert len(lines) == len(rows)
+    for line, r in zip(lines, rows, strict=True):
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert cells[0] == r["name"] and cells[1] == r["strategy"].upper()
+        assert cells[2] == f"{num(r['figure'])} {r['unit']}"
+        assert cells[5].startswith(f"{num(r['floor'])} {r['unit']} (")
+        assert cells[6] == f"{num(r['ratio'])} (figure / floor)"
+        shown = [float(re.sub(r"[^0-9.]", "", c.split()[0])) for c in (cells[2], cells[5])]
+        assert float(cells[6].split()[0]) == pytest.approx(shown[0] / shown[1], rel=0.05)
+
+
+def test_results_hold_one_sample_per_run(quick_run: tuple[int, str, dict[str, Any]]) -> None:
+    report = quick_run[2]
+    for key in ("floor.publish_rps", "floor.echo.p99_ms", *(f"{k}.publish_rps" for k in KINDS)):
+        agg = report["results"][key]
+        assert len(agg["samples"]) == 1 and agg["min"] <= agg["median"] <= agg["max"], key
+    for kind in KINDS:
+        assert report["results"][f"{kind}.raw_read_messages"]["median"] == QUICK["records"]
+        assert report["memory"][f"{kind}.memory_messages"]["median"] > 0
+
+
+def test_quick_fills_only_what_was_not_given() -> None:
+    args = dataplane.build_parser().parse_args(
+        ["--quick", "--records", "3000", "--kinds", "ledger"]
+    )
+    s = dataplane.settings_from(args)
+    assert s == Settings(**{**QUICK, "records": 3000, "kinds": ("ledger",)})  # type: ignore[arg-type]
+    assert dataplane.settings_from(dataplane.build_parser().parse_args([])) == Settings()
+
+
+@pytest.mark.parametrize("argv", [["--kinds", "kafka"], ["--kinds", ","], ["--runs", "0"]])
+def test_bad_options_are_one_line_errors(argv: list[str]) -> None:
+    with pytest.raises(SystemExit, match="compactlog bench dataplane"):
+        dataplane.settings_from(dataplane.build_parser().parse_args(argv))
+
+
+def test_the_bench_command_reaches_the_workload(capsys: pytest.CaptureFixture[str]) -> None:
+    from compactlog.client.cli import main as cli_main
+
+    assert cli_main(["bench", "dataplane", "--help"]) == 0
+    assert "compactlog bench dataplane" in capsys.readouterr().out
+
+
+def test_without_memory_the_rss_rows_are_left_out() -> None:
+    med = {
+        "ledger.publish_rps": 2.0, "floor.publish_rps": 4.0,
+        "ledger.raw_read_mps": 1.0, "floor.ledger.raw_read_mps": 1.0,
+        "ledger.compacted_read_mps": 3.0, "floor.ledger.compacted_read_mps": 2.0,
+        "ledger.unary.p50_ms": 1.0, "floor.echo.p50_ms": 0.5,
+        "ledger.unary.p99_ms": 4.0, "floor.echo.p99_ms": 1.0,
+    }  # fmt: skip
+    rows = dataplane.rows(med, ("ledger",), 0)
+    assert [r.meets for r in rows] == [True, True, True, None, False]
+    assert [r.ratio for r in rows] == [0.5, 1.0, 1.5, 2.0, 4.0]
