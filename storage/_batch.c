@@ -147,7 +147,8 @@ static PyObject *encode_records(PyObject *self, PyObject *args) {
         while (r < re) {
             uint64_t t, vn;
             if (read_varint(req, &r, re, &t) < 0) goto done;
-            int field = (int)(t >> 3), wire = (int)(t & 7);
+            uint64_t field = t >> 3;
+            int wire = (int)(t & 7);
             Py_ssize_t fs = r;
             Py_ssize_t fe = skip_field(req, r, re, wire);
             if (fe < 0) goto done;
@@ -280,7 +281,8 @@ static PyObject *walk(PyObject *self, PyObject *args) {
         while (q < me) {
             uint64_t tag, vn;
             if (read_varint(buf, &q, me, &tag) < 0) goto fail;
-            int field = (int)(tag >> 3), wire = (int)(tag & 7);
+            uint64_t field = tag >> 3;
+            int wire = (int)(tag & 7);
             Py_ssize_t fs = q, fe = skip_field(buf, q, me, wire);
             if (fe < 0) goto fail;
             if (field == 1 && wire == 2) {
@@ -326,6 +328,11 @@ static PyObject *skip_records(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*nn", &view, &start, &count)) return NULL;
     const unsigned char *buf = view.buf;
     Py_ssize_t end = view.len, p = start;
+    if (start < 0 || start > end) {
+        PyBuffer_Release(&view);
+        malformed("position outside the payload");
+        return NULL;
+    }
     while (count > 0 && p < end) {
         Py_ssize_t ms = p + 1;
         uint64_t n;

@@ -142,6 +142,8 @@ def encode_records(
     field (what ``max.message.bytes`` limits). Fields other than 2 are skipped.
     """
     end = len(request)
+    if pos < 0 or pos > end:
+        raise MalformedPayload("position outside the request")
     payload = bytearray()
     keyblock = bytearray()
     count = 0
@@ -202,6 +204,8 @@ def walk(
     """Every message record of ``payload[start:end]``: ``(ledger, entry, flags, key,
     record start, record end)``; byte ranges include the record's own tag and length."""
     end = len(payload) if end < 0 else end
+    if start < 0 or end > len(payload) or start > end:
+        raise MalformedPayload("range outside the payload")
     out: list[tuple[int, int, int, bytes | None, int, int]] = []
     p = start
     while p < end:
@@ -223,7 +227,7 @@ def walk(
                 ledger_id, entry_id = _parse_id(payload, s, r)
             elif field == 2 and wire == 2:
                 _n, s = _varint(payload, q, me)
-                key = payload[s:r]
+                key = bytes(payload[s:r])  # not a view pinning the payload (as in C)
                 flags |= HAS_KEY
             elif field == 3 and wire == 2:
                 vn, _s = _varint(payload, q, me)
@@ -237,6 +241,8 @@ def walk(
 def skip_records(payload: bytes, start: int, count: int) -> int:
     """Byte position after ``count`` message records from ``start`` (or the end)."""
     end = len(payload)
+    if start < 0 or start > end:
+        raise MalformedPayload("position outside the payload")
     p = start
     while count > 0 and p < end:
         n, ms = _varint(payload, p + 1, end)

@@ -271,7 +271,7 @@ def select(
     first, last, count = header.first_id, header.last_id, header.count
     if start <= first and last <= stop and count <= limit:
         return payload, count, last
-    if start > last or stop < first or limit <= 0:
+    if start > last or stop < first or start > stop or limit <= 0:
         return payload[:0], 0, None
     if not header.compacted and first.ledger_id == last.ledger_id:
         # Contiguous ids: positions follow from the ids, no record is parsed.
