@@ -4,21 +4,41 @@ offsets (Kafka's committed group offset, plus individual acks as on LEDGER topic
 Offsets removed by cleaning or retention are skipped: the successor of an offset is the
 next one that still exists, so acknowledgements advance the mark-delete position across
 the gaps compaction leaves.
+
+Delivery splices stored batch payloads: a batch's payload is the wire encoding of
+``ConsumeResponse.messages``, so a response is the stored bytes of the records it
+carries, parsed once by protobuf. Only individually acknowledged records, when there are
+any, are cut out (their byte ranges come from ``batch.walk``).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from compactlog.errors import InvalidArgument
-from compactlog.server.convert import fill_message
+from compactlog.storage.batch import walk
+from compactlog.storage.cursor import Cursor
 from compactlog.storage.segmented.manager import SegmentedLogManager
 from compactlog.storage.types import MessageId
 from compactlog.v1 import compactlog_pb2 as pb
 
 POLL_S = 0.05
+MAX_RESPONSE_BYTES = 4 * 1024 * 1024
+
+
+def unacked(pieces: Sequence[memoryview | bytes], cursor: Cursor, where: str) -> bytes:
+    """The records of ``pieces`` the cursor has not acknowledged, as one payload."""
+    payload = b"".join(pieces)
+    if not cursor.acked:
+        return payload
+    view = memoryview(payload)
+    return b"".join(
+        view[s:e]
+        for ledger, entry, _f, _k, s, e in walk(payload, where)
+        if not cursor.is_acked(MessageId(ledger, entry))
+    )
 
 
 class SegmentSubscriptions:
@@ -28,10 +48,11 @@ class SegmentSubscriptions:
 
     def _successor(self, name: str) -> Callable[[MessageId | None], MessageId | None]:
         def successor(msg_id: MessageId | None) -> MessageId | None:
+            segs = self.segments
             start = 0 if msg_id is None else msg_id.entry_id + 1
-            start = max(start, self.segments.log_start_offset(name))
-            found = self.segments.read(name, start, 1)
-            return found[0].id if found else None
+            start = max(start, segs.log_start_offset(name))
+            last = segs.read_payload(name, start, segs.log_end_offset(name), 1, 1)[2]
+            return None if last is None else MessageId(0, last)
 
         return successor
 
@@ -45,24 +66,23 @@ class SegmentSubscriptions:
         cursor = cursors.open(req.subscription, latest)
         limit = req.max_messages or self.batch_size
         deadline = time.monotonic() + req.wait_ms / 1000.0
-        resp = pb.ConsumeResponse()
         with lock:
             if req.redeliver_unacknowledged:
                 cursor.read_position = cursor.mark_delete
             while True:
                 pos = cursor.read_position
                 start = max(0 if pos is None else pos.entry_id + 1, segs.log_start_offset(name))
-                scanned = segs.read(name, start, limit)
-                for msg in scanned:
-                    if not cursor.is_acked(msg.id):
-                        fill_message(resp.messages.add(), msg)
-                if scanned:
-                    cursor.read_position = scanned[-1].id
-                if resp.messages:
-                    return resp
-                if not scanned and (time.monotonic() >= deadline or not is_active()):
-                    return resp
-                if not scanned:
+                pieces, _count, last = segs.read_payload(
+                    name, start, segs.log_end_offset(name), limit, MAX_RESPONSE_BYTES
+                )
+                if last is not None:
+                    cursor.read_position = MessageId(0, last)
+                    payload = unacked(pieces, cursor, f"topic {name}")
+                    if payload:
+                        return pb.ConsumeResponse.FromString(payload)
+                elif time.monotonic() >= deadline or not is_active():
+                    return pb.ConsumeResponse()
+                else:
                     time.sleep(POLL_S)
 
     def acknowledge(

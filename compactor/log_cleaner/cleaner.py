@@ -1,14 +1,20 @@
 """Cleaner: the mechanism of one cleaning pass over one log (no policy, no threads).
 
+Segments hold stored batches (``storage/batch.py``); every batch read here passes
+``batch.check`` and its records are listed by ``batch.walk`` (ids, key flags, keys, byte
+ranges), so no record is decoded.
+
 1. Build the offset map over the dirty section ``[first dirty, first uncleanable)``: for each
    keyed record, key digest → offset. When the map is full the pass ends its section at the
    first record that did not fit (``end``); the next pass starts there.
 2. Rewrite every segment below ``end`` (the active segment never), grouped so that a group
    fits in ``segment.bytes`` and ``segment.index.bytes``, each group into one ``.cleaned``
    segment named after its first segment, offsets and order kept. A record survives if it has
-   a key, no later offset of its key is in the map, and — for a tombstone — its delete
-   horizon has not passed. A tombstone kept for the first time gets the horizon
-   ``now + delete.retention.ms`` written into it.
+   a key, no later offset of its key is in the map, and — for a tombstone (a keyed record
+   with a null value; an empty value is a value) — its batch's delete horizon has not
+   passed. Survivors are copied byte for byte into new batches (``rewrite.BatchWriter``);
+   a batch holding a tombstone kept for the first time gets the horizon
+   ``now + delete.retention.ms``.
 3. Swap each group in (``Log.replace_segments``: ``.cleaned`` → ``.swap`` → old ``.deleted``
    → final names); the caller then checkpoints ``end``.
 """
@@ -22,11 +28,20 @@ from dataclasses import dataclass
 
 from compactlog.compactor.log_cleaner.manager import LogToClean
 from compactlog.compactor.log_cleaner.offset_map import FIRST_HALF, SkimpyOffsetMap, md5
+from compactlog.compactor.log_cleaner.rewrite import BatchWriter
+from compactlog.storage.batch import (
+    NO_HORIZON,
+    VALUE_PRESENT,
+    BatchHeader,
+    payload_of,
+    walk,
+)
 from compactlog.storage.segmented import CleaningAborted, Log, LogSegment
-from compactlog.storage.segmented.records import HEADER, HEADER_SIZE, with_delete_horizon
-from compactlog.storage.segmented.segment import CLEANED, ChunkReader
+from compactlog.storage.segmented.segment import CLEANED
 
 _MAX_RELATIVE = 2**32 - 1
+# Survivors of one batch: (record byte runs, count, first offset, last offset, horizon)
+Survivors = tuple[list[memoryview], int, int, int, int]
 
 
 @dataclass
@@ -41,6 +56,13 @@ class PassStats:
     map_records: int = 0
     end_offset: int = 0
     buffer_utilization: float = 0.0
+
+
+@dataclass
+class _Tally:
+    read: int = 0
+    keyless: int = 0
+    tombstones: int = 0
 
 
 class Throttler:
@@ -150,29 +172,25 @@ class Cleaner:
         put = self.map.put_hash
         hashes, offsets, slots = self.map.table()
         first_half = FIRST_HALF.unpack_from
-        unpack = HEADER.unpack_from
         segments = job.log.segments
-        mapped = 0
+        mapped = since = 0
         try:
             for i, seg in enumerate(segments[:-1]):
                 if segments[i + 1].base_offset <= start:
                     continue
                 if seg.base_offset >= end:
                     break
-                pos = seg.offset_index.lookup(start)[1] if start > seg.base_offset else 0
-                reader = ChunkReader(seg.fd, pos, seg.size, self.chunk)
-                buf = reader.next(0)
-                while buf:
-                    p, n = 0, len(buf)
-                    while p + HEADER_SIZE <= n:
-                        length, _c, off, _t, _pt, _h, kl, _vl, _hl = unpack(buf, p)
-                        q = p + 4 + length
-                        if q > n:
-                            break
-                        if off >= end:
-                            return end
-                        if kl >= 0 and off >= start:
-                            digest = md5(buf[p + HEADER_SIZE : p + HEADER_SIZE + kl]).digest()
+                pos = seg.position_of(start, seg.size) if start > seg.base_offset else 0
+                for buf, p, header, at in seg.batches(pos, seg.size, self.chunk):
+                    first, last = header.first_id.entry_id, header.last_id.entry_id
+                    if last < start:
+                        continue
+                    walked = walk(payload_of(buf, header, p), f"{seg.where}, byte {at}")
+                    if first < start or last >= end:  # only the ends of the section
+                        walked = [w for w in walked if start <= w[1] < end]
+                    for _l, off, _f, key, _s, _e in walked:
+                        if key is not None:
+                            digest = md5(key).digest()
                             # Inlined first probe of put_hash: most keys repeat.
                             slot = first_half(digest)[0] % slots
                             if offsets[slot] and hashes.startswith(digest, slot << 4):
@@ -180,13 +198,19 @@ class Cleaner:
                             elif not put(digest, off):
                                 return int(off)
                             mapped += 1
-                        p = q
-                    self.throttler.maybe_throttle(p)
-                    self._check_aborted(job.name)
-                    buf = reader.next(p)
+                    if last >= end:
+                        return end
+                    since += header.size
+                    if since >= self.chunk:
+                        self._pace(job.name, since)
+                        since = 0
         finally:
             stats.map_records += mapped
         return end
+
+    def _pace(self, name: str, nbytes: int) -> None:
+        self.throttler.maybe_throttle(nbytes)
+        self._check_aborted(name)
 
     def clean_segments(
         self,
@@ -224,84 +248,79 @@ class Cleaner:
         stats: PassStats,
         name: str,
     ) -> None:
+        writer = BatchWriter(cleaned)
+        tally = _Tally()
+        since = 0
+        for seg in group:
+            stats.bytes_in += seg.size
+            for buf, p, header, at in seg.batches(0, seg.size, self.chunk):
+                where = f"{seg.where}, byte {at}"
+                payload = payload_of(buf, header, p)
+                kept = self._survivors(payload, header, now_ms, horizon, where, tally)
+                if kept is not None:
+                    parts, count, first, last, tomb_horizon = kept
+                    writer.add(parts, count, first, last, header, tomb_horizon)
+                since += header.size
+                if since >= self.chunk:
+                    self._pace(name, since)
+                    since = 0
+        writer.flush()
+        cleaned.on_become_inactive()
+        stats.read += tally.read
+        stats.kept += writer.records
+        stats.removed += tally.read - writer.records
+        stats.keyless_dropped += tally.keyless
+        stats.tombstones += tally.tombstones
+        stats.bytes_out += cleaned.size
+
+    def _survivors(
+        self,
+        payload: memoryview,
+        header: BatchHeader,
+        now_ms: int,
+        horizon: int,
+        where: str,
+        tally: _Tally,
+    ) -> Survivors | None:
+        """The records of one batch that survive, as runs of adjacent record bytes."""
         get = self.map.get_hash
         hashes, offsets, slots = self.map.table()
         first_half = FIRST_HALF.unpack_from
-        unpack = HEADER.unpack_from
-        interval = cleaned.params.index_interval_bytes
-        oindex, tindex = cleaned.offset_index, cleaned.time_index
-        out: list[bytes] = []
-        pending = 0
-        pos = since = count = 0
-        max_ts, max_off, first_ts, last_off = -1, cleaned.base_offset, None, -1
-        read = keyless = tombs = 0
-        for seg in group:
-            stats.bytes_in += seg.size
-            reader = ChunkReader(seg.fd, 0, seg.size, self.chunk)
-            buf = reader.next(0)
-            while buf:
-                p, n = 0, len(buf)
-                while p + HEADER_SIZE <= n:
-                    length, _c, off, ts, _pt, hz, kl, vl, _hl = unpack(buf, p)
-                    q = p + 4 + length
-                    if q > n:
-                        break
-                    read += 1
-                    if kl < 0:
-                        keyless += 1
-                        p = q
-                        continue
-                    digest = md5(buf[p + HEADER_SIZE : p + HEADER_SIZE + kl]).digest()
-                    # Inlined first probe of get_hash.
-                    slot = first_half(digest)[0] % slots
-                    found = offsets[slot]
-                    if found and hashes.startswith(digest, slot << 4):
-                        found -= 1
-                    else:
-                        found = get(digest)
-                    if off < found:
-                        if vl < 0:
-                            tombs += 1  # a superseded tombstone
-                    else:
-                        if vl >= 0:
-                            rec = buf[p:q]
-                        elif hz < 0:
-                            rec = with_delete_horizon(buf[p:q], horizon)
-                        elif now_ms < hz:
-                            rec = buf[p:q]
-                        else:
-                            tombs += 1
-                            p = q
-                            continue
-                        if since > interval:
-                            oindex.append(off, pos)
-                            tindex.maybe_append(max_ts, max_off)
-                            since = 0
-                        if ts > max_ts:
-                            max_ts, max_off = ts, off
-                        if first_ts is None:
-                            first_ts = ts
-                        out.append(rec)
-                        pos += q - p
-                        since += q - p
-                        pending += q - p
-                        count += 1
-                        last_off = off
-                    p = q
-                self.throttler.maybe_throttle(p)
-                if pending >= self.chunk:
-                    cleaned.write_raw(b"".join(out))
-                    out.clear()
-                    self.throttler.maybe_throttle(pending)
-                    pending = 0
-                self._check_aborted(name)
-                buf = reader.next(p)
-        if out:
-            cleaned.write_raw(b"".join(out))
-        cleaned.finish_rewrite(count, last_off, first_ts, max_ts, max_off)
-        stats.read += read
-        stats.kept += count
-        stats.removed += read - count
-        stats.keyless_dropped += keyless
-        stats.tombstones += tombs
-        stats.bytes_out += cleaned.size
+        expired = 0 <= header.delete_horizon_ms <= now_ms
+        carried = header.delete_horizon_ms if header.delete_horizon_ms >= 0 else horizon
+        parts: list[memoryview] = []
+        run_start = run_end = -1
+        kept = first = last = 0
+        tomb_horizon = NO_HORIZON
+        walked = walk(payload, where)
+        for _l, off, flags, key, s, e in walked:
+            if key is None:  # flags & HAS_KEY is clear
+                tally.keyless += 1
+                continue
+            digest = md5(key).digest()
+            # Inlined first probe of get_hash.
+            slot = first_half(digest)[0] % slots
+            found = offsets[slot]
+            if found and hashes.startswith(digest, slot << 4):
+                found -= 1
+            else:
+                found = get(digest)
+            tombstone = not flags & VALUE_PRESENT
+            if off < found or (tombstone and expired):
+                tally.tombstones += tombstone  # a superseded or expired tombstone
+                continue
+            if tombstone:
+                tomb_horizon = carried
+            if s != run_end:
+                if run_end >= 0:
+                    parts.append(payload[run_start:run_end])
+                run_start = s
+            run_end = e
+            first = first if kept else off
+            kept += 1
+            last = off
+        tally.read += len(walked)
+        if not kept:
+            return None
+        parts.append(payload[run_start:run_end])
+        return parts, kept, first, last, tomb_horizon

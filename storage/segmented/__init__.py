@@ -2,7 +2,8 @@
 crash recovery. The LogCleaner that compacts them in place lives in
 ``compactlog.compactor.log_cleaner`` and reaches the logs through ``SegmentedLogManager``."""
 
-from compactlog.storage.segmented.log import AppendResult, CleaningAborted, Log, SegmentedStats
+from compactlog.storage.segmented.append import AppendResult
+from compactlog.storage.segmented.log import CleaningAborted, Log, SegmentedStats
 from compactlog.storage.segmented.manager import CleanerHooks, SegmentedLogManager
 from compactlog.storage.segmented.segment import LogSegment
 

@@ -4,8 +4,12 @@ Both are append-only files of fixed-width entries with offsets stored relative t
 segment's base offset (as in Kafka), mirrored in memory as arrays so that a lookup is a
 ``bisect`` and costs no I/O::
 
-    .index      entry = uint32 relative offset, uint32 file position of that record   (8 B)
-    .timeindex  entry = int64 max timestamp so far, uint32 relative offset of it      (12 B)
+    .index      entry = uint32 relative first offset of a batch, uint32 its file position  (8 B)
+    .timeindex  entry = int64 max timestamp so far, uint32 relative first offset of the
+                        batch holding it                                               (12 B)
+
+Entries point at batch starts (Kafka indexes batches, not records): a lookup gives a
+batch from which a scan finds the offset or timestamp, reading whole batches only.
 
 An index is a cache: a missing or inconsistent file is rebuilt from the log (see
 ``LogSegment.open``), so the files are only fsynced on flush and never on append.
@@ -79,7 +83,7 @@ class _Index:
 
 
 class OffsetIndex(_Index):
-    """Maps an offset to the file position of the record at (or just before) it."""
+    """Maps an offset to the file position of a batch at or before the one holding it."""
 
     entry = _OFFSET_ENTRY
 
@@ -135,7 +139,8 @@ class OffsetIndex(_Index):
 class TimeIndex(_Index):
     """Maps a timestamp to the offset from which a scan finds the first record at or after it.
 
-    Each entry is (largest timestamp so far, offset of that record); timestamps strictly grow.
+    Each entry is (largest timestamp so far, first offset of the batch holding it);
+    timestamps strictly grow.
     """
 
     entry = _TIME_ENTRY

@@ -11,17 +11,19 @@ Files beside the segments: ``log-start-offset`` (raised by DeleteRecords and ret
 
 from __future__ import annotations
 
-import bisect
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from compactlog.errors import OffsetOutOfRange, RecordTooLarge, StoreClosed, TopicNotFound
+from compactlog.errors import OffsetOutOfRange, StoreClosed, TopicNotFound
+from compactlog.storage import batch
 from compactlog.storage.config import SegmentedTopicConfig
+from compactlog.storage.segmented import retention
+from compactlog.storage.segmented.append import AppendResult, pack_request
 from compactlog.storage.segmented.files import atomic_write, read_int_file, unlink_quietly
-from compactlog.storage.segmented.records import HEADER, encode_batch
+from compactlog.storage.segmented.reads import Selected, decode, select_range, take_bytes
 from compactlog.storage.segmented.recovery import recover_log_dir
 from compactlog.storage.segmented.segment import DELETED, EXTENSIONS, SWAP, IndexParams, LogSegment
 from compactlog.storage.types import Record, StoredMessage
@@ -35,12 +37,6 @@ _MAX_RELATIVE = 2**32 - 1
 
 class CleaningAborted(Exception):
     """The cleaner's swap found the log changed under it (retention, deletion); nothing swapped."""
-
-
-@dataclass(frozen=True)
-class AppendResult:
-    offsets: list[int]
-    synced: bool  # True when the batch was fsynced before returning
 
 
 @dataclass(frozen=True)
@@ -91,6 +87,9 @@ class Log:
         self._view = _view(segments)
         active = segments[-1]
         self.next_offset = max(active.next_offset, active.base_offset)
+        if active.damaged_at is not None:
+            # Its unreadable bytes hold offsets up to the recovery point: never reuse them.
+            self.next_offset = max(self.next_offset, recovery_point)
         if (
             self.log_start_offset < segments[0].base_offset
             or self.log_start_offset > self.next_offset
@@ -102,6 +101,8 @@ class Log:
         self._last_flush_ms = self.now_ms()
         if truncated or recovery_point != self.next_offset:
             self._flush_all(list(segments))
+        if active.damaged_at is not None:
+            self.roll()  # appends go on in a readable segment
 
     # ---- helpers -----------------------------------------------------------------------
     def now_ms(self) -> int:
@@ -138,27 +139,25 @@ class Log:
 
     # ---- writes ------------------------------------------------------------------------
     def append(self, records: Sequence[Record]) -> AppendResult:
-        """Append one batch whole into the active segment (rolling first if needed)."""
+        """Append domain records: the same encoder and path as a PublishRequest's bytes."""
+        return self.append_request(batch.records_to_request(records))
+
+    def append_request(self, request: bytes) -> AppendResult:
+        """Append the records of raw ``PublishRequest`` bytes as one batch, whole, into the
+        active segment (rolling first if needed). Nothing is stored if a record is over
+        ``max.message.bytes``."""
         with self._lock:
             self._check_open()
-            if not records:
-                return AppendResult([], False)
             now = self.now_ms()
             base = self.next_offset
-            data, max_ts, max_ts_offset = encode_batch(
-                base, now, [(r.key, r.value, r.properties, r.event_time_ms) for r in records]
-            )
-            if len(data) > self.config.max_message_bytes:
-                raise RecordTooLarge(
-                    f"record batch of {len(data)} bytes exceeds "
-                    f"max.message.bytes={self.config.max_message_bytes}"
-                )
-            n = len(records)
-            self._maybe_roll(len(data), max_ts, base + n - 1)
-            first_ts = records[0].event_time_ms or now
-            self.active_segment.append_batch(data, base, n, max_ts, max_ts_offset, first_ts)
-            self.next_offset = base + n
-            self._unflushed += n
+            packed = pack_request(request, base, now, self.config.max_message_bytes)
+            if not packed.count:
+                return AppendResult(base, 0, False)
+            last, max_ts = packed.last_offset, packed.max_event_time_ms
+            self._maybe_roll(len(packed.data), max_ts, last)
+            self.active_segment.append_batch(packed.data, base, last, packed.count, max_ts)
+            self.next_offset = last + 1
+            self._unflushed += packed.count
             synced = False
             if (
                 self._unflushed >= self.config.flush_messages
@@ -166,7 +165,7 @@ class Log:
             ):
                 self._flush_active(now)
                 synced = True
-            return AppendResult(list(range(base, base + n)), synced)
+            return AppendResult(base, packed.count, synced)
 
     def _maybe_roll(self, batch_size: int, max_ts: int, last_offset: int) -> None:
         seg = self.active_segment
@@ -225,28 +224,35 @@ class Log:
                 self._flush_active(now)
 
     # ---- reads -------------------------------------------------------------------------
-    def read(self, start_offset: int, max_messages: int) -> list[StoredMessage]:
-        """Messages from ``start_offset`` (or the next surviving offset after it)."""
+    def _select(self, start: int, end: int, max_messages: int) -> Iterator[Selected]:
+        """The records of ``[start, end)`` over one snapshot of the segment list."""
         with self._lock:
             self._check_open()
-            if start_offset < self.log_start_offset:
+            if start < self.log_start_offset:
                 raise OffsetOutOfRange(
-                    f"offset {start_offset} is below the log start offset "
+                    f"offset {start} is below the log start offset "
                     f"{self.log_start_offset} of {self.name}"
                 )
-            if start_offset >= self.next_offset:
-                return []
             view = self._view
+            end = min(end, self.next_offset)
             active_size = view.segments[-1].size
+        if start >= end:
+            return iter(())
         limit = max_messages if max_messages > 0 else 2**62
-        i = max(bisect.bisect_right(view.bases, start_offset) - 1, 0)
-        out: list[StoredMessage] = []
-        for seg in view.segments[i:]:
-            end = active_size if seg is view.segments[-1] else seg.size
-            out.extend(seg.read(start_offset, limit - len(out), end))
-            if len(out) >= limit:
-                break
-        return out
+        return select_range(view.segments, view.bases, active_size, start, end, limit)
+
+    def read(self, start_offset: int, max_messages: int) -> list[StoredMessage]:
+        """Messages from ``start_offset`` (or the next surviving offset after it), decoded."""
+        selected = self._select(start_offset, 2**63, max_messages)
+        return decode(selected, f"topic {self.name}")
+
+    def read_payload(
+        self, start_offset: int, end_offset: int, max_messages: int, max_bytes: int
+    ) -> tuple[list[memoryview | bytes], int, int | None]:
+        """Stored message records of offsets ``[start_offset, end_offset)`` as they are on
+        disk: ``(pieces, count, last offset or None)``. The pieces concatenated are the
+        bytes of a ``ReadResponse``; see ``reads.take_bytes`` for ``max_bytes``."""
+        return take_bytes(self._select(start_offset, end_offset, max_messages), max_bytes)
 
     def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
         """First offset at or after the log start whose timestamp is >= ``timestamp_ms``."""
@@ -269,15 +275,12 @@ class Log:
             entries = sum(s.record_count() for s in view.segments)
             first = view.segments[0]
             if start > first.base_offset:
-                entries -= sum(
-                    1 for b, p, _ in first.iter_positions() if HEADER.unpack_from(b, p)[2] < start
-                )
-            first_msgs = self.read(start, 1) if start < self.next_offset else []
+                entries -= first.count_below(start)
+            first_off = take_bytes(self._select(start, self.next_offset, 1), 1)[2]
             last = max(
                 (s.next_offset - 1 for s in view.segments if s.next_offset > s.base_offset),
                 default=None,
             )
-            first_off = first_msgs[0].id.entry_id if first_msgs else None
             return SegmentedStats(
                 entries=entries,
                 bytes=sum(s.size for s in view.segments),
@@ -296,41 +299,21 @@ class Log:
             cfg = self.config
             deleted = 0
             if cfg.delete and cfg.retention_ms >= 0:
-                deleted += self._delete_prefix(
-                    lambda s, _n: now - s.largest_timestamp() > cfg.retention_ms, "time"
-                )
+                deleted += self._delete_prefix(retention.by_time(now, cfg.retention_ms), "time")
             if cfg.delete and cfg.retention_bytes >= 0:
-                excess = sum(s.size for s in self.segments) - cfg.retention_bytes
-
-                def over_size(seg: LogSegment, _next: LogSegment | None) -> bool:
-                    nonlocal excess
-                    if excess - seg.size < 0:
-                        return False
-                    excess -= seg.size
-                    return True
-
-                deleted += self._delete_prefix(over_size, "size")
-            deleted += self._delete_prefix(self._below_log_start, "log start offset")
+                over = retention.by_size(self.segments, cfg.retention_bytes)
+                deleted += self._delete_prefix(over, "size")
+            deleted += self._delete_below_log_start()
             self.delete_expired_files(now)
             return deleted
 
-    def _below_log_start(self, seg: LogSegment, nxt: LogSegment | None) -> bool:
-        if nxt is not None:
-            return nxt.base_offset <= self.log_start_offset
-        return self.log_start_offset >= self.next_offset
+    def _delete_below_log_start(self) -> int:
+        below = retention.below(self.log_start_offset, self.next_offset)
+        return self._delete_prefix(below, "log start offset")
 
-    def _delete_prefix(
-        self, predicate: Callable[[LogSegment, LogSegment | None], bool], reason: str
-    ) -> int:
+    def _delete_prefix(self, predicate: retention.Predicate, reason: str) -> int:
         segs = list(self.segments)
-        doomed: list[LogSegment] = []
-        for i, seg in enumerate(segs):
-            nxt = segs[i + 1] if i + 1 < len(segs) else None
-            if nxt is None and seg.size == 0:
-                break  # the empty active segment always stays
-            if not predicate(seg, nxt):
-                break
-            doomed.append(seg)
+        doomed = retention.doomed_prefix(segs, predicate)
         if not doomed:
             return 0
         if doomed[-1] is segs[-1]:
@@ -355,7 +338,7 @@ class Log:
                 )
             if before_offset > self.log_start_offset:
                 self._set_log_start(before_offset)
-                self._delete_prefix(self._below_log_start, "log start offset")
+                self._delete_below_log_start()
 
     def _async_delete(self, seg: LogSegment) -> None:
         """Rename to ``.deleted`` now, unlink after ``file.delete.delay.ms``."""

@@ -3,11 +3,12 @@
 Layout::
 
     <root>/
+      FORMAT                        "2\n": segment files hold batches (see version.py)
       cleaner-offset-checkpoint     owned by the LogCleaner
       <topic>/                      one directory per topic
         topic.json                  {"overrides": {...}}  (temp + fsync + rename)
         log-start-offset, recovery-point
-        00000000000000000000.log / .index / .timeindex   ...
+        00000000000000000000.log / .index / .timeindex   ...  (batches: segment.py)
       <topic>~new/  <topic>~del/    a create or delete a crash interrupted; removed at start-up
 
 ``~`` cannot occur in a topic name, so these never clash with a topic. The manager owns a
@@ -31,14 +32,15 @@ from typing import Protocol
 from compactlog.errors import TopicAlreadyExists, TopicNotFound
 from compactlog.storage.config import SegmentedTopicConfig, ServerSettings, effective_topic_config
 from compactlog.storage.names import check_topic_name
+from compactlog.storage.segmented.append import AppendResult
 from compactlog.storage.segmented.consumer_offsets import SegmentCursors
 from compactlog.storage.segmented.files import atomic_write, fsync_dir
-from compactlog.storage.segmented.log import AppendResult, Log, SegmentedStats
+from compactlog.storage.segmented.log import Log, SegmentedStats
+from compactlog.storage.segmented.version import TOPIC_FILE, ensure_format
 from compactlog.storage.types import Record, StoredMessage, TopicKind
 
 log = logging.getLogger(__name__)
 
-TOPIC_FILE = "topic.json"
 _NEW, _DEL = "~new", "~del"
 
 
@@ -64,6 +66,7 @@ class SegmentedLogManager:
         self.settings = settings
         self.clock = clock
         self.root.mkdir(parents=True, exist_ok=True)
+        ensure_format(self.root)  # before anything is touched: never misread format 1
         self._lock = threading.RLock()
         self._logs: dict[str, Log] = {}
         self._cursors: dict[str, SegmentCursors] = {}
@@ -189,8 +192,23 @@ class SegmentedLogManager:
     def append(self, name: str, records: Sequence[Record]) -> AppendResult:
         return self.get_log(name).append(records)
 
+    def append_request(self, name: str, request: bytes) -> AppendResult:
+        """Append the records of raw ``PublishRequest`` bytes as one batch."""
+        return self.get_log(name).append_request(request)
+
     def read(self, name: str, start_offset: int, max_messages: int) -> list[StoredMessage]:
+        """Decoded messages from ``start_offset``; ``max_messages <= 0``: no limit."""
         return self.get_log(name).read(start_offset, max_messages)
+
+    def read_payload(
+        self, name: str, start_offset: int, end_offset: int, max_messages: int, max_bytes: int
+    ) -> tuple[list[memoryview | bytes], int, int | None]:
+        """Stored records of offsets ``[start_offset, end_offset)`` as ``ReadResponse``
+        bytes in pieces: ``(pieces, count, last offset or None)``. At most
+        ``max_messages`` (``<= 0``: no limit) and ``max_bytes``, unless the first batch's
+        records alone are more. Every batch is CRC-checked: a bad one raises
+        ``CorruptData`` naming the topic, segment file and byte position."""
+        return self.get_log(name).read_payload(start_offset, end_offset, max_messages, max_bytes)
 
     def offset_for_timestamp(self, name: str, timestamp_ms: int) -> int | None:
         return self.get_log(name).offset_for_timestamp(timestamp_ms)

@@ -1,4 +1,10 @@
-"""LogSegment: one ``<20-digit base offset>.log`` file with its offset and time indexes.
+"""LogSegment: one ``<20-digit base offset>.log`` file of stored batches, with two indexes.
+
+The file is a concatenation of batches (``storage/batch.py``; ``scan.py`` reads them): a
+Publish appends one batch, whose header carries its first and last offset as ids
+``(0, offset)``. Both indexes point at batch starts, as Kafka's do: the offset index maps
+a batch's first offset to its file position, the time index a largest-timestamp-so-far to
+the first offset of the batch holding it (timestamps are the batches' max event times).
 
 Reads use ``os.pread`` on a descriptor the segment keeps open for its whole life, and the
 descriptor is closed only when the last reference to the segment goes away. A reader that
@@ -9,21 +15,19 @@ renames the file to ``.swap``/``.deleted`` or the delayed delete unlinks it.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
-import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from compactlog.errors import CorruptData
+from compactlog.storage.batch import HEADER_SIZE, decode_message, payload_of, select, walk
 from compactlog.storage.segmented.index import IndexCorrupt, OffsetIndex, TimeIndex
-from compactlog.storage.segmented.records import (
-    HEADER,
-    HEADER_SIZE,
-    LENGTH,
-    check_record,
-    decode_headers,
-)
-from compactlog.storage.types import MessageId, StoredMessage
+from compactlog.storage.segmented.scan import READ_CHUNK, Checked, iter_batches
+from compactlog.storage.types import MessageId
+
+log = logging.getLogger(__name__)
 
 LOG_EXT = ".log"
 INDEX_EXT = ".index"
@@ -32,7 +36,7 @@ EXTENSIONS = (LOG_EXT, INDEX_EXT, TIMEINDEX_EXT)
 CLEANED = ".cleaned"
 SWAP = ".swap"
 DELETED = ".deleted"
-_READ_CHUNK = 256 * 1024
+_ALL = MessageId(2**64 - 1, 2**64 - 1)
 
 
 def file_name(base_offset: int, ext: str, suffix: str = "") -> str:
@@ -56,31 +60,8 @@ class IndexParams:
     max_index_bytes: int
 
 
-class ChunkReader:
-    """Reads ``[start, end)`` of a file in chunks that always end on a record boundary.
-
-    The caller walks records in the returned buffer and hands back how many bytes it
-    consumed; the unconsumed tail is carried into the next chunk.
-    """
-
-    def __init__(self, fd: int, start: int, end: int, chunk: int = _READ_CHUNK) -> None:
-        self.fd, self.pos, self.end, self.chunk = fd, start, end, chunk
-        self.buf = b""
-
-    def next(self, consumed: int) -> bytes:
-        rest = self.buf[consumed:]
-        want = self.chunk
-        if len(rest) >= 4:
-            want = max(want, 4 + LENGTH.unpack_from(rest, 0)[0] - len(rest))
-        want = min(want, self.end - self.pos)
-        data = os.pread(self.fd, want, self.pos) if want > 0 else b""
-        self.pos += len(data)
-        self.buf = rest + data if rest else data
-        return self.buf if data else b""
-
-
 class LogSegment:
-    """Records with offsets in ``[base_offset, next segment's base)``, plus two indexes."""
+    """Batches with offsets in ``[base_offset, next segment's base)``, plus two indexes."""
 
     def __init__(
         self, directory: Path, base_offset: int, suffix: str, fd: int, params: IndexParams
@@ -97,6 +78,8 @@ class LogSegment:
         self.offset_of_max_timestamp = base_offset
         self.bytes_since_last_index_entry = 0
         self._count: int | None = 0
+        # Position of a bad batch that recovery kept because it holds fsynced offsets.
+        self.damaged_at: int | None = None
         self.offset_index: OffsetIndex
         self.time_index: TimeIndex
 
@@ -110,6 +93,11 @@ class LogSegment:
     def fd(self) -> int:
         return self._fd.fd
 
+    @property
+    def where(self) -> str:
+        """Topic and file, for the messages of ``CorruptData``."""
+        return f"topic {self.dir.name}, segment {self.path().name}"
+
     @classmethod
     def create(
         cls, directory: Path, base_offset: int, params: IndexParams, suffix: str = ""
@@ -121,13 +109,16 @@ class LogSegment:
             0o644,
         )
         seg = cls(directory, base_offset, suffix, fd, params)
-        seg.offset_index = OffsetIndex.create(
-            seg.path(INDEX_EXT), base_offset, params.max_index_bytes
-        )
-        seg.time_index = TimeIndex.create(
-            seg.path(TIMEINDEX_EXT), base_offset, params.max_index_bytes
-        )
+        seg._new_indexes()
         return seg
+
+    def _new_indexes(self) -> None:
+        self.offset_index = OffsetIndex.create(
+            self.path(INDEX_EXT), self.base_offset, self.params.max_index_bytes
+        )
+        self.time_index = TimeIndex.create(
+            self.path(TIMEINDEX_EXT), self.base_offset, self.params.max_index_bytes
+        )
 
     @classmethod
     def open(
@@ -136,13 +127,15 @@ class LogSegment:
         base_offset: int,
         params: IndexParams,
         suffix: str = "",
-        recover: bool = False,
+        *,
+        recover: bool,
+        recovery_point: int,
     ) -> tuple[LogSegment, bool]:
         """Open an existing segment. Returns (segment, truncated).
 
-        With ``recover`` (or when an index fails its sanity check) every record is
-        CRC-validated, the indexes are rebuilt, and the file is truncated at the first bad
-        record.
+        With ``recover`` (or when an index fails its sanity check) every batch is checked,
+        the indexes are rebuilt, and the file is truncated at the first bad batch if that
+        batch lies at or after ``recovery_point`` (see ``recover``).
         """
         fd = os.open(directory / file_name(base_offset, LOG_EXT, suffix), os.O_RDWR, 0o644)
         seg = cls(directory, base_offset, suffix, fd, params)
@@ -153,30 +146,29 @@ class LogSegment:
                 return seg, False
             except (IndexCorrupt, OSError):
                 pass
-        return seg, seg.recover()
+        return seg, seg.recover(recovery_point)
 
     def _load_indexes(self) -> None:
+        """Trust the index files, checking only the batches after the last offset entry."""
         self.offset_index = OffsetIndex.load(
             self.path(INDEX_EXT), self.base_offset, self.params.max_index_bytes, self.size
         )
-        # Scan the tail after the last offset-index entry for the next offset and max timestamp.
         _, pos = self.offset_index.lookup(self.offset_index.last_offset())
         max_ts, max_off = -1, self.base_offset
         last = self.base_offset - 1
-        consumed = pos
         try:
-            for buf, p, q in self.iter_positions(pos):
-                _l, _c, off, ts, *_ = HEADER.unpack_from(buf, p)
-                if off <= last or off < self.base_offset or q - p < HEADER_SIZE:
+            for _b, _p, header, _at in self.batches(pos, self.size):
+                first = header.first_id.entry_id
+                if first <= last or header.first_id.ledger_id or header.last_id.ledger_id:
                     raise IndexCorrupt(f"{self.path()}: offsets out of order")
-                last = off
-                if ts > max_ts:
-                    max_ts, max_off = ts, off
-                consumed += q - p
-        except struct.error:
-            raise IndexCorrupt(f"{self.path()}: bad record header") from None
-        if consumed != self.size:
-            raise IndexCorrupt(f"{self.path()}: torn record at the end")
+                last = header.last_id.entry_id
+                if header.max_event_time_ms > max_ts:
+                    max_ts, max_off = header.max_event_time_ms, first
+            if self.size:
+                first_batch = next(self.batches(0, self.size, chunk=HEADER_SIZE))
+                self.first_timestamp = first_batch[2].max_event_time_ms
+        except CorruptData as exc:
+            raise IndexCorrupt(str(exc)) from None
         self.next_offset = last + 1 if last >= self.base_offset else self.base_offset
         self.time_index = TimeIndex.load(
             self.path(TIMEINDEX_EXT),
@@ -189,45 +181,39 @@ class LogSegment:
             self.max_timestamp = self.time_index.last_timestamp()
             self.offset_of_max_timestamp = self.time_index.offsets[-1]
         self._count = None
-        if self.size:
-            self.first_timestamp = HEADER.unpack_from(os.pread(self.fd, HEADER_SIZE, 0))[3]
 
-    def recover(self) -> bool:
-        """Rebuild both indexes by a CRC-checked scan; truncate at the first bad record."""
-        self.offset_index = OffsetIndex.create(
-            self.path(INDEX_EXT), self.base_offset, self.params.max_index_bytes
-        )
-        self.time_index = TimeIndex.create(
-            self.path(TIMEINDEX_EXT), self.base_offset, self.params.max_index_bytes
-        )
-        self.next_offset, self.max_timestamp, self.offset_of_max_timestamp = (
-            self.base_offset,
-            -1,
-            self.base_offset,
-        )
+    def recover(self, recovery_point: int) -> bool:
+        """Rebuild both indexes by a checked scan; return True if the file was truncated.
+
+        The first bad batch (torn, flipped, or offsets not above the previous batch's) ends
+        the scan. Kafka truncates there; so do we, but only in the tail: when every offset
+        before the bad batch is below ``recovery_point``, the bad bytes hold offsets that
+        were fsynced, so they are no torn write. They are kept (``damaged_at``), reads of
+        them raise ``CorruptData``, and start-up deletes nothing it could not read.
+        """
+        self._new_indexes()
+        self.next_offset, self.max_timestamp = self.base_offset, -1
+        self.offset_of_max_timestamp = self.base_offset
         self.first_timestamp, self._count, self.bytes_since_last_index_entry = None, 0, 0
         valid = 0
-        reader = ChunkReader(self.fd, 0, self.size)
-        buf = reader.next(0)
-        bad = False
-        while buf and not bad:
-            p, n = 0, len(buf)
-            while p < n:
-                end = check_record(buf, p, n)
-                if end < 0:
-                    complete = n - p >= 4 and p + 4 + LENGTH.unpack_from(buf, p)[0] <= n
-                    bad = complete or reader.pos >= reader.end
-                    break
-                _l, _c, off, ts, *_ = HEADER.unpack_from(buf, p)
-                if off < self.next_offset:
-                    bad = True
-                    break
-                self.index_record(off, ts, valid, end - p)
-                valid += end - p
-                p = end
-            if not bad:
-                buf = reader.next(p)
-        truncated = valid < self.size
+        last = self.base_offset - 1
+        try:
+            for _b, _p, header, pos in self.batches(0, self.size):
+                first = header.first_id.entry_id
+                if first <= last or header.first_id.ledger_id or header.last_id.ledger_id:
+                    raise CorruptData(f"{self.where}, byte {pos}: offset {first} after {last}")
+                last = header.last_id.entry_id
+                self.index_batch(
+                    first, last, header.count, header.max_event_time_ms, pos, header.size
+                )
+                valid = pos + header.size
+        except CorruptData as exc:
+            if last + 1 < recovery_point:
+                self.damaged_at = valid
+                log.error("%s; kept: it holds offsets below the recovery point", exc)
+            else:
+                log.warning("%s; truncating the segment at byte %d", exc, valid)
+        truncated = valid < self.size and self.damaged_at is None
         if truncated:
             os.ftruncate(self.fd, valid)
             self.size = valid
@@ -235,21 +221,6 @@ class LogSegment:
             self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True
         )
         return truncated
-
-    def index_record(self, offset: int, timestamp: int, position: int, size: int) -> None:
-        """Account one record at ``position`` (already in the file or about to be)."""
-        if self.first_timestamp is None:
-            self.first_timestamp = timestamp
-        if timestamp > self.max_timestamp:
-            self.max_timestamp, self.offset_of_max_timestamp = timestamp, offset
-        if self.bytes_since_last_index_entry > self.params.index_interval_bytes:
-            self.offset_index.append(offset, position)
-            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-            self.bytes_since_last_index_entry = 0
-        self.bytes_since_last_index_entry += size
-        self.next_offset = offset + 1
-        if self._count is not None:
-            self._count += 1
 
     def rename(self, new_suffix: str) -> None:
         """Rename the three files; the log file goes last so recovery keys on it."""
@@ -262,32 +233,27 @@ class LogSegment:
         self.suffix = new_suffix
 
     # ---- writes ------------------------------------------------------------------------
-    def append_batch(
-        self,
-        data: bytes,
-        first_offset: int,
-        count: int,
-        max_ts: int,
-        max_ts_offset: int,
-        first_ts: int,
+    def index_batch(
+        self, first: int, last: int, count: int, max_ts: int, position: int, size: int
     ) -> None:
-        """Append a whole encoded batch (one write) and index it like a Kafka batch."""
+        """Account one batch at ``position`` (in the file, or about to be), as Kafka does:
+        an offset-index entry once ``index.interval.bytes`` were written since the last."""
         if self.first_timestamp is None:
-            self.first_timestamp = first_ts
+            self.first_timestamp = max_ts
         if max_ts > self.max_timestamp:
-            self.max_timestamp, self.offset_of_max_timestamp = max_ts, max_ts_offset
+            self.max_timestamp, self.offset_of_max_timestamp = max_ts, first
         if self.bytes_since_last_index_entry > self.params.index_interval_bytes:
-            self.offset_index.append(first_offset, self.size)
+            self.offset_index.append(first, position)
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
             self.bytes_since_last_index_entry = 0
-        os.pwrite(self.fd, data, self.size)
-        self.size += len(data)
-        self.bytes_since_last_index_entry += len(data)
-        self.next_offset = first_offset + count
+        self.bytes_since_last_index_entry += size
+        self.next_offset = last + 1
         if self._count is not None:
             self._count += count
 
-    def write_raw(self, data: bytes) -> None:
+    def append_batch(self, data: bytes, first: int, last: int, count: int, max_ts: int) -> None:
+        """Append one packed batch with a single write."""
+        self.index_batch(first, last, count, max_ts, self.size, len(data))
         os.pwrite(self.fd, data, self.size)
         self.size += len(data)
 
@@ -311,7 +277,7 @@ class LogSegment:
         return self.offset_index.is_full() or self.time_index.is_full()
 
     def largest_timestamp(self) -> float:
-        """Largest record timestamp, or the file's mtime when the segment has no records."""
+        """Largest batch timestamp, or the file's mtime when the segment has no batches."""
         if self.max_timestamp >= 0 and self.next_offset > self.base_offset:
             return self.max_timestamp
         return self.last_modified_ms()
@@ -319,68 +285,49 @@ class LogSegment:
     def last_modified_ms(self) -> int:
         return int(os.fstat(self.fd).st_mtime * 1000)
 
+    def batches(self, start: int, end: int, chunk: int = READ_CHUNK) -> Iterator[Checked]:
+        """The checked batches of the file bytes ``[start, end)``."""
+        return iter_batches(self.fd, start, end, self.where, chunk)
+
+    def position_of(self, offset: int, max_position: int) -> int:
+        """Where a scan for ``offset`` starts: the batch start the offset index gives."""
+        return min(self.offset_index.lookup(offset)[1], max_position)
+
     def record_count(self) -> int:
         if self._count is None:
-            self._count = sum(1 for _ in self.iter_positions())
+            self._count = sum(h.count for _b, _p, h, _a in self.batches(0, self.size))
         return self._count
 
-    def iter_positions(
-        self, start: int = 0, end: int | None = None
-    ) -> Iterator[tuple[bytes, int, int]]:
-        """Yield (chunk, record start, record end) for every record in ``[start, end)``."""
-        reader = ChunkReader(self.fd, start, self.size if end is None else end)
-        buf = reader.next(0)
-        while buf:
-            p, n = 0, len(buf)
-            while p + 4 <= n:
-                q = p + 4 + LENGTH.unpack_from(buf, p)[0]
-                if q > n:
-                    break
-                yield buf, p, q
-                p = q
-            buf = reader.next(p)
-
-    def read(self, start_offset: int, max_count: int, max_position: int) -> list[StoredMessage]:
-        """Messages with offset >= ``start_offset`` among the bytes below ``max_position``.
-
-        Decoded straight from the header unpacked once: this is the read hot path.
-        """
-        _, pos = self.offset_index.lookup(start_offset)
-        out: list[StoredMessage] = []
-        unpack = HEADER.unpack_from
-        for buf, p, _q in self.iter_positions(min(pos, max_position), max_position):
-            _len, _crc, off, ts, pt, _hz, kl, vl, hl = unpack(buf, p)
-            if off < start_offset:
-                continue
-            q = p + HEADER_SIZE
-            key = None if kl < 0 else bytes(buf[q : q + kl])
-            q += kl if kl > 0 else 0
-            value = None if vl < 0 else bytes(buf[q : q + vl])
-            q += vl if vl > 0 else 0
-            headers = decode_headers(bytes(buf[q : q + hl])) if hl else {}
-            out.append(StoredMessage(MessageId(0, off), key, value, headers, pt, ts))
-            if len(out) >= max_count:
+    def count_below(self, offset: int) -> int:
+        """How many records of this segment have an offset below ``offset``."""
+        stop = MessageId(0, offset - 1)
+        total = 0
+        for buf, p, header, pos in self.batches(0, self.size):
+            if header.first_id > stop:
                 break
-        return out
+            where = f"{self.where}, byte {pos}"
+            total += select(buf, header, MessageId(0, 0), stop, header.count, where, p)[1]
+        return total
 
     def find_offset_by_timestamp(
         self, timestamp: int, max_position: int, min_offset: int
     ) -> int | None:
-        """First offset >= ``min_offset`` in this segment whose timestamp is >= ``timestamp``."""
+        """First offset >= ``min_offset`` in this segment whose event time is >= ``timestamp``.
+
+        Batch headers skip whole batches; only a batch whose max event time reaches
+        ``timestamp`` has its records decoded.
+        """
         start = max(self.time_index.lookup_before(timestamp), min_offset)
-        _, pos = self.offset_index.lookup(start)
-        for buf, p, _q in self.iter_positions(min(pos, max_position), max_position):
-            _l, _c, off, ts, *_ = HEADER.unpack_from(buf, p)
-            if ts >= timestamp and off >= min_offset:
-                return int(off)
+        for buf, p, header, pos in self.batches(
+            self.position_of(start, max_position), max_position
+        ):
+            if header.last_id.entry_id < min_offset or header.max_event_time_ms < timestamp:
+                continue
+            payload = bytes(payload_of(buf, header, p))
+            for _l, off, _f, _k, s, e in walk(payload, f"{self.where}, byte {pos}"):
+                if off >= min_offset and decode_message(payload[s:e]).event_time_ms >= timestamp:
+                    return off
         return None
 
-    def finish_rewrite(
-        self, count: int, last_offset: int, first_ts: int | None, max_ts: int, max_ts_offset: int
-    ) -> None:
-        """Set the summary of a segment whose records the cleaner wrote with ``write_raw``."""
-        self._count = count
-        self.next_offset = last_offset + 1 if count else self.base_offset
-        self.first_timestamp = first_ts
-        self.max_timestamp, self.offset_of_max_timestamp = max_ts, max_ts_offset
-        self.on_become_inactive()
+
+__all__ = ["CLEANED", "DELETED", "EXTENSIONS", "LOG_EXT", "SWAP", "IndexParams", "LogSegment"]

@@ -19,6 +19,7 @@ from compactlog.compactor.log_cleaner import (
 from compactlog.compactor.log_cleaner.checkpoint import CleanerCheckpoint
 from compactlog.compactor.log_cleaner.manager import IllegalCleanerState
 from compactlog.errors import CompactionInProgress, OffsetOutOfRange
+from compactlog.storage import batch
 from compactlog.storage.config import ServerSettings
 from compactlog.storage.segmented import SegmentedLogManager
 from compactlog.storage.types import Record
@@ -122,7 +123,7 @@ def test_grouping_limits(tmp_path: Path) -> None:
     m.create_topic("t", {**COMPACT, "segment.bytes": "100"})
     publish(m, "t", [b"k%d" % i for i in range(8)])  # distinct keys: nothing to remove
     segs = list(m.get_log("t").segments[:-1])
-    size = segs[0].size
+    size = max(s.size for s in segs)  # offset 0 takes no id bytes: its batch is smaller
     assert [len(g) for g in group_segments_by_size(segs, 2 * size, 10**6, 8)] == [2, 2, 2, 2]
     assert [len(g) for g in group_segments_by_size(segs, 3 * size, 10**6, 8)] == [3, 3, 2]
     assert [len(g) for g in group_segments_by_size(segs, 10**6, 0, 8)] == [1] * 8
@@ -242,14 +243,101 @@ def test_cleaner_threads_clean_in_background_and_delete_topic_stops_them(tmp_pat
 def test_compact_delete_applies_both(tmp_path: Path) -> None:
     clock = Clock()
     m, c = open_all(tmp_path, clock)
-    m.create_topic("t", {**COMPACT, "cleanup.policy": "compact,delete", "retention.ms": "1000"})
-    publish(m, "t", [b"A", b"B", b"A"])
+    m.create_topic(
+        "t",
+        {**COMPACT, "cleanup.policy": "compact,delete", "retention.ms": "1000"}
+        | {"segment.bytes": "300"},
+    )
+    publish(m, "t", [b"A", b"B", b"A"])  # one segment of three one-record batches
     clock.advance_ms(2000)
     publish(m, "t", [b"B", b"C"])
     c.clean_now("t")
     assert [k for _, k, _ in survivors(m, "t")] == [b"A", b"B", b"C"]
     m.enforce_retention("t")
     assert [k for _, k, _ in survivors(m, "t")] == [b"B", b"C"]
+    m.close()
+
+
+# ---- batches ---------------------------------------------------------------------------
+def records_by_offset(m: SegmentedLogManager, topic: str) -> dict[int, bytes]:
+    """Every stored message record of the topic, tag and length included, by offset."""
+    payload = b"".join(m.read_payload(topic, m.log_start_offset(topic), 2**62, 0, 2**40)[0])
+    return {entry: payload[s:e] for _l, entry, _f, _k, s, e in batch.walk(payload, topic)}
+
+
+def headers_of(m: SegmentedLogManager, topic: str) -> list[batch.BatchHeader]:
+    out = []
+    for seg in m.get_log(topic).segments:
+        out += [h for _b, _p, h, _at in seg.batches(0, seg.size)]
+    return out
+
+
+def test_cleaning_keeps_offsets_and_copies_survivors_byte_for_byte(tmp_path: Path) -> None:
+    m, c = open_all(tmp_path, Clock())
+    m.create_topic("t", {**COMPACT, "segment.bytes": "100000"})
+    for i in range(6):
+        m.append(
+            "t",
+            [Record(b"k%d" % (j % 4), b"v%d-%d" % (i, j), {"n": str(j)}, j) for j in range(5)]
+            + [Record(None, b"keyless")],
+        )
+    m.get_log("t").roll()
+    before = records_by_offset(m, "t")
+    assert c.clean_now("t").error is None
+    after = records_by_offset(m, "t")
+    # The latest offset of each key survives, its record bytes untouched.
+    assert sorted(after) == [31, 32, 33, 34]
+    assert all(after[o] == before[o] for o in after)
+    heads = headers_of(m, "t")
+    assert [(h.first_id.entry_id, h.last_id.entry_id, h.count) for h in heads] == [(31, 34, 4)]
+    assert heads[0].attributes == 0  # a gapless run of one publish stays a plain batch
+    m.close()
+
+
+def test_survivors_share_batches_and_tombstones_carry_the_batch_horizon(tmp_path: Path) -> None:
+    clock = Clock()
+    m, c = open_all(tmp_path, clock)
+    m.create_topic("t", {**COMPACT, "segment.bytes": "100000", "delete.retention.ms": "500"})
+    publish(m, "t", [b"a", b"b", b"a", b"c", b"d"])  # five one-record batches
+    m.append("t", [Record(b"b", None), Record(b"e", b"e")])
+    m.get_log("t").roll()
+    assert c.clean_now("t").error is None
+    now = int(clock.now * 1000)
+    heads = headers_of(m, "t")
+    # Survivors of four publishes share one batch, which takes b's tombstone horizon.
+    assert [(h.first_id.entry_id, h.last_id.entry_id, h.count) for h in heads] == [(2, 6, 5)]
+    assert heads[0].compacted and heads[0].delete_horizon_ms == now + 500
+    m.append("t", [Record(b"f", None)])
+    m.get_log("t").roll()
+    clock.advance_ms(200)
+    c.clean_now("t")
+    # b's horizon is not pushed back; f's tombstone, kept for the first time, gets its own.
+    assert [(h.first_id.entry_id, h.count, h.delete_horizon_ms) for h in headers_of(m, "t")] == [
+        (2, 5, now + 500),
+        (7, 1, now + 700),
+    ]
+    clock.advance_ms(300)
+    assert c.clean_now("t").tombstones == 1
+    assert [x[0] for x in survivors(m, "t")] == [2, 3, 4, 6, 7]
+    assert [(h.first_id.entry_id, h.count, h.delete_horizon_ms) for h in headers_of(m, "t")] == [
+        (2, 5, now + 700)
+    ]
+    m.close()
+
+
+def test_a_corrupt_batch_stops_the_pass_and_nothing_is_swapped(tmp_path: Path) -> None:
+    m, c = open_all(tmp_path, Clock())
+    m.create_topic("t", COMPACT)
+    publish(m, "t", [b"A", b"A", b"B"])
+    path = m.get_log("t").segments[0].path()
+    data = bytearray(path.read_bytes())
+    data[-3] ^= 0x01
+    path.write_bytes(bytes(data))
+    result = c.clean_now("t")
+    assert result.error is not None and "CRC-32C mismatch" in result.error
+    assert path.name in result.error and c.stats().uncleanable_count == 1
+    assert path.read_bytes() == bytes(data)
+    assert not [n for n in os.listdir(tmp_path / "t") if n.endswith((".cleaned", ".swap"))]
     m.close()
 
 

@@ -140,13 +140,16 @@ def test_log_start_retention_seed_example(tmp_path: Path, clock: Clock) -> None:
 
 def test_size_and_time_retention_counts(tmp_path: Path, clock: Clock) -> None:
     m = open_manager(tmp_path, clock)
-    m.create_topic("s", {"segment.bytes": "100", "retention.bytes": "250", "retention.ms": "-1"})
-    fill(m, "s", 10)  # ~66 B records, one per segment
-    size = m.get_log("s").segments[0].size
+    overrides = {"segment.bytes": "100", "retention.ms": "-1"}
+    m.create_topic("s", overrides)
+    fill(m, "s", 10)  # one batch of ~100 B each, one per segment
+    size = max(s.size for s in m.get_log("s").segments)
+    limit = 4 * size + size // 2
+    m.update_config("s", {**overrides, "retention.bytes": str(limit)})
     m.enforce_retention("s")
     st = m.stats("s")
     # Kafka's rule: whole segments go while what remains stays >= retention.bytes.
-    assert st.bytes >= 250 and st.bytes - size < 250
+    assert st.bytes >= limit and st.bytes - size < limit
     assert (st.segments, st.log_start_offset, st.entries) == (5, 5, 5)
 
     m.create_topic("t", {"segment.bytes": "100", "retention.ms": "1000"})
@@ -181,9 +184,14 @@ def test_all_expired_keeps_one_empty_active_segment(tmp_path: Path, clock: Clock
 def test_record_too_large_leaves_nothing(tmp_path: Path, clock: Clock) -> None:
     m = open_manager(tmp_path, clock)
     m.create_topic("t", {"max.message.bytes": "200"})
-    with pytest.raises(RecordTooLarge, match=r"max\.message\.bytes=200"):
-        m.append("t", [Record(b"k", b"v" * 100), Record(b"k", b"v" * 100)])
+    with pytest.raises(
+        RecordTooLarge, match=r"record 1 is 2\d\d bytes, over max\.message\.bytes=200"
+    ):
+        m.append("t", [Record(b"k", b"v" * 100), Record(b"k", b"v" * 200), Record(b"k", b"v")])
     assert m.log_end_offset("t") == 0 and m.read("t", 0, 0) == []
+    assert m.stats("t").bytes == 0
+    # The limit is per record (each is checked), not per batch.
+    assert m.append("t", [Record(b"k", b"v" * 150)] * 3).offsets == [0, 1, 2]
     m.close()
 
 
@@ -217,7 +225,7 @@ def test_topics_persist_across_restart(tmp_path: Path, clock: Clock) -> None:
     m.delete_topic("a.b-c_1")
     with pytest.raises(TopicNotFound):
         m.read("a.b-c_1", 0, 1)
-    assert not m.has_topic("a.b-c_1") and os.listdir(tmp_path) == []
+    assert not m.has_topic("a.b-c_1") and os.listdir(tmp_path) == ["FORMAT"]
     m.close()
 
 
@@ -239,7 +247,7 @@ def test_corrupted_tail_is_truncated(tmp_path: Path, clock: Clock, damage: str) 
     if damage == "torn":
         data = data[: size - 7]
     else:
-        data[size - 20] ^= 0x04  # a bit inside the last record's value
+        data[size - 20] ^= 0x04  # a bit inside the last batch's payload
     path.write_bytes(bytes(data))
     m = open_manager(tmp_path, clock)
     assert [x.id.entry_id for x in m.read("t", 0, 0)] == list(range(9))

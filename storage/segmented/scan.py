@@ -1,0 +1,78 @@
+"""Reading the batches of a segment file: chunked ``pread`` and one CRC check per batch.
+
+A segment ``.log`` file is nothing but stored batches (``storage/batch.py`` draws the
+layout) one after the other; each batch's length field frames it::
+
+    [batch: u32 length | u32 crc | header ... | payload] [batch ...] ...
+
+Every batch handed out by ``iter_batches`` has passed ``batch.check``: a reader that gets
+bytes from here never serves a torn or flipped batch, and never silently stops short
+either (a batch that does not fit the bytes the segment claims is ``CorruptData`` too).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+from compactlog.errors import CorruptData
+from compactlog.storage.batch import HEADER_SIZE, BatchHeader, check, peek_length
+
+READ_CHUNK = 256 * 1024
+
+# (buffer, batch start in the buffer, checked header, batch position in the file)
+Checked = tuple[bytes, int, BatchHeader, int]
+
+
+class ChunkReader:
+    """Reads ``[start, end)`` of a file in chunks, each one extended to a whole batch.
+
+    The caller walks batches in the returned buffer and hands back how many bytes it
+    consumed; the unconsumed tail is carried into the next chunk, which is made long
+    enough to hold the batch that tail begins (as far as its length field says).
+    """
+
+    def __init__(self, fd: int, start: int, end: int, chunk: int = READ_CHUNK) -> None:
+        self.fd, self.pos, self.end, self.chunk = fd, start, end, chunk
+        self.buf = b""
+
+    def next(self, consumed: int) -> bytes:
+        rest = self.buf[consumed:]
+        want = self.chunk
+        if len(rest) >= 4:
+            want = max(want, peek_length(rest) - len(rest))
+        want = min(want, self.end - self.pos)
+        data = os.pread(self.fd, want, self.pos) if want > 0 else b""
+        self.pos += len(data)
+        self.buf = rest + data if rest else data
+        return self.buf if data else b""
+
+    @property
+    def exhausted(self) -> bool:
+        return self.pos >= self.end
+
+
+def iter_batches(
+    fd: int, start: int, end: int, where: str, chunk: int = READ_CHUNK
+) -> Iterator[Checked]:
+    """Every batch of ``[start, end)`` of the file, checked; ``start`` must be a batch start.
+
+    ``where`` names the topic and segment file; the byte position is added to it in the
+    ``CorruptData`` raised for a bad batch.
+    """
+    reader = ChunkReader(fd, start, end, chunk)
+    buf = reader.next(0)
+    pos = start
+    while buf:
+        p, n = 0, len(buf)
+        while p < n:
+            avail = n - p
+            if not reader.exhausted and (avail < HEADER_SIZE or peek_length(buf, p) > avail):
+                break  # the rest of this batch comes with the next chunk
+            header = check(buf, f"{where}, byte {pos}", p)
+            yield buf, p, header, pos
+            p += header.size
+            pos += header.size
+        buf = reader.next(p)
+    if pos < end:
+        raise CorruptData(f"{where}, byte {pos}: the file ends before the segment's {end} bytes")
