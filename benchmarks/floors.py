@@ -19,8 +19,9 @@ import time
 from pathlib import Path
 
 from compactlog.storage import keys
-from compactlog.storage.codec import ROLE_COMPACTED, iter_key_block
+from compactlog.storage.codec import ROLE_COMPACTED
 from compactlog.storage.ledger_store import LedgerStore
+from compactlog.storage.rocks import Batch
 
 CHUNK = 1 << 20
 
@@ -52,27 +53,26 @@ def io_floor_rates(directory: Path, nbytes: int) -> dict[str, float]:
 
 
 def two_phase_floor(store: LedgerStore, topic: str, winners: int) -> tuple[float, float, float]:
-    """Seconds for: a scan of the topic's key blocks, a scan of its entries, and a batched
-    write of ``winners`` entries into a scratch ledger (deleted afterwards)."""
-    ledgers = [led.ledger_id for led in store.topic(topic).ledgers]
+    """Seconds for raw RocksDB work of the same size as a compaction: a scan of the
+    topic's stored batches (phase one), another (phase two), and a batched write of the
+    winners' share of those bytes into a scratch range (deleted afterwards)."""
+    meta = store.topic(topic).ledgers
+    total = sum(led.entries for led in meta) or 1
     t0 = time.perf_counter()
-    for lid in ledgers:
-        for key, block in store.db.scan(keys.key_block_key(lid, 0), keys.ledger_ranges(lid)[1][1]):
-            for _e, _f, _s, _k in iter_key_block(keys.entry_ids(key)[1], block):
-                pass
+    for led in meta:
+        for _key, _value in store.db.scan(*keys.ledger_range(led.ledger_id)):
+            pass
     t1 = time.perf_counter()
     sample: list[bytes] = []
-    for lid in ledgers:
-        for _l, _e, data in store.scan_ledger(lid):
-            if len(sample) < winners:
-                sample.append(data)
+    for led in meta:
+        for _key, value in store.db.scan(*keys.ledger_range(led.ledger_id)):
+            sample.append(value[: max(1, len(value) * winners // total)])
     t2 = time.perf_counter()
     scratch = store.create_ledger(topic, ROLE_COMPACTED).ledger_id
-    for i in range(0, len(sample), 4096):
-        store.append_entries(
-            scratch, [(j, d, None, 0) for j, d in enumerate(sample[i : i + 4096], i)]
-        )
-    store.seal_ledger(scratch)
+    out = Batch()
+    for i, value in enumerate(sample):
+        out.put(keys.entry_key(scratch, i), value)
+    store.db.write(out)
     t3 = time.perf_counter()
     store.delete_ledger(scratch)
     return t1 - t0, t2 - t1, t3 - t2

@@ -26,7 +26,7 @@ from compactlog.server.admin_service import TopicAdminService
 from compactlog.server.broker import Broker
 from compactlog.server.engine_service import CompactionEngineService
 from compactlog.server.errors import error_listeners
-from compactlog.server.log_service import LogService
+from compactlog.server.log_service import LogService, log_handler
 from compactlog.server.metrics import Metrics
 from compactlog.server.outside_runs import make_outside_runs
 from compactlog.server.periodic import Periodic
@@ -82,7 +82,7 @@ def build_server(
             ("grpc.so_reuseport", 0),
         ],
     )
-    pb_grpc.add_LogServicer_to_server(LogService(broker, reading, metrics), server)
+    server.add_generic_rpc_handlers((log_handler(LogService(broker, reading, metrics)),))
     compactions = make_compactions(broker, settings, metrics)
     pb_grpc.add_TopicAdminServicer_to_server(TopicAdminService(broker, compactions), server)
     pb_grpc.add_CompactionEngineServicer_to_server(

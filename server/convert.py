@@ -5,7 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import cast
 
+from google.protobuf.message import DecodeError
+
+from compactlog.errors import InvalidArgument
 from compactlog.server.broker import TopicDescription
+from compactlog.storage.batch import id_runs
 from compactlog.storage.types import MessageId, Record, StoredMessage, TopicKind
 from compactlog.v1 import compactlog_pb2 as pb
 
@@ -70,27 +74,15 @@ def topic_info(desc: TopicDescription) -> pb.TopicInfo:
     return info
 
 
-_VARINT_1 = [bytes([i]) for i in range(128)]
+def parse_publish(raw: bytes) -> pb.PublishRequest:
+    """A PublishRequest's bytes, parsed once to validate them and to learn the topic."""
+    try:
+        return pb.PublishRequest.FromString(raw)
+    except DecodeError as exc:
+        raise InvalidArgument(f"malformed publish request: {exc}") from None
 
 
-def _varint(n: int) -> bytes:
-    if n < 128:
-        return _VARINT_1[n]
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def encode_id_runs(runs: Sequence[tuple[int, int, int]]) -> bytes:
-    """Wire bytes of ``repeated MessageId ids = 1`` for runs (ledger, first entry, count):
-    a publish reply of 1000 ids without 1000 protobuf objects."""
-    parts = []
-    for lid, first, count in runs:
-        head = b"\x08" + _varint(lid) + b"\x10"
-        for entry in range(first, first + count):
-            body = head + _varint(entry)
-            parts.append(b"\x0a" + _VARINT_1[len(body)] + body)
-    return b"".join(parts)
+def publish_reply(runs: Sequence[tuple[int, int, int]], synced: bool) -> bytes:
+    """PublishResponse bytes for id runs (ledger, first entry, count), built by the batch
+    codec: a reply of 1000 ids without 1000 protobuf objects."""
+    return id_runs(runs) + (b"\x10\x01" if synced else b"")

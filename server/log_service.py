@@ -10,7 +10,13 @@ from collections.abc import Callable, Iterator
 import grpc
 
 from compactlog.server.broker import Broker
-from compactlog.server.convert import encode_id_runs, id_from_pb, id_to_pb, records_from_pb
+from compactlog.server.convert import (
+    id_from_pb,
+    id_to_pb,
+    parse_publish,
+    publish_reply,
+    records_from_pb,
+)
 from compactlog.server.errors import rpc
 from compactlog.server.metrics import Metrics
 from compactlog.server.reading import Reading
@@ -25,23 +31,28 @@ PUBLISH_PIPELINE_DEPTH = 8
 
 
 class LogService(pb_grpc.LogServicer):
+    """Publish takes the request's raw bytes and Read/Consume answer raw bytes (see
+    ``log_handler``): records go from the wire into stored batches and back out without
+    a per-record Python object."""
+
     def __init__(self, broker: Broker, reading: Reading, metrics: Metrics) -> None:
         self.broker = broker
         self.reading = reading
         self.metrics = metrics
 
-    def _publish_start(self, request: pb.PublishRequest) -> Callable[[], pb.PublishResponse]:
-        """Append now; the returned call waits for durability and builds the reply.
+    def _publish_start(self, raw: bytes) -> Callable[[], bytes]:
+        """Append now; the returned call waits for durability and builds the reply bytes.
 
-        LEDGER topics take the fast path: protobuf records are encoded straight into
-        entries and ids come back as runs, so no object is made per message.
+        The request is parsed by protobuf once (validation: a malformed request, or a
+        property that is not UTF-8, is refused before anything is stored); the records
+        are then encoded by the batch codec from the raw bytes.
         """
         started = time.perf_counter()
-        request_bytes = request.ByteSize()
+        request = parse_publish(raw)
         name = request.topic
         if self.broker.ledgers.has_topic(name):
             kind = "LEDGER"
-            pending = self.broker.ledgers.append_wire_start(name, request.records)
+            pending = self.broker.ledgers.append_request_start(name, raw)
             synced = self.broker.ledgers.fsync
 
             def finish() -> tuple[list[IdRun], bool]:
@@ -54,32 +65,28 @@ class LogService(pb_grpc.LogServicer):
             def finish() -> tuple[list[IdRun], bool]:
                 return runs, synced
 
-        def reply() -> pb.PublishResponse:
+        def reply() -> bytes:
             runs, synced = finish()
-            resp = pb.PublishResponse.FromString(encode_id_runs(runs))
-            resp.synced = synced
             count = sum(run[2] for run in runs)
             self.metrics.publish_requests.labels(kind).inc()
             self.metrics.publish_records.labels(kind).inc(count)
-            self.metrics.publish_bytes.labels(kind).inc(request_bytes)
+            self.metrics.publish_bytes.labels(kind).inc(len(raw))
             self.metrics.publish_latency.labels(kind).observe(time.perf_counter() - started)
-            return resp
+            return publish_reply(runs, synced)
 
         return reply
 
     @rpc
-    def Publish(
-        self, request: pb.PublishRequest, context: grpc.ServicerContext
-    ) -> pb.PublishResponse:
+    def Publish(self, request: bytes, context: grpc.ServicerContext) -> bytes:
         return self._publish_start(request)()
 
     @rpc
     def PublishStream(
-        self, request_iterator: Iterator[pb.PublishRequest], context: grpc.ServicerContext
-    ) -> Iterator[pb.PublishResponse]:
+        self, request_iterator: Iterator[bytes], context: grpc.ServicerContext
+    ) -> Iterator[bytes]:
         """Answers in request order; a failed request ends the stream with its status,
         after the replies of every request before it."""
-        pending: queue.Queue[Callable[[], pb.PublishResponse] | BaseException | None] = queue.Queue(
+        pending: queue.Queue[Callable[[], bytes] | BaseException | None] = queue.Queue(
             maxsize=PUBLISH_PIPELINE_DEPTH
         )
 
@@ -104,9 +111,7 @@ class LogService(pb_grpc.LogServicer):
             yield item()
 
     @rpc
-    def Read(
-        self, request: pb.ReadRequest, context: grpc.ServicerContext
-    ) -> Iterator[pb.ReadResponse]:
+    def Read(self, request: pb.ReadRequest, context: grpc.ServicerContext) -> Iterator[bytes]:
         kind = self.broker.kind(request.topic).name
         compacted = str(request.read_compacted).lower()
         self.metrics.read_requests.labels(kind, compacted).inc()
@@ -120,17 +125,16 @@ class LogService(pb_grpc.LogServicer):
                 return
             if not request.follow:  # a follower's wait for new data is not latency
                 latency.observe(time.perf_counter() - started)
-            counter.inc(len(resp.messages))
-            yield resp
+            data, count = resp
+            counter.inc(count)
+            yield data
 
     @rpc
-    def Consume(
-        self, request: pb.ConsumeRequest, context: grpc.ServicerContext
-    ) -> pb.ConsumeResponse:
+    def Consume(self, request: pb.ConsumeRequest, context: grpc.ServicerContext) -> bytes:
         check_subscription_name(request.subscription)
-        resp = self.reading.consume(request, context.is_active)
-        self.metrics.consume_messages.inc(len(resp.messages))
-        return resp
+        data, count = self.reading.consume(request, context.is_active)
+        self.metrics.consume_messages.inc(count)
+        return data
 
     @rpc
     def Acknowledge(
@@ -157,3 +161,36 @@ class LogService(pb_grpc.LogServicer):
         if last is not None:
             id_to_pb(last, resp.id)
         return resp
+
+
+# Methods whose handler takes the request's bytes (Publish*) or returns response bytes
+# (Read, Consume): the generated (de)serializer is replaced by a pass-through.
+_RAW_REQUEST = {"Publish", "PublishStream"}
+_RAW_RESPONSE = {"Publish", "PublishStream", "Read", "Consume"}
+
+
+def _same(data: bytes) -> bytes:
+    return data
+
+
+def log_handler(service: LogService) -> grpc.GenericRpcHandler:
+    """The Log service's handlers, as ``add_LogServicer_to_server`` would register them
+    but with raw bytes where the data plane's hot path runs."""
+    methods = pb.DESCRIPTOR.services_by_name["Log"].methods
+    handlers = {}
+    for method in methods:
+        name = method.name
+        request_cls = getattr(pb, method.input_type.name)
+        response_cls = getattr(pb, method.output_type.name)
+        make = {
+            (False, False): grpc.unary_unary_rpc_method_handler,
+            (False, True): grpc.unary_stream_rpc_method_handler,
+            (True, True): grpc.stream_stream_rpc_method_handler,
+            (True, False): grpc.stream_unary_rpc_method_handler,
+        }[(method.client_streaming, method.server_streaming)]
+        handlers[name] = make(
+            getattr(service, name),
+            request_deserializer=_same if name in _RAW_REQUEST else request_cls.FromString,
+            response_serializer=_same if name in _RAW_RESPONSE else response_cls.SerializeToString,
+        )
+    return grpc.method_handlers_generic_handler("compactlog.v1.Log", handlers)

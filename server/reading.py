@@ -1,8 +1,10 @@
 """Read and Consume: resolve a start, stream batches, follow the tail.
 
-Responses are built straight from stored bytes (entries are Message wire bytes, see
-storage/codec.py), ``read.batch.max.messages`` per response, so throughput is not
-bound by per-message RPC cost.
+Responses are the stored batches' payloads spliced together (``storage.read_range``):
+a batch's payload is already the wire encoding of ``ReadResponse.messages``, so no
+message is decoded or re-encoded; ``read.batch.max.messages`` and 4 MiB cap each
+response. Handlers return response bytes; the Log service registers them with a
+pass-through serializer (``log_service.log_handler``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from compactlog.server.broker import Broker
 from compactlog.server.convert import fill_message, id_from_pb
 from compactlog.server.segment_subscriptions import SegmentSubscriptions
 from compactlog.storage.ledger_store import LedgerStore
+from compactlog.storage.read_range import read_chunks
 from compactlog.storage.types import MessageId, TopicKind
 from compactlog.storage.views import compacted_view, last_compacted_id, raw_view
 from compactlog.v1 import compactlog_pb2 as pb
@@ -24,7 +27,7 @@ FOLLOW_POLL_S = 0.2
 
 
 def _after(msg_id: MessageId | None) -> MessageId:
-    return MessageId(0, 0) if msg_id is None else MessageId(msg_id.ledger_id, msg_id.entry_id + 1)
+    return MessageId(0, 0) if msg_id is None else msg_id.next()
 
 
 class Reading:
@@ -46,7 +49,10 @@ class Reading:
 
     # ---- Read -----------------------------------------------------------------------
 
-    def read(self, req: pb.ReadRequest, is_active: Callable[[], bool]) -> Iterator[pb.ReadResponse]:
+    def read(
+        self, req: pb.ReadRequest, is_active: Callable[[], bool]
+    ) -> Iterator[tuple[bytes, int]]:
+        """``(ReadResponse bytes, message count)`` per response."""
         is_active = self._live(is_active)
         if self.broker.kind(req.topic) == TopicKind.LEDGER:
             yield from self._read_ledger(req, is_active)
@@ -67,36 +73,24 @@ class Reading:
 
     def _read_ledger(
         self, req: pb.ReadRequest, is_active: Callable[[], bool]
-    ) -> Iterator[pb.ReadResponse]:
+    ) -> Iterator[tuple[bytes, int]]:
         store = self.broker.ledgers
-        topic = store.topic(req.topic)
+        name = req.topic
+        topic = store.topic(name)
         start = self._ledger_start(store, req)
         view = compacted_view if req.read_compacted else raw_view
         remaining = req.max_messages or -1
-        batch = self.batch_size
         while True:
             stop = topic.lac
             if stop is not None and start <= stop:
-                resp = pb.ReadResponse()
-                add = resp.messages.add
-                n = 0
-                for lid, eid, data, has_id in view(store, req.topic, start, stop):
-                    m = add()
-                    m.MergeFromString(data)
-                    if not has_id:
-                        m.id.ledger_id = lid
-                        m.id.entry_id = eid
-                    n += 1
-                    remaining -= 1
-                    if n == batch or remaining == 0:
-                        yield resp
-                        if remaining == 0:
-                            return
-                        resp = pb.ReadResponse()
-                        add = resp.messages.add
-                        n = 0
-                if n:
-                    yield resp
+                batches = view(store, name, start, stop)
+                label = f"topic {name!r}"
+                for chunk in read_chunks(batches, label, stop, self.batch_size, max(remaining, 0)):
+                    if chunk.count:
+                        yield chunk.to_bytes(), chunk.count
+                        remaining -= chunk.count
+                    if remaining == 0:
+                        return
                 start = _after(stop)
             if not req.follow:
                 return
@@ -110,7 +104,7 @@ class Reading:
 
     def _read_segmented(
         self, req: pb.ReadRequest, is_active: Callable[[], bool]
-    ) -> Iterator[pb.ReadResponse]:
+    ) -> Iterator[bytes]:
         segs = self.broker.segments
         name = req.topic
         which = req.WhichOneof("start")
@@ -139,7 +133,7 @@ class Reading:
                 resp = pb.ReadResponse()
                 for msg in msgs:
                     fill_message(resp.messages.add(), msg)
-                yield resp
+                yield resp.SerializeToString(), len(msgs)
                 offset = msgs[-1].id.entry_id + 1
                 remaining -= len(msgs)
                 if remaining == 0:
@@ -158,11 +152,14 @@ class Reading:
         with self._sub_locks_guard:
             return self._sub_locks.setdefault((topic, sub), threading.Lock())
 
-    def consume(self, req: pb.ConsumeRequest, is_active: Callable[[], bool]) -> pb.ConsumeResponse:
+    def consume(self, req: pb.ConsumeRequest, is_active: Callable[[], bool]) -> tuple[bytes, int]:
+        """``(ConsumeResponse bytes, count)`` of the next unacknowledged messages, waiting
+        up to ``wait_ms`` for some."""
         is_active = self._live(is_active)
         if self.broker.kind(req.topic) == TopicKind.SEGMENTED:
             lock = self._sub_lock(req.topic, req.subscription)
-            return self.segment_subscriptions.consume(req, is_active, lock)
+            resp = self.segment_subscriptions.consume(req, is_active, lock)
+            return resp.SerializeToString(), len(resp.messages)
         store = self.broker.ledgers
         topic = store.topic(req.topic)
         cursor = store.open_cursor(
@@ -174,39 +171,30 @@ class Reading:
         view = compacted_view if req.read_compacted else raw_view
         limit = req.max_messages or self.batch_size
         deadline = time.monotonic() + req.wait_ms / 1000.0
-        resp = pb.ConsumeResponse()
         with self._sub_lock(req.topic, req.subscription):
             while True:
                 with topic.lock:
                     start, stop = _after(cursor.read_position), topic.lac
-                last = None
+                    skip = cursor.is_acked if cursor.acked else None
                 if stop is not None and start <= stop:
-                    for lid, eid, data, has_id in view(store, req.topic, start, stop):
-                        msg_id = MessageId(lid, eid)
-                        last = msg_id
-                        if cursor.is_acked(msg_id):
-                            continue
-                        m = resp.messages.add()
-                        m.MergeFromString(data)
-                        if not has_id:
-                            m.id.ledger_id = lid
-                            m.id.entry_id = eid
-                        if len(resp.messages) >= limit:
-                            break
-                if last is not None:
-                    with topic.lock:
-                        if cursor.read_position is None or last > cursor.read_position:
-                            cursor.read_position = last
-                if resp.messages:
-                    return resp
+                    batches = view(store, req.topic, start, stop)
+                    label = f"topic {req.topic!r}"
+                    chunk = next(read_chunks(batches, label, stop, limit, skip=skip), None)
+                    if chunk is not None and chunk.last_id is not None:
+                        with topic.lock:
+                            if cursor.read_position is None or chunk.last_id > cursor.read_position:
+                                cursor.read_position = chunk.last_id
+                        if chunk.count:
+                            return chunk.to_bytes(), chunk.count
+                        continue  # everything in that range was acknowledged already
                 timeout = deadline - time.monotonic()
                 if timeout <= 0 or not is_active():
-                    return resp
+                    return b"", 0
                 with topic.data_cond:
                     if topic.lac == stop and not topic.deleted:
                         topic.data_cond.wait(min(timeout, FOLLOW_POLL_S))
                     if topic.deleted:
-                        return resp
+                        return b"", 0
 
     def last_message_id(self, topic: str, read_compacted: bool) -> MessageId | None:
         if self.broker.kind(topic) == TopicKind.LEDGER:

@@ -151,7 +151,7 @@ def check(data: bytes | memoryview, where: str, offset: int = 0) -> BatchHeader:
     return BatchHeader(size, attributes, count, MessageId(fl, fe), MessageId(ll, le), pt, met, dh)
 
 
-def payload_of(data: bytes, header: BatchHeader, offset: int = 0) -> memoryview:
+def payload_of(data: bytes | memoryview, header: BatchHeader, offset: int = 0) -> memoryview:
     return memoryview(data)[offset + HEADER_SIZE : offset + header.size]
 
 
@@ -236,6 +236,22 @@ def records_to_request(records: Sequence[Record]) -> bytes:
     return bytes(out)
 
 
+def frame_messages(bodies: Sequence[bytes]) -> bytes:
+    """Message bodies (``Message`` wire bytes, id included) as payload records."""
+    out = bytearray()
+    for body in bodies:
+        _bytes_field(out, 0x0A, body)
+    return bytes(out)
+
+
+def record_body(payload: bytes | memoryview, start: int, end: int) -> bytes:
+    """The ``Message`` bytes of the record at ``payload[start:end]`` (tag and length off)."""
+    p = start + 1
+    while payload[p] & 0x80:
+        p += 1
+    return bytes(payload[p + 1 : end])
+
+
 # ---- reading payloads ---------------------------------------------------------------
 
 # (ledger, entry, flags, key, record start, record end) within a payload
@@ -255,7 +271,7 @@ def skip_records(payload: bytes | memoryview, start: int, count: int) -> int:
 
 
 def select(
-    data: bytes,
+    data: bytes | memoryview,
     header: BatchHeader,
     start: MessageId,
     stop: MessageId,
@@ -377,10 +393,12 @@ __all__ = [
     "decode_batch",
     "decode_message",
     "encode_request",
+    "frame_messages",
     "id_runs",
     "pack",
     "payload_of",
     "peek_length",
+    "record_body",
     "records_to_request",
     "select",
     "skip_records",

@@ -3,17 +3,18 @@ numeric order and one ledger is one contiguous key range).
 
 ::
 
-    b"\\x00format"                        -> b"1"          format version
+    b"\\x00format"                        -> b"2"          format version (1: one entry a message)
     b"\\x00next_ledger"                   -> u64           next ledger id (store-wide, from 1)
     b"T" topic                           -> JSON          topic record: kind, overrides, ledger ids
     b"L" ledger_id:u64                   -> ledger meta   see codec.LedgerMeta
-    b"E" ledger_id:u64 entry_id:u64      -> entry         Message wire bytes (no id in raw ledgers)
-    b"K" ledger_id:u64 first_entry:u64   -> key block     keys of consecutive entries (phase one)
+    b"E" ledger_id:u64 first_entry:u64   -> batch         storage/batch.py, keyed by its first entry
     b"C" topic 0x00 subscription         -> JSON          durable cursor
     b"S" topic                           -> JSON          compaction status and last run
 
-Entries and key blocks of a ledger are separate ranges so that a keys-only scan
-(compaction phase one) never reads payloads.
+A batch holds consecutive entries of one ledger; the batch holding entry ``e`` is the
+last key at or before ``E ledger e`` (a seek-for-prev). In a compacted ledger the key's
+entry part is the position of the batch's first message in that ledger (0, 1, ...), and
+the messages keep their original ids inside the batch.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from __future__ import annotations
 import struct
 
 FORMAT_KEY = b"\x00format"
-FORMAT_VERSION = b"1"
+FORMAT_VERSION = b"2"
+LEGACY_FORMAT_VERSION = b"1"
 NEXT_LEDGER_KEY = b"\x00next_ledger"
 
 U64 = struct.Struct(">Q")
@@ -61,22 +63,15 @@ def entry_ids(key: bytes) -> tuple[int, int]:
     return ledger_id, entry_id
 
 
-def key_block_key(ledger_id: int, first_entry_id: int) -> bytes:
-    return _ENTRY.pack(b"K", ledger_id, first_entry_id)
+def ledger_range(ledger_id: int) -> tuple[bytes, bytes]:
+    """The batch range of one ledger, for scans and delete_range."""
+    return (
+        _ENTRY.pack(b"E", ledger_id, 0),
+        _LEDGER.pack(b"E", ledger_id + 1) if ledger_id < MAX_ID else b"F",
+    )
 
 
-def ledger_ranges(ledger_id: int) -> list[tuple[bytes, bytes]]:
-    """The entry and key-block ranges of one ledger, for delete_range."""
-    return [
-        (
-            _ENTRY.pack(b"E", ledger_id, 0),
-            _LEDGER.pack(b"E", ledger_id + 1) if ledger_id < MAX_ID else b"F",
-        ),
-        (
-            _ENTRY.pack(b"K", ledger_id, 0),
-            _LEDGER.pack(b"K", ledger_id + 1) if ledger_id < MAX_ID else b"L",
-        ),
-    ]
+LEGACY_KEY_BLOCK_PREFIX = b"K"  # format 1 only: per-batch key blocks
 
 
 def cursor_key(topic: str, subscription: str) -> bytes:

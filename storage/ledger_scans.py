@@ -1,81 +1,115 @@
-"""The read side of the ledger store: range scans of entries and of key blocks.
+"""The read side of the ledger store: batches of a ledger, checked as they are read.
 
 Every scan is one bounded RocksDB iteration per ledger (a live iterator is a
-point-in-time view). Keys-only scans read the key blocks and never a payload, which is
-what compaction phase one needs.
+point-in-time view) that starts at the batch holding the first wanted entry (a
+seek-for-prev) and passes every batch through ``batch.check``: a CRC mismatch is
+``CorruptData`` naming the topic, ledger and entry, never bytes served as if whole.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+from compactlog.errors import CorruptData
+from compactlog.storage import batch as codec
 from compactlog.storage import keys
-from compactlog.storage.codec import iter_key_block, publish_time_of
+from compactlog.storage.batch import BatchHeader
+from compactlog.storage.codec import LedgerMeta
 from compactlog.storage.ledger_topic import LedgerTopic
 from compactlog.storage.rocks import RocksDB
 from compactlog.storage.types import MessageId
 
-Entry = tuple[int, int, bytes]  # ledger id, entry id, entry bytes
-KeyEntry = tuple[int, int, int, int, bytes | None]  # ledger, entry, flags, size, key
+# (position of the batch's first message in its ledger, batch bytes, checked header)
+StoredBatch = tuple[int, bytes, BatchHeader]
+# (entry id or compacted position, flags, record size, key)
+KeyEntry = tuple[int, int, int, bytes | None]
+
+
+def where(topic: str, ledger_id: int, entry: int) -> str:
+    return f"topic {topic!r} ledger {ledger_id} entry {entry}"
 
 
 class LedgerScans:
-    """Base of LedgerStore: needs only its RocksDB and its topic lookup."""
+    """Base of LedgerStore: needs only its RocksDB and its topic and ledger lookups."""
 
     db: RocksDB
 
     def topic(self, name: str) -> LedgerTopic:
         raise NotImplementedError
 
-    def scan_ledger(
-        self, ledger_id: int, first_entry: int = 0, last_entry: int = keys.MAX_ID
-    ) -> Iterator[Entry]:
-        begin = keys.entry_key(ledger_id, first_entry)
-        end = (
-            keys.entry_key(ledger_id, last_entry + 1)
-            if last_entry < keys.MAX_ID
-            else keys.ledger_ranges(ledger_id)[0][1]
-        )
-        entry_ids = keys.entry_ids
-        for key, value in self.db.scan(begin, end):
-            lid, eid = entry_ids(key)
-            yield lid, eid, value
+    def ledger(self, ledger_id: int) -> LedgerMeta | None:
+        raise NotImplementedError
 
-    def scan(self, name: str, start: MessageId, stop: MessageId) -> Iterator[Entry]:
-        """Raw entries with start <= id <= stop, ledger after ledger."""
-        for meta in self.topic(name).ledgers_between(start, stop):
-            first = start.entry_id if meta.ledger_id == start.ledger_id else 0
-            last = stop.entry_id if meta.ledger_id == stop.ledger_id else keys.MAX_ID
-            yield from self.scan_ledger(meta.ledger_id, first, last)
+    def _owner(self, ledger_id: int) -> str:
+        meta = self.ledger(ledger_id)
+        return meta.topic if meta is not None else "?"
 
-    def scan_ledger_keys(
-        self, ledger_id: int, first_entry: int = 0, last_entry: int = keys.MAX_ID
-    ) -> Iterator[KeyEntry]:
-        """Keys of a ledger's entries from its key blocks, never touching payloads."""
-        # A block starting before first_entry may cover it: start at the block holding it.
+    def batch_at(self, ledger_id: int, position: int) -> StoredBatch | None:
+        """The batch holding ``position`` of a ledger (None past its end)."""
+        begin = keys.entry_key(ledger_id, 0)
+        key = self.db.last_key(begin, keys.entry_key(ledger_id, position + 1))
+        if key is None:
+            return None
+        data = self.db.get(key)
+        first = keys.entry_ids(key)[1]
+        if data is None:
+            return None
+        header = codec.check(data, where(self._owner(ledger_id), ledger_id, first))
+        if position >= first + header.count:
+            return None
+        return first, data, header
+
+    def batches(
+        self, ledger_id: int, first: int = 0, last: int = keys.MAX_ID
+    ) -> Iterator[StoredBatch]:
+        """Checked batches holding positions ``first..last`` of a ledger, in order."""
         begin = self.db.last_key(
-            keys.key_block_key(ledger_id, 0), keys.key_block_key(ledger_id, first_entry + 1)
-        )
-        begin = begin or keys.key_block_key(ledger_id, first_entry)
-        end = keys.ledger_ranges(ledger_id)[1][1]
-        for key, block in self.db.scan(begin, end):
-            block_first = keys.entry_ids(key)[1]
-            if block_first > last_entry:
+            keys.entry_key(ledger_id, 0), keys.entry_key(ledger_id, first + 1)
+        ) or keys.entry_key(ledger_id, first)
+        topic = self._owner(ledger_id)
+        entry_ids, check = keys.entry_ids, codec.check
+        for key, data in self.db.scan(begin, keys.ledger_range(ledger_id)[1]):
+            at = entry_ids(key)[1]
+            if at > last:
                 return
-            for eid, flags, size, k in iter_key_block(block_first, block):
-                if eid > last_entry:
-                    return
-                if eid >= first_entry:
-                    yield ledger_id, eid, flags, size, k
+            yield at, data, check(data, where(topic, ledger_id, at))
 
-    def scan_keys(self, name: str, start: MessageId, stop: MessageId) -> Iterator[KeyEntry]:
+    def batches_reversed(self, ledger_id: int, first: int, last: int) -> Iterator[StoredBatch]:
+        """Checked batches holding positions ``first..last``, last batch first."""
+        topic = self._owner(ledger_id)
+        begin = keys.entry_key(ledger_id, 0)
+        for key, data in self.db.scan_reverse(begin, keys.entry_key(ledger_id, last + 1)):
+            at = keys.entry_ids(key)[1]
+            yield at, data, codec.check(data, where(topic, ledger_id, at))
+            if at <= first:
+                return
+
+    def raw_batches(self, name: str, start: MessageId, stop: MessageId) -> Iterator[StoredBatch]:
+        """Checked raw batches holding ids ``start..stop``, ledger after ledger."""
         for meta in self.topic(name).ledgers_between(start, stop):
             first = start.entry_id if meta.ledger_id == start.ledger_id else 0
             last = stop.entry_id if meta.ledger_id == stop.ledger_id else keys.MAX_ID
-            yield from self.scan_ledger_keys(meta.ledger_id, first, last)
+            expected = None
+            for at, data, header in self.batches(meta.ledger_id, first, last):
+                if expected is not None and at != expected:
+                    raise CorruptData(f"{where(name, meta.ledger_id, expected)}: batch missing")
+                expected = at + header.count
+                yield at, data, header
+
+    def keys_of(self, ledger_id: int, first: int, last: int, reverse: bool) -> Iterator[KeyEntry]:
+        """Keys of positions ``first..last`` of a ledger, from its checked batches."""
+        topic = self._owner(ledger_id)
+        scan = self.batches_reversed if reverse else self.batches
+        for at, data, header in scan(ledger_id, first, last):
+            walked = codec.walk(codec.payload_of(data, header), where(topic, ledger_id, at))
+            items = enumerate(walked, at)
+            for pos, (_l, _e, flags, key, s, e) in reversed(list(items)) if reverse else items:
+                if first <= pos <= last:
+                    yield pos, flags, e - s, key
 
     def find_by_timestamp(self, name: str, timestamp_ms: int) -> MessageId | None:
-        """First confirmed id published at or after timestamp_ms."""
+        """First confirmed id published at or after ``timestamp_ms``: batch headers hold
+        the publish time, so no message is decoded."""
         topic = self.topic(name)
         lac = topic.lac
         if lac is None:
@@ -83,9 +117,9 @@ class LedgerScans:
         for meta in topic.ledgers_between(MessageId(0, 0), lac):
             if meta.entries == 0 or meta.last_publish_ms < timestamp_ms:
                 continue
-            for lid, eid, data in self.scan_ledger(meta.ledger_id):
-                if MessageId(lid, eid) > lac:
+            for _at, _data, header in self.batches(meta.ledger_id):
+                if header.first_id > lac:
                     return None
-                if publish_time_of(data) >= timestamp_ms:
-                    return MessageId(lid, eid)
+                if header.publish_time_ms >= timestamp_ms:
+                    return header.first_id
         return None

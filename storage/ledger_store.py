@@ -16,32 +16,22 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from compactlog.errors import StorageError, TopicAlreadyExists, TopicNotFound
+from compactlog.storage import batch as codec
 from compactlog.storage import keys
-from compactlog.storage.codec import (
-    ROLE_COMPACTED,
-    LedgerMeta,
-    key_block_part,
-)
+from compactlog.storage.codec import ROLE_COMPACTED, LedgerMeta
 from compactlog.storage.config import LedgerTopicConfig, ServerSettings, effective_topic_config
 from compactlog.storage.cursor import COMPACTED_LEDGER_PROPERTY, Cursor
 from compactlog.storage.group_commit import GroupCommit
-from compactlog.storage.ledger_append import (
-    Encoded,
-    PendingAppend,
-    build_append,
-    encode_records,
-    encode_wire_records,
-)
-from compactlog.storage.ledger_scans import Entry, KeyEntry, LedgerScans
+from compactlog.storage.ledger_append import PendingAppend, build_append
+from compactlog.storage.ledger_scans import KeyEntry, LedgerScans, StoredBatch
 from compactlog.storage.ledger_topic import LedgerTopic
 from compactlog.storage.retention import ledgers_to_delete
 from compactlog.storage.rocks import Batch, RocksDB
 from compactlog.storage.types import MessageId, Record, TopicKind
-from compactlog.v1 import compactlog_pb2 as pb
 
 log = logging.getLogger(__name__)
 
@@ -71,8 +61,16 @@ class LedgerStore(LedgerScans):
         fmt = self.db.get(keys.FORMAT_KEY)
         if fmt is None:
             self.db.put(keys.FORMAT_KEY, keys.FORMAT_VERSION)
+        elif fmt == keys.LEGACY_FORMAT_VERSION:
+            raise StorageError(
+                f"{self.db.path} holds ledgers in format 1 (one entry a message); this "
+                "server reads format 2 (batches): run `compactlog migrate DATA_DIR` first"
+            )
         elif fmt != keys.FORMAT_VERSION:
-            raise StorageError(f"unsupported store format {fmt!r}")
+            raise StorageError(
+                f"{self.db.path} holds ledgers in format {fmt.decode(errors='replace')!r}, "
+                f"newer than this server's {keys.FORMAT_VERSION.decode()}"
+            )
         raw_next = self.db.get(keys.NEXT_LEDGER_KEY)
         self._next_ledger = keys.U64.unpack(raw_next)[0] if raw_next else 1
         for key, value in self.db.scan(*keys.ledger_meta_range()):
@@ -192,8 +190,7 @@ class LedgerStore(LedgerScans):
 
     def _delete_ledger_ops(self, batch: Batch, ledger_id: int) -> None:
         batch.delete(keys.ledger_meta_key(ledger_id))
-        for begin, end in keys.ledger_ranges(ledger_id):
-            batch.delete_range(begin, end)
+        batch.delete_range(*keys.ledger_range(ledger_id))
 
     def ledger(self, ledger_id: int) -> LedgerMeta | None:
         return self._ledgers.get(ledger_id)
@@ -208,23 +205,31 @@ class LedgerStore(LedgerScans):
     def append_entries(
         self, ledger_id: int, entries: Sequence[tuple[int, bytes, bytes | None, int]]
     ) -> None:
-        """Append (entry_id, entry bytes, key, flags) to a non-raw ledger, ids as given."""
+        """Append ``(position, Message bytes with the original id, key, flags)`` to a
+        compacted ledger as one COMPACTED batch; positions continue the ledger's."""
         meta = self._ledgers[ledger_id]
         if meta.sealed:
             raise StorageError(f"ledger {ledger_id} is sealed")
-        batch = Batch()
-        parts = []
-        first_entry = None
-        for entry_id, data, key, flags in entries:
-            if first_entry is None:
-                first_entry = entry_id
-            batch.put(keys.entry_key(ledger_id, entry_id), data)
-            parts.append(key_block_part(flags, len(data), key))
-            meta.bytes += len(data)
-        if first_entry is None:
+        if not entries:
             return
+        first = entries[0][0]
+        if first != meta.entries or entries[-1][0] != first + len(entries) - 1:
+            raise StorageError(f"ledger {ledger_id}: appends must continue at {meta.entries}")
+        payload = codec.frame_messages([data for _pos, data, _key, _flags in entries])
+        walked = codec.walk(payload, f"ledger {ledger_id}")
+        data = codec.pack(
+            payload,
+            len(entries),
+            MessageId(walked[0][0], walked[0][1]),
+            MessageId(walked[-1][0], walked[-1][1]),
+            0,
+            0,
+            attributes=codec.COMPACTED,
+        )
         meta.entries += len(entries)
-        batch.put(keys.key_block_key(ledger_id, first_entry), b"".join(parts))
+        meta.bytes += len(data)
+        batch = Batch()
+        batch.put(keys.entry_key(ledger_id, first), data)
         batch.put(keys.ledger_meta_key(ledger_id), meta.encode())
         self.db.write(batch)
 
@@ -248,37 +253,31 @@ class LedgerStore(LedgerScans):
         return self.append_start(name, records).wait()
 
     def append_start(self, name: str, records: Sequence[Record]) -> PendingAppend:
-        """Write the batch to the WAL now; ``wait()`` on the result for durability.
+        """``append_request_start`` for domain records: they take the wire encoder's path."""
+        return self.append_request_start(name, codec.records_to_request(records))
+
+    def append_request_start(self, name: str, request: bytes) -> PendingAppend:
+        """Write the records of a raw ``PublishRequest`` to the WAL now; ``wait()`` on the
+        result for durability.
 
         Splitting the two lets a stream of publishes overlap the next request's work
         with the previous one's fsync, so one client gets group commit too.
         """
         topic = self.topic(name)
         now = int(self.clock() * 1000)
-        return self._append_encoded(
-            topic, encode_records(records, now, topic.config.max_message_bytes), now
-        )
-
-    def append_wire_start(self, name: str, records: Iterable[pb.Record]) -> PendingAppend:
-        """``append_start`` for protobuf Records, encoded without intermediate objects."""
-        topic = self.topic(name)
-        now = int(self.clock() * 1000)
-        encoded = encode_wire_records(records, now, topic.config.max_message_bytes)
-        return self._append_encoded(topic, encoded, now)
-
-    def _append_encoded(self, topic: LedgerTopic, encoded: Encoded, now: int) -> PendingAppend:
-        if not encoded:
-            return PendingAppend(self, topic, [], 0)
         with topic.lock:
             if topic.deleted:
                 raise TopicNotFound(f"topic {topic.name!r} does not exist")
             undo = topic.undo_point()
             try:
-                runs, batch = build_append(topic, encoded, now, self._allocate_ledger)
-                self.db.write(batch)
+                runs, batch = build_append(topic, request, now, self._allocate_ledger)
+                if runs:
+                    self.db.write(batch)
             except BaseException:
                 topic.rollback(undo)  # memory must not run ahead of disk
                 raise
+            if not runs:
+                return PendingAppend(self, topic, [], 0)
             if self.fsync:
                 return PendingAppend(self, topic, runs, self.group_commit.ticket())
             lid, first, count = runs[-1]
@@ -395,4 +394,4 @@ class LedgerStore(LedgerScans):
         self.db.close()
 
 
-__all__ = ["COMPACTED_LEDGER_PROPERTY", "Entry", "KeyEntry", "LedgerStore"]
+__all__ = ["COMPACTED_LEDGER_PROPERTY", "KeyEntry", "LedgerStore", "StoredBatch"]

@@ -24,6 +24,10 @@ class MessageId(NamedTuple):
     def __str__(self) -> str:
         return f"{self.ledger_id}:{self.entry_id}"
 
+    def next(self) -> MessageId:
+        """The smallest id after this one (a bound for ranges, not always a stored id)."""
+        return MessageId(self.ledger_id, self.entry_id + 1)
+
 
 EARLIEST_ID = MessageId(0, 0)
 

@@ -1,9 +1,11 @@
 """The two ways to read a LEDGER topic: raw, and compacted (Pulsar's CompactedTopicImpl).
 
-The compacted view is the compacted ledger's entries with id >= start, then raw
-entries after the compaction horizon. Compacted entries carry their original id inside
-their bytes (Message wire format including ``id``), so readers answer them verbatim;
-the start point inside the compacted ledger is found by binary search over those ids.
+Both yield checked stored batches covering an id range; the one reader
+(``storage.read_range``) trims them at the ends and splices their payloads. The
+compacted view is the compacted ledger's batches with ids >= start, then raw batches
+after the compaction horizon. Compacted batches keep the original ids inside (their
+headers carry the first and last), so the start batch is found by a binary search over
+batch headers, not by decoding messages.
 """
 
 from __future__ import annotations
@@ -12,14 +14,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from compactlog.errors import DataLoss
-from compactlog.storage import keys
+from compactlog.storage import batch as codec
 from compactlog.storage.cursor import COMPACTION_SUBSCRIPTION
+from compactlog.storage.ledger_scans import StoredBatch
 from compactlog.storage.ledger_store import LedgerStore
-from compactlog.storage.types import MessageId
-from compactlog.v1 import compactlog_pb2 as pb
-
-# (ledger id, entry id, bytes, bytes include the id field)
-ViewEntry = tuple[int, int, bytes, bool]
+from compactlog.storage.read_range import ViewBatch, read_chunks
+from compactlog.storage.types import MessageId, StoredMessage
 
 
 @dataclass(frozen=True)
@@ -42,37 +42,38 @@ def compacted_state(store: LedgerStore, topic_name: str) -> CompactedState | Non
         return CompactedState(lid, meta.entries, cursor.mark_delete)
 
 
-def original_id(data: bytes) -> MessageId:
-    msg = pb.Message.FromString(data)
-    return MessageId(msg.id.ledger_id, msg.id.entry_id)
+def _batch_at(store: LedgerStore, state: CompactedState, position: int) -> StoredBatch:
+    found = store.batch_at(state.ledger_id, position)
+    if found is None:
+        raise DataLoss(f"compacted ledger {state.ledger_id} is missing entry {position}")
+    return found
 
 
 def _compacted_start(store: LedgerStore, state: CompactedState, start: MessageId) -> int:
-    """Index of the first compacted entry whose original id is >= start."""
+    """Position of the first batch of the compacted ledger holding an id >= start."""
     lo, hi = 0, state.entries
     while lo < hi:
-        mid = (lo + hi) // 2
-        data = store.db.get(keys.entry_key(state.ledger_id, mid))
-        if data is None:
-            raise DataLoss(f"compacted ledger {state.ledger_id} is missing entry {mid}")
-        if original_id(data) < start:
-            lo = mid + 1
+        at, _data, header = _batch_at(store, state, (lo + hi) // 2)
+        if header.last_id < start:
+            lo = at + header.count
+        elif header.first_id >= start:
+            hi = at
         else:
-            hi = mid
+            return at  # this batch holds start
     return lo
 
 
 def raw_view(
     store: LedgerStore, topic: str, start: MessageId, stop: MessageId
-) -> Iterator[ViewEntry]:
-    for lid, eid, data in store.scan(topic, start, stop):
-        yield lid, eid, data, False
+) -> Iterator[ViewBatch]:
+    for _at, data, header in store.raw_batches(topic, start, stop):
+        yield data, header, start
 
 
 def compacted_view(
     store: LedgerStore, topic: str, start: MessageId, stop: MessageId
-) -> Iterator[ViewEntry]:
-    """Compacted entries with id >= start, then raw entries after the horizon.
+) -> Iterator[ViewBatch]:
+    """Compacted batches with ids >= start, then raw batches after the horizon.
 
     A compaction may commit and delete the ledger this reader is on between reading the
     state and opening the scan; then the read resumes after the last id it yielded on
@@ -85,15 +86,14 @@ def compacted_view(
             yield from raw_view(store, topic, start, stop)
             return
         try:
-            for entry in _compacted_entries(store, topic, state, start, stop):
-                yield entry
-                start = MessageId(entry[0], entry[1] + 1)
+            for _at, data, header in _compacted_batches(store, topic, state, start, stop):
+                yield data, header, start
+                start = max(start, header.last_id.next())
         except DataLoss:
             if _current_ledger(store, topic) == state.ledger_id:
                 raise
             continue  # swapped under us: resume on the new compacted ledger
-        if start <= state.horizon:
-            start = MessageId(state.horizon.ledger_id, state.horizon.entry_id + 1)
+        start = max(start, state.horizon.next())
         if start > stop:
             return
         yield from raw_view(store, topic, start, stop)
@@ -106,19 +106,33 @@ def _current_ledger(store: LedgerStore, topic: str) -> int | None:
         return t.compacted_ledger_id()
 
 
-def _compacted_entries(
+def _compacted_batches(
     store: LedgerStore, topic: str, state: CompactedState, start: MessageId, stop: MessageId
-) -> Iterator[ViewEntry]:
-    first = _compacted_start(store, state, start)
-    seen = first
-    for _lid, _eid, data in store.scan_ledger(state.ledger_id, first, state.entries - 1):
-        ident = original_id(data)
-        if ident > stop:
+) -> Iterator[StoredBatch]:
+    if state.entries == 0:
+        return
+    position = _compacted_start(store, state, start)
+    seen = position
+    for at, data, header in store.batches(state.ledger_id, position, state.entries - 1):
+        if at != seen:
+            break
+        if header.first_id > stop:
             return
-        seen += 1
-        yield ident.ledger_id, ident.entry_id, data, True
+        seen = at + header.count
+        yield at, data, header
     if seen < state.entries:
         raise DataLoss(f"compacted ledger {state.ledger_id} of {topic!r} is incomplete")
+
+
+def view_messages(
+    store: LedgerStore, topic: str, start: MessageId, stop: MessageId, compacted: bool
+) -> Iterator[StoredMessage]:
+    """The view's messages decoded (tools and tests: reads send stored bytes as they are)."""
+    view = compacted_view if compacted else raw_view
+    for chunk in read_chunks(view(store, topic, start, stop), f"topic {topic!r}", stop, 1 << 30):
+        payload = chunk.to_bytes()
+        for *_ids, s, e in codec.walk(payload, f"topic {topic!r}"):
+            yield codec.decode_message(payload[s:e])
 
 
 def last_compacted_id(store: LedgerStore, topic: str) -> MessageId | None:
@@ -131,7 +145,4 @@ def last_compacted_id(store: LedgerStore, topic: str) -> MessageId | None:
         return t.lac
     if state.entries == 0:
         return None
-    data = store.db.get(keys.entry_key(state.ledger_id, state.entries - 1))
-    if data is None:
-        raise DataLoss(f"compacted ledger {state.ledger_id} of {topic!r} is missing its last entry")
-    return original_id(data)
+    return _batch_at(store, state, state.entries - 1)[2].last_id

@@ -4,7 +4,7 @@ One run::
 
     begin      snapshot: previous compacted ledger + raw after its horizon, up to the lac
     phase one  keys only, newest first: the winners (``phase_one``)
-    phase two  winners' bytes in id order, original id prepended, into a new ledger; seal
+    phase two  winners' bytes in id order (they carry their ids) into a new ledger; seal
     commit     one atomic write: cursor mark-delete = horizon, CompactedTopicLedger = new
     delete     the previous compacted ledger (a crash before this leaves an orphan that
                start-up collects)
@@ -99,22 +99,6 @@ class CompactionResult:
     committed: bool = field(default=False)  # False: there was nothing to do
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def with_id(ledger_id: int, entry_id: int, data: bytes) -> bytes:
-    """Raw entry bytes (Message without id) with field 1 ``id`` in front: the same bytes
-    ``Message.SerializeToString`` gives, since fields are written in number order."""
-    inner = b"\x08" + _varint(ledger_id) + (b"\x10" + _varint(entry_id) if entry_id else b"")
-    return b"\x0a" + _varint(len(inner)) + inner + data
-
-
 def key_and_flags(data: bytes) -> tuple[bytes | None, int]:
     msg = pb.Message.FromString(data)
     key = msg.key if msg.HasField("key") else None
@@ -201,9 +185,7 @@ class TwoPhaseCompactor:
             bits = winners.selection(index, seg.length)
             if not any(bits):
                 continue
-            for eid, data in storage.read_entries(seg, bits):
-                if not seg.compacted:
-                    data = with_id(seg.ledger_id, eid, data)
+            for _eid, data in storage.read_entries(seg, bits):
                 key, flags = key_and_flags(data)
                 batch.append((out_id, data, key, flags))
                 out_id += 1

@@ -1,9 +1,9 @@
 """The in-process ``CompactionStorage`` over the RocksDB ``LedgerStore``.
 
-Keys come from the per-batch key blocks (``storage.codec``), so phase one never reads
-a payload. A reverse key read holds one ledger's key blocks at a time (bounded by
-``ledger.max.bytes`` worth of keys, not by the topic). Phase two reads winners by point
-lookups when they are sparse and by one range scan when they are dense.
+Both phases read the stored batches through ``batch.check`` (every batch's CRC is
+verified by the compactor too) and walk them with the codec's compiled twin. A reverse
+key read holds one batch at a time. Entries handed to the compactor are ``Message``
+bytes with their original id, for raw and compacted ledgers alike.
 """
 
 from __future__ import annotations
@@ -19,15 +19,11 @@ from compactlog.compactor.two_phase.storage import (
     tail_segments,
 )
 from compactlog.errors import CommitConflict, DataLoss, TopicNotFound
-from compactlog.storage import keys
-from compactlog.storage.codec import ROLE_COMPACTED, iter_key_block
+from compactlog.storage import batch as batch_codec
+from compactlog.storage.codec import ROLE_COMPACTED
 from compactlog.storage.cursor import COMPACTED_LEDGER_PROPERTY, COMPACTION_SUBSCRIPTION
 from compactlog.storage.ledger_store import LedgerStore
 from compactlog.storage.types import MessageId
-
-# Below this share of selected entries, point lookups beat scanning every entry.
-SPARSE_SELECTION = 0.3
-
 
 # The compactor runs in the server's process and holds the GIL while it scans; without a
 # pause now and then, a publish waits out the interpreter's 5 ms switch interval at each of
@@ -92,87 +88,46 @@ class LedgerStoreCompactionStorage:
 
     # ---- reads ----------------------------------------------------------------------
 
-    def _blocks(self, ledger_id: int, first: int, last: int) -> Iterator[tuple[int, bytes]]:
-        db = self.store.db
-        begin = db.last_key(
-            keys.key_block_key(ledger_id, 0), keys.key_block_key(ledger_id, first + 1)
-        )
-        begin = begin or keys.key_block_key(ledger_id, first)
-        for key, block in db.scan(begin, keys.ledger_ranges(ledger_id)[1][1]):
-            block_first = keys.entry_ids(key)[1]
-            if block_first > last:
-                return
-            _let_requests_run()
-            yield block_first, block
-
-    def _blocks_reversed(
-        self, ledger_id: int, first: int, last: int
-    ) -> Iterator[tuple[int, bytes]]:
-        """Key blocks covering entries first..last, last block first."""
-        begin = keys.key_block_key(ledger_id, 0)
-        for key, block in self.store.db.scan_reverse(
-            begin, keys.key_block_key(ledger_id, last + 1)
-        ):
-            block_first = keys.entry_ids(key)[1]
-            _let_requests_run()
-            yield block_first, block
-            if block_first <= first:
-                return
-
     def read_keys(self, segment: Segment, reverse: bool = False) -> Iterator[KeyEntry]:
+        """Keys from the checked batches; reversed, one batch in memory at a time."""
         lid, first, last = segment.ledger_id, segment.first_entry, segment.last_entry
-        if not reverse:
-            for block_first, block in self._blocks(lid, first, last):
-                for eid, flags, size, key in iter_key_block(block_first, block):
-                    if first <= eid <= last:
-                        yield eid, flags, size, key
-            return
-        # Newest first, one key block in memory at a time (not the ledger's whole list).
-        for block_first, block in self._blocks_reversed(lid, first, last):
-            for eid, flags, size, key in reversed(list(iter_key_block(block_first, block))):
-                if first <= eid <= last:
-                    yield eid, flags, size, key
+        expected = last if reverse else first
+        step = -1 if reverse else 1
+        for pos, flags, size, key in self.store.keys_of(lid, first, last, reverse):
+            if pos != expected:
+                raise DataLoss(f"ledger {lid} lacks entry {expected} (read {first}..{last})")
+            expected += step
+            if not pos & YIELD_MASK:
+                _let_requests_run()
+            yield pos, flags, size, key
+        if expected != (first - 1 if reverse else last + 1):
+            raise DataLoss(f"ledger {lid} lacks entry {expected} (read {first}..{last})")
 
     def read_entries(
         self, segment: Segment, select: bytearray | None = None
     ) -> Iterator[tuple[int, bytes]]:
+        """Message bytes (original id included) of the selected positions, in order."""
         lid, first, last = segment.ledger_id, segment.first_entry, segment.last_entry
-        if select is None:
-            expected = first
-            for _lid, eid, data in self.store.scan_ledger(lid, first, last):
-                if eid != expected:
-                    break
-                expected += 1
-                if not expected & YIELD_MASK:
-                    _let_requests_run()
-                yield eid, data
-            if expected != last + 1:
-                raise DataLoss(f"ledger {lid} lacks entry {expected} (read {first}..{last})")
-            return
-        wanted = sum(bin(b).count("1") for b in select)
-        if wanted < SPARSE_SELECTION * segment.length:
-            get, entry_key = self.store.db.get, keys.entry_key
-            for i, byte in enumerate(select):
-                if not i & (YIELD_MASK >> 3):
-                    _let_requests_run()
-                while byte:
-                    low = byte & -byte
-                    eid = first + i * 8 + low.bit_length() - 1
-                    byte ^= low
-                    found = get(entry_key(lid, eid))
-                    if found is None:
-                        raise DataLoss(f"ledger {lid} lacks entry {eid}")
-                    yield eid, found
-            return
+        wanted = None if select is None else sum(bin(b).count("1") for b in select)
         hits = 0
-        for _lid, eid, data in self.store.scan_ledger(lid, first, last):
-            off = eid - first
-            if not off & YIELD_MASK:
-                _let_requests_run()
-            if select[off >> 3] >> (off & 7) & 1:
-                hits += 1
-                yield eid, data
-        if hits != wanted:
+        expected = first
+        for at, data, header in self.store.batches(lid, first, last):
+            if at > expected:
+                break
+            _let_requests_run()
+            payload = batch_codec.payload_of(data, header)
+            walked = batch_codec.walk(payload, f"ledger {lid} entry {at}")
+            for pos, (_l, _e, _f, _k, s, e) in enumerate(walked, at):
+                if pos < first or pos > last:
+                    continue
+                expected = pos + 1
+                off = pos - first
+                if select is None or select[off >> 3] >> (off & 7) & 1:
+                    hits += 1
+                    yield pos, batch_codec.record_body(payload, s, e)
+        if select is None and expected != last + 1:
+            raise DataLoss(f"ledger {lid} lacks entry {expected} (read {first}..{last})")
+        if wanted is not None and hits != wanted:
             raise DataLoss(f"ledger {lid} lacks {wanted - hits} selected entries")
 
     # ---- writes ---------------------------------------------------------------------

@@ -19,7 +19,7 @@ from compactlog.compactor.two_phase.storage import (
     tail_segments,
 )
 from compactlog.errors import CommitConflict, DataLoss, StorageError, TopicNotFound
-from compactlog.storage.codec import encode_entry, key_flags
+from compactlog.storage.codec import key_flags
 from compactlog.storage.types import MessageId, Record
 from compactlog.v1 import compactlog_pb2 as pb
 
@@ -71,15 +71,17 @@ class InMemoryCompactionStorage:
                 t.ledgers.append(self._new_ledger(name))
             led = self.ledgers[t.ledgers[-1]]
             self.clock_ms += 1
-            data = encode_entry(
-                rec.key,
-                rec.value,
-                rec.properties,
-                self.clock_ms,
-                rec.event_time_ms or self.clock_ms,
+            msg_id = MessageId(t.ledgers[-1], len(led.entries))
+            msg = pb.Message(
+                id=pb.MessageId(ledger_id=msg_id.ledger_id, entry_id=msg_id.entry_id),
+                key=rec.key,
+                value=rec.value,
+                properties=rec.properties or {},
+                publish_time_ms=self.clock_ms,
+                event_time_ms=rec.event_time_ms or self.clock_ms,
             )
-            led.entries.append((data, rec.key, key_flags(rec.key, rec.value)))
-            ids.append(MessageId(t.ledgers[-1], len(led.entries) - 1))
+            led.entries.append((msg.SerializeToString(), rec.key, key_flags(rec.key, rec.value)))
+            ids.append(msg_id)
         return ids
 
     def lac(self, name: str) -> MessageId | None:
@@ -98,9 +100,7 @@ class InMemoryCompactionStorage:
         for lid in t.ledgers:
             for eid, (data, _key, _flags) in enumerate(self.ledgers[lid].entries):
                 if t.mark_delete is None or MessageId(lid, eid) > t.mark_delete:
-                    msg = pb.Message.FromString(data)
-                    msg.id.ledger_id, msg.id.entry_id = lid, eid
-                    out.append(msg)
+                    out.append(pb.Message.FromString(data))
         return out
 
     def _topic(self, name: str) -> MemoryTopic:

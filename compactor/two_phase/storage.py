@@ -7,8 +7,8 @@ confirmed id), writes a new ledger, and commits ``(ledger, horizon)``. The in-pr
 adapter (``ledger_adapter``) serves the server's runs; the in-memory twin (``memory``)
 serves fast tests; a gRPC adapter can serve runs driven from outside (the Spark engine).
 
-Entry bytes are ``compactlog.v1.Message`` wire bytes: without the ``id`` field in raw
-ledgers, with it (the original id) in compacted ledgers.
+Entry bytes are ``compactlog.v1.Message`` wire bytes with the ``id`` field (the
+original id), in raw and compacted ledgers alike.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ class Segment(NamedTuple):
     ledger_id: int
     first_entry: int
     last_entry: int
-    compacted: bool  # entries of the previous compacted ledger (their bytes carry the id)
+    compacted: bool  # entries of the previous compacted ledger (positions, not ids)
 
     @property
     def length(self) -> int:

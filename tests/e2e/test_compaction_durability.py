@@ -197,8 +197,7 @@ def test_missing_compacted_ledger_is_data_loss(
 
     batch = Batch()
     batch.delete(keys.ledger_meta_key(lid))
-    for begin, end in keys.ledger_ranges(lid):
-        batch.delete_range(begin, end)
+    batch.delete_range(*keys.ledger_range(lid))
     db.write(batch, sync=True)
     db.close()
     gc.collect()

@@ -1,8 +1,9 @@
-"""The server's protobuf fast path encodes exactly what the domain path does."""
+"""In-process appends (domain records) and the server's path (raw PublishRequest bytes)
+store the same batches: both go through one encoder."""
 
 from __future__ import annotations
 
-from compactlog.storage.ledger_append import encode_records, encode_wire_records
+from compactlog.storage import batch
 from compactlog.storage.types import Record
 from compactlog.v1 import compactlog_pb2 as pb
 
@@ -27,10 +28,15 @@ def to_pb(rec: Record) -> pb.Record:
     return out
 
 
-def test_wire_and_domain_encodings_agree_entry_for_entry() -> None:
-    wire = encode_wire_records([to_pb(r) for r in CASES], 1000, 1 << 20)
-    domain = encode_records(CASES, 1000, 1 << 20)
-    assert len(wire) == len(CASES)
-    for (w_data, w_part), (d_data, d_part) in zip(wire, domain, strict=True):
-        assert pb.Message.FromString(w_data) == pb.Message.FromString(d_data)
-        assert w_part == d_part  # key-block flags, size and key
+def test_wire_and_domain_requests_store_the_same_messages() -> None:
+    wire = pb.PublishRequest(topic="t", records=[to_pb(r) for r in CASES]).SerializeToString()
+    domain = batch.records_to_request(CASES)
+    w = batch.encode_request(wire, 0, 3, 7, 1000)
+    d = batch.encode_request(domain, 0, 3, 7, 1000)
+    assert w.count == d.count == len(CASES)
+    assert pb.ReadResponse.FromString(w.payload) == pb.ReadResponse.FromString(d.payload)
+    assert w.key_block == d.key_block  # flags, sizes and keys
+    got = pb.ReadResponse.FromString(w.payload).messages
+    assert [(m.id.ledger_id, m.id.entry_id) for m in got] == [(3, 7 + i) for i in range(6)]
+    assert [m.HasField("value") for m in got] == [r.value is not None for r in CASES]
+    assert got[5].event_time_ms == 42 and got[0].event_time_ms == 1000

@@ -16,7 +16,7 @@ from compactlog.compactor.two_phase.storage import CompactionStorage
 from compactlog.storage.config import ServerSettings
 from compactlog.storage.ledger_store import LedgerStore
 from compactlog.storage.types import MessageId, Record
-from compactlog.storage.views import compacted_view
+from compactlog.storage.views import view_messages
 from compactlog.v1 import compactlog_pb2 as pb
 
 View = list[tuple[MessageId, bytes | None, bytes | None]]
@@ -79,17 +79,10 @@ class RocksHarness:
         lac = self.store.topic(name).lac
         if lac is None:
             return []
-        out = []
-        for lid, eid, data, _has_id in compacted_view(self.store, name, MessageId(0, 0), lac):
-            msg = pb.Message.FromString(data)
-            out.append(
-                (
-                    MessageId(lid, eid),
-                    msg.key if msg.HasField("key") else None,
-                    msg.value if msg.HasField("value") else None,
-                )
-            )
-        return out
+        return [
+            (m.id, m.key, m.value)
+            for m in view_messages(self.store, name, MessageId(0, 0), lac, compacted=True)
+        ]
 
     def ledger_ids(self) -> set[int]:
         return {lid for lid in range(1, 200) if self.store.ledger(lid) is not None}

@@ -7,10 +7,7 @@ from typing import Any
 import pytest
 
 from compactlog.compactor.two_phase import FAULT_POINTS, PhaseOneMemoryExceeded, TwoPhaseCompactor
-from compactlog.compactor.two_phase.compactor import with_id
-from compactlog.storage.codec import encode_entry
 from compactlog.storage.types import MessageId, Record
-from compactlog.v1 import compactlog_pb2 as pb
 
 MB = 1 << 20
 
@@ -174,11 +171,3 @@ def test_failure_discards_the_new_ledger(harness: Any) -> None:
     with pytest.raises(RuntimeError):
         TwoPhaseCompactor(harness.storage, MB, fault=boom).compact("t")
     assert harness.ledger_ids() == before
-
-
-def test_with_id_matches_protobuf_serialisation() -> None:
-    data = encode_entry(b"k", b"v", {"a": "b"}, 5, 6)
-    for lid, eid in [(1, 0), (3, 5), (300, 2**40), (2**63, 2**64 - 1)]:
-        msg = pb.Message.FromString(data)
-        msg.id.ledger_id, msg.id.entry_id = lid, eid
-        assert with_id(lid, eid, data) == msg.SerializeToString()

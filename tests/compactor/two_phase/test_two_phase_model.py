@@ -19,8 +19,7 @@ from compactlog.storage.config import ServerSettings
 from compactlog.storage.cursor import COMPACTION_SUBSCRIPTION
 from compactlog.storage.ledger_store import LedgerStore
 from compactlog.storage.types import MessageId, Record
-from compactlog.storage.views import compacted_view, last_compacted_id
-from compactlog.v1 import compactlog_pb2 as pb
+from compactlog.storage.views import last_compacted_id, view_messages
 
 Entry = tuple[MessageId, bytes | None, bytes | None]
 KEYS = st.sampled_from([b"a", b"b", b"c", b"d", None])
@@ -100,15 +99,8 @@ class CompactionModel(RuleBasedStateMachine):
         lac = self.store.topic("t").lac
         got: list[Entry] = []
         if lac is not None:
-            for lid, eid, data, _ in compacted_view(self.store, "t", MessageId(0, 0), lac):
-                m = pb.Message.FromString(data)
-                got.append(
-                    (
-                        MessageId(lid, eid),
-                        m.key if m.HasField("key") else None,
-                        m.value if m.HasField("value") else None,
-                    )
-                )
+            for m in view_messages(self.store, "t", MessageId(0, 0), lac, compacted=True):
+                got.append((m.id, m.key, m.value))
         want = expected_view(self.history, self.horizon, self.retain)
         assert got == want
         assert last_compacted_id(self.store, "t") == (want[-1][0] if want else None)
