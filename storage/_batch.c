@@ -321,6 +321,72 @@ fail:
     return NULL;
 }
 
+static int record_id(const unsigned char *buf, Py_ssize_t q, Py_ssize_t me, uint64_t *ledger,
+                     uint64_t *entry) {
+    *ledger = *entry = 0;
+    while (q < me) {
+        uint64_t tag, n;
+        if (read_varint(buf, &q, me, &tag) < 0) return -1;
+        Py_ssize_t fs = q, fe = skip_field(buf, q, me, (int)(tag & 7));
+        if (fe < 0) return -1;
+        if (tag == 0x0A) {
+            if (read_varint(buf, &fs, me, &n) < 0) return -1;
+            return parse_id(buf, fs, fe, ledger, entry);
+        }
+        q = fe;
+    }
+    return 0;
+}
+
+static int id_cmp(uint64_t al, uint64_t ae, uint64_t bl, uint64_t be) {
+    if (al != bl) return al < bl ? -1 : 1;
+    if (ae != be) return ae < be ? -1 : 1;
+    return 0;
+}
+
+/* span(payload, lo_ledger, lo_entry, hi_ledger, hi_entry, limit)
+ *   -> (begin, end, count, last_ledger, last_entry) */
+static PyObject *span(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    unsigned long long lol, loe, hil, hie;
+    Py_ssize_t limit;
+    if (!PyArg_ParseTuple(args, "y*KKKKn", &view, &lol, &loe, &hil, &hie, &limit)) return NULL;
+    const unsigned char *buf = view.buf;
+    Py_ssize_t end = view.len, p = 0, begin = -1, stop = -1, count = 0;
+    uint64_t last_l = 0, last_e = 0;
+    while (p < end && count < limit) {
+        if (buf[p] != 0x0A) {
+            PyErr_Format(MalformedPayload, "expected a message record at byte %zd", p);
+            goto fail;
+        }
+        Py_ssize_t ms = p + 1;
+        uint64_t n, l, e;
+        if (read_varint(buf, &ms, end, &n) < 0) goto fail;
+        if (n > (uint64_t)(end - ms)) {
+            PyErr_Format(MalformedPayload, "message record at byte %zd runs past the payload", p);
+            goto fail;
+        }
+        Py_ssize_t me = ms + (Py_ssize_t)n;
+        if (record_id(buf, ms, me, &l, &e) < 0) goto fail;
+        if (id_cmp(l, e, hil, hie) > 0) break;
+        if (id_cmp(l, e, lol, loe) >= 0) {
+            if (begin < 0) begin = p;
+            stop = me;
+            count++;
+            last_l = l;
+            last_e = e;
+        }
+        p = me;
+    }
+    PyBuffer_Release(&view);
+    if (count == 0) return Py_BuildValue("(nnnKK)", (Py_ssize_t)0, (Py_ssize_t)0, (Py_ssize_t)0, 0ULL, 0ULL);
+    return Py_BuildValue("(nnnKK)", begin, stop, count, (unsigned long long)last_l,
+                         (unsigned long long)last_e);
+fail:
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
 /* skip_records(payload, start, count) -> position after count records */
 static PyObject *skip_records(PyObject *self, PyObject *args) {
     Py_buffer view;
@@ -375,6 +441,7 @@ done:
 static PyMethodDef methods[] = {
     {"encode_records", encode_records, METH_VARARGS, "Records of a PublishRequest as messages."},
     {"walk", walk, METH_VARARGS, "Message records of a payload."},
+    {"span", span, METH_VARARGS, "Byte range of the records in an id range."},
     {"skip_records", skip_records, METH_VARARGS, "Position after n message records."},
     {"id_runs", id_runs, METH_O, "Wire bytes of repeated MessageId for id runs."},
     {NULL, NULL, 0, NULL},

@@ -238,6 +238,50 @@ def walk(
     return out
 
 
+def _record_id(payload: bytes, ms: int, me: int) -> tuple[int, int]:
+    q = ms
+    while q < me:
+        tag, q = _varint(payload, q, me)
+        r = _skip(payload, q, me, tag & 7)
+        if tag == 0x0A:
+            _n, s = _varint(payload, q, me)
+            return _parse_id(payload, s, r)
+        q = r
+    return 0, 0
+
+
+def span(
+    payload: bytes, lo_ledger: int, lo_entry: int, hi_ledger: int, hi_entry: int, limit: int
+) -> tuple[int, int, int, int, int]:
+    """The byte range of the records with ``lo <= id <= hi``, at most ``limit`` of them,
+    in a payload whose ids ascend: ``(begin, end, count, last ledger, last entry)``;
+    count 0 when none is in range. Stops at the first id past ``hi``."""
+    end = len(payload)
+    lo, hi = (lo_ledger, lo_entry), (hi_ledger, hi_entry)
+    begin = stop = -1
+    count = 0
+    last = (0, 0)
+    p = 0
+    while p < end and count < limit:
+        if payload[p] != 0x0A:
+            raise MalformedPayload(f"expected a message record at byte {p}")
+        n, ms = _varint(payload, p + 1, end)
+        me = ms + n
+        if me > end:
+            raise MalformedPayload(f"message record at byte {p} runs past the payload")
+        ident = _record_id(payload, ms, me)
+        if ident > hi:
+            break
+        if ident >= lo:
+            if begin < 0:
+                begin = p
+            stop, count, last = me, count + 1, ident
+        p = me
+    if count == 0:
+        return 0, 0, 0, 0, 0
+    return begin, stop, count, last[0], last[1]
+
+
 def skip_records(payload: bytes, start: int, count: int) -> int:
     """Byte position after ``count`` message records from ``start`` (or the end)."""
     end = len(payload)
@@ -271,5 +315,6 @@ __all__ = [
     "encode_records",
     "id_runs",
     "skip_records",
+    "span",
     "walk",
 ]

@@ -297,15 +297,16 @@ def select(
         begin = skip_records(payload, 0, lo)
         end = skip_records(payload, begin, n)
         return payload[begin:end], n, MessageId(first.ledger_id, first.entry_id + lo + n - 1)
-    picked = [w for w in walk(payload, where) if start <= (w[0], w[1]) <= stop][:limit]
-    if not picked:
+    try:
+        begin, end, n, last_ledger, last_entry = codec.span(
+            payload, start[0], start[1], stop[0], stop[1], limit
+        )
+    except MalformedPayload as exc:
+        raise CorruptData(f"{where}: {exc}") from None
+    if n == 0:
         return payload[:0], 0, None
-    # Ids ascend within a batch, so the picked records are one contiguous byte range.
-    return (
-        payload[picked[0][4] : picked[-1][5]],
-        len(picked),
-        MessageId(picked[-1][0], picked[-1][1]),
-    )
+    # Ids ascend within a batch, so the records in range are one contiguous byte range.
+    return payload[begin:end], n, MessageId(last_ledger, last_entry)
 
 
 def id_runs(runs: Sequence[tuple[int, int, int]]) -> bytes:

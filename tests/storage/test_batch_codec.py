@@ -408,6 +408,24 @@ def test_select_equals_filtering_the_walk(
         assert view.obj is data and bytes(view) == payload  # the stored bytes, untouched
 
 
+@FAST
+@given(stored_batches(), st.data(), st.integers(0, 10))
+def test_span_is_the_same_in_both_twins(
+    twin: ModuleType, stored: tuple[bytes, list[MessageId]], draw: st.DataObject, limit: int
+) -> None:
+    data, ids = stored
+    start, stop = (draw.draw(st.sampled_from(ids) | POINTS) for _ in range(2))
+    payload = bytes(batch.payload_of(data, batch.check(data, "t")))
+    args = (payload, start[0], start[1], stop[0], stop[1], limit)
+    got = twin.span(*args)
+    assert got == PY.span(*args)
+    picked = [w for w in PY.walk(payload) if start <= (w[0], w[1]) <= stop][:limit]
+    if picked:
+        assert got == (picked[0][4], picked[-1][5], len(picked), *picked[-1][:2])
+    else:
+        assert got[2] == 0
+
+
 # ---- malformed bytes, id runs ---------------------------------------------------------
 
 
@@ -419,6 +437,7 @@ def test_malformed_bytes_are_refused_alike(
     for name, args in [
         ("walk", (blob,)),
         ("skip_records", (blob, 0, max_count)),
+        ("span", (blob, 0, 0, 2**64 - 1, 2**64 - 1, max_count)),
         ("encode_records", (blob, 0, 1, 2**40, -5, max_count, room)),
         ("encode_records", (blob, 0, 0, 0, 0, 2**31, BIG)),
     ]:
