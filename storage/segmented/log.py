@@ -244,7 +244,7 @@ class Log:
     def read(self, start_offset: int, max_messages: int) -> list[StoredMessage]:
         """Messages from ``start_offset`` (or the next surviving offset after it), decoded."""
         selected = self._select(start_offset, 2**63, max_messages)
-        return decode(selected, f"topic {self.name}")
+        return decode(selected)
 
     def read_payload(
         self, start_offset: int, end_offset: int, max_messages: int, max_bytes: int

@@ -11,9 +11,10 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterator, Sequence
 
-from compactlog.storage.batch import decode_message, select, walk
+from compactlog.storage.batch import select
 from compactlog.storage.segmented.segment import LogSegment
 from compactlog.storage.types import MessageId, StoredMessage
+from compactlog.v1.compactlog_pb2 import ReadResponse
 
 # (payload bytes of whole message records, how many, offset of the last)
 Selected = tuple[memoryview, int, int]
@@ -71,10 +72,25 @@ def take_bytes(
     return chunks, count, last
 
 
-def decode(selected: Iterator[Selected], where: str) -> list[StoredMessage]:
-    """Domain messages of the selected records (tools, tests, Consume's slow path)."""
+def decode(selected: Iterator[Selected]) -> list[StoredMessage]:
+    """Domain messages of the selected records (tools, tests, the server's older paths).
+
+    The selected bytes are a ``ReadResponse``'s by construction, so protobuf's parser
+    (compiled) decodes them in one call; the domain objects are built from its fields.
+    """
+    data = b"".join(part for part, _n, _last in selected)
     out: list[StoredMessage] = []
-    for part, _n, _last in selected:
-        data = bytes(part)
-        out.extend(decode_message(data[s:e]) for *_w, s, e in walk(data, where))
+    append = out.append
+    for msg in ReadResponse.FromString(data).messages:
+        mid = msg.id
+        append(
+            StoredMessage(
+                MessageId(mid.ledger_id, mid.entry_id),
+                msg.key if msg.HasField("key") else None,
+                msg.value if msg.HasField("value") else None,
+                dict(msg.properties),
+                msg.publish_time_ms,
+                msg.event_time_ms,
+            )
+        )
     return out
