@@ -174,6 +174,15 @@ def test_a_flipped_byte_anywhere_in_a_closed_segment_is_corrupt_data(tmp_path: P
         _flip(path, pos)
     assert [(x.id, x.key, x.value) for x in m.read("t", 0, 0)] == good
     m.close()
+    # After a restart too: the closed segment is kept whole, and still refuses to be read.
+    size = path.stat().st_size
+    _flip(path, size - 1)
+    m = open_manager(tmp_path)
+    assert path.stat().st_size == size
+    with pytest.raises(CorruptData, match="CRC-32C mismatch"):
+        m.read("t", 0, 0)
+    assert [x.id.entry_id for x in m.read("t", 4, 0)] == [4]
+    m.close()
 
 
 def _crash(m: SegmentedLogManager) -> None:
