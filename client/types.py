@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from compactlog.storage.types import MessageId, Record
+from compactlog.records import MessageId, Record
 
 __all__ = [
     "CompactionRun",

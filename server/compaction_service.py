@@ -9,28 +9,27 @@ The monitor (Pulsar's ``compactionThreshold`` check) runs every
 ``compaction.monitor.interval.ms`` and compacts a topic whose ``__compaction`` backlog
 exceeds its ``compaction.threshold.bytes``.
 
-``COMPACTLOG_CRASH_AT=<point>`` and ``COMPACTLOG_PAUSE_AT=<point>:<ms>`` (points in
-``FAULT_POINTS``) crash the process (exit 137) or pause a run there: test-only fault
-injection for the crash-safety tests.
+``COMPACTLOG_CRASH_AT=<point>`` and ``COMPACTLOG_PAUSE_AT=<point>:<ms>`` crash the process
+(exit 137) or pause a run there: test-only fault injection for the crash-safety tests
+(``compactor.two_phase.faults``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-import os
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from compactlog.compactor.two_phase import FAULT_POINTS, CompactionRun, FaultHook, TwoPhaseCompactor
+from compactlog.compactor.two_phase import CompactionRun, FaultHook, TwoPhaseCompactor
+from compactlog.compactor.two_phase.faults import fault_from_env
 from compactlog.compactor.two_phase.ledger_adapter import (
     LedgerStoreCompactionStorage,
     backlog_bytes,
 )
-from compactlog.errors import CompactionInProgress, CompactlogError, InvalidArgument, Unimplemented
+from compactlog.errors import CompactionInProgress, CompactlogError, Unimplemented
 from compactlog.server.admin_service import Compactions
 from compactlog.server.broker import Broker
 from compactlog.server.compaction_metrics import CompactionMetrics
@@ -67,27 +66,6 @@ class SegmentCleaner(Protocol):
     def clean_now(self, name: str) -> CleanerPass: ...
 
     def last_result(self, name: str) -> CleanerPass | None: ...
-
-
-def fault_from_env(environ: dict[str, str] | None = None) -> FaultHook:
-    """The fault hook the environment asks for (tests only); a no-op normally."""
-    env = os.environ if environ is None else environ
-    crash_at = env.get("COMPACTLOG_CRASH_AT", "")
-    pause_at, _, pause_ms = env.get("COMPACTLOG_PAUSE_AT", "").partition(":")
-    for point in (crash_at, pause_at):
-        if point and point not in FAULT_POINTS:
-            raise InvalidArgument(
-                f"unknown compaction fault point {point!r} ({', '.join(FAULT_POINTS)})"
-            )
-
-    def fault(point: str) -> None:
-        if point == pause_at:
-            time.sleep(int(pause_ms or "1000") / 1000.0)
-        if point == crash_at:
-            print(f"compactlog: crash injected at {point}", file=sys.stderr, flush=True)
-            os._exit(137)
-
-    return fault
 
 
 @dataclass

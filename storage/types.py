@@ -5,7 +5,9 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple
+
+from compactlog.records import MessageId as MessageId
+from compactlog.records import Record as Record
 
 
 class TopicKind(enum.IntEnum):
@@ -15,30 +17,7 @@ class TopicKind(enum.IntEnum):
     SEGMENTED = 2
 
 
-class MessageId(NamedTuple):
-    """(ledger_id, entry_id); tuples order the way ids do. SEGMENTED: (0, offset)."""
-
-    ledger_id: int
-    entry_id: int
-
-    def __str__(self) -> str:
-        return f"{self.ledger_id}:{self.entry_id}"
-
-    def next(self) -> MessageId:
-        """The smallest id after this one (a bound for ranges, not always a stored id)."""
-        return MessageId(self.ledger_id, self.entry_id + 1)
-
-
 EARLIEST_ID = MessageId(0, 0)
-
-
-class Record(NamedTuple):
-    """A record as a producer sends it. ``key is None``: keyless; ``value is None``: null."""
-
-    key: bytes | None
-    value: bytes | None
-    properties: Mapping[str, str] | None = None
-    event_time_ms: int = 0  # 0 = use publish time
 
 
 @dataclass(frozen=True, slots=True)

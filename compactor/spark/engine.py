@@ -22,19 +22,13 @@ from pyspark.sql import SparkSession
 from compactlog.compactor.spark.phase_one import SparkPhaseOne
 from compactlog.compactor.spark.session import spark_session
 from compactlog.compactor.two_phase import CompactionResult, FaultHook, TwoPhaseCompactor
+from compactlog.compactor.two_phase.faults import fault_from_env
 from compactlog.compactor.two_phase.grpc_adapter import GrpcCompactionStorage
 from compactlog.errors import CommitConflict, CompactlogError
 
 log = logging.getLogger(__name__)
 
 ENGINE = "spark"
-
-
-def _fault_from_env() -> FaultHook:
-    # The same COMPACTLOG_CRASH_AT / COMPACTLOG_PAUSE_AT points as the server's runs.
-    from compactlog.server.compaction_service import fault_from_env
-
-    return fault_from_env()
 
 
 def run_spark_compaction(
@@ -54,7 +48,7 @@ def run_spark_compaction(
     compactor = TwoPhaseCompactor(
         storage,
         0,  # no phase-one memory budget: the key table lives on the executors
-        fault if fault is not None else _fault_from_env(),
+        fault if fault is not None else fault_from_env(),
         phase_one=SparkPhaseOne(session, server),
         engine=ENGINE,
     )

@@ -18,11 +18,11 @@ from contextlib import AbstractContextManager
 
 import grpc
 
-from compactlog.client.errors import cancel, translate_errors
 from compactlog.compactor.two_phase.compactor import CompactionRun
 from compactlog.compactor.two_phase.phase_one import PhaseOneResult
 from compactlog.compactor.two_phase.storage import CompactionInput, KeyEntry, NewEntry, Segment
 from compactlog.errors import CommitConflict, CompactlogError
+from compactlog.rpc_errors import cancel, translate_errors
 from compactlog.storage.types import MessageId
 from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
