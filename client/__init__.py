@@ -1,5 +1,6 @@
 """The compactlog Python client: ``Client`` with admin calls, ``Producer``, ``Reader`` and
-``Consumer`` (pulsar-client naming), plus the ``compactlog`` CLI in ``cli``.
+``Consumer`` (pulsar-client naming). The ``compactlog`` CLI is built on it, in
+``compactlog.cli``.
 
     from compactlog.client import Client
 

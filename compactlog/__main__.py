@@ -1,5 +1,5 @@
 """``python -m compactlog`` is the ``compactlog`` console script."""
 
-from compactlog.client.cli import main
+from compactlog.cli import main
 
 raise SystemExit(main())

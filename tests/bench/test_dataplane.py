@@ -111,7 +111,7 @@ def test_bad_options_are_one_line_errors(argv: list[str]) -> None:
 
 
 def test_the_bench_command_reaches_the_workload(capsys: pytest.CaptureFixture[str]) -> None:
-    from compactlog.client.cli import main as cli_main
+    from compactlog.cli import main as cli_main
 
     assert cli_main(["bench", "dataplane", "--help"]) == 0
     assert "compactlog bench dataplane" in capsys.readouterr().out

@@ -16,7 +16,7 @@ from compactlog.bench.workloads import (
     expected_view,
     fold,
 )
-from compactlog.client.cli import main as cli_main
+from compactlog.cli import main as cli_main
 
 ROOT = Path(__file__).resolve().parents[2]
 

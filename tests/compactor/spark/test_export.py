@@ -8,7 +8,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from compactlog.client.cli import main
+from compactlog.cli import main
 from compactlog.v1 import compactlog_pb2 as pb
 
 from .conftest import Api

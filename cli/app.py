@@ -1,9 +1,9 @@
 """The ``compactlog`` command line (CONTRACT §4): argument parsing, dispatch, error policy.
 
-Verbs live in ``cli_topics`` (topics ...), ``cli_data`` (produce, read) and ``cli_admin``
-(admin topics compact / compaction-status), ``cli_export`` (export, through Spark);
-``serve`` and ``bench`` import their modules
-only when used, so the client stays light. Every failure ends as one line on stderr,
+Verbs live in ``topics`` (topics ...), ``data`` (produce, read), ``admin`` (admin topics
+compact / compaction-status) and ``export`` (export, through Spark); ``serve`` and
+``bench`` import the server and the benchmark suite only when used, so the other verbs
+stay light. Every failure ends as one line on stderr,
 ``compactlog: error: <message>``, and a non-zero exit: 1 for a failed operation, 2 for a
 usage error or a missing component, 130 for Ctrl-C. Set ``COMPACTLOG_DEBUG=1`` to get the
 traceback of an unexpected error instead.
@@ -12,7 +12,6 @@ traceback of an unexpected error instead.
 from __future__ import annotations
 
 import argparse
-import importlib
 import importlib.metadata
 import os
 import sys
@@ -20,8 +19,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from compactlog.client import cli_admin, cli_data, cli_export, cli_topics
-from compactlog.client.cli_common import ENV_SERVER, PROG, UsageError
+from compactlog.cli import admin as cli_admin
+from compactlog.cli import data as cli_data
+from compactlog.cli import export as cli_export
+from compactlog.cli import topics as cli_topics
+from compactlog.cli.common import ENV_SERVER, PROG, UsageError
 from compactlog.client.client import DEFAULT_ADDRESS
 from compactlog.errors import CompactlogError
 
@@ -110,8 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _serve(args: argparse.Namespace) -> int:
     try:
-        run = importlib.import_module("compactlog.server.app").run
-    except (ImportError, AttributeError) as exc:
+        from compactlog.server.app import run
+    except ImportError as exc:
         raise UsageError(f"the server is not available: {exc}") from None
     config = Path(args.config) if args.config else None
     return int(run(Path(args.data_dir), args.listen, config, args.metrics_listen) or 0)
@@ -123,8 +125,8 @@ def _bench_missing_args(args: argparse.Namespace) -> int:
 
 def _bench(argv: list[str]) -> int:
     try:
-        bench_main = importlib.import_module("compactlog.bench.cli").main
-    except (ImportError, AttributeError) as exc:
+        from compactlog.bench.cli import main as bench_main
+    except ImportError as exc:
         raise UsageError(
             f"the benchmark suite is not available ({exc}); "
             "install it with: pip install 'compactlog[bench]'"

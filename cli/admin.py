@@ -9,14 +9,13 @@ fraction done, so the bar shows activity and elapsed time rather than a percenta
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import sys
 import time
 from dataclasses import asdict
 from typing import IO, Any
 
-from compactlog.client.cli_common import connect, server_address, spark_missing
+from compactlog.cli.common import connect, server_address, spark_missing
 from compactlog.client.client import Client
 from compactlog.client.types import CompactionStatus
 from compactlog.errors import CompactlogError
@@ -163,10 +162,8 @@ def status_cmd(args: argparse.Namespace) -> int:
 def _compact_spark(args: argparse.Namespace) -> int:
     """Run the Spark engine here; it always waits, since the job runs in this process."""
     try:
-        run_spark_compaction = importlib.import_module(
-            "compactlog.compactor.spark"
-        ).run_spark_compaction
-    except (ImportError, AttributeError) as exc:
+        from compactlog.compactor.spark import run_spark_compaction
+    except ImportError as exc:
         return spark_missing(exc)
     address = server_address(args)
     with connect(args) as client:

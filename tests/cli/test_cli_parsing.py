@@ -11,8 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from compactlog.client import cli, cli_admin, cli_data, cli_topics
-from compactlog.client.cli_common import UsageError, key_value, server_address
+from compactlog.cli import admin as cli_admin
+from compactlog.cli import app as cli
+from compactlog.cli import data as cli_data
+from compactlog.cli import topics as cli_topics
+from compactlog.cli.common import UsageError, key_value, server_address
 from compactlog.client.types import Message, MessageId, Record
 from compactlog.errors import TopicNotFound
 

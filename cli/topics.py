@@ -7,7 +7,7 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from compactlog.client.cli_common import UsageError, connect, key_value
+from compactlog.cli.common import UsageError, connect, key_value
 from compactlog.client.types import TopicInfo
 
 

@@ -31,7 +31,7 @@ import sys
 from collections.abc import Iterator
 from typing import IO, Any
 
-from compactlog.client.cli_common import (
+from compactlog.cli.common import (
     UsageError,
     connect,
     key_value,

@@ -13,7 +13,8 @@ from collections.abc import Callable
 
 import pytest
 
-from compactlog.client import Client, MessageId, cli
+from compactlog import cli
+from compactlog.client import Client, MessageId
 
 RunCli = Callable[..., tuple[int, str, str]]
 

@@ -8,10 +8,9 @@ without it, every message of the raw log.
 from __future__ import annotations
 
 import argparse
-import importlib
 from typing import Any
 
-from compactlog.client.cli_common import connect, server_address, spark_missing
+from compactlog.cli.common import connect, server_address, spark_missing
 from compactlog.errors import CompactlogError
 
 DEFAULT_SPARK_MASTER = "local[*]"
@@ -43,12 +42,13 @@ def export_cmd(args: argparse.Namespace) -> int:
     with connect(args) as client:
         client.get_topic(args.topic)  # TopicNotFound as one line, before Spark starts
     try:
-        spark_api = importlib.import_module("compactlog.compactor.spark")
-        session = spark_api.spark_session(args.spark_master)
+        from compactlog.compactor.spark import export_topic, spark_session
+
+        session = spark_session(args.spark_master)
     except ImportError as exc:
         return spark_missing(exc)
     try:
-        rows = spark_api.export_topic(
+        rows = export_topic(
             session,
             server_address(args),
             args.topic,

@@ -1,0 +1,11 @@
+"""The ``compactlog`` command line: the application layer on top of every other.
+
+It may import all of compactlog (the client library for the verbs that talk to a server,
+the server for ``serve``, the Spark engine for ``--engine spark`` and ``export``, the
+benchmark suite for ``bench``); nothing imports it but ``python -m compactlog``. The verbs
+live in ``topics``, ``data``, ``admin`` and ``export``; ``app`` parses and dispatches.
+"""
+
+from compactlog.cli.app import build_parser, main
+
+__all__ = ["build_parser", "main"]
