@@ -136,7 +136,8 @@ class FloorProcess(ListeningProcess):
         """Make the floor's ``Read`` replay the frames in ``path``; returns their count."""
         spec = json.dumps({"path": str(path), "mode": mode}).encode()
         with grpc.insecure_channel(self.address) as channel:
-            reply = channel.unary_unary(LOAD)(spec, timeout=600)
+            load: grpc.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(LOAD)
+            reply = load(spec, timeout=600)
         return int(json.loads(reply)["frames"])
 
 

@@ -55,9 +55,13 @@ class RawLog:
         self.channel = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
         grpc.channel_ready_future(self.channel).result(timeout=30)
         # No serializer, no deserializer: gRPC passes bytes through untouched.
-        self._publish = self.channel.unary_unary(PUBLISH)
-        self._stream = self.channel.stream_stream(PUBLISH_STREAM)
-        self._read = self.channel.unary_stream(READ)
+        self._publish: grpc.UnaryUnaryMultiCallable[bytes, bytes] = self.channel.unary_unary(
+            PUBLISH
+        )
+        self._stream: grpc.StreamStreamMultiCallable[bytes, bytes] = self.channel.stream_stream(
+            PUBLISH_STREAM
+        )
+        self._read: grpc.UnaryStreamMultiCallable[bytes, bytes] = self.channel.unary_stream(READ)
 
     def __enter__(self) -> RawLog:
         return self
