@@ -1,8 +1,15 @@
 """``compactlog serve``: open the data dir, start gRPC, print the listening line, stop
-cleanly on SIGTERM/SIGINT (stop accepting, let in-flight calls finish, flush, close)."""
+cleanly on SIGTERM/SIGINT (stop accepting, let in-flight calls finish, flush, close).
+
+The server is ``grpc.aio``: the Log service (the data plane) is async, so follow
+readers, long-polling consumers and publishes waiting for their group commit hold no
+thread; the admin and engine services are synchronous and run in the migration thread
+pool. Storage work of the Log service runs in its own executor.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import fcntl
 import logging
@@ -10,7 +17,6 @@ import os
 import signal
 import socket
 import sys
-import threading
 from collections.abc import Callable
 from concurrent import futures
 from pathlib import Path
@@ -30,7 +36,7 @@ from compactlog.server.log_service import LogService, log_handler
 from compactlog.server.metrics import Metrics
 from compactlog.server.outside_runs import make_outside_runs
 from compactlog.server.periodic import Periodic
-from compactlog.server.reading import Reading
+from compactlog.server.waiting import TopicSignals
 from compactlog.storage.config import ServerSettings
 from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
@@ -39,7 +45,9 @@ log = logging.getLogger("compactlog")
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 SHUTDOWN_GRACE_S = 10.0
-RPC_THREADS = 128
+RPC_THREADS = 64  # synchronous (admin, engine) calls at once
+STORAGE_THREADS = 8  # the Log service's storage steps at once
+MAX_CONCURRENT_RPCS = 20_000  # past this a new call gets RESOURCE_EXHAUSTED at once
 
 
 def _fail(message: str) -> int:
@@ -67,22 +75,27 @@ def lock_data_dir(data_dir: Path) -> IO[str]:
 
 
 def build_server(
-    broker: Broker, reading: Reading, settings: ServerSettings, metrics: Metrics, listen: str
-) -> tuple[grpc.Server, int]:
+    broker: Broker,
+    signals: TopicSignals,
+    executor: futures.Executor,
+    settings: ServerSettings,
+    metrics: Metrics,
+    listen: str,
+) -> tuple[grpc.aio.Server, int]:
     from compactlog.server.compaction_service import make_compactions
 
-    server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=RPC_THREADS, thread_name_prefix="rpc"),
-        # Past this many calls at once (follow streams hold a thread each) a new call gets
-        # RESOURCE_EXHAUSTED at once instead of waiting for a thread that may never free.
-        maximum_concurrent_rpcs=RPC_THREADS,
+    server = grpc.aio.server(
+        migration_thread_pool=futures.ThreadPoolExecutor(RPC_THREADS, thread_name_prefix="rpc"),
+        maximum_concurrent_rpcs=MAX_CONCURRENT_RPCS,
         options=[
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
             ("grpc.so_reuseport", 0),
         ],
     )
-    server.add_generic_rpc_handlers((log_handler(LogService(broker, reading, metrics)),))
+    batch = settings.read_batch_max_messages
+    service = LogService(broker, metrics, executor, signals, batch)
+    server.add_generic_rpc_handlers((log_handler(service),))
     compactions = make_compactions(broker, settings, metrics)
     pb_grpc.add_TopicAdminServicer_to_server(TopicAdminService(broker, compactions), server)
     pb_grpc.add_CompactionEngineServicer_to_server(
@@ -162,11 +175,26 @@ def run(data_dir: Path, listen: str, config: Path | None, metrics_listen: str | 
         broker = Broker(data_dir, settings)
     except CompactlogError as exc:
         return _fail(str(exc))
-    metrics = Metrics()
-    stop = threading.Event()
     try:
-        reading = Reading(broker, settings.read_batch_max_messages)
-        server, port = build_server(broker, reading, settings, metrics, listen)
+        return asyncio.run(_serve(broker, data_dir, listen, settings, metrics_listen))
+    finally:
+        lock.close()
+
+
+async def _serve(
+    broker: Broker,
+    data_dir: Path,
+    listen: str,
+    settings: ServerSettings,
+    metrics_listen: str | None,
+) -> int:
+    loop = asyncio.get_running_loop()
+    metrics = Metrics()
+    signals = TopicSignals(loop)
+    broker.on_change(signals.notify)
+    executor = futures.ThreadPoolExecutor(STORAGE_THREADS, thread_name_prefix="storage")
+    try:
+        server, port = build_server(broker, signals, executor, settings, metrics, listen)
         if metrics_listen:
             metrics_port = metrics.serve(metrics_listen)
             log.info(
@@ -185,19 +213,20 @@ def run(data_dir: Path, listen: str, config: Path | None, metrics_listen: str | 
     retention = Periodic(
         "ledger-retention", settings.log_retention_check_interval_ms / 1000.0, enforce_retention
     )
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-    server.start()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await server.start()
     broker.start()
     retention.start()
     host = listen.rpartition(":")[0]
     print(f"compactlog listening on {host}:{port}", flush=True)
     log.info("serving data dir %s", data_dir.resolve())
-    stop.wait()
+    await stop.wait()
     log.info("shutting down")
-    reading.stop_waiting()
-    server.stop(SHUTDOWN_GRACE_S).wait()
+    signals.stopping.set()  # follow streams and Consume waits end, in-flight calls finish
+    await server.stop(SHUTDOWN_GRACE_S)
     retention.stop()
-    broker.close()
-    lock.close()
+    await loop.run_in_executor(None, broker.close)
+    executor.shutdown(wait=True)
     return 0

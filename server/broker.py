@@ -22,10 +22,13 @@ from compactlog.storage.config import (
     validate_topic_overrides,
 )
 from compactlog.storage.cursor import COMPACTION_SUBSCRIPTION
+from compactlog.storage.ledger_log import LedgerTopicLog
 from compactlog.storage.ledger_store import LedgerStore
 from compactlog.storage.names import check_topic_name
 from compactlog.storage.segmented.manager import SegmentedLogManager
-from compactlog.storage.types import MessageId, Record, TopicKind
+from compactlog.storage.segmented.topic_log import SegmentedTopicLog
+from compactlog.storage.topic_log import TopicLog
+from compactlog.storage.types import MessageId, TopicKind
 from compactlog.storage.views import compacted_state
 
 
@@ -176,14 +179,19 @@ class Broker:
 
     # ---- data -----------------------------------------------------------------------
 
-    def publish(self, name: str, records: Sequence[Record]) -> tuple[list[MessageId], bool]:
-        """Append a batch; return the ids and whether they are synced to disk."""
+    def log(self, name: str) -> TopicLog:
+        """The topic's ``TopicLog``, whatever its kind (what the Log service reads and
+        appends through)."""
         if self.ledgers.has_topic(name):
-            return self.ledgers.append(name, records), self.ledgers.fsync
+            return LedgerTopicLog(self.ledgers, name)
         if self.segments.has_topic(name):
-            result = self.segments.append(name, records)
-            return [MessageId(0, off) for off in result.offsets], result.synced
+            return SegmentedTopicLog(self.segments, name)
         raise TopicNotFound(f"topic {name!r} does not exist")
+
+    def on_change(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(topic)`` whenever readers of a topic may have something new."""
+        self.ledgers.changes.add(callback)
+        self.segments.changes.add(callback)
 
     def enforce_retention(self, name: str) -> TopicDescription:
         if self.kind(name) == TopicKind.LEDGER:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, TypeVar
 
 import grpc
@@ -62,5 +62,40 @@ def rpc(func: F) -> F:
             return func(self, request, context)
         except Exception as exc:
             _abort(context, exc, name)
+
+    return unary  # type: ignore[return-value]
+
+
+def _status_of(exc: BaseException, method: str) -> tuple[grpc.StatusCode, str]:
+    code = status_code(exc) if isinstance(exc, CompactlogError) else grpc.StatusCode.INTERNAL
+    for listener in error_listeners:
+        listener(method, code.name)
+    if isinstance(exc, CompactlogError):
+        return code, str(exc)
+    log.error("unexpected error in %s", method, exc_info=exc)
+    return code, f"internal error in {method}: {type(exc).__name__}: {exc}"
+
+
+def rpc_async(func: F) -> F:
+    """``rpc`` for ``async def`` servicer methods and async generators (grpc.aio)."""
+    name = func.__name__
+    if inspect.isasyncgenfunction(func):
+
+        @functools.wraps(func)
+        async def stream(self: Any, request: Any, context: Any) -> AsyncIterator[Any]:
+            try:
+                async for item in func(self, request, context):
+                    yield item
+            except Exception as exc:
+                await context.abort(*_status_of(exc, name))
+
+        return stream  # type: ignore[return-value]
+
+    @functools.wraps(func)
+    async def unary(self: Any, request: Any, context: Any) -> Any:
+        try:
+            return await func(self, request, context)
+        except Exception as exc:
+            await context.abort(*_status_of(exc, name))
 
     return unary  # type: ignore[return-value]

@@ -1,162 +1,202 @@
-"""The ``compactlog.v1.Log`` servicer: translate, call, translate back."""
+"""The ``compactlog.v1.Log`` servicer on ``grpc.aio``: thin async adapters over the
+``TopicLog`` of the topic a request names.
+
+Publish takes the request's raw bytes and Read/Consume answer raw bytes (see
+``log_handler``): records go from the wire into stored batches and back out without a
+per-record Python object. Storage work runs in an executor, one step at a time; waits
+(for a group commit, for new data, for a consumer's ``wait_ms``) hold no thread.
+"""
 
 from __future__ import annotations
 
-import queue
-import threading
+import asyncio
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import Executor
+from typing import Any, TypeVar
 
 import grpc
 
+from compactlog.errors import TopicNotFound
 from compactlog.server.broker import Broker
-from compactlog.server.convert import (
-    id_from_pb,
-    id_to_pb,
-    parse_publish,
-    publish_reply,
-    records_from_pb,
-)
-from compactlog.server.errors import rpc
+from compactlog.server.convert import id_from_pb, id_to_pb, parse_publish, publish_reply
+from compactlog.server.errors import rpc_async
 from compactlog.server.metrics import Metrics
-from compactlog.server.reading import Reading
-from compactlog.storage.ledger_append import IdRun
+from compactlog.server.reading import ReadSession, consume_step
+from compactlog.server.waiting import TopicSignals
 from compactlog.storage.names import check_subscription_name
-from compactlog.storage.types import TopicKind
+from compactlog.storage.topic_log import Appended
 from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
+
+T = TypeVar("T")
 
 # Requests of one PublishStream written ahead while earlier ones wait for their fsync.
 PUBLISH_PIPELINE_DEPTH = 8
 
 
 class LogService(pb_grpc.LogServicer):
-    """Publish takes the request's raw bytes and Read/Consume answer raw bytes (see
-    ``log_handler``): records go from the wire into stored batches and back out without
-    a per-record Python object."""
-
-    def __init__(self, broker: Broker, reading: Reading, metrics: Metrics) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        metrics: Metrics,
+        executor: Executor,
+        signals: TopicSignals,
+        batch_size: int,
+    ) -> None:
         self.broker = broker
-        self.reading = reading
         self.metrics = metrics
+        self.executor = executor
+        self.signals = signals
+        self.batch_size = batch_size
+        self._sub_locks: dict[tuple[str, str], asyncio.Lock] = {}
 
-    def _publish_start(self, raw: bytes) -> Callable[[], bytes]:
-        """Append now; the returned call waits for durability and builds the reply bytes.
+    def _run(self, fn: Callable[..., T], *args: Any) -> Awaitable[T]:
+        return asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
 
-        The request is parsed by protobuf once (validation: a malformed request, or a
-        property that is not UTF-8, is refused before anything is stored); the records
-        are then encoded by the batch codec from the raw bytes.
-        """
-        started = time.perf_counter()
+    # ---- publish ----------------------------------------------------------------------
+
+    def _append(self, raw: bytes) -> tuple[Appended, str]:
+        """Parse once (a malformed request, or a property that is not UTF-8, is refused
+        before anything is stored), then append the raw records through the topic's log."""
         request = parse_publish(raw)
-        name = request.topic
-        if self.broker.ledgers.has_topic(name):
-            kind = "LEDGER"
-            pending = self.broker.ledgers.append_request_start(name, raw)
-            synced = self.broker.ledgers.fsync
+        log = self.broker.log(request.topic)
+        return log.append_request(raw), log.kind.name
 
-            def finish() -> tuple[list[IdRun], bool]:
-                return pending.wait_runs(), synced
-        else:
-            kind = self.broker.kind(name).name
-            ids, synced = self.broker.publish(name, records_from_pb(request.records))
-            runs = [(i.ledger_id, i.entry_id, 1) for i in ids]
+    async def _durable(self, appended: Appended) -> None:
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
 
-            def finish() -> tuple[list[IdRun], bool]:
-                return runs, synced
+        def settle(future: asyncio.Future[None], error: BaseException | None) -> None:
+            if future.done():
+                return
+            if error is None:
+                future.set_result(None)
+            else:
+                future.set_exception(error)
 
-        def reply() -> bytes:
-            runs, synced = finish()
-            count = sum(run[2] for run in runs)
+        appended.on_durable(lambda error: loop.call_soon_threadsafe(settle, done, error))
+        await done
+
+    async def _publish(self, raw: bytes) -> Callable[[], Awaitable[bytes]]:
+        """Append now; the returned call waits for durability and gives the reply bytes."""
+        started = time.perf_counter()
+        appended, kind = await self._run(self._append, raw)
+
+        async def reply() -> bytes:
+            await self._durable(appended)
+            count = sum(run[2] for run in appended.runs)
             self.metrics.publish_requests.labels(kind).inc()
             self.metrics.publish_records.labels(kind).inc(count)
             self.metrics.publish_bytes.labels(kind).inc(len(raw))
             self.metrics.publish_latency.labels(kind).observe(time.perf_counter() - started)
-            return publish_reply(runs, synced)
+            return publish_reply(appended.runs, appended.synced)
 
         return reply
 
-    @rpc
-    def Publish(self, request: bytes, context: grpc.ServicerContext) -> bytes:
-        return self._publish_start(request)()
+    @rpc_async
+    async def Publish(self, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        return await (await self._publish(request))()
 
-    @rpc
-    def PublishStream(
-        self, request_iterator: Iterator[bytes], context: grpc.ServicerContext
-    ) -> Iterator[bytes]:
-        """Answers in request order; a failed request ends the stream with its status,
-        after the replies of every request before it."""
-        pending: queue.Queue[Callable[[], bytes] | BaseException | None] = queue.Queue(
-            maxsize=PUBLISH_PIPELINE_DEPTH
-        )
+    @rpc_async
+    async def PublishStream(
+        self, request_iterator: AsyncIterator[bytes], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[bytes]:
+        """Answers in request order; the next requests are appended while earlier ones
+        wait for their fsync (so one producer shares group commits too). A failed request
+        ends the stream with its status, after the replies of every request before it."""
+        pending: asyncio.Queue[Callable[[], Awaitable[bytes]] | BaseException | None]
+        pending = asyncio.Queue(maxsize=PUBLISH_PIPELINE_DEPTH)
 
-        def intake() -> None:
+        async def intake() -> None:
             try:
-                for request in request_iterator:
-                    pending.put(self._publish_start(request))
-            except BaseException as exc:  # handed to the replying side, in order
-                pending.put(exc)
+                async for request in request_iterator:
+                    await pending.put(await self._publish(request))
+            except Exception as exc:  # handed to the replying side, in order
+                await pending.put(exc)
             else:
-                pending.put(None)
+                await pending.put(None)
 
-        threading.Thread(target=intake, name="publish-intake", daemon=True).start()
-        while True:
-            item = pending.get()
-            if item is None:
-                return
-            if isinstance(item, BaseException):
-                if isinstance(item, grpc.RpcError) or not context.is_active():
-                    return  # the client went away mid-stream
-                raise item
-            yield item()
+        task = asyncio.ensure_future(intake())
+        try:
+            while True:
+                item = await pending.get()
+                if item is None:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                yield await item()
+        finally:
+            task.cancel()
 
-    @rpc
-    def Read(self, request: pb.ReadRequest, context: grpc.ServicerContext) -> Iterator[bytes]:
-        kind = self.broker.kind(request.topic).name
+    # ---- read -------------------------------------------------------------------------
+
+    @rpc_async
+    async def Read(
+        self, request: pb.ReadRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[bytes]:
+        log = await self._run(self.broker.log, request.topic)
         compacted = str(request.read_compacted).lower()
-        self.metrics.read_requests.labels(kind, compacted).inc()
-        counter = self.metrics.read_messages.labels(kind, compacted)
-        latency = self.metrics.read_batch_latency.labels(kind)
-        responses = self.reading.read(request, context.is_active)
-        while True:
+        self.metrics.read_requests.labels(log.kind.name, compacted).inc()
+        counter = self.metrics.read_messages.labels(log.kind.name, compacted)
+        latency = self.metrics.read_batch_latency.labels(log.kind.name)
+        session = await self._run(ReadSession, log, request, self.batch_size)
+        while not session.done:
+            change = self.signals.next_change(log.name)
             started = time.perf_counter()
-            resp = next(responses, None)
-            if resp is None:
-                return
-            if not request.follow:  # a follower's wait for new data is not latency
+            step = await self._run(session.step)
+            if step is not None:
                 latency.observe(time.perf_counter() - started)
-            data, count = resp
-            counter.inc(count)
-            yield data
+                counter.inc(step[1])
+                yield step[0]
+                continue
+            if not request.follow or self.signals.stopping.is_set():
+                return
+            if log.gone():
+                raise TopicNotFound(f"topic {log.name!r} was deleted while being read")
+            await self.signals.wait(change)
 
-    @rpc
-    def Consume(self, request: pb.ConsumeRequest, context: grpc.ServicerContext) -> bytes:
+    @rpc_async
+    async def Consume(self, request: pb.ConsumeRequest, context: grpc.aio.ServicerContext) -> bytes:
         check_subscription_name(request.subscription)
-        data, count = self.reading.consume(request, context.is_active)
-        self.metrics.consume_messages.inc(count)
-        return data
+        log = await self._run(self.broker.log, request.topic)
+        latest = request.initial_position == pb.LATEST
+        cursor = await self._run(log.open_cursor, request.subscription, latest)
+        limit = request.max_messages or self.batch_size
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + request.wait_ms / 1000.0
+        key = (request.topic, request.subscription)
+        async with self._sub_locks.setdefault(key, asyncio.Lock()):
+            if request.redeliver_unacknowledged:
+                await self._run(log.rewind, cursor)
+            while True:
+                change = self.signals.next_change(log.name)
+                step = await self._run(consume_step, log, cursor, limit, request.read_compacted)
+                if step is not None:
+                    self.metrics.consume_messages.inc(step[1])
+                    return step[0]
+                timeout = deadline - loop.time()
+                if timeout <= 0 or log.gone() or not await self.signals.wait(change, timeout):
+                    return b""
 
-    @rpc
-    def Acknowledge(
-        self, request: pb.AcknowledgeRequest, context: grpc.ServicerContext
+    # ---- cursors and ids ----------------------------------------------------------------
+
+    @rpc_async
+    async def Acknowledge(
+        self, request: pb.AcknowledgeRequest, context: grpc.aio.ServicerContext
     ) -> pb.AcknowledgeResponse:
         check_subscription_name(request.subscription)
+        log = await self._run(self.broker.log, request.topic)
         msg_id = id_from_pb(request.id)
-        if self.broker.kind(request.topic) == TopicKind.SEGMENTED:
-            self.reading.segment_subscriptions.acknowledge(
-                request.topic, request.subscription, msg_id, request.cumulative
-            )
-        else:
-            self.broker.ledgers.acknowledge(
-                request.topic, request.subscription, msg_id, request.cumulative
-            )
+        await self._run(log.acknowledge, request.subscription, msg_id, request.cumulative)
         return pb.AcknowledgeResponse()
 
-    @rpc
-    def GetLastMessageId(
-        self, request: pb.GetLastMessageIdRequest, context: grpc.ServicerContext
+    @rpc_async
+    async def GetLastMessageId(
+        self, request: pb.GetLastMessageIdRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetLastMessageIdResponse:
-        last = self.reading.last_message_id(request.topic, request.read_compacted)
+        log = await self._run(self.broker.log, request.topic)
+        last = await self._run(log.last_id, request.read_compacted)
         resp = pb.GetLastMessageIdResponse()
         if last is not None:
             id_to_pb(last, resp.id)
@@ -176,9 +216,8 @@ def _same(data: bytes) -> bytes:
 def log_handler(service: LogService) -> grpc.GenericRpcHandler:
     """The Log service's handlers, as ``add_LogServicer_to_server`` would register them
     but with raw bytes where the data plane's hot path runs."""
-    methods = pb.DESCRIPTOR.services_by_name["Log"].methods
     handlers = {}
-    for method in methods:
+    for method in pb.DESCRIPTOR.services_by_name["Log"].methods:
         name = method.name
         request_cls = getattr(pb, method.input_type.name)
         response_cls = getattr(pb, method.output_type.name)

@@ -14,6 +14,8 @@ from collections.abc import Callable
 
 from compactlog.errors import StoreClosed
 
+Synced = Callable[[BaseException | None], None]
+
 
 class GroupCommit:
     def __init__(self, sync: Callable[[], None]) -> None:
@@ -23,6 +25,7 @@ class GroupCommit:
         self._synced = 0
         self._error: Exception | None = None
         self._closed = False
+        self._callbacks: list[tuple[int, Synced]] = []  # in ticket order
         self.syncs = 0  # how many fsyncs ran, for metrics and tests
         self._thread = threading.Thread(target=self._run, name="group-commit", daemon=True)
         self._thread.start()
@@ -43,6 +46,28 @@ class GroupCommit:
                     raise StoreClosed("the store closed before the write was synced")
                 self._cond.wait()
 
+    def when_synced(self, ticket: int, done: Synced) -> None:
+        """Call ``done(None)`` once the write behind ``ticket`` is on disk (at once if it
+        is), ``done(error)`` if the sync fails or the store closes first. ``done`` runs
+        on the syncer thread (or the caller's) and must be quick."""
+        with self._cond:
+            if self._synced < ticket and self._error is None and not self._closed:
+                self._callbacks.append((ticket, done))
+                return
+            error = self._error if self._synced < ticket else None
+            if error is None and self._synced < ticket:
+                error = StoreClosed("the store closed before the write was synced")
+        done(error)
+
+    def _take_callbacks(self, upto: int | None) -> list[Synced]:
+        """Callbacks of tickets up to ``upto`` (all with None), under the lock."""
+        cut = len(self._callbacks)
+        if upto is not None:
+            cut = next((i for i, (t, _d) in enumerate(self._callbacks) if t > upto), cut)
+        taken = [done for _t, done in self._callbacks[:cut]]
+        del self._callbacks[:cut]
+        return taken
+
     def _run(self) -> None:
         while True:
             with self._cond:
@@ -57,11 +82,17 @@ class GroupCommit:
                 with self._cond:
                     self._error = exc
                     self._cond.notify_all()
+                    failed = self._take_callbacks(None)
+                for done in failed:
+                    done(exc)
                 return
             with self._cond:
                 self._synced = target
                 self.syncs += 1
                 self._cond.notify_all()
+                ready = self._take_callbacks(target)
+            for done in ready:
+                done(None)
 
     def close(self) -> None:
         """Sync what is pending, then stop the syncer."""
@@ -69,3 +100,7 @@ class GroupCommit:
             self._closed = True
             self._cond.notify_all()
         self._thread.join()
+        with self._cond:
+            late = self._take_callbacks(None)
+        for done in late:
+            done(StoreClosed("the store closed before the write was synced"))

@@ -116,19 +116,36 @@ def ids_of(runs: Sequence[IdRun]) -> list[MessageId]:
 
 
 class PendingAppend:
-    """An append written to the WAL; ``wait`` returns once it is durable and visible."""
+    """An append written to the WAL (``Appended``): durable and visible once the group
+    commit has synced it (at once with ``publish.durability = wal``)."""
 
     def __init__(
         self, store: LedgerStore, topic: LedgerTopic, runs: list[IdRun], ticket: int
     ) -> None:
         self.store, self.topic, self.runs, self.ticket = store, topic, runs, ticket
+        self.synced = store.fsync
+
+    def _confirm(self) -> None:
+        lid, first, count = self.runs[-1]
+        with self.topic.lock:
+            self.topic.confirm(MessageId(lid, first + count - 1))
+
+    def on_durable(self, done: Callable[[BaseException | None], None]) -> None:
+        if not self.ticket:
+            done(None)
+            return
+
+        def synced(error: BaseException | None) -> None:
+            if error is None:
+                self._confirm()
+            done(error)
+
+        self.store.group_commit.when_synced(self.ticket, synced)
 
     def wait_runs(self) -> list[IdRun]:
         if self.ticket:
             self.store.group_commit.wait(self.ticket)
-            lid, first, count = self.runs[-1]
-            with self.topic.lock:
-                self.topic.confirm(MessageId(lid, first + count - 1))
+            self._confirm()
             self.ticket = 0
         return self.runs
 

@@ -31,6 +31,7 @@ from compactlog.storage.ledger_scans import KeyEntry, LedgerScans, StoredBatch
 from compactlog.storage.ledger_topic import LedgerTopic
 from compactlog.storage.retention import ledgers_to_delete
 from compactlog.storage.rocks import Batch, RocksDB
+from compactlog.storage.topic_log import ChangeListeners
 from compactlog.storage.types import MessageId, Record, TopicKind
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,7 @@ class LedgerStore(LedgerScans):
         self._ledgers: dict[int, LedgerMeta] = {}  # every ledger, raw and compacted
         self.fsync = settings.publish_durability == "fsync"
         self.group_commit = GroupCommit(self.db.sync_wal)
+        self.changes = ChangeListeners()
         try:
             self._load()
         except BaseException:
@@ -114,7 +116,13 @@ class LedgerStore(LedgerScans):
         effective = effective_topic_config(
             TopicKind.LEDGER, overrides, self.settings.defaults_for(TopicKind.LEDGER)
         )
-        return LedgerTopic(name, overrides, effective, LedgerTopicConfig.from_effective(effective))
+        return LedgerTopic(
+            name,
+            overrides,
+            effective,
+            LedgerTopicConfig.from_effective(effective),
+            self.changes.notify,
+        )
 
     # ---- topics ---------------------------------------------------------------------
 
@@ -173,8 +181,7 @@ class LedgerStore(LedgerScans):
                     self._ledgers.pop(lid, None)
                 topic.deleted = True
                 del self._topics[name]
-                with topic.data_cond:
-                    topic.data_cond.notify_all()
+            self.changes.notify(name)
 
     # ---- ledgers --------------------------------------------------------------------
 
@@ -388,9 +395,8 @@ class LedgerStore(LedgerScans):
     def close(self) -> None:
         self.group_commit.close()
         for topic in list(self._topics.values()):
-            with topic.data_cond:
-                topic.closed = True
-                topic.data_cond.notify_all()
+            topic.closed = True
+            self.changes.notify(topic.name)
         self.db.close()
 
 

@@ -1,12 +1,14 @@
 """In-memory state of one LEDGER topic: its ledger list, the last confirmed id and
 its cursors, guarded by one lock (appends to a topic are serialised; readers copy
-what they need under the lock and scan RocksDB outside it)."""
+what they need under the lock and scan RocksDB outside it). A confirmed append is
+announced through ``changed`` so that waiting readers wake."""
 
 from __future__ import annotations
 
 import bisect
 import json
 import threading
+from collections.abc import Callable
 
 from compactlog.storage.codec import LedgerMeta
 from compactlog.storage.config import LedgerTopicConfig
@@ -21,6 +23,7 @@ class LedgerTopic:
         overrides: dict[str, str],
         effective: dict[str, str],
         config: LedgerTopicConfig,
+        changed: Callable[[str], None] = lambda _name: None,
     ) -> None:
         self.name = name
         self.overrides = overrides
@@ -31,7 +34,7 @@ class LedgerTopic:
         self.lac: MessageId | None = None  # last confirmed (durable, visible) id
         self.cursors: dict[str, Cursor] = {}
         self.lock = threading.RLock()
-        self.data_cond = threading.Condition(self.lock)
+        self.changed = changed  # tells waiting readers (ChangeListeners.notify)
         self.deleted = False
         self.closed = False
         self._ids: list[int] = []
@@ -83,7 +86,7 @@ class LedgerTopic:
         """Make ids up to ``last`` visible to readers and wake followers."""
         if self.lac is None or last > self.lac:
             self.lac = last
-        self.data_cond.notify_all()
+        self.changed(self.name)
 
     def first_id(self) -> MessageId | None:
         for led in self.ledgers:

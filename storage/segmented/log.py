@@ -20,13 +20,14 @@ from pathlib import Path
 from compactlog.errors import OffsetOutOfRange, StoreClosed, TopicNotFound
 from compactlog.storage import batch
 from compactlog.storage.config import SegmentedTopicConfig
+from compactlog.storage.read_range import Chunk, ViewBatch, read_chunks
 from compactlog.storage.segmented import retention
 from compactlog.storage.segmented.append import AppendResult, pack_request
 from compactlog.storage.segmented.files import atomic_write, read_int_file, unlink_quietly
-from compactlog.storage.segmented.reads import Selected, decode, select_range, take_bytes
+from compactlog.storage.segmented.reads import decode, pieces, view_batches
 from compactlog.storage.segmented.recovery import recover_log_dir
 from compactlog.storage.segmented.segment import DELETED, EXTENSIONS, SWAP, IndexParams, LogSegment
-from compactlog.storage.types import Record, StoredMessage
+from compactlog.storage.types import MessageId, Record, StoredMessage
 
 log = logging.getLogger(__name__)
 
@@ -224,35 +225,45 @@ class Log:
                 self._flush_active(now)
 
     # ---- reads -------------------------------------------------------------------------
-    def _select(self, start: int, end: int, max_messages: int) -> Iterator[Selected]:
-        """The records of ``[start, end)`` over one snapshot of the segment list."""
+    def batches(self, start: int, end: int, clamp: bool = False) -> Iterator[ViewBatch]:
+        """Checked batches of offsets ``[start, end)`` over one snapshot of the segment
+        list. A start below the log start offset is OUT_OF_RANGE, or, with ``clamp``,
+        moves up to it (a subscription whose position retention passed)."""
         with self._lock:
             self._check_open()
             if start < self.log_start_offset:
-                raise OffsetOutOfRange(
-                    f"offset {start} is below the log start offset "
-                    f"{self.log_start_offset} of {self.name}"
-                )
+                if not clamp:
+                    raise OffsetOutOfRange(
+                        f"offset {start} is below the log start offset "
+                        f"{self.log_start_offset} of {self.name}"
+                    )
+                start = self.log_start_offset
             view = self._view
             end = min(end, self.next_offset)
             active_size = view.segments[-1].size
         if start >= end:
             return iter(())
+        return view_batches(view.segments, view.bases, active_size, start, end)
+
+    def _chunks(self, start: int, end: int, max_messages: int, max_bytes: int) -> Iterator[Chunk]:
         limit = max_messages if max_messages > 0 else 2**62
-        return select_range(view.segments, view.bases, active_size, start, end, limit)
+        stop = MessageId(0, max(end, 1) - 1)
+        return read_chunks(
+            self.batches(start, end), f"topic {self.name!r}", stop, limit, limit, max_bytes
+        )
 
     def read(self, start_offset: int, max_messages: int) -> list[StoredMessage]:
         """Messages from ``start_offset`` (or the next surviving offset after it), decoded."""
-        selected = self._select(start_offset, 2**63, max_messages)
-        return decode(selected)
+        return decode(self._chunks(start_offset, 2**63, max_messages, 2**62), f"topic {self.name}")
 
     def read_payload(
         self, start_offset: int, end_offset: int, max_messages: int, max_bytes: int
     ) -> tuple[list[memoryview | bytes], int, int | None]:
         """Stored message records of offsets ``[start_offset, end_offset)`` as they are on
         disk: ``(pieces, count, last offset or None)``. The pieces concatenated are the
-        bytes of a ``ReadResponse``; see ``reads.take_bytes`` for ``max_bytes``."""
-        return take_bytes(self._select(start_offset, end_offset, max_messages), max_bytes)
+        bytes of a ``ReadResponse`` of at most ``max_bytes`` unless its first message alone
+        is more (``read_range.read_chunks``)."""
+        return pieces(next(self._chunks(start_offset, end_offset, max_messages, max_bytes), None))
 
     def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
         """First offset at or after the log start whose timestamp is >= ``timestamp_ms``."""
@@ -276,7 +287,7 @@ class Log:
             first = view.segments[0]
             if start > first.base_offset:
                 entries -= first.count_below(start)
-            first_off = take_bytes(self._select(start, self.next_offset, 1), 1)[2]
+            first_off = pieces(next(self._chunks(start, self.next_offset, 1, 1), None))[2]
             last = max(
                 (s.next_offset - 1 for s in view.segments if s.next_offset > s.base_offset),
                 default=None,

@@ -37,6 +37,7 @@ from compactlog.storage.segmented.consumer_offsets import SegmentCursors
 from compactlog.storage.segmented.files import atomic_write, fsync_dir
 from compactlog.storage.segmented.log import Log, SegmentedStats
 from compactlog.storage.segmented.version import TOPIC_FILE, ensure_format
+from compactlog.storage.topic_log import ChangeListeners
 from compactlog.storage.types import Record, StoredMessage, TopicKind
 
 log = logging.getLogger(__name__)
@@ -73,6 +74,7 @@ class SegmentedLogManager:
         self._overrides: dict[str, dict[str, str]] = {}
         self._hooks: CleanerHooks | None = None
         self._stop = threading.Event()
+        self.changes = ChangeListeners()  # appends, deletions, close: waiting readers wake
         for entry in sorted(self.root.iterdir()):
             if not entry.is_dir():
                 continue
@@ -187,14 +189,19 @@ class SegmentedLogManager:
         shutil.rmtree(trash, ignore_errors=True)
         if hooks is not None:
             hooks.forget(name)
+        self.changes.notify(name)
 
     # ---- data --------------------------------------------------------------------------
     def append(self, name: str, records: Sequence[Record]) -> AppendResult:
-        return self.get_log(name).append(records)
+        result = self.get_log(name).append(records)
+        self.changes.notify(name)
+        return result
 
     def append_request(self, name: str, request: bytes) -> AppendResult:
         """Append the records of raw ``PublishRequest`` bytes as one batch."""
-        return self.get_log(name).append_request(request)
+        result = self.get_log(name).append_request(request)
+        self.changes.notify(name)
+        return result
 
     def read(self, name: str, start_offset: int, max_messages: int) -> list[StoredMessage]:
         """Decoded messages from ``start_offset``; ``max_messages <= 0``: no limit."""
@@ -255,3 +262,4 @@ class SegmentedLogManager:
         with self._lock:
             for topic in self._logs.values():
                 topic.close()
+                self.changes.notify(topic.name)

@@ -105,8 +105,9 @@ def test_read_payload_byte_limit_stops_between_batches(tmp_path: Path) -> None:
     three_batches(m)
     one = sum(len(p) for p in m.read_payload("t", 5, 10, 0, BIG)[0])  # a whole batch
     two = one + sum(len(p) for p in m.read_payload("t", 10, 15, 0, BIG)[0])
-    # A first batch over the limit still comes, alone: a reader always makes progress.
-    assert m.read_payload("t", 5, 15, 0, 1)[1:] == (5, 9)
+    # A limit below one batch cuts it between messages; below one message, that message
+    # still comes alone: a reader always makes progress.
+    assert m.read_payload("t", 5, 15, 0, 1)[1:] == (1, 5)
     assert m.read_payload("t", 5, 15, 0, one)[1:] == (5, 9)
     assert m.read_payload("t", 5, 15, 0, two - 1)[1:] == (5, 9)
     assert m.read_payload("t", 5, 15, 0, two)[1:] == (10, 14)

@@ -1,0 +1,66 @@
+"""``TopicLog`` over one LEDGER topic of the RocksDB ledger store."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from compactlog.storage.cursor import Cursor
+from compactlog.storage.ledger_append import PendingAppend
+from compactlog.storage.ledger_store import LedgerStore
+from compactlog.storage.read_range import ViewBatch
+from compactlog.storage.types import MessageId, TopicKind
+from compactlog.storage.views import compacted_view, last_compacted_id, raw_view
+
+
+class LedgerTopicLog:
+    kind = TopicKind.LEDGER
+
+    def __init__(self, store: LedgerStore, name: str) -> None:
+        self.store = store
+        self.name = name
+        self.topic = store.topic(name)  # TopicNotFound when there is none
+
+    def gone(self) -> bool:
+        return self.topic.deleted or self.topic.closed
+
+    def visible_end(self) -> MessageId | None:
+        return self.topic.lac
+
+    def last_id(self, compacted: bool) -> MessageId | None:
+        return last_compacted_id(self.store, self.name) if compacted else self.topic.lac
+
+    def earliest(self) -> MessageId:
+        return MessageId(0, 0)
+
+    def latest(self) -> MessageId:
+        lac = self.topic.lac
+        return MessageId(0, 0) if lac is None else lac.next()
+
+    def at_time(self, timestamp_ms: int) -> MessageId:
+        found = self.store.find_by_timestamp(self.name, timestamp_ms)
+        return found if found is not None else self.latest()
+
+    def check_start(self, msg_id: MessageId) -> MessageId:
+        return msg_id  # a start compaction or retention removed reads from the next one
+
+    def batches(self, start: MessageId, stop: MessageId, compacted: bool) -> Iterator[ViewBatch]:
+        view = compacted_view if compacted else raw_view
+        return view(self.store, self.name, start, stop)
+
+    def open_cursor(self, subscription: str, latest: bool) -> Cursor:
+        return self.store.open_cursor(self.name, subscription, latest=latest)
+
+    def rewind(self, cursor: Cursor) -> None:
+        with self.topic.lock:
+            cursor.read_position = cursor.mark_delete
+
+    def delivered(self, cursor: Cursor, last: MessageId) -> None:
+        with self.topic.lock:
+            if cursor.read_position is None or last > cursor.read_position:
+                cursor.read_position = last
+
+    def acknowledge(self, subscription: str, msg_id: MessageId, cumulative: bool) -> None:
+        self.store.acknowledge(self.name, subscription, msg_id, cumulative)
+
+    def append_request(self, request: bytes) -> PendingAppend:
+        return self.store.append_request_start(self.name, request)

@@ -1,0 +1,102 @@
+"""``TopicLog`` over one SEGMENTED topic: offsets as ids ``(0, offset)``.
+
+Appends are visible as soon as they are written (Kafka's high watermark on a single
+replica); ``synced`` says whether ``flush.messages``/``flush.ms`` put them on disk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from compactlog.errors import InvalidArgument, OffsetOutOfRange
+from compactlog.storage.cursor import Cursor
+from compactlog.storage.read_range import ViewBatch
+from compactlog.storage.segmented.append import AppendResult
+from compactlog.storage.segmented.manager import SegmentedLogManager
+from compactlog.storage.topic_log import Durable, IdRun
+from compactlog.storage.types import MessageId, TopicKind
+
+
+class SegmentAppended:
+    """A SEGMENTED append: written (and flushed when the flush policy said so) already."""
+
+    def __init__(self, result: AppendResult) -> None:
+        self.runs: list[IdRun] = [(0, result.base_offset, result.count)] if result.count else []
+        self.synced = result.synced
+
+    def on_durable(self, done: Durable) -> None:
+        done(None)
+
+
+class SegmentedTopicLog:
+    kind = TopicKind.SEGMENTED
+
+    def __init__(self, manager: SegmentedLogManager, name: str) -> None:
+        self.manager = manager
+        self.name = name
+        self.log = manager.get_log(name)  # TopicNotFound when there is none
+
+    def gone(self) -> bool:
+        return self.log.closed or not self.manager.has_topic(self.name)
+
+    def visible_end(self) -> MessageId | None:
+        end = self.log.next_offset
+        return MessageId(0, end - 1) if end else None
+
+    def last_id(self, compacted: bool) -> MessageId | None:
+        last = self.manager.stats(self.name).last_offset
+        return MessageId(0, last) if last is not None else None
+
+    def earliest(self) -> MessageId:
+        return MessageId(0, self.log.log_start_offset)
+
+    def latest(self) -> MessageId:
+        return MessageId(0, self.log.next_offset)
+
+    def at_time(self, timestamp_ms: int) -> MessageId:
+        found = self.log.offset_for_timestamp(timestamp_ms)
+        return MessageId(0, found) if found is not None else self.latest()
+
+    def check_start(self, msg_id: MessageId) -> MessageId:
+        if msg_id.ledger_id != 0:
+            raise InvalidArgument("SEGMENTED topics use ids with ledger_id 0 (entry_id = offset)")
+        if msg_id.entry_id < self.log.log_start_offset:
+            raise OffsetOutOfRange(
+                f"offset {msg_id.entry_id} is below the log start offset "
+                f"{self.log.log_start_offset} of {self.name}"
+            )
+        return msg_id
+
+    def batches(self, start: MessageId, stop: MessageId, compacted: bool) -> Iterator[ViewBatch]:
+        """The log as cleaning left it (``compacted`` changes nothing on this kind)."""
+        return self.log.batches(start.entry_id, stop.entry_id + 1, clamp=True)
+
+    def open_cursor(self, subscription: str, latest: bool) -> Cursor:
+        end = self.log.next_offset
+        initial = MessageId(0, end - 1) if latest and end else None
+        return self.manager.cursors(self.name).open(subscription, initial)
+
+    def rewind(self, cursor: Cursor) -> None:
+        cursor.read_position = cursor.mark_delete
+
+    def delivered(self, cursor: Cursor, last: MessageId) -> None:
+        if cursor.read_position is None or last > cursor.read_position:
+            cursor.read_position = last
+
+    def acknowledge(self, subscription: str, msg_id: MessageId, cumulative: bool) -> None:
+        if msg_id.ledger_id != 0:
+            raise InvalidArgument("SEGMENTED topics use ids with ledger_id 0 (entry_id = offset)")
+        self.manager.cursors(self.name).acknowledge(
+            subscription, msg_id, cumulative, self._successor
+        )
+
+    def _successor(self, msg_id: MessageId | None) -> MessageId | None:
+        """The next offset that still exists (cleaning and retention leave gaps)."""
+        start = 0 if msg_id is None else msg_id.entry_id + 1
+        last = self.manager.read_payload(
+            self.name, max(start, self.log.log_start_offset), self.log.next_offset, 1, 1
+        )[2]
+        return None if last is None else MessageId(0, last)
+
+    def append_request(self, request: bytes) -> SegmentAppended:
+        return SegmentAppended(self.manager.append_request(self.name, request))

@@ -1,0 +1,111 @@
+"""``TopicLog``: what the one read path and the publish path need of a topic, either kind.
+
+LEDGER topics (``storage.ledger_log``) and SEGMENTED topics
+(``storage.segmented.topic_log``) both implement it, so the server has one reader for
+Read, Consume and follow and one publish path. Positions are ``MessageId``s on both
+kinds (SEGMENTED: ``(0, offset)``). Everything here is synchronous and may block on
+disk; the server calls it from its executor.
+
+Appends report durability through a callback rather than a blocking wait, so that an
+asyncio server holds no thread per publish waiting for a group commit; and every store
+announces changes (new data, a deleted or closed topic) to ``ChangeListeners``, which is
+how waiting readers are woken without polling.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from typing import Protocol
+
+from compactlog.storage.cursor import Cursor
+from compactlog.storage.read_range import ViewBatch
+from compactlog.storage.types import MessageId, TopicKind
+
+IdRun = tuple[int, int, int]  # ledger id, first entry id, count
+Durable = Callable[[BaseException | None], None]
+
+
+class Appended(Protocol):
+    """An append written (not necessarily synced): its ids and how to learn of durability."""
+
+    runs: list[IdRun]
+    synced: bool  # True when the reply may say the records are on disk
+
+    def on_durable(self, done: Durable) -> None:
+        """Call ``done(None)`` once the append is durable and visible to readers, or
+        ``done(error)``; at once if it already is. May run on any thread."""
+        ...
+
+
+class TopicLog(Protocol):
+    name: str
+    kind: TopicKind
+
+    def gone(self) -> bool:
+        """The topic was deleted or its store closed: readers stop."""
+        ...
+
+    def visible_end(self) -> MessageId | None:
+        """An id at or after the last message a reader may see now (None: nothing yet)."""
+        ...
+
+    def last_id(self, compacted: bool) -> MessageId | None:
+        """GetLastMessageId: the last message of the raw or the compacted view."""
+        ...
+
+    def earliest(self) -> MessageId: ...
+
+    def latest(self) -> MessageId:
+        """The position after the last message (where a LATEST reader starts)."""
+        ...
+
+    def at_time(self, timestamp_ms: int) -> MessageId:
+        """The first id published at or after ``timestamp_ms``, else ``latest()``."""
+        ...
+
+    def check_start(self, msg_id: MessageId) -> MessageId:
+        """A start a client asked for, checked (wrong kind of id, below the log start)."""
+        ...
+
+    def batches(self, start: MessageId, stop: MessageId, compacted: bool) -> Iterator[ViewBatch]:
+        """Checked batches holding the view's messages ``start <= id <= stop``."""
+        ...
+
+    def open_cursor(self, subscription: str, latest: bool) -> Cursor: ...
+
+    def rewind(self, cursor: Cursor) -> None:
+        """Deliver again from the mark-delete position (a consumer that reconnects)."""
+        ...
+
+    def delivered(self, cursor: Cursor, last: MessageId) -> None:
+        """Record that delivery reached ``last``."""
+        ...
+
+    def acknowledge(self, subscription: str, msg_id: MessageId, cumulative: bool) -> None: ...
+
+    def append_request(self, request: bytes) -> Appended:
+        """Append the records of raw ``PublishRequest`` bytes, all or none."""
+        ...
+
+
+class ChangeListeners:
+    """Callbacks told the name of a topic whose readers may have something new to see
+    (an append became visible, the topic was deleted, the store closed). A callback must
+    be quick and must not raise: it runs on the writer's thread."""
+
+    def __init__(self) -> None:
+        self._callbacks: list[Callable[[str], None]] = []
+        self._lock = threading.Lock()
+
+    def add(self, callback: Callable[[str], None]) -> None:
+        with self._lock:
+            self._callbacks = [*self._callbacks, callback]
+
+    def remove(self, callback: Callable[[str], None]) -> None:
+        with self._lock:
+            self._callbacks = [c for c in self._callbacks if c is not callback]
+
+    def notify(self, name: str) -> None:
+        for callback in self._callbacks:
+            callback(name)
