@@ -31,15 +31,7 @@ error_listeners: list[Callable[[str, str], None]] = []
 
 
 def _abort(context: grpc.ServicerContext, exc: BaseException, method: str) -> None:
-    code = status_code(exc) if isinstance(exc, CompactlogError) else grpc.StatusCode.INTERNAL
-    for listener in error_listeners:
-        listener(method, code.name)
-    if isinstance(exc, CompactlogError):
-        context.abort(code, str(exc))
-    log.exception("unexpected error in %s", method)
-    context.abort(
-        grpc.StatusCode.INTERNAL, f"internal error in {method}: {type(exc).__name__}: {exc}"
-    )
+    context.abort(*_status_of(exc, method))
 
 
 def rpc(func: F) -> F:
