@@ -111,6 +111,22 @@ def build_append(
     return runs, out
 
 
+def compacted_batch(ledger_id: int, messages: Sequence[bytes]) -> bytes:
+    """One COMPACTED batch of ``Message`` bytes that carry their original ids (a compacted
+    ledger's append, in the server or in a compaction worker's SST file)."""
+    payload = codec.frame_messages(messages)
+    walked = codec.walk(payload, f"ledger {ledger_id}")
+    return codec.pack(
+        payload,
+        len(messages),
+        MessageId(walked[0][0], walked[0][1]),
+        MessageId(walked[-1][0], walked[-1][1]),
+        0,
+        0,
+        attributes=codec.COMPACTED,
+    )
+
+
 def ids_of(runs: Sequence[IdRun]) -> list[MessageId]:
     return [MessageId(lid, e) for lid, first, count in runs for e in range(first, first + count)]
 

@@ -16,7 +16,7 @@ from compactlog.storage import keys
 from compactlog.storage.batch import BatchHeader
 from compactlog.storage.codec import LedgerMeta
 from compactlog.storage.ledger_topic import LedgerTopic
-from compactlog.storage.rocks import RocksDB
+from compactlog.storage.rocks import RocksReads
 from compactlog.storage.types import MessageId
 
 # (position of the batch's first message in its ledger, batch bytes, checked header)
@@ -32,7 +32,7 @@ def where(topic: str, ledger_id: int, entry: int) -> str:
 class LedgerScans:
     """Base of LedgerStore: needs only its RocksDB and its topic and ledger lookups."""
 
-    db: RocksDB
+    db: RocksReads
 
     def topic(self, name: str) -> LedgerTopic:
         raise NotImplementedError

@@ -26,7 +26,7 @@ from compactlog.storage.codec import ROLE_COMPACTED, LedgerMeta
 from compactlog.storage.config import LedgerTopicConfig, ServerSettings, effective_topic_config
 from compactlog.storage.cursor import COMPACTED_LEDGER_PROPERTY, Cursor
 from compactlog.storage.group_commit import GroupCommit
-from compactlog.storage.ledger_append import PendingAppend, build_append
+from compactlog.storage.ledger_append import PendingAppend, build_append, compacted_batch
 from compactlog.storage.ledger_scans import KeyEntry, LedgerScans, StoredBatch
 from compactlog.storage.ledger_topic import LedgerTopic
 from compactlog.storage.retention import ledgers_to_delete
@@ -38,6 +38,8 @@ log = logging.getLogger(__name__)
 
 
 class LedgerStore(LedgerScans):
+    db: RocksDB
+
     def __init__(
         self, path: Path, settings: ServerSettings, clock: Callable[[], float] = time.time
     ) -> None:
@@ -222,17 +224,7 @@ class LedgerStore(LedgerScans):
         first = entries[0][0]
         if first != meta.entries or entries[-1][0] != first + len(entries) - 1:
             raise StorageError(f"ledger {ledger_id}: appends must continue at {meta.entries}")
-        payload = codec.frame_messages([data for _pos, data, _key, _flags in entries])
-        walked = codec.walk(payload, f"ledger {ledger_id}")
-        data = codec.pack(
-            payload,
-            len(entries),
-            MessageId(walked[0][0], walked[0][1]),
-            MessageId(walked[-1][0], walked[-1][1]),
-            0,
-            0,
-            attributes=codec.COMPACTED,
-        )
+        data = compacted_batch(ledger_id, [data for _pos, data, _key, _flags in entries])
         meta.entries += len(entries)
         meta.bytes += len(data)
         batch = Batch()
@@ -246,6 +238,27 @@ class LedgerStore(LedgerScans):
         batch = Batch()
         batch.put(keys.ledger_meta_key(ledger_id), meta.encode())
         self.db.write(batch, sync=True)
+
+    def ingest_ledger(self, ledger_id: int, sst: Path | None, entries: int, nbytes: int) -> None:
+        """Fill an empty compacted ledger from an SST file of its batches (written by a
+        compaction worker: keys ``E ledger position`` only) and seal it.
+
+        The file is ingested in one step; its first and last batch are read back and
+        checked before the ledger is sealed with the worker's counts, so a short or
+        foreign file never becomes a ledger a commit could point at.
+        """
+        meta = self._ledgers.get(ledger_id)
+        if meta is None or meta.sealed or meta.entries or meta.role != ROLE_COMPACTED:
+            raise StorageError(f"ledger {ledger_id} is not an empty compacted ledger")
+        if (sst is None) != (entries == 0):
+            raise StorageError(f"ledger {ledger_id}: {entries} entries, SST file {sst}")
+        if sst is not None:
+            self.db.ingest(sst)
+            first, last = self.batch_at(ledger_id, 0), self.batch_at(ledger_id, entries - 1)
+            if first is None or first[0] != 0 or last is None or last[2].count + last[0] != entries:
+                raise StorageError(f"ledger {ledger_id}: the ingested file lacks its batches")
+        meta.entries, meta.bytes = entries, nbytes
+        self.seal_ledger(ledger_id)
 
     def delete_ledger(self, ledger_id: int) -> None:
         batch = Batch()

@@ -99,8 +99,11 @@ class OffsetIndex(_Index):
         return index
 
     @classmethod
-    def load(cls, path: Path, base_offset: int, max_bytes: int, log_size: int) -> OffsetIndex:
-        """Open an existing file; IndexCorrupt if missing or inconsistent with the log."""
+    def load(
+        cls, path: Path, base_offset: int, max_bytes: int, log_size: int, writable: bool = True
+    ) -> OffsetIndex:
+        """Open an existing file; IndexCorrupt if missing or inconsistent with the log.
+        Not ``writable``: entries in memory only, the file never opened for writing."""
         index = cls(path, base_offset, max_bytes)
         if not path.exists():
             raise IndexCorrupt(f"{path} is missing")
@@ -111,7 +114,8 @@ class OffsetIndex(_Index):
             index.offsets.append(base_offset + rel)
             index.positions.append(pos)
             last_rel, last_pos = rel, pos
-        index._open_fd(truncate=False)
+        if writable:
+            index._open_fd(truncate=False)
         return index
 
     @property
@@ -157,7 +161,9 @@ class TimeIndex(_Index):
         return index
 
     @classmethod
-    def load(cls, path: Path, base_offset: int, max_bytes: int, next_offset: int) -> TimeIndex:
+    def load(
+        cls, path: Path, base_offset: int, max_bytes: int, next_offset: int, writable: bool = True
+    ) -> TimeIndex:
         index = cls(path, base_offset, max_bytes)
         if not path.exists():
             raise IndexCorrupt(f"{path} is missing")
@@ -170,7 +176,8 @@ class TimeIndex(_Index):
             index.timestamps.append(ts)
             index.offsets.append(base_offset + rel)
             last_ts = ts
-        index._open_fd(truncate=False)
+        if writable:
+            index._open_fd(truncate=False)
         return index
 
     @property

@@ -148,10 +148,34 @@ class LogSegment:
                 pass
         return seg, seg.recover(recovery_point)
 
-    def _load_indexes(self) -> None:
+    @classmethod
+    def open_read_only(cls, directory: Path, base_offset: int, params: IndexParams) -> LogSegment:
+        """A closed segment opened by another process (a cleaning worker): a read-only
+        descriptor, indexes loaded into memory and never written. IndexCorrupt (or
+        FileNotFoundError, a segment retention removed) instead of any repair: only the
+        server that owns the log may change its files."""
+        fd = os.open(directory / file_name(base_offset, LOG_EXT), os.O_RDONLY)
+        seg = cls(directory, base_offset, "", fd, params)
+        seg.size = os.fstat(fd).st_size
+        seg._load_indexes(writable=False)
+        return seg
+
+    @classmethod
+    def open_cleaned(cls, directory: Path, base_offset: int, params: IndexParams) -> LogSegment:
+        """A ``.cleaned`` segment another process wrote, for a swap: its indexes must load
+        and the batches past the last index entry must check, else IndexCorrupt; it is
+        never repaired (a truncated copy must not replace whole segments)."""
+        path = directory / file_name(base_offset, LOG_EXT, CLEANED)
+        fd = os.open(path, os.O_RDWR)
+        seg = cls(directory, base_offset, CLEANED, fd, params)
+        seg.size = os.fstat(fd).st_size
+        seg._load_indexes()
+        return seg
+
+    def _load_indexes(self, writable: bool = True) -> None:
         """Trust the index files, checking only the batches after the last offset entry."""
         self.offset_index = OffsetIndex.load(
-            self.path(INDEX_EXT), self.base_offset, self.params.max_index_bytes, self.size
+            self.path(INDEX_EXT), self.base_offset, self.params.max_index_bytes, self.size, writable
         )
         _, pos = self.offset_index.lookup(self.offset_index.last_offset())
         max_ts, max_off = -1, self.base_offset
@@ -175,6 +199,7 @@ class LogSegment:
             self.base_offset,
             self.params.max_index_bytes,
             self.next_offset,
+            writable,
         )
         self.max_timestamp, self.offset_of_max_timestamp = max_ts, max_off
         if self.time_index.last_timestamp() >= max_ts and self.time_index.entries:

@@ -14,14 +14,18 @@ from hypothesis import strategies as st
 from compactlog.errors import (
     CorruptData,
     RecordTooLarge,
+    StorageError,
     StoreLocked,
     SubscriptionNotFound,
     TopicAlreadyExists,
     TopicNotFound,
 )
+from compactlog.storage import batch as codec
 from compactlog.storage import keys
 from compactlog.storage.config import ServerSettings
+from compactlog.storage.ledger_append import compacted_batch
 from compactlog.storage.ledger_store import LedgerStore
+from compactlog.storage.rocks import SstWriter
 from compactlog.storage.types import MessageId, Record, StoredMessage
 from compactlog.storage.views import view_messages
 
@@ -395,3 +399,39 @@ def test_failed_write_leaves_memory_and_disk_as_before(
     assert [v for _, v in values(store, "t")] == [b"1", b"5"]
     store = open_store()
     assert [v for _, v in values(store, "t")] == [b"1", b"5"]
+
+
+def test_a_compacted_ledger_is_filled_from_an_sst_file_and_checked(
+    open_store: Callable[..., LedgerStore], tmp_path: Path
+) -> None:
+    store = open_store()
+    store.create_topic("t", {})
+    ids = store.append("t", recs((b"a", b"1"), (b"b", b"2"), (b"a", b"3")))
+    raw = ids[0].ledger_id
+    bodies = [
+        codec.record_body(payload, s, e)
+        for _at, data, header in store.batches(raw)
+        for payload in [codec.payload_of(data, header)]
+        for *_ids, s, e in codec.walk(payload, "test")
+    ]
+    winners = bodies[1:]  # b=2, a=3, with their original ids
+    lid = store.create_ledger("t").ledger_id
+    sst = tmp_path / "ledger.sst"
+    writer = SstWriter(sst)
+    data = compacted_batch(lid, winners)
+    writer.put(keys.entry_key(lid, 0), data)
+    writer.finish()
+    store.ingest_ledger(lid, sst, 2, len(data))
+    meta = store.ledger(lid)
+    assert meta is not None and meta.sealed and (meta.entries, meta.bytes) == (2, len(data))
+    found = store.batch_at(lid, 1)
+    assert found is not None and found[2].first_id == ids[1] and found[2].last_id == ids[2]
+
+    short = store.create_ledger("t").ledger_id
+    writer = SstWriter(sst)
+    writer.put(keys.entry_key(short, 0), compacted_batch(short, winners))
+    writer.finish()
+    with pytest.raises(StorageError, match="lacks its batches"):
+        store.ingest_ledger(short, sst, 5, 1)  # the file holds 2 entries, not 5
+    with pytest.raises(StorageError, match="not an empty compacted ledger"):
+        store.ingest_ledger(lid, None, 0, 0)  # already sealed

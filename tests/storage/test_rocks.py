@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from compactlog.errors import StoreClosed, StoreLocked
-from compactlog.storage.rocks import Batch, RocksDB
+from compactlog.errors import StorageError, StoreClosed, StoreLocked
+from compactlog.storage.rocks import Batch, RocksDB, SecondaryRocksDB, SstWriter
 
 
 @pytest.fixture
@@ -49,3 +49,40 @@ def test_batch_delete_range_and_reopen_releases_the_lock(tmp_path: Path) -> None
     again = RocksDB(path)
     assert again.get(b"k1") is None and again.get(b"k2") == b"v"
     again.close()
+
+
+def test_a_secondary_sees_the_primary_as_of_its_last_catch_up(tmp_path: Path) -> None:
+    primary = RocksDB(tmp_path / "db")
+    primary.put(b"a", b"1")  # in the WAL only: no flush has happened
+    secondary = SecondaryRocksDB(tmp_path / "db", tmp_path / "secondary")
+    try:
+        assert secondary.get(b"a") == b"1"
+        primary.put(b"b", b"2")
+        assert secondary.get(b"b") is None
+        secondary.catch_up()
+        assert [k for k, _ in secondary.scan(b"a", b"z")] == [b"a", b"b"]
+        with pytest.raises(AttributeError):
+            secondary.write  # type: ignore[attr-defined]  # noqa: B018 - read only
+    finally:
+        secondary.close()
+        primary.close()
+        gc.collect()
+
+
+def test_an_sst_file_is_ingested_whole_and_moved(tmp_path: Path) -> None:
+    db = RocksDB(tmp_path / "db")
+    db.put(b"z", b"memtable")
+    sst = tmp_path / "new.sst"
+    writer = SstWriter(sst)
+    for i in range(100):
+        writer.put(b"k%03d" % i, b"v%d" % i)
+    assert writer.finish() > 0
+    db.ingest(sst)
+    assert not sst.exists()  # moved into the store, not copied
+    assert len(list(db.scan(b"k", b"l"))) == 100 and db.get(b"k042") == b"v42"
+    bad = SstWriter(tmp_path / "bad.sst")
+    bad.put(b"b", b"1")
+    with pytest.raises(StorageError):
+        bad.put(b"a", b"1")  # keys must ascend
+    db.close()
+    gc.collect()
