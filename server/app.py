@@ -10,14 +10,12 @@ pool. Storage work of the Log service runs in its own executor.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import fcntl
 import logging
 import os
 import signal
 import socket
 import sys
-from collections.abc import Callable
 from concurrent import futures
 from pathlib import Path
 from typing import IO
@@ -26,10 +24,10 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from compactlog.compactor.log_cleaner.log_cleaner import CleanerStats
 from compactlog.errors import CompactlogError, StoreLocked
 from compactlog.server.admin_service import TopicAdminService
 from compactlog.server.broker import Broker
+from compactlog.server.cleaner_metrics import export_cleaner_stats
 from compactlog.server.engine_service import CompactionEngineService
 from compactlog.server.errors import error_listeners
 from compactlog.server.log_service import LogService, log_handler
@@ -143,20 +141,6 @@ def check_listen_address(listen: str) -> None:
             raise CompactlogError(f"cannot listen on {listen}: {exc.strerror}") from None
 
 
-def export_cleaner_stats(broker: Broker, metrics: Metrics) -> None:
-    """The LogCleaner's figures (Kafka's kafka.log:type=LogCleaner*) at scrape time."""
-
-    def reader(name: str) -> Callable[[], list[tuple[dict[str, str], float]]]:
-        return lambda: [({}, float(getattr(broker.cleaner.stats(), name)))]
-
-    for field in dataclasses.fields(CleanerStats):
-        metrics.add_gauges(
-            f"compactlog_log_cleaner_{field.name}",
-            f"LogCleaner {field.name.replace('_', ' ')}",
-            reader(field.name),
-        )
-
-
 def run(data_dir: Path, listen: str, config: Path | None, metrics_listen: str | None) -> int:
     logging.basicConfig(
         level=os.environ.get("COMPACTLOG_LOG_LEVEL", "INFO"),
@@ -203,7 +187,7 @@ async def _serve(
     except (CompactlogError, OSError) as exc:
         broker.close()
         return _fail(str(exc))
-    export_cleaner_stats(broker, metrics)
+    export_cleaner_stats(broker.cleaner.stats, metrics)
     error_listeners.append(lambda method, code: metrics.rpc_errors.labels(method, code).inc())
 
     def enforce_retention() -> None:

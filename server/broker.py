@@ -3,6 +3,10 @@
 The servicers talk to the Broker only; it routes each topic to the LEDGER store
 (RocksDB) or the SEGMENTED log manager (segment files) and keeps names unique across
 both. Synchronous and free of gRPC, so it is testable in-process.
+
+It also owns the compaction worker pool (``compaction.workers`` processes, started on
+demand) and its work directory ``<data dir>/compaction-work`` (SST files being written,
+the workers' secondary instances), emptied at start-up: nothing there outlives a run.
 """
 
 from __future__ import annotations
@@ -14,6 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from compactlog.compactor.log_cleaner.log_cleaner import LogCleaner
+from compactlog.compactor.log_cleaner.worker_pass import WorkerPasses
+from compactlog.compactor.two_phase.worker_runs import WorkerCompactions
+from compactlog.compactor.workers import WorkerPool
 from compactlog.errors import InvalidConfig, TopicAlreadyExists, TopicNotFound, WrongTopicKind
 from compactlog.storage.config import (
     TOPIC_KEYS,
@@ -49,6 +56,9 @@ class TopicDescription:
     extra: dict[str, int] = field(default_factory=dict)
 
 
+WORK_DIR = "compaction-work"
+
+
 class Broker:
     def __init__(
         self, data_dir: Path, settings: ServerSettings, clock: Callable[[], float] = time.time
@@ -56,14 +66,19 @@ class Broker:
         self.settings = settings
         self.clock = clock
         self.ledgers = LedgerStore(data_dir / "ledgers", settings, clock)
+        self.work_dir = data_dir / WORK_DIR
+        WorkerCompactions.clear_work_dir(self.work_dir)
+        self.workers = WorkerPool(settings.worker_processes)
         try:
             self.segments = SegmentedLogManager(data_dir / "segments", settings, clock)
-            self.cleaner = LogCleaner(self.segments, settings, clock)
+            passes = WorkerPasses(self.workers, settings)
+            self.cleaner = LogCleaner(self.segments, settings, clock, passes)
         except BaseException:
             self.ledgers.close()
             raise
         self._create_lock = threading.Lock()
         self._close_hooks: list[Callable[[], None]] = []
+        self._delete_hooks: list[Callable[[str], None]] = []
 
     # ---- namespace ------------------------------------------------------------------
 
@@ -111,6 +126,10 @@ class Broker:
         if self.ledgers.topic(name).config.compaction_threshold_bytes > 0:
             self.ledgers.open_cursor(name, COMPACTION_SUBSCRIPTION)
 
+    def on_delete(self, hook: Callable[[str], None]) -> None:
+        """Call ``hook(topic)`` after a topic was deleted (its metric series go)."""
+        self._delete_hooks.append(hook)
+
     def on_close(self, hook: Callable[[], None]) -> None:
         """Run ``hook`` first thing in ``close`` (stop background work using the stores)."""
         self._close_hooks.append(hook)
@@ -125,6 +144,8 @@ class Broker:
             self.ledgers.delete_topic(name)
         else:
             self.segments.delete_topic(name)
+        for hook in self._delete_hooks:
+            hook(name)
 
     def topic_names(self) -> list[str]:
         return sorted(self.ledgers.topic_names() + self.segments.topic_names())
@@ -213,9 +234,12 @@ class Broker:
         self.cleaner.start()
 
     def close(self) -> None:
+        """Stop background work, then the workers (a pass or run still under way fails
+        and cleans up while the stores are open), then close the stores."""
         for hook in reversed(self._close_hooks):
             hook()
         try:
+            self.workers.close()
             self.cleaner.stop()
             self.segments.close()
         finally:

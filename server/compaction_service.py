@@ -1,17 +1,20 @@
 """Compaction for the admin API, the threshold monitor and the metrics endpoint.
 
-LEDGER topics run the TwoPhaseCompactor over the in-process adapter: one run per topic
-at a time (a second Compact is ALREADY_EXISTS), at most ``compaction.max.concurrent``
-runs server-wide (more wait for a slot, RUNNING meanwhile), status persisted so it
-survives restarts. SEGMENTED topics run one LogCleaner pass (``clean_now``).
+LEDGER topics run the TwoPhaseCompactor in a compaction worker process
+(``compactor.two_phase.worker_runs``; the server only fixes the input, ingests and
+commits): one run per topic at a time (a second Compact is ALREADY_EXISTS), at most
+``compaction.max.concurrent`` runs server-wide (more wait for a slot, RUNNING meanwhile),
+status persisted so it survives restarts. SEGMENTED topics run one LogCleaner pass
+(``clean_now``, in a worker too). Each run has a ``LocalRunControl`` (``control``): its
+progress, and ``cancel``.
 
 The monitor (Pulsar's ``compactionThreshold`` check) runs every
 ``compaction.monitor.interval.ms`` and compacts a topic whose ``__compaction`` backlog
 exceeds its ``compaction.threshold.bytes``.
 
 ``COMPACTLOG_CRASH_AT=<point>`` and ``COMPACTLOG_PAUSE_AT=<point>:<ms>`` crash the process
-(exit 137) or pause a run there: test-only fault injection for the crash-safety tests
-(``compactor.two_phase.faults``).
+that reaches the point (a worker, or the server at ``after_ingest``) or pause a run there:
+test-only fault injection for the crash-safety tests (``compactor.two_phase.faults``).
 """
 
 from __future__ import annotations
@@ -20,15 +23,15 @@ import dataclasses
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
-from compactlog.compactor.two_phase import CompactionRun, FaultHook, TwoPhaseCompactor
+from compactlog.compactor.progress import LocalRunControl, RunCancelled
+from compactlog.compactor.two_phase import CompactionRun
 from compactlog.compactor.two_phase.faults import fault_from_env
-from compactlog.compactor.two_phase.ledger_adapter import (
-    LedgerStoreCompactionStorage,
-    backlog_bytes,
-)
+from compactlog.compactor.two_phase.ledger_adapter import backlog_bytes
+from compactlog.compactor.two_phase.worker_runs import WorkerCompactions
 from compactlog.errors import CompactionInProgress, CompactlogError, Unimplemented
 from compactlog.server.admin_service import Compactions
 from compactlog.server.broker import Broker
@@ -67,6 +70,10 @@ class SegmentCleaner(Protocol):
 
     def last_result(self, name: str) -> CleanerPass | None: ...
 
+    def control(self, name: str) -> LocalRunControl | None: ...
+
+    def on_pass(self, listener: Callable[[str, Any], None]) -> None: ...
+
 
 @dataclass
 class _Slot:
@@ -75,6 +82,7 @@ class _Slot:
     owner: object
     status: CompactionStatus
     idle: threading.Event = field(default_factory=threading.Event)
+    control: LocalRunControl | None = None  # of the LEDGER run under way
 
 
 class CompactionService:
@@ -84,26 +92,24 @@ class CompactionService:
         self,
         broker: Broker,
         max_concurrent: int,
-        phase_one_memory_bytes: int,
+        runs: WorkerCompactions,
         metrics: Metrics,
         cleaner: SegmentCleaner | None = None,
-        fault: FaultHook | None = None,
     ) -> None:
         self.broker = broker
         self.store = broker.ledgers
         self.cleaner = cleaner
-        self.compactor = TwoPhaseCompactor(
-            LedgerStoreCompactionStorage(self.store),
-            phase_one_memory_bytes,
-            fault or fault_from_env(),
-        )
-        self.metrics = CompactionMetrics(metrics, self._last_runs)
+        self.runs = runs
+        self.metrics = CompactionMetrics(metrics, self._last_runs, broker)
         self._lock = threading.Lock()
         self._slots: dict[str, _Slot] = {}
         self._cap = threading.BoundedSemaphore(max_concurrent)
         self._closing = False
         for name in self.store.topic_names():  # turns an interrupted RUNNING into ERROR
             self._slot(name)
+        if cleaner is not None:
+            cleaner.on_pass(self._cleaner_pass)
+        broker.on_delete(self._forget)
 
     # ---- status ---------------------------------------------------------------------
 
@@ -156,6 +162,28 @@ class CompactionService:
             horizon = cursor.mark_delete if cursor is not None and ledger_id is not None else None
         return slot.status.to_pb(ledger_id, horizon)
 
+    def _forget(self, topic: str) -> None:
+        """A deleted topic: its slot and its metric series go."""
+        with self._lock:
+            self._slots.pop(topic, None)
+        self.metrics.forget(topic)
+
+    def control(self, topic: str) -> LocalRunControl | None:
+        """The control (progress, cancel) of the run under way on ``topic``, if any."""
+        if self.broker.kind(topic) == TopicKind.SEGMENTED:
+            return self.cleaner.control(topic) if self.cleaner is not None else None
+        with self._lock:
+            slot = self._slots.get(topic)
+            return slot.control if slot is not None else None
+
+    def cancel(self, topic: str) -> bool:
+        """Ask the run under way on ``topic`` to stop; False when none runs."""
+        control = self.control(topic)
+        if control is None:
+            return False
+        control.cancel()
+        return True
+
     def _last_runs(self) -> list[tuple[str, CompactionRun]]:
         with self._lock:
             return [(n, s.status.last_run) for n, s in self._slots.items() if s.status.last_run]
@@ -194,19 +222,25 @@ class CompactionService:
 
     def _run(self, topic: str, slot: _Slot) -> None:
         started = time.monotonic()
+        control = slot.control = LocalRunControl()
         try:
             if self._nothing_to_do(topic):
-                result = self.compactor.compact(topic)
+                result = self.runs.compact(topic, control)
             else:
                 with self._cap:
-                    result = self.compactor.compact(topic)
+                    result = self.runs.compact(topic, control)
         except Exception as exc:
-            if not isinstance(exc, CompactlogError):
+            if not isinstance(exc, CompactlogError | RunCancelled):
                 log.exception("compaction of %s failed", topic)
-            error = str(exc) if isinstance(exc, CompactlogError) else f"{type(exc).__name__}: {exc}"
+            error = str(exc)
+            if not isinstance(exc, CompactlogError | RunCancelled):
+                error = f"{type(exc).__name__}: {exc}"
+            log.warning("compaction of %s failed: %s", topic, error)
             self.metrics.failed(topic, time.monotonic() - started)
             self._finish(topic, slot, slot.status.to(CompactionState.ERROR, error=error))
             return
+        finally:
+            slot.control = None
         if not result.committed:  # nothing to do: keep the figures of the last real run
             self._finish(topic, slot, slot.status.to(CompactionState.SUCCESS))
             return
@@ -241,6 +275,13 @@ class CompactionService:
             self._finish(topic, slot, slot.status.to(CompactionState.ERROR, error=str(exc)))
             return
         self._finish(topic, slot, _cleaner_status(slot.status, result))
+
+    def _cleaner_pass(self, topic: str, result: CleanerPass) -> None:
+        """Every LogCleaner pass, background or explicit, counts in the topic's figures."""
+        if result.error:
+            self.metrics.failed(topic, result.duration_ms / 1000.0)
+        else:
+            self.metrics.succeeded_run(topic, _cleaner_run(result))
 
     def _finish(self, topic: str, slot: _Slot, status: CompactionStatus) -> None:
         try:
@@ -287,8 +328,8 @@ class CompactionService:
             slot.idle.wait(max(0.0, deadline - time.monotonic()))
 
 
-def _cleaner_status(status: CompactionStatus, result: CleanerPass) -> CompactionStatus:
-    run = CompactionRun(
+def _cleaner_run(result: CleanerPass) -> CompactionRun:
+    return CompactionRun(
         read=result.read,
         kept=result.kept,
         removed=result.removed,
@@ -299,21 +340,28 @@ def _cleaner_status(status: CompactionStatus, result: CleanerPass) -> Compaction
         duration_ms=result.duration_ms,
         engine=CLEANER_ENGINE,
     )
+
+
+def _cleaner_status(status: CompactionStatus, result: CleanerPass) -> CompactionStatus:
+    run = _cleaner_run(result)
     if result.error:
         return status.to(CompactionState.ERROR, error=result.error, run=run)
     return status.to(CompactionState.SUCCESS, run=run)
 
 
 def make_compactions(broker: Broker, settings: ServerSettings, metrics: Metrics) -> Compactions:
-    """Wire the service into the server: monitor thread, cleaner routing, shutdown hook."""
+    """Wire the service into the server: worker runs, monitor thread, cleaner routing,
+    shutdown hook."""
     cleaner: SegmentCleaner | None = getattr(broker, "cleaner", None)
-    service = CompactionService(
-        broker,
-        settings.compaction_max_concurrent,
+    runs = WorkerCompactions(
+        broker.ledgers,
+        broker.workers,
+        broker.work_dir,
         settings.compaction_phase_one_memory_bytes,
-        metrics,
-        cleaner,
+        settings.log_cleaner_io_max_bytes_per_second,
+        fault_from_env(),
     )
+    service = CompactionService(broker, settings.compaction_max_concurrent, runs, metrics, cleaner)
     monitor = Periodic(
         "compaction-monitor",
         settings.compaction_monitor_interval_ms / 1000.0,

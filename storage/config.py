@@ -161,6 +161,12 @@ SERVER_KEYS = _keys(
     ConfigKey(
         "compaction.phase.one.memory.bytes", _int(1024), 1073741824, "phase-one key map budget"
     ),
+    ConfigKey(
+        "compaction.workers",
+        _int(0, 64),
+        0,
+        "worker processes that run compactions and cleaner passes; 0 = max(1, log.cleaner.threads)",
+    ),
     ConfigKey("read.batch.max.messages", _int(1, 1_000_000), 1000, "messages per Read response"),
 )
 
@@ -277,8 +283,14 @@ class ServerSettings:
     compaction_monitor_interval_ms: int = 60000
     compaction_max_concurrent: int = 2
     compaction_phase_one_memory_bytes: int = 1073741824
+    compaction_workers: int = 0
     read_batch_max_messages: int = 1000
     topic_defaults: Mapping[str, str] | None = None
+
+    @property
+    def worker_processes(self) -> int:
+        """``compaction.workers``, 0 meaning one per cleaner thread (at least one)."""
+        return self.compaction_workers or max(1, self.log_cleaner_threads)
 
     def defaults_for(self, kind: TopicKind) -> dict[str, str]:
         """The server-file defaults that apply to topics of this kind."""

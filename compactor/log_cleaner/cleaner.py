@@ -15,8 +15,14 @@ ranges), so no record is decoded.
    passed. Survivors are copied byte for byte into new batches (``rewrite.BatchWriter``);
    a batch holding a tombstone kept for the first time gets the horizon
    ``now + delete.retention.ms``.
-3. Swap each group in (``Log.replace_segments``: ``.cleaned`` → ``.swap`` → old ``.deleted``
-   → final names); the caller then checkpoints ``end``.
+3. Hand each group's ``.cleaned`` segment to ``swap``, which swaps it in
+   (``Log.replace_segments``: ``.cleaned`` → ``.swap`` → old ``.deleted`` → final names); the
+   caller then checkpoints ``end``.
+
+A pass is described by a ``CleanPlan`` (plain data) and reads the closed segments it is
+given, so it runs the same in the server's process (the log's own segments, ``swap`` a
+call) and in a compaction worker (segments opened read-only, ``swap`` a request to the
+server, which alone changes the log: ``worker_pass``).
 """
 
 from __future__ import annotations
@@ -25,10 +31,13 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from compactlog.compactor.log_cleaner.manager import LogToClean
 from compactlog.compactor.log_cleaner.offset_map import FIRST_HALF, SkimpyOffsetMap, md5
 from compactlog.compactor.log_cleaner.rewrite import BatchWriter
+from compactlog.compactor.progress import CLEANING, NoControl, Progress, RunControl
+from compactlog.compactor.throttle import Throttler
 from compactlog.storage.batch import (
     NO_HORIZON,
     VALUE_PRESENT,
@@ -36,8 +45,9 @@ from compactlog.storage.batch import (
     payload_of,
     walk,
 )
-from compactlog.storage.segmented import CleaningAborted, Log, LogSegment
-from compactlog.storage.segmented.segment import CLEANED
+from compactlog.storage.config import SegmentedTopicConfig
+from compactlog.storage.segmented import CleaningAborted, LogSegment
+from compactlog.storage.segmented.segment import CLEANED, IndexParams
 
 _MAX_RELATIVE = 2**32 - 1
 # Survivors of one batch: (record byte runs, count, first offset, last offset, horizon)
@@ -58,42 +68,45 @@ class PassStats:
     buffer_utilization: float = 0.0
 
 
+@dataclass(frozen=True)
+class CleanPlan:
+    """What one pass cleans; plain data, so that a worker process can run it."""
+
+    name: str
+    directory: Path
+    first_dirty_offset: int
+    first_uncleanable_offset: int
+    config: SegmentedTopicConfig
+    now_ms: int
+
+    @classmethod
+    def of(cls, job: LogToClean, now_ms: int) -> CleanPlan:
+        return cls(
+            job.name,
+            job.log.dir,
+            job.first_dirty_offset,
+            job.first_uncleanable_offset,
+            job.log.config,
+            now_ms,
+        )
+
+    def index_params(self) -> IndexParams:
+        return IndexParams(self.config.index_interval_bytes, self.config.segment_index_bytes)
+
+
+# Swap a written ``.cleaned`` segment in for the group of closed segments it replaces.
+Swap = Callable[[LogSegment, list[LogSegment]], None]
+
+
+def _no_fault(point: str) -> None:
+    pass
+
+
 @dataclass
 class _Tally:
     read: int = 0
     keyless: int = 0
     tombstones: int = 0
-
-
-class Throttler:
-    """Keeps the cleaner's I/O under ``log.cleaner.io.max.bytes.per.second``."""
-
-    def __init__(
-        self,
-        bytes_per_second: float,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], None] = time.sleep,
-        check_interval_s: float = 0.1,
-    ) -> None:
-        self.rate = bytes_per_second
-        self.clock, self.sleep, self.interval = clock, sleep, check_interval_s
-        self._start = clock()
-        self._observed = 0.0
-        self.slept = 0.0
-
-    def maybe_throttle(self, nbytes: int) -> None:
-        if self.rate >= 1e300:
-            return
-        self._observed += nbytes
-        elapsed = self.clock() - self._start
-        if elapsed < self.interval and self._observed < self.rate * self.interval:
-            return
-        wanted = self._observed / self.rate
-        if wanted > elapsed:
-            self.sleep(wanted - elapsed)
-            self.slept += wanted - elapsed
-        self._start = self.clock()
-        self._observed = 0.0
 
 
 def group_segments_by_size(
@@ -137,46 +150,57 @@ class Cleaner:
         io_buffer_size: int,
         throttler: Throttler,
         is_aborted: Callable[[str], bool],
+        control: RunControl | None = None,
+        fault: Callable[[str], None] = _no_fault,
     ) -> None:
         self.map = offset_map
         self.chunk = max(io_buffer_size, 64 * 1024)
         self.throttler = throttler
         self.is_aborted = is_aborted
+        self.control = control or NoControl()
+        self.fault = fault
+        self.progress = Progress(CLEANING)
 
     def _check_aborted(self, name: str) -> None:
         if self.is_aborted(name):
             raise CleaningAborted(f"cleaning of {name} was aborted")
 
-    def clean(self, job: LogToClean, now_ms: int) -> PassStats:
-        """One pass; returns its figures, ``end_offset`` being the next first dirty offset."""
+    def clean(
+        self, plan: CleanPlan, closed: Sequence[LogSegment], active_base: int, swap: Swap
+    ) -> PassStats:
+        """One pass over the ``closed`` segments (the active one starts at
+        ``active_base``); returns its figures, ``end_offset`` being the next first dirty
+        offset."""
         stats = PassStats()
-        log = job.log
+        self.progress = Progress(CLEANING, started=time.monotonic())
         self.map.clear()
-        end = self.build_offset_map(job, stats)
+        end = self.build_offset_map(plan, closed, active_base, stats)
         stats.end_offset = end
         stats.buffer_utilization = self.map.utilization
-        segments = log.segments
-        to_clean = [s for s in segments[:-1] if s.base_offset < end]
-        cfg = log.config
-        horizon = now_ms + cfg.delete_retention_ms
+        self.fault("after_offset_map")
+        to_clean = [s for s in closed if s.base_offset < end]
+        cfg = plan.config
+        horizon = plan.now_ms + cfg.delete_retention_ms
         for group in group_segments_by_size(
             to_clean, cfg.segment_bytes, cfg.segment_index_bytes, end
         ):
-            self._check_aborted(job.name)
-            self.clean_segments(log, group, now_ms, horizon, stats, job.name)
+            self._check_aborted(plan.name)
+            self.clean_segments(plan, group, horizon, stats, swap)
         return stats
 
-    def build_offset_map(self, job: LogToClean, stats: PassStats) -> int:
+    def build_offset_map(
+        self, plan: CleanPlan, closed: Sequence[LogSegment], active_base: int, stats: PassStats
+    ) -> int:
         """Map the dirty section; return the offset where it stopped (exclusive)."""
-        start, end = job.first_dirty_offset, job.first_uncleanable_offset
+        start, end = plan.first_dirty_offset, plan.first_uncleanable_offset
         put = self.map.put_hash
         hashes, offsets, slots = self.map.table()
         first_half = FIRST_HALF.unpack_from
-        segments = job.log.segments
+        ends = [s.base_offset for s in closed[1:]] + [active_base]
         mapped = since = 0
         try:
-            for i, seg in enumerate(segments[:-1]):
-                if segments[i + 1].base_offset <= start:
+            for seg, seg_end in zip(closed, ends, strict=True):
+                if seg_end <= start:
                     continue
                 if seg.base_offset >= end:
                     break
@@ -202,36 +226,46 @@ class Cleaner:
                         return end
                     since += header.size
                     if since >= self.chunk:
-                        self._pace(job.name, since)
+                        self._pace(plan.name, since, 0, mapped)
                         since = 0
         finally:
             stats.map_records += mapped
         return end
 
-    def _pace(self, name: str, nbytes: int) -> None:
-        self.throttler.maybe_throttle(nbytes)
+    def _pace(self, name: str, nbytes: int, written: int = 0, records: int = 0) -> None:
+        """Per chunk: throttle, report progress, stop if aborted."""
+        self.throttler.maybe_throttle(nbytes + written)
+        p = self.progress
+        self.progress = Progress(
+            CLEANING,
+            p.done + records,
+            0,
+            p.bytes_read + nbytes,
+            p.bytes_written + written,
+            p.started,
+        )
+        self.control.report(self.progress)
         self._check_aborted(name)
 
     def clean_segments(
         self,
-        log: Log,
+        plan: CleanPlan,
         group: list[LogSegment],
-        now_ms: int,
         horizon: int,
         stats: PassStats,
-        name: str,
+        swap: Swap,
     ) -> None:
-        """Rewrite ``group`` into one ``.cleaned`` segment and swap it in."""
+        """Rewrite ``group`` into one ``.cleaned`` segment and have ``swap`` put it in."""
         cleaned = LogSegment.create(
-            log.dir, group[0].base_offset, log.index_params(), suffix=CLEANED
+            plan.directory, group[0].base_offset, plan.index_params(), suffix=CLEANED
         )
         try:
-            self._copy_survivors(cleaned, group, now_ms, horizon, stats, name)
+            self._copy_survivors(cleaned, group, plan.now_ms, horizon, stats, plan.name)
             newest = max(s.last_modified_ms() for s in group)
             cleaned.flush()
             os.utime(cleaned.path(), ns=(newest * 1_000_000, newest * 1_000_000))
-            log.run_hook("cleaned")
-            log.replace_segments(cleaned, group)
+            self.fault("after_cleaned")
+            swap(cleaned, group)
         except Exception:
             if cleaned.suffix == CLEANED:
                 cleaned.close_index_files()
@@ -250,7 +284,7 @@ class Cleaner:
     ) -> None:
         writer = BatchWriter(cleaned)
         tally = _Tally()
-        since = 0
+        since = written = counted = 0
         for seg in group:
             stats.bytes_in += seg.size
             for buf, p, header, at in seg.batches(0, seg.size, self.chunk):
@@ -262,8 +296,8 @@ class Cleaner:
                     writer.add(parts, count, first, last, header, tomb_horizon)
                 since += header.size
                 if since >= self.chunk:
-                    self._pace(name, since)
-                    since = 0
+                    self._pace(name, since, cleaned.size - written, tally.read - counted)
+                    since, written, counted = 0, cleaned.size, tally.read
         writer.flush()
         cleaned.on_become_inactive()
         stats.read += tally.read

@@ -1,26 +1,36 @@
-"""LogCleaner: the cleaner threads, explicit passes and the cleaner's metrics.
+"""LogCleaner: the cleaner threads, explicit passes and the cleaner's figures.
 
 Each of ``log.cleaner.threads`` threads loops: ask the LogCleanerManager for the filthiest
-topic, run one pass with its own Cleaner (offset map of ``dedupe.buffer.size / threads``
-bytes), record the result, or sleep ``log.cleaner.backoff.ms`` when nothing qualifies. A pass
-that raises marks its topic uncleanable instead of killing the thread. ``clean_now`` runs a
-pass on the caller's thread with a map borrowed from the same pool, so the memory budget
-holds however passes are started.
+topic, run one pass, record the result, or sleep ``log.cleaner.backoff.ms`` when nothing
+qualifies. A pass that raises marks its topic uncleanable instead of killing the thread
+(a worker that died, a cancel or an abort does not: the log is not at fault). Where the
+pass runs is the ``PassRunner``'s business: in this process with an offset map of
+``dedupe.buffer.size / threads`` bytes (``InProcessPasses``, the default), or in a
+compaction worker (``worker_pass.WorkerPasses``, the server's). ``clean_now`` runs a pass
+on the caller's thread through the same runner, so the memory budget holds however
+passes are started.
+
+The figures are Kafka's (``kafka.log:type=LogCleaner``, ``LogCleanerManager``) in base
+units: the largest offset-map utilisation and clean time over the last pass of each
+thread, the last recopy ratio, the largest dirty ratio seen at selection, the time since
+a cleaner thread last looked for work, and the uncleanable topics.
 """
 
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from compactlog.compactor.log_cleaner.checkpoint import FILE_NAME, CleanerCheckpoint
-from compactlog.compactor.log_cleaner.cleaner import Cleaner, PassStats, Throttler
+from compactlog.compactor.log_cleaner.cleaner import CleanPlan, PassStats
 from compactlog.compactor.log_cleaner.manager import LogCleanerManager, LogToClean
-from compactlog.compactor.log_cleaner.offset_map import SkimpyOffsetMap
+from compactlog.compactor.log_cleaner.passes import InProcessPasses, PassRunner
+from compactlog.compactor.progress import LocalRunControl, RunCancelled
+from compactlog.compactor.workers import WorkerCrashed
 from compactlog.storage.config import ServerSettings
 from compactlog.storage.segmented import CleaningAborted, SegmentedLogManager
 
@@ -42,13 +52,27 @@ class CleanerPassResult:
 
 @dataclass(frozen=True)
 class CleanerStats:
-    max_dirty_percent: float
-    recopy_percent: float
-    last_clean_time_ms: int
-    last_mb_per_sec: float
-    buffer_utilization: float
+    """Kafka's LogCleaner figures, in base units (ratios 0-1, seconds)."""
+
+    max_buffer_utilization: float
+    recopy_ratio: float
+    max_clean_time_s: float
+    max_dirty_ratio: float
+    time_since_last_run_s: float
     uncleanable_count: int
     passes: int
+    last_throughput_bytes_per_s: float
+
+
+@dataclass(frozen=True)
+class _Last:
+    utilization: float
+    recopy: float
+    seconds: float
+    bytes_per_s: float
+
+
+PassListener = Callable[[str, CleanerPassResult], None]
 
 
 class LogCleaner:
@@ -59,6 +83,7 @@ class LogCleaner:
         manager: SegmentedLogManager,
         settings: ServerSettings,
         clock: Callable[[], float] = time.time,
+        passes: PassRunner | None = None,
     ) -> None:
         self.logs = manager
         self.settings = settings
@@ -68,19 +93,16 @@ class LogCleaner:
         )
         manager.set_cleaner_hooks(self.cleaner_manager)
         self.threads = settings.log_cleaner_threads if settings.log_cleaner_enable else 0
-        self._map_bytes = settings.log_cleaner_dedupe_buffer_size // max(self.threads, 1)
-        SkimpyOffsetMap(
-            min(self._map_bytes, 48), settings.log_cleaner_io_buffer_load_factor
-        )  # validate
-        self._maps: queue.Queue[SkimpyOffsetMap] = queue.Queue()
-        self._maps_made = 0
-        self._maps_lock = threading.Lock()
+        self.passes: PassRunner = passes or InProcessPasses(settings, self.threads)
         self._stop = threading.Event()
         self._workers: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._results: dict[str, CleanerPassResult] = {}
+        self._controls: dict[str, LocalRunControl] = {}
+        self._listeners: list[PassListener] = []
         self._passes = 0
-        self._last = (0.0, 0, 0.0, 0.0)  # recopy %, duration ms, MB/s, buffer utilization
+        self._last: deque[_Last] = deque(maxlen=max(self.threads, 1))
+        self._last_run = time.monotonic()
 
     # ---- threads -----------------------------------------------------------------------
     def start(self) -> None:
@@ -100,6 +122,7 @@ class LogCleaner:
     def _run(self, thread_id: int) -> None:
         backoff = self.settings.log_cleaner_backoff_ms / 1000
         while not self._stop.is_set():
+            self._last_run = time.monotonic()
             try:
                 job = self.cleaner_manager.grab_filthiest()
             except Exception:
@@ -111,15 +134,6 @@ class LogCleaner:
             self._pass(job)
 
     # ---- passes ------------------------------------------------------------------------
-    def _take_map(self) -> SkimpyOffsetMap:
-        with self._maps_lock:
-            if self._maps.empty() and self._maps_made < max(self.threads, 1):
-                self._maps_made += 1
-                return SkimpyOffsetMap(
-                    self._map_bytes, self.settings.log_cleaner_io_buffer_load_factor
-                )
-        return self._maps.get()
-
     def clean_now(self, name: str) -> CleanerPassResult:
         """One pass on ``name`` now (min compaction lag honoured, dirty ratio ignored)."""
         log_ = self.logs.get_log(name)
@@ -130,30 +144,39 @@ class LogCleaner:
         job = self.cleaner_manager.begin_forced(name)
         return self._pass(job)
 
+    def on_pass(self, listener: PassListener) -> None:
+        """Call ``listener(topic, result)`` after every pass, background or explicit."""
+        self._listeners.append(listener)
+
+    def control(self, name: str) -> LocalRunControl | None:
+        """The control of the pass running on ``name`` (progress, cancel), if any."""
+        with self._lock:
+            return self._controls.get(name)
+
     def _pass(self, job: LogToClean) -> CleanerPassResult:
         started = time.monotonic()
-        offset_map = self._take_map()
-        throttler = Throttler(self.settings.log_cleaner_io_max_bytes_per_second)
-        cleaner = Cleaner(
-            offset_map,
-            self.settings.log_cleaner_io_buffer_size,
-            throttler,
-            self.cleaner_manager.is_aborted,
-        )
+        self._last_run = started
+        control = LocalRunControl()
+        with self._lock:
+            self._controls[job.name] = control
+        plan = CleanPlan.of(job, int(self.clock() * 1000))
         stats = PassStats()
         error: str | None = None
         end: int | None = None
         try:
-            stats = cleaner.clean(job, int(self.clock() * 1000))
+            stats = self.passes.run(
+                plan, job.log, lambda: self.cleaner_manager.is_aborted(job.name), control
+            )
             end = stats.end_offset
-        except CleaningAborted as exc:
+        except (CleaningAborted, RunCancelled, WorkerCrashed) as exc:
             error = str(exc)
         except Exception as exc:
             log.exception("cleaning of %s failed; marking it uncleanable", job.name)
             self.cleaner_manager.mark_uncleanable(job.name)
             error = f"{type(exc).__name__}: {exc}"
         finally:
-            self._maps.put(offset_map)
+            with self._lock:
+                self._controls.pop(job.name, None)
             self.cleaner_manager.done_cleaning(job.name, end)
         if end is not None:
             self.cleaner_manager.uncleanable.discard(job.name)
@@ -169,32 +192,42 @@ class LogCleaner:
             int(seconds * 1000),
             error,
         )
-        mb_per_sec = (stats.bytes_in + stats.bytes_out) / 1e6 / seconds if seconds > 0 else 0.0
         if error is None:
-            log.info(
-                "cleaned log %s (dirty section = [%d, %d]) in %.3f seconds, %.1f MB/sec: "
-                "%d records read, %d kept, %d removed (%d tombstones, %d keyless); "
-                "%.1f MB read, %.1f MB written; offset map %.1f%% full",
-                job.name,
-                job.first_dirty_offset,
-                stats.end_offset,
-                seconds,
-                mb_per_sec,
-                stats.read,
-                stats.kept,
-                stats.removed,
-                stats.tombstones,
-                stats.keyless_dropped,
-                stats.bytes_in / 1e6,
-                stats.bytes_out / 1e6,
-                stats.buffer_utilization * 100,
-            )
+            self._log_pass(job, stats, seconds)
         with self._lock:
             self._results[job.name] = result
             self._passes += 1
-            recopy = 100.0 * stats.bytes_out / stats.bytes_in if stats.bytes_in else 0.0
-            self._last = (recopy, result.duration_ms, mb_per_sec, stats.buffer_utilization)
+            recopy = stats.bytes_out / stats.bytes_in if stats.bytes_in else 0.0
+            rate = (stats.bytes_in + stats.bytes_out) / seconds if seconds > 0 else 0.0
+            self._last.append(_Last(stats.buffer_utilization, recopy, seconds, rate))
+        for listener in self._listeners:
+            try:
+                listener(job.name, result)
+            except Exception:
+                log.exception("a cleaner pass listener failed")
         return result
+
+    @staticmethod
+    def _log_pass(job: LogToClean, stats: PassStats, seconds: float) -> None:
+        mb_per_sec = (stats.bytes_in + stats.bytes_out) / 1e6 / seconds if seconds > 0 else 0.0
+        log.info(
+            "cleaned log %s (dirty section = [%d, %d]) in %.3f seconds, %.1f MB/sec: "
+            "%d records read, %d kept, %d removed (%d tombstones, %d keyless); "
+            "%.1f MB read, %.1f MB written; offset map %.1f%% full",
+            job.name,
+            job.first_dirty_offset,
+            stats.end_offset,
+            seconds,
+            mb_per_sec,
+            stats.read,
+            stats.kept,
+            stats.removed,
+            stats.tombstones,
+            stats.keyless_dropped,
+            stats.bytes_in / 1e6,
+            stats.bytes_out / 1e6,
+            stats.buffer_utilization * 100,
+        )
 
     def last_result(self, name: str) -> CleanerPassResult | None:
         with self._lock:
@@ -202,14 +235,15 @@ class LogCleaner:
 
     def stats(self) -> CleanerStats:
         with self._lock:
-            recopy, duration, mbps, util = self._last
+            last = list(self._last)
             passes = self._passes
         return CleanerStats(
-            max_dirty_percent=self.cleaner_manager.max_dirty_percent,
-            recopy_percent=recopy,
-            last_clean_time_ms=duration,
-            last_mb_per_sec=mbps,
-            buffer_utilization=util,
+            max_buffer_utilization=max((x.utilization for x in last), default=0.0),
+            recopy_ratio=last[-1].recopy if last else 0.0,
+            max_clean_time_s=max((x.seconds for x in last), default=0.0),
+            max_dirty_ratio=self.cleaner_manager.max_dirty_ratio,
+            time_since_last_run_s=time.monotonic() - self._last_run,
             uncleanable_count=len(self.cleaner_manager.uncleanable),
             passes=passes,
+            last_throughput_bytes_per_s=last[-1].bytes_per_s if last else 0.0,
         )

@@ -101,7 +101,7 @@ class LogCleanerManager:
         self._cond = threading.Condition()
         self._states: dict[str, _State] = {}
         self.uncleanable: set[str] = set()
-        self.max_dirty_percent = 0.0
+        self.max_dirty_ratio = 0.0
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -139,7 +139,7 @@ class LogCleanerManager:
                 ):
                     continue
                 candidates.append(self.log_to_clean(name, log, now))
-            self.max_dirty_percent = max((c.cleanable_ratio for c in candidates), default=0.0) * 100
+            self.max_dirty_ratio = max((c.cleanable_ratio for c in candidates), default=0.0)
             eligible = [
                 c
                 for c in candidates

@@ -1,4 +1,6 @@
-"""The in-process ``CompactionStorage`` over the RocksDB ``LedgerStore``.
+"""The in-process ``CompactionStorage`` over the RocksDB ``LedgerStore``, and the reads
+it shares with a compaction worker's storage (``LedgerReads`` over any ``LedgerScans``:
+the store itself, or a worker's secondary instance of it).
 
 Both phases read the stored batches through ``batch.check`` (every batch's CRC is
 verified by the compactor too) and walk them with the codec's compiled twin. A reverse
@@ -22,6 +24,7 @@ from compactlog.errors import CommitConflict, DataLoss, TopicNotFound
 from compactlog.storage import batch as batch_codec
 from compactlog.storage.codec import ROLE_COMPACTED
 from compactlog.storage.cursor import COMPACTED_LEDGER_PROPERTY, COMPACTION_SUBSCRIPTION
+from compactlog.storage.ledger_scans import LedgerScans
 from compactlog.storage.ledger_store import LedgerStore
 from compactlog.storage.types import MessageId
 
@@ -34,6 +37,10 @@ YIELD_MASK = 1023  # entries between pauses
 
 def _let_requests_run() -> None:
     time.sleep(0)
+
+
+def _no_pause() -> None:
+    pass
 
 
 def backlog_bytes(store: LedgerStore, topic_name: str) -> int:
@@ -55,10 +62,66 @@ def backlog_bytes(store: LedgerStore, topic_name: str) -> int:
         return total
 
 
-class LedgerStoreCompactionStorage:
+class LedgerReads:
+    """``read_keys`` and ``read_entries`` of ``CompactionStorage`` over checked scans.
+
+    ``pause`` runs every ``YIELD_MASK + 1`` entries and every batch: in the server it
+    lets request threads have the GIL; a worker process has nobody to yield to.
+    """
+
+    def __init__(self, scans: LedgerScans, in_server: bool = True) -> None:
+        self.scans = scans
+        self.pause = _let_requests_run if in_server else _no_pause
+
+    def read_keys(self, segment: Segment, reverse: bool = False) -> Iterator[KeyEntry]:
+        """Keys from the checked batches; reversed, one batch in memory at a time."""
+        lid, first, last = segment.ledger_id, segment.first_entry, segment.last_entry
+        expected = last if reverse else first
+        step = -1 if reverse else 1
+        pause = self.pause
+        for pos, flags, size, key in self.scans.keys_of(lid, first, last, reverse):
+            if pos != expected:
+                raise DataLoss(f"ledger {lid} lacks entry {expected} (read {first}..{last})")
+            expected += step
+            if not pos & YIELD_MASK:
+                pause()
+            yield pos, flags, size, key
+        if expected != (first - 1 if reverse else last + 1):
+            raise DataLoss(f"ledger {lid} lacks entry {expected} (read {first}..{last})")
+
+    def read_entries(
+        self, segment: Segment, select: bytearray | None = None
+    ) -> Iterator[tuple[int, bytes]]:
+        """Message bytes (original id included) of the selected positions, in order."""
+        lid, first, last = segment.ledger_id, segment.first_entry, segment.last_entry
+        wanted = None if select is None else sum(bin(b).count("1") for b in select)
+        hits = 0
+        expected = first
+        for at, data, header in self.scans.batches(lid, first, last):
+            if at > expected:
+                break
+            self.pause()
+            payload = batch_codec.payload_of(data, header)
+            walked = batch_codec.walk(payload, f"ledger {lid} entry {at}")
+            for pos, (_l, _e, _f, _k, s, e) in enumerate(walked, at):
+                if pos < first or pos > last:
+                    continue
+                expected = pos + 1
+                off = pos - first
+                if select is None or select[off >> 3] >> (off & 7) & 1:
+                    hits += 1
+                    yield pos, batch_codec.record_body(payload, s, e)
+        if select is None and expected != last + 1:
+            raise DataLoss(f"ledger {lid} lacks entry {expected} (read {first}..{last})")
+        if wanted is not None and hits != wanted:
+            raise DataLoss(f"ledger {lid} lacks {wanted - hits} selected entries")
+
+
+class LedgerStoreCompactionStorage(LedgerReads):
     """``CompactionStorage`` over a ``LedgerStore`` in this process."""
 
     def __init__(self, store: LedgerStore) -> None:
+        super().__init__(store)
         self.store = store
 
     def begin(self, topic: str) -> CompactionInput:
@@ -85,50 +148,6 @@ class LedgerStoreCompactionStorage:
             horizon = stop
             segments += tail_segments(ledgers, prev_horizon, stop)
         return CompactionInput(topic, previous, prev_horizon, horizon, tuple(segments), retain)
-
-    # ---- reads ----------------------------------------------------------------------
-
-    def read_keys(self, segment: Segment, reverse: bool = False) -> Iterator[KeyEntry]:
-        """Keys from the checked batches; reversed, one batch in memory at a time."""
-        lid, first, last = segment.ledger_id, segment.first_entry, segment.last_entry
-        expected = last if reverse else first
-        step = -1 if reverse else 1
-        for pos, flags, size, key in self.store.keys_of(lid, first, last, reverse):
-            if pos != expected:
-                raise DataLoss(f"ledger {lid} lacks entry {expected} (read {first}..{last})")
-            expected += step
-            if not pos & YIELD_MASK:
-                _let_requests_run()
-            yield pos, flags, size, key
-        if expected != (first - 1 if reverse else last + 1):
-            raise DataLoss(f"ledger {lid} lacks entry {expected} (read {first}..{last})")
-
-    def read_entries(
-        self, segment: Segment, select: bytearray | None = None
-    ) -> Iterator[tuple[int, bytes]]:
-        """Message bytes (original id included) of the selected positions, in order."""
-        lid, first, last = segment.ledger_id, segment.first_entry, segment.last_entry
-        wanted = None if select is None else sum(bin(b).count("1") for b in select)
-        hits = 0
-        expected = first
-        for at, data, header in self.store.batches(lid, first, last):
-            if at > expected:
-                break
-            _let_requests_run()
-            payload = batch_codec.payload_of(data, header)
-            walked = batch_codec.walk(payload, f"ledger {lid} entry {at}")
-            for pos, (_l, _e, _f, _k, s, e) in enumerate(walked, at):
-                if pos < first or pos > last:
-                    continue
-                expected = pos + 1
-                off = pos - first
-                if select is None or select[off >> 3] >> (off & 7) & 1:
-                    hits += 1
-                    yield pos, batch_codec.record_body(payload, s, e)
-        if select is None and expected != last + 1:
-            raise DataLoss(f"ledger {lid} lacks entry {expected} (read {first}..{last})")
-        if wanted is not None and hits != wanted:
-            raise DataLoss(f"ledger {lid} lacks {wanted - hits} selected entries")
 
     # ---- writes ---------------------------------------------------------------------
 

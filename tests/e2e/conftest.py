@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import gc
+import json
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import grpc
 import pytest
 
+from compactlog.storage import keys
+from compactlog.storage.cursor import COMPACTED_LEDGER_PROPERTY
+from compactlog.storage.rocks import RocksDB
 from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 
@@ -108,3 +114,27 @@ def ledger_api() -> Iterator[Callable[[str], LedgerApi]]:
 @pytest.fixture
 def expect_error() -> Callable[[Callable[[], object]], grpc.StatusCode]:
     return error_code
+
+
+def ledger_census(data_dir: Path) -> tuple[set[int], set[int]]:
+    """(ledgers stored, ledgers referenced by a topic list or a compaction cursor), read
+    from a stopped server's RocksDB."""
+    db = RocksDB(data_dir / "ledgers")
+    try:
+        stored = {keys.ledger_id_of_meta_key(k) for k, _ in db.scan(*keys.ledger_meta_range())}
+        referenced: set[int] = set()
+        for _k, v in db.scan(*keys.topic_range()):
+            referenced |= set(json.loads(v)["ledgers"])
+        for _k, v in db.scan(b"C", b"D"):
+            prop = json.loads(v)["properties"].get(COMPACTED_LEDGER_PROPERTY)
+            if prop is not None:
+                referenced.add(int(prop))
+        return stored, referenced
+    finally:
+        db.close()
+        gc.collect()
+
+
+@pytest.fixture
+def stored_ledgers() -> Callable[[Path], tuple[set[int], set[int]]]:
+    return ledger_census

@@ -1,13 +1,10 @@
-"""Compaction across restarts and crashes, the threshold trigger, retention, metrics.
+"""Compaction across restarts, the threshold trigger, retention, metrics.
 
-Crashes are real: ``COMPACTLOG_CRASH_AT`` makes the server ``os._exit(137)`` at that
-step of a run; the test restarts it and checks the view and that no ledger is left that
-nothing references (start-up collection)."""
+The crashes of a run (worker and server) are in ``test_worker_crashes``."""
 
 from __future__ import annotations
 
 import gc
-import json
 import re
 import time
 import urllib.request
@@ -18,9 +15,7 @@ from typing import Any
 import grpc
 import pytest
 
-from compactlog.compactor.two_phase import FAULT_POINTS
 from compactlog.storage import keys
-from compactlog.storage.cursor import COMPACTED_LEDGER_PROPERTY
 from compactlog.storage.rocks import RocksDB
 from compactlog.v1 import compactlog_pb2 as pb
 
@@ -31,54 +26,6 @@ BEFORE = [(b"a", b"1"), (b"b", b"1"), (b"a", b"2")]
 AFTER = [(b"b", b"2"), (b"c", b"1")]
 OLD_VIEW = [(b"b", b"1"), (b"a", b"2"), (b"b", b"2"), (b"c", b"1")]
 NEW_VIEW = [(b"a", b"2"), (b"b", b"2"), (b"c", b"1")]
-
-
-def stored_ledgers(data_dir: Path) -> tuple[set[int], set[int]]:
-    """(ledgers stored, ledgers referenced by a topic list or a compaction cursor)."""
-    db = RocksDB(data_dir / "ledgers")
-    try:
-        stored = {keys.ledger_id_of_meta_key(k) for k, _ in db.scan(*keys.ledger_meta_range())}
-        referenced: set[int] = set()
-        for _k, v in db.scan(*keys.topic_range()):
-            referenced |= set(json.loads(v)["ledgers"])
-        for _k, v in db.scan(b"C", b"D"):
-            prop = json.loads(v)["properties"].get(COMPACTED_LEDGER_PROPERTY)
-            if prop is not None:
-                referenced.add(int(prop))
-        return stored, referenced
-    finally:
-        db.close()
-        gc.collect()
-
-
-@pytest.mark.parametrize("point", FAULT_POINTS)
-def test_crash_at_each_step_leaves_old_or_new_view(
-    server_factory: Any, ledger_api: Callable[[str], Api], point: str
-) -> None:
-    srv = server_factory()
-    api = ledger_api(srv.address)
-    api.create("t")
-    api.publish("t", *BEFORE)
-    api.compact("t")
-    api.publish("t", *AFTER)
-    srv.stop()
-    srv.start(extra_env={"COMPACTLOG_CRASH_AT": point})
-    api = ledger_api(srv.address)
-    with pytest.raises(grpc.RpcError):
-        api.compact("t")
-    assert srv.proc.wait(10) == 137
-    srv.start()
-    api = ledger_api(srv.address)
-    committed = FAULT_POINTS.index(point) >= FAULT_POINTS.index("after_commit")
-    assert api.keys("t") == (NEW_VIEW if committed else OLD_VIEW)
-    status = api.status("t")  # the run's end was never recorded
-    assert status.state == pb.CompactionStatus.ERROR
-    assert status.last_error == "interrupted by restart"
-    assert api.compact("t").state == pb.CompactionStatus.SUCCESS
-    assert api.keys("t") == NEW_VIEW
-    srv.stop()
-    stored, referenced = stored_ledgers(srv.data_dir)
-    assert stored == referenced
 
 
 def test_restart_keeps_compacted_view_and_status(
@@ -135,11 +82,22 @@ def test_error_status_and_metrics(server_factory: Any, ledger_api: Callable[[str
         for line in srv.stderr_lines
         if (m := re.search(r"metrics on http://[^:]+:(\d+)/", line))
     )
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    def scrape() -> str:
+        url = f"http://127.0.0.1:{port}/metrics"
+        return str(urllib.request.urlopen(url, timeout=5).read().decode())
+
+    text = scrape()
     assert 'compactlog_compaction_failed_total{topic="big"} 1.0' in text
     assert 'compactlog_compaction_succeeded_total{topic="small"} 1.0' in text
     assert 'compactlog_compaction_removed_events_total{topic="small"} 1.0' in text
-    assert "compactlog_compaction_read_throughput_bytes_per_second" in text
+    assert 'compactlog_compaction_read_bytes_total{topic="small"}' in text
+    assert 'compactlog_compaction_duration_seconds_count{topic="small"} 1.0' in text
+    assert 'compactlog_compaction_compacted_entries{topic="small"} 1.0' in text
+    assert 'compactlog_compaction_read_throughput_bytes_per_second{topic="small"}' in text
+    api.admin.DeleteTopic(pb.DeleteTopicRequest(name="small"))
+    text = scrape()
+    assert 'topic="small"' not in text  # a deleted topic's series are gone
+    assert 'compactlog_compaction_failed_total{topic="big"} 1.0' in text
 
 
 def test_threshold_trigger_fires(server_factory: Any, ledger_api: Callable[[str], Api]) -> None:
@@ -208,7 +166,7 @@ def test_missing_compacted_ledger_is_data_loss(
 
 
 def test_delete_topic_deletes_compacted_ledger(
-    server: Any, ledger_api: Callable[[str], Api]
+    server: Any, ledger_api: Callable[[str], Api], stored_ledgers: Callable[[Path], Any]
 ) -> None:
     api = ledger_api(server.address)
     api.create("t")

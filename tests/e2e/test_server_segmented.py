@@ -176,15 +176,17 @@ def test_cleaner_figures_on_the_metrics_endpoint(server_factory, connect) -> Non
     seed(stubs, "t")
     stubs.admin.Compact(pb.CompactRequest(topic="t", wait=True))
     body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-    assert "compactlog_log_cleaner_passes 1.0" in body
+    assert "compactlog_log_cleaner_passes_total 1.0" in body
     for name in (
-        "max_dirty_percent",
-        "recopy_percent",
-        "last_mb_per_sec",
-        "buffer_utilization",
-        "uncleanable_count",
+        "max_buffer_utilization_ratio",
+        "recopy_ratio",
+        "max_clean_time_seconds",
+        "max_dirty_ratio",
+        "time_since_last_run_seconds",
+        "uncleanable_partitions",
     ):
         assert f"compactlog_log_cleaner_{name}" in body
+    assert 'compactlog_compaction_succeeded_total{topic="t"} 1.0' in body
 
 
 def consume(stubs, topic: str, sub: str, **kw: object) -> list[tuple[int, bytes | None]]:  # type: ignore[no-untyped-def]

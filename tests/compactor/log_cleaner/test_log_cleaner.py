@@ -97,7 +97,7 @@ def test_partial_cleaning_with_one_entry_map(tmp_path: Path) -> None:
     assert c.cleaner_manager.checkpoint.get("t") == 4
     c.clean_now("t")
     assert survivors(m, "t") == [(3, b"B", b"v"), (4, b"A", b"v")]
-    assert c.stats().buffer_utilization == 0.5  # one entry of two slots
+    assert c.stats().max_buffer_utilization == 0.5  # one entry of two slots
     m.close()
 
 

@@ -1,0 +1,225 @@
+"""A TwoPhaseCompactor run in a compaction worker: its storage, and the job shipped there.
+
+The server fixes the input (``LedgerStoreCompactionStorage.begin``) and allocates the new
+ledger's id, then ships ``LedgerCompactionJob``. In the worker the unchanged
+``TwoPhaseCompactor.compact`` runs over ``WorkerCompactionStorage``:
+
+    begin      the server's input (the secondary caught up to its horizon first)
+    reads      checked batches through a secondary instance of the server's store
+    append     COMPACTED batches into an SST file (keys ``E ledger position``, ascending)
+    seal       the SST file finished (synced)
+    commit     a request: the server ingests the file, seals the ledger with its counts
+               and commits the cursor in one synced write (CommitConflict etc. come back)
+    delete     of the previous ledger: a request; of its own: the SST file goes
+
+so every fault point of the compactor fires in the worker at its own step, and a worker
+killed at any of them leaves the server with an uncommitted ledger to delete, or a
+committed one. Every stored batch read is metered: progress, cancel checks and the
+``log.cleaner.io.max.bytes.per.second`` throttle.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from compactlog.compactor.progress import COMMIT, PHASE_ONE, PHASE_TWO, Progress, RunControl
+from compactlog.compactor.throttle import Throttler, sleep_checking
+from compactlog.compactor.two_phase.compactor import CompactionResult, TwoPhaseCompactor
+from compactlog.compactor.two_phase.faults import fault_from_env
+from compactlog.compactor.two_phase.ledger_adapter import LedgerReads
+from compactlog.compactor.two_phase.phase_one import PhaseOneResult, find_winners
+from compactlog.compactor.two_phase.storage import (
+    CompactionInput,
+    CompactionStorage,
+    KeyEntry,
+    NewEntry,
+    Segment,
+)
+from compactlog.compactor.worker_link import WorkerLink, kill_self
+from compactlog.errors import StorageError
+from compactlog.storage import keys
+from compactlog.storage.ledger_append import compacted_batch
+from compactlog.storage.ledger_scans import StoredBatch
+from compactlog.storage.ledger_secondary import SecondaryLedgerScans
+from compactlog.storage.rocks import SstWriter
+from compactlog.storage.types import MessageId
+
+METER_BATCHES = 64  # stored batches between progress reports and cancel checks
+
+
+@dataclass(frozen=True)
+class CommitLedger:
+    """Worker → server: ingest the SST file (None: the ledger is empty), seal, commit."""
+
+    ledger_id: int
+    sst: str | None
+    entries: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class DeleteLedger:
+    """Worker → server: delete the previous compacted ledger after the commit."""
+
+    ledger_id: int
+
+
+class RunMeter:
+    """Progress, cancellation and throttle of one run, fed per stored batch."""
+
+    def __init__(self, control: RunControl, throttler: Throttler) -> None:
+        self.control = control
+        self.throttler = throttler
+        self.progress = Progress(started=time.monotonic())
+        self._batches = 0
+
+    def enter(self, phase: str, total: int) -> None:
+        if self.progress.phase != phase:
+            p = self.progress
+            if p.phase:
+                self.control.report(p)  # the ending phase's last figures
+            self.progress = Progress(phase, 0, total, p.bytes_read, p.bytes_written, p.started)
+            self.control.report(self.progress)
+            self.control.check()
+
+    def batch(self, nbytes: int, count: int) -> None:
+        p = self.progress
+        self.progress = Progress(
+            p.phase, p.done + count, p.total, p.bytes_read + nbytes, p.bytes_written, p.started
+        )
+        self.throttler.maybe_throttle(nbytes)
+        self._batches += 1
+        if self._batches >= METER_BATCHES:
+            self._batches = 0
+            self.control.report(self.progress)
+            self.control.check()
+
+    def wrote(self, count: int, nbytes: int) -> None:
+        p = self.progress
+        self.progress = Progress(
+            p.phase, p.done + count, p.total, p.bytes_read, p.bytes_written + nbytes, p.started
+        )
+        self.throttler.maybe_throttle(nbytes)
+        self.control.report(self.progress)
+        self.control.check()
+
+
+class MeteredScans(SecondaryLedgerScans):
+    """The secondary's checked scans, each batch counted by the run's meter."""
+
+    meter: RunMeter
+
+    def batches(
+        self, ledger_id: int, first: int = 0, last: int = keys.MAX_ID
+    ) -> Iterator[StoredBatch]:
+        batch = self.meter.batch
+        for item in super().batches(ledger_id, first, last):
+            batch(len(item[1]), item[2].count)
+            yield item
+
+    def batches_reversed(self, ledger_id: int, first: int, last: int) -> Iterator[StoredBatch]:
+        batch = self.meter.batch
+        for item in super().batches_reversed(ledger_id, first, last):
+            batch(len(item[1]), item[2].count)
+            yield item
+
+
+class WorkerCompactionStorage(LedgerReads):
+    """``CompactionStorage`` of a run in a worker (see the module docstring)."""
+
+    def __init__(self, scans: MeteredScans, job: LedgerCompactionJob, link: WorkerLink) -> None:
+        super().__init__(scans, in_server=False)
+        self.job, self.link, self.meter = job, link, scans.meter
+        self.sst: SstWriter | None = None
+        self.entries = self.bytes = 0
+        self.kept = 0  # phase one's winners: phase two's total
+
+    def begin(self, topic: str) -> CompactionInput:
+        if topic != self.job.input.topic:
+            raise StorageError(f"the worker was sent {self.job.input.topic!r}, not {topic!r}")
+        return self.job.input
+
+    def read_keys(self, segment: Segment, reverse: bool = False) -> Iterator[KeyEntry]:
+        self.meter.enter(PHASE_ONE, sum(s.length for s in self.job.input.segments))
+        return super().read_keys(segment, reverse)
+
+    def read_entries(
+        self, segment: Segment, select: bytearray | None = None
+    ) -> Iterator[tuple[int, bytes]]:
+        self.meter.enter(PHASE_TWO, self.kept)
+        return super().read_entries(segment, select)
+
+    def create_ledger(self, topic: str) -> int:
+        return self.job.ledger_id
+
+    def append(self, ledger_id: int, entries: Sequence[NewEntry]) -> None:
+        if ledger_id != self.job.ledger_id or not entries or entries[0][0] != self.entries:
+            raise StorageError(f"ledger {ledger_id}: appends must continue at {self.entries}")
+        if self.sst is None:
+            self.sst = SstWriter(Path(self.job.sst_path))
+        data = compacted_batch(ledger_id, [d for _pos, d, _key, _flags in entries])
+        self.sst.put(keys.entry_key(ledger_id, self.entries), data)
+        self.entries += len(entries)
+        self.bytes += len(data)
+        self.meter.wrote(len(entries), len(data))
+
+    def seal(self, ledger_id: int) -> None:
+        if self.sst is not None:
+            self.sst.finish()
+
+    def commit(
+        self, topic: str, ledger_id: int, horizon: MessageId, expected_previous: int | None
+    ) -> None:
+        self.meter.enter(COMMIT, 0)
+        sst = self.job.sst_path if self.entries else None
+        self.link.request(CommitLedger(ledger_id, sst, self.entries, self.bytes))
+
+    def delete_ledger(self, ledger_id: int) -> None:
+        if ledger_id == self.job.ledger_id:  # a failed run's: the server drops the ledger
+            Path(self.job.sst_path).unlink(missing_ok=True)
+        else:
+            self.link.request(DeleteLedger(ledger_id))
+
+
+@dataclass(frozen=True)
+class LedgerCompactionJob:
+    """One LEDGER topic's run, shipped to a worker (``WorkerPool.run``)."""
+
+    input: CompactionInput
+    ledger_id: int  # allocated by the server before the run
+    store_path: str  # the server's RocksDB, opened here as a secondary instance
+    sst_path: str
+    work_dir: str
+    phase_one_memory_bytes: int
+    io_max_bytes_per_second: float
+
+    def run(self, link: WorkerLink) -> CompactionResult:
+        secondary = Path(self.work_dir) / f"secondary-{os.getpid()}"
+        scans = MeteredScans(Path(self.store_path), secondary)
+        throttler = Throttler(self.io_max_bytes_per_second, sleep=sleep_checking(link.check))
+        scans.meter = RunMeter(link, throttler)
+        try:
+            assert self.input.horizon is not None
+            scans.catch_up_to(self.input.horizon)
+            storage = WorkerCompactionStorage(scans, self, link)
+
+            def phase_one(
+                _st: CompactionStorage, inp: CompactionInput, budget: int
+            ) -> PhaseOneResult:
+                winners = find_winners(storage, inp, budget)
+                storage.kept = winners.kept
+                return winners
+
+            compactor = TwoPhaseCompactor(
+                storage,
+                self.phase_one_memory_bytes,
+                fault_from_env(crash=kill_self),
+                phase_one=phase_one,
+            )
+            return compactor.compact(self.input.topic)
+        finally:
+            scans.close()

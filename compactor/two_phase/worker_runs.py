@@ -1,0 +1,149 @@
+"""The server's side of a TwoPhaseCompactor run in a compaction worker.
+
+Per run: fix the input (``begin``: creates the ``__compaction`` cursor if missing) and
+allocate the new ledger (its id persisted first, so ids are never reused, and its empty
+meta written, so a crash anywhere leaves an unreferenced ledger that start-up collects);
+ship ``LedgerCompactionJob``; answer the worker's requests in the order the compactor
+makes them:
+
+    CommitLedger   ingest the SST file (one step), seal the ledger with its counts,
+                   [after_ingest], commit the cursor + CompactedTopicLedger in one synced
+                   write (CommitConflict / TopicNotFound go back to the worker's compactor)
+    DeleteLedger   the previous compacted ledger, only once the commit happened
+
+When the run fails, whatever the cause (an error, a cancel, the worker killed at any
+step), what it left goes at once: the new ledger and its SST file if nothing was
+committed, else the previous compacted ledger if the worker did not live to ask. The view
+readers see is therefore the old one or the new one, never a mix.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from compactlog.compactor.progress import RunCancelled
+from compactlog.compactor.two_phase.compactor import CompactionResult, CompactionRun, FaultHook
+from compactlog.compactor.two_phase.ledger_adapter import LedgerStoreCompactionStorage
+from compactlog.compactor.two_phase.storage import CompactionInput
+from compactlog.compactor.two_phase.worker_job import (
+    CommitLedger,
+    DeleteLedger,
+    LedgerCompactionJob,
+)
+from compactlog.compactor.workers import Watched, WorkerPool
+from compactlog.errors import InvalidArgument
+from compactlog.storage.ledger_store import LedgerStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Run:
+    topic: str
+    input: CompactionInput
+    ledger_id: int
+    sst: Path
+    control: Watched
+    committed: bool = False
+    previous_deleted: bool = False
+
+
+class WorkerCompactions:
+    """TwoPhaseCompactor runs of LEDGER topics in the worker pool."""
+
+    def __init__(
+        self,
+        store: LedgerStore,
+        pool: WorkerPool,
+        work_dir: Path,
+        phase_one_memory_bytes: int,
+        io_max_bytes_per_second: float,
+        fault: FaultHook,
+    ) -> None:
+        self.store = store
+        self.local = LedgerStoreCompactionStorage(store)
+        self.pool = pool
+        self.work_dir = work_dir
+        self.phase_one_memory_bytes = phase_one_memory_bytes
+        self.io_max_bytes_per_second = io_max_bytes_per_second
+        self.fault = fault
+
+    @staticmethod
+    def clear_work_dir(work_dir: Path) -> None:
+        """At start-up: SST files no run will ingest, dead workers' secondary dirs."""
+        shutil.rmtree(work_dir, ignore_errors=True)
+        work_dir.mkdir(parents=True, exist_ok=True)
+
+    def compact(self, topic: str, control: Watched) -> CompactionResult:
+        inp = self.local.begin(topic)
+        if inp.nothing_to_do:
+            return CompactionResult(
+                CompactionRun(), inp.previous_ledger, inp.previous_horizon, inp.previous_ledger
+            )
+        ledger_id = self.local.create_ledger(topic)
+        run = _Run(topic, inp, ledger_id, self.work_dir / f"ledger-{ledger_id}.sst", control)
+        job = LedgerCompactionJob(
+            inp,
+            ledger_id,
+            str(self.store.db.path),
+            str(run.sst),
+            str(self.work_dir),
+            self.phase_one_memory_bytes,
+            self.io_max_bytes_per_second,
+        )
+        try:
+            result = self.pool.run(
+                job, lambda body: self._answer(run, body), control, f"the compaction of {topic!r}"
+            )
+        except BaseException:
+            self._clean_up(run)
+            raise
+        assert isinstance(result, CompactionResult)
+        return result
+
+    def _answer(self, run: _Run, body: object) -> None:
+        if isinstance(body, CommitLedger) and body.ledger_id == run.ledger_id and not run.committed:
+            self._commit(run, body)
+        elif (
+            isinstance(body, DeleteLedger)
+            and body.ledger_id == run.input.previous_ledger
+            and run.committed
+            and not run.previous_deleted
+        ):
+            self.local.delete_ledger(body.ledger_id)
+            run.previous_deleted = True
+        else:
+            raise InvalidArgument(f"a compaction worker of {run.topic!r} cannot ask for {body!r}")
+
+    def _commit(self, run: _Run, body: CommitLedger) -> None:
+        if run.control.cancelled:
+            raise RunCancelled("the compaction was cancelled")
+        if body.sst is not None and Path(body.sst) != run.sst:
+            raise InvalidArgument(f"ledger {run.ledger_id} is not written to {body.sst}")
+        sst = run.sst if body.sst is not None else None
+        self.store.ingest_ledger(run.ledger_id, sst, body.entries, body.bytes)
+        log.info("compaction of %s: ledger %d ingested, committing", run.topic, run.ledger_id)
+        self.fault("after_ingest")
+        assert run.input.horizon is not None
+        self.local.commit(run.topic, run.ledger_id, run.input.horizon, run.input.previous_ledger)
+        run.committed = True
+
+    def _clean_up(self, run: _Run) -> None:
+        """Best effort: what is left now goes at the next start-up."""
+        live = {f"secondary-{pid}" for pid in self.pool.pids()}
+        for secondary in self.work_dir.glob("secondary-*"):
+            if secondary.name not in live:  # a dead worker's
+                shutil.rmtree(secondary, ignore_errors=True)
+        try:
+            if not run.committed:
+                run.sst.unlink(missing_ok=True)
+                self.local.delete_ledger(run.ledger_id)
+            elif run.input.previous_ledger is not None and not run.previous_deleted:
+                self.local.delete_ledger(run.input.previous_ledger)
+        except Exception:
+            log.warning(
+                "could not remove what the failed compaction of %s left", run.topic, exc_info=True
+            )

@@ -1,0 +1,58 @@
+"""A compaction worker process: ``python -m compactlog.compactor.worker_process FD PARENT``.
+
+Started by ``workers.WorkerPool`` with one end of a socket pair as descriptor ``FD``. It
+lowers its priority, arranges to die with the server (``worker_os``), then runs the jobs
+it is sent one at a time until the server closes the pipe. A job's error goes back as
+``Failed`` and the worker takes the next job; only a crash (or the server's kill, for a
+job that ignores a cancel) ends it early.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import traceback
+from multiprocessing.connection import Connection
+from typing import Any
+
+from compactlog.compactor.worker_link import CANCEL, Done, Failed, WorkerLink, portable
+from compactlog.compactor.worker_os import die_with_parent, lower_priority
+
+
+def serve(conn: Connection) -> int:
+    cache: dict[Any, Any] = {}
+    while True:
+        try:
+            job = conn.recv()
+        except (EOFError, OSError):  # the server closed the pipe or died
+            return 0
+        if job == CANCEL:  # for a job that already ended
+            continue
+        link = WorkerLink(conn, cache)
+        try:
+            value = job.run(link)
+            link.flush()
+            conn.send(Done(value))
+        except (EOFError, BrokenPipeError):
+            return 0
+        except BaseException as exc:
+            conn.send(Failed(portable(exc), traceback.format_exc()))
+
+
+def main(argv: list[str]) -> int:
+    fd, parent = int(argv[0]), int(argv[1])
+    die_with_parent(parent)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is the server's to handle
+    lower_priority()
+    logging.basicConfig(
+        level=os.environ.get("COMPACTLOG_LOG_LEVEL", "INFO"),
+        format=f"%(asctime)s %(levelname)s worker-{os.getpid()} %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    return serve(Connection(fd))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

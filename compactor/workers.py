@@ -1,0 +1,271 @@
+"""WorkerPool: compaction and cleaning run in worker processes, never in the server.
+
+A run inside the serving process holds the interpreter for as long as it scans, and every
+publish waits its turn (issue 12 measured p99 x20-40 during a run). So the TwoPhaseCompactor's
+phases and the LogCleaner's passes run in a pool of ``compaction.workers`` processes
+(``worker_process``), started lazily and kept for the next run, at lower CPU and I/O
+priority, dying with the server. The server keeps what must stay in one place: the input
+snapshot and the ledger id (allocated before the run, so ids are never reused), the commit
+(ingest + cursor, or the segment swap), the cleaner's state machine and checkpoint.
+
+``run`` ships a job to an idle worker and drives it until it ends: progress reports go
+into the run's control (``RunControl``: ``WatchCompaction`` reads it), the worker's
+requests to ``on_request`` (whose answer or error goes back), and a cancel as a message
+(the worker stops at its next check) followed, if it has not stopped after
+``CANCEL_GRACE_S``, by SIGKILL. A worker that dies mid-run (kill -9, a crash) makes the
+run fail with ``WorkerCrashed`` naming the process, its signal and the phase it was in;
+the caller removes what the run left. Every process is started by one long-lived
+launcher thread, because ``PR_SET_PDEATHSIG`` fires when the *thread* that forked the
+child ends.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Protocol
+
+from compactlog.compactor.progress import Progress, RunCancelled
+from compactlog.compactor.worker_link import CANCEL, Done, Failed, Reply, Report, Request, portable
+from compactlog.errors import Unavailable
+
+log = logging.getLogger(__name__)
+
+POLL_S = 0.1
+CANCEL_GRACE_S = 5.0
+CLOSE_GRACE_S = 2.0
+
+OnRequest = Callable[[object], object]
+
+
+class WorkerCrashed(Unavailable):
+    """The worker process running a job died; nothing of the run was kept but what the
+    server had already committed."""
+
+
+class Watched(Protocol):
+    """The server's side of a run's control (``progress.LocalRunControl``)."""
+
+    def report(self, progress: Progress) -> None: ...
+
+    @property
+    def cancelled(self) -> bool: ...
+
+
+@dataclass(eq=False)
+class _Worker:
+    proc: subprocess.Popen[bytes]
+    conn: Connection
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+
+class _Launcher:
+    """The one thread that starts worker processes (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._requests: queue.Queue[Future[_Worker] | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._loop, name="compaction-workers", daemon=True)
+        self._thread.start()
+
+    def spawn(self) -> _Worker:
+        done: Future[_Worker] = Future()
+        self._requests.put(done)
+        return done.result()
+
+    def stop(self) -> None:
+        self._requests.put(None)
+        self._thread.join()
+
+    def _loop(self) -> None:
+        while (request := self._requests.get()) is not None:
+            try:
+                request.set_result(self._start())
+            except BaseException as exc:
+                request.set_exception(exc)
+
+    @staticmethod
+    def _start() -> _Worker:
+        ours, theirs = socket.socketpair()
+        with theirs:
+            fd = theirs.fileno()
+            args = [sys.executable, "-m", "compactlog.compactor.worker_process"]
+            proc = subprocess.Popen(
+                [*args, str(fd), str(os.getpid())], pass_fds=(fd,), stdin=subprocess.DEVNULL
+            )
+        return _Worker(proc, Connection(ours.detach()))
+
+
+def _how_it_ended(proc: subprocess.Popen[bytes]) -> str:
+    try:
+        code = proc.wait(1.0)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return "stopped answering (killed)"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"was killed by {name}"
+    return f"exited with status {code}"
+
+
+class WorkerPool:
+    """Up to ``size`` worker processes, started on demand; one job each at a time."""
+
+    def __init__(self, size: int) -> None:
+        self.size = max(1, size)
+        self._cond = threading.Condition()
+        self._idle: list[_Worker] = []
+        self._all: set[_Worker] = set()
+        self._starting = 0
+        self._closed = False
+        self._launcher: _Launcher | None = None
+
+    def pids(self) -> list[int]:
+        with self._cond:
+            return sorted(w.pid for w in self._all)
+
+    # ---- one run -------------------------------------------------------------------
+
+    def run(self, job: object, on_request: OnRequest, control: Watched, label: str) -> object:
+        """Run ``job`` in a worker; its result, or its error raised here."""
+        worker = self._acquire(control)
+        keep = False
+        try:
+            value = self._drive(worker, job, on_request, control, label)
+            keep = True
+            return value
+        except WorkerCrashed:
+            raise
+        except Exception:
+            keep = worker.proc.poll() is None
+            raise
+        finally:
+            self._release(worker, keep)
+
+    def _drive(
+        self, worker: _Worker, job: object, on_request: OnRequest, control: Watched, label: str
+    ) -> object:
+        phase = "its start"
+        cancel_at: float | None = None
+        try:
+            worker.conn.send(job)
+            while True:
+                msg = worker.conn.recv() if worker.conn.poll(POLL_S) else None
+                if control.cancelled:
+                    if cancel_at is None:
+                        cancel_at = time.monotonic()
+                        worker.conn.send(CANCEL)
+                    elif time.monotonic() - cancel_at > CANCEL_GRACE_S:
+                        worker.proc.kill()
+                        raise RunCancelled(f"{label} was cancelled (worker {worker.pid} killed)")
+                if msg is None:
+                    if worker.proc.poll() is not None:
+                        raise EOFError
+                elif isinstance(msg, Report):
+                    phase = msg.progress.phase or phase
+                    control.report(msg.progress)
+                elif isinstance(msg, Request):
+                    worker.conn.send(self._answer(on_request, msg.body))
+                elif isinstance(msg, Done):
+                    return msg.value
+                elif isinstance(msg, Failed):
+                    log.debug("%s failed in worker %d:\n%s", label, worker.pid, msg.trace)
+                    raise msg.error
+        except (EOFError, OSError):  # the pipe broke: the worker is gone, or is made to go
+            how = _how_it_ended(worker.proc)
+            raise WorkerCrashed(
+                f"compaction worker (pid {worker.pid}) {how} during {phase} of {label}"
+            ) from None
+
+    @staticmethod
+    def _answer(on_request: OnRequest, body: object) -> Reply:
+        try:
+            return Reply(on_request(body))
+        except Exception as exc:
+            return Reply(error=portable(exc))
+
+    # ---- processes -----------------------------------------------------------------
+
+    def _acquire(self, control: Watched) -> _Worker:
+        with self._cond:
+            while True:
+                if self._closed:
+                    raise Unavailable("the server is shutting down: no compaction worker")
+                if self._idle:
+                    return self._idle.pop()
+                if len(self._all) + self._starting < self.size:
+                    self._starting += 1
+                    if self._launcher is None:
+                        self._launcher = _Launcher()
+                    launcher = self._launcher
+                    break
+                if control.cancelled:
+                    raise RunCancelled("the compaction was cancelled before it started")
+                self._cond.wait(POLL_S)
+        try:
+            worker = launcher.spawn()
+        finally:
+            with self._cond:
+                self._starting -= 1
+                self._cond.notify_all()
+        with self._cond:
+            self._all.add(worker)
+        log.info("compaction worker %d started", worker.pid)
+        return worker
+
+    def _release(self, worker: _Worker, keep: bool) -> None:
+        with self._cond:
+            if keep and not self._closed and worker.proc.poll() is None:
+                self._idle.append(worker)
+                self._cond.notify_all()
+                return
+            self._all.discard(worker)
+            self._cond.notify_all()
+        self._discard(worker)
+
+    @staticmethod
+    def _discard(worker: _Worker) -> None:
+        if worker.proc.poll() is None:
+            worker.proc.kill()
+        worker.proc.wait()
+        worker.conn.close()
+
+    def close(self) -> None:
+        """Idle workers exit on their closed pipe; busy ones are killed (their runs fail
+        and clean up after themselves); then the launcher thread ends."""
+        with self._cond:
+            self._closed = True
+            idle, busy = list(self._idle), [w for w in self._all if w not in self._idle]
+            self._idle.clear()
+            launcher, self._launcher = self._launcher, None
+        for worker in busy:
+            worker.proc.kill()
+        for worker in idle:
+            worker.conn.close()
+        deadline = time.monotonic() + CLOSE_GRACE_S
+        for worker in idle:
+            try:
+                worker.proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                worker.proc.kill()
+                worker.proc.wait()
+        with self._cond:
+            self._all.difference_update(idle)
+        if launcher is not None:
+            launcher.stop()

@@ -1,0 +1,151 @@
+"""The worker pool with real processes: progress, requests, errors, cancel, crashes,
+priorities, and the workers' death with their server."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from compactlog.compactor.progress import LocalRunControl, RunCancelled
+from compactlog.compactor.worker_os import IOPRIO_CLASS_BE, IOPRIO_LOWEST_BE_LEVEL, NICE
+from compactlog.compactor.worker_probe import ProbeAnswer, ProbeJob
+from compactlog.compactor.workers import WorkerCrashed, WorkerPool
+from compactlog.errors import InvalidArgument, TopicNotFound
+
+
+@pytest.fixture
+def pool() -> Iterator[WorkerPool]:
+    made = WorkerPool(2)
+    yield made
+    made.close()
+
+
+def echo(body: object) -> object:
+    if body == "missing":
+        raise TopicNotFound("topic 'missing' does not exist")
+    return ("echo", body)
+
+
+def run(pool: WorkerPool, job: ProbeJob, control: LocalRunControl | None = None) -> ProbeAnswer:
+    answer = pool.run(job, echo, control or LocalRunControl(), "the probe")
+    assert isinstance(answer, ProbeAnswer)
+    return answer
+
+
+def test_a_job_runs_in_a_lower_priority_child_that_is_reused(pool: WorkerPool) -> None:
+    control = LocalRunControl()
+    first = run(pool, ProbeJob(reports=3, question="hi"), control)
+    assert first.pid != os.getpid() and first.parent == os.getpid()
+    assert first.reply == ("echo", "hi")
+    assert first.nice >= os.nice(0) + NICE or first.nice == 19
+    if first.io_priority is not None:
+        assert first.io_priority == (IOPRIO_CLASS_BE, IOPRIO_LOWEST_BE_LEVEL)
+    progress = control.snapshot()
+    assert (progress.phase, progress.done, progress.total) == ("probe", 3, 3)
+    assert run(pool, ProbeJob()).pid == first.pid  # kept for the next job
+    assert pool.pids() == [first.pid]
+
+
+def test_errors_travel_back_as_themselves_and_the_worker_lives_on(pool: WorkerPool) -> None:
+    with pytest.raises(InvalidArgument, match="boom"):
+        run(pool, ProbeJob(fail="boom"))
+    with pytest.raises(TopicNotFound, match="missing"):  # the server's answer, in the worker
+        run(pool, ProbeJob(question="missing"))
+    assert len(pool.pids()) == 1
+
+
+def test_cancel_stops_the_job(pool: WorkerPool) -> None:
+    control = LocalRunControl()
+    threading.Timer(0.2, control.cancel).start()
+    started = time.monotonic()
+    with pytest.raises(RunCancelled):
+        run(pool, ProbeJob(sleep_s=30), control)
+    assert time.monotonic() - started < 5
+    assert run(pool, ProbeJob()).pid in pool.pids()  # the same worker takes the next job
+
+
+def test_a_killed_worker_fails_the_run_naming_it(pool: WorkerPool) -> None:
+    control = LocalRunControl()
+    pids: list[int] = []
+
+    def kill() -> None:
+        while not pool.pids():
+            time.sleep(0.01)
+        pids.extend(pool.pids())
+        time.sleep(0.2)
+        os.kill(pids[0], signal.SIGKILL)
+
+    threading.Thread(target=kill).start()
+    with pytest.raises(WorkerCrashed) as info:
+        run(pool, ProbeJob(reports=1, sleep_s=30), control)
+    message = str(info.value)
+    assert f"pid {pids[0]}" in message and "SIGKILL" in message and "probe" in message
+    assert pids[0] not in pool.pids()
+    assert run(pool, ProbeJob()).pid != pids[0]  # a fresh worker replaces it
+
+
+def test_jobs_beyond_the_pool_size_wait_for_a_worker() -> None:
+    pool = WorkerPool(1)
+    try:
+        answers: list[ProbeAnswer] = []
+        threads = [
+            threading.Thread(target=lambda: answers.append(run(pool, ProbeJob(sleep_s=0.3))))
+            for _ in range(3)
+        ]
+        started = time.monotonic()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert time.monotonic() - started >= 0.9
+        assert len({a.pid for a in answers}) == 1
+    finally:
+        pool.close()
+
+
+def test_close_ends_every_worker(pool: WorkerPool) -> None:
+    pid = run(pool, ProbeJob()).pid
+    pool.close()
+    assert pool.pids() == []
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+PARENT = """
+import sys, time
+from compactlog.compactor.progress import LocalRunControl
+from compactlog.compactor.worker_probe import ProbeJob
+from compactlog.compactor.workers import WorkerPool
+pool = WorkerPool(1)
+threading = __import__("threading")
+threading.Thread(target=pool.run, args=(ProbeJob(sleep_s=60), lambda b: b,
+                 LocalRunControl(), "probe"), daemon=True).start()
+while not pool.pids():
+    time.sleep(0.01)
+print(pool.pids()[0], flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_worker_dies_with_its_server() -> None:
+    parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None
+    worker = int(parent.stdout.readline())
+    os.kill(worker, 0)  # alive
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            os.kill(worker, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.02)
+    pytest.fail(f"worker {worker} outlived its parent")

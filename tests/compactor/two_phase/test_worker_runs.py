@@ -1,0 +1,128 @@
+"""TwoPhaseCompactor runs in a real worker process against a real ledger store: the same
+view as in-process, progress through the phases, the throttle, cancellation, clean-up."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from compactlog.compactor.progress import (
+    COMMIT,
+    PHASE_ONE,
+    PHASE_TWO,
+    LocalRunControl,
+    Progress,
+    RunCancelled,
+)
+from compactlog.compactor.two_phase import TwoPhaseCompactor
+from compactlog.compactor.two_phase.ledger_adapter import LedgerStoreCompactionStorage
+from compactlog.compactor.two_phase.worker_runs import WorkerCompactions
+from compactlog.compactor.workers import WorkerPool
+from compactlog.storage.config import ServerSettings
+from compactlog.storage.ledger_store import LedgerStore
+from compactlog.storage.types import MessageId, Record
+from compactlog.storage.views import view_messages
+
+UNLIMITED = 1.7976931348623157e308
+
+
+class Recorder(LocalRunControl):
+    """A control that keeps every report, to check the phases a run went through."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[Progress] = []
+
+    def report(self, progress: Progress) -> None:
+        self.seen.append(progress)
+        super().report(progress)
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[WorkerPool]:
+    made = WorkerPool(1)
+    yield made
+    made.close()
+
+
+def open_store(path: Path) -> LedgerStore:
+    return LedgerStore(path, ServerSettings(topic_defaults={}))
+
+
+def runs(
+    store: LedgerStore, pool: WorkerPool, work: Path, rate: float = UNLIMITED
+) -> WorkerCompactions:
+    WorkerCompactions.clear_work_dir(work)
+    return WorkerCompactions(store, pool, work, 1 << 24, rate, lambda _point: None)
+
+
+def view(store: LedgerStore, topic: str) -> list[tuple[MessageId, bytes | None, bytes | None]]:
+    lac = store.topic(topic).lac
+    assert lac is not None
+    return [(m.id, m.key, m.value) for m in view_messages(store, topic, MessageId(0, 0), lac, True)]
+
+
+def publish(store: LedgerStore, topic: str, n: int, start: int = 0) -> None:
+    records = [Record(b"k%d" % (i % 7) if i % 11 else None, b"v%d" % i) for i in range(start, n)]
+    for i in range(0, len(records), 50):
+        store.append(topic, records[i : i + 50])
+
+
+def test_a_worker_run_leaves_the_view_an_in_process_run_leaves(
+    tmp_path: Path, pool: WorkerPool
+) -> None:
+    stores = {name: open_store(tmp_path / name) for name in ("local", "worker")}
+    for store in stores.values():
+        store.create_topic("t", {"ledger.max.entries": "60"})
+        publish(store, "t", 300)
+    local = TwoPhaseCompactor(LedgerStoreCompactionStorage(stores["local"]), 1 << 24)
+    worker = runs(stores["worker"], pool, tmp_path / "work")
+    control = Recorder()
+    for _round in range(2):  # a first run, then an incremental one over the previous
+        local.compact("t")
+        result = worker.compact("t", control)
+        assert result.committed and result.run.kept == 7
+        assert view(stores["worker"], "t") == view(stores["local"], "t")
+        for store in stores.values():
+            publish(store, "t", 400, 300)
+    phases = [p.phase for p in control.seen]
+    assert phases.index(PHASE_ONE) < phases.index(PHASE_TWO) < phases.index(COMMIT)
+    one = [p for p in control.seen if p.phase == PHASE_ONE][-1]
+    assert one.bytes_read > 0 and 0 < one.done <= one.total
+    assert list((tmp_path / "work").iterdir()) == []  # SST ingested, secondary gone
+    for store in stores.values():
+        store.close()
+    gc.collect()
+
+
+def test_nothing_to_do_needs_no_worker(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "db")
+    store.create_topic("t", {})
+    unused = WorkerPool(1)
+    result = runs(store, unused, tmp_path / "work").compact("t", LocalRunControl())
+    assert not result.committed and unused.pids() == []
+    store.close()
+    gc.collect()
+
+
+def test_a_cancelled_throttled_run_leaves_nothing(tmp_path: Path, pool: WorkerPool) -> None:
+    store = open_store(tmp_path / "db")
+    store.create_topic("t", {})
+    store.append("t", [Record(b"k%d" % i, b"x" * 1000) for i in range(2000)])
+    before = {lid for lid in range(1, 20) if store.ledger(lid) is not None}
+    control = LocalRunControl()
+    threading.Timer(0.5, control.cancel).start()
+    started = time.monotonic()
+    with pytest.raises(RunCancelled):
+        runs(store, pool, tmp_path / "work", rate=200_000).compact("t", control)  # 10+ s
+    assert time.monotonic() - started < 5
+    assert {lid for lid in range(1, 20) if store.ledger(lid) is not None} == before
+    assert store.topic("t").compacted_ledger_id() is None
+    assert list((tmp_path / "work").glob("*.sst")) == []
+    store.close()
+    gc.collect()
