@@ -8,6 +8,7 @@ views they leave, and at the end writes ``report.md``, ``report.json`` and PNG p
     compactlog bench --profile quick --runs 1 # seconds
     compactlog bench --profile full           # 1M-2M records per workload
     compactlog bench dataplane [--quick]      # publish/read/latency/memory vs bare gRPC
+    compactlog bench compaction-latency       # Publish p99 idle vs during a compaction
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from compactlog.bench import dataplane, plots
+from compactlog.bench import compaction_latency, dataplane, plots
 from compactlog.bench.bench_server import rocksdb_floor
 from compactlog.bench.floors import io_floor_rates
 from compactlog.bench.report import (
@@ -149,6 +150,8 @@ def measure_floors(tmp: Path, target: Workload) -> dict[str, float]:
 def main(argv: list[str]) -> int:
     if argv[:1] == ["dataplane"]:  # its own workload, options and report
         return dataplane.main(argv[1:])
+    if argv[:1] == ["compaction-latency"]:
+        return compaction_latency.main(argv[1:])
     args = build_parser().parse_args(argv)
     if args.runs < 1:
         raise SystemExit("compactlog bench: --runs must be >= 1")

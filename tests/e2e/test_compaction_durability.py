@@ -82,6 +82,7 @@ def test_error_status_and_metrics(server_factory: Any, ledger_api: Callable[[str
         for line in srv.stderr_lines
         if (m := re.search(r"metrics on http://[^:]+:(\d+)/", line))
     )
+
     def scrape() -> str:
         url = f"http://127.0.0.1:{port}/metrics"
         return str(urllib.request.urlopen(url, timeout=5).read().decode())

@@ -1,0 +1,39 @@
+"""``compactlog bench compaction-latency --quick``: the report's structure, against real
+servers. Figures are not asserted against goals (benchmarks report, they don't gate)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from compactlog.bench import cli
+from compactlog.bench.compaction_latency_runs import KINDS, QUICK
+
+pytestmark = pytest.mark.slow
+
+
+def test_quick_run_prints_every_row_beside_its_floor(tmp_path: Path) -> None:
+    argv = ["compaction-latency", "--quick", "--json", str(tmp_path / "r.json"),
+            "--workdir", str(tmp_path / "work")]  # fmt: skip
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert cli.main(argv) == 0
+    report: dict[str, Any] = json.loads((tmp_path / "r.json").read_text())
+    assert report["suite"] == "compactlog bench compaction-latency"
+    assert report["settings"]["records"] == QUICK["records"]
+    assert "| unary Publish p99 during a compaction of 20,000 messages | LEDGER |" in (
+        printed.getvalue()
+    )
+    rows = report["rows"]
+    assert len(rows) == 3 * len(KINDS) + 1  # p99, p50, MB/s each; LEDGER's run vs floor
+    for r in rows:
+        assert r["figure"] > 0 and r["floor"] > 0, r
+    for kind in KINDS:
+        assert report["results"][f"{kind}.during_calls"]["median"] > 0
+        read = report["results"][f"{kind}.compaction_read"]["median"]
+        assert QUICK["records"] // 2 <= read <= QUICK["records"]  # not the active segment
