@@ -127,37 +127,10 @@ class _Bad(Exception):
 
 
 def _varint(buf: bytes, p: int, end: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if p >= end or shift > 63:
-            raise _Bad("truncated or overlong varint")
-        b = buf[p]
-        p += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            if result >= _U64:
-                raise _Bad("varint over 64 bits")
-            return result, p
-        shift += 7
-
-
-def _put_varint(out: bytearray, n: int) -> None:
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-
-
-def _id_field(ledger_id: int, entry_id: int) -> bytes:
-    """``Message.id`` (field 1) as protobuf writes it: zero fields omitted."""
-    body = bytearray()
-    if ledger_id:
-        body.append(0x08)
-        _put_varint(body, ledger_id)
-    if entry_id:
-        body.append(0x10)
-        _put_varint(body, entry_id)
-    return bytes([0x0A, len(body)]) + bytes(body)
+    try:
+        return codec.read_varint(buf, p, end)
+    except codec.MalformedPayload as exc:
+        raise _Bad(str(exc)) from None
 
 
 def _signed(n: int) -> int:
@@ -398,7 +371,7 @@ class _LedgerConverter:
             if parsed.ident is not None:
                 raise self.bad(at, "raw entry carries an id field")
             ident = MessageId(lid, at)
-            body = _id_field(lid, at) + data
+            body = codec.id_field(lid, at) + data
         self.add(at, ident, parsed, body)
         return ident
 
