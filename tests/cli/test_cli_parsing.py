@@ -295,6 +295,8 @@ def test_bench_gets_the_remaining_arguments(monkeypatch: pytest.MonkeyPatch) -> 
         ["--size", "10", "read"],
     )
     assert cli._split_bench(["read", "bench"]) == (["read", "bench"], None)
+    argv = ["--token", "bench", "--tls-ca", "bench", "bench", "-x"]  # values are not verbs
+    assert cli._split_bench(argv) == (argv[:5], ["-x"])
     seen: list[list[str]] = []
 
     class FakeBench:
