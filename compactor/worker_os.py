@@ -1,10 +1,11 @@
 """What a compaction worker asks of the OS: to yield to the server, and to die with it.
 
 * CPU: ``nice(10)``, so the server's threads win every contested core.
-* I/O: ``ioprio_set`` to the best-effort class at its lowest level (7), below the server's
-  default (4). Not the idle class: under a steady publish load (a WAL fsync every few
-  ms) an idle-class reader can wait forever on schedulers that honour it (BFQ, CFQ), and a
-  compaction that never ends holds raw ledgers against retention.
+* I/O: ``ioprio_set`` to the idle class: the disk serves the worker when the server has
+  nothing queued. Schedulers that honour classes keep it from starving (mq-deadline's
+  ``prio_aging_expire``, BFQ's idle timeout); mq-deadline, the usual choice for virtio
+  and SATA disks, ignores levels within a class, so a lower best-effort level alone would
+  change nothing there.
 * Death: ``prctl(PR_SET_PDEATHSIG, SIGKILL)`` kills the worker the moment the thread that
   started it ends (the pool starts workers from one long-lived thread, so that is the
   server's death), and a watchdog thread checks the parent pid twice a second for the
@@ -29,9 +30,8 @@ log = logging.getLogger(__name__)
 NICE = 10
 PR_SET_PDEATHSIG = 1
 IOPRIO_WHO_PROCESS = 1
-IOPRIO_CLASS_BE = 2
+IOPRIO_CLASS_IDLE = 3
 IOPRIO_CLASS_SHIFT = 13
-IOPRIO_LOWEST_BE_LEVEL = 7
 _IOPRIO_SET = {"x86_64": 251, "aarch64": 30, "i686": 289, "ppc64le": 273, "s390x": 282}
 WATCHDOG_S = 0.5
 
@@ -54,7 +54,7 @@ def lower_priority() -> None:
     libc = _libc()
     if nr is None or libc is None:
         return
-    value = IOPRIO_CLASS_BE << IOPRIO_CLASS_SHIFT | IOPRIO_LOWEST_BE_LEVEL
+    value = IOPRIO_CLASS_IDLE << IOPRIO_CLASS_SHIFT
     if libc.syscall(nr, IOPRIO_WHO_PROCESS, 0, value) != 0:
         log.warning("compaction worker: ioprio_set failed: errno %d", ctypes.get_errno())
 

@@ -173,6 +173,7 @@ class WorkerPool:
                         worker.conn.send(CANCEL)
                     elif time.monotonic() - cancel_at > CANCEL_GRACE_S:
                         worker.proc.kill()
+                        worker.proc.wait()
                         raise RunCancelled(f"{label} was cancelled (worker {worker.pid} killed)")
                 if msg is None:
                     if worker.proc.poll() is not None:

@@ -69,7 +69,9 @@ class DeleteLedger:
 
 
 class RunMeter:
-    """Progress, cancellation and throttle of one run, fed per stored batch."""
+    """Progress, cancellation and throttle of one run, fed per stored batch read and per
+    append. ``done`` counts the entries read in phase one (of the input's ``total``) and
+    the winners written in phase two (of phase one's ``kept``)."""
 
     def __init__(self, control: RunControl, throttler: Throttler) -> None:
         self.control = control
@@ -88,8 +90,9 @@ class RunMeter:
 
     def batch(self, nbytes: int, count: int) -> None:
         p = self.progress
+        done = min(p.done + count, p.total) if p.phase == PHASE_ONE else p.done
         self.progress = Progress(
-            p.phase, p.done + count, p.total, p.bytes_read + nbytes, p.bytes_written, p.started
+            p.phase, done, p.total, p.bytes_read + nbytes, p.bytes_written, p.started
         )
         self.throttler.maybe_throttle(nbytes)
         self._batches += 1
