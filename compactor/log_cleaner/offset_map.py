@@ -7,7 +7,14 @@ key count; it is cleared between passes and the pass stops where it fills.
 
 Open addressing with double hashing over a prime number of slots: the first 8 bytes of the
 digest choose the slot, the next 8 the step, and a prime table size makes every probe
-sequence visit every slot. Two keys with the same MD5 would share an entry, as in Kafka.
+sequence visit every slot. Two keys with the same MD5 would share an entry, as in Kafka:
+the digest is taken as the key's identity (for n keys the chance of any collision is about
+n² / 2¹²⁹, 10⁻²¹ for a billion keys).
+
+The two-phase compactor's phase one uses the same map with two additions: ``exchange``
+(put, returning what the key held, so a caller can keep figures per key) and ``resize``
+(rehash into a larger table: its map grows with the key space up to its budget instead
+of being allocated whole, as the cleaner's is).
 """
 
 from __future__ import annotations
@@ -22,6 +29,8 @@ from compactlog.errors import InvalidConfig
 
 BYTES_PER_ENTRY = 24
 HASH_SIZE = 16
+NEW = -1  # ``exchange``: the digest was not in the map (now it is)
+FULL = -2  # ``exchange``: the digest is new and the map is full (nothing changed)
 _HALVES = struct.Struct("<QQ")
 FIRST_HALF = struct.Struct("<Q")
 
@@ -62,13 +71,33 @@ class SkimpyOffsetMap:
     def __init__(self, memory_bytes: int, load_factor: float) -> None:
         if memory_bytes < BYTES_PER_ENTRY:
             raise InvalidConfig(f"log.cleaner.dedupe.buffer.size {memory_bytes} holds no entry")
-        self.slots = _largest_prime_at_most(memory_bytes // BYTES_PER_ENTRY)
-        self.max_entries = max(1, int(self.slots * load_factor))
-        self._step_mod = max(self.slots - 1, 1)
-        self._hashes = bytearray(self.slots * HASH_SIZE)
-        self._offsets: array[int] = array("q", bytes(8 * self.slots))
+        self.load_factor = load_factor
+        self._allocate(_largest_prime_at_most(memory_bytes // BYTES_PER_ENTRY))
         self.size = 0
         self.latest_offset = -1
+
+    def _allocate(self, slots: int) -> None:
+        self.slots = slots
+        self.max_entries = max(1, int(slots * self.load_factor))
+        self._step_mod = max(slots - 1, 1)
+        self._hashes = bytearray(slots * HASH_SIZE)
+        self._offsets: array[int] = array("q", [0]) * slots  # one allocation, no copy
+
+    def resize(self, memory_bytes: int) -> bool:
+        """Rehash every entry into a table of (about) ``memory_bytes``; False, and no
+        change, when that table would not have more slots than this one. While it runs
+        both tables exist: the caller's budget must hold the two."""
+        slots = _largest_prime_at_most(memory_bytes // BYTES_PER_ENTRY)
+        if slots <= self.slots:
+            return False
+        old_hashes, old_offsets = self._hashes, self._offsets
+        self._allocate(slots)
+        self.size = 0
+        put = self.put_hash
+        for slot, stored in enumerate(old_offsets):
+            if stored:
+                put(bytes(old_hashes[slot << 4 : (slot << 4) + HASH_SIZE]), stored - 1)
+        return True
 
     @property
     def memory_bytes(self) -> int:
@@ -81,7 +110,7 @@ class SkimpyOffsetMap:
     def clear(self) -> None:
         if self.size:
             self._hashes = bytearray(self.slots * HASH_SIZE)
-            self._offsets = array("q", bytes(8 * self.slots))
+            self._offsets = array("q", [0]) * self.slots
         self.size = 0
         self.latest_offset = -1
 
@@ -111,6 +140,33 @@ class SkimpyOffsetMap:
         if offset > self.latest_offset:
             self.latest_offset = offset
         return True
+
+    def exchange_hash(self, digest: bytes, offset: int) -> int:
+        """Map ``digest`` to ``offset`` and return the offset it had: ``NEW`` if none, or
+        ``FULL`` (and no change) when it is new and the map is full."""
+        h1, h2 = _HALVES.unpack(digest)
+        slots = self.slots
+        slot: int = h1 % slots
+        offsets, hashes = self._offsets, self._hashes
+        stored = offsets[slot]
+        if stored and not hashes.startswith(digest, slot << 4):
+            step = 1 + h2 % self._step_mod
+            for _ in range(slots - 1):
+                slot = (slot + step) % slots
+                stored = offsets[slot]
+                if not stored or hashes.startswith(digest, slot << 4):
+                    break
+            else:
+                return FULL
+        if not stored:
+            if self.size >= self.max_entries:
+                return FULL
+            hashes[slot << 4 : (slot << 4) + HASH_SIZE] = digest
+            self.size += 1
+        offsets[slot] = offset + 1
+        if offset > self.latest_offset:
+            self.latest_offset = offset
+        return stored - 1 if stored else NEW
 
     def get_hash(self, digest: bytes) -> int:
         """The offset mapped to ``digest``, or -1."""
@@ -148,3 +204,6 @@ class SkimpyOffsetMap:
 
     def get(self, key: bytes) -> int:
         return self.get_hash(md5(key).digest())
+
+    def exchange(self, key: bytes, offset: int) -> int:
+        return self.exchange_hash(md5(key).digest(), offset)

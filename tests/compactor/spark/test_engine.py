@@ -28,7 +28,7 @@ def local_result(address: str, topic: str) -> tuple[list[bytes], PhaseOneResult]
         winners = find_winners(storage, inp, 1 << 40)
         out = []
         for index, seg in enumerate(inp.segments):
-            bits = winners.selection(index, seg.length)
+            bits = winners.selection(storage, index, seg)
             for _eid, data in storage.read_entries(seg, bits) if any(bits) else ():
                 out.append(data)  # Message bytes, original id included
         return out, winners
