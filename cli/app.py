@@ -22,12 +22,12 @@ from typing import NoReturn
 from compactlog.cli import admin as cli_admin
 from compactlog.cli import data as cli_data
 from compactlog.cli import export as cli_export
+from compactlog.cli import offline as cli_offline
 from compactlog.cli import topics as cli_topics
-from compactlog.cli.common import ENV_SERVER, PROG, UsageError
+from compactlog.cli.common import DEFAULT_DATA_DIR, ENV_SERVER, PROG, UsageError
 from compactlog.client.client import DEFAULT_ADDRESS
 from compactlog.errors import CompactlogError
 
-DEFAULT_DATA_DIR = "./compactlog-data"
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -71,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_topics.add_parser(commands)
     cli_data.add_parsers(commands)
     cli_export.add_parser(commands)
+    cli_offline.add_parsers(commands)
 
     admin = commands.add_parser("admin", help="administrative operations")
     admin_sub = admin.add_subparsers(dest="admin_command", metavar="AREA", required=True)

@@ -10,6 +10,7 @@ from compactlog.client.client import DEFAULT_ADDRESS, Client
 
 PROG = "compactlog"
 ENV_SERVER = "COMPACTLOG_SERVER"
+DEFAULT_DATA_DIR = "./compactlog-data"  # where `serve` keeps its data unless told
 
 
 class UsageError(Exception):

@@ -40,6 +40,7 @@ a payload) lives in a compiled twin, ``_batch.c``, with a pure-Python twin,
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -53,6 +54,10 @@ from compactlog.storage.types import MessageId, Record, StoredMessage
 
 
 def _load_twin() -> tuple[ModuleType, bool]:
+    """The compiled twin when it was built, unless ``COMPACTLOG_NO_EXT=1`` asks for the
+    pure-Python one (what an install without a C compiler gets; tests run both)."""
+    if os.environ.get("COMPACTLOG_NO_EXT") == "1":
+        return _batch_py, False
     try:
         from compactlog.storage import _batch  # type: ignore[attr-defined]
     except ImportError:

@@ -43,7 +43,8 @@ class ServerProcess:
         self.address = ""
         self.stderr_lines: list[str] = []
 
-    def start(self, extra_env: dict[str, str] | None = None) -> ServerProcess:
+    def command(self) -> list[str]:
+        """The ``compactlog serve`` command line this process runs."""
         args = [
             sys.executable,
             "-m",
@@ -57,6 +58,10 @@ class ServerProcess:
         ]
         if self.config is not None:
             args += ["--config", str(self.config)]
+        return args
+
+    def start(self, extra_env: dict[str, str] | None = None) -> ServerProcess:
+        args = self.command()
         env = {**os.environ, **(self.env or {}), **(extra_env or {})}
         self.proc = subprocess.Popen(
             args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
