@@ -4,7 +4,8 @@
   every ``WATCH_INTERVAL_S`` (the contract asks for at least one a second), then one
   carrying the run's final state; a topic with no active run gets its current state once.
 - ``cancel``: set the run's cancel flag and wait for it to stop (``RunCancelled`` in the
-  run; the service records CANCELLED). A cancel that comes after the commit write is too
+  run; the service records CANCELLED); ``cap_slot`` lets a run waiting for one of the
+  server-wide run slots give up when cancelled. A cancel that comes after the commit write is too
   late: the run ends SUCCESS and that is what the caller gets back.
 - ``preview`` and ``verify`` (LEDGER topics): a dry run of both phases' reads, and a
   recomputation of the compacted ledger from the raw history (``two_phase.verify``).
@@ -17,9 +18,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import cast
 
-from compactlog.compactor.progress import LocalRunControl, Progress
+from compactlog.compactor.progress import LocalRunControl, Progress, RunControl
 from compactlog.compactor.two_phase import TwoPhaseCompactor
 from compactlog.compactor.two_phase.ledger_adapter import LedgerStoreCompactionStorage
 from compactlog.compactor.two_phase.ledger_snapshot import compacted_view, plan
@@ -69,6 +71,18 @@ def cancel(topic: str, control: LocalRunControl | None, idle: threading.Event) -
         raise CompactionNotRunning(f"no compaction of {topic!r} is running")
     control.cancel()
     idle.wait(CANCEL_WAIT_S)
+
+
+@contextmanager
+def cap_slot(cap: threading.BoundedSemaphore, control: RunControl | None) -> Iterator[None]:
+    """One of the server-wide run slots; a run cancelled while it waits gives up."""
+    while not cap.acquire(timeout=0.1):
+        if control is not None:
+            control.check()
+    try:
+        yield
+    finally:
+        cap.release()
 
 
 def preview(compactor: TwoPhaseCompactor, store: LedgerStore, topic: str) -> pb.CompactionRun:

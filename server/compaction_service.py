@@ -24,7 +24,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -215,7 +214,7 @@ class CompactionService:
             if self._nothing_to_do(topic):
                 result = self.compactor.compact(topic, control)
             else:
-                with _cap_slot(self._cap, control):
+                with insight.cap_slot(self._cap, control):
                     result = self.compactor.compact(topic, control)
         except RunCancelled:
             self._finish(topic, slot, slot.status.to(CompactionState.CANCELLED))
@@ -351,18 +350,6 @@ class CompactionService:
         deadline = time.monotonic() + SHUTDOWN_WAIT_S
         for slot in slots:
             slot.idle.wait(max(0.0, deadline - time.monotonic()))
-
-
-@contextmanager
-def _cap_slot(cap: threading.BoundedSemaphore, control: RunControl | None) -> Iterator[None]:
-    """One of the server-wide run slots; a run cancelled while it waits gives up."""
-    while not cap.acquire(timeout=0.1):
-        if control is not None:
-            control.check()
-    try:
-        yield
-    finally:
-        cap.release()
 
 
 def _cleaner_status(status: CompactionStatus, result: CleanerPass) -> CompactionStatus:

@@ -14,37 +14,38 @@ n² / 2¹²⁹, 10⁻²¹ for a billion keys).
 The two-phase compactor's phase one uses the same map with two additions: ``exchange``
 (put, returning what the key held, so a caller can keep figures per key) and ``resize``
 (rehash into a larger table: its map grows with the key space up to its budget instead
-of being allocated whole, as the cleaner's is).
+of being allocated whole, as the cleaner's is). Those, and ``get``, hash and probe in a
+compiled twin (``_offset_map.c``) when one was built, else in its pure-Python twin
+(``_offset_map_py.py``), with identical results.
 """
 
 from __future__ import annotations
 
-import hashlib
-import importlib
 import struct
 from array import array
-from collections.abc import Callable
+from types import ModuleType
 
+from compactlog.compactor.log_cleaner import _offset_map_py
+from compactlog.compactor.log_cleaner._offset_map_py import FULL, NEW, md5
 from compactlog.errors import InvalidConfig
+
+__all__ = ["BYTES_PER_ENTRY", "COMPILED", "FULL", "NEW", "SkimpyOffsetMap", "md5"]
 
 BYTES_PER_ENTRY = 24
 HASH_SIZE = 16
-NEW = -1  # ``exchange``: the digest was not in the map (now it is)
-FULL = -2  # ``exchange``: the digest is new and the map is full (nothing changed)
 _HALVES = struct.Struct("<QQ")
 FIRST_HALF = struct.Struct("<Q")
 
 
-def _md5_factory() -> Callable[[bytes], hashlib._Hash]:
-    """The fastest MD5 constructor available (the builtin one skips OpenSSL's set-up cost)."""
+def _load_twin() -> tuple[ModuleType, bool]:
     try:
-        fast: Callable[[bytes], hashlib._Hash] = importlib.import_module("_md5").md5
-        return fast
-    except ImportError:  # pragma: no cover - CPython always ships it
-        return hashlib.md5
+        from compactlog.compactor.log_cleaner import _offset_map  # type: ignore[attr-defined]
+    except ImportError:
+        return _offset_map_py, False
+    return _offset_map, True
 
 
-md5 = _md5_factory()
+twin, COMPILED = _load_twin()
 
 
 def _largest_prime_at_most(n: int) -> int:
@@ -92,11 +93,7 @@ class SkimpyOffsetMap:
             return False
         old_hashes, old_offsets = self._hashes, self._offsets
         self._allocate(slots)
-        self.size = 0
-        put = self.put_hash
-        for slot, stored in enumerate(old_offsets):
-            if stored:
-                put(bytes(old_hashes[slot << 4 : (slot << 4) + HASH_SIZE]), stored - 1)
+        self.size = twin.rehash(old_hashes, old_offsets, self._hashes, self._offsets)
         return True
 
     @property
@@ -141,33 +138,6 @@ class SkimpyOffsetMap:
             self.latest_offset = offset
         return True
 
-    def exchange_hash(self, digest: bytes, offset: int) -> int:
-        """Map ``digest`` to ``offset`` and return the offset it had: ``NEW`` if none, or
-        ``FULL`` (and no change) when it is new and the map is full."""
-        h1, h2 = _HALVES.unpack(digest)
-        slots = self.slots
-        slot: int = h1 % slots
-        offsets, hashes = self._offsets, self._hashes
-        stored = offsets[slot]
-        if stored and not hashes.startswith(digest, slot << 4):
-            step = 1 + h2 % self._step_mod
-            for _ in range(slots - 1):
-                slot = (slot + step) % slots
-                stored = offsets[slot]
-                if not stored or hashes.startswith(digest, slot << 4):
-                    break
-            else:
-                return FULL
-        if not stored:
-            if self.size >= self.max_entries:
-                return FULL
-            hashes[slot << 4 : (slot << 4) + HASH_SIZE] = digest
-            self.size += 1
-        offsets[slot] = offset + 1
-        if offset > self.latest_offset:
-            self.latest_offset = offset
-        return stored - 1 if stored else NEW
-
     def get_hash(self, digest: bytes) -> int:
         """The offset mapped to ``digest``, or -1."""
         h1, h2 = _HALVES.unpack(digest)
@@ -203,7 +173,15 @@ class SkimpyOffsetMap:
         return self.put_hash(md5(key).digest(), offset)
 
     def get(self, key: bytes) -> int:
-        return self.get_hash(md5(key).digest())
+        return int(twin.get(self._hashes, self._offsets, key))
 
     def exchange(self, key: bytes, offset: int) -> int:
-        return self.exchange_hash(md5(key).digest(), offset)
+        """Map ``key`` to ``offset`` and return the offset it had: ``NEW`` if none, or
+        ``FULL`` (and no change) when it is new and the map is full. (``latest_offset``
+        is the cleaner's and is not kept here.)"""
+        old = int(
+            twin.exchange(self._hashes, self._offsets, key, offset, self.size < self.max_entries)
+        )
+        if old == NEW:
+            self.size += 1
+        return old

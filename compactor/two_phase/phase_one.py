@@ -7,9 +7,9 @@ digest to ``position << 1 | live`` (live: the value is non-empty) in a ``SkimpyO
 bytes whatever its length. The digest is taken as the key's identity, as Kafka takes it
 (two keys with one MD5 would share an entry; see ``offset_map``).
 
-Phase two asks ``selection`` for each segment's winners: it reads that segment's keys
-again and keeps an entry when the map holds exactly its own position, live (or, keyless,
-when ``compaction.retain.null.key``). Only one segment's bitmap exists at a time.
+Phase two asks ``selection`` for each segment's winners (``winners.MapWinners``): an
+entry wins when the map holds exactly its own position, live (or, keyless, when
+``compaction.retain.null.key``).
 
 Memory: the map starts at the size the input suggests and doubles (rehashing) as keys
 arrive, never past ``compaction.phase.one.memory.bytes`` counting both tables while it
@@ -24,7 +24,6 @@ compacted ledger's keys and one raw entry does the run fail with
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
 from compactlog.compactor.log_cleaner.offset_map import (
     BYTES_PER_ENTRY,
@@ -33,9 +32,18 @@ from compactlog.compactor.log_cleaner.offset_map import (
     SkimpyOffsetMap,
 )
 from compactlog.compactor.progress import PHASE_ONE, NoControl, Progress, RunControl
-from compactlog.compactor.two_phase.storage import CompactionInput, CompactionStorage, Segment
+from compactlog.compactor.two_phase.storage import CompactionInput, CompactionStorage
+from compactlog.compactor.two_phase.winners import BitmapWinners, MapWinners, PhaseOneResult
 from compactlog.errors import ResourceExhausted
 from compactlog.storage.codec import HAS_KEY, VALUE_NON_EMPTY
+
+__all__ = [
+    "BitmapWinners",
+    "MapWinners",
+    "PhaseOneMemoryExceeded",
+    "PhaseOneResult",
+    "find_winners",
+]
 
 LOAD_FACTOR = 0.9  # Kafka's log.cleaner.io.buffer.load.factor default
 INITIAL_TAIL_KEYS = 4096  # room for raw-tail keys before the map first grows
@@ -44,67 +52,6 @@ REPORT_EVERY = 4096  # entries between progress reports and cancel checks
 
 class PhaseOneMemoryExceeded(ResourceExhausted):
     """The offset map cannot hold even the previous compacted ledger's keys."""
-
-
-@dataclass
-class PhaseOneResult:
-    """What phase one found: the run's figures, and its winners through ``selection``."""
-
-    read: int = 0
-    kept: int = 0
-    tombstones: int = 0
-    keyless_dropped: int = 0
-    bytes_in: int = 0
-    distinct_keys: int = 0
-    peak_bytes: int = 0
-    covered: int | None = None  # input entries covered; None: all of them
-
-    def selection(self, storage: CompactionStorage, index: int, segment: Segment) -> bytearray:
-        """The winners of segment ``index`` as a bitmap (bit = entry - first_entry)."""
-        raise NotImplementedError
-
-    @property
-    def bytes_per_key(self) -> float:
-        return self.peak_bytes / self.distinct_keys if self.distinct_keys else 0.0
-
-
-@dataclass
-class BitmapWinners(PhaseOneResult):
-    """Winners as one bit per input entry, each segment from a byte boundary (Spark)."""
-
-    bits: bytearray = field(default_factory=bytearray)
-    bases: list[int] = field(default_factory=list)  # per segment: its first byte in ``bits``
-
-    def selection(self, storage: CompactionStorage, index: int, segment: Segment) -> bytearray:
-        base = self.bases[index]
-        return self.bits[base : base + ((segment.length + 7) >> 3)]
-
-
-@dataclass
-class MapWinners(PhaseOneResult):
-    """Winners as the offset map of phase one (the local engine)."""
-
-    offset_map: SkimpyOffsetMap | None = None
-    positions: list[int] = field(default_factory=list)  # per segment: its first position
-    retain_null_key: bool = False
-
-    def selection(self, storage: CompactionStorage, index: int, segment: Segment) -> bytearray:
-        assert self.offset_map is not None
-        get = self.offset_map.get
-        bits = bytearray((segment.length + 7) >> 3)
-        first = segment.first_entry
-        base = self.positions[index] - first  # position of entry e: base + e
-        retain = self.retain_null_key
-        for eid, flags, _size, key in storage.read_keys(segment):
-            if flags & HAS_KEY:
-                # only a live entry can win, and only if the map holds its own position
-                if not flags & VALUE_NON_EMPTY or get(key) != (base + eid) << 1 | 1:  # type: ignore[arg-type]
-                    continue
-            elif not retain:
-                continue
-            off = eid - first
-            bits[off >> 3] |= 1 << (off & 7)
-        return bits
 
 
 class _GrowingMap:
@@ -119,13 +66,8 @@ class _GrowingMap:
         )
         self.peak = self.map.memory_bytes
 
-    def exchange(self, key: bytes, value: int) -> int:
-        old = self.map.exchange(key, value)
-        while old == FULL and self._grow():
-            old = self.map.exchange(key, value)
-        return old
-
-    def _grow(self) -> bool:
+    def grow(self) -> bool:
+        """Double (or take what the budget leaves); False when no larger table fits."""
         current = self.map.memory_bytes
         if not self.map.resize(min(2 * current, self.budget - current)):
             return False
@@ -149,7 +91,7 @@ def find_winners(
     prefix = segments[0].length if segments and segments[0].compacted else 0
     keys = _GrowingMap(budget_bytes, prefix + min(total - prefix, INITIAL_TAIL_KEYS))
     result = MapWinners(positions=positions, retain_null_key=inp.retain_null_key)
-    exchange = keys.exchange
+    exchange = keys.map.exchange  # resize keeps the object: the bound method stays valid
     retain = inp.retain_null_key
     read = kept = tombstones = keyless = bytes_in = 0
     covered: int | None = None
@@ -160,6 +102,8 @@ def find_winners(
             if flags & HAS_KEY:
                 live = 1 if flags & VALUE_NON_EMPTY else 0
                 old = exchange(key, (base + eid) << 1 | live)  # type: ignore[arg-type]
+                while old == FULL and keys.grow():
+                    old = exchange(key, (base + eid) << 1 | live)  # type: ignore[arg-type]
                 if old == NEW:
                     kept += live
                 elif old == FULL:
@@ -193,4 +137,6 @@ def find_winners(
     result.distinct_keys, result.peak_bytes = keys.map.size, keys.peak
     result.covered = covered
     result.offset_map = keys.map
+    result.map_bytes = keys.map.memory_bytes
+    result.peak_bytes = max(keys.peak, result.settle(budget_bytes, covered or total))
     return result

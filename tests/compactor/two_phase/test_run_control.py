@@ -140,10 +140,24 @@ def test_phase_one_costs_24_bytes_a_key() -> None:
     winners = find_winners(mem, inp, 1 << 30)
     _now, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    assert winners.offset_map is not None and winners.distinct_keys == keys
-    table = winners.offset_map
-    assert table.memory_bytes == table.slots * BYTES_PER_ENTRY  # 16 B digest + 8 B position
-    assert table.size == keys and table.size <= table.max_entries
-    assert table.slots * LOAD_FACTOR < 2 * keys + 2  # at most half empty after a doubling
-    assert winners.peak_bytes <= 3 * table.memory_bytes // 2 + 1024
+    assert winners.distinct_keys == keys
+    slots = winners.map_bytes // BYTES_PER_ENTRY  # 16 B digest + 8 B position an entry
+    assert keys <= slots * LOAD_FACTOR < 2 * keys + 2  # at most half empty after a doubling
+    bits = (2 * keys + 7) // 8  # phase two's bitmap, made from the map, which it replaces
+    assert winners.peak_bytes <= 3 * winners.map_bytes // 2 + bits + 1024
     assert peak < winners.peak_bytes + 64 * 1024  # nothing else grows with the keys
+
+
+def test_phase_two_finds_the_same_winners_by_bitmap_or_by_lookup(harness: Any) -> None:
+    harness.create_topic("t")
+    harness.publish("t", [Record(b"k%d" % (i % 13), b"%d" % (i % 5)) for i in range(300)])
+    harness.publish("t", [Record(b"k%d" % i, None) for i in range(0, 13, 3)])
+    inp = harness.storage.begin("t")
+    roomy = find_winners(harness.storage, inp, 1 << 20)
+    tight = find_winners(harness.storage, inp, roomy.map_bytes)  # no room for the bitmap
+    assert roomy.bits is not None and roomy.offset_map is None
+    assert tight.bits is None and tight.offset_map is not None
+    for index, seg in enumerate(inp.segments):
+        assert roomy.selection(harness.storage, index, seg) == tight.selection(
+            harness.storage, index, seg
+        )
