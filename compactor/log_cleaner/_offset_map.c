@@ -163,6 +163,9 @@ static Py_ssize_t find(const uint8_t *hashes, const int64_t *offsets, Py_ssize_t
                        const uint8_t *digest) {
     uint64_t n = (uint64_t)slots;
     uint64_t slot = le64(digest) % n;
+#if defined(__GNUC__)
+    __builtin_prefetch(hashes + (slot << 4)); /* its two cache misses overlap */
+#endif
     if (!offsets[slot] || memcmp(hashes + (slot << 4), digest, 16) == 0) return (Py_ssize_t)slot;
     uint64_t step = 1 + le64(digest + 8) % (n > 1 ? n - 1 : 1);
     for (uint64_t i = 0; i + 1 < n; i++) {

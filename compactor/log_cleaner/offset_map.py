@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import struct
 from array import array
-from types import ModuleType
+from typing import Protocol, cast
 
 from compactlog.compactor.log_cleaner import _offset_map_py
 from compactlog.compactor.log_cleaner._offset_map_py import FULL, NEW, md5
@@ -37,12 +37,32 @@ _HALVES = struct.Struct("<QQ")
 FIRST_HALF = struct.Struct("<Q")
 
 
-def _load_twin() -> tuple[ModuleType, bool]:
+class Twin(Protocol):
+    """The functions both twins provide (``_offset_map_py`` documents them)."""
+
+    def exchange(
+        self, hashes: bytearray, offsets: array[int], key: bytes, value: int, can_add: bool
+    ) -> int: ...
+
+    def get(self, hashes: bytearray, offsets: array[int], key: bytes) -> int: ...
+
+    def rehash(
+        self,
+        old_hashes: bytearray,
+        old_offsets: array[int],
+        hashes: bytearray,
+        offsets: array[int],
+    ) -> int: ...
+
+    def digest(self, key: bytes) -> bytes: ...
+
+
+def _load_twin() -> tuple[Twin, bool]:
     try:
         from compactlog.compactor.log_cleaner import _offset_map  # type: ignore[attr-defined]
     except ImportError:
-        return _offset_map_py, False
-    return _offset_map, True
+        return cast(Twin, _offset_map_py), False
+    return cast(Twin, _offset_map), True
 
 
 twin, COMPILED = _load_twin()
@@ -173,15 +193,13 @@ class SkimpyOffsetMap:
         return self.put_hash(md5(key).digest(), offset)
 
     def get(self, key: bytes) -> int:
-        return int(twin.get(self._hashes, self._offsets, key))
+        return twin.get(self._hashes, self._offsets, key)
 
     def exchange(self, key: bytes, offset: int) -> int:
         """Map ``key`` to ``offset`` and return the offset it had: ``NEW`` if none, or
         ``FULL`` (and no change) when it is new and the map is full. (``latest_offset``
         is the cleaner's and is not kept here.)"""
-        old = int(
-            twin.exchange(self._hashes, self._offsets, key, offset, self.size < self.max_entries)
-        )
+        old = twin.exchange(self._hashes, self._offsets, key, offset, self.size < self.max_entries)
         if old == NEW:
             self.size += 1
         return old
