@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
-from compactlog.compactor.progress import COMMIT, NoControl, Progress, RunControl
+from compactlog.compactor.progress import COMMIT, PHASE_TWO, NoControl, Progress, RunControl
 from compactlog.compactor.two_phase.phase_one import PhaseOneResult, find_winners
 from compactlog.compactor.two_phase.phase_two import PhaseTwoMeter, winners_in_order
 from compactlog.compactor.two_phase.storage import CompactionInput, CompactionStorage, NewEntry
@@ -139,6 +139,7 @@ class TwoPhaseCompactor:
         assert inp.horizon is not None
         phase_one_done = time.monotonic()
         self.fault("after_phase_one")
+        control.report(Progress(PHASE_TWO, 0, inp.entries))
         control.check()
         ledger_id = self.storage.create_ledger(topic)
         try:

@@ -52,7 +52,7 @@ def test_watch_reports_a_slow_run_every_second_and_ends_with_its_state(
     assert all(u.state == S.RUNNING for u in running)
     assert last.state == S.SUCCESS and (last.phase, last.done, last.total) == ("commit", 1, 1)
     assert last.elapsed_ms >= 2500 and last.bytes_written > 0
-    assert {u.phase for u in running} >= {"phase-one"}
+    assert "phase-two" in {u.phase for u in running}  # paused after creating its ledger
     assert watch(api, "t")[0][1].state == S.SUCCESS  # no run now: the state, once
 
 
