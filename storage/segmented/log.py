@@ -1,12 +1,16 @@
 """Log: the segments of one SEGMENTED topic in one directory.
 
 The segment list is copy-on-write (``_view``): writers build a new tuple under the log's
-lock, readers grab the current tuple and read without the lock. Together with segments that
-read through descriptors kept open for their whole life, this makes reads safe against rolls,
-retention and the cleaner's swaps.
+lock, readers grab the current tuple and read without the lock. Segment files are reached
+through the process's LRU of descriptors (``handles.py``); a read whose snapshot holds a
+segment that was since replaced or deleted, and whose file is gone, resumes on a fresh
+snapshot from the next offset it has not yet handed out. So reads are safe against rolls,
+retention and the cleaner's swaps without a descriptor per segment.
 
-Files beside the segments: ``log-start-offset`` (raised by DeleteRecords and retention) and
-``recovery-point`` (every offset below it was fsynced; recovery validates from there).
+Files beside the segments, checksummed (``state_file.py``): ``log-start-offset`` (raised by
+DeleteRecords and retention; unreadable: the topic cannot be served, ``BadStateFile``) and
+``recovery-point`` (every offset below it was fsynced; recovery validates from there;
+unreadable: set aside, and only the last segment counts as unsynced).
 """
 
 from __future__ import annotations
@@ -21,12 +25,20 @@ from compactlog.errors import OffsetOutOfRange, StoreClosed, TopicNotFound
 from compactlog.storage import batch
 from compactlog.storage.config import SegmentedTopicConfig
 from compactlog.storage.read_range import Chunk, ViewBatch, read_chunks
-from compactlog.storage.segmented import retention
+from compactlog.storage.segmented import retention, state_file
 from compactlog.storage.segmented.append import AppendResult, pack_request
-from compactlog.storage.segmented.files import atomic_write, read_int_file, unlink_quietly
+from compactlog.storage.segmented.files import unlink_quietly
 from compactlog.storage.segmented.reads import decode, pieces, view_batches
 from compactlog.storage.segmented.recovery import recover_log_dir
-from compactlog.storage.segmented.segment import DELETED, EXTENSIONS, SWAP, IndexParams, LogSegment
+from compactlog.storage.segmented.segment import (
+    DELETED,
+    EXTENSIONS,
+    SWAP,
+    IndexParams,
+    LogSegment,
+    SegmentGone,
+)
+from compactlog.storage.segmented.state_file import BadStateFile
 from compactlog.storage.types import MessageId, Record, StoredMessage
 
 log = logging.getLogger(__name__)
@@ -73,12 +85,18 @@ class Log:
         self._lock = threading.RLock()
         self._closed = False
         self._deleted = False
-        self._pending_deletes: list[tuple[int, list[Path]]] = []
+        self._pending_deletes: list[tuple[int, LogSegment, list[Path]]] = []
         # Test hook: called with the name of each step of a swap, to simulate crashes there.
         self.swap_hook: Callable[[str], None] | None = None
-        recovery_point = read_int_file(directory / RECOVERY_POINT_FILE, 0)
-        self.log_start_offset = read_int_file(directory / LOG_START_FILE, 0)
-        segments, truncated = recover_log_dir(directory, self.index_params(), recovery_point)
+        self.log_start_offset = state_file.read_int(directory / LOG_START_FILE) or 0
+        try:
+            saved_point = state_file.read_int(directory / RECOVERY_POINT_FILE)
+        except BadStateFile as exc:
+            state_file.set_aside(exc.path, str(exc))
+            saved_point = None  # recovery then treats the whole last segment as unsynced
+        segments, truncated, recovery_point = recover_log_dir(
+            directory, self.index_params(), saved_point
+        )
         if not segments:
             segments = [
                 LogSegment.create(
@@ -100,7 +118,7 @@ class Log:
             )
         self._unflushed = 0
         self._last_flush_ms = self.now_ms()
-        if truncated or recovery_point != self.next_offset:
+        if truncated or saved_point != self.next_offset:
             self._flush_all(list(segments))
         if active.damaged_at is not None:
             self.roll()  # appends go on in a readable segment
@@ -120,7 +138,7 @@ class Log:
 
     def _set_log_start(self, offset: int) -> None:
         self.log_start_offset = offset
-        atomic_write(self.dir / LOG_START_FILE, str(offset).encode())
+        state_file.write_int(self.dir / LOG_START_FILE, offset)
 
     def run_hook(self, step: str) -> None:
         if self.swap_hook is not None:
@@ -190,11 +208,12 @@ class Log:
                 return old
             old.on_become_inactive()
             old.flush()
+            old.close_index_files()  # only segments being written hold index descriptors
             new = LogSegment.create(self.dir, self.next_offset, self.index_params())
             self._view = _view([*self._view.segments, new])
             self._unflushed = 0
             self._last_flush_ms = self.now_ms()
-            atomic_write(self.dir / RECOVERY_POINT_FILE, str(self.next_offset).encode())
+            state_file.write_int(self.dir / RECOVERY_POINT_FILE, self.next_offset)
             log.debug("%s: rolled new segment %d", self.name, new.base_offset)
             return new
 
@@ -206,7 +225,7 @@ class Log:
     def _flush_all(self, segments: list[LogSegment]) -> None:
         for seg in segments:
             seg.flush()
-        atomic_write(self.dir / RECOVERY_POINT_FILE, str(self.next_offset).encode())
+        state_file.write_int(self.dir / RECOVERY_POINT_FILE, self.next_offset)
 
     def flush(self) -> None:
         with self._lock:
@@ -229,6 +248,12 @@ class Log:
         """Checked batches of offsets ``[start, end)`` over one snapshot of the segment
         list. A start below the log start offset is OUT_OF_RANGE, or, with ``clamp``,
         moves up to it (a subscription whose position retention passed)."""
+        view, active_size, start, end = self._snapshot(start, end, clamp)
+        if start >= end:
+            return iter(())
+        return self._resuming(view, active_size, start, end)
+
+    def _snapshot(self, start: int, end: int, clamp: bool) -> tuple[_View, int, int, int]:
         with self._lock:
             self._check_open()
             if start < self.log_start_offset:
@@ -238,12 +263,24 @@ class Log:
                         f"{self.log_start_offset} of {self.name}"
                     )
                 start = self.log_start_offset
-            view = self._view
-            end = min(end, self.next_offset)
-            active_size = view.segments[-1].size
-        if start >= end:
-            return iter(())
-        return view_batches(view.segments, view.bases, active_size, start, end)
+            return self._view, self._view.segments[-1].size, start, min(end, self.next_offset)
+
+    def _resuming(self, view: _View, active_size: int, start: int, end: int) -> Iterator[ViewBatch]:
+        """``view_batches``; when a segment of the snapshot was replaced or deleted and its
+        file is gone, go on from a fresh snapshot after the last batch handed out."""
+        while True:
+            try:
+                for item in view_batches(view.segments, view.bases, active_size, start, end):
+                    yield item
+                    start = max(start, item[1].last_id.entry_id + 1)
+                return
+            except SegmentGone:
+                fresh, active_size, start, end = self._snapshot(start, end, clamp=True)
+                if set(fresh.segments) & set(view.segments) == set(view.segments):
+                    raise  # nothing was replaced: a live segment's file is missing
+                view = fresh
+                if start >= end:
+                    return
 
     def _chunks(self, start: int, end: int, max_messages: int, max_bytes: int) -> Iterator[Chunk]:
         limit = max_messages if max_messages > 0 else 2**62
@@ -356,22 +393,26 @@ class Log:
         seg.close_index_files()
         seg.rename(DELETED)
         paths = [seg.path(ext) for ext in EXTENSIONS]
-        self._pending_deletes.append((self.now_ms() + self.config.file_delete_delay_ms, paths))
+        due = self.now_ms() + self.config.file_delete_delay_ms
+        self._pending_deletes.append((due, seg, paths))
 
     def delete_expired_files(self, now_ms: int | None = None, force: bool = False) -> None:
         with self._lock:
             now = self.now_ms() if now_ms is None else now_ms
-            due = [p for t, p in self._pending_deletes if force or t <= now]
+            due = [(s, p) for t, s, p in self._pending_deletes if force or t <= now]
             self._pending_deletes = [
-                (t, p) for t, p in self._pending_deletes if not (force or t <= now)
+                (t, s, p) for t, s, p in self._pending_deletes if not (force or t <= now)
             ]
-        for paths in due:
+        for seg, paths in due:
+            seg.release()  # an evicted descriptor must not keep the unlinked file's space
             for path in paths:
                 unlink_quietly(path)
 
     # ---- cleaner support ---------------------------------------------------------------
     def replace_segments(self, new: LogSegment, old: Sequence[LogSegment]) -> None:
         """Swap a ``.cleaned`` segment in for ``old``: ``.swap``, old → ``.deleted``, final name."""
+        new.verify()  # read back whole: only a segment that passes end to end goes in
+        new.close_index_files()
         with self._lock:
             if self._closed or any(s not in self.segments for s in old):
                 raise CleaningAborted(f"{self.name}: segments changed during cleaning")
@@ -399,15 +440,19 @@ class Log:
             self._closed = True
             for seg in self.segments:
                 seg.close_index_files()
+                seg.release()
         self.delete_expired_files(force=True)
 
     def mark_deleted(self) -> None:
         """Stop serving (the topic is being deleted); descriptors close when readers let go."""
         with self._lock:
             self._closed = self._deleted = True
+            for _t, seg, _p in self._pending_deletes:
+                seg.release()
             self._pending_deletes.clear()
             for seg in self.segments:
                 seg.close_index_files()
+                seg.release()
 
     @property
     def closed(self) -> bool:

@@ -37,7 +37,7 @@ def view_batches(
         if seg.base_offset >= end:
             return
         stop = active_size if seg is last_seg else seg.size
-        for buf, p, header, _pos in seg.batches(seg.position_of(start, stop), stop):
+        for buf, p, header, _pos in seg.batches_from(start, stop):
             if header.last_id < lo:
                 continue
             if header.first_id.entry_id >= end:
