@@ -1,7 +1,8 @@
 """The ``compactlog`` command line (CONTRACT §4): argument parsing, dispatch, error policy.
 
 Verbs live in ``topics`` (topics ...), ``data`` (produce, read), ``admin`` (admin topics
-compact / compaction-status) and ``export`` (export, through Spark); ``serve`` and
+compact / compaction-status), ``export`` (export, through Spark) and ``check`` (verify a
+stopped server's data dir); ``serve`` and
 ``bench`` import the server and the benchmark suite only when used, so the other verbs
 stay light. Every failure ends as one line on stderr,
 ``compactlog: error: <message>``, and a non-zero exit: 1 for a failed operation, 2 for a
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from compactlog.cli import admin as cli_admin
+from compactlog.cli import check as cli_check
 from compactlog.cli import data as cli_data
 from compactlog.cli import export as cli_export
 from compactlog.cli import topics as cli_topics
@@ -71,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_topics.add_parser(commands)
     cli_data.add_parsers(commands)
     cli_export.add_parser(commands)
+    cli_check.add_parser(commands)
 
     admin = commands.add_parser("admin", help="administrative operations")
     admin_sub = admin.add_subparsers(dest="admin_command", metavar="AREA", required=True)

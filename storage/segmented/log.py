@@ -28,7 +28,7 @@ from compactlog.storage.read_range import Chunk, ViewBatch, read_chunks
 from compactlog.storage.segmented import retention, state_file
 from compactlog.storage.segmented.append import AppendResult, pack_request
 from compactlog.storage.segmented.files import unlink_quietly
-from compactlog.storage.segmented.reads import decode, pieces, view_batches
+from compactlog.storage.segmented.reads import decode, pieces, resuming
 from compactlog.storage.segmented.recovery import recover_log_dir
 from compactlog.storage.segmented.segment import (
     DELETED,
@@ -36,9 +36,9 @@ from compactlog.storage.segmented.segment import (
     SWAP,
     IndexParams,
     LogSegment,
-    SegmentGone,
 )
 from compactlog.storage.segmented.state_file import BadStateFile
+from compactlog.storage.segmented.stats import SegmentedStats, log_stats
 from compactlog.storage.types import MessageId, Record, StoredMessage
 
 log = logging.getLogger(__name__)
@@ -50,16 +50,6 @@ _MAX_RELATIVE = 2**32 - 1
 
 class CleaningAborted(Exception):
     """The cleaner's swap found the log changed under it (retention, deletion); nothing swapped."""
-
-
-@dataclass(frozen=True)
-class SegmentedStats:
-    entries: int
-    bytes: int
-    segments: int
-    first_offset: int | None
-    last_offset: int | None
-    log_start_offset: int
 
 
 @dataclass(frozen=True)
@@ -251,7 +241,14 @@ class Log:
         view, active_size, start, end = self._snapshot(start, end, clamp)
         if start >= end:
             return iter(())
-        return self._resuming(view, active_size, start, end)
+        return resuming(view.segments, view.bases, active_size, start, end, self._fresh)
+
+    def _fresh(
+        self, start: int, end: int
+    ) -> tuple[Sequence[LogSegment], Sequence[int], int, int, int]:
+        """A new snapshot for a read that found a segment of its old one gone."""
+        view, active_size, start, end = self._snapshot(start, end, clamp=True)
+        return view.segments, view.bases, active_size, start, end
 
     def _snapshot(self, start: int, end: int, clamp: bool) -> tuple[_View, int, int, int]:
         with self._lock:
@@ -264,23 +261,6 @@ class Log:
                     )
                 start = self.log_start_offset
             return self._view, self._view.segments[-1].size, start, min(end, self.next_offset)
-
-    def _resuming(self, view: _View, active_size: int, start: int, end: int) -> Iterator[ViewBatch]:
-        """``view_batches``; when a segment of the snapshot was replaced or deleted and its
-        file is gone, go on from a fresh snapshot after the last batch handed out."""
-        while True:
-            try:
-                for item in view_batches(view.segments, view.bases, active_size, start, end):
-                    yield item
-                    start = max(start, item[1].last_id.entry_id + 1)
-                return
-            except SegmentGone:
-                fresh, active_size, start, end = self._snapshot(start, end, clamp=True)
-                if set(fresh.segments) & set(view.segments) == set(view.segments):
-                    raise  # nothing was replaced: a live segment's file is missing
-                view = fresh
-                if start >= end:
-                    return
 
     def _chunks(self, start: int, end: int, max_messages: int, max_bytes: int) -> Iterator[Chunk]:
         limit = max_messages if max_messages > 0 else 2**62
@@ -317,25 +297,12 @@ class Log:
         return None
 
     def stats(self) -> SegmentedStats:
+        """GetTopic's figures (``stats.py``: a damaged segment does not make them fail)."""
         with self._lock:
             self._check_open()
-            view, start = self._view, self.log_start_offset
-            entries = sum(s.record_count() for s in view.segments)
-            first = view.segments[0]
-            if start > first.base_offset:
-                entries -= first.count_below(start)
-            first_off = pieces(next(self._chunks(start, self.next_offset, 1, 1), None))[2]
-            last = max(
-                (s.next_offset - 1 for s in view.segments if s.next_offset > s.base_offset),
-                default=None,
-            )
-            return SegmentedStats(
-                entries=entries,
-                bytes=sum(s.size for s in view.segments),
-                segments=len(view.segments),
-                first_offset=first_off,
-                last_offset=last if first_off is not None else None,
-                log_start_offset=start,
+            view, start, end = self._view, self.log_start_offset, self.next_offset
+            return log_stats(
+                view.segments, start, lambda: pieces(next(self._chunks(start, end, 1, 1), None))[2]
             )
 
     # ---- retention ---------------------------------------------------------------------

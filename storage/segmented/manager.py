@@ -47,8 +47,9 @@ from compactlog.storage.segmented.append import AppendResult
 from compactlog.storage.segmented.consumer_offsets import CURSORS_FILE, SegmentCursors
 from compactlog.storage.segmented.files import fsync_dir
 from compactlog.storage.segmented.handles import HANDLES
-from compactlog.storage.segmented.log import Log, SegmentedStats
+from compactlog.storage.segmented.log import Log
 from compactlog.storage.segmented.state_file import BadStateFile
+from compactlog.storage.segmented.stats import SegmentedStats
 from compactlog.storage.segmented.version import TOPIC_FILE, ensure_format
 from compactlog.storage.topic_log import ChangeListeners
 from compactlog.storage.types import Record, StoredMessage, TopicKind

@@ -345,6 +345,14 @@ class LogSegment:
             self._count = sum(h.count for _b, _p, h, _a in self.batches(0, self.size))
         return self._count
 
+    def readable_count(self) -> int:
+        """Records in the batches before the first damaged one (statistics only)."""
+        total = 0
+        with contextlib.suppress(CorruptData):
+            for _b, _p, header, _a in self.batches(0, self.size):
+                total += header.count
+        return total
+
     def count_below(self, offset: int) -> int:
         """How many records of this segment have an offset below ``offset``."""
         stop = MessageId(0, offset - 1)
