@@ -76,6 +76,8 @@ def header_starting_at(seg: LogSegment, offset: int, end: int) -> BatchHeader | 
 
 
 def time_entry_holds(seg: LogSegment, timestamp: int, offset: int, end: int) -> bool:
+    if timestamp < 0 and offset == seg.base_offset:
+        return True  # the entry a segment closed without batches gets
     header = header_starting_at(seg, offset, end)
     return header is not None and header.max_event_time_ms == timestamp
 
