@@ -27,7 +27,6 @@ from compactlog.server.waiting import TopicSignals
 from compactlog.storage.names import check_subscription_name
 from compactlog.storage.topic_log import Appended
 from compactlog.v1 import compactlog_pb2 as pb
-from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 
 T = TypeVar("T")
 
@@ -35,7 +34,13 @@ T = TypeVar("T")
 PUBLISH_PIPELINE_DEPTH = 8
 
 
-class LogService(pb_grpc.LogServicer):
+Context = grpc.aio.ServicerContext[Any, Any]
+
+
+class LogService:
+    """Handlers of every Log method, registered by ``log_handler`` (not the generated
+    servicer base: Publish takes and Read/Consume return raw bytes)."""
+
     def __init__(
         self,
         broker: Broker,
@@ -51,6 +56,8 @@ class LogService(pb_grpc.LogServicer):
         self.batch_size = batch_size
         self._sub_locks: dict[tuple[str, str], asyncio.Lock] = {}
 
+    # Finding a topic's TopicLog is a dictionary lookup and stays on the event loop; every
+    # step that may touch RocksDB or a file runs in the executor.
     def _run(self, fn: Callable[..., T], *args: Any) -> Awaitable[T]:
         return asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
 
@@ -75,7 +82,10 @@ class LogService(pb_grpc.LogServicer):
             else:
                 future.set_exception(error)
 
-        appended.on_durable(lambda error: loop.call_soon_threadsafe(settle, done, error))
+        def durable(error: BaseException | None) -> None:
+            loop.call_soon_threadsafe(settle, done, error)
+
+        appended.on_durable(durable)
         await done
 
     async def _publish(self, raw: bytes) -> Callable[[], Awaitable[bytes]]:
@@ -95,12 +105,12 @@ class LogService(pb_grpc.LogServicer):
         return reply
 
     @rpc_async
-    async def Publish(self, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+    async def Publish(self, request: bytes, context: Context) -> bytes:
         return await (await self._publish(request))()
 
     @rpc_async
     async def PublishStream(
-        self, request_iterator: AsyncIterator[bytes], context: grpc.aio.ServicerContext
+        self, request_iterator: AsyncIterator[bytes], context: Context
     ) -> AsyncIterator[bytes]:
         """Answers in request order; the next requests are appended while earlier ones
         wait for their fsync (so one producer shares group commits too). A failed request
@@ -132,10 +142,8 @@ class LogService(pb_grpc.LogServicer):
     # ---- read -------------------------------------------------------------------------
 
     @rpc_async
-    async def Read(
-        self, request: pb.ReadRequest, context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[bytes]:
-        log = await self._run(self.broker.log, request.topic)
+    async def Read(self, request: pb.ReadRequest, context: Context) -> AsyncIterator[bytes]:
+        log = self.broker.log(request.topic)
         compacted = str(request.read_compacted).lower()
         self.metrics.read_requests.labels(log.kind.name, compacted).inc()
         counter = self.metrics.read_messages.labels(log.kind.name, compacted)
@@ -144,11 +152,12 @@ class LogService(pb_grpc.LogServicer):
         while not session.done:
             change = self.signals.next_change(log.name)
             started = time.perf_counter()
-            step = await self._run(session.step)
-            if step is not None:
-                latency.observe(time.perf_counter() - started)
-                counter.inc(step[1])
-                yield step[0]
+            responses = await self._run(session.steps)
+            if responses:
+                latency.observe((time.perf_counter() - started) / len(responses))
+                for data, count in responses:
+                    counter.inc(count)
+                    yield data
                 continue
             if not request.follow or self.signals.stopping.is_set():
                 return
@@ -157,9 +166,9 @@ class LogService(pb_grpc.LogServicer):
             await self.signals.wait(change)
 
     @rpc_async
-    async def Consume(self, request: pb.ConsumeRequest, context: grpc.aio.ServicerContext) -> bytes:
+    async def Consume(self, request: pb.ConsumeRequest, context: Context) -> bytes:
         check_subscription_name(request.subscription)
-        log = await self._run(self.broker.log, request.topic)
+        log = self.broker.log(request.topic)
         latest = request.initial_position == pb.LATEST
         cursor = await self._run(log.open_cursor, request.subscription, latest)
         limit = request.max_messages or self.batch_size
@@ -183,19 +192,19 @@ class LogService(pb_grpc.LogServicer):
 
     @rpc_async
     async def Acknowledge(
-        self, request: pb.AcknowledgeRequest, context: grpc.aio.ServicerContext
+        self, request: pb.AcknowledgeRequest, context: Context
     ) -> pb.AcknowledgeResponse:
         check_subscription_name(request.subscription)
-        log = await self._run(self.broker.log, request.topic)
+        log = self.broker.log(request.topic)
         msg_id = id_from_pb(request.id)
         await self._run(log.acknowledge, request.subscription, msg_id, request.cumulative)
         return pb.AcknowledgeResponse()
 
     @rpc_async
     async def GetLastMessageId(
-        self, request: pb.GetLastMessageIdRequest, context: grpc.aio.ServicerContext
+        self, request: pb.GetLastMessageIdRequest, context: Context
     ) -> pb.GetLastMessageIdResponse:
-        log = await self._run(self.broker.log, request.topic)
+        log = self.broker.log(request.topic)
         last = await self._run(log.last_id, request.read_compacted)
         resp = pb.GetLastMessageIdResponse()
         if last is not None:

@@ -13,6 +13,7 @@ notification finds the future.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 
 class TopicSignals:
@@ -43,10 +44,9 @@ class TopicSignals:
         if self.stopping.is_set():
             return False
         stop = asyncio.ensure_future(self.stopping.wait())
+        waits: list[asyncio.Future[Any]] = [asyncio.shield(change), stop]
         try:
-            await asyncio.wait(
-                [asyncio.shield(change), stop], timeout=timeout, return_when="FIRST_COMPLETED"
-            )
+            await asyncio.wait(waits, timeout=timeout, return_when="FIRST_COMPLETED")
         finally:
             stop.cancel()
         return change.done()
