@@ -288,7 +288,9 @@ class Log:
             self._check_open()
             view, active_size, start = self._view, self.active_segment.size, self.log_start_offset
         for seg in view.segments:
-            if seg.next_offset <= start or seg.max_timestamp < timestamp_ms:
+            # a damaged segment's figures stop at its damage: scan it (and meet the damage)
+            skip = seg.next_offset <= start or seg.max_timestamp < timestamp_ms
+            if skip and seg.damaged_at is None:
                 continue
             end = active_size if seg is view.segments[-1] else seg.size
             found = seg.find_offset_by_timestamp(timestamp_ms, end, start)

@@ -322,7 +322,11 @@ class LogSegment:
         return self.offset_index.is_full() or self.time_index.is_full()
 
     def largest_timestamp(self) -> float:
-        """Largest batch timestamp, or the file's mtime when the segment has no batches."""
+        """Largest batch timestamp, or the file's mtime when the segment has no batches.
+        A damaged segment's figures cover only the batches before its damage, so the later
+        of the two counts: retention never takes it for older than it may be."""
+        if self.damaged_at is not None:
+            return max(self.max_timestamp, self.last_modified_ms())
         if self.max_timestamp >= 0 and self.next_offset > self.base_offset:
             return self.max_timestamp
         return self.last_modified_ms()

@@ -244,3 +244,21 @@ def test_a_reader_keeps_reading_across_deletion_of_its_snapshot(tmp_path: Path) 
     rest = [h.first_id.entry_id for _b, h, _lo in reader]
     assert rest == list(range(10, 30))  # resumed on a fresh snapshot at the log start
     m.close()
+
+
+def test_a_damaged_segment_is_never_skipped_by_its_partial_figures(tmp_path: Path) -> None:
+    """Recovery keeps a damaged sealed segment with figures (max timestamp, next offset)
+    that stop at its damage; a timestamp seek must meet the damage, not answer with a
+    later segment's offset, and time retention must not take the segment for old."""
+    filled(tmp_path).close()
+    target = logs(tmp_path)[2]
+    base = int(target.name[:20])
+    flip(target, target.stat().st_size - 5)  # its last batch: after its last index entry
+    m = open_manager(tmp_path)
+    seg = next(s for s in m.get_log("t").segments if s.base_offset == base)
+    assert seg.damaged_at is not None
+    last_in_target = int(logs(tmp_path)[3].name[:20]) - 1
+    with pytest.raises(CorruptData):
+        m.offset_for_timestamp("t", 1000 + last_in_target)
+    assert seg.largest_timestamp() >= seg.last_modified_ms()
+    m.close()
