@@ -119,7 +119,8 @@ class LogSegment:
         HANDLES.drop(self.handle_key)
 
     def __del__(self) -> None:
-        HANDLES.forget(self.handle_key)
+        with contextlib.suppress(Exception):  # also at interpreter exit
+            HANDLES.forget(self.handle_key)
 
     @property
     def where(self) -> str:
