@@ -10,6 +10,8 @@ from compactlog.client.client import DEFAULT_ADDRESS, Client
 
 PROG = "compactlog"
 ENV_SERVER = "COMPACTLOG_SERVER"
+ENV_TIMEOUT = "COMPACTLOG_TIMEOUT"
+DEFAULT_TIMEOUT_S = 30.0
 
 
 class UsageError(Exception):
@@ -21,9 +23,34 @@ def server_address(args: argparse.Namespace) -> str:
     return str(getattr(args, "server", None) or os.environ.get(ENV_SERVER) or DEFAULT_ADDRESS)
 
 
+def timeout_seconds(args: argparse.Namespace | None) -> float:
+    """``--timeout``, else ``$COMPACTLOG_TIMEOUT``, else 30 s: every call's deadline."""
+    given = getattr(args, "timeout", None)
+    if given is not None:
+        return float(given)
+    env = os.environ.get(ENV_TIMEOUT)
+    if env:
+        try:
+            return positive_seconds(env)
+        except argparse.ArgumentTypeError as exc:
+            raise UsageError(f"{ENV_TIMEOUT}: {exc}") from None
+    return DEFAULT_TIMEOUT_S
+
+
 def connect(args: argparse.Namespace) -> Client:
-    """A client for the address the command line chose."""
-    return Client(server_address(args))
+    """A client for the address and deadline the command line chose."""
+    return Client(server_address(args), timeout=timeout_seconds(args))
+
+
+def positive_seconds(text: str) -> float:
+    """argparse type for ``--timeout``: a number of seconds > 0."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not seconds > 0 or seconds == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
+    return seconds
 
 
 def key_value(text: str) -> tuple[str, str]:

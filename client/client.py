@@ -1,8 +1,13 @@
 """``Client``: one gRPC channel to a compactlog server, the admin calls, and factories for
 producers, readers and consumers (pulsar-client's shape: ``client.producer(topic)``...).
 
-Unary calls take the client's ``timeout`` (seconds, ``None`` = no deadline); streams run
-until closed. Every ``grpc.RpcError`` leaves as a ``compactlog.errors`` class.
+Every call has a deadline (CONTRACT section 12): unary calls take the client's
+``timeout`` (seconds, default 30; ``None`` = no deadline, for callers that bound calls
+themselves), a Consume its ``wait_ms`` on top; a stream is bounded while the client waits
+for something the server owes it at once (its start; each response of a bounded read;
+each PublishStream reply), not over a follow read's whole life (``deadlines``). A call
+past its deadline raises ``Timeout``. Every ``grpc.RpcError`` leaves as a
+``compactlog.errors`` class.
 """
 
 from __future__ import annotations
@@ -15,14 +20,17 @@ import grpc
 from compactlog.client import _convert as cv
 from compactlog.client.closeable import Closeable
 from compactlog.client.consumer import Consumer
+from compactlog.client.deadlines import Watchdog
 from compactlog.client.errors import AlreadyClosed, call
 from compactlog.client.producer import Producer
 from compactlog.client.reader import Reader, StartLike
 from compactlog.client.types import CompactionStatus, MessageId, TopicInfo
+from compactlog.errors import InvalidArgument
 from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 
 DEFAULT_ADDRESS = "127.0.0.1:7650"
+DEFAULT_TIMEOUT_S = 30.0
 
 _CHANNEL_OPTIONS = [
     # Read responses carry batches of messages; the server bounds them, not the client.
@@ -34,9 +42,14 @@ _CHANNEL_OPTIONS = [
 class Client(Closeable):
     """A connection to one server. Use as a context manager or call ``close()``."""
 
-    def __init__(self, address: str = DEFAULT_ADDRESS, timeout: float | None = None) -> None:
+    def __init__(
+        self, address: str = DEFAULT_ADDRESS, timeout: float | None = DEFAULT_TIMEOUT_S
+    ) -> None:
+        if timeout is not None and not timeout > 0:
+            raise InvalidArgument(f"timeout must be a number of seconds > 0, not {timeout!r}")
         self.address = address
         self.timeout = timeout
+        self._watchdog = Watchdog()
         self._channel = grpc.insecure_channel(address, options=_CHANNEL_OPTIONS)
         self._admin = pb_grpc.TopicAdminStub(self._channel)
         self._log = pb_grpc.LogStub(self._channel)
@@ -48,6 +61,7 @@ class Client(Closeable):
         """Close the channel; open readers' streams end with it."""
         if not self._closed:
             self._closed = True
+            self._watchdog.close()
             self._channel.close()
 
     def _check_open(self) -> None:
@@ -175,7 +189,7 @@ class Client(Closeable):
     def producer(self, topic: str) -> Producer:
         """A producer for ``topic``; the topic must exist (no auto-creation)."""
         self._check_open()
-        return Producer(self._log, topic, self.address, self.timeout)
+        return Producer(self._log, topic, self.address, self.timeout, self._watchdog)
 
     def reader(
         self,
@@ -201,6 +215,8 @@ class Client(Closeable):
             read_compacted=read_compacted,
             follow=follow,
             max_messages=max_messages,
+            timeout=self.timeout,
+            watchdog=self._watchdog,
         )
 
     def subscribe(

@@ -22,7 +22,7 @@ from compactlog.server.broker import Broker
 from compactlog.server.convert import id_from_pb, id_to_pb, parse_publish, publish_reply
 from compactlog.server.errors import rpc_async
 from compactlog.server.metrics import Metrics
-from compactlog.server.reading import ReadSession, consume_step
+from compactlog.server.reading import ReadSession, consume_step, response_cap
 from compactlog.server.waiting import TopicSignals
 from compactlog.storage.names import check_subscription_name
 from compactlog.storage.topic_log import Appended
@@ -141,6 +141,9 @@ class LogService(pb_grpc.LogServicer):
         counter = self.metrics.read_messages.labels(log.kind.name, compacted)
         latency = self.metrics.read_batch_latency.labels(log.kind.name)
         session = await self._run(ReadSession, log, request, self.batch_size)
+        # The stream has started (topic found, start set): clients bound their wait for
+        # this, not a follow read's wait for new messages (client.deadlines).
+        await context.send_initial_metadata(())
         while not session.done:
             change = self.signals.next_change(log.name)
             started = time.perf_counter()
@@ -158,26 +161,41 @@ class LogService(pb_grpc.LogServicer):
 
     @rpc_async
     async def Consume(self, request: pb.ConsumeRequest, context: grpc.aio.ServicerContext) -> bytes:
+        """Up to ``max_messages`` unacknowledged messages, waiting up to ``wait_ms``.
+
+        The read position moves only here at the end, once the response is in hand: a
+        call that fails on the way (a corrupt batch, a deleted topic, a response over the
+        client's ``max_bytes``, a cancel or deadline while waiting) moves no cursor. A
+        response the client refuses after it was sent is, as in Pulsar, a delivered one:
+        ``redeliver_unacknowledged`` gets it again (the client library asks for that
+        after any failed Consume)."""
         check_subscription_name(request.subscription)
         log = await self._run(self.broker.log, request.topic)
         latest = request.initial_position == pb.LATEST
         cursor = await self._run(log.open_cursor, request.subscription, latest)
         limit = request.max_messages or self.batch_size
+        max_bytes = response_cap(request.max_bytes)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + request.wait_ms / 1000.0
         key = (request.topic, request.subscription)
+        rewound = request.redeliver_unacknowledged
         async with self._sub_locks.setdefault(key, asyncio.Lock()):
-            if request.redeliver_unacknowledged:
-                await self._run(log.rewind, cursor)
+            position = cursor.mark_delete if rewound else cursor.read_position
+            response = b""
             while True:
                 change = self.signals.next_change(log.name)
-                step = await self._run(consume_step, log, cursor, limit, request.read_compacted)
+                step, position = await self._run(
+                    consume_step, log, cursor, position, limit, request.read_compacted, max_bytes
+                )
                 if step is not None:
+                    response = step[0]
                     self.metrics.consume_messages.inc(step[1])
-                    return step[0]
+                    break
                 timeout = deadline - loop.time()
                 if timeout <= 0 or log.gone() or not await self.signals.wait(change, timeout):
-                    return b""
+                    break
+            log.delivered(cursor, position, rewound)
+            return response
 
     # ---- cursors and ids ----------------------------------------------------------------
 

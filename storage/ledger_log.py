@@ -50,14 +50,8 @@ class LedgerTopicLog:
     def open_cursor(self, subscription: str, latest: bool) -> Cursor:
         return self.store.open_cursor(self.name, subscription, latest=latest)
 
-    def rewind(self, cursor: Cursor) -> None:
-        with self.topic.lock:
-            cursor.read_position = cursor.mark_delete
-
-    def delivered(self, cursor: Cursor, last: MessageId) -> None:
-        with self.topic.lock:
-            if cursor.read_position is None or last > cursor.read_position:
-                cursor.read_position = last
+    def delivered(self, cursor: Cursor, last: MessageId | None, rewound: bool = False) -> None:
+        cursor.deliver(last, rewound)
 
     def acknowledge(self, subscription: str, msg_id: MessageId, cumulative: bool) -> None:
         self.store.acknowledge(self.name, subscription, msg_id, cumulative)

@@ -74,12 +74,10 @@ class TopicLog(Protocol):
 
     def open_cursor(self, subscription: str, latest: bool) -> Cursor: ...
 
-    def rewind(self, cursor: Cursor) -> None:
-        """Deliver again from the mark-delete position (a consumer that reconnects)."""
-        ...
-
-    def delivered(self, cursor: Cursor, last: MessageId) -> None:
-        """Record that delivery reached ``last``."""
+    def delivered(self, cursor: Cursor, last: MessageId | None, rewound: bool = False) -> None:
+        """Record that delivery reached ``last`` (``rewound``: a delivery that began again
+        at the mark-delete position, as for a consumer that reconnects). Called only once
+        a response is ready, never blocks on I/O: the asyncio server calls it on its loop."""
         ...
 
     def acknowledge(self, subscription: str, msg_id: MessageId, cumulative: bool) -> None: ...

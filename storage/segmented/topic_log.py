@@ -76,12 +76,8 @@ class SegmentedTopicLog:
         initial = MessageId(0, end - 1) if latest and end else None
         return self.manager.cursors(self.name).open(subscription, initial)
 
-    def rewind(self, cursor: Cursor) -> None:
-        cursor.read_position = cursor.mark_delete
-
-    def delivered(self, cursor: Cursor, last: MessageId) -> None:
-        if cursor.read_position is None or last > cursor.read_position:
-            cursor.read_position = last
+    def delivered(self, cursor: Cursor, last: MessageId | None, rewound: bool = False) -> None:
+        cursor.deliver(last, rewound)
 
     def acknowledge(self, subscription: str, msg_id: MessageId, cumulative: bool) -> None:
         if msg_id.ledger_id != 0:
