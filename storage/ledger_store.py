@@ -87,7 +87,7 @@ class LedgerStore(LedgerScans):
         for key, value in self.db.scan(*keys.topic_range()):
             name = key[1:].decode()
             record = json.loads(value)
-            topic = self._new_topic(name, record["overrides"])
+            topic = self._new_topic(name, record["overrides"], record.get("incarnation", 0))
             topic.ledgers = [
                 self._ledgers[lid] for lid in record["ledgers"] if lid in self._ledgers
             ]
@@ -112,7 +112,7 @@ class LedgerStore(LedgerScans):
         if batch.ops:
             self.db.write(batch, sync=True)
 
-    def _new_topic(self, name: str, overrides: dict[str, str]) -> LedgerTopic:
+    def _new_topic(self, name: str, overrides: dict[str, str], incarnation: int = 0) -> LedgerTopic:
         effective = effective_topic_config(
             TopicKind.LEDGER, overrides, self.settings.defaults_for(TopicKind.LEDGER)
         )
@@ -122,6 +122,7 @@ class LedgerStore(LedgerScans):
             effective,
             LedgerTopicConfig.from_effective(effective),
             self.changes.notify,
+            incarnation,
         )
 
     # ---- topics ---------------------------------------------------------------------
@@ -142,7 +143,7 @@ class LedgerStore(LedgerScans):
         with self._lock:
             if name in self._topics:
                 raise TopicAlreadyExists(f"topic {name!r} already exists")
-            topic = self._new_topic(name, dict(overrides))
+            topic = self._new_topic(name, dict(overrides), self._next_ledger)
             batch = Batch()
             batch.put(keys.topic_key(name), topic.record())
             self.db.write(batch, sync=self.fsync)

@@ -1,7 +1,14 @@
 """In-memory state of one LEDGER topic: its ledger list, the last confirmed id and
 its cursors, guarded by one lock (appends to a topic are serialised; readers copy
 what they need under the lock and scan RocksDB outside it). A confirmed append is
-announced through ``changed`` so that waiting readers wake."""
+announced through ``changed`` so that waiting readers wake.
+
+A topic's *incarnation* tells it apart from an earlier topic of the same name (deleted
+and created again): the store's next ledger id when the topic was created, so every ledger
+of this topic (raw or compacted) has an id at or above it and every ledger of an earlier
+one an id below. Two topics of a name share an incarnation only when the earlier one never
+owned a ledger, and then no compaction of it has anything to commit. A compaction commit
+checks it (``ledger_adapter``). Topics created before incarnations existed have 0."""
 
 from __future__ import annotations
 
@@ -24,8 +31,10 @@ class LedgerTopic:
         effective: dict[str, str],
         config: LedgerTopicConfig,
         changed: Callable[[str], None] = lambda _name: None,
+        incarnation: int = 0,
     ) -> None:
         self.name = name
+        self.incarnation = incarnation
         self.overrides = overrides
         self.effective = effective
         self.config = config
@@ -45,6 +54,7 @@ class LedgerTopic:
                 "kind": int(TopicKind.LEDGER),
                 "overrides": self.overrides,
                 "ledgers": [led.ledger_id for led in self.ledgers],
+                "incarnation": self.incarnation,
             },
             separators=(",", ":"),
         ).encode()

@@ -139,7 +139,7 @@ class TwoPhaseCompactor:
             bytes_out = self._copy_winners(ledger_id, inp, winners)
             self.storage.seal(ledger_id)
             self.fault("after_seal")
-            self.storage.commit(topic, ledger_id, inp.horizon, inp.previous_ledger)
+            self.storage.commit(topic, ledger_id, inp.horizon, inp.previous_ledger, inp.incarnation)
         except Exception:
             self._discard(ledger_id)
             raise

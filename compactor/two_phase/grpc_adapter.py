@@ -189,7 +189,12 @@ class GrpcCompactionStorage:
         self._ledger = None
 
     def commit(
-        self, topic: str, ledger_id: int, horizon: MessageId, expected_previous: int | None
+        self,
+        topic: str,
+        ledger_id: int,
+        horizon: MessageId,
+        expected_previous: int | None,
+        incarnation: int = 0,
     ) -> None:
         assert self._input is not None
         req = pb.CommitCompactionRequest(topic=topic, ledger_id=ledger_id, run=self._run())
