@@ -4,7 +4,9 @@
 Publish takes the request's raw bytes and Read/Consume answer raw bytes (see
 ``log_handler``): records go from the wire into stored batches and back out without a
 per-record Python object. Storage work runs in an executor, one step at a time; waits
-(for a group commit, for new data, for a consumer's ``wait_ms``) hold no thread.
+(for a group commit, for new data, for a consumer's ``wait_ms``) hold no thread. Appends
+have an executor of their own, so that a publish never queues behind the read steps of
+many readers and consumers woken at once (CONTRACT section 12).
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ from compactlog.server.errors import rpc_async
 from compactlog.server.metrics import Metrics
 from compactlog.server.reading import ReadSession, consume_step, response_cap
 from compactlog.server.waiting import TopicSignals
+from compactlog.storage.cursor import Cursor
 from compactlog.storage.names import check_subscription_name
-from compactlog.storage.topic_log import Appended
+from compactlog.storage.topic_log import Appended, Pending, TopicLog
+from compactlog.storage.types import MessageId
 from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 
@@ -43,10 +47,12 @@ class LogService(pb_grpc.LogServicer):
         executor: Executor,
         signals: TopicSignals,
         batch_size: int,
+        appends: Executor | None = None,
     ) -> None:
         self.broker = broker
         self.metrics = metrics
         self.executor = executor
+        self.appends = appends or executor
         self.signals = signals
         self.batch_size = batch_size
         self._sub_locks: dict[tuple[str, str], asyncio.Lock] = {}
@@ -63,7 +69,7 @@ class LogService(pb_grpc.LogServicer):
         log = self.broker.log(request.topic)
         return log.append_request(raw), log.kind.name
 
-    async def _durable(self, appended: Appended) -> None:
+    async def _durable(self, appended: Pending) -> None:
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
 
@@ -75,13 +81,17 @@ class LogService(pb_grpc.LogServicer):
             else:
                 future.set_exception(error)
 
-        appended.on_durable(lambda error: loop.call_soon_threadsafe(settle, done, error))
+        def durable(error: BaseException | None) -> None:
+            loop.call_soon_threadsafe(settle, done, error)
+
+        appended.on_durable(durable)
         await done
 
     async def _publish(self, raw: bytes) -> Callable[[], Awaitable[bytes]]:
         """Append now; the returned call waits for durability and gives the reply bytes."""
         started = time.perf_counter()
-        appended, kind = await self._run(self._append, raw)
+        loop = asyncio.get_running_loop()
+        appended, kind = await loop.run_in_executor(self.appends, self._append, raw)
 
         async def reply() -> bytes:
             await self._durable(appended)
@@ -129,18 +139,36 @@ class LogService(pb_grpc.LogServicer):
         finally:
             task.cancel()
 
+    # ---- storage steps (each one hop to the executor) -----------------------------------
+
+    def _open_read(self, request: pb.ReadRequest) -> tuple[TopicLog, ReadSession]:
+        log = self.broker.log(request.topic)
+        return log, ReadSession(log, request, self.batch_size)
+
+    def _open_consume(self, request: pb.ConsumeRequest) -> tuple[TopicLog, Cursor]:
+        log = self.broker.log(request.topic)
+        latest = request.initial_position == pb.LATEST
+        return log, log.open_cursor(request.subscription, latest)
+
+    def _acknowledge(self, request: pb.AcknowledgeRequest) -> Pending:
+        log = self.broker.log(request.topic)
+        msg_id = id_from_pb(request.id)
+        return log.acknowledge(request.subscription, msg_id, request.cumulative)
+
+    def _last_id(self, request: pb.GetLastMessageIdRequest) -> MessageId | None:
+        return self.broker.log(request.topic).last_id(request.read_compacted)
+
     # ---- read -------------------------------------------------------------------------
 
     @rpc_async
     async def Read(
         self, request: pb.ReadRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[bytes]:
-        log = await self._run(self.broker.log, request.topic)
+        log, session = await self._run(self._open_read, request)
         compacted = str(request.read_compacted).lower()
         self.metrics.read_requests.labels(log.kind.name, compacted).inc()
         counter = self.metrics.read_messages.labels(log.kind.name, compacted)
         latency = self.metrics.read_batch_latency.labels(log.kind.name)
-        session = await self._run(ReadSession, log, request, self.batch_size)
         # The stream has started (topic found, start set): clients bound their wait for
         # this, not a follow read's wait for new messages (client.deadlines).
         await context.send_initial_metadata(())
@@ -170,9 +198,7 @@ class LogService(pb_grpc.LogServicer):
         ``redeliver_unacknowledged`` gets it again (the client library asks for that
         after any failed Consume)."""
         check_subscription_name(request.subscription)
-        log = await self._run(self.broker.log, request.topic)
-        latest = request.initial_position == pb.LATEST
-        cursor = await self._run(log.open_cursor, request.subscription, latest)
+        log, cursor = await self._run(self._open_consume, request)
         limit = request.max_messages or self.batch_size
         max_bytes = response_cap(request.max_bytes)
         loop = asyncio.get_running_loop()
@@ -204,17 +230,14 @@ class LogService(pb_grpc.LogServicer):
         self, request: pb.AcknowledgeRequest, context: grpc.aio.ServicerContext
     ) -> pb.AcknowledgeResponse:
         check_subscription_name(request.subscription)
-        log = await self._run(self.broker.log, request.topic)
-        msg_id = id_from_pb(request.id)
-        await self._run(log.acknowledge, request.subscription, msg_id, request.cumulative)
+        await self._durable(await self._run(self._acknowledge, request))
         return pb.AcknowledgeResponse()
 
     @rpc_async
     async def GetLastMessageId(
         self, request: pb.GetLastMessageIdRequest, context: grpc.aio.ServicerContext
     ) -> pb.GetLastMessageIdResponse:
-        log = await self._run(self.broker.log, request.topic)
-        last = await self._run(log.last_id, request.read_compacted)
+        last = await self._run(self._last_id, request)
         resp = pb.GetLastMessageIdResponse()
         if last is not None:
             id_to_pb(last, resp.id)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from compactlog.storage.cursor import Cursor
+from compactlog.storage.group_commit import SyncTicket
 from compactlog.storage.ledger_append import PendingAppend
 from compactlog.storage.ledger_store import LedgerStore
 from compactlog.storage.read_range import ViewBatch
@@ -53,8 +54,8 @@ class LedgerTopicLog:
     def delivered(self, cursor: Cursor, last: MessageId | None, rewound: bool = False) -> None:
         cursor.deliver(last, rewound)
 
-    def acknowledge(self, subscription: str, msg_id: MessageId, cumulative: bool) -> None:
-        self.store.acknowledge(self.name, subscription, msg_id, cumulative)
+    def acknowledge(self, subscription: str, msg_id: MessageId, cumulative: bool) -> SyncTicket:
+        return self.store.acknowledge_start(self.name, subscription, msg_id, cumulative)
 
     def append_request(self, request: bytes) -> PendingAppend:
         return self.store.append_request_start(self.name, request)

@@ -25,7 +25,7 @@ from compactlog.storage import keys
 from compactlog.storage.codec import ROLE_COMPACTED, LedgerMeta
 from compactlog.storage.config import LedgerTopicConfig, ServerSettings, effective_topic_config
 from compactlog.storage.cursor import COMPACTED_LEDGER_PROPERTY, Cursor
-from compactlog.storage.group_commit import GroupCommit
+from compactlog.storage.group_commit import GroupCommit, SyncTicket
 from compactlog.storage.ledger_append import PendingAppend, build_append
 from compactlog.storage.ledger_scans import KeyEntry, LedgerScans, StoredBatch
 from compactlog.storage.ledger_topic import LedgerTopic
@@ -317,6 +317,24 @@ class LedgerStore(LedgerScans):
     def acknowledge(
         self, name: str, subscription: str, msg_id: MessageId, cumulative: bool
     ) -> Cursor:
+        """Apply an ack and return once it is on disk."""
+        cursor, ticket = self._acknowledge(name, subscription, msg_id, cumulative)
+        if ticket:
+            self.group_commit.wait(ticket)
+        return cursor
+
+    def acknowledge_start(
+        self, name: str, subscription: str, msg_id: MessageId, cumulative: bool
+    ) -> SyncTicket:
+        """Apply an ack now (memory and WAL); the result tells when it is on disk. Acks
+        share the group commit with appends: many consumers acknowledging at once cost
+        one fsync, and no thread waits on one while holding the topic's lock."""
+        _cursor, ticket = self._acknowledge(name, subscription, msg_id, cumulative)
+        return SyncTicket(self.group_commit, ticket)
+
+    def _acknowledge(
+        self, name: str, subscription: str, msg_id: MessageId, cumulative: bool
+    ) -> tuple[Cursor, int]:
         topic = self.topic(name)
         with topic.lock:
             cursor = topic.cursors.get(subscription)
@@ -327,8 +345,10 @@ class LedgerStore(LedgerScans):
                     f"subscription {subscription!r} does not exist on {name!r}"
                 )
             cursor.acknowledge(msg_id, cumulative, topic.successor)
-            self._write_cursor(topic, cursor)
-            return cursor
+            batch = Batch()
+            batch.put(keys.cursor_key(topic.name, cursor.name), cursor.encode())
+            self.db.write(batch)  # the WAL; synced by the group commit below
+            return cursor, self.group_commit.ticket() if self.fsync else 0
 
     def commit_cursor(
         self,

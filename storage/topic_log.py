@@ -26,16 +26,27 @@ IdRun = tuple[int, int, int]  # ledger id, first entry id, count
 Durable = Callable[[BaseException | None], None]
 
 
-class Appended(Protocol):
+class Pending(Protocol):
+    """A write done (not necessarily synced) and how to learn of its durability."""
+
+    def on_durable(self, done: Durable) -> None:
+        """Call ``done(None)`` once the write is durable (and, for an append, visible to
+        readers), or ``done(error)``; at once if it already is. May run on any thread."""
+        ...
+
+
+class Appended(Pending, Protocol):
     """An append written (not necessarily synced): its ids and how to learn of durability."""
 
     runs: list[IdRun]
     synced: bool  # True when the reply may say the records are on disk
 
+
+class AlreadyDurable:
+    """A ``Pending`` for a write that was synced before it returned."""
+
     def on_durable(self, done: Durable) -> None:
-        """Call ``done(None)`` once the append is durable and visible to readers, or
-        ``done(error)``; at once if it already is. May run on any thread."""
-        ...
+        done(None)
 
 
 class TopicLog(Protocol):
@@ -80,7 +91,10 @@ class TopicLog(Protocol):
         a response is ready, never blocks on I/O: the asyncio server calls it on its loop."""
         ...
 
-    def acknowledge(self, subscription: str, msg_id: MessageId, cumulative: bool) -> None: ...
+    def acknowledge(self, subscription: str, msg_id: MessageId, cumulative: bool) -> Pending:
+        """Apply the ack now; the result tells when it is on disk (acks of many consumers
+        share a group commit, as appends do)."""
+        ...
 
     def append_request(self, request: bytes) -> Appended:
         """Append the records of raw ``PublishRequest`` bytes, all or none."""
