@@ -156,7 +156,11 @@ class Load:
 
     async def setup(self) -> None:
         for name in [*self.topics, self.probe_topic]:
-            await self.admin.CreateTopic(pb.CreateTopicRequest(name=name), timeout=30)
+            try:
+                await self.admin.CreateTopic(pb.CreateTopicRequest(name=name), timeout=30)
+            except grpc.aio.AioRpcError as err:  # a server used before (--server)
+                if err.code() != grpc.StatusCode.ALREADY_EXISTS:
+                    raise
 
     async def follower(self, i: int, opened: asyncio.Queue[int]) -> None:
         topic = i % self.s.topics
