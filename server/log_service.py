@@ -26,12 +26,9 @@ from compactlog.server.errors import rpc_async
 from compactlog.server.metrics import Metrics
 from compactlog.server.reading import ReadSession, consume_step, response_cap
 from compactlog.server.waiting import TopicSignals
-from compactlog.storage.cursor import Cursor
 from compactlog.storage.names import check_subscription_name
-from compactlog.storage.topic_log import Appended, Pending, TopicLog
-from compactlog.storage.types import MessageId
+from compactlog.storage.topic_log import Appended, Pending
 from compactlog.v1 import compactlog_pb2 as pb
-from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 
 T = TypeVar("T")
 
@@ -39,7 +36,13 @@ T = TypeVar("T")
 PUBLISH_PIPELINE_DEPTH = 8
 
 
-class LogService(pb_grpc.LogServicer):
+Context = grpc.aio.ServicerContext[Any, Any]
+
+
+class LogService:
+    """Handlers of every Log method, registered by ``log_handler`` (not the generated
+    servicer base: Publish takes and Read/Consume return raw bytes)."""
+
     def __init__(
         self,
         broker: Broker,
@@ -57,6 +60,8 @@ class LogService(pb_grpc.LogServicer):
         self.batch_size = batch_size
         self._sub_locks: dict[tuple[str, str], asyncio.Lock] = {}
 
+    # Finding a topic's TopicLog is a dictionary lookup and stays on the event loop; every
+    # step that may touch RocksDB or a file runs in the executor.
     def _run(self, fn: Callable[..., T], *args: Any) -> Awaitable[T]:
         return asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
 
@@ -105,12 +110,12 @@ class LogService(pb_grpc.LogServicer):
         return reply
 
     @rpc_async
-    async def Publish(self, request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+    async def Publish(self, request: bytes, context: Context) -> bytes:
         return await (await self._publish(request))()
 
     @rpc_async
     async def PublishStream(
-        self, request_iterator: AsyncIterator[bytes], context: grpc.aio.ServicerContext
+        self, request_iterator: AsyncIterator[bytes], context: Context
     ) -> AsyncIterator[bytes]:
         """Answers in request order; the next requests are appended while earlier ones
         wait for their fsync (so one producer shares group commits too). A failed request
@@ -139,47 +144,28 @@ class LogService(pb_grpc.LogServicer):
         finally:
             task.cancel()
 
-    # ---- storage steps (each one hop to the executor) -----------------------------------
-
-    def _open_read(self, request: pb.ReadRequest) -> tuple[TopicLog, ReadSession]:
-        log = self.broker.log(request.topic)
-        return log, ReadSession(log, request, self.batch_size)
-
-    def _open_consume(self, request: pb.ConsumeRequest) -> tuple[TopicLog, Cursor]:
-        log = self.broker.log(request.topic)
-        latest = request.initial_position == pb.LATEST
-        return log, log.open_cursor(request.subscription, latest)
-
-    def _acknowledge(self, request: pb.AcknowledgeRequest) -> Pending:
-        log = self.broker.log(request.topic)
-        msg_id = id_from_pb(request.id)
-        return log.acknowledge(request.subscription, msg_id, request.cumulative)
-
-    def _last_id(self, request: pb.GetLastMessageIdRequest) -> MessageId | None:
-        return self.broker.log(request.topic).last_id(request.read_compacted)
-
     # ---- read -------------------------------------------------------------------------
 
     @rpc_async
-    async def Read(
-        self, request: pb.ReadRequest, context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[bytes]:
-        log, session = await self._run(self._open_read, request)
+    async def Read(self, request: pb.ReadRequest, context: Context) -> AsyncIterator[bytes]:
+        log = self.broker.log(request.topic)
         compacted = str(request.read_compacted).lower()
         self.metrics.read_requests.labels(log.kind.name, compacted).inc()
         counter = self.metrics.read_messages.labels(log.kind.name, compacted)
         latency = self.metrics.read_batch_latency.labels(log.kind.name)
+        session = await self._run(ReadSession, log, request, self.batch_size)
         # The stream has started (topic found, start set): clients bound their wait for
         # this, not a follow read's wait for new messages (client.deadlines).
         await context.send_initial_metadata(())
         while not session.done:
             change = self.signals.next_change(log.name)
             started = time.perf_counter()
-            step = await self._run(session.step)
-            if step is not None:
-                latency.observe(time.perf_counter() - started)
-                counter.inc(step[1])
-                yield step[0]
+            responses = await self._run(session.steps)
+            if responses:
+                latency.observe((time.perf_counter() - started) / len(responses))
+                for data, count in responses:
+                    counter.inc(count)
+                    yield data
                 continue
             if not request.follow or self.signals.stopping.is_set():
                 return
@@ -188,7 +174,7 @@ class LogService(pb_grpc.LogServicer):
             await self.signals.wait(change)
 
     @rpc_async
-    async def Consume(self, request: pb.ConsumeRequest, context: grpc.aio.ServicerContext) -> bytes:
+    async def Consume(self, request: pb.ConsumeRequest, context: Context) -> bytes:
         """Up to ``max_messages`` unacknowledged messages, waiting up to ``wait_ms``.
 
         The read position moves only here at the end, once the response is in hand: a
@@ -198,7 +184,9 @@ class LogService(pb_grpc.LogServicer):
         ``redeliver_unacknowledged`` gets it again (the client library asks for that
         after any failed Consume)."""
         check_subscription_name(request.subscription)
-        log, cursor = await self._run(self._open_consume, request)
+        log = self.broker.log(request.topic)
+        latest = request.initial_position == pb.LATEST
+        cursor = await self._run(log.open_cursor, request.subscription, latest)
         limit = request.max_messages or self.batch_size
         max_bytes = response_cap(request.max_bytes)
         loop = asyncio.get_running_loop()
@@ -227,17 +215,21 @@ class LogService(pb_grpc.LogServicer):
 
     @rpc_async
     async def Acknowledge(
-        self, request: pb.AcknowledgeRequest, context: grpc.aio.ServicerContext
+        self, request: pb.AcknowledgeRequest, context: Context
     ) -> pb.AcknowledgeResponse:
         check_subscription_name(request.subscription)
-        await self._durable(await self._run(self._acknowledge, request))
+        log = self.broker.log(request.topic)
+        msg_id = id_from_pb(request.id)
+        acked = await self._run(log.acknowledge, request.subscription, msg_id, request.cumulative)
+        await self._durable(acked)  # a group commit, shared with publishes and other acks
         return pb.AcknowledgeResponse()
 
     @rpc_async
     async def GetLastMessageId(
-        self, request: pb.GetLastMessageIdRequest, context: grpc.aio.ServicerContext
+        self, request: pb.GetLastMessageIdRequest, context: Context
     ) -> pb.GetLastMessageIdResponse:
-        last = await self._run(self._last_id, request)
+        log = self.broker.log(request.topic)
+        last = await self._run(log.last_id, request.read_compacted)
         resp = pb.GetLastMessageIdResponse()
         if last is not None:
             id_to_pb(last, resp.id)

@@ -22,6 +22,10 @@ from compactlog.v1 import compactlog_pb2 as pb
 
 Response = tuple[bytes, int]  # response bytes, message count
 
+# One executor step of a Read gathers responses up to this many bytes, so that a read of
+# many small responses does not pay a thread hand-off for each (still bounded memory).
+STEP_BYTES = 2 * 1024 * 1024
+
 
 def start_of(log: TopicLog, req: pb.ReadRequest) -> MessageId:
     which = req.WhichOneof("start")
@@ -46,10 +50,34 @@ class ReadSession:
         self.position = start_of(log, req)
         self._chunks: Iterator[Chunk] | None = None
         self._stop: MessageId | None = None
+        self._failed: Exception | None = None
 
     @property
     def done(self) -> bool:
         return self.remaining == 0
+
+    def steps(self, max_bytes: int = STEP_BYTES) -> list[Response]:
+        """The next responses, up to about ``max_bytes`` in all; empty once the view is
+        read up to what is visible now. A response that fails (a corrupt batch, a message
+        over the client's ``max_bytes``) fails the next call, after the ones before it
+        were handed out."""
+        if self._failed is not None:
+            raise self._failed
+        out: list[Response] = []
+        size = 0
+        while size < max_bytes:
+            try:
+                response = self.step()
+            except Exception as exc:
+                if not out:
+                    raise
+                self._failed = exc
+                break
+            if response is None:
+                break
+            out.append(response)
+            size += len(response[0])
+        return out
 
     def step(self) -> Response | None:
         """The next response, or None once the view is read up to what is visible now."""

@@ -100,35 +100,57 @@ def read_chunks(
         if header.first_id > stop:
             break
         where = f"{label} batch {header.first_id}"
-        while remaining != 0:
-            take = per_response - chunk.count
-            take = take if remaining < 0 else min(take, remaining)
-            payload, n, last = codec.select(data, header, lo, stop, take, where)
-            if n == 0 or last is None:
-                break
-            if chunk.count and chunk.size + len(payload) > max_bytes:
-                yield chunk
-                chunk = Chunk()
-                continue
-            if len(payload) > max_bytes:
-                payload, n, last = _cut(payload, max_bytes, where)
-            if skip is None:
-                chunk.add(payload, n, last)
-            else:
-                parts, kept = _without(payload, skip, where)
-                for part in parts:
-                    chunk.parts.append(part)
-                    chunk.size += len(part)
-                chunk.count += kept
-                chunk.last_id = last
-            remaining -= n
-            lo = last.next()
+        limit = remaining if remaining >= 0 else 1 << 62
+        # The batch's records in range, selected once, then cut into responses: a batch
+        # that spans several responses is walked once, not once per response.
+        view, n, last = codec.select(data, header, lo, stop, limit, where)
+        while n and last is not None:
+            piece, k, piece_last = _head(view, min(n, per_response - chunk.count), n, last, where)
+            if chunk.size + len(piece) > max_bytes:
+                if chunk.count:
+                    yield chunk
+                    chunk = Chunk()
+                    continue
+                piece, k, piece_last = _cut(piece, max_bytes, where)
+            _add(chunk, piece, k, piece_last, skip, where)
+            view = view[len(piece) :]
+            n -= k
+            remaining -= k
             if chunk.count >= per_response or chunk.size >= max_bytes:
                 yield chunk
                 chunk = Chunk()
-            if last >= header.last_id:
-                break
         if remaining == 0:
             break
     if chunk.count or chunk.last_id is not None:
         yield chunk
+
+
+def _head(
+    view: memoryview, k: int, n: int, last: MessageId, where: str
+) -> tuple[memoryview, int, MessageId]:
+    """The first ``k`` of the ``n`` records of ``view`` (whose last id is ``last``)."""
+    if k >= n:
+        return view, n, last
+    start = codec.skip_records(view, 0, k - 1)
+    end = codec.skip_records(view, start, 1)
+    lid, eid = codec.walk(view[start:end], where)[0][:2]
+    return view[:end], k, MessageId(lid, eid)
+
+
+def _add(
+    chunk: Chunk,
+    piece: memoryview,
+    count: int,
+    last: MessageId,
+    skip: Callable[[MessageId], bool] | None,
+    where: str,
+) -> None:
+    if skip is None:
+        chunk.add(piece, count, last)
+        return
+    parts, kept = _without(piece, skip, where)
+    for part in parts:
+        chunk.parts.append(part)
+        chunk.size += len(part)
+    chunk.count += kept
+    chunk.last_id = last

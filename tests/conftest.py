@@ -15,6 +15,7 @@ import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -43,7 +44,8 @@ class ServerProcess:
         self.address = ""
         self.stderr_lines: list[str] = []
 
-    def start(self, extra_env: dict[str, str] | None = None) -> ServerProcess:
+    def command(self) -> list[str]:
+        """The ``compactlog serve`` command line this process runs."""
         args = [
             sys.executable,
             "-m",
@@ -57,6 +59,10 @@ class ServerProcess:
         ]
         if self.config is not None:
             args += ["--config", str(self.config)]
+        return args
+
+    def start(self, extra_env: dict[str, str] | None = None) -> ServerProcess:
+        args = self.command()
         env = {**os.environ, **(self.env or {}), **(extra_env or {})}
         self.proc = subprocess.Popen(
             args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
@@ -201,3 +207,87 @@ def connect() -> Iterator[object]:
     yield make
     for stubs in made:
         stubs.close()
+
+
+# -- security (CONTRACT section 10): real certificates and tokens files ---------------------
+
+
+class TlsFiles:
+    """PEM files made for a test run: a CA, a server certificate it signed for
+    127.0.0.1 / ::1 / localhost with its key, and an unrelated CA that trusts nothing here."""
+
+    def __init__(self, folder: Path) -> None:
+        from cryptography.hazmat.primitives import serialization
+
+        ca_key, ca_cert = _certificate("compactlog test CA")
+        key, cert = _certificate("127.0.0.1", issuer=(ca_key, ca_cert))
+        _other_key, other_ca = _certificate("some other CA")
+        pem = serialization.Encoding.PEM
+        self.ca = folder / "ca.pem"
+        self.cert = folder / "server.pem"
+        self.key = folder / "server.key"
+        self.other_ca = folder / "other-ca.pem"
+        self.ca.write_bytes(ca_cert.public_bytes(pem))
+        self.cert.write_bytes(cert.public_bytes(pem))
+        self.key.write_bytes(
+            key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+        )
+        self.other_ca.write_bytes(other_ca.public_bytes(pem))
+
+
+def _certificate(name: str, issuer: tuple[Any, Any] | None = None) -> tuple[Any, Any]:
+    """An EC P-256 key and a certificate: a self-signed CA, or a server certificate for
+    the loopback names signed by ``issuer``."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.datetime.now(datetime.UTC)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+    )
+    if issuer is None:
+        builder = builder.issuer_name(subject).add_extension(
+            x509.BasicConstraints(ca=True, path_length=0), critical=True
+        )
+        return key, builder.sign(key, hashes.SHA256())
+    ca_key, ca_cert = issuer
+    names = [
+        x509.DNSName("localhost"),
+        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+        x509.IPAddress(ipaddress.ip_address("::1")),
+    ]
+    builder = (
+        builder.issuer_name(ca_cert.subject)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.SubjectAlternativeName(names), critical=False)
+    )
+    return key, builder.sign(ca_key, hashes.SHA256())
+
+
+@pytest.fixture(scope="session")
+def tls_files(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
+    return TlsFiles(tmp_path_factory.mktemp("tls"))
+
+
+def write_tokens_file(path: Path, principals: dict[str, tuple[str, str]]) -> Path:
+    """An ``--auth-tokens`` file: name -> (token, role), stored as the token's SHA-256."""
+    import hashlib
+
+    lines = []
+    for name, (token, role) in principals.items():
+        digest = hashlib.sha256(token.encode()).hexdigest()
+        lines += [f"[principals.{name}]", f'token_sha256 = "{digest}"', f'role = "{role}"', ""]
+    path.write_text("\n".join(lines))
+    return path

@@ -12,10 +12,14 @@ import fcntl
 import gc
 import json
 import struct
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import crc32c
+import grpc
 import pytest
 
 from compactlog.errors import CorruptData, StorageError, StoreLocked
@@ -36,6 +40,7 @@ from compactlog.storage.segmented.version import read_format
 from compactlog.storage.types import MessageId, Record, StoredMessage
 from compactlog.storage.views import view_messages
 from compactlog.v1 import compactlog_pb2 as pb
+from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 
 SETTINGS = ServerSettings(topic_defaults={})
 NOW = 1_700_000_000_000
@@ -574,3 +579,36 @@ def test_segments_are_migrated_after_the_ledgers(tmp_path: Path) -> None:
     ]
     again = migrate_data_dir(tmp_path, lines.append)
     assert again.already_current and not again.segments_migrated
+
+
+# ---- the command, end to end ----------------------------------------------------------
+
+
+def test_the_server_refuses_format_1_and_serves_it_after_compactlog_migrate(
+    tmp_path: Path, server_factory: Any
+) -> None:
+    """What a user upgrading sees: one line naming the command, the command, then data."""
+    data_dir = tmp_path / "old"
+    legacy = build(data_dir)
+    refused = server_factory(data_dir=data_dir, start=False)
+    proc = subprocess.run(refused.command(), capture_output=True, text=True, timeout=60)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode != 0 and len(lines) == 1 and "compactlog migrate" in lines[0]
+    cli = [sys.executable, "-m", "compactlog", "migrate", str(data_dir)]
+    done = subprocess.run(cli, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "migrated" in done.stdout and "6 ledgers" in done.stdout
+    srv = refused.start()
+    channel = grpc.insecure_channel(srv.address)
+    try:
+        stub = pb_grpc.LogStub(channel)
+        got = [
+            (m.id.ledger_id, m.id.entry_id, m.value)
+            for resp in stub.Read(pb.ReadRequest(topic="table", read_compacted=True), timeout=30)
+            for m in resp.messages
+        ]
+        assert got == [(m.id.ledger_id, m.id.entry_id, m.value) for m in legacy.compacted]
+    finally:
+        channel.close()
+    again = subprocess.run(cli, capture_output=True, text=True, timeout=60)
+    assert again.returncode != 0 and "in use" in again.stderr  # the server holds the dir

@@ -1,0 +1,36 @@
+"""Commands that work on a data dir directly, with no server running: ``migrate``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from compactlog.cli.common import DEFAULT_DATA_DIR
+
+
+def add_parsers(commands: Any) -> None:
+    migrate = commands.add_parser(
+        "migrate",
+        help="convert a data dir written by an older compactlog to this version's format",
+        description=(
+            "Convert DATA_DIR in place to the current storage format (stored batches). "
+            "Stop the server first. Safe to run again after an interruption."
+        ),
+    )
+    migrate.add_argument("data_dir", metavar="DATA_DIR", nargs="?", default=DEFAULT_DATA_DIR)
+    migrate.set_defaults(func=_migrate)
+
+
+def _migrate(args: argparse.Namespace) -> int:
+    from compactlog.storage.migrate import migrate_data_dir
+
+    report = migrate_data_dir(Path(args.data_dir), log=print)
+    if report.already_current:
+        return 0
+    print(
+        f"migrated {args.data_dir}: {report.ledgers_converted} ledgers "
+        f"({report.entries} entries in {report.batches} batches), "
+        f"{report.segments_converted} segment files"
+    )
+    return 0
