@@ -24,7 +24,6 @@ from typing import IO
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 
 from compactlog.compactor.log_cleaner.log_cleaner import CleanerStats
 from compactlog.errors import CompactlogError, StoreLocked
@@ -36,6 +35,7 @@ from compactlog.server.log_service import LogService, log_handler
 from compactlog.server.metrics import Metrics
 from compactlog.server.outside_runs import make_outside_runs
 from compactlog.server.periodic import Periodic
+from compactlog.server.reflection import enable_server_reflection
 from compactlog.server.security import Guard, SecurityOptions
 from compactlog.server.waiting import TopicSignals
 from compactlog.storage.config import ServerSettings
@@ -114,9 +114,8 @@ def build_server(
         pb.DESCRIPTOR.services_by_name["TopicAdmin"].full_name,
         pb.DESCRIPTOR.services_by_name["CompactionEngine"].full_name,
         health.SERVICE_NAME,
-        reflection.SERVICE_NAME,
     ]
-    reflection.enable_server_reflection(names, server)
+    enable_server_reflection(names, server)  # v1 and v1alpha
     for name in ["", *names[:3]]:
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     check_listen_address(listen)

@@ -8,6 +8,7 @@ topic names. Both wait for the ``compactlog listening on HOST:PORT`` line.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,6 +25,9 @@ from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 
 STARTUP_TIMEOUT_S = 60.0
+REPO = Path(__file__).resolve().parent.parent
+# Where .ci/run installs buf from the npm registry (package @bufbuild/buf); BUF overrides.
+BUF_CANDIDATES = (REPO / ".tools" / "node_modules" / ".bin" / "buf",)
 
 
 class ServerProcess:
@@ -290,4 +294,23 @@ def write_tokens_file(path: Path, principals: dict[str, tuple[str, str]]) -> Pat
         digest = hashlib.sha256(token.encode()).hexdigest()
         lines += [f"[principals.{name}]", f'token_sha256 = "{digest}"', f'role = "{role}"', ""]
     path.write_text("\n".join(lines))
+    return path
+
+
+def find_buf() -> str | None:
+    """The buf CLI: $BUF, then buf on PATH, then the copy .ci/run installs under .tools/."""
+    if os.environ.get("BUF"):
+        return os.environ["BUF"]
+    found = shutil.which("buf")
+    if found:
+        return found
+    return next((str(p) for p in BUF_CANDIDATES if p.exists()), None)
+
+
+@pytest.fixture(scope="session")
+def buf() -> str:
+    """Path of the buf CLI; skips where it is not installed (.ci/run installs it)."""
+    path = find_buf()
+    if path is None:
+        pytest.skip("buf is not installed: npm install --prefix .tools @bufbuild/buf")
     return path
