@@ -59,6 +59,33 @@ class LedgerTopic:
             separators=(",", ":"),
         ).encode()
 
+    @staticmethod
+    def parse_record(data: bytes) -> tuple[dict[str, str], list[int], int]:
+        """``(overrides, ledger ids, incarnation)`` of a stored topic record, strictly:
+        anything but the shape ``record`` writes is ``ValueError`` (records written before
+        incarnations existed have none: 0)."""
+        obj = json.loads(data)
+        fields = {"kind", "overrides", "ledgers"}
+        if not isinstance(obj, dict) or set(obj) - {"incarnation"} != fields:
+            raise ValueError("topic record is not an object of kind, overrides, ledgers")
+        incarnation = obj.get("incarnation", 0)
+        if type(incarnation) is not int or not 0 <= incarnation < 2**64:
+            raise ValueError("topic incarnation is not a ledger id")
+        if obj["kind"] != int(TopicKind.LEDGER):
+            raise ValueError(f"topic record has kind {str(obj['kind'])[:20]}")
+        overrides, ledgers = obj["overrides"], obj["ledgers"]
+        if not isinstance(overrides, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in overrides.items()
+        ):
+            raise ValueError("topic overrides are not a map of strings")
+        if not isinstance(ledgers, list) or not all(
+            type(lid) is int and 0 < lid < 2**64 for lid in ledgers
+        ):
+            raise ValueError("topic ledgers are not a list of ledger ids")
+        if ledgers != sorted(set(ledgers)):
+            raise ValueError("topic ledgers are not ascending")
+        return dict(overrides), list(ledgers), incarnation
+
     def recompute_positions(self) -> None:
         self._ids = [led.ledger_id for led in self.ledgers]
         self.current = self.ledgers[-1] if self.ledgers and not self.ledgers[-1].sealed else None
