@@ -130,3 +130,18 @@ def test_after_a_failed_consume_the_consumer_asks_for_redelivery() -> None:
     consumer.batch_receive(timeout_ms=0)
     flags = [r.redeliver_unacknowledged for r in stub.requests]
     assert flags == [True, False, True]
+
+
+def test_a_compaction_longer_than_the_timeout_is_waited_for(server_factory: Any) -> None:
+    """``compact(wait=True)`` follows the run (an update at least once a second) instead of
+    holding one call open: a 3 s run completes under a 1.5 s timeout."""
+    srv = server_factory(start=False)
+    srv.start(extra_env={"COMPACTLOG_PAUSE_AT": "after_phase_one:3000"})
+    with Client(srv.address, timeout=1.5) as client:
+        client.create_topic("t")
+        client.producer("t").send_batch([("a", "1"), ("b", "1"), ("a", "2")])
+        started = time.monotonic()
+        status = client.compact("t", wait=True)
+        assert time.monotonic() - started > 3.0
+        assert status.state == "SUCCESS" and status.last_run is not None
+        assert status.last_run.kept == 2
