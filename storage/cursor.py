@@ -6,11 +6,16 @@ individually beyond it, and a properties map (the compactor keeps
 ``CompactedTopicLedger`` there). All three are one JSON value written in one batch, so
 they change together. The read position is in memory only: after a restart delivery
 resumes after the mark-delete position, so unacknowledged messages come again.
+
+The read position has a lock of its own, held only to compare and assign: Consume moves
+it from the server's event loop once a response is ready (a failed Consume moves nothing),
+and Acknowledge raises it from a storage thread, so neither may wait on disk I/O.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -27,6 +32,9 @@ class Cursor:
     acked: set[MessageId] = field(default_factory=set)
     properties: dict[str, str] = field(default_factory=dict)
     read_position: MessageId | None = None  # last id delivered (memory only)
+    _position_lock: threading.Lock = field(
+        default_factory=threading.Lock, repr=False, compare=False
+    )
 
     def encode(self) -> bytes:
         return json.dumps(
@@ -84,10 +92,15 @@ class Cursor:
         if self.mark_delete is not None:
             mark = self.mark_delete
             self.acked = {i for i in self.acked if i > mark}
-        if self.read_position is None or (
-            self.mark_delete is not None and self.mark_delete > self.read_position
-        ):
-            self.read_position = self.mark_delete
+        self.deliver(self.mark_delete)
+
+    def deliver(self, last: MessageId | None, rewound: bool = False) -> None:
+        """Delivery reached ``last``: the read position moves forward to it, or, for a
+        delivery that began with a rewind to the mark-delete position, is set to it."""
+        with self._position_lock:
+            current = self.read_position
+            if rewound or current is None or (last is not None and last > current):
+                self.read_position = last
 
 
 def _message_id(raw: object) -> MessageId:

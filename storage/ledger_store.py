@@ -25,7 +25,7 @@ from compactlog.storage import keys
 from compactlog.storage.codec import ROLE_COMPACTED, LedgerMeta
 from compactlog.storage.config import LedgerTopicConfig, ServerSettings, effective_topic_config
 from compactlog.storage.cursor import COMPACTED_LEDGER_PROPERTY, Cursor
-from compactlog.storage.group_commit import GroupCommit
+from compactlog.storage.group_commit import GroupCommit, SyncTicket
 from compactlog.storage.ledger_append import PendingAppend, build_append
 from compactlog.storage.ledger_load import load_ledgers
 from compactlog.storage.ledger_scans import KeyEntry, LedgerScans, StoredBatch
@@ -70,7 +70,7 @@ class LedgerStore(LedgerScans):
         self._topics = state.topics
         self._offline = state.offline
 
-    def _new_topic(self, name: str, overrides: dict[str, str]) -> LedgerTopic:
+    def _new_topic(self, name: str, overrides: dict[str, str], incarnation: int = 0) -> LedgerTopic:
         effective = effective_topic_config(
             TopicKind.LEDGER, overrides, self.settings.defaults_for(TopicKind.LEDGER)
         )
@@ -80,6 +80,7 @@ class LedgerStore(LedgerScans):
             effective,
             LedgerTopicConfig.from_effective(effective),
             self.changes.notify,
+            incarnation,
         )
 
     # ---- topics ---------------------------------------------------------------------
@@ -108,7 +109,7 @@ class LedgerStore(LedgerScans):
         with self._lock:
             if name in self._topics:
                 raise TopicAlreadyExists(f"topic {name!r} already exists")
-            topic = self._new_topic(name, dict(overrides))
+            topic = self._new_topic(name, dict(overrides), self._next_ledger)
             batch = Batch()
             batch.put(keys.topic_key(name), topic.record())
             self.db.write(batch, sync=self.fsync)
@@ -305,6 +306,24 @@ class LedgerStore(LedgerScans):
     def acknowledge(
         self, name: str, subscription: str, msg_id: MessageId, cumulative: bool
     ) -> Cursor:
+        """Apply an ack and return once it is on disk."""
+        cursor, ticket = self._acknowledge(name, subscription, msg_id, cumulative)
+        if ticket:
+            self.group_commit.wait(ticket)
+        return cursor
+
+    def acknowledge_start(
+        self, name: str, subscription: str, msg_id: MessageId, cumulative: bool
+    ) -> SyncTicket:
+        """Apply an ack now (memory and WAL); the result tells when it is on disk. Acks
+        share the group commit with appends: many consumers acknowledging at once cost
+        one fsync, and no thread waits on one while holding the topic's lock."""
+        _cursor, ticket = self._acknowledge(name, subscription, msg_id, cumulative)
+        return SyncTicket(self.group_commit, ticket)
+
+    def _acknowledge(
+        self, name: str, subscription: str, msg_id: MessageId, cumulative: bool
+    ) -> tuple[Cursor, int]:
         topic = self.topic(name)
         with topic.lock:
             cursor = topic.cursors.get(subscription)
@@ -315,8 +334,10 @@ class LedgerStore(LedgerScans):
                     f"subscription {subscription!r} does not exist on {name!r}"
                 )
             cursor.acknowledge(msg_id, cumulative, topic.successor)
-            self._write_cursor(topic, cursor)
-            return cursor
+            batch = Batch()
+            batch.put(keys.cursor_key(topic.name, cursor.name), cursor.encode())
+            self.db.write(batch)  # the WAL; synced by the group commit below
+            return cursor, self.group_commit.ticket() if self.fsync else 0
 
     def commit_cursor(
         self,

@@ -901,6 +901,7 @@ class ReadRequest(_message.Message):
     READ_COMPACTED_FIELD_NUMBER: _builtins.int
     MAX_MESSAGES_FIELD_NUMBER: _builtins.int
     FOLLOW_FIELD_NUMBER: _builtins.int
+    MAX_BYTES_FIELD_NUMBER: _builtins.int
     topic: _builtins.str
     position: Global___StartPosition.ValueType
     timestamp_ms: _builtins.int
@@ -910,6 +911,10 @@ class ReadRequest(_message.Message):
     """0 = no limit"""
     follow: _builtins.bool
     """keep the stream open for new messages"""
+    max_bytes: _builtins.int
+    """The most bytes one response may hold, e.g. the client's gRPC receive limit (0: the
+    server's 4 MiB). A message alone over it fails the read with RESOURCE_EXHAUSTED.
+    """
     @_builtins.property
     def message_id(self) -> Global___MessageId:
         """inclusive"""
@@ -924,10 +929,11 @@ class ReadRequest(_message.Message):
         read_compacted: _builtins.bool = ...,
         max_messages: _builtins.int = ...,
         follow: _builtins.bool = ...,
+        max_bytes: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["message_id", b"message_id", "position", b"position", "start", b"start", "timestamp_ms", b"timestamp_ms"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["follow", b"follow", "max_messages", b"max_messages", "message_id", b"message_id", "position", b"position", "read_compacted", b"read_compacted", "start", b"start", "timestamp_ms", b"timestamp_ms", "topic", b"topic"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["follow", b"follow", "max_bytes", b"max_bytes", "max_messages", b"max_messages", "message_id", b"message_id", "position", b"position", "read_compacted", b"read_compacted", "start", b"start", "timestamp_ms", b"timestamp_ms", "topic", b"topic"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_start: _TypeAlias = _typing.Literal["position", "message_id", "timestamp_ms"]  # noqa: Y015
     _WhichOneofArgType_start: _TypeAlias = _typing.Literal["start", b"start"]  # noqa: Y015
@@ -966,6 +972,7 @@ class ConsumeRequest(_message.Message):
     MAX_MESSAGES_FIELD_NUMBER: _builtins.int
     WAIT_MS_FIELD_NUMBER: _builtins.int
     REDELIVER_UNACKNOWLEDGED_FIELD_NUMBER: _builtins.int
+    MAX_BYTES_FIELD_NUMBER: _builtins.int
     topic: _builtins.str
     subscription: _builtins.str
     read_compacted: _builtins.bool
@@ -979,6 +986,8 @@ class ConsumeRequest(_message.Message):
     """Rewind delivery to the mark-delete position first, so every unacknowledged message
     comes again (what Pulsar does for a consumer that (re)connects). Acked ones never do.
     """
+    max_bytes: _builtins.int
+    """As ReadRequest.max_bytes. A Consume that fails, this way or any other, moves no cursor."""
     def __init__(
         self,
         *,
@@ -989,10 +998,11 @@ class ConsumeRequest(_message.Message):
         max_messages: _builtins.int = ...,
         wait_ms: _builtins.int = ...,
         redeliver_unacknowledged: _builtins.bool = ...,
+        max_bytes: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["initial_position", b"initial_position", "max_messages", b"max_messages", "read_compacted", b"read_compacted", "redeliver_unacknowledged", b"redeliver_unacknowledged", "subscription", b"subscription", "topic", b"topic", "wait_ms", b"wait_ms"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["initial_position", b"initial_position", "max_bytes", b"max_bytes", "max_messages", b"max_messages", "read_compacted", b"read_compacted", "redeliver_unacknowledged", b"redeliver_unacknowledged", "subscription", b"subscription", "topic", b"topic", "wait_ms", b"wait_ms"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

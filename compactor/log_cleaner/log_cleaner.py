@@ -24,8 +24,9 @@ from compactlog.compactor.log_cleaner.cleaner import Cleaner, PassStats, Throttl
 from compactlog.compactor.log_cleaner.manager import LogCleanerManager, LogToClean
 from compactlog.compactor.log_cleaner.offset_map import SkimpyOffsetMap
 from compactlog.compactor.progress import RunCancelled, RunControl
+from compactlog.errors import TopicNotFound
 from compactlog.storage.config import ServerSettings
-from compactlog.storage.segmented import CleaningAborted, SegmentedLogManager
+from compactlog.storage.segmented import CleaningAborted, Log, SegmentedLogManager
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +82,9 @@ class LogCleaner:
         self._stop = threading.Event()
         self._workers: list[threading.Thread] = []
         self._lock = threading.Lock()
-        self._results: dict[str, CleanerPassResult] = {}
+        # The last pass of each topic, with the Log it ran on: a topic deleted and created
+        # again is another Log, and the pass of the deleted one is not its result.
+        self._results: dict[str, tuple[Log, CleanerPassResult]] = {}
         self._passes = 0
         self._last = (0.0, 0, 0.0, 0.0)  # recopy %, duration ms, MB/s, buffer utilization
 
@@ -205,15 +208,24 @@ class LogCleaner:
                 stats.buffer_utilization * 100,
             )
         with self._lock:
-            self._results[job.name] = result
+            self._results[job.name] = (job.log, result)
             self._passes += 1
             recopy = 100.0 * stats.bytes_out / stats.bytes_in if stats.bytes_in else 0.0
             self._last = (recopy, result.duration_ms, mb_per_sec, stats.buffer_utilization)
         return result
 
     def last_result(self, name: str) -> CleanerPassResult | None:
+        """The last pass over the topic of this name as it is now (not a deleted one's)."""
         with self._lock:
-            return self._results.get(name)
+            found = self._results.get(name)
+        if found is None or not self.logs.has_topic(name):
+            return None
+        log_, result = found
+        try:
+            current = self.logs.get_log(name)
+        except TopicNotFound:
+            return None
+        return result if current is log_ else None
 
     def stats(self) -> CleanerStats:
         with self._lock:

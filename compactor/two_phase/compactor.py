@@ -151,7 +151,7 @@ class TwoPhaseCompactor:
             self.storage.seal(ledger_id)
             self.fault("after_seal")
             control.check()  # the last moment a cancel can stop the run
-            self.storage.commit(topic, ledger_id, inp.horizon, inp.previous_ledger)
+            self.storage.commit(topic, ledger_id, inp.horizon, inp.previous_ledger, inp.incarnation)
         except Exception:
             self._discard(ledger_id)
             raise

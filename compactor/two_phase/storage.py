@@ -43,6 +43,9 @@ class CompactionInput:
     horizon: MessageId | None  # last confirmed id at the start of the run (new horizon)
     segments: tuple[Segment, ...]  # previous compacted ledger first, then the raw tail
     retain_null_key: bool
+    # Which topic of this name the snapshot is of (deleted and created again, a name
+    # means another topic); 0 = not known to this storage, not checked.
+    incarnation: int = 0
 
     @property
     def nothing_to_do(self) -> bool:
@@ -124,10 +127,16 @@ class CompactionStorage(Protocol):
     def delete_ledger(self, ledger_id: int) -> None: ...
 
     def commit(
-        self, topic: str, ledger_id: int, horizon: MessageId, expected_previous: int | None
+        self,
+        topic: str,
+        ledger_id: int,
+        horizon: MessageId,
+        expected_previous: int | None,
+        incarnation: int = 0,
     ) -> None:
         """One atomic write of the cursor's mark-delete position (the horizon) and its
         ``CompactedTopicLedger`` property. CommitConflict when the current compacted
         ledger is no longer ``expected_previous`` (another run won); TopicNotFound when
-        the topic was deleted."""
+        the topic was deleted, also when a new topic of that name exists now (its
+        ``incarnation`` is not the run's)."""
         ...

@@ -369,3 +369,49 @@ def test_serve_passes_its_options(monkeypatch: pytest.MonkeyPatch) -> None:
     guarded = ["serve", "--listen", "0.0.0.0:1", "--auth-tokens", "t.toml", "--insecure"]
     assert cli.main([*guarded, "--tls-cert", "c.pem", "--tls-key", "k.pem"]) == 0
     assert calls[1][4] == SecurityOptions(Path("t.toml"), Path("c.pem"), Path("k.pem"), True)
+
+
+# -- deadlines ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--timeout", "2.5", "topics", "list"],
+        ["topics", "--timeout", "2.5", "list"],
+        ["topics", "list", "--timeout", "2.5"],
+        ["topics", "list", "--timeout=2.5"],
+        ["read", "bench", "--timeout", "2.5"],  # a topic named bench is no bench command
+    ],
+)
+def test_timeout_anywhere_on_the_line(argv: list[str]) -> None:
+    head, bench = cli._split_bench(argv)
+    assert bench is None
+    args = cli.build_parser().parse_args(cli._timeout_first(head))
+    assert args.timeout == 2.5
+
+
+def test_timeout_before_bench_and_bench_keeps_its_own() -> None:
+    head, bench = cli._split_bench(["--timeout", "3", "bench", "soak", "--timeout", "9"])
+    assert head == ["--timeout", "3", "bench"] and bench == ["soak", "--timeout", "9"]
+
+
+def test_timeout_from_env_and_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    from compactlog.cli.common import timeout_seconds
+
+    parser = cli.build_parser()
+    monkeypatch.delenv("COMPACTLOG_TIMEOUT", raising=False)
+    assert timeout_seconds(parser.parse_args(["topics", "list"])) == 30
+    monkeypatch.setenv("COMPACTLOG_TIMEOUT", "7")
+    assert timeout_seconds(parser.parse_args(["topics", "list"])) == 7
+    assert timeout_seconds(parser.parse_args(["--timeout", "1", "topics", "list"])) == 1
+    monkeypatch.setenv("COMPACTLOG_TIMEOUT", "soon")
+    with pytest.raises(UsageError, match="COMPACTLOG_TIMEOUT"):
+        timeout_seconds(parser.parse_args(["topics", "list"]))
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "x", "inf", "nan"])
+def test_bad_timeout_is_a_usage_error(run_cli: RunCli, value: str) -> None:
+    code, _, err = run_cli("topics", "list", "--timeout", value)
+    assert code == 2
+    assert_one_error_line(err, "--timeout")
