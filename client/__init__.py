@@ -15,6 +15,7 @@ Errors are the classes of ``compactlog.errors`` (re-exported as ``errors``), nev
 """
 
 from compactlog import errors
+from compactlog._linked import only_as
 from compactlog.client.client import DEFAULT_ADDRESS, Client
 from compactlog.client.consumer import Consumer
 from compactlog.client.errors import AlreadyClosed, ServerUnreachable, Timeout
@@ -30,6 +31,8 @@ from compactlog.client.types import (
     TopicStats,
 )
 from compactlog.errors import CompactlogError
+
+only_as(__name__, "compactlog.client")  # see compactlog/_linked.py
 
 __all__ = [
     "DEFAULT_ADDRESS",

@@ -115,6 +115,18 @@ class ResourceExhausted(CompactlogError):
     code = "RESOURCE_EXHAUSTED"
 
 
+class Unauthenticated(CompactlogError):
+    """No token, or one no principal holds (CONTRACT section 10)."""
+
+    code = "UNAUTHENTICATED"
+
+
+class PermissionDenied(CompactlogError):
+    """A known principal whose role does not reach this call."""
+
+    code = "PERMISSION_DENIED"
+
+
 # For the client: the class a status code comes back as when no finer class is known.
 BY_CODE: dict[str, type[CompactlogError]] = {
     "INVALID_ARGUMENT": InvalidArgument,
@@ -128,5 +140,7 @@ BY_CODE: dict[str, type[CompactlogError]] = {
     "CANCELLED": Cancelled,
     "UNIMPLEMENTED": Unimplemented,
     "RESOURCE_EXHAUSTED": ResourceExhausted,
+    "UNAUTHENTICATED": Unauthenticated,
+    "PERMISSION_DENIED": PermissionDenied,
     "INTERNAL": CompactlogError,
 }

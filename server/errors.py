@@ -91,3 +91,9 @@ def rpc_async(func: F) -> F:
             await context.abort(*_status_of(exc, name))
 
     return unary  # type: ignore[return-value]
+
+
+async def abort_async(context: Any, exc: BaseException, method: str) -> None:
+    """End a grpc.aio call with the status of ``exc``, as ``rpc_async`` does: for code that
+    refuses a call before any servicer runs (``server.auth``)."""
+    await context.abort(*_status_of(exc, method))

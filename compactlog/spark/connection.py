@@ -1,27 +1,28 @@
 """How the data source reaches the server, and the few calls it makes there.
 
-``Connection`` is the channel factory: the address, the bearer token and the CA
-certificates (PEM bytes, read from the ``tlsCa`` file once on the driver, so executors
-that cannot see the file still trust the server). It is a small frozen value that
-pickles with readers and writers; each ``read()``/``write()`` opens its own channel from
-it, because channels do not survive pickling and Spark runs partitions in separate
-Python workers. The token travels as ``authorization: Bearer <token>`` metadata on every
-call (CONTRACT section 10); with a CA the channel is TLS.
+``Connection`` is the channel factory: the address and a ``ChannelSecurity`` (the bearer
+token, and the CA certificates read from the ``tlsCa`` file once on the driver, so
+executors that cannot see the file still trust the server). It is a small frozen value
+that pickles with readers and writers; each ``read()``/``write()`` opens its own channel
+from it through ``compactlog.channels`` (the one way every caller reaches a server with
+``--auth-tokens`` and TLS), because channels do not survive pickling and Spark runs
+partitions in separate Python workers.
 
 ``ServerCalls`` is one channel's worth of the calls the source needs, every
 ``grpc.RpcError`` turned into a ``compactlog.errors`` class: GetTopic, Read and Publish
-(the Log and TopicAdmin calls a ``reader``/``client`` role may make), and the topic's
-ledger layout, used only to choose where to split big ranges.
+(what a ``reader`` — and, to write, a ``client`` — token may call), and the topic's
+ledger layout (admin only), used just to choose where to split big ranges.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import TracebackType
 
 import grpc
 
+from compactlog.channels import ChannelSecurity, open_channel
 from compactlog.errors import CompactlogError, InvalidArgument, TopicNotFound
 from compactlog.records import MessageId
 from compactlog.rpc_errors import cancel, translate_errors
@@ -44,34 +45,18 @@ class Connection:
     """A server address with the token and CA certificates to reach it."""
 
     server: str
-    token: str | None = None
-    ca_pem: bytes | None = None
-
-    def __repr__(self) -> str:  # never print the token
-        token = "set" if self.token else "none"
-        return f"Connection({self.server!r}, token={token}, tls={self.ca_pem is not None})"
+    security: ChannelSecurity = field(default_factory=ChannelSecurity)
 
     @classmethod
     def of(cls, server: str, token: str | None, tls_ca: str | None) -> Connection:
-        """From the options; ``InvalidArgument`` naming the CA file if it cannot be read."""
-        ca_pem = None
-        if tls_ca:
-            try:
-                with open(tls_ca, "rb") as handle:
-                    ca_pem = handle.read()
-            except OSError as exc:
-                raise InvalidArgument(f"option 'tlsCa': {tls_ca}: {exc.strerror or exc}") from None
-        return cls(server, (token or "").strip() or None, ca_pem)
-
-    @property
-    def metadata(self) -> tuple[tuple[str, str], ...]:
-        return (("authorization", f"Bearer {self.token}"),) if self.token else ()
+        """From the options; ``InvalidArgument`` naming the CA file if it is unusable."""
+        try:
+            return cls(server, ChannelSecurity.of(token, tls_ca))
+        except InvalidArgument as exc:
+            raise InvalidArgument(f"option 'tlsCa': {exc}") from None
 
     def open(self) -> grpc.Channel:
-        if self.ca_pem is not None:
-            creds = grpc.ssl_channel_credentials(root_certificates=self.ca_pem)
-            return grpc.secure_channel(self.server, creds, options=CHANNEL_OPTIONS)
-        return grpc.insecure_channel(self.server, options=CHANNEL_OPTIONS)
+        return open_channel(self.server, self.security, CHANNEL_OPTIONS)
 
     def calls(self) -> ServerCalls:
         return ServerCalls(self)
@@ -105,7 +90,6 @@ class ServerCalls:
                 info: pb.TopicInfo = self._admin.GetTopic(
                     pb.GetTopicRequest(name=name),
                     timeout=UNARY_TIMEOUT_S,
-                    metadata=self.conn.metadata,
                 )
                 return info
         except TopicNotFound:
@@ -121,7 +105,6 @@ class ServerCalls:
                 layout: pb.TopicLayout = self._engine.GetTopicLayout(
                     pb.GetTopicLayoutRequest(topic=log),
                     timeout=UNARY_TIMEOUT_S,
-                    metadata=self.conn.metadata,
                 )
         except CompactlogError as exc:
             if exc.code in _NOT_PERMITTED:
@@ -139,7 +122,7 @@ class ServerCalls:
         req.message_id.ledger_id, req.message_id.entry_id = start
         end_key = (end.ledger_id, end.entry_id)
         with translate_errors("Read", self.conn.server):
-            stream = self._log.Read(req, metadata=self.conn.metadata)
+            stream = self._log.Read(req)
             try:
                 for resp in stream:
                     for msg in resp.messages:
@@ -153,4 +136,4 @@ class ServerCalls:
         """One Publish: all records or none (the server's rule)."""
         req = pb.PublishRequest(topic=topic, records=records)
         with translate_errors("Publish", self.conn.server):
-            self._log.Publish(req, timeout=UNARY_TIMEOUT_S, metadata=self.conn.metadata)
+            self._log.Publish(req, timeout=UNARY_TIMEOUT_S)

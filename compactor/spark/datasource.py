@@ -3,6 +3,10 @@ the segments of one compaction plan (option ``segments``, JSON), never the paylo
 read through the ``CompactionEngine`` service. Column ``pos`` is the entry's offset in
 its segment, the bit phase two selects by.
 
+A server with ``--auth-tokens`` and TLS takes options ``token`` (an admin token: the
+reads go through the CompactionEngine service) and ``tlsCa`` (the CA file, read once
+where the query is planned and shipped to the executors with the reader).
+
 The public ``compactlog`` source (topics as DataFrames, streaming, writes) is
 ``compactlog.spark``; the engine reads and writes ledgers through its own calls.
 """
@@ -20,6 +24,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
+from compactlog.channels import ChannelSecurity
 from compactlog.compactor.two_phase.grpc_adapter import open_channel
 from compactlog.errors import InvalidArgument
 from compactlog.storage.codec import HAS_KEY
@@ -60,6 +65,13 @@ def _option(options: dict[str, str], name: str) -> str:
     return value
 
 
+def _security(options: dict[str, str]) -> ChannelSecurity:
+    """Options ``token`` and ``tlsCa`` (Spark hands option names over lower-cased)."""
+    token = options.get("token") or None
+    ca = options.get("tlsca") or options.get("tlsCa") or None
+    return ChannelSecurity.of(token, ca)
+
+
 def _size_option(options: dict[str, str]) -> int:
     raw = options.get("entriesperpartition") or str(DEFAULT_ENTRIES_PER_PARTITION)
     size = int(raw)
@@ -82,7 +94,12 @@ class CompactionKeysDataSource(DataSource):  # type: ignore[misc]
         opts = dict(self.options)
         segments = [tuple(s) for s in json.loads(_option(opts, "segments"))]
         return KeysReader(
-            _option(opts, "server"), _option(opts, "topic"), segments, _size_option(opts), schema
+            _option(opts, "server"),
+            _option(opts, "topic"),
+            segments,
+            _size_option(opts),
+            schema,
+            _security(opts),
         )
 
 
@@ -94,12 +111,14 @@ class KeysReader(DataSourceReader):  # type: ignore[misc]
         segments: list[tuple[Any, ...]],
         size: int,
         schema: StructType,
+        security: ChannelSecurity | None = None,
     ) -> None:
         self.server = server
         self.topic = topic
         self.segments = segments
         self.size = size
         self.schema = schema
+        self.security = security
 
     def partitions(self) -> Sequence[InputPartition]:
         parts: list[RangePartition] = []
@@ -121,7 +140,7 @@ class KeysReader(DataSourceReader):  # type: ignore[misc]
                 compacted=partition.compacted,
             ),
         )
-        channel = open_channel(self.server)
+        channel = open_channel(self.server, self.security)
         try:
             for b in pb_grpc.CompactionEngineStub(channel).ReadKeys(req):
                 flags = np.array(b.flags, dtype=np.int32)

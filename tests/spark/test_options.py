@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -71,7 +70,7 @@ def test_topic_names() -> None:
         ({**BASE, "endingOffsets": '{"a": {"-1": "1-0"}}'}, "'1-0' is not a position"),
         ({**BASE, "endingOffsets": '{"a": {"-1": true}}'}, "True is not a position"),
         ({**BASE, "entriesPerPartition": "0"}, "'entriesPerPartition' is a whole number"),
-        ({**BASE, "tlsCa": "/no/such/ca.pem"}, "option 'tlsCa': /no/such/ca.pem"),
+        ({**BASE, "tlsCa": "/no/such/ca.pem"}, "option 'tlsCa': TLS CA file /no/such/ca.pem"),
     ],
 )
 def test_mistakes_name_the_option(options: dict[str, str], message: str) -> None:
@@ -87,14 +86,13 @@ def test_streaming_takes_no_ending_offsets_and_writes_one_topic() -> None:
     assert WriteOptions.parse({"server": "x:1"}).topic is None
 
 
-def test_token_and_ca_travel_with_the_connection(tmp_path: Path) -> None:
-    ca = tmp_path / "ca.pem"
-    ca.write_bytes(b"-----BEGIN CERTIFICATE-----\n")
-    conn = ReadOptions.parse({**BASE, "token": " s3cret\n", "tlsCa": str(ca)}, False).conn
-    assert conn.metadata == (("authorization", "Bearer s3cret"),)
-    assert conn.ca_pem == ca.read_bytes()  # read here, on the driver
+def test_token_and_ca_travel_with_the_connection(tls_files: Any) -> None:
+    options = {**BASE, "token": " s3cret\n", "tlsCa": str(tls_files.ca)}
+    conn = ReadOptions.parse(options, streaming=False).conn
+    assert conn.security.token == "s3cret"
+    assert conn.security.ca_pem == tls_files.ca.read_bytes()  # read here, on the driver
     assert "s3cret" not in repr(conn)
-    assert ReadOptions.parse(BASE, False).conn.metadata == ()
+    assert ReadOptions.parse(BASE, streaming=False).conn.security.token is None
     assert parse_position(" 4:2 ") == MessageId(4, 2)
 
 
