@@ -4,6 +4,8 @@ For each size: a LEDGER topic loaded over gRPC, then
 
 - ``grpc read``: one ``Log.Read`` stream from the earliest id, messages decoded (the
   floor: what one reader gets from the server);
+- ``grpc columns``: the same stream turned into the source's Arrow batches in this one
+  process (what an executor does per message, without Spark);
 - ``spark read``: ``spark.read.format("compactlog")`` with every value's length summed
   (so every row reaches Spark);
 - ``spark stream``: the same through ``readStream`` with ``trigger(availableNow=True)``
@@ -38,6 +40,26 @@ def grpc_read(server: Server, topic: str) -> tuple[int, float]:
     count = 0
     for resp in server.log.Read(pb.ReadRequest(topic=topic), timeout=600):
         count += len(resp.messages)
+    return count, time.perf_counter() - t0
+
+
+def grpc_columns(server: Server, topic: str, schema: Any) -> tuple[int, float]:
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from compactlog.records import MessageId
+    from compactlog.spark.offsets import TopicPartition
+    from compactlog.spark.options import connection
+    from compactlog.spark.rows import record_batches
+
+    arrow_schema = to_arrow_schema(schema, timezone="UTC")
+
+    t0 = time.perf_counter()
+    count = 0
+    tp = TopicPartition(topic, -1)
+    with connection({"server": server.address}).calls() as calls:
+        messages = calls.read(topic, MessageId(0, 0), MessageId(1 << 62, 0), False, 0)
+        for batch in record_batches(tp, messages, arrow_schema):
+            count += batch.num_rows
     return count, time.perf_counter() - t0
 
 
@@ -97,6 +119,13 @@ def main(argv: list[str] | None = None) -> int:
         server.load("warm-up", 1000, 100, VALUE_BYTES)
         t0 = time.perf_counter()
         spark_read(spark, server.address, "warm-up")
+        schema = (
+            spark.read.format("compactlog")
+            .option("server", server.address)
+            .option("topic", "warm-up")
+            .load()
+            .schema
+        )
         first_s = time.perf_counter() - t0
         print(f"Spark start-up {start_s:.1f} s, first data-source query {first_s:.1f} s")
         print(f"{'messages':>10} {'path':<14} {'seconds':>8} {'msgs/s':>10} {'of floor':>9}")
@@ -105,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
             server.load(topic, n, 10_000, VALUE_BYTES)
             got, floor_s = grpc_read(server, topic)
             assert got == n, (got, n)
+            got, columns_s = grpc_columns(server, topic, schema)
+            assert got == n, (got, n)
             counted, read_s = spark_read(spark, server.address, topic)
             assert counted == n, (counted, n)
             stream_s = spark_stream(spark, server.address, topic, work / f"ck-{n}")
@@ -112,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
             write_s = spark_write(spark, server.address, f"{topic}-out", n)
             for path, secs in (
                 ("grpc read", floor_s),
+                ("grpc columns", columns_s),
                 ("spark read", read_s),
                 ("spark stream", stream_s),
                 ("spark write", write_s),
