@@ -40,13 +40,24 @@ class Cursor:
 
     @classmethod
     def decode(cls, name: str, data: bytes) -> Cursor:
+        """A stored cursor, strictly: anything but the shape ``encode`` writes is
+        ``ValueError`` (a cursor read wrong would redeliver or skip messages)."""
         obj = json.loads(data)
-        mark = MessageId(*obj["mark_delete"]) if obj["mark_delete"] is not None else None
+        if not isinstance(obj, dict) or set(obj) != {"mark_delete", "acked", "properties"}:
+            raise ValueError("cursor is not an object of mark_delete, acked, properties")
+        raw_mark, raw_acked, props = obj["mark_delete"], obj["acked"], obj["properties"]
+        mark = None if raw_mark is None else _message_id(raw_mark)
+        if not isinstance(raw_acked, list):
+            raise ValueError("cursor acked is not a list")
+        if not isinstance(props, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in props.items()
+        ):
+            raise ValueError("cursor properties are not a map of strings")
         return cls(
             name=name,
             mark_delete=mark,
-            acked={MessageId(*i) for i in obj["acked"]},
-            properties=dict(obj["properties"]),
+            acked={_message_id(i) for i in raw_acked},
+            properties=dict(props),
             read_position=mark,
         )
 
@@ -77,3 +88,13 @@ class Cursor:
             self.mark_delete is not None and self.mark_delete > self.read_position
         ):
             self.read_position = self.mark_delete
+
+
+def _message_id(raw: object) -> MessageId:
+    if (
+        not isinstance(raw, list)
+        or len(raw) != 2
+        or not all(type(v) is int and 0 <= v < 2**64 for v in raw)
+    ):
+        raise ValueError(f"not a message id: {str(raw)[:40]}")
+    return MessageId(raw[0], raw[1])
