@@ -22,8 +22,10 @@ from compactlog.client.errors import AlreadyClosed, ServerUnreachable, Timeout
 from compactlog.client.producer import Producer
 from compactlog.client.reader import Reader
 from compactlog.client.types import (
+    CompactionProgress,
     CompactionRun,
     CompactionStatus,
+    CompactionVerification,
     Message,
     MessageId,
     Record,
@@ -38,8 +40,10 @@ __all__ = [
     "DEFAULT_ADDRESS",
     "AlreadyClosed",
     "Client",
+    "CompactionProgress",
     "CompactionRun",
     "CompactionStatus",
+    "CompactionVerification",
     "CompactlogError",
     "Consumer",
     "Message",

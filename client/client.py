@@ -11,17 +11,26 @@ A server started with ``--auth-tokens`` wants ``token=``; one with ``--tls-cert`
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Literal
+
+import grpc
 
 from compactlog.channels import ChannelSecurity, open_channel
 from compactlog.client import _convert as cv
 from compactlog.client.closeable import Closeable
 from compactlog.client.consumer import Consumer
-from compactlog.client.errors import AlreadyClosed, call
+from compactlog.client.errors import AlreadyClosed, call, cancel, from_rpc_error
 from compactlog.client.producer import Producer
 from compactlog.client.reader import Reader, StartLike
-from compactlog.client.types import CompactionStatus, MessageId, TopicInfo
+from compactlog.client.types import (
+    CompactionProgress,
+    CompactionRun,
+    CompactionStatus,
+    CompactionVerification,
+    MessageId,
+    TopicInfo,
+)
 from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 
@@ -147,6 +156,54 @@ class Client(Closeable):
             lambda: self._admin.GetCompactionStatus(req, timeout=self.timeout),
         )
         return cv.status_from_pb(status)
+
+    def watch_compaction(self, topic: str) -> Iterator[CompactionProgress]:
+        """Progress of the topic's active compaction, at least once a second, ending with
+        the run's final state; with no run active, the current state once. Closing the
+        iterator (or leaving a ``for`` early) cancels the stream."""
+        self._check_open()
+        stream = self._admin.WatchCompaction(pb.WatchCompactionRequest(topic=topic))
+        try:
+            for update in stream:
+                yield cv.progress_from_pb(update)
+        except grpc.RpcError as err:
+            raise from_rpc_error(err, "WatchCompaction", self.address) from None
+        finally:
+            cancel(stream)
+
+    def cancel_compaction(self, topic: str) -> CompactionStatus:
+        """Stop the topic's active compaction: state CANCELLED, nothing of the run visible.
+        ``CompactionNotRunning`` when no run is active."""
+        self._check_open()
+        req = pb.CancelCompactionRequest(topic=topic)
+        status = call(
+            "CancelCompaction",
+            self.address,
+            lambda: self._admin.CancelCompaction(req, timeout=self.timeout),
+        )
+        return cv.status_from_pb(status)
+
+    def preview_compaction(self, topic: str) -> CompactionRun:
+        """The figures a compaction started now would have; nothing is written."""
+        self._check_open()
+        req = pb.PreviewCompactionRequest(topic=topic)
+        run = call(
+            "PreviewCompaction",
+            self.address,
+            lambda: self._admin.PreviewCompaction(req, timeout=self.timeout),
+        )
+        return cv.run_from_pb(run)
+
+    def verify_compaction(self, topic: str) -> CompactionVerification:
+        """Recompute the compacted ledger from the raw history and compare (LEDGER)."""
+        self._check_open()
+        req = pb.VerifyCompactionRequest(topic=topic)
+        resp = call(
+            "VerifyCompaction",
+            self.address,
+            lambda: self._admin.VerifyCompaction(req, timeout=self.timeout),
+        )
+        return cv.verification_from_pb(resp)
 
     def enforce_retention(self, topic: str) -> TopicInfo:
         """Run the retention check for this topic now rather than at the next interval."""

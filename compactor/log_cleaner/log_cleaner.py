@@ -5,7 +5,9 @@ topic, run one pass with its own Cleaner (offset map of ``dedupe.buffer.size / t
 bytes), record the result, or sleep ``log.cleaner.backoff.ms`` when nothing qualifies. A pass
 that raises marks its topic uncleanable instead of killing the thread. ``clean_now`` runs a
 pass on the caller's thread with a map borrowed from the same pool, so the memory budget
-holds however passes are started.
+holds however passes are started; its ``RunControl`` sees the pass's progress (phase
+``cleaning``) and may cancel it, which ends the pass as an abort does. ``abort`` stops a
+pass of the cleaner threads (Kafka's abort-and-pause, then resume).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from compactlog.compactor.log_cleaner.checkpoint import FILE_NAME, CleanerCheckp
 from compactlog.compactor.log_cleaner.cleaner import Cleaner, PassStats, Throttler
 from compactlog.compactor.log_cleaner.manager import LogCleanerManager, LogToClean
 from compactlog.compactor.log_cleaner.offset_map import SkimpyOffsetMap
+from compactlog.compactor.progress import RunCancelled, RunControl
 from compactlog.storage.config import ServerSettings
 from compactlog.storage.segmented import CleaningAborted, SegmentedLogManager
 
@@ -120,17 +123,28 @@ class LogCleaner:
                 )
         return self._maps.get()
 
-    def clean_now(self, name: str) -> CleanerPassResult:
+    def clean_now(self, name: str, control: RunControl | None = None) -> CleanerPassResult:
         """One pass on ``name`` now (min compaction lag honoured, dirty ratio ignored)."""
         log_ = self.logs.get_log(name)
         if not log_.config.compact:
             return CleanerPassResult(
                 0, 0, 0, 0, 0, 0, 0, 0, f"cleanup.policy of {name} does not include compact"
             )
+        if control is not None:
+            control.check()
         job = self.cleaner_manager.begin_forced(name)
-        return self._pass(job)
+        return self._pass(job, control)
 
-    def _pass(self, job: LogToClean) -> CleanerPassResult:
+    def abort(self, name: str) -> bool:
+        """Stop the pass in progress on ``name``, if any (it keeps what it swapped in);
+        True when there was one."""
+        if self.cleaner_manager.state(name) != "InProgress":
+            return False
+        self.cleaner_manager.abort_and_pause(name)
+        self.cleaner_manager.resume(name)
+        return True
+
+    def _pass(self, job: LogToClean, control: RunControl | None = None) -> CleanerPassResult:
         started = time.monotonic()
         offset_map = self._take_map()
         throttler = Throttler(self.settings.log_cleaner_io_max_bytes_per_second)
@@ -139,6 +153,7 @@ class LogCleaner:
             self.settings.log_cleaner_io_buffer_size,
             throttler,
             self.cleaner_manager.is_aborted,
+            control,
         )
         stats = PassStats()
         error: str | None = None
@@ -146,7 +161,7 @@ class LogCleaner:
         try:
             stats = cleaner.clean(job, int(self.clock() * 1000))
             end = stats.end_offset
-        except CleaningAborted as exc:
+        except (CleaningAborted, RunCancelled) as exc:
             error = str(exc)
         except Exception as exc:
             log.exception("cleaning of %s failed; marking it uncleanable", job.name)

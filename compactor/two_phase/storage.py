@@ -14,7 +14,7 @@ original id), in raw and compacted ledgers alike.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple, Protocol
 
 from compactlog.storage.types import MessageId
@@ -48,6 +48,29 @@ class CompactionInput:
     def nothing_to_do(self) -> bool:
         """No raw entry after the previous horizon: a run would rewrite the same view."""
         return self.horizon is None or self.horizon == self.previous_horizon
+
+    @property
+    def entries(self) -> int:
+        return sum(seg.length for seg in self.segments)
+
+    def cut(self, covered: int) -> CompactionInput:
+        """The input's first ``covered`` entries, for a run whose phase one stopped there
+        (its offset map was full); the horizon becomes the last covered raw id, so the
+        next run starts after it. ``covered`` must reach past the compacted ledger."""
+        kept: list[Segment] = []
+        left = covered
+        for seg in self.segments:
+            if left <= 0:
+                break
+            if seg.length > left:
+                seg = seg._replace(last_entry=seg.first_entry + left - 1)
+            kept.append(seg)
+            left -= seg.length
+        last = kept[-1] if kept else None
+        if last is None or last.compacted:
+            raise ValueError(f"a cut at {covered} covers no raw entry of {self.topic!r}")
+        horizon = MessageId(last.ledger_id, last.last_entry)
+        return replace(self, horizon=horizon, segments=tuple(kept))
 
 
 def tail_segments(

@@ -14,9 +14,10 @@ import pytest
 from compactlog.cli import admin as cli_admin
 from compactlog.cli import app as cli
 from compactlog.cli import data as cli_data
+from compactlog.cli import progress as cli_progress
 from compactlog.cli import topics as cli_topics
 from compactlog.cli.common import UsageError, key_value, server_address
-from compactlog.client.types import Message, MessageId, Record
+from compactlog.client.types import CompactionProgress, Message, MessageId, Record
 from compactlog.errors import TopicNotFound
 from compactlog.server.security import SecurityOptions
 
@@ -212,22 +213,43 @@ def test_text_and_json_output_round_trip() -> None:
     assert cli_data.format_text(Message(MessageId(1, 1), b"a\nb", b"")) == "1:1 key=b64:YQpi value="
 
 
-def test_progress_bar_only_on_a_terminal() -> None:
+def test_progress_is_a_rich_bar_on_a_terminal_and_plain_lines_otherwise() -> None:
     class Tty(io.StringIO):
         def isatty(self) -> bool:
             return True
 
+    updates = [
+        CompactionProgress("RUNNING", "phase-one", 4096, 10000, 1_200_000, 0, 500),
+        CompactionProgress("RUNNING", "phase-one", 8192, 10000, 2_400_000, 0, 700),
+        CompactionProgress("RUNNING", "phase-two", 10000, 10000, 3_000_000, 400_000, 900),
+        CompactionProgress("SUCCESS", "commit", 1, 1, 3_000_000, 400_000, 1000),
+    ]
     plain = io.StringIO()
-    bar = cli_admin.ProgressBar("compacting t", plain)
-    bar.update("RUNNING")
-    bar.finish()
-    assert plain.getvalue() == ""
+    view = cli_progress.progress_view("t", plain)
+    for update in updates:
+        view.update(update)
+    view.close()
+    lines = plain.getvalue().splitlines()
+    assert lines == [  # one per phase (the second phase-one update comes too soon), the last
+        "compacting t: phase-one 4,096/10,000 · 1.2 MB read · 0 B written · 0.5 s [RUNNING]",
+        "compacting t: phase-two 10,000/10,000 · 3.0 MB read · 400.0 KB written · 0.9 s [RUNNING]",
+        "compacting t: commit 1/1 · 3.0 MB read · 400.0 KB written · 1.0 s [SUCCESS]",
+    ]
     tty = Tty()
-    bar = cli_admin.ProgressBar("compacting t", tty)
-    bar.update("RUNNING")
-    bar.update("RUNNING")
-    bar.finish()
-    assert tty.getvalue().count("\rcompacting t [") == 2 and "RUNNING" in tty.getvalue()
+    view = cli_progress.progress_view("t", tty)
+    assert isinstance(view, cli_progress.RichProgress)
+    for update in updates:
+        view.update(update)
+    view.close()
+    assert "t phase" in tty.getvalue() or "compacting t" in tty.getvalue()
+
+
+def test_admin_verbs_parse() -> None:
+    parser = cli.build_parser()
+    dry = parser.parse_args(["admin", "topics", "compact", "t", "--dry-run"])
+    assert dry.func is cli_admin.compact_cmd and dry.dry_run
+    assert parser.parse_args(["admin", "topics", "cancel", "t"]).func is cli_admin.cancel_cmd
+    assert parser.parse_args(["admin", "topics", "verify", "t"]).func is cli_admin.verify_cmd
 
 
 # -- error policy ---------------------------------------------------------------------------
