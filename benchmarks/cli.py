@@ -9,6 +9,8 @@ views they leave, and at the end writes ``report.md``, ``report.json`` and PNG p
     compactlog bench --profile full           # 1M-2M records per workload
     compactlog bench dataplane [--quick]      # publish/read/latency/memory vs bare gRPC
     compactlog bench compaction-latency       # Publish p99 idle vs during a compaction
+    compactlog bench capacity                 # 1,000 follow readers + 1,000 consumers
+    compactlog bench soak [--seconds N]       # produce, consume, compact, restart; invariants
 """
 
 from __future__ import annotations
@@ -152,6 +154,14 @@ def main(argv: list[str]) -> int:
         return dataplane.main(argv[1:])
     if argv[:1] == ["compaction-latency"]:
         return compaction_latency.main(argv[1:])
+    if argv[:1] == ["capacity"]:
+        from compactlog.bench import capacity
+
+        return capacity.main(argv[1:])
+    if argv[:1] == ["soak"]:
+        from compactlog.bench import soak
+
+        return soak.main(argv[1:])
     args = build_parser().parse_args(argv)
     if args.runs < 1:
         raise SystemExit("compactlog bench: --runs must be >= 1")

@@ -15,14 +15,17 @@ Errors are the classes of ``compactlog.errors`` (re-exported as ``errors``), nev
 """
 
 from compactlog import errors
+from compactlog._linked import only_as
 from compactlog.client.client import DEFAULT_ADDRESS, Client
 from compactlog.client.consumer import Consumer
 from compactlog.client.errors import AlreadyClosed, ServerUnreachable, Timeout
 from compactlog.client.producer import Producer
 from compactlog.client.reader import Reader
 from compactlog.client.types import (
+    CompactionProgress,
     CompactionRun,
     CompactionStatus,
+    CompactionVerification,
     Message,
     MessageId,
     Record,
@@ -31,12 +34,16 @@ from compactlog.client.types import (
 )
 from compactlog.errors import CompactlogError
 
+only_as(__name__, "compactlog.client")  # see compactlog/_linked.py
+
 __all__ = [
     "DEFAULT_ADDRESS",
     "AlreadyClosed",
     "Client",
+    "CompactionProgress",
     "CompactionRun",
     "CompactionStatus",
+    "CompactionVerification",
     "CompactlogError",
     "Consumer",
     "Message",

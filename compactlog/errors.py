@@ -50,6 +50,12 @@ class CompactionInProgress(CompactlogError):
     code = "ALREADY_EXISTS"
 
 
+class CompactionNotRunning(CompactlogError):
+    """CancelCompaction of a topic with no active run (reason COMPACTION_NOT_RUNNING)."""
+
+    code = "FAILED_PRECONDITION"
+
+
 class WrongTopicKind(CompactlogError):
     """The operation does not apply to this kind of topic (DeleteRecords on a LEDGER topic)."""
 

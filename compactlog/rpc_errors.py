@@ -24,6 +24,7 @@ from compactlog import errors
 from compactlog.errors import (
     BY_CODE,
     CompactionInProgress,
+    CompactionNotRunning,
     CompactlogError,
     InvalidConfig,
     InvalidTopicName,
@@ -80,6 +81,8 @@ def _refine(method: str, code: str, details: str) -> type[CompactlogError] | Non
     text = details.lower()
     if code == "ALREADY_EXISTS" and method == "Compact":
         return CompactionInProgress
+    if code == "FAILED_PRECONDITION" and method == "CancelCompaction":
+        return CompactionNotRunning
     if code == "NOT_FOUND" and "subscription" in text and "topic" not in text:
         return SubscriptionNotFound
     if code == "INVALID_ARGUMENT":

@@ -22,7 +22,6 @@ from typing import IO
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 
 from compactlog.errors import CompactlogError, StoreLocked
 from compactlog.server.admin_service import TopicAdminService
@@ -34,6 +33,7 @@ from compactlog.server.log_service import LogService, log_handler
 from compactlog.server.metrics import Metrics
 from compactlog.server.outside_runs import make_outside_runs
 from compactlog.server.periodic import Periodic
+from compactlog.server.reflection import enable_server_reflection
 from compactlog.server.security import Guard, SecurityOptions
 from compactlog.server.waiting import TopicSignals
 from compactlog.storage.config import ServerSettings
@@ -45,12 +45,13 @@ log = logging.getLogger("compactlog")
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 SHUTDOWN_GRACE_S = 10.0
 RPC_THREADS = 64  # synchronous (admin, engine) calls at once
-STORAGE_THREADS = 8  # the Log service's storage steps at once
+STORAGE_THREADS = 8  # the Log service's read, consume and ack steps at once
+APPEND_THREADS = 4  # its appends, apart: a publish never waits behind woken readers
 MAX_CONCURRENT_RPCS = 20_000  # past this a new call gets RESOURCE_EXHAUSTED at once
 
 
 def _fail(message: str) -> int:
-    print(f"compactlog: error: {message}", file=sys.stderr, flush=True)
+    print(f"compactlog: error: {' '.join(message.split())}", file=sys.stderr, flush=True)
     return 1
 
 
@@ -76,7 +77,7 @@ def lock_data_dir(data_dir: Path) -> IO[str]:
 def build_server(
     broker: Broker,
     signals: TopicSignals,
-    executor: futures.Executor,
+    executors: tuple[futures.Executor, futures.Executor],
     settings: ServerSettings,
     metrics: Metrics,
     listen: str,
@@ -96,7 +97,8 @@ def build_server(
         ],
     )
     batch = settings.read_batch_max_messages
-    service = LogService(broker, metrics, executor, signals, batch)
+    storage, appends = executors
+    service = LogService(broker, metrics, storage, signals, batch, appends)
     server.add_generic_rpc_handlers((log_handler(service),))
     compactions = make_compactions(broker, settings, metrics)
     pb_grpc.add_TopicAdminServicer_to_server(TopicAdminService(broker, compactions), server)
@@ -110,9 +112,8 @@ def build_server(
         pb.DESCRIPTOR.services_by_name["TopicAdmin"].full_name,
         pb.DESCRIPTOR.services_by_name["CompactionEngine"].full_name,
         health.SERVICE_NAME,
-        reflection.SERVICE_NAME,
     ]
-    reflection.enable_server_reflection(names, server)
+    enable_server_reflection(names, server)  # v1 and v1alpha
     for name in ["", *names[:3]]:
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     check_listen_address(listen)
@@ -170,6 +171,11 @@ def run(
         broker = Broker(data_dir, settings)
     except CompactlogError as exc:
         return _fail(str(exc))
+    except OSError as exc:
+        return _fail(f"cannot open data dir {data_dir}: {exc}")
+    except Exception as exc:  # one line, never a traceback (CONTRACT section 11)
+        log.debug("start-up failed", exc_info=exc)
+        return _fail(f"cannot open data dir {data_dir}: {type(exc).__name__}: {exc}")
     try:
         return asyncio.run(_serve(broker, data_dir, listen, settings, metrics_listen, guard))
     finally:
@@ -189,8 +195,11 @@ async def _serve(
     signals = TopicSignals(loop)
     broker.on_change(signals.notify)
     executor = futures.ThreadPoolExecutor(STORAGE_THREADS, thread_name_prefix="storage")
+    appends = futures.ThreadPoolExecutor(APPEND_THREADS, thread_name_prefix="append")
     try:
-        server, port = build_server(broker, signals, executor, settings, metrics, listen, guard)
+        server, port = build_server(
+            broker, signals, (executor, appends), settings, metrics, listen, guard
+        )
         if metrics_listen:
             metrics_port = metrics.serve(metrics_listen)
             log.info(
@@ -222,9 +231,10 @@ async def _serve(
     log.info("serving data dir %s", data_dir.resolve())
     await stop.wait()
     log.info("shutting down")
-    signals.stopping.set()  # follow streams and Consume waits end, in-flight calls finish
+    signals.stop()  # follow streams and Consume waits end, in-flight calls finish
     await server.stop(SHUTDOWN_GRACE_S)
     retention.stop()
     await loop.run_in_executor(None, broker.close)
     executor.shutdown(wait=True)
+    appends.shutdown(wait=True)
     return 0

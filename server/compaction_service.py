@@ -5,8 +5,8 @@ LEDGER topics run the TwoPhaseCompactor in a compaction worker process
 commits): one run per topic at a time (a second Compact is ALREADY_EXISTS), at most
 ``compaction.max.concurrent`` runs server-wide (more wait for a slot, RUNNING meanwhile),
 status persisted so it survives restarts. SEGMENTED topics run one LogCleaner pass
-(``clean_now``, in a worker too). Each run has a ``LocalRunControl`` (``control``): its
-progress, and ``cancel``.
+(``clean_now``, in a worker too). A preview runs phase one's reads in this process
+(``self.compactor``: nothing is written).
 
 The monitor (Pulsar's ``compactionThreshold`` check) runs every
 ``compaction.monitor.interval.ms`` and compacts a topic whose ``__compaction`` backlog
@@ -15,6 +15,9 @@ exceeds its ``compaction.threshold.bytes``.
 ``COMPACTLOG_CRASH_AT=<point>`` and ``COMPACTLOG_PAUSE_AT=<point>:<ms>`` crash the process
 that reaches the point (a worker, or the server at ``after_ingest``) or pause a run there:
 test-only fault injection for the crash-safety tests (``compactor.two_phase.faults``).
+
+Every run gets a ``LocalRunControl`` (its progress, its cancel flag); Watch, Cancel,
+Preview and Verify live in ``compaction_insight``.
 """
 
 from __future__ import annotations
@@ -23,16 +26,25 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from compactlog.compactor.progress import LocalRunControl, RunCancelled
-from compactlog.compactor.two_phase import CompactionRun
+from compactlog.compactor.progress import LocalRunControl, RunCancelled, RunControl
+from compactlog.compactor.two_phase import CompactionRun, FaultHook, TwoPhaseCompactor
 from compactlog.compactor.two_phase.faults import fault_from_env
-from compactlog.compactor.two_phase.ledger_adapter import backlog_bytes
+from compactlog.compactor.two_phase.ledger_adapter import (
+    LedgerStoreCompactionStorage,
+    backlog_bytes,
+)
 from compactlog.compactor.two_phase.worker_runs import WorkerCompactions
-from compactlog.errors import CompactionInProgress, CompactlogError, Unimplemented
+from compactlog.errors import (
+    CompactionInProgress,
+    CompactlogError,
+    Unimplemented,
+    WrongTopicKind,
+)
+from compactlog.server import compaction_insight as insight
 from compactlog.server.admin_service import Compactions
 from compactlog.server.broker import Broker
 from compactlog.server.compaction_metrics import CompactionMetrics
@@ -66,11 +78,11 @@ class CleanerPass(Protocol):
 
 
 class SegmentCleaner(Protocol):
-    def clean_now(self, name: str) -> CleanerPass: ...
+    def clean_now(self, name: str, control: RunControl | None = None) -> CleanerPass: ...
 
     def last_result(self, name: str) -> CleanerPass | None: ...
 
-    def control(self, name: str) -> LocalRunControl | None: ...
+    def abort(self, name: str) -> bool: ...
 
     def on_pass(self, listener: Callable[[str, Any], None]) -> None: ...
 
@@ -82,7 +94,7 @@ class _Slot:
     owner: object
     status: CompactionStatus
     idle: threading.Event = field(default_factory=threading.Event)
-    control: LocalRunControl | None = None  # of the LEDGER run under way
+    control: LocalRunControl | None = None  # the current (or last) run's
 
 
 class CompactionService:
@@ -92,14 +104,21 @@ class CompactionService:
         self,
         broker: Broker,
         max_concurrent: int,
-        runs: WorkerCompactions,
+        phase_one_memory_bytes: int,
         metrics: Metrics,
+        runs: WorkerCompactions,
         cleaner: SegmentCleaner | None = None,
+        fault: FaultHook | None = None,
     ) -> None:
         self.broker = broker
         self.store = broker.ledgers
         self.cleaner = cleaner
         self.runs = runs
+        self.compactor = TwoPhaseCompactor(  # previews only: runs go to the workers
+            LedgerStoreCompactionStorage(self.store),
+            phase_one_memory_bytes,
+            fault or fault_from_env(),
+        )
         self.metrics = CompactionMetrics(metrics, self._last_runs, broker)
         self._lock = threading.Lock()
         self._slots: dict[str, _Slot] = {}
@@ -127,7 +146,11 @@ class CompactionService:
             status = CompactionStatus()
             if self.broker.kind(name) == TopicKind.LEDGER:
                 saved = self.store.get_status(name)
-                status = CompactionStatus.from_json(saved)
+                try:
+                    status = CompactionStatus.from_json(saved)
+                except ValueError as exc:
+                    self.store.set_aside_status(name, str(exc))
+                    saved, status = None, CompactionStatus()
                 if saved and saved.get("state") != status.state.name:
                     self.store.put_status(name, status.to_json())
             slot = _Slot(owner, status)
@@ -168,22 +191,6 @@ class CompactionService:
             self._slots.pop(topic, None)
         self.metrics.forget(topic)
 
-    def control(self, topic: str) -> LocalRunControl | None:
-        """The control (progress, cancel) of the run under way on ``topic``, if any."""
-        if self.broker.kind(topic) == TopicKind.SEGMENTED:
-            return self.cleaner.control(topic) if self.cleaner is not None else None
-        with self._lock:
-            slot = self._slots.get(topic)
-            return slot.control if slot is not None else None
-
-    def cancel(self, topic: str) -> bool:
-        """Ask the run under way on ``topic`` to stop; False when none runs."""
-        control = self.control(topic)
-        if control is None:
-            return False
-        control.cancel()
-        return True
-
     def _last_runs(self) -> list[tuple[str, CompactionRun]]:
         with self._lock:
             return [(n, s.status.last_run) for n, s in self._slots.items() if s.status.last_run]
@@ -203,6 +210,7 @@ class CompactionService:
             if slot.status.state == CompactionState.RUNNING:
                 raise CompactionInProgress(f"a compaction of {topic!r} is running")
             slot.idle.clear()
+            slot.control = LocalRunControl()
         self._set(topic, slot, slot.status.to(CompactionState.RUNNING))
         task = self._clean if segmented else self._run
         if wait or (not segmented and self._nothing_to_do(topic)):
@@ -222,25 +230,24 @@ class CompactionService:
 
     def _run(self, topic: str, slot: _Slot) -> None:
         started = time.monotonic()
-        control = slot.control = LocalRunControl()
+        control = slot.control
         try:
             if self._nothing_to_do(topic):
-                result = self.runs.compact(topic, control)
+                result = self.runs.compact(topic, control or LocalRunControl())
             else:
-                with self._cap:
-                    result = self.runs.compact(topic, control)
+                with insight.cap_slot(self._cap, control):
+                    result = self.runs.compact(topic, control or LocalRunControl())
+        except RunCancelled:
+            self._finish(topic, slot, slot.status.to(CompactionState.CANCELLED))
+            return
         except Exception as exc:
-            if not isinstance(exc, CompactlogError | RunCancelled):
+            if not isinstance(exc, CompactlogError):
                 log.exception("compaction of %s failed", topic)
-            error = str(exc)
-            if not isinstance(exc, CompactlogError | RunCancelled):
-                error = f"{type(exc).__name__}: {exc}"
+            error = str(exc) if isinstance(exc, CompactlogError) else f"{type(exc).__name__}: {exc}"
             log.warning("compaction of %s failed: %s", topic, error)
             self.metrics.failed(topic, time.monotonic() - started)
             self._finish(topic, slot, slot.status.to(CompactionState.ERROR, error=error))
             return
-        finally:
-            slot.control = None
         if not result.committed:  # nothing to do: keep the figures of the last real run
             self._finish(topic, slot, slot.status.to(CompactionState.SUCCESS))
             return
@@ -269,10 +276,18 @@ class CompactionService:
 
     def _clean(self, topic: str, slot: _Slot) -> None:
         assert self.cleaner is not None
+        control = slot.control
+        cancelled = slot.status.to(CompactionState.CANCELLED)
         try:
-            result = self.cleaner.clean_now(topic)
+            result = self.cleaner.clean_now(topic, control)
         except Exception as exc:
+            if control is not None and control.cancelled:
+                self._finish(topic, slot, cancelled)
+                return
             self._finish(topic, slot, slot.status.to(CompactionState.ERROR, error=str(exc)))
+            return
+        if result.error and control is not None and control.cancelled:
+            self._finish(topic, slot, cancelled)
             return
         self._finish(topic, slot, _cleaner_status(slot.status, result))
 
@@ -291,6 +306,44 @@ class CompactionService:
             slot.status = status
         finally:
             slot.idle.set()
+
+    # ---- control and insight (CONTRACT section 7; compaction_insight) ---------------
+
+    def watch(self, topic: str, gone: Callable[[], bool]) -> Iterator[pb.CompactionProgress]:
+        slot = self._slot(topic)
+        with self._lock:
+            control = slot.control
+        return insight.watch(control, slot.idle, lambda: slot.status.state, gone)
+
+    def cancel(self, topic: str) -> pb.CompactionStatus:
+        slot = self._slot(topic)
+        with self._lock:
+            control = slot.control
+        idle = slot.idle.is_set()
+        if idle and self._abort_cleaner_pass(topic):  # a pass of the cleaner threads
+            status = slot.status.to(CompactionState.RUNNING)
+            self._set(topic, slot, status.to(CompactionState.CANCELLED))
+        else:
+            insight.cancel(topic, None if idle else control, slot.idle)
+        return self.status(topic)
+
+    def _abort_cleaner_pass(self, topic: str) -> bool:
+        segmented = self.broker.kind(topic) == TopicKind.SEGMENTED
+        return segmented and self.cleaner is not None and self.cleaner.abort(topic)
+
+    def preview(self, topic: str) -> pb.CompactionRun:
+        return insight.preview(self.compactor, self.store, self._ledger_topic(topic, "preview"))
+
+    def verify(self, topic: str) -> pb.VerifyCompactionResponse:
+        return insight.verify(self.store, self._ledger_topic(topic, "verification"))
+
+    def _ledger_topic(self, topic: str, what: str) -> str:
+        if self.broker.kind(topic) != TopicKind.LEDGER:
+            raise WrongTopicKind(
+                f"compaction {what} is for LEDGER topics (it reads the raw history they keep); "
+                f"{topic!r} is SEGMENTED"
+            )
+        return topic
 
     # ---- threshold monitor ----------------------------------------------------------
 
@@ -361,7 +414,14 @@ def make_compactions(broker: Broker, settings: ServerSettings, metrics: Metrics)
         settings.log_cleaner_io_max_bytes_per_second,
         fault_from_env(),
     )
-    service = CompactionService(broker, settings.compaction_max_concurrent, runs, metrics, cleaner)
+    service = CompactionService(
+        broker,
+        settings.compaction_max_concurrent,
+        settings.compaction_phase_one_memory_bytes,
+        metrics,
+        runs,
+        cleaner,
+    )
     monitor = Periodic(
         "compaction-monitor",
         settings.compaction_monitor_interval_ms / 1000.0,

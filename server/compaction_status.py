@@ -2,9 +2,10 @@
 
 ::
 
-    NOT_RUN ──▶ RUNNING ──▶ SUCCESS ──┐
-                   ▲    └─▶ ERROR ────┤
-                   └──────────────────┘
+    NOT_RUN ──▶ RUNNING ──▶ SUCCESS ────┐
+                   ▲    ├─▶ ERROR ──────┤
+                   │    └─▶ CANCELLED ──┤
+                   └────────────────────┘
 
 Every transition is checked (``IllegalTransition`` on any other). The status and the
 last run's figures are a JSON blob per topic in the ledger store; a RUNNING blob found
@@ -31,14 +32,19 @@ class CompactionState(enum.IntEnum):
     RUNNING = 1
     SUCCESS = 2
     ERROR = 3
+    CANCELLED = 4
 
 
 _ALLOWED: dict[CompactionState, frozenset[CompactionState]] = {
     CompactionState.NOT_RUN: frozenset({CompactionState.RUNNING}),
-    CompactionState.RUNNING: frozenset({CompactionState.SUCCESS, CompactionState.ERROR}),
+    CompactionState.RUNNING: frozenset(
+        {CompactionState.SUCCESS, CompactionState.ERROR, CompactionState.CANCELLED}
+    ),
     CompactionState.SUCCESS: frozenset({CompactionState.RUNNING}),
     CompactionState.ERROR: frozenset({CompactionState.RUNNING}),
+    CompactionState.CANCELLED: frozenset({CompactionState.RUNNING}),
 }
+FINAL = frozenset({CompactionState.SUCCESS, CompactionState.ERROR, CompactionState.CANCELLED})
 
 
 class IllegalTransition(RuntimeError):
@@ -70,16 +76,22 @@ class CompactionStatus:
 
     @classmethod
     def from_json(cls, data: dict[str, Any] | None) -> CompactionStatus:
-        """Load a persisted status; RUNNING means the run was cut short by a restart."""
+        """Load a persisted status; RUNNING means the run was cut short by a restart.
+        A blob of another shape is ``ValueError`` (the caller sets it aside)."""
         if not data:
             return cls()
-        state = CompactionState[str(data.get("state", "NOT_RUN"))]
-        run = data.get("last_run")
-        status = cls(
-            state,
-            str(data.get("last_error", "")),
-            CompactionRun.from_dict(run) if isinstance(run, dict) else None,
-        )
+        try:
+            state = CompactionState[str(data.get("state", "NOT_RUN"))]
+            error = data.get("last_error", "")
+            run = data.get("last_run")
+            if not isinstance(error, str) or not (run is None or isinstance(run, dict)):
+                raise TypeError("last_error or last_run of the wrong type")
+            last = CompactionRun.from_dict(run) if run is not None else None
+            if last is not None:
+                last.to_pb()  # every figure of the type and range the wire needs
+            status = cls(state, error, last)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"malformed compaction status: {exc}") from None
         if state == CompactionState.RUNNING:
             status = status.to(CompactionState.ERROR, error=INTERRUPTED)
         return status

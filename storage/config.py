@@ -168,6 +168,18 @@ SERVER_KEYS = _keys(
         "worker processes that run compactions and cleaner passes; 0 = max(1, log.cleaner.threads)",
     ),
     ConfigKey("read.batch.max.messages", _int(1, 1_000_000), 1000, "messages per Read response"),
+    ConfigKey(
+        "ledger.wal.recovery.mode",
+        _choice("absolute-consistency", "point-in-time"),
+        "absolute-consistency",
+        "a damaged RocksDB WAL stops the start (or: replay up to the damage, drop the rest)",
+    ),
+    ConfigKey(
+        "log.segment.open.files.max",
+        _int(8, 1_000_000),
+        256,
+        "segment files held open at once, all topics together (an LRU of descriptors)",
+    ),
 )
 
 
@@ -285,6 +297,8 @@ class ServerSettings:
     compaction_phase_one_memory_bytes: int = 1073741824
     compaction_workers: int = 0
     read_batch_max_messages: int = 1000
+    ledger_wal_recovery_mode: str = "absolute-consistency"
+    log_segment_open_files_max: int = 256
     topic_defaults: Mapping[str, str] | None = None
 
     @property

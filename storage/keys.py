@@ -5,11 +5,12 @@ numeric order and one ledger is one contiguous key range).
 
     b"\\x00format"                        -> b"2"          format version (1: one entry a message)
     b"\\x00next_ledger"                   -> u64           next ledger id (store-wide, from 1)
-    b"T" topic                           -> JSON          topic record: kind, overrides, ledger ids
+    b"T" topic                           -> JSON          kind, overrides, ledger ids, incarnation
     b"L" ledger_id:u64                   -> ledger meta   see codec.LedgerMeta
     b"E" ledger_id:u64 first_entry:u64   -> batch         storage/batch.py, keyed by its first entry
     b"C" topic 0x00 subscription         -> JSON          durable cursor
     b"S" topic                           -> JSON          compaction status and last run
+    b"B" set_aside_ms:u64 original key   -> value         a value that failed validation, kept
 
 A batch holds consecutive entries of one ledger; the batch holding entry ``e`` is the
 last key at or before ``E ledger e`` (a seek-for-prev). In a compacted ledger the key's
@@ -85,3 +86,8 @@ def cursor_range(topic: str) -> tuple[bytes, bytes]:
 
 def status_key(topic: str) -> bytes:
     return b"S" + topic.encode()
+
+
+def bad_key(original: bytes, set_aside_ms: int) -> bytes:
+    """Where a value that failed validation is kept (never read by the server)."""
+    return b"B" + U64.pack(set_aside_ms) + original

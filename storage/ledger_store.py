@@ -25,10 +25,12 @@ from compactlog.storage import keys
 from compactlog.storage.codec import ROLE_COMPACTED, LedgerMeta
 from compactlog.storage.config import LedgerTopicConfig, ServerSettings, effective_topic_config
 from compactlog.storage.cursor import COMPACTED_LEDGER_PROPERTY, Cursor
-from compactlog.storage.group_commit import GroupCommit
+from compactlog.storage.group_commit import GroupCommit, SyncTicket
 from compactlog.storage.ledger_append import PendingAppend, build_append, compacted_batch
+from compactlog.storage.ledger_load import load_ledgers
 from compactlog.storage.ledger_scans import KeyEntry, LedgerScans, StoredBatch
 from compactlog.storage.ledger_topic import LedgerTopic
+from compactlog.storage.offline import OfflineTopic
 from compactlog.storage.retention import ledgers_to_delete
 from compactlog.storage.rocks import Batch, RocksDB
 from compactlog.storage.topic_log import ChangeListeners
@@ -45,10 +47,11 @@ class LedgerStore(LedgerScans):
     ) -> None:
         self.settings = settings
         self.clock = clock
-        self.db = RocksDB(path)
+        self.db = RocksDB(path, settings.ledger_wal_recovery_mode)
         self._lock = threading.RLock()
         self._topics: dict[str, LedgerTopic] = {}
         self._ledgers: dict[int, LedgerMeta] = {}  # every ledger, raw and compacted
+        self._offline: dict[str, OfflineTopic] = {}
         self.fsync = settings.publish_durability == "fsync"
         self.group_commit = GroupCommit(self.db.sync_wal)
         self.changes = ChangeListeners()
@@ -62,59 +65,14 @@ class LedgerStore(LedgerScans):
     # ---- start-up -------------------------------------------------------------------
 
     def _load(self) -> None:
-        fmt = self.db.get(keys.FORMAT_KEY)
-        if fmt is None:
-            self.db.put(keys.FORMAT_KEY, keys.FORMAT_VERSION)
-        elif fmt == keys.LEGACY_FORMAT_VERSION:
-            raise StorageError(
-                f"{self.db.path} holds ledgers in format 1 (one entry a message); this "
-                "server reads format 2 (batches): run `compactlog migrate DATA_DIR` first"
-            )
-        elif fmt != keys.FORMAT_VERSION:
-            raise StorageError(
-                f"{self.db.path} holds ledgers in format {fmt.decode(errors='replace')!r}, "
-                f"newer than this server's {keys.FORMAT_VERSION.decode()}"
-            )
-        raw_next = self.db.get(keys.NEXT_LEDGER_KEY)
-        self._next_ledger = keys.U64.unpack(raw_next)[0] if raw_next else 1
-        for key, value in self.db.scan(*keys.ledger_meta_range()):
-            lid = keys.ledger_id_of_meta_key(key)
-            self._ledgers[lid] = LedgerMeta.decode(lid, value)
-        batch = Batch()
-        # Rollover on reopen: no ledger stays open across a restart.
-        for meta in self._ledgers.values():
-            if not meta.sealed:
-                meta.sealed = True
-                batch.put(keys.ledger_meta_key(meta.ledger_id), meta.encode())
-        for key, value in self.db.scan(*keys.topic_range()):
-            name = key[1:].decode()
-            record = json.loads(value)
-            topic = self._new_topic(name, record["overrides"])
-            topic.ledgers = [
-                self._ledgers[lid] for lid in record["ledgers"] if lid in self._ledgers
-            ]
-            topic.recompute_positions()
-            self._topics[name] = topic
-        for key, value in self.db.scan(b"C", b"D"):
-            topic_name, sub = key[1:].split(b"\x00", 1)
-            owner = self._topics.get(topic_name.decode())
-            if owner is None:
-                batch.delete(key)
-                continue
-            owner.cursors[sub.decode()] = Cursor.decode(sub.decode(), value)
-        referenced = {led.ledger_id for t in self._topics.values() for led in t.ledgers}
-        for topic in self._topics.values():
-            compacted = topic.compacted_ledger_id()
-            if compacted is not None:
-                referenced.add(compacted)
-        for lid in sorted(set(self._ledgers) - referenced):
-            log.info("deleting ledger %d: no topic references it", lid)
-            self._delete_ledger_ops(batch, lid)
-            del self._ledgers[lid]
-        if batch.ops:
-            self.db.write(batch, sync=True)
+        """Read the metadata (``storage.ledger_load``: nothing unreadable is deleted)."""
+        state = load_ledgers(self.db, self._new_topic)
+        self._next_ledger = state.next_ledger
+        self._ledgers = state.ledgers
+        self._topics = state.topics
+        self._offline = state.offline
 
-    def _new_topic(self, name: str, overrides: dict[str, str]) -> LedgerTopic:
+    def _new_topic(self, name: str, overrides: dict[str, str], incarnation: int = 0) -> LedgerTopic:
         effective = effective_topic_config(
             TopicKind.LEDGER, overrides, self.settings.defaults_for(TopicKind.LEDGER)
         )
@@ -124,6 +82,7 @@ class LedgerStore(LedgerScans):
             effective,
             LedgerTopicConfig.from_effective(effective),
             self.changes.notify,
+            incarnation,
         )
 
     # ---- topics ---------------------------------------------------------------------
@@ -131,20 +90,28 @@ class LedgerStore(LedgerScans):
     def topic(self, name: str) -> LedgerTopic:
         topic = self._topics.get(name)
         if topic is None:
+            offline = self._offline.get(name)
+            if offline is not None:
+                raise offline.error()
             raise TopicNotFound(f"topic {name!r} does not exist")
         return topic
 
     def has_topic(self, name: str) -> bool:
-        return name in self._topics
+        """Served and offline topics alike: the name is taken either way."""
+        return name in self._topics or name in self._offline
 
     def topic_names(self) -> list[str]:
+        """The topics being served (offline ones: ``offline_topics``)."""
         return sorted(self._topics)
+
+    def offline_topics(self) -> dict[str, OfflineTopic]:
+        return dict(self._offline)
 
     def create_topic(self, name: str, overrides: dict[str, str]) -> LedgerTopic:
         with self._lock:
             if name in self._topics:
                 raise TopicAlreadyExists(f"topic {name!r} already exists")
-            topic = self._new_topic(name, dict(overrides))
+            topic = self._new_topic(name, dict(overrides), self._next_ledger)
             batch = Batch()
             batch.put(keys.topic_key(name), topic.record())
             self.db.write(batch, sync=self.fsync)
@@ -166,6 +133,9 @@ class LedgerStore(LedgerScans):
 
     def delete_topic(self, name: str) -> None:
         with self._lock:
+            if name in self._offline:
+                self._delete_offline_topic(name)
+                return
             topic = self.topic(name)
             with topic.lock:
                 batch = Batch()
@@ -184,6 +154,26 @@ class LedgerStore(LedgerScans):
                 topic.deleted = True
                 del self._topics[name]
             self.changes.notify(name)
+
+    def _delete_offline_topic(self, name: str) -> None:
+        """Give up on an offline topic: its record, cursors, status and the ledgers whose
+        meta names it (and that no served topic lists) go."""
+        batch = Batch()
+        batch.delete(keys.topic_key(name))
+        batch.delete(keys.status_key(name))
+        batch.delete_range(*keys.cursor_range(name))
+        listed = {led.ledger_id for t in self._topics.values() for led in t.ledgers}
+        doomed = [
+            lid for lid, meta in self._ledgers.items() if meta.topic == name and lid not in listed
+        ]
+        for lid in doomed:
+            self._delete_ledger_ops(batch, lid)
+        self.db.write(batch, sync=True)
+        for lid in doomed:
+            self._ledgers.pop(lid, None)
+        del self._offline[name]
+        log.warning("deleted offline topic %r and %d ledger(s)", name, len(doomed))
+        self.changes.notify(name)
 
     # ---- ledgers --------------------------------------------------------------------
 
@@ -329,6 +319,24 @@ class LedgerStore(LedgerScans):
     def acknowledge(
         self, name: str, subscription: str, msg_id: MessageId, cumulative: bool
     ) -> Cursor:
+        """Apply an ack and return once it is on disk."""
+        cursor, ticket = self._acknowledge(name, subscription, msg_id, cumulative)
+        if ticket:
+            self.group_commit.wait(ticket)
+        return cursor
+
+    def acknowledge_start(
+        self, name: str, subscription: str, msg_id: MessageId, cumulative: bool
+    ) -> SyncTicket:
+        """Apply an ack now (memory and WAL); the result tells when it is on disk. Acks
+        share the group commit with appends: many consumers acknowledging at once cost
+        one fsync, and no thread waits on one while holding the topic's lock."""
+        _cursor, ticket = self._acknowledge(name, subscription, msg_id, cumulative)
+        return SyncTicket(self.group_commit, ticket)
+
+    def _acknowledge(
+        self, name: str, subscription: str, msg_id: MessageId, cumulative: bool
+    ) -> tuple[Cursor, int]:
         topic = self.topic(name)
         with topic.lock:
             cursor = topic.cursors.get(subscription)
@@ -339,8 +347,10 @@ class LedgerStore(LedgerScans):
                     f"subscription {subscription!r} does not exist on {name!r}"
                 )
             cursor.acknowledge(msg_id, cumulative, topic.successor)
-            self._write_cursor(topic, cursor)
-            return cursor
+            batch = Batch()
+            batch.put(keys.cursor_key(topic.name, cursor.name), cursor.encode())
+            self.db.write(batch)  # the WAL; synced by the group commit below
+            return cursor, self.group_commit.ticket() if self.fsync else 0
 
     def commit_cursor(
         self,
@@ -374,8 +384,32 @@ class LedgerStore(LedgerScans):
         self.db.put(keys.status_key(name), json.dumps(status).encode())
 
     def get_status(self, name: str) -> dict[str, object] | None:
+        """The stored status blob; one that is not a JSON object is set aside (kept
+        under a ``bad`` key, logged) and never used."""
         raw = self.db.get(keys.status_key(name))
-        return json.loads(raw) if raw else None
+        if not raw:
+            return None
+        try:
+            status = json.loads(raw)
+            if isinstance(status, dict):
+                return status
+        except ValueError:
+            pass
+        self.set_aside_status(name, "not a JSON object")
+        return None
+
+    def set_aside_status(self, name: str, problem: str) -> None:
+        """Move a status blob that failed validation out of the way (``keys.bad_key``)."""
+        key = keys.status_key(name)
+        raw = self.db.get(key)
+        if raw is None:
+            return
+        bad = keys.bad_key(key, int(self.clock() * 1000))
+        batch = Batch()
+        batch.put(bad, raw)
+        batch.delete(key)
+        self.db.write(batch, sync=True)
+        log.error("compaction status of %r is malformed (%s): set aside as %r", name, problem, bad)
 
     # ---- retention ------------------------------------------------------------------
 

@@ -8,12 +8,13 @@ topic names. Both wait for the ``compactlog listening on HOST:PORT`` line.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,9 @@ from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 
 STARTUP_TIMEOUT_S = 60.0
+REPO = Path(__file__).resolve().parent.parent
+# Where .ci/run installs buf from the npm registry (package @bufbuild/buf); BUF overrides.
+BUF_CANDIDATES = (REPO / ".tools" / "node_modules" / ".bin" / "buf",)
 
 
 class ServerProcess:
@@ -155,6 +159,12 @@ def server(server_factory) -> ServerProcess:  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(scope="session")
+def server_class() -> type[ServerProcess]:
+    """The ``ServerProcess`` class itself, for fixtures that manage their own servers."""
+    return ServerProcess
+
+
+@pytest.fixture(scope="session")
 def shared_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """One server for the whole session; use unique_topic for names."""
     srv = ServerProcess(tmp_path_factory.mktemp("shared") / "data").start()
@@ -207,6 +217,71 @@ def connect() -> Iterator[object]:
     yield make
     for stubs in made:
         stubs.close()
+
+
+# -- Spark: one local session for the whole run ------------------------------------------
+# The project's test facts: ``local[2]``, UI off, 2 shuffle partitions, driver bound to
+# 127.0.0.1, workers on this interpreter, a JVM tuned for start-up (serial GC, C1 only).
+SPARK_JVM_OPTIONS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    """The session every ``spark`` test shares, both data sources registered."""
+    pytest.importorskip("pyspark")
+    from pyspark.sql import SparkSession
+
+    from compactlog.compactor.spark import register
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("compactlog-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.extraJavaOptions", SPARK_JVM_OPTIONS)
+        .config("spark.ui.showConsoleProgress", "false")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    register(session)
+    yield session
+    session.stop()
+
+
+def alter_compacted(
+    store: object, topic: str, change: Callable[[list[pb.Message]], list[pb.Message]]
+) -> int:
+    """Test-only hook: replace the topic's compacted ledger by one holding ``change`` of
+    its messages, written and committed through the compactor's storage adapter exactly as
+    a run writes one (valid batches, CRCs and all), so only VerifyCompaction can tell.
+    ``store`` is an open ``LedgerStore`` (the server stopped); returns the new ledger id."""
+    from compactlog.compactor.two_phase.compactor import key_and_flags
+    from compactlog.compactor.two_phase.ledger_adapter import LedgerStoreCompactionStorage
+    from compactlog.compactor.two_phase.ledger_snapshot import compacted_view
+    from compactlog.storage.ledger_store import LedgerStore
+
+    assert isinstance(store, LedgerStore)
+    storage = LedgerStoreCompactionStorage(store)
+    view = compacted_view(store, topic)
+    assert view.ledger_id is not None and view.horizon is not None, "compact the topic first"
+    old = [] if view.ledger is None else [d for _e, d in storage.read_entries(view.ledger)]
+    new = [m.SerializeToString() for m in change([pb.Message.FromString(d) for d in old])]
+    ledger = storage.create_ledger(topic)
+    storage.append(ledger, [(i, d, *key_and_flags(d)) for i, d in enumerate(new)])
+    storage.seal(ledger)
+    storage.commit(topic, ledger, view.horizon, view.ledger_id)
+    storage.delete_ledger(view.ledger_id)
+    return ledger
+
+
+@pytest.fixture
+def tamper() -> Callable[..., int]:
+    """``alter_compacted`` as a fixture, for tests in any folder."""
+    return alter_compacted
 
 
 # -- security (CONTRACT section 10): real certificates and tokens files ---------------------
@@ -290,4 +365,23 @@ def write_tokens_file(path: Path, principals: dict[str, tuple[str, str]]) -> Pat
         digest = hashlib.sha256(token.encode()).hexdigest()
         lines += [f"[principals.{name}]", f'token_sha256 = "{digest}"', f'role = "{role}"', ""]
     path.write_text("\n".join(lines))
+    return path
+
+
+def find_buf() -> str | None:
+    """The buf CLI: $BUF, then buf on PATH, then the copy .ci/run installs under .tools/."""
+    if os.environ.get("BUF"):
+        return os.environ["BUF"]
+    found = shutil.which("buf")
+    if found:
+        return found
+    return next((str(p) for p in BUF_CANDIDATES if p.exists()), None)
+
+
+@pytest.fixture(scope="session")
+def buf() -> str:
+    """Path of the buf CLI; skips where it is not installed (.ci/run installs it)."""
+    path = find_buf()
+    if path is None:
+        pytest.skip("buf is not installed: npm install --prefix .tools @bufbuild/buf")
     return path

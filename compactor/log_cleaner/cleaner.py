@@ -28,7 +28,6 @@ server, which alone changes the log: ``worker_pass``).
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +49,7 @@ from compactlog.storage.segmented import CleaningAborted, LogSegment
 from compactlog.storage.segmented.segment import CLEANED, IndexParams
 
 _MAX_RELATIVE = 2**32 - 1
+PACE_BYTES = 64 * 1024
 # Survivors of one batch: (record byte runs, count, first offset, last offset, horizon)
 Survivors = tuple[list[memoryview], int, int, int, int]
 
@@ -76,17 +76,20 @@ class CleanPlan:
     directory: Path
     first_dirty_offset: int
     first_uncleanable_offset: int
+    log_start_offset: int
     config: SegmentedTopicConfig
     now_ms: int
 
     @classmethod
     def of(cls, job: LogToClean, now_ms: int) -> CleanPlan:
+        log = job.log
         return cls(
             job.name,
-            job.log.dir,
+            log.dir,
             job.first_dirty_offset,
             job.first_uncleanable_offset,
-            job.log.config,
+            log.log_start_offset,
+            log.config,
             now_ms,
         )
 
@@ -153,17 +156,28 @@ class Cleaner:
         control: RunControl | None = None,
         fault: Callable[[str], None] = _no_fault,
     ) -> None:
+        self.fault = fault
         self.map = offset_map
         self.chunk = max(io_buffer_size, 64 * 1024)
+        self.quantum = PACE_BYTES  # read between throttling, abort checks, progress reports
         self.throttler = throttler
         self.is_aborted = is_aborted
         self.control = control or NoControl()
-        self.fault = fault
         self.progress = Progress(CLEANING)
+        self._rewrite_base = 0
 
     def _check_aborted(self, name: str) -> None:
         if self.is_aborted(name):
             raise CleaningAborted(f"cleaning of {name} was aborted")
+        self.control.check()
+
+    def _report(self, done: int, nbytes: int = 0, written: int = 0) -> None:
+        """Progress in offsets: those mapped, then those rewritten (``total`` their sum)."""
+        p = self.progress
+        self.progress = Progress(
+            CLEANING, done, p.total, p.bytes_read + nbytes, p.bytes_written + written
+        )
+        self.control.report(self.progress)
 
     def clean(
         self, plan: CleanPlan, closed: Sequence[LogSegment], active_base: int, swap: Swap
@@ -172,9 +186,16 @@ class Cleaner:
         ``active_base``); returns its figures, ``end_offset`` being the next first dirty
         offset."""
         stats = PassStats()
-        self.progress = Progress(CLEANING, started=time.monotonic())
         self.map.clear()
+        start, stop = plan.first_dirty_offset, plan.first_uncleanable_offset
+        head = plan.log_start_offset
+        self.progress = Progress(CLEANING, 0, 2 * (stop - start) + start - head)
+        self.control.report(self.progress)
         end = self.build_offset_map(plan, closed, active_base, stats)
+        mapped = end - start
+        self.progress = Progress(CLEANING, mapped, mapped + end - head, self.progress.bytes_read)
+        self._rewrite_base = mapped - head  # + offset rewritten = done
+        self._report(mapped)
         stats.end_offset = end
         stats.buffer_utilization = self.map.utilization
         self.fault("after_offset_map")
@@ -186,6 +207,7 @@ class Cleaner:
         ):
             self._check_aborted(plan.name)
             self.clean_segments(plan, group, horizon, stats, swap)
+        self._report(self.progress.total)
         return stats
 
     def build_offset_map(
@@ -196,7 +218,7 @@ class Cleaner:
         put = self.map.put_hash
         hashes, offsets, slots = self.map.table()
         first_half = FIRST_HALF.unpack_from
-        ends = [s.base_offset for s in closed[1:]] + [active_base]
+        ends = [s.base_offset for s in closed[1:]] + [active_base] if closed else []
         mapped = since = 0
         try:
             for seg, seg_end in zip(closed, ends, strict=True):
@@ -204,8 +226,12 @@ class Cleaner:
                     continue
                 if seg.base_offset >= end:
                     break
-                pos = seg.position_of(start, seg.size) if start > seg.base_offset else 0
-                for buf, p, header, at in seg.batches(pos, seg.size, self.chunk):
+                scan = (
+                    seg.batches_from(start, seg.size, self.chunk)
+                    if start > seg.base_offset
+                    else seg.batches(0, seg.size, self.chunk)
+                )
+                for buf, p, header, at in scan:
                     first, last = header.first_id.entry_id, header.last_id.entry_id
                     if last < start:
                         continue
@@ -225,26 +251,16 @@ class Cleaner:
                     if last >= end:
                         return end
                     since += header.size
-                    if since >= self.chunk:
-                        self._pace(plan.name, since, 0, mapped)
+                    if since >= self.quantum:
+                        self._pace(plan.name, since)
+                        self._report(last + 1 - start, since)
                         since = 0
         finally:
             stats.map_records += mapped
         return end
 
-    def _pace(self, name: str, nbytes: int, written: int = 0, records: int = 0) -> None:
-        """Per chunk: throttle, report progress, stop if aborted."""
-        self.throttler.maybe_throttle(nbytes + written)
-        p = self.progress
-        self.progress = Progress(
-            CLEANING,
-            p.done + records,
-            0,
-            p.bytes_read + nbytes,
-            p.bytes_written + written,
-            p.started,
-        )
-        self.control.report(self.progress)
+    def _pace(self, name: str, nbytes: int) -> None:
+        self.throttler.maybe_throttle(nbytes)
         self._check_aborted(name)
 
     def clean_segments(
@@ -284,7 +300,7 @@ class Cleaner:
     ) -> None:
         writer = BatchWriter(cleaned)
         tally = _Tally()
-        since = written = counted = 0
+        since = 0
         for seg in group:
             stats.bytes_in += seg.size
             for buf, p, header, at in seg.batches(0, seg.size, self.chunk):
@@ -295,9 +311,10 @@ class Cleaner:
                     parts, count, first, last, tomb_horizon = kept
                     writer.add(parts, count, first, last, header, tomb_horizon)
                 since += header.size
-                if since >= self.chunk:
-                    self._pace(name, since, cleaned.size - written, tally.read - counted)
-                    since, written, counted = 0, cleaned.size, tally.read
+                if since >= self.quantum:
+                    self._pace(name, since)
+                    self._report(self._rewrite_base + header.last_id.entry_id + 1, since)
+                    since = 0
         writer.flush()
         cleaned.on_become_inactive()
         stats.read += tally.read
@@ -306,6 +323,7 @@ class Cleaner:
         stats.keyless_dropped += tally.keyless
         stats.tombstones += tally.tombstones
         stats.bytes_out += cleaned.size
+        self._report(self.progress.done, written=cleaned.size)
 
     def _survivors(
         self,

@@ -8,7 +8,10 @@ pass runs is the ``PassRunner``'s business: in this process with an offset map o
 ``dedupe.buffer.size / threads`` bytes (``InProcessPasses``, the default), or in a
 compaction worker (``worker_pass.WorkerPasses``, the server's). ``clean_now`` runs a pass
 on the caller's thread through the same runner, so the memory budget holds however
-passes are started.
+passes are started; its ``RunControl`` sees the pass's progress (phase ``cleaning``) and
+may cancel it, which ends the pass as an abort does (a background pass gets a control of
+its own, ``control(name)``). ``abort`` stops a pass of the cleaner threads (Kafka's
+abort-and-pause, then resume).
 
 The figures are Kafka's (``kafka.log:type=LogCleaner``, ``LogCleanerManager``) in base
 units: the largest offset-map utilisation and clean time over the last pass of each
@@ -29,10 +32,11 @@ from compactlog.compactor.log_cleaner.checkpoint import FILE_NAME, CleanerCheckp
 from compactlog.compactor.log_cleaner.cleaner import CleanPlan, PassStats
 from compactlog.compactor.log_cleaner.manager import LogCleanerManager, LogToClean
 from compactlog.compactor.log_cleaner.passes import InProcessPasses, PassRunner
-from compactlog.compactor.progress import LocalRunControl, RunCancelled
+from compactlog.compactor.progress import LocalRunControl, RunCancelled, RunControl
 from compactlog.compactor.workers import WorkerCrashed
+from compactlog.errors import TopicNotFound
 from compactlog.storage.config import ServerSettings
-from compactlog.storage.segmented import CleaningAborted, SegmentedLogManager
+from compactlog.storage.segmented import CleaningAborted, Log, SegmentedLogManager
 
 log = logging.getLogger(__name__)
 
@@ -97,8 +101,10 @@ class LogCleaner:
         self._stop = threading.Event()
         self._workers: list[threading.Thread] = []
         self._lock = threading.Lock()
-        self._results: dict[str, CleanerPassResult] = {}
-        self._controls: dict[str, LocalRunControl] = {}
+        # The last pass of each topic, with the Log it ran on: a topic deleted and created
+        # again is another Log, and the pass of the deleted one is not its result.
+        self._results: dict[str, tuple[Log, CleanerPassResult]] = {}
+        self._controls: dict[str, RunControl] = {}
         self._listeners: list[PassListener] = []
         self._passes = 0
         self._last: deque[_Last] = deque(maxlen=max(self.threads, 1))
@@ -134,29 +140,40 @@ class LogCleaner:
             self._pass(job)
 
     # ---- passes ------------------------------------------------------------------------
-    def clean_now(self, name: str) -> CleanerPassResult:
+    def clean_now(self, name: str, control: RunControl | None = None) -> CleanerPassResult:
         """One pass on ``name`` now (min compaction lag honoured, dirty ratio ignored)."""
         log_ = self.logs.get_log(name)
         if not log_.config.compact:
             return CleanerPassResult(
                 0, 0, 0, 0, 0, 0, 0, 0, f"cleanup.policy of {name} does not include compact"
             )
+        if control is not None:
+            control.check()
         job = self.cleaner_manager.begin_forced(name)
-        return self._pass(job)
+        return self._pass(job, control)
+
+    def abort(self, name: str) -> bool:
+        """Stop the pass in progress on ``name``, if any (it keeps what it swapped in);
+        True when there was one."""
+        if self.cleaner_manager.state(name) != "InProgress":
+            return False
+        self.cleaner_manager.abort_and_pause(name)
+        self.cleaner_manager.resume(name)
+        return True
 
     def on_pass(self, listener: PassListener) -> None:
         """Call ``listener(topic, result)`` after every pass, background or explicit."""
         self._listeners.append(listener)
 
-    def control(self, name: str) -> LocalRunControl | None:
+    def control(self, name: str) -> RunControl | None:
         """The control of the pass running on ``name`` (progress, cancel), if any."""
         with self._lock:
             return self._controls.get(name)
 
-    def _pass(self, job: LogToClean) -> CleanerPassResult:
+    def _pass(self, job: LogToClean, control: RunControl | None = None) -> CleanerPassResult:
         started = time.monotonic()
         self._last_run = started
-        control = LocalRunControl()
+        control = control or LocalRunControl()
         with self._lock:
             self._controls[job.name] = control
         plan = CleanPlan.of(job, int(self.clock() * 1000))
@@ -195,7 +212,7 @@ class LogCleaner:
         if error is None:
             self._log_pass(job, stats, seconds)
         with self._lock:
-            self._results[job.name] = result
+            self._results[job.name] = (job.log, result)
             self._passes += 1
             recopy = stats.bytes_out / stats.bytes_in if stats.bytes_in else 0.0
             rate = (stats.bytes_in + stats.bytes_out) / seconds if seconds > 0 else 0.0
@@ -230,8 +247,17 @@ class LogCleaner:
         )
 
     def last_result(self, name: str) -> CleanerPassResult | None:
+        """The last pass over the topic of this name as it is now (not a deleted one's)."""
         with self._lock:
-            return self._results.get(name)
+            found = self._results.get(name)
+        if found is None or not self.logs.has_topic(name):
+            return None
+        log_, result = found
+        try:
+            current = self.logs.get_log(name)
+        except TopicNotFound:
+            return None
+        return result if current is log_ else None
 
     def stats(self) -> CleanerStats:
         with self._lock:

@@ -15,7 +15,7 @@ from typing import Protocol
 
 from compactlog.compactor.log_cleaner.cleaner import Cleaner, CleanPlan, PassStats
 from compactlog.compactor.log_cleaner.offset_map import SkimpyOffsetMap
-from compactlog.compactor.progress import LocalRunControl
+from compactlog.compactor.progress import RunControl
 from compactlog.compactor.throttle import Throttler
 from compactlog.storage.config import ServerSettings
 from compactlog.storage.segmented import Log, LogSegment
@@ -23,7 +23,7 @@ from compactlog.storage.segmented import Log, LogSegment
 
 class PassRunner(Protocol):
     def run(
-        self, plan: CleanPlan, log: Log, is_aborted: Callable[[], bool], control: LocalRunControl
+        self, plan: CleanPlan, log: Log, is_aborted: Callable[[], bool], control: RunControl
     ) -> PassStats:
         """One pass; CleaningAborted when ``is_aborted`` turned true or the log changed."""
         ...
@@ -62,7 +62,7 @@ class InProcessPasses:
         return self._maps.get()
 
     def run(
-        self, plan: CleanPlan, log: Log, is_aborted: Callable[[], bool], control: LocalRunControl
+        self, plan: CleanPlan, log: Log, is_aborted: Callable[[], bool], control: RunControl
     ) -> PassStats:
         offset_map = self._take_map()
         try:
@@ -70,7 +70,7 @@ class InProcessPasses:
                 offset_map,
                 self.settings.log_cleaner_io_buffer_size,
                 Throttler(self.settings.log_cleaner_io_max_bytes_per_second),
-                lambda _name: is_aborted() or control.cancelled,
+                lambda _name: is_aborted(),
                 control,
             )
             segments = log.segments

@@ -19,7 +19,7 @@ from typing import Any
 
 from compactlog.compactor.log_cleaner.cleaner import Cleaner, CleanPlan, PassStats
 from compactlog.compactor.log_cleaner.offset_map import SkimpyOffsetMap
-from compactlog.compactor.progress import LocalRunControl, Progress, RunCancelled
+from compactlog.compactor.progress import Progress, RunCancelled, RunControl
 from compactlog.compactor.throttle import Throttler, sleep_checking
 from compactlog.compactor.two_phase.faults import fault_from_env
 from compactlog.compactor.worker_link import WorkerLink, kill_self
@@ -28,7 +28,7 @@ from compactlog.errors import InvalidArgument
 from compactlog.storage.config import ServerSettings
 from compactlog.storage.segmented import CleaningAborted, Log, LogSegment
 from compactlog.storage.segmented.index import IndexCorrupt
-from compactlog.storage.segmented.segment import CLEANED
+from compactlog.storage.segmented.segment import CLEANED, SegmentGone
 from compactlog.storage.segmented.swap import swap_in_cleaned
 
 
@@ -66,7 +66,7 @@ class CleaningJob:
                 LogSegment.open_read_only(self.plan.directory, base, params)
                 for base in self.closed_bases
             ]
-        except (OSError, IndexCorrupt) as exc:
+        except (OSError, IndexCorrupt, SegmentGone) as exc:
             raise CleaningAborted(f"{self.plan.name}: segments changed: {exc}") from None
 
         def swap(cleaned: LogSegment, group: list[LogSegment]) -> None:
@@ -86,13 +86,16 @@ class CleaningJob:
             link,
             fault_from_env(crash=kill_self),
         )
-        return cleaner.clean(self.plan, closed, self.active_base, swap)
+        try:
+            return cleaner.clean(self.plan, closed, self.active_base, swap)
+        except SegmentGone as exc:  # retention took a segment while the pass read it
+            raise CleaningAborted(f"{self.plan.name}: segments changed: {exc}") from None
 
 
 class _Watch:
     """The run's control, also cancelled when the cleaner manager aborts the pass."""
 
-    def __init__(self, control: LocalRunControl, is_aborted: Callable[[], bool]) -> None:
+    def __init__(self, control: RunControl, is_aborted: Callable[[], bool]) -> None:
         self.control, self.is_aborted = control, is_aborted
 
     def report(self, progress: Progress) -> None:
@@ -100,7 +103,13 @@ class _Watch:
 
     @property
     def cancelled(self) -> bool:
-        return self.control.cancelled or self.is_aborted()
+        if self.is_aborted():
+            return True
+        try:
+            self.control.check()
+        except RunCancelled:
+            return True
+        return False
 
 
 class WorkerPasses:
@@ -113,7 +122,7 @@ class WorkerPasses:
         SkimpyOffsetMap(min(self.map_bytes, 48), settings.log_cleaner_io_buffer_load_factor)
 
     def run(
-        self, plan: CleanPlan, log: Log, is_aborted: Callable[[], bool], control: LocalRunControl
+        self, plan: CleanPlan, log: Log, is_aborted: Callable[[], bool], control: RunControl
     ) -> PassStats:
         segments = log.segments
         s = self.settings

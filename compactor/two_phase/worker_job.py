@@ -14,30 +14,25 @@ ledger's id, then ships ``LedgerCompactionJob``. In the worker the unchanged
 
 so every fault point of the compactor fires in the worker at its own step, and a worker
 killed at any of them leaves the server with an uncommitted ledger to delete, or a
-committed one. Every stored batch read is metered: progress, cancel checks and the
-``log.cleaner.io.max.bytes.per.second`` throttle.
+committed one. The compactor reports its progress and checks for a cancel through the
+worker's link (a ``RunControl``); every stored batch read and every append passes the
+``log.cleaner.io.max.bytes.per.second`` throttle, whose sleeps a cancel cuts short.
 """
 
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from compactlog.compactor.progress import COMMIT, PHASE_ONE, PHASE_TWO, Progress, RunControl
 from compactlog.compactor.throttle import Throttler, sleep_checking
 from compactlog.compactor.two_phase.compactor import CompactionResult, TwoPhaseCompactor
 from compactlog.compactor.two_phase.faults import fault_from_env
 from compactlog.compactor.two_phase.ledger_adapter import LedgerReads
-from compactlog.compactor.two_phase.phase_one import PhaseOneResult, find_winners
 from compactlog.compactor.two_phase.storage import (
     CompactionInput,
-    CompactionStorage,
-    KeyEntry,
     NewEntry,
-    Segment,
 )
 from compactlog.compactor.worker_link import WorkerLink, kill_self
 from compactlog.errors import StorageError
@@ -59,6 +54,7 @@ class CommitLedger:
     sst: str | None
     entries: int
     bytes: int
+    horizon: MessageId  # the run's: phase one may have cut the input short
 
 
 @dataclass(frozen=True)
@@ -69,46 +65,17 @@ class DeleteLedger:
 
 
 class RunMeter:
-    """Progress, cancellation and throttle of one run, fed per stored batch read and per
-    append. ``done`` counts the entries read in phase one (of the input's ``total``) and
-    the winners written in phase two (of phase one's ``kept``)."""
+    """The ``log.cleaner.io.max.bytes.per.second`` throttle of one run, fed per stored batch
+    read and per append (progress and cancel checks are the compactor's own)."""
 
-    def __init__(self, control: RunControl, throttler: Throttler) -> None:
-        self.control = control
+    def __init__(self, throttler: Throttler) -> None:
         self.throttler = throttler
-        self.progress = Progress(started=time.monotonic())
-        self._batches = 0
-
-    def enter(self, phase: str, total: int) -> None:
-        if self.progress.phase != phase:
-            p = self.progress
-            if p.phase:
-                self.control.report(p)  # the ending phase's last figures
-            self.progress = Progress(phase, 0, total, p.bytes_read, p.bytes_written, p.started)
-            self.control.report(self.progress)
-            self.control.check()
 
     def batch(self, nbytes: int, count: int) -> None:
-        p = self.progress
-        done = min(p.done + count, p.total) if p.phase == PHASE_ONE else p.done
-        self.progress = Progress(
-            p.phase, done, p.total, p.bytes_read + nbytes, p.bytes_written, p.started
-        )
         self.throttler.maybe_throttle(nbytes)
-        self._batches += 1
-        if self._batches >= METER_BATCHES:
-            self._batches = 0
-            self.control.report(self.progress)
-            self.control.check()
 
     def wrote(self, count: int, nbytes: int) -> None:
-        p = self.progress
-        self.progress = Progress(
-            p.phase, p.done + count, p.total, p.bytes_read, p.bytes_written + nbytes, p.started
-        )
         self.throttler.maybe_throttle(nbytes)
-        self.control.report(self.progress)
-        self.control.check()
 
 
 class MeteredScans(SecondaryLedgerScans):
@@ -139,22 +106,11 @@ class WorkerCompactionStorage(LedgerReads):
         self.job, self.link, self.meter = job, link, scans.meter
         self.sst: SstWriter | None = None
         self.entries = self.bytes = 0
-        self.kept = 0  # phase one's winners: phase two's total
 
     def begin(self, topic: str) -> CompactionInput:
         if topic != self.job.input.topic:
             raise StorageError(f"the worker was sent {self.job.input.topic!r}, not {topic!r}")
         return self.job.input
-
-    def read_keys(self, segment: Segment, reverse: bool = False) -> Iterator[KeyEntry]:
-        self.meter.enter(PHASE_ONE, sum(s.length for s in self.job.input.segments))
-        return super().read_keys(segment, reverse)
-
-    def read_entries(
-        self, segment: Segment, select: bytearray | None = None
-    ) -> Iterator[tuple[int, bytes]]:
-        self.meter.enter(PHASE_TWO, self.kept)
-        return super().read_entries(segment, select)
 
     def create_ledger(self, topic: str) -> int:
         return self.job.ledger_id
@@ -175,11 +131,15 @@ class WorkerCompactionStorage(LedgerReads):
             self.sst.finish()
 
     def commit(
-        self, topic: str, ledger_id: int, horizon: MessageId, expected_previous: int | None
+        self,
+        topic: str,
+        ledger_id: int,
+        horizon: MessageId,
+        expected_previous: int | None,
+        incarnation: int = 0,
     ) -> None:
-        self.meter.enter(COMMIT, 0)
         sst = self.job.sst_path if self.entries else None
-        self.link.request(CommitLedger(ledger_id, sst, self.entries, self.bytes))
+        self.link.request(CommitLedger(ledger_id, sst, self.entries, self.bytes, horizon))
 
     def delete_ledger(self, ledger_id: int) -> None:
         if ledger_id == self.job.ledger_id:  # a failed run's: the server drops the ledger
@@ -204,25 +164,14 @@ class LedgerCompactionJob:
         secondary = Path(self.work_dir) / f"secondary-{os.getpid()}"
         scans = MeteredScans(Path(self.store_path), secondary)
         throttler = Throttler(self.io_max_bytes_per_second, sleep=sleep_checking(link.check))
-        scans.meter = RunMeter(link, throttler)
+        scans.meter = RunMeter(throttler)
         try:
             assert self.input.horizon is not None
             scans.catch_up_to(self.input.horizon)
             storage = WorkerCompactionStorage(scans, self, link)
-
-            def phase_one(
-                _st: CompactionStorage, inp: CompactionInput, budget: int
-            ) -> PhaseOneResult:
-                winners = find_winners(storage, inp, budget)
-                storage.kept = winners.kept
-                return winners
-
             compactor = TwoPhaseCompactor(
-                storage,
-                self.phase_one_memory_bytes,
-                fault_from_env(crash=kill_self),
-                phase_one=phase_one,
+                storage, self.phase_one_memory_bytes, fault_from_env(crash=kill_self)
             )
-            return compactor.compact(self.input.topic)
+            return compactor.compact(self.input.topic, link)
         finally:
             scans.close()

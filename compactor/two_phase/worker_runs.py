@@ -129,12 +129,20 @@ class WorkerCompactions:
             raise RunCancelled("the compaction was cancelled")
         if body.sst is not None and Path(body.sst) != run.sst:
             raise InvalidArgument(f"ledger {run.ledger_id} is not written to {body.sst}")
+        inp = run.input
+        assert inp.horizon is not None
+        previous = inp.previous_horizon
+        if body.horizon > inp.horizon or (previous is not None and body.horizon <= previous):
+            raise InvalidArgument(
+                f"horizon {body.horizon} is outside the run's input ({previous}, {inp.horizon}]"
+            )
         sst = run.sst if body.sst is not None else None
         self.store.ingest_ledger(run.ledger_id, sst, body.entries, body.bytes)
         log.info("compaction of %s: ledger %d ingested, committing", run.topic, run.ledger_id)
         self.fault("after_ingest")
-        assert run.input.horizon is not None
-        self.local.commit(run.topic, run.ledger_id, run.input.horizon, run.input.previous_ledger)
+        self.local.commit(
+            run.topic, run.ledger_id, body.horizon, inp.previous_ledger, inp.incarnation
+        )
         run.committed = True
 
     def _clean_up(self, run: _Run) -> None:

@@ -3,7 +3,10 @@ the same shape as LEDGER cursors (mark-delete position, individually acknowledge
 offsets, properties) so that Consume and Acknowledge behave alike on both kinds.
 
 One file per topic, ``cursors.json``, replaced atomically (temp + fsync + rename) on
-every change: an acknowledged offset is on disk before Acknowledge returns.
+every change: an acknowledged offset is on disk before Acknowledge returns. It carries a
+checksum (``state_file.py``) and is parsed strictly: a file that fails is
+``BadStateFile`` and the topic goes offline (cursors read wrong would redeliver or skip
+acknowledged messages).
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ from pathlib import Path
 
 from compactlog.errors import SubscriptionNotFound
 from compactlog.storage.cursor import Cursor
-from compactlog.storage.segmented.files import atomic_write
+from compactlog.storage.segmented import state_file
+from compactlog.storage.segmented.state_file import BadStateFile
 from compactlog.storage.types import MessageId
 
 CURSORS_FILE = "cursors.json"
@@ -26,9 +30,16 @@ class SegmentCursors:
         self.path = directory / CURSORS_FILE
         self._lock = threading.Lock()
         self._cursors: dict[str, Cursor] = {}
-        if self.path.exists():
-            for name, obj in json.loads(self.path.read_bytes()).items():
-                self._cursors[name] = Cursor.decode(name, json.dumps(obj).encode())
+        body = state_file.read(self.path)
+        if body is not None:
+            try:
+                stored = json.loads(body)
+                if not isinstance(stored, dict):
+                    raise ValueError("not an object of cursors")
+                for name, obj in stored.items():
+                    self._cursors[name] = Cursor.decode(name, json.dumps(obj).encode())
+            except ValueError as exc:
+                raise BadStateFile(self.path, f"malformed cursors ({exc})") from None
 
     def open(self, subscription: str, initial_mark: MessageId | None) -> Cursor:
         """The subscription's cursor, created at ``initial_mark`` on first use."""
@@ -57,4 +68,4 @@ class SegmentCursors:
 
     def _persist(self) -> None:
         data = {name: json.loads(c.encode()) for name, c in self._cursors.items()}
-        atomic_write(self.path, json.dumps(data, separators=(",", ":")).encode())
+        state_file.write(self.path, json.dumps(data, separators=(",", ":")).encode())

@@ -13,7 +13,7 @@ from compactlog.storage.cursor import Cursor
 from compactlog.storage.read_range import ViewBatch
 from compactlog.storage.segmented.append import AppendResult
 from compactlog.storage.segmented.manager import SegmentedLogManager
-from compactlog.storage.topic_log import Durable, IdRun
+from compactlog.storage.topic_log import AlreadyDurable, Durable, IdRun
 from compactlog.storage.types import MessageId, TopicKind
 
 
@@ -76,19 +76,17 @@ class SegmentedTopicLog:
         initial = MessageId(0, end - 1) if latest and end else None
         return self.manager.cursors(self.name).open(subscription, initial)
 
-    def rewind(self, cursor: Cursor) -> None:
-        cursor.read_position = cursor.mark_delete
+    def delivered(self, cursor: Cursor, last: MessageId | None, rewound: bool = False) -> None:
+        cursor.deliver(last, rewound)
 
-    def delivered(self, cursor: Cursor, last: MessageId) -> None:
-        if cursor.read_position is None or last > cursor.read_position:
-            cursor.read_position = last
-
-    def acknowledge(self, subscription: str, msg_id: MessageId, cumulative: bool) -> None:
+    def acknowledge(self, subscription: str, msg_id: MessageId, cumulative: bool) -> AlreadyDurable:
+        """Kafka's offset commit: the cursors file is replaced (synced) before this returns."""
         if msg_id.ledger_id != 0:
             raise InvalidArgument("SEGMENTED topics use ids with ledger_id 0 (entry_id = offset)")
         self.manager.cursors(self.name).acknowledge(
             subscription, msg_id, cumulative, self._successor
         )
+        return AlreadyDurable()
 
     def _successor(self, msg_id: MessageId | None) -> MessageId | None:
         """The next offset that still exists (cleaning and retention leave gaps)."""

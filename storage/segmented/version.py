@@ -6,10 +6,12 @@ as batches, so a directory holding topics and no ``FORMAT`` file, or another ver
 refused at start with one line that names the command converting it
 (``storage/segmented/migrate.py``). The file is written when a directory starts empty,
 and last by a migration, so its presence means every segment is in the format it names.
+Its content is checked strictly (digits and one newline): anything else refuses the start.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from compactlog.errors import StorageError
@@ -24,13 +26,12 @@ def read_format(root: Path) -> int | None:
     """The version ``root`` declares; None without a ``FORMAT`` file."""
     path = root / FORMAT_FILE
     try:
-        text = path.read_text()
+        text = path.read_bytes().decode("ascii", errors="replace")
     except FileNotFoundError:
         return None
-    try:
-        return int(text.strip())
-    except ValueError:
-        raise StorageError(f"{path}: not a format version: {text[:40]!r}") from None
+    if not re.fullmatch(r"[0-9]{1,9}\n", text):
+        raise StorageError(f"{path}: not a format version: {text[:40]!r}")
+    return int(text)
 
 
 def holds_topics(root: Path) -> bool:

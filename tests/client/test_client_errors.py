@@ -8,6 +8,7 @@ import pytest
 from compactlog import errors
 from compactlog.client.errors import (
     ServerUnreachable,
+    Timeout,
     from_rpc_error,
     translate_errors,
 )
@@ -54,7 +55,7 @@ S = grpc.StatusCode
         ("Read", S.DATA_LOSS, "compacted ledger 7 is missing", errors.DataLoss),
         ("Compact", S.UNIMPLEMENTED, "not yet", errors.Unimplemented),
         ("Publish", S.RESOURCE_EXHAUSTED, "too many", errors.ResourceExhausted),
-        ("Consume", S.DEADLINE_EXCEEDED, "", errors.DeadlineExceeded),
+        ("Consume", S.DEADLINE_EXCEEDED, "", Timeout),  # the client's one deadline class
         ("Read", S.CANCELLED, "cancelled", errors.Cancelled),
         ("GetTopic", S.UNAVAILABLE, "store is closed", errors.Unavailable),
         ("GetTopic", S.INTERNAL, "boom", errors.CompactlogError),

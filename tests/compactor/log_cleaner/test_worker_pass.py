@@ -103,8 +103,10 @@ def test_a_read_only_segment_writes_nothing(tmp_path: Path) -> None:
     assert [h.first_id for _b, _p, h, _a in view.batches(0, view.size)] == [
         h.first_id for _b, _p, h, _a in seg.batches(0, seg.size)
     ]
+    fd = view.open_fd()
     with pytest.raises(OSError):
-        os.write(view.fd, b"x")
+        os.write(fd, b"x")
+    os.close(fd)
     del view
     assert {p.name: p.stat().st_mtime_ns for p in (tmp_path / "t").iterdir()} == before
     m.close()
