@@ -19,7 +19,7 @@ from typing import Any
 
 from compactlog.compactor.log_cleaner.cleaner import Cleaner, CleanPlan, PassStats
 from compactlog.compactor.log_cleaner.offset_map import SkimpyOffsetMap
-from compactlog.compactor.progress import Progress, RunCancelled, RunControl
+from compactlog.compactor.progress import CLEANING, Progress, RunCancelled, RunControl
 from compactlog.compactor.throttle import Throttler, sleep_checking
 from compactlog.compactor.two_phase.faults import fault_from_env
 from compactlog.compactor.worker_link import WorkerLink, kill_self
@@ -135,6 +135,8 @@ class WorkerPasses:
             s.log_cleaner_io_buffer_size,
             s.log_cleaner_io_max_bytes_per_second,
         )
+
+        control.report(Progress(CLEANING))  # watchers see the phase while a worker starts
 
         def on_request(body: object) -> None:
             if not isinstance(body, SwapCleaned):

@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from compactlog.compactor.progress import RunCancelled
+from compactlog.compactor.progress import PHASE_ONE, Progress, RunCancelled
 from compactlog.compactor.two_phase.compactor import CompactionResult, CompactionRun, FaultHook
 from compactlog.compactor.two_phase.ledger_adapter import LedgerStoreCompactionStorage
 from compactlog.compactor.two_phase.storage import CompactionInput
@@ -88,6 +88,7 @@ class WorkerCompactions:
             return CompactionResult(
                 CompactionRun(), inp.previous_ledger, inp.previous_horizon, inp.previous_ledger
             )
+        control.report(Progress(PHASE_ONE, 0, inp.entries))  # while a worker starts
         ledger_id = self.local.create_ledger(topic)
         run = _Run(topic, inp, ledger_id, self.work_dir / f"ledger-{ledger_id}.sst", control)
         job = LedgerCompactionJob(
