@@ -1,36 +1,76 @@
-"""The client's errors: the shared status → exception mapping plus the client's own classes.
+"""The client's errors: one class per reason of CONTRACT section 5, ``Timeout``, and the
+client's own ``AlreadyClosed``.
 
-The mapping itself (``from_rpc_error``, ``translate_errors``, ``ServerUnreachable`` ...)
-lives in ``compactlog.rpc_errors``, which the compactor's gRPC adapter uses too; its names
-are re-exported here, so ``compactlog.client.errors`` stays the place callers import from.
+The classes are those of ``compactlog.errors`` (the one hierarchy, shared with the
+server), re-exported here and from ``compactlog.client``; the mapping from a failed call
+to its class (``from_rpc_error``: the ErrorInfo reason of the status, never the message
+text) lives in ``compactlog.rpc_errors``, which the compactor's gRPC adapter uses too.
 """
 
 from __future__ import annotations
 
-from compactlog.errors import CompactlogError, DeadlineExceeded
+from compactlog.errors import (
+    BY_REASON,
+    CompactionNotRunning,
+    CompactionRunning,
+    CompactlogError,
+    ConsumerBusy,
+    CorruptData,
+    InvalidConfig,
+    InvalidTopicName,
+    MalformedRequest,
+    NotDelivered,
+    OffsetOutOfRange,
+    PermissionDenied,
+    RecordTooLarge,
+    ReservedSubscription,
+    ShuttingDown,
+    SubscriptionNotFound,
+    Timeout,
+    TopicExists,
+    TopicNotFound,
+    Unauthenticated,
+    WrongTopicKind,
+)
 from compactlog.rpc_errors import (
-    ERROR_CLASS_METADATA_KEY,
     ServerUnreachable,
     call,
     cancel,
+    error_info,
     from_rpc_error,
     translate_errors,
 )
 
 __all__ = [
-    "ERROR_CLASS_METADATA_KEY",
+    "BY_REASON",
     "AlreadyClosed",
+    "CompactionNotRunning",
+    "CompactionRunning",
+    "CompactlogError",
+    "ConsumerBusy",
+    "CorruptData",
+    "InvalidConfig",
+    "InvalidTopicName",
+    "MalformedRequest",
+    "NotDelivered",
+    "OffsetOutOfRange",
+    "PermissionDenied",
+    "RecordTooLarge",
+    "ReservedSubscription",
     "ServerUnreachable",
+    "ShuttingDown",
+    "SubscriptionNotFound",
     "Timeout",
+    "TopicExists",
+    "TopicNotFound",
+    "Unauthenticated",
+    "WrongTopicKind",
     "call",
     "cancel",
+    "error_info",
     "from_rpc_error",
     "translate_errors",
 ]
-
-
-class Timeout(DeadlineExceeded):
-    """Nothing arrived within the time a ``receive`` allowed (pulsar-client's ``Timeout``)."""
 
 
 class AlreadyClosed(CompactlogError):

@@ -29,7 +29,7 @@ from compactlog.compactor.two_phase.ledger_adapter import (
     LedgerStoreCompactionStorage,
     backlog_bytes,
 )
-from compactlog.errors import CompactionInProgress, CompactlogError, Unimplemented
+from compactlog.errors import CompactionRunning, CompactlogError, ShuttingDown, Unimplemented
 from compactlog.server.admin_service import Compactions
 from compactlog.server.broker import Broker
 from compactlog.server.compaction_metrics import CompactionMetrics
@@ -171,9 +171,9 @@ class CompactionService:
         slot = self._slot(topic)
         with self._lock:
             if self._closing:
-                raise CompactionInProgress("the server is shutting down")
+                raise ShuttingDown("the server is shutting down", topic=topic)
             if slot.status.state == CompactionState.RUNNING:
-                raise CompactionInProgress(f"a compaction of {topic!r} is running")
+                raise CompactionRunning(f"a compaction of {topic!r} is running", topic=topic)
             slot.idle.clear()
         self._set(topic, slot, slot.status.to(CompactionState.RUNNING))
         task = self._clean if segmented else self._run

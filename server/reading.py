@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from compactlog.server.convert import start_position
 from compactlog.storage.cursor import Cursor
 from compactlog.storage.read_range import Chunk, read_chunks
 from compactlog.storage.topic_log import TopicLog
@@ -27,7 +28,7 @@ def start_of(log: TopicLog, req: pb.ReadRequest) -> MessageId:
         return log.check_start(MessageId(req.message_id.ledger_id, req.message_id.entry_id))
     if which == "timestamp_ms":
         return log.at_time(req.timestamp_ms)
-    if which == "position" and req.position == pb.LATEST:
+    if which == "position" and start_position(req.position) == pb.LATEST:
         return log.latest()
     return log.earliest()
 

@@ -55,9 +55,7 @@ class LedgerTopicLog:
             cursor.read_position = cursor.mark_delete
 
     def delivered(self, cursor: Cursor, last: MessageId) -> None:
-        with self.topic.lock:
-            if cursor.read_position is None or last > cursor.read_position:
-                cursor.read_position = last
+        self.store.delivered(self.name, cursor, last)
 
     def acknowledge(self, subscription: str, msg_id: MessageId, cumulative: bool) -> None:
         self.store.acknowledge(self.name, subscription, msg_id, cumulative)

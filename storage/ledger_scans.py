@@ -92,7 +92,12 @@ class LedgerScans:
             expected = None
             for at, data, header in self.batches(meta.ledger_id, first, last):
                 if expected is not None and at != expected:
-                    raise CorruptData(f"{where(name, meta.ledger_id, expected)}: batch missing")
+                    raise CorruptData(
+                        f"{where(name, meta.ledger_id, expected)}: batch missing",
+                        topic=name,
+                        ledger=meta.ledger_id,
+                        entry=expected,
+                    )
                 expected = at + header.count
                 yield at, data, header
 

@@ -19,12 +19,18 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from compactlog.errors import StorageError, TopicAlreadyExists, TopicNotFound
+from compactlog.errors import (
+    NotDelivered,
+    StorageError,
+    SubscriptionNotFound,
+    TopicExists,
+    TopicNotFound,
+)
 from compactlog.storage import batch as codec
 from compactlog.storage import keys
 from compactlog.storage.codec import ROLE_COMPACTED, LedgerMeta
 from compactlog.storage.config import LedgerTopicConfig, ServerSettings, effective_topic_config
-from compactlog.storage.cursor import COMPACTED_LEDGER_PROPERTY, Cursor
+from compactlog.storage.cursor import COMPACTED_LEDGER_PROPERTY, Cursor, CursorChange
 from compactlog.storage.group_commit import GroupCommit
 from compactlog.storage.ledger_append import PendingAppend, build_append
 from compactlog.storage.ledger_scans import KeyEntry, LedgerScans, StoredBatch
@@ -93,13 +99,7 @@ class LedgerStore(LedgerScans):
             ]
             topic.recompute_positions()
             self._topics[name] = topic
-        for key, value in self.db.scan(b"C", b"D"):
-            topic_name, sub = key[1:].split(b"\x00", 1)
-            owner = self._topics.get(topic_name.decode())
-            if owner is None:
-                batch.delete(key)
-                continue
-            owner.cursors[sub.decode()] = Cursor.decode(sub.decode(), value)
+        self._load_cursors(batch)
         referenced = {led.ledger_id for t in self._topics.values() for led in t.ledgers}
         for topic in self._topics.values():
             compacted = topic.compacted_ledger_id()
@@ -111,6 +111,30 @@ class LedgerStore(LedgerScans):
             del self._ledgers[lid]
         if batch.ops:
             self.db.write(batch, sync=True)
+
+    def _load_cursors(self, batch: Batch) -> None:
+        """Cursor heads, then their ack ranges; a head of the JSON-only layout (its acked
+        ids in the head) is rewritten as head plus ranges in the start-up batch."""
+        for key, value in self.db.scan(b"C", b"D"):
+            topic_name, sub = key[1:].split(b"\x00", 1)
+            owner = self._topics.get(topic_name.decode())
+            if owner is None:
+                batch.delete(key)
+                continue
+            obj = json.loads(value)
+            cursor = Cursor.from_head(sub.decode(), obj)
+            owner.cursors[cursor.name] = cursor
+            if "acked" in obj:
+                change = CursorChange(True, {start: end for start, end in cursor.acked})
+                self._write_change(owner, cursor, change, batch)
+        for key, value in self.db.scan(*keys.ack_ranges_all()):
+            owner_name, sub_name, start, end = keys.parse_ack_range(key, value)
+            found = self._topics.get(owner_name)
+            acked = found.cursors.get(sub_name) if found is not None else None
+            if acked is None:
+                batch.delete(key)
+                continue
+            acked.acked.put(MessageId(*start), MessageId(*end))
 
     def _new_topic(self, name: str, overrides: dict[str, str]) -> LedgerTopic:
         effective = effective_topic_config(
@@ -129,7 +153,7 @@ class LedgerStore(LedgerScans):
     def topic(self, name: str) -> LedgerTopic:
         topic = self._topics.get(name)
         if topic is None:
-            raise TopicNotFound(f"topic {name!r} does not exist")
+            raise TopicNotFound(f"topic {name!r} does not exist", topic=name)
         return topic
 
     def has_topic(self, name: str) -> bool:
@@ -141,7 +165,7 @@ class LedgerStore(LedgerScans):
     def create_topic(self, name: str, overrides: dict[str, str]) -> LedgerTopic:
         with self._lock:
             if name in self._topics:
-                raise TopicAlreadyExists(f"topic {name!r} already exists")
+                raise TopicExists(f"topic {name!r} already exists", topic=name)
             topic = self._new_topic(name, dict(overrides))
             batch = Batch()
             batch.put(keys.topic_key(name), topic.record())
@@ -170,6 +194,7 @@ class LedgerStore(LedgerScans):
                 batch.delete(keys.topic_key(name))
                 batch.delete(keys.status_key(name))
                 batch.delete_range(*keys.cursor_range(name))
+                batch.delete_range(*keys.ack_range_range(name))
                 doomed = [led.ledger_id for led in topic.ledgers]
                 compacted = topic.compacted_ledger_id()
                 if compacted is not None:
@@ -274,7 +299,7 @@ class LedgerStore(LedgerScans):
         now = int(self.clock() * 1000)
         with topic.lock:
             if topic.deleted:
-                raise TopicNotFound(f"topic {topic.name!r} does not exist")
+                raise TopicNotFound(f"topic {topic.name!r} does not exist", topic=topic.name)
             undo = topic.undo_point()
             try:
                 runs, batch = build_append(topic, request, now, self._allocate_ledger)
@@ -300,33 +325,68 @@ class LedgerStore(LedgerScans):
             if cursor is None:
                 cursor = Cursor(subscription)
                 if latest:
-                    cursor.mark_delete = topic.lac
-                    cursor.read_position = topic.lac
-                self._write_cursor(topic, cursor)
+                    cursor.mark_delete = cursor.read_position = cursor.delivered = topic.lac
+                batch = Batch()
+                self._write_change(topic, cursor, CursorChange(head=True), batch)
+                self.db.write(batch, sync=self.fsync)
                 topic.cursors[subscription] = cursor
             return cursor
 
-    def _write_cursor(self, topic: LedgerTopic, cursor: Cursor, batch: Batch | None = None) -> None:
-        own = batch is None
-        batch = batch or Batch()
-        batch.put(keys.cursor_key(topic.name, cursor.name), cursor.encode())
-        if own:
-            self.db.write(batch, sync=self.fsync)
+    def _cursor(self, topic: LedgerTopic, subscription: str) -> Cursor:
+        cursor = topic.cursors.get(subscription)
+        if cursor is None:
+            raise SubscriptionNotFound(
+                f"subscription {subscription!r} does not exist on {topic.name!r}",
+                topic=topic.name,
+                subscription=subscription,
+            )
+        return cursor
+
+    def _write_change(
+        self, topic: LedgerTopic, cursor: Cursor, change: CursorChange, batch: Batch
+    ) -> None:
+        """The records a cursor change touches: the head, and each range written or gone."""
+        if change.head:
+            head = json.dumps(cursor.head(), separators=(",", ":")).encode()
+            batch.put(keys.cursor_key(topic.name, cursor.name), head)
+        for start, end in change.ranges.items():
+            key = keys.ack_range_key(topic.name, cursor.name, *start)
+            if end is None:
+                batch.delete(key)
+            else:
+                batch.put(key, keys.ack_range_value(*end))
+
+    def delivered(self, name: str, cursor: Cursor, last: MessageId) -> None:
+        """Reads of ``cursor`` went up to ``last``. A moved high-water mark is written
+        without a sync: lost in a power cut it only makes acks of those ids NOT_DELIVERED
+        until they are delivered again (as they will be: nothing after it was acked)."""
+        topic = self.topic(name)
+        with topic.lock:
+            change = cursor.deliver(last)
+            if change and topic.cursors.get(cursor.name) is cursor:
+                batch = Batch()
+                self._write_change(topic, cursor, change, batch)
+                self.db.write(batch)
 
     def acknowledge(
         self, name: str, subscription: str, msg_id: MessageId, cumulative: bool
     ) -> Cursor:
+        """Acknowledge an id delivered to the subscription (NOT_DELIVERED otherwise, and
+        nothing changes); durable before it returns, as a publish is."""
         topic = self.topic(name)
         with topic.lock:
-            cursor = topic.cursors.get(subscription)
-            if cursor is None:
-                from compactlog.errors import SubscriptionNotFound
-
-                raise SubscriptionNotFound(
-                    f"subscription {subscription!r} does not exist on {name!r}"
-                )
-            cursor.acknowledge(msg_id, cumulative, topic.successor)
-            self._write_cursor(topic, cursor)
+            cursor = self._cursor(topic, subscription)
+            try:
+                if not cursor.check_delivered(msg_id, topic.holds):
+                    return cursor
+            except NotDelivered as exc:
+                exc.metadata["topic"] = name
+                raise
+            change = cursor.acknowledge(msg_id, cumulative, topic.successor)
+            if change:
+                batch = Batch()
+                self._write_change(topic, cursor, change, batch)
+                self.db.write(batch, sync=self.fsync)
             return cursor
 
     def commit_cursor(
@@ -341,19 +401,13 @@ class LedgerStore(LedgerScans):
         topic = self.topic(name)
         with topic.lock:
             cursor = topic.cursors.get(subscription) or Cursor(subscription)
-            new = Cursor(
-                subscription,
-                mark_delete,
-                {i for i in cursor.acked if mark_delete is None or i > mark_delete},
-                dict(properties),
-                max(filter(None, [cursor.read_position, mark_delete]), default=None),
-            )
+            change = cursor.set_position(mark_delete, properties)
             batch = Batch()
-            self._write_cursor(topic, new, batch)
+            self._write_change(topic, cursor, change, batch)
             if extra is not None:
                 extra(batch)
             self.db.write(batch, sync=True)
-            topic.cursors[subscription] = new
+            topic.cursors[subscription] = cursor
 
     # ---- status blobs (compaction status survives restarts) -------------------------
 

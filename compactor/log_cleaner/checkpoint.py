@@ -1,4 +1,5 @@
-"""The cleaner offset checkpoint: first dirty offset per topic, in one file under the root.
+"""The cleaner offset checkpoint: first dirty offset per topic, in one file among the
+server's own files of the segments root (``~server/``, see ``storage.segmented.version``).
 
 Format (like Kafka's ``cleaner-offset-checkpoint``)::
 
@@ -50,6 +51,7 @@ class CleanerCheckpoint:
     def _write(self) -> None:
         body = [str(VERSION), str(len(self._offsets))]
         body += [f"{name} {offset}" for name, offset in sorted(self._offsets.items())]
+        self.path.parent.mkdir(exist_ok=True)
         atomic_write(self.path, ("\n".join(body) + "\n").encode())
 
     def get(self, name: str) -> int | None:

@@ -23,6 +23,7 @@ from compactlog.compactor.log_cleaner.manager import LogCleanerManager, LogToCle
 from compactlog.compactor.log_cleaner.offset_map import SkimpyOffsetMap
 from compactlog.storage.config import ServerSettings
 from compactlog.storage.segmented import CleaningAborted, SegmentedLogManager
+from compactlog.storage.segmented.version import server_file
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ class LogCleaner:
         self.settings = settings
         self.clock = clock
         self.cleaner_manager = LogCleanerManager(
-            manager, CleanerCheckpoint(manager.root / FILE_NAME), clock
+            manager, CleanerCheckpoint(server_file(manager.root, FILE_NAME)), clock
         )
         manager.set_cleaner_hooks(self.cleaner_manager)
         self.threads = settings.log_cleaner_threads if settings.log_cleaner_enable else 0

@@ -3,8 +3,9 @@
 Layout::
 
     <root>/
-      FORMAT                        "2\n": segment files hold batches (see version.py)
-      cleaner-offset-checkpoint     owned by the LogCleaner
+      ~server/                      the server's own files (``~`` is in no topic name)
+        FORMAT                      "2\n": segment files hold batches (see version.py)
+        cleaner-offset-checkpoint   owned by the LogCleaner
       <topic>/                      one directory per topic
         topic.json                  {"overrides": {...}}  (temp + fsync + rename)
         log-start-offset, recovery-point
@@ -29,7 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from compactlog.errors import TopicAlreadyExists, TopicNotFound
+from compactlog.errors import TopicExists, TopicNotFound
 from compactlog.storage.config import SegmentedTopicConfig, ServerSettings, effective_topic_config
 from compactlog.storage.names import check_topic_name
 from compactlog.storage.segmented.append import AppendResult
@@ -102,7 +103,7 @@ class SegmentedLogManager:
         with self._lock:
             found = self._logs.get(name)
         if found is None:
-            raise TopicNotFound(f"topic {name} does not exist")
+            raise TopicNotFound(f"topic {name} does not exist", topic=name)
         return found
 
     def cursors(self, name: str) -> SegmentCursors:
@@ -110,7 +111,7 @@ class SegmentedLogManager:
         with self._lock:
             found = self._cursors.get(name)
         if found is None:
-            raise TopicNotFound(f"topic {name} does not exist")
+            raise TopicNotFound(f"topic {name} does not exist", topic=name)
         return found
 
     def logs(self) -> dict[str, Log]:
@@ -128,7 +129,7 @@ class SegmentedLogManager:
     def overrides(self, name: str) -> dict[str, str]:
         with self._lock:
             if name not in self._overrides:
-                raise TopicNotFound(f"topic {name} does not exist")
+                raise TopicNotFound(f"topic {name} does not exist", topic=name)
             return dict(self._overrides[name])
 
     def config(self, name: str) -> SegmentedTopicConfig:
@@ -142,7 +143,7 @@ class SegmentedLogManager:
         check_topic_name(name)
         with self._lock:
             if name in self._logs:
-                raise TopicAlreadyExists(f"topic {name} already exists")
+                raise TopicExists(f"topic {name} already exists", topic=name)
             staging = self.root / (name + _NEW)
             shutil.rmtree(staging, ignore_errors=True)
             staging.mkdir()
@@ -173,7 +174,7 @@ class SegmentedLogManager:
         try:
             with self._lock:
                 if self._logs.get(name) is not target:
-                    raise TopicNotFound(f"topic {name} does not exist")
+                    raise TopicNotFound(f"topic {name} does not exist", topic=name)
                 del self._logs[name]
                 del self._overrides[name]
                 self._cursors.pop(name, None)
