@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from google.protobuf.message import DecodeError
+
 from compactlog.compactor.two_phase import CompactionInput, CompactionRun, Segment
 from compactlog.compactor.two_phase.compactor import key_and_flags
 from compactlog.compactor.two_phase.ledger_adapter import LedgerStoreCompactionStorage
@@ -55,6 +57,18 @@ class RunRecorder(Protocol):
 class _NoRecorder:
     def record_outside_run(self, topic: str, run: CompactionRun | None, error: str = "") -> None:
         pass
+
+
+def _entry_key(ledger_id: int, entry_id: int, data: bytes) -> tuple[bytes | None, int]:
+    """Key and flags of an entry an outside run sends: a ``Message``, or refused."""
+    try:
+        return key_and_flags(data)
+    except DecodeError as exc:
+        raise MalformedRequest(
+            f"entry {entry_id} for ledger {ledger_id} is not a Message: {exc}",
+            ledger=ledger_id,
+            entry=entry_id,
+        ) from None
 
 
 @dataclass
@@ -233,7 +247,7 @@ class OutsideRuns:
                 )
             batch: list[NewEntry] = []
             for eid, data in enumerate(entries, first_entry_id):
-                key, flags = key_and_flags(data)
+                key, flags = _entry_key(ledger_id, eid, data)
                 batch.append((eid, data, key, flags))
             self.local.append(ledger_id, batch)
             return have + len(batch)
