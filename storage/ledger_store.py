@@ -20,9 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from compactlog.errors import (
-    NotDelivered,
     StorageError,
-    SubscriptionNotFound,
     TopicExists,
     TopicNotFound,
 )
@@ -30,9 +28,10 @@ from compactlog.storage import batch as codec
 from compactlog.storage import keys
 from compactlog.storage.codec import ROLE_COMPACTED, LedgerMeta
 from compactlog.storage.config import LedgerTopicConfig, ServerSettings, effective_topic_config
-from compactlog.storage.cursor import COMPACTED_LEDGER_PROPERTY, Cursor, CursorChange
+from compactlog.storage.cursor import COMPACTED_LEDGER_PROPERTY
 from compactlog.storage.group_commit import GroupCommit
 from compactlog.storage.ledger_append import PendingAppend, build_append
+from compactlog.storage.ledger_cursors import LedgerCursors
 from compactlog.storage.ledger_scans import KeyEntry, LedgerScans, StoredBatch
 from compactlog.storage.ledger_topic import LedgerTopic
 from compactlog.storage.retention import ledgers_to_delete
@@ -43,7 +42,7 @@ from compactlog.storage.types import MessageId, Record, TopicKind
 log = logging.getLogger(__name__)
 
 
-class LedgerStore(LedgerScans):
+class LedgerStore(LedgerScans, LedgerCursors):
     def __init__(
         self, path: Path, settings: ServerSettings, clock: Callable[[], float] = time.time
     ) -> None:
@@ -111,30 +110,6 @@ class LedgerStore(LedgerScans):
             del self._ledgers[lid]
         if batch.ops:
             self.db.write(batch, sync=True)
-
-    def _load_cursors(self, batch: Batch) -> None:
-        """Cursor heads, then their ack ranges; a head of the JSON-only layout (its acked
-        ids in the head) is rewritten as head plus ranges in the start-up batch."""
-        for key, value in self.db.scan(b"C", b"D"):
-            topic_name, sub = key[1:].split(b"\x00", 1)
-            owner = self._topics.get(topic_name.decode())
-            if owner is None:
-                batch.delete(key)
-                continue
-            obj = json.loads(value)
-            cursor = Cursor.from_head(sub.decode(), obj)
-            owner.cursors[cursor.name] = cursor
-            if "acked" in obj:
-                change = CursorChange(True, {start: end for start, end in cursor.acked})
-                self._write_change(owner, cursor, change, batch)
-        for key, value in self.db.scan(*keys.ack_ranges_all()):
-            owner_name, sub_name, start, end = keys.parse_ack_range(key, value)
-            found = self._topics.get(owner_name)
-            acked = found.cursors.get(sub_name) if found is not None else None
-            if acked is None:
-                batch.delete(key)
-                continue
-            acked.acked.put(MessageId(*start), MessageId(*end))
 
     def _new_topic(self, name: str, overrides: dict[str, str]) -> LedgerTopic:
         effective = effective_topic_config(
@@ -315,99 +290,6 @@ class LedgerStore(LedgerScans):
             lid, first, count = runs[-1]
             topic.confirm(MessageId(lid, first + count - 1))
             return PendingAppend(self, topic, runs, 0)
-
-    # ---- cursors --------------------------------------------------------------------
-
-    def open_cursor(self, name: str, subscription: str, latest: bool = False) -> Cursor:
-        topic = self.topic(name)
-        with topic.lock:
-            cursor = topic.cursors.get(subscription)
-            if cursor is None:
-                cursor = Cursor(subscription)
-                if latest:
-                    cursor.mark_delete = cursor.read_position = cursor.delivered = topic.lac
-                batch = Batch()
-                self._write_change(topic, cursor, CursorChange(head=True), batch)
-                self.db.write(batch, sync=self.fsync)
-                topic.cursors[subscription] = cursor
-            return cursor
-
-    def _cursor(self, topic: LedgerTopic, subscription: str) -> Cursor:
-        cursor = topic.cursors.get(subscription)
-        if cursor is None:
-            raise SubscriptionNotFound(
-                f"subscription {subscription!r} does not exist on {topic.name!r}",
-                topic=topic.name,
-                subscription=subscription,
-            )
-        return cursor
-
-    def _write_change(
-        self, topic: LedgerTopic, cursor: Cursor, change: CursorChange, batch: Batch
-    ) -> None:
-        """The records a cursor change touches: the head, and each range written or gone."""
-        if change.head:
-            head = json.dumps(cursor.head(), separators=(",", ":")).encode()
-            batch.put(keys.cursor_key(topic.name, cursor.name), head)
-        for start, end in change.ranges.items():
-            key = keys.ack_range_key(topic.name, cursor.name, *start)
-            if end is None:
-                batch.delete(key)
-            else:
-                batch.put(key, keys.ack_range_value(*end))
-
-    def delivered(self, name: str, cursor: Cursor, last: MessageId) -> None:
-        """Reads of ``cursor`` went up to ``last``. A moved high-water mark is written
-        without a sync: lost in a power cut it only makes acks of those ids NOT_DELIVERED
-        until they are delivered again (as they will be: nothing after it was acked)."""
-        topic = self.topic(name)
-        with topic.lock:
-            change = cursor.deliver(last)
-            if change and topic.cursors.get(cursor.name) is cursor:
-                batch = Batch()
-                self._write_change(topic, cursor, change, batch)
-                self.db.write(batch)
-
-    def acknowledge(
-        self, name: str, subscription: str, msg_id: MessageId, cumulative: bool
-    ) -> Cursor:
-        """Acknowledge an id delivered to the subscription (NOT_DELIVERED otherwise, and
-        nothing changes); durable before it returns, as a publish is."""
-        topic = self.topic(name)
-        with topic.lock:
-            cursor = self._cursor(topic, subscription)
-            try:
-                if not cursor.check_delivered(msg_id, topic.holds):
-                    return cursor
-            except NotDelivered as exc:
-                exc.metadata["topic"] = name
-                raise
-            change = cursor.acknowledge(msg_id, cumulative, topic.successor)
-            if change:
-                batch = Batch()
-                self._write_change(topic, cursor, change, batch)
-                self.db.write(batch, sync=self.fsync)
-            return cursor
-
-    def commit_cursor(
-        self,
-        name: str,
-        subscription: str,
-        mark_delete: MessageId | None,
-        properties: dict[str, str],
-        extra: Callable[[Batch], None] | None = None,
-    ) -> None:
-        """Set position and properties in one atomic, synced write (plus ``extra`` ops)."""
-        topic = self.topic(name)
-        with topic.lock:
-            cursor = topic.cursors.get(subscription) or Cursor(subscription)
-            change = cursor.set_position(mark_delete, properties)
-            batch = Batch()
-            self._write_change(topic, cursor, change, batch)
-            if extra is not None:
-                extra(batch)
-            self.db.write(batch, sync=True)
-            topic.cursors[subscription] = cursor
 
     # ---- status blobs (compaction status survives restarts) -------------------------
 
