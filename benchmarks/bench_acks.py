@@ -21,6 +21,7 @@ fsynced append to a file (SEGMENTED).
     .venv/bin/python benchmarks/bench_acks.py                      # 6,000 and 60,000
     .venv/bin/python benchmarks/bench_acks.py --acks 6000 --patterns holes --kinds ledger
     .venv/bin/python benchmarks/bench_acks.py --durability wal --no-fsync   # CPU cost only
+    .venv/bin/python benchmarks/bench_acks.py --through-server --acks 6000 --patterns holes
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import grpc
+
+from compactlog.bench.bench_server import start_server
 from compactlog.storage import keys
 from compactlog.storage.config import ServerSettings
 from compactlog.storage.ledger_store import LedgerStore
@@ -41,6 +45,8 @@ from compactlog.storage.rocks import Batch, RocksDB
 from compactlog.storage.segmented import SegmentedLogManager
 from compactlog.storage.segmented.topic_log import SegmentedTopicLog
 from compactlog.storage.types import MessageId, Record
+from compactlog.v1 import compactlog_pb2 as pb
+from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 
 PATTERNS = ("holes", "in-order", "odd-even", "random")
 KINDS = ("ledger", "segmented")
@@ -109,6 +115,32 @@ def segmented_run(root: Path, n: int, pattern: str, _durability: str) -> tuple[l
         manager.close()
 
 
+def server_run(root: Path, n: int, pattern: str, durability: str, kind: str) -> list[float]:
+    """The same through a real server process: Acknowledge calls over gRPC, one at a time."""
+    proc, address = start_server(root / "data", durability)
+    try:
+        with grpc.insecure_channel(address) as channel:
+            admin, log = pb_grpc.TopicAdminStub(channel), pb_grpc.LogStub(channel)
+            pb_kind = pb.LEDGER if kind == "ledger" else pb.SEGMENTED
+            admin.CreateTopic(pb.CreateTopicRequest(name="t", kind=pb_kind))
+            for batch in _records(n):
+                records = [pb.Record(key=r.key, value=r.value) for r in batch]
+                log.Publish(pb.PublishRequest(topic="t", records=records))
+            got = log.Consume(pb.ConsumeRequest(topic="t", subscription="s", max_messages=n))
+            ids = [m.id for m in got.messages]
+            assert len(ids) == n
+            times = []
+            for i in order(pattern, n):
+                req = pb.AcknowledgeRequest(topic="t", subscription="s", id=ids[i])
+                t0 = time.perf_counter()
+                log.Acknowledge(req)
+                times.append(time.perf_counter() - t0)
+            return times
+    finally:
+        proc.terminate()
+        proc.wait()
+
+
 def floor(root: Path, kind: str, n: int) -> float:
     """Seconds per durable write: what one ack cannot go below."""
     count = min(n, 2000)
@@ -156,6 +188,11 @@ def main() -> None:
         action="store_true",
         help="make os.fsync a no-op (with --durability wal: the CPU cost of an ack alone)",
     )
+    parser.add_argument(
+        "--through-server",
+        action="store_true",
+        help="ack over gRPC against a `compactlog serve` process (default: storage directly)",
+    )
     parser.add_argument("--dir", type=Path, default=None, help="where to put the data")
     args = parser.parse_args()
     if args.no_fsync:
@@ -166,7 +203,8 @@ def main() -> None:
         f"{'first 10%':>11}{'last 10%':>10}{'floor us':>10}{'cursor B':>10}"
     )
     fsync = "no fsync" if args.no_fsync else "fsync"
-    print(f"single acks, LEDGER durability {args.durability}, SEGMENTED {fsync}")
+    where = "through a server process" if args.through_server else "in storage"
+    print(f"single acks {where}, LEDGER durability {args.durability}, SEGMENTED {fsync}")
     print(header)
     try:
         for kind in args.kinds:
@@ -176,7 +214,10 @@ def main() -> None:
             for n in args.acks:
                 for pattern in args.patterns:
                     root = Path(tempfile.mkdtemp(dir=base))
-                    times, size = RUNS[kind](root, n, pattern, args.durability)
+                    if args.through_server:
+                        times, size = server_run(root, n, pattern, args.durability, kind), 0
+                    else:
+                        times, size = RUNS[kind](root, n, pattern, args.durability)
                     shutil.rmtree(root, ignore_errors=True)
                     tenth = max(1, n // 10)
                     first = sum(times[:tenth]) / tenth * 1e6
