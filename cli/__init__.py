@@ -6,6 +6,9 @@ benchmark suite for ``bench``); nothing imports it but ``python -m compactlog``.
 live in ``topics``, ``data``, ``admin`` and ``export``; ``app`` parses and dispatches.
 """
 
+from compactlog._linked import only_as
 from compactlog.cli.app import build_parser, main
+
+only_as(__name__, "compactlog.cli")  # see compactlog/_linked.py
 
 __all__ = ["build_parser", "main"]

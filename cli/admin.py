@@ -15,7 +15,7 @@ import time
 from dataclasses import asdict
 from typing import IO, Any
 
-from compactlog.cli.common import connect, server_address, spark_missing
+from compactlog.cli.common import connect, server_address, spark_missing, tls_ca, token
 from compactlog.client.client import Client
 from compactlog.client.types import CompactionStatus
 from compactlog.errors import CompactlogError
@@ -169,7 +169,9 @@ def _compact_spark(args: argparse.Namespace) -> int:
     with connect(args) as client:
         client.get_topic(args.topic)  # fail fast with TopicNotFound before starting Spark
         try:
-            run_spark_compaction(address, args.topic, args.spark_master)
+            run_spark_compaction(
+                address, args.topic, args.spark_master, token=token(args), tls_ca=tls_ca(args)
+            )
         except ImportError as exc:  # pyspark itself imported lazily inside the engine
             return spark_missing(exc)
         status = client.compaction_status(args.topic)

@@ -24,7 +24,14 @@ from compactlog.cli import data as cli_data
 from compactlog.cli import export as cli_export
 from compactlog.cli import offline as cli_offline
 from compactlog.cli import topics as cli_topics
-from compactlog.cli.common import DEFAULT_DATA_DIR, ENV_SERVER, PROG, UsageError
+from compactlog.cli.common import (
+    DEFAULT_DATA_DIR,
+    ENV_SERVER,
+    ENV_TLS_CA,
+    ENV_TOKEN,
+    PROG,
+    UsageError,
+)
 from compactlog.client.client import DEFAULT_ADDRESS
 from compactlog.errors import CompactlogError
 
@@ -65,6 +72,18 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help=f"server address (env {ENV_SERVER}, default {DEFAULT_ADDRESS})",
     )
+    parser.add_argument(
+        "--token",
+        metavar="TOKEN",
+        default=None,
+        help=f"bearer token for a server with --auth-tokens (env {ENV_TOKEN}, safer: not in ps)",
+    )
+    parser.add_argument(
+        "--tls-ca",
+        metavar="FILE",
+        default=None,
+        help=f"CA certificate (PEM) of a TLS server; connects with TLS (env {ENV_TLS_CA})",
+    )
     parser.add_argument("--version", action="version", version=f"{PROG} {_version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
@@ -102,6 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="serve Prometheus metrics here (off by default)",
     )
+    _add_security_options(serve)
     serve.set_defaults(func=_serve)
 
     bench = commands.add_parser(
@@ -111,13 +131,41 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_security_options(serve: argparse.ArgumentParser) -> None:
+    """``serve``'s guard (CONTRACT section 10; docs/security.md)."""
+    serve.add_argument(
+        "--auth-tokens",
+        metavar="FILE",
+        default=None,
+        help="TOML file of principals (token SHA-256 and role); calls then need a token",
+    )
+    serve.add_argument("--tls-cert", metavar="FILE", default=None, help="TLS certificate (PEM)")
+    serve.add_argument("--tls-key", metavar="FILE", default=None, help="TLS private key (PEM)")
+    serve.add_argument(
+        "--insecure",
+        action="store_true",
+        help="allow listening on a non-loopback address without --auth-tokens",
+    )
+
+
 def _serve(args: argparse.Namespace) -> int:
     try:
         from compactlog.server.app import run
+        from compactlog.server.security import SecurityOptions
     except ImportError as exc:
         raise UsageError(f"the server is not available: {exc}") from None
     config = Path(args.config) if args.config else None
-    return int(run(Path(args.data_dir), args.listen, config, args.metrics_listen) or 0)
+
+    def path(value: str | None) -> Path | None:
+        return Path(value) if value else None
+
+    security = SecurityOptions(
+        auth_tokens=path(args.auth_tokens),
+        tls_cert=path(args.tls_cert),
+        tls_key=path(args.tls_key),
+        insecure=args.insecure,
+    )
+    return int(run(Path(args.data_dir), args.listen, config, args.metrics_listen, security) or 0)
 
 
 def _bench_missing_args(args: argparse.Namespace) -> int:
@@ -136,12 +184,15 @@ def _bench(argv: list[str]) -> int:
     return int(result or 0)
 
 
+_GLOBAL_WITH_VALUE = ("--server", "--token", "--tls-ca")
+
+
 def _split_bench(argv: Sequence[str]) -> tuple[list[str], list[str] | None]:
     """Cut ``bench``'s own arguments off before argparse, which would try to parse them."""
     i = 0
     while i < len(argv):
         token = argv[i]
-        if token == "--server":
+        if token in _GLOBAL_WITH_VALUE:
             i += 2
             continue
         if token.startswith("-"):

@@ -1,4 +1,5 @@
-"""Pieces every CLI verb shares: the server address rule, KEY=VALUE parsing, usage errors."""
+"""Pieces every CLI verb shares: the server address and credentials rules, KEY=VALUE
+parsing, usage errors."""
 
 from __future__ import annotations
 
@@ -6,11 +7,14 @@ import argparse
 import os
 import sys
 
+from compactlog.channels import ChannelSecurity
 from compactlog.client.client import DEFAULT_ADDRESS, Client
 
 PROG = "compactlog"
 ENV_SERVER = "COMPACTLOG_SERVER"
 DEFAULT_DATA_DIR = "./compactlog-data"  # where `serve` keeps its data unless told
+ENV_TOKEN = "COMPACTLOG_TOKEN"
+ENV_TLS_CA = "COMPACTLOG_TLS_CA"
 
 
 class UsageError(Exception):
@@ -22,9 +26,24 @@ def server_address(args: argparse.Namespace) -> str:
     return str(getattr(args, "server", None) or os.environ.get(ENV_SERVER) or DEFAULT_ADDRESS)
 
 
+def token(args: argparse.Namespace) -> str | None:
+    """``--token``, else ``$COMPACTLOG_TOKEN``, else none."""
+    return getattr(args, "token", None) or os.environ.get(ENV_TOKEN) or None
+
+
+def tls_ca(args: argparse.Namespace) -> str | None:
+    """``--tls-ca``, else ``$COMPACTLOG_TLS_CA``, else none (plaintext)."""
+    return getattr(args, "tls_ca", None) or os.environ.get(ENV_TLS_CA) or None
+
+
+def channel_security(args: argparse.Namespace) -> ChannelSecurity:
+    """Token and CA for the verbs that open their own channels (the Spark engine)."""
+    return ChannelSecurity.of(token(args), tls_ca(args))
+
+
 def connect(args: argparse.Namespace) -> Client:
-    """A client for the address the command line chose."""
-    return Client(server_address(args))
+    """A client for the address and credentials the command line chose."""
+    return Client(server_address(args), token=token(args), tls_ca=tls_ca(args))
 
 
 def key_value(text: str) -> tuple[str, str]:

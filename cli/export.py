@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from compactlog.cli.common import connect, server_address, spark_missing
+from compactlog.cli.common import connect, server_address, spark_missing, tls_ca, token
 from compactlog.errors import CompactlogError
 
 DEFAULT_SPARK_MASTER = "local[*]"
@@ -56,6 +56,8 @@ def export_cmd(args: argparse.Namespace) -> int:
             compacted=args.compacted,
             fmt=args.format,
             overwrite=args.overwrite,
+            token=token(args),
+            tls_ca=tls_ca(args),
         )
     except CompactlogError:
         raise

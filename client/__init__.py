@@ -17,6 +17,7 @@ server puts in the status, plus ``Timeout``.
 """
 
 from compactlog import errors
+from compactlog._linked import only_as
 from compactlog.client.client import DEFAULT_ADDRESS, Client
 from compactlog.client.consumer import Consumer
 from compactlog.client.errors import (
@@ -54,6 +55,8 @@ from compactlog.client.types import (
     TopicStats,
 )
 from compactlog.errors import CompactlogError
+
+only_as(__name__, "compactlog.client")  # see compactlog/_linked.py
 
 __all__ = [
     "DEFAULT_ADDRESS",

@@ -3,15 +3,18 @@ producers, readers and consumers (pulsar-client's shape: ``client.producer(topic
 
 Unary calls take the client's ``timeout`` (seconds, ``None`` = no deadline); streams run
 until closed. Every ``grpc.RpcError`` leaves as a ``compactlog.errors`` class.
+
+A server started with ``--auth-tokens`` wants ``token=``; one with ``--tls-cert`` wants
+``tls_ca=``, the CA certificate file (PEM) that signed its certificate (docs/security.md).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
-import grpc
-
+from compactlog.channels import ChannelSecurity, open_channel
 from compactlog.client import _convert as cv
 from compactlog.client.closeable import Closeable
 from compactlog.client.consumer import Consumer
@@ -23,6 +26,7 @@ from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 
 DEFAULT_ADDRESS = "127.0.0.1:7650"
+DEFAULT_TIMEOUT_S = 30.0  # unary calls (CONTRACT section 13); None = no deadline
 
 _CHANNEL_OPTIONS = [
     # Read responses carry batches of messages; the server bounds them, not the client.
@@ -34,10 +38,17 @@ _CHANNEL_OPTIONS = [
 class Client(Closeable):
     """A connection to one server. Use as a context manager or call ``close()``."""
 
-    def __init__(self, address: str = DEFAULT_ADDRESS, timeout: float | None = None) -> None:
+    def __init__(
+        self,
+        address: str = DEFAULT_ADDRESS,
+        token: str | None = None,
+        tls_ca: str | os.PathLike[str] | None = None,
+        timeout: float | None = DEFAULT_TIMEOUT_S,
+    ) -> None:
         self.address = address
         self.timeout = timeout
-        self._channel = grpc.insecure_channel(address, options=_CHANNEL_OPTIONS)
+        security = ChannelSecurity.of(token, tls_ca)
+        self._channel = open_channel(address, security, _CHANNEL_OPTIONS)
         self._admin = pb_grpc.TopicAdminStub(self._channel)
         self._log = pb_grpc.LogStub(self._channel)
         self._closed = False

@@ -169,11 +169,15 @@ class CorruptData(DataLoss):
 
 
 class Unauthenticated(CompactlogError):
+    """No token, or one no principal holds (CONTRACT section 10)."""
+
     code = "UNAUTHENTICATED"
     reason = "UNAUTHENTICATED"
 
 
 class PermissionDenied(CompactlogError):
+    """A known principal whose role does not reach this call."""
+
     code = "PERMISSION_DENIED"
     reason = "PERMISSION_DENIED"
 

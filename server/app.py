@@ -24,7 +24,6 @@ from typing import IO
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 
 from compactlog.compactor.log_cleaner.log_cleaner import CleanerStats
 from compactlog.errors import CompactlogError, StoreLocked
@@ -37,6 +36,8 @@ from compactlog.server.log_service import LogService, log_handler
 from compactlog.server.metrics import Metrics
 from compactlog.server.outside_runs import make_outside_runs
 from compactlog.server.periodic import Periodic
+from compactlog.server.reflection import enable_server_reflection
+from compactlog.server.security import Guard, SecurityOptions
 from compactlog.server.waiting import TopicSignals
 from compactlog.storage.config import ServerSettings
 from compactlog.v1 import compactlog_pb2 as pb
@@ -81,10 +82,13 @@ def build_server(
     settings: ServerSettings,
     metrics: Metrics,
     listen: str,
+    guard: Guard | None = None,
 ) -> tuple[grpc.aio.Server, int]:
     from compactlog.server.compaction_service import make_compactions
 
+    guard = guard or Guard.plain()
     server = grpc.aio.server(
+        interceptors=guard.interceptors(),
         migration_thread_pool=futures.ThreadPoolExecutor(RPC_THREADS, thread_name_prefix="rpc"),
         maximum_concurrent_rpcs=MAX_CONCURRENT_RPCS,
         options=[
@@ -113,14 +117,13 @@ def build_server(
         pb.DESCRIPTOR.services_by_name["TopicAdmin"].full_name,
         pb.DESCRIPTOR.services_by_name["CompactionEngine"].full_name,
         health.SERVICE_NAME,
-        reflection.SERVICE_NAME,
     ]
-    reflection.enable_server_reflection(names, server)
+    enable_server_reflection(names, server)  # v1 and v1alpha
     for name in ["", *names[:3]]:
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     check_listen_address(listen)
     try:
-        port = server.add_insecure_port(listen)
+        port = guard.add_port(server, listen)
     except RuntimeError:
         port = 0
     if port == 0:
@@ -162,13 +165,20 @@ def export_cleaner_stats(broker: Broker, metrics: Metrics) -> None:
         )
 
 
-def run(data_dir: Path, listen: str, config: Path | None, metrics_listen: str | None) -> int:
+def run(
+    data_dir: Path,
+    listen: str,
+    config: Path | None,
+    metrics_listen: str | None,
+    security: SecurityOptions | None = None,
+) -> int:
     logging.basicConfig(
         level=os.environ.get("COMPACTLOG_LOG_LEVEL", "INFO"),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
     try:
+        guard = Guard.open(security or SecurityOptions(), listen)
         settings = ServerSettings.load(config)
         data_dir.mkdir(parents=True, exist_ok=True)
         lock = lock_data_dir(data_dir)
@@ -181,7 +191,7 @@ def run(data_dir: Path, listen: str, config: Path | None, metrics_listen: str | 
     except CompactlogError as exc:
         return _fail(str(exc))
     try:
-        return asyncio.run(_serve(broker, data_dir, listen, settings, metrics_listen))
+        return asyncio.run(_serve(broker, data_dir, listen, settings, metrics_listen, guard))
     finally:
         lock.close()
 
@@ -192,6 +202,7 @@ async def _serve(
     listen: str,
     settings: ServerSettings,
     metrics_listen: str | None,
+    guard: Guard,
 ) -> int:
     loop = asyncio.get_running_loop()
     metrics = Metrics()
@@ -199,7 +210,7 @@ async def _serve(
     broker.on_change(signals.notify)
     executor = futures.ThreadPoolExecutor(STORAGE_THREADS, thread_name_prefix="storage")
     try:
-        server, port = build_server(broker, signals, executor, settings, metrics, listen)
+        server, port = build_server(broker, signals, executor, settings, metrics, listen, guard)
         if metrics_listen:
             metrics_port = metrics.serve(metrics_listen)
             log.info(
@@ -221,6 +232,8 @@ async def _serve(
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    if guard.auth is not None:
+        loop.add_signal_handler(signal.SIGHUP, guard.reload)
     await server.start()
     broker.start()
     retention.start()

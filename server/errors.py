@@ -145,7 +145,7 @@ def rpc_async(func: F) -> F:
                 async for item in func(self, _checked_async(request), context):
                     yield item
             except Exception as exc:
-                await context.abort_with_status(error_status(exc, name))
+                await abort_async(context, exc, name)
 
         return stream  # type: ignore[return-value]
 
@@ -154,6 +154,12 @@ def rpc_async(func: F) -> F:
         try:
             return await func(self, _checked_async(request), context)
         except Exception as exc:
-            await context.abort_with_status(error_status(exc, name))
+            await abort_async(context, exc, name)
 
     return unary  # type: ignore[return-value]
+
+
+async def abort_async(context: Any, exc: BaseException, method: str) -> None:
+    """End a grpc.aio call with the status of ``exc``, as ``rpc_async`` does: for code that
+    refuses a call before any servicer runs (``server.auth``)."""
+    await context.abort_with_status(error_status(exc, method))

@@ -21,6 +21,10 @@ from compactlog.v1 import compactlog_pb2 as pb
 
 Response = tuple[bytes, int]  # response bytes, message count
 
+# One executor step of a Read gathers responses up to this many bytes, so that a read of
+# many small responses does not pay a thread hand-off for each (still bounded memory).
+STEP_BYTES = 2 * 1024 * 1024
+
 
 def start_of(log: TopicLog, req: pb.ReadRequest) -> MessageId:
     which = req.WhichOneof("start")
@@ -48,6 +52,19 @@ class ReadSession:
     @property
     def done(self) -> bool:
         return self.remaining == 0
+
+    def steps(self, max_bytes: int = STEP_BYTES) -> list[Response]:
+        """The next responses, up to about ``max_bytes`` in all; empty once the view is
+        read up to what is visible now."""
+        out: list[Response] = []
+        size = 0
+        while size < max_bytes:
+            response = self.step()
+            if response is None:
+                break
+            out.append(response)
+            size += len(response[0])
+        return out
 
     def step(self) -> Response | None:
         """The next response, or None once the view is read up to what is visible now."""

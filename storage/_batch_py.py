@@ -24,7 +24,8 @@ class MalformedPayload(ValueError):
     """Bytes that are not the wire encoding this codec reads."""
 
 
-def _varint(buf: bytes, p: int, end: int) -> tuple[int, int]:
+def read_varint(buf: bytes, p: int, end: int) -> tuple[int, int]:
+    """The varint at ``buf[p:end]`` and the position after it (protobuf wire format)."""
     result = 0
     shift = 0
     while True:
@@ -38,7 +39,8 @@ def _varint(buf: bytes, p: int, end: int) -> tuple[int, int]:
         shift += 7
 
 
-def _put_varint(out: bytearray, n: int) -> None:
+def put_varint(out: bytearray, n: int) -> None:
+    """Append ``n`` (taken as unsigned 64-bit) as a varint."""
     n &= _U64 - 1
     while n >= 0x80:
         out.append((n & 0x7F) | 0x80)
@@ -58,13 +60,13 @@ def _varint_size(n: int) -> int:
 def _skip(buf: bytes, p: int, end: int, wire: int) -> int:
     """Position after a field's value of wire type ``wire`` starting at ``p``."""
     if wire == 0:
-        return _varint(buf, p, end)[1]
+        return read_varint(buf, p, end)[1]
     if wire == 1:
         q = p + 8
     elif wire == 5:
         q = p + 4
     elif wire == 2:
-        n, p = _varint(buf, p, end)
+        n, p = read_varint(buf, p, end)
         q = p + n
     else:
         raise MalformedPayload(f"unsupported wire type {wire}")
@@ -73,22 +75,23 @@ def _skip(buf: bytes, p: int, end: int, wire: int) -> int:
     return q
 
 
-def _id_field(ledger_id: int, entry_id: int) -> bytes:
+def id_field(ledger_id: int, entry_id: int) -> bytes:
+    """``Message.id`` (field 1) as protobuf writes it: zero fields omitted."""
     body = bytearray()
     if ledger_id:
         body.append(0x08)
-        _put_varint(body, ledger_id)
+        put_varint(body, ledger_id)
     if entry_id:
         body.append(0x10)
-        _put_varint(body, entry_id)
+        put_varint(body, entry_id)
     return bytes([0x0A, len(body)]) + bytes(body)
 
 
 def _message(
-    record: bytes, rs: int, re: int, id_field: bytes, publish_ms: int
+    record: bytes, rs: int, re: int, ident: bytes, publish_ms: int
 ) -> tuple[bytes, int, bytes | None, int]:
     """One Record (``record[rs:re]``) as Message fields: (fields, flags, key, event time)."""
-    out = bytearray(id_field)
+    out = bytearray(ident)
     key: bytes | None = None
     key_field = value_field = b""
     props = bytearray()
@@ -96,31 +99,31 @@ def _message(
     event = 0
     p = rs
     while p < re:
-        tag, p = _varint(record, p, re)
+        tag, p = read_varint(record, p, re)
         field, wire = tag >> 3, tag & 7
         q = _skip(record, p, re, wire)
         if field == 1 and wire == 2:  # key -> Message.key (2); the last one wins
-            n, s = _varint(record, p, re)
+            n, s = read_varint(record, p, re)
             key = record[s:q]
             key_field = b"\x12" + record[p:q]
             flags |= HAS_KEY
         elif field == 2 and wire == 2:  # value -> Message.value (3)
-            n, s = _varint(record, p, re)
+            n, s = read_varint(record, p, re)
             value_field = b"\x1a" + record[p:q]
             flags = (flags & HAS_KEY) | VALUE_PRESENT | (VALUE_NON_EMPTY if n else 0)
         elif field == 3 and wire == 2:  # properties entry -> Message.properties (4)
             props += b"\x22" + record[p:q]
         elif field == 4 and wire == 0:  # event_time_ms -> Message.event_time_ms (6)
-            event = _varint(record, p, re)[0]
+            event = read_varint(record, p, re)[0]
         p = q
     out += key_field + value_field + props
     if publish_ms:
         out.append(0x28)
-        _put_varint(out, publish_ms)
+        put_varint(out, publish_ms)
     event = event or (publish_ms & (_U64 - 1))
     if event:
         out.append(0x30)
-        _put_varint(out, event)
+        put_varint(out, event)
     signed = event - _U64 if event >= _I64 else event
     return bytes(out), flags, key, signed
 
@@ -152,19 +155,19 @@ def encode_records(
     max_index = -1
     p = pos
     while p < end and count < max_count and len(payload) < room:
-        tag, q = _varint(request, p, end)
+        tag, q = read_varint(request, p, end)
         field, wire = tag >> 3, tag & 7
         nxt = _skip(request, q, end, wire)
         if field != 2 or wire != 2:
             p = nxt
             continue
-        _n, rs = _varint(request, q, end)
-        id_field = _id_field(ledger_id, first_entry + count)
-        body, flags, key, event = _message(request, rs, nxt, id_field, publish_ms)
+        _n, rs = read_varint(request, q, end)
+        ident = id_field(ledger_id, first_entry + count)
+        body, flags, key, event = _message(request, rs, nxt, ident, publish_ms)
         payload.append(0x0A)
-        _put_varint(payload, len(body))
+        put_varint(payload, len(body))
         payload += body
-        size = len(body) - len(id_field)
+        size = len(body) - len(ident)
         keyblock += (
             bytes([flags])
             + len(body).to_bytes(4, "big")
@@ -178,21 +181,31 @@ def encode_records(
         p = nxt
     # Skip trailing non-record fields so that "p == len(request)" means "all consumed".
     while p < end:
-        tag, q = _varint(request, p, end)
+        tag, q = read_varint(request, p, end)
         if tag >> 3 == 2 and tag & 7 == 2:
             break
         p = _skip(request, q, end, tag & 7)
     return bytes(payload), bytes(keyblock), count, p, max_event, max_size, max_index
 
 
+def _record_at(payload: bytes, p: int, end: int) -> tuple[int, int]:
+    """Where the message of the record at ``p`` starts and ends (after its tag and length)."""
+    if payload[p] != 0x0A:
+        raise MalformedPayload(f"expected a message record at byte {p}")
+    n, ms = read_varint(payload, p + 1, end)
+    if ms + n > end:
+        raise MalformedPayload(f"message record at byte {p} runs past the payload")
+    return ms, ms + n
+
+
 def _parse_id(buf: bytes, p: int, end: int) -> tuple[int, int]:
     ledger_id = entry_id = 0
     while p < end:
-        tag, p = _varint(buf, p, end)
+        tag, p = read_varint(buf, p, end)
         if tag == 0x08:
-            ledger_id, p = _varint(buf, p, end)
+            ledger_id, p = read_varint(buf, p, end)
         elif tag == 0x10:
-            entry_id, p = _varint(buf, p, end)
+            entry_id, p = read_varint(buf, p, end)
         else:
             p = _skip(buf, p, end, tag & 7)
     return ledger_id, entry_id
@@ -209,28 +222,23 @@ def walk(
     out: list[tuple[int, int, int, bytes | None, int, int]] = []
     p = start
     while p < end:
-        if payload[p] != 0x0A:
-            raise MalformedPayload(f"expected a message record at byte {p}")
-        n, ms = _varint(payload, p + 1, end)
-        me = ms + n
-        if me > end:
-            raise MalformedPayload(f"message record at byte {p} runs past the payload")
+        ms, me = _record_at(payload, p, end)
         ledger_id = entry_id = flags = 0
         key: bytes | None = None
         q = ms
         while q < me:
-            tag, q = _varint(payload, q, me)
+            tag, q = read_varint(payload, q, me)
             field, wire = tag >> 3, tag & 7
             r = _skip(payload, q, me, wire)
             if field == 1 and wire == 2:
-                _n, s = _varint(payload, q, me)
+                _n, s = read_varint(payload, q, me)
                 ledger_id, entry_id = _parse_id(payload, s, r)
             elif field == 2 and wire == 2:
-                _n, s = _varint(payload, q, me)
+                _n, s = read_varint(payload, q, me)
                 key = bytes(payload[s:r])  # not a view pinning the payload (as in C)
                 flags |= HAS_KEY
             elif field == 3 and wire == 2:
-                vn, _s = _varint(payload, q, me)
+                vn, _s = read_varint(payload, q, me)
                 flags = (flags & HAS_KEY) | VALUE_PRESENT | (VALUE_NON_EMPTY if vn else 0)
             q = r
         out.append((ledger_id, entry_id, flags, key, p, me))
@@ -241,10 +249,10 @@ def walk(
 def _record_id(payload: bytes, ms: int, me: int) -> tuple[int, int]:
     q = ms
     while q < me:
-        tag, q = _varint(payload, q, me)
+        tag, q = read_varint(payload, q, me)
         r = _skip(payload, q, me, tag & 7)
         if tag == 0x0A:
-            _n, s = _varint(payload, q, me)
+            _n, s = read_varint(payload, q, me)
             return _parse_id(payload, s, r)
         q = r
     return 0, 0
@@ -263,12 +271,7 @@ def span(
     last = (0, 0)
     p = 0
     while p < end and count < limit:
-        if payload[p] != 0x0A:
-            raise MalformedPayload(f"expected a message record at byte {p}")
-        n, ms = _varint(payload, p + 1, end)
-        me = ms + n
-        if me > end:
-            raise MalformedPayload(f"message record at byte {p} runs past the payload")
+        ms, me = _record_at(payload, p, end)
         ident = _record_id(payload, ms, me)
         if ident > hi:
             break
@@ -289,7 +292,7 @@ def skip_records(payload: bytes, start: int, count: int) -> int:
         raise MalformedPayload("position outside the payload")
     p = start
     while count > 0 and p < end:
-        n, ms = _varint(payload, p + 1, end)
+        n, ms = read_varint(payload, p + 1, end)
         p = ms + n
         count -= 1
     if p > end:
@@ -302,7 +305,7 @@ def id_runs(runs: list[tuple[int, int, int]]) -> bytes:
     out = bytearray()
     for ledger_id, first, count in runs:
         for entry_id in range(first, first + count):
-            body = _id_field(ledger_id, entry_id)
+            body = id_field(ledger_id, entry_id)
             out += body
     return bytes(out)
 
@@ -313,7 +316,10 @@ __all__ = [
     "VALUE_PRESENT",
     "MalformedPayload",
     "encode_records",
+    "id_field",
     "id_runs",
+    "put_varint",
+    "read_varint",
     "skip_records",
     "span",
     "walk",

@@ -50,6 +50,7 @@ import crc32c
 
 from compactlog.errors import CorruptData, InvalidArgument, MalformedRequest
 from compactlog.storage import _batch_py
+from compactlog.storage._batch_py import id_field, put_varint, read_varint
 from compactlog.storage.types import MessageId, Record, StoredMessage
 
 
@@ -206,16 +207,9 @@ def encode_request(
     return EncodedRun(*out)
 
 
-def _put_varint(out: bytearray, n: int) -> None:
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-
-
 def _bytes_field(out: bytearray, tag: int, data: bytes) -> None:
     out.append(tag)
-    _put_varint(out, len(data))
+    put_varint(out, len(data))
     out += data
 
 
@@ -242,7 +236,7 @@ def records_to_request(records: Sequence[Record]) -> bytes:
             _bytes_field(body, 0x1A, bytes(entry))
         if rec.event_time_ms:
             body.append(0x20)
-            _put_varint(body, rec.event_time_ms & (2**64 - 1))
+            put_varint(body, rec.event_time_ms & (2**64 - 1))
         _bytes_field(out, 0x12, bytes(body))
     return bytes(out)
 
@@ -325,29 +319,18 @@ def id_runs(runs: Sequence[tuple[int, int, int]]) -> bytes:
     return bytes(codec.id_runs(list(runs)))
 
 
-def _varint(buf: bytes, p: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        b = buf[p]
-        p += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, p
-        shift += 7
-
-
 def _signed(n: int) -> int:
     return n - 2**64 if n >= 2**63 else n
 
 
 def _fields(buf: bytes, p: int, end: int) -> Iterator[tuple[int, int | bytes]]:
     while p < end:
-        tag, p = _varint(buf, p)
+        tag, p = read_varint(buf, p, end)
         if tag & 7 == 0:
-            value, p = _varint(buf, p)
+            value, p = read_varint(buf, p, end)
             yield tag >> 3, value
         else:
-            n, p = _varint(buf, p)
+            n, p = read_varint(buf, p, end)
             yield tag >> 3, bytes(buf[p : p + n])
             p += n
 
@@ -355,7 +338,7 @@ def _fields(buf: bytes, p: int, end: int) -> Iterator[tuple[int, int | bytes]]:
 def decode_message(record: bytes) -> StoredMessage:
     """One message record (tag and length included) as a domain message. Not a hot path:
     reads send stored bytes as they are; this serves tools, tests and key history."""
-    n, p = _varint(record, 1)
+    n, p = read_varint(record, 1, len(record))
     ledger_id = entry_id = publish = event = 0
     key: bytes | None = None
     value: bytes | None = None
@@ -406,10 +389,13 @@ __all__ = [
     "decode_message",
     "encode_request",
     "frame_messages",
+    "id_field",
     "id_runs",
     "pack",
     "payload_of",
     "peek_length",
+    "put_varint",
+    "read_varint",
     "record_body",
     "records_to_request",
     "select",

@@ -8,6 +8,7 @@ topic names. Both wait for the ``compactlog listening on HOST:PORT`` line.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -23,6 +25,9 @@ from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 
 STARTUP_TIMEOUT_S = 60.0
+REPO = Path(__file__).resolve().parent.parent
+# Where .ci/run installs buf from the npm registry (package @bufbuild/buf); BUF overrides.
+BUF_CANDIDATES = (REPO / ".tools" / "node_modules" / ".bin" / "buf",)
 
 
 class ServerProcess:
@@ -215,3 +220,106 @@ def connect() -> Iterator[object]:
     yield make
     for stubs in made:
         stubs.close()
+
+
+# -- security (CONTRACT section 10): real certificates and tokens files ---------------------
+
+
+class TlsFiles:
+    """PEM files made for a test run: a CA, a server certificate it signed for
+    127.0.0.1 / ::1 / localhost with its key, and an unrelated CA that trusts nothing here."""
+
+    def __init__(self, folder: Path) -> None:
+        from cryptography.hazmat.primitives import serialization
+
+        ca_key, ca_cert = _certificate("compactlog test CA")
+        key, cert = _certificate("127.0.0.1", issuer=(ca_key, ca_cert))
+        _other_key, other_ca = _certificate("some other CA")
+        pem = serialization.Encoding.PEM
+        self.ca = folder / "ca.pem"
+        self.cert = folder / "server.pem"
+        self.key = folder / "server.key"
+        self.other_ca = folder / "other-ca.pem"
+        self.ca.write_bytes(ca_cert.public_bytes(pem))
+        self.cert.write_bytes(cert.public_bytes(pem))
+        self.key.write_bytes(
+            key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+        )
+        self.other_ca.write_bytes(other_ca.public_bytes(pem))
+
+
+def _certificate(name: str, issuer: tuple[Any, Any] | None = None) -> tuple[Any, Any]:
+    """An EC P-256 key and a certificate: a self-signed CA, or a server certificate for
+    the loopback names signed by ``issuer``."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.datetime.now(datetime.UTC)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+    )
+    if issuer is None:
+        builder = builder.issuer_name(subject).add_extension(
+            x509.BasicConstraints(ca=True, path_length=0), critical=True
+        )
+        return key, builder.sign(key, hashes.SHA256())
+    ca_key, ca_cert = issuer
+    names = [
+        x509.DNSName("localhost"),
+        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+        x509.IPAddress(ipaddress.ip_address("::1")),
+    ]
+    builder = (
+        builder.issuer_name(ca_cert.subject)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.SubjectAlternativeName(names), critical=False)
+    )
+    return key, builder.sign(ca_key, hashes.SHA256())
+
+
+@pytest.fixture(scope="session")
+def tls_files(tmp_path_factory: pytest.TempPathFactory) -> TlsFiles:
+    return TlsFiles(tmp_path_factory.mktemp("tls"))
+
+
+def write_tokens_file(path: Path, principals: dict[str, tuple[str, str]]) -> Path:
+    """An ``--auth-tokens`` file: name -> (token, role), stored as the token's SHA-256."""
+    import hashlib
+
+    lines = []
+    for name, (token, role) in principals.items():
+        digest = hashlib.sha256(token.encode()).hexdigest()
+        lines += [f"[principals.{name}]", f'token_sha256 = "{digest}"', f'role = "{role}"', ""]
+    path.write_text("\n".join(lines))
+    return path
+
+
+def find_buf() -> str | None:
+    """The buf CLI: $BUF, then buf on PATH, then the copy .ci/run installs under .tools/."""
+    if os.environ.get("BUF"):
+        return os.environ["BUF"]
+    found = shutil.which("buf")
+    if found:
+        return found
+    return next((str(p) for p in BUF_CANDIDATES if p.exists()), None)
+
+
+@pytest.fixture(scope="session")
+def buf() -> str:
+    """Path of the buf CLI; skips where it is not installed (.ci/run installs it)."""
+    path = find_buf()
+    if path is None:
+        pytest.skip("buf is not installed: npm install --prefix .tools @bufbuild/buf")
+    return path

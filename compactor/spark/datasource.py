@@ -15,6 +15,10 @@ Python workers that cannot open the store — and return Arrow batches.
 ``compactlog_keys`` is the Spark engine's phase-one input: the keys, flags and sizes of
 the segments of one compaction plan (option ``segments``, JSON), never the payloads.
 Column ``pos`` is the entry's offset in its segment, the bit phase two selects by.
+
+A server with ``--auth-tokens`` and TLS takes options ``token`` (the range reads go through
+the CompactionEngine service, so an admin token) and ``tlsCa`` (the CA file, read once
+where the query is planned and shipped to the executors with the reader).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
+from compactlog.channels import ChannelSecurity
 from compactlog.compactor.two_phase.grpc_adapter import open_channel
 from compactlog.errors import InvalidArgument
 from compactlog.storage.codec import HAS_KEY
@@ -76,6 +81,13 @@ def _option(options: dict[str, str], name: str) -> str:
     return value
 
 
+def _security(options: dict[str, str]) -> ChannelSecurity:
+    """Options ``token`` and ``tlsCa`` (Spark hands option names over lower-cased)."""
+    token = options.get("token") or None
+    ca = options.get("tlsca") or options.get("tlsCa") or None
+    return ChannelSecurity.of(token, ca)
+
+
 def _size_option(options: dict[str, str]) -> int:
     raw = options.get("entriesperpartition") or str(DEFAULT_ENTRIES_PER_PARTITION)
     size = int(raw)
@@ -102,22 +114,30 @@ class CompactlogDataSource(DataSource):  # type: ignore[misc]
             opts.get("readcompacted", "false").lower() in TRUE,
             _size_option(opts),
             schema,
+            _security(opts),
         )
 
 
 class TopicReader(DataSourceReader):  # type: ignore[misc]
     def __init__(
-        self, server: str, topic: str, compacted: bool, size: int, schema: StructType
+        self,
+        server: str,
+        topic: str,
+        compacted: bool,
+        size: int,
+        schema: StructType,
+        security: ChannelSecurity | None = None,
     ) -> None:
         self.server = server
         self.topic = topic
         self.compacted = compacted
         self.size = size
         self.schema = schema
+        self.security = security
 
     def partitions(self) -> Sequence[InputPartition]:
         """The snapshot: the topic's layout now (later publishes are not read)."""
-        channel = open_channel(self.server)
+        channel = open_channel(self.server, self.security)
         try:
             lay = pb_grpc.CompactionEngineStub(channel).GetTopicLayout(
                 pb.GetTopicLayoutRequest(topic=self.topic)
@@ -139,7 +159,7 @@ class TopicReader(DataSourceReader):  # type: ignore[misc]
         if partition.first > partition.last:
             return
         arrow_schema = to_arrow_schema(self.schema, timezone="UTC")
-        channel = open_channel(self.server)
+        channel = open_channel(self.server, self.security)
         try:
             if partition.ledger_id == 0:
                 messages = _read_offsets(channel, self.topic, partition)
@@ -233,7 +253,12 @@ class CompactionKeysDataSource(DataSource):  # type: ignore[misc]
         opts = dict(self.options)
         segments = [tuple(s) for s in json.loads(_option(opts, "segments"))]
         return KeysReader(
-            _option(opts, "server"), _option(opts, "topic"), segments, _size_option(opts), schema
+            _option(opts, "server"),
+            _option(opts, "topic"),
+            segments,
+            _size_option(opts),
+            schema,
+            _security(opts),
         )
 
 
@@ -245,12 +270,14 @@ class KeysReader(DataSourceReader):  # type: ignore[misc]
         segments: list[tuple[Any, ...]],
         size: int,
         schema: StructType,
+        security: ChannelSecurity | None = None,
     ) -> None:
         self.server = server
         self.topic = topic
         self.segments = segments
         self.size = size
         self.schema = schema
+        self.security = security
 
     def partitions(self) -> Sequence[InputPartition]:
         parts: list[RangePartition] = []
@@ -272,7 +299,7 @@ class KeysReader(DataSourceReader):  # type: ignore[misc]
                 compacted=partition.compacted,
             ),
         )
-        channel = open_channel(self.server)
+        channel = open_channel(self.server, self.security)
         try:
             for b in pb_grpc.CompactionEngineStub(channel).ReadKeys(req):
                 flags = np.array(b.flags, dtype=np.int32)

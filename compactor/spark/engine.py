@@ -19,6 +19,7 @@ import logging
 
 from pyspark.sql import SparkSession
 
+from compactlog.channels import ChannelSecurity
 from compactlog.compactor.spark.phase_one import SparkPhaseOne
 from compactlog.compactor.spark.session import spark_session
 from compactlog.compactor.two_phase import CompactionResult, FaultHook, TwoPhaseCompactor
@@ -39,17 +40,21 @@ def run_spark_compaction(
     spark: SparkSession | None = None,
     fault: FaultHook | None = None,
     lease_ms: int = 0,
+    token: str | None = None,
+    tls_ca: str | None = None,
 ) -> CompactionResult:
     """Compact ``topic`` of the server at ``server`` on Spark; return the run's result
     (``committed`` False when there was nothing to do). The server records the run in
-    the topic's compaction status (engine ``spark``)."""
+    the topic's compaction status (engine ``spark``). ``token`` (an admin's) and
+    ``tls_ca`` reach a server with ``--auth-tokens`` and TLS, from driver and executors."""
     session = spark if spark is not None else spark_session(master)
-    storage = GrpcCompactionStorage(server, engine=ENGINE, lease_ms=lease_ms)
+    security = ChannelSecurity.of(token, tls_ca)
+    storage = GrpcCompactionStorage(server, engine=ENGINE, lease_ms=lease_ms, security=security)
     compactor = TwoPhaseCompactor(
         storage,
         0,  # no phase-one memory budget: the key table lives on the executors
         fault if fault is not None else fault_from_env(),
-        phase_one=SparkPhaseOne(session, server),
+        phase_one=SparkPhaseOne(session, server, token, tls_ca),
         engine=ENGINE,
     )
     try:

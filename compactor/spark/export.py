@@ -13,6 +13,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from compactlog.channels import ChannelSecurity
 from compactlog.compactor.two_phase.grpc_adapter import open_channel
 from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
@@ -20,12 +21,21 @@ from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 FORMATS = ("parquet",)
 
 
-def read_topic(spark: SparkSession, server: str, topic: str, compacted: bool) -> DataFrame:
+def read_topic(
+    spark: SparkSession,
+    server: str,
+    topic: str,
+    compacted: bool,
+    token: str | None = None,
+    tls_ca: str | None = None,
+) -> DataFrame:
     return (
         spark.read.format("compactlog")
         .option("server", server)
         .option("topic", topic)
         .option("readCompacted", "true" if compacted else "false")
+        .option("token", token or "")
+        .option("tlsCa", tls_ca or "")
         .load()
     )
 
@@ -56,18 +66,21 @@ def export_topic(
     compacted: bool,
     fmt: str = "parquet",
     overwrite: bool = False,
+    token: str | None = None,
+    tls_ca: str | None = None,
 ) -> int:
-    """Write the topic to ``path``; return the number of rows written."""
+    """Write the topic to ``path``; return the number of rows written. ``token`` and
+    ``tls_ca`` as for the data source (an admin token on a server with ``--auth-tokens``)."""
     if fmt not in FORMATS:
         raise ValueError(f"unsupported export format {fmt!r} ({', '.join(FORMATS)})")
-    channel = open_channel(server)
+    channel = open_channel(server, ChannelSecurity.of(token, tls_ca))
     try:
         layout = pb_grpc.CompactionEngineStub(channel).GetTopicLayout(
             pb.GetTopicLayoutRequest(topic=topic)
         )
     finally:
         channel.close()
-    df = read_topic(spark, server, topic, compacted)
+    df = read_topic(spark, server, topic, compacted, token, tls_ca)
     if compacted:
         df = latest_per_key(df, layout.kind == pb.SEGMENTED, layout.retain_null_key)
     df.write.mode("overwrite" if overwrite else "errorifexists").format(fmt).save(path)

@@ -46,9 +46,16 @@ def _chunk_bits(pdf: pd.DataFrame) -> pd.DataFrame:
 class SparkPhaseOne:
     """A ``PhaseOne`` for ``TwoPhaseCompactor``: call it with (storage, input, budget)."""
 
-    def __init__(self, spark: SparkSession, server: str) -> None:
+    def __init__(
+        self,
+        spark: SparkSession,
+        server: str,
+        token: str | None = None,
+        tls_ca: str | None = None,
+    ) -> None:
         self.spark = spark
         self.server = server
+        self.security_options = {"token": token or "", "tlsCa": tls_ca or ""}
 
     def keys(self, inp: CompactionInput) -> DataFrame:
         total = sum(seg.length for seg in inp.segments)
@@ -62,6 +69,7 @@ class SparkPhaseOne:
             .option("topic", inp.topic)
             .option("segments", json.dumps([list(seg) for seg in inp.segments]))
             .option("entriesPerPartition", str(size))
+            .options(**self.security_options)
             .load()
         )
 

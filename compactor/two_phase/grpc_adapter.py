@@ -6,7 +6,8 @@ one client stream of ``AppendEntries`` batches, opened at the first append and c
 at ``seal``; the commit carries the run's figures and the base the run began from, so
 the server rejects it (``CommitConflict``) when another run committed first. Deleting
 the previous compacted ledger is the server's part of a commit; ``delete_ledger`` of the
-run's own ledger is an abort.
+run's own ledger is an abort. The CompactionEngine service is admin-only on a server with
+``--auth-tokens``: ``security`` carries the admin token (and the CA of a TLS server).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from contextlib import AbstractContextManager
 
 import grpc
 
+from compactlog import channels
+from compactlog.channels import ChannelSecurity
 from compactlog.compactor.two_phase.compactor import CompactionRun
 from compactlog.compactor.two_phase.phase_one import PhaseOneResult
 from compactlog.compactor.two_phase.storage import CompactionInput, KeyEntry, NewEntry, Segment
@@ -36,8 +39,8 @@ _QUEUE_DEPTH = 8  # append batches in flight on the stream
 _PUT_POLL_S = 0.5
 
 
-def open_channel(address: str) -> grpc.Channel:
-    return grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+def open_channel(address: str, security: ChannelSecurity | None = None) -> grpc.Channel:
+    return channels.open_channel(address, security, CHANNEL_OPTIONS)
 
 
 def segment_to_pb(seg: Segment) -> pb.LedgerRange:
@@ -94,11 +97,17 @@ class _AppendStream:
 class GrpcCompactionStorage:
     """``CompactionStorage`` of a server at ``address``; one run at a time per instance."""
 
-    def __init__(self, address: str, engine: str = "spark", lease_ms: int = 0) -> None:
+    def __init__(
+        self,
+        address: str,
+        engine: str = "spark",
+        lease_ms: int = 0,
+        security: ChannelSecurity | None = None,
+    ) -> None:
         self.address = address
         self.engine = engine
         self.lease_ms = lease_ms
-        self.channel = open_channel(address)
+        self.channel = open_channel(address, security)
         self.stub = pb_grpc.CompactionEngineStub(self.channel)
         self._input: CompactionInput | None = None
         self._started = 0.0

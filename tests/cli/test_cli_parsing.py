@@ -18,6 +18,7 @@ from compactlog.cli import topics as cli_topics
 from compactlog.cli.common import UsageError, key_value, server_address
 from compactlog.client.types import Message, MessageId, Record
 from compactlog.errors import TopicNotFound
+from compactlog.server.security import SecurityOptions
 
 RunCli = Callable[..., tuple[int, str, str]]
 
@@ -294,6 +295,8 @@ def test_bench_gets_the_remaining_arguments(monkeypatch: pytest.MonkeyPatch) -> 
         ["--size", "10", "read"],
     )
     assert cli._split_bench(["read", "bench"]) == (["read", "bench"], None)
+    argv = ["--token", "bench", "--tls-ca", "bench", "bench", "-x"]  # values are not verbs
+    assert cli._split_bench(argv) == (argv[:5], ["-x"])
     seen: list[list[str]] = []
 
     class FakeBench:
@@ -340,4 +343,7 @@ def test_serve_passes_its_options(monkeypatch: pytest.MonkeyPatch) -> None:
         )
         == 0
     )
-    assert calls == [(Path("d"), "127.0.0.1:0", Path("c.toml"), "127.0.0.1:9")]
+    assert calls == [(Path("d"), "127.0.0.1:0", Path("c.toml"), "127.0.0.1:9", SecurityOptions())]
+    guarded = ["serve", "--listen", "0.0.0.0:1", "--auth-tokens", "t.toml", "--insecure"]
+    assert cli.main([*guarded, "--tls-cert", "c.pem", "--tls-key", "k.pem"]) == 0
+    assert calls[1][4] == SecurityOptions(Path("t.toml"), Path("c.pem"), Path("k.pem"), True)

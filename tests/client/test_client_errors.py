@@ -174,6 +174,12 @@ def test_a_deadline_without_text_says_which_call() -> None:
     assert isinstance(exc, errors.Timeout) and "Consume" in str(exc)
 
 
+def test_unknown_code_keeps_its_name() -> None:
+    exc = from_rpc_error(FakeRpcError(S.ABORTED, "no"), "GetTopic")
+    assert type(exc) is errors.CompactlogError
+    assert exc.code == "ABORTED"
+
+
 @pytest.mark.parametrize(
     "details",
     [

@@ -1,0 +1,3 @@
+module example.com/compactlog-go
+
+go 1.19
