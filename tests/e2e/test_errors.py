@@ -2,8 +2,7 @@
 the raw status (code, and the ``google.rpc.ErrorInfo`` of its ``grpc-status-details-bin``
 trailer: domain, reason, metadata) and the exception class the client raises for it.
 
-Not reachable yet, and listed in ``PENDING``: CONSUMER_BUSY (subscription types),
-UNAUTHENTICATED and PERMISSION_DENIED (tokens).
+Not reachable yet, and listed in ``PENDING``: CONSUMER_BUSY (subscription types).
 """
 
 from __future__ import annotations
@@ -11,6 +10,7 @@ from __future__ import annotations
 import signal
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -24,8 +24,10 @@ from compactlog.rpc_errors import from_rpc_error
 from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 
+from ..conftest import write_tokens_file
+
 CONTRACT_REASONS = set(errors.BY_REASON)
-PENDING = {"CONSUMER_BUSY", "UNAUTHENTICATED", "PERMISSION_DENIED"}
+PENDING = {"CONSUMER_BUSY"}
 S = grpc.StatusCode
 
 
@@ -338,8 +340,15 @@ CASES = {
         {"topic": "{t}"},
     ),
 }
-# On a server of their own (test_compaction_running_corrupt_data_shutting_down):
-OWN_SERVER = {"COMPACTION_RUNNING", "CORRUPT_DATA", "SHUTTING_DOWN"}
+# On servers of their own (test_compaction_running_corrupt_data_shutting_down,
+# test_unauthenticated_and_permission_denied):
+OWN_SERVER = {
+    "COMPACTION_RUNNING",
+    "CORRUPT_DATA",
+    "SHUTTING_DOWN",
+    "UNAUTHENTICATED",
+    "PERMISSION_DENIED",
+}
 
 
 def test_every_reason_is_reached_or_pending() -> None:
@@ -392,6 +401,24 @@ def test_compaction_running_corrupt_data_shutting_down(server_factory: Any) -> N
             list(follow)
         check(stopping.value, S.UNAVAILABLE, "SHUTTING_DOWN", {"topic": "slow"}, "Read")
         assert srv.proc.wait(30) == 0
+    finally:
+        api.channel.close()
+
+
+def test_unauthenticated_and_permission_denied(server_factory: Any, tmp_path: Path) -> None:
+    tokens = write_tokens_file(tmp_path / "tokens.toml", {"dash": ("reader-token", "reader")})
+    srv = server_factory(extra_args=["--auth-tokens", str(tokens)])
+    api = Api(srv.address)
+    try:
+        request = pb.CreateTopicRequest(name="t")
+        with pytest.raises(grpc.RpcError) as anonymous:
+            api.admin.CreateTopic(request)
+        method = {"method": "TopicAdmin.CreateTopic"}
+        check(anonymous.value, S.UNAUTHENTICATED, "UNAUTHENTICATED", method, "CreateTopic")
+        with pytest.raises(grpc.RpcError) as reader:
+            api.admin.CreateTopic(request, metadata=(("authorization", "Bearer reader-token"),))
+        denied = {**method, "principal": "dash", "role": "reader", "needed": "admin"}
+        check(reader.value, S.PERMISSION_DENIED, "PERMISSION_DENIED", denied, "CreateTopic")
     finally:
         api.channel.close()
 
