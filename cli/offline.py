@@ -1,4 +1,6 @@
-"""Commands that work on a data dir directly, with no server running: ``migrate``."""
+"""Commands that work on a data dir directly, with no server running: ``migrate`` and
+``check`` (the offline verifier, ``storage/check.py``: one line per problem, a summary,
+exit 1 when anything is wrong)."""
 
 from __future__ import annotations
 
@@ -20,6 +22,24 @@ def add_parsers(commands: Any) -> None:
     )
     migrate.add_argument("data_dir", metavar="DATA_DIR", nargs="?", default=DEFAULT_DATA_DIR)
     migrate.set_defaults(func=_migrate)
+    check = commands.add_parser(
+        "check",
+        help="verify a data dir: every batch, index, cursor and state file",
+        description=(
+            "Read every batch of every ledger and segment, check every CRC, index, cursor "
+            "and state file, and print what is wrong where. Stop the server first."
+        ),
+    )
+    check.add_argument("data_dir", metavar="DATA_DIR", nargs="?", default=DEFAULT_DATA_DIR)
+    check.set_defaults(func=_check)
+
+
+def _check(args: argparse.Namespace) -> int:
+    from compactlog.storage.check import check_data_dir, print_report
+
+    report = check_data_dir(Path(args.data_dir))
+    print_report(report, print)
+    return 0 if report.ok else 1
 
 
 def _migrate(args: argparse.Namespace) -> int:

@@ -80,6 +80,8 @@ def format_topic(info: TopicInfo) -> str:
         f"entries:   {s.entries}",
         f"bytes:     {s.bytes}",
     ]
+    if info.offline_reason:
+        lines.insert(2, f"OFFLINE:   {info.offline_reason}")
     if info.kind == "ledger":
         lines.append(f"ledgers:   {s.ledgers}")
     else:

@@ -162,6 +162,7 @@ def topic_from_pb(info: pb.TopicInfo) -> TopicInfo:
         kind=_KIND_NAMES.get(info.kind, "ledger"),
         config=dict(sorted(info.config.items())),
         stats=stats_from_pb(info.stats),
+        offline_reason=info.offline_reason if info.offline else "",
     )
 
 

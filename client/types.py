@@ -68,6 +68,7 @@ class TopicInfo:
     kind: TopicKindName
     config: Mapping[str, str]
     stats: TopicStats
+    offline_reason: str = ""  # non-empty: stored state unreadable, the topic is not served
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,7 +52,7 @@ MAX_CONCURRENT_RPCS = 20_000  # past this a new call gets RESOURCE_EXHAUSTED at 
 
 
 def _fail(message: str) -> int:
-    print(f"compactlog: error: {message}", file=sys.stderr, flush=True)
+    print(f"compactlog: error: {' '.join(message.split())}", file=sys.stderr, flush=True)
     return 1
 
 
@@ -190,6 +190,11 @@ def run(
         broker = Broker(data_dir, settings)
     except CompactlogError as exc:
         return _fail(str(exc))
+    except OSError as exc:
+        return _fail(f"cannot open data dir {data_dir}: {exc}")
+    except Exception as exc:  # one line, never a traceback (CONTRACT section 11)
+        log.debug("start-up failed", exc_info=exc)
+        return _fail(f"cannot open data dir {data_dir}: {type(exc).__name__}: {exc}")
     try:
         return asyncio.run(_serve(broker, data_dir, listen, settings, metrics_listen, guard))
     finally:

@@ -47,6 +47,7 @@ class TopicDescription:
     compacted_bytes: int = 0
     log_start_offset: int = 0
     extra: dict[str, int] = field(default_factory=dict)
+    offline_reason: str = ""  # set: the topic's state could not be read (storage.offline)
 
 
 class Broker:
@@ -129,9 +130,16 @@ class Broker:
             self.segments.delete_topic(name)
 
     def topic_names(self) -> list[str]:
-        return sorted(self.ledgers.topic_names() + self.segments.topic_names())
+        """Every topic, offline ones included."""
+        offline = [*self.ledgers.offline_topics(), *self.segments.offline_topics()]
+        return sorted(self.ledgers.topic_names() + self.segments.topic_names() + offline)
 
     def describe(self, name: str) -> TopicDescription:
+        offline = self.ledgers.offline_topics().get(name) or self.segments.offline_topics().get(
+            name
+        )
+        if offline is not None:
+            return TopicDescription(name, offline.kind, {}, offline_reason=offline.reason)
         if self.kind(name) == TopicKind.LEDGER:
             return self._describe_ledger(name)
         return self._describe_segmented(name)

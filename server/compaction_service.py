@@ -121,7 +121,11 @@ class CompactionService:
             status = CompactionStatus()
             if self.broker.kind(name) == TopicKind.LEDGER:
                 saved = self.store.get_status(name)
-                status = CompactionStatus.from_json(saved)
+                try:
+                    status = CompactionStatus.from_json(saved)
+                except ValueError as exc:
+                    self.store.set_aside_status(name, str(exc))
+                    saved, status = None, CompactionStatus()
                 if saved and saved.get("state") != status.state.name:
                     self.store.put_status(name, status.to_json())
             slot = _Slot(owner, status)

@@ -70,16 +70,22 @@ class CompactionStatus:
 
     @classmethod
     def from_json(cls, data: dict[str, Any] | None) -> CompactionStatus:
-        """Load a persisted status; RUNNING means the run was cut short by a restart."""
+        """Load a persisted status; RUNNING means the run was cut short by a restart.
+        A blob of another shape is ``ValueError`` (the caller sets it aside)."""
         if not data:
             return cls()
-        state = CompactionState[str(data.get("state", "NOT_RUN"))]
-        run = data.get("last_run")
-        status = cls(
-            state,
-            str(data.get("last_error", "")),
-            CompactionRun.from_dict(run) if isinstance(run, dict) else None,
-        )
+        try:
+            state = CompactionState[str(data.get("state", "NOT_RUN"))]
+            error = data.get("last_error", "")
+            run = data.get("last_run")
+            if not isinstance(error, str) or not (run is None or isinstance(run, dict)):
+                raise TypeError("last_error or last_run of the wrong type")
+            last = CompactionRun.from_dict(run) if run is not None else None
+            if last is not None:
+                last.to_pb()  # every figure of the type and range the wire needs
+            status = cls(state, error, last)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"malformed compaction status: {exc}") from None
         if state == CompactionState.RUNNING:
             status = status.to(CompactionState.ERROR, error=INTERRUPTED)
         return status

@@ -74,6 +74,9 @@ def topic_info(desc: TopicDescription) -> pb.TopicInfo:
     info = pb.TopicInfo(
         name=desc.name, kind=cast("pb.TopicKind.ValueType", int(desc.kind)), config=desc.config
     )
+    if desc.offline_reason:
+        info.offline = True
+        info.offline_reason = desc.offline_reason
     s = info.stats
     s.entries = desc.entries
     s.bytes = desc.bytes

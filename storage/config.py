@@ -164,6 +164,18 @@ SERVER_KEYS = _keys(
         "compaction.phase.one.memory.bytes", _int(1024), 1073741824, "phase-one key map budget"
     ),
     ConfigKey("read.batch.max.messages", _int(1, 1_000_000), 1000, "messages per Read response"),
+    ConfigKey(
+        "ledger.wal.recovery.mode",
+        _choice("absolute-consistency", "point-in-time"),
+        "absolute-consistency",
+        "a damaged RocksDB WAL stops the start (or: replay up to the damage, drop the rest)",
+    ),
+    ConfigKey(
+        "log.segment.open.files.max",
+        _int(8, 1_000_000),
+        256,
+        "segment files held open at once, all topics together (an LRU of descriptors)",
+    ),
 )
 
 
@@ -289,6 +301,8 @@ class ServerSettings:
     compaction_max_concurrent: int = 2
     compaction_phase_one_memory_bytes: int = 1073741824
     read_batch_max_messages: int = 1000
+    ledger_wal_recovery_mode: str = "absolute-consistency"
+    log_segment_open_files_max: int = 256
     topic_defaults: Mapping[str, str] | None = None
 
     def defaults_for(self, kind: TopicKind) -> dict[str, str]:

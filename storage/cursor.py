@@ -51,8 +51,12 @@ class CursorChange:
         return self.head or bool(self.ranges)
 
 
-def _id(obj: Any) -> MessageId | None:
-    return MessageId(int(obj[0]), int(obj[1])) if obj is not None else None
+_HEAD_KEYS = {"mark_delete", "delivered", "properties"}
+_LEGACY_HEAD_KEYS = {"mark_delete", "acked", "properties"}
+
+
+def _optional_id(raw: object) -> MessageId | None:
+    return None if raw is None else message_id(raw)
 
 
 def _list(msg_id: MessageId | None) -> list[int] | None:
@@ -79,14 +83,26 @@ class Cursor:
         }
 
     @classmethod
-    def from_head(cls, name: str, obj: dict[str, Any]) -> Cursor:
-        """A cursor from its head; the ranges are added by the store. A head written
-        before ranges existed lists its individually acked ids in ``acked``."""
-        mark = _id(obj.get("mark_delete"))
-        cursor = cls(name, mark, properties=dict(obj.get("properties") or {}), read_position=mark)
-        cursor.delivered = _id(obj.get("delivered")) or mark
-        for item in obj.get("acked") or ():
-            cursor.acked.add(MessageId(int(item[0]), int(item[1])), {})
+    def from_head(cls, name: str, obj: object) -> Cursor:
+        """A cursor from its head (the store adds its ranges), read strictly: anything but
+        the shapes written is ``ValueError`` (a cursor read wrong would redeliver or skip
+        messages). A head written before ranges existed lists its individually acked ids
+        in ``acked`` instead of ``delivered``."""
+        if not isinstance(obj, dict) or set(obj) not in (_HEAD_KEYS, _LEGACY_HEAD_KEYS):
+            raise ValueError(f"cursor head is not an object of {', '.join(sorted(_HEAD_KEYS))}")
+        props = obj["properties"]
+        if not isinstance(props, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in props.items()
+        ):
+            raise ValueError("cursor properties are not a map of strings")
+        mark = _optional_id(obj["mark_delete"])
+        cursor = cls(name, mark, properties=dict(props), read_position=mark)
+        cursor.delivered = _optional_id(obj.get("delivered")) or mark
+        raw_acked = obj.get("acked", [])
+        if not isinstance(raw_acked, list):
+            raise ValueError("cursor acked is not a list")
+        for item in raw_acked:
+            cursor.acked.add(message_id(item), {})
         if cursor.acked:
             last = max(end for _start, end in cursor.acked)
             cursor.delivered = max(filter(None, [cursor.delivered, last]))
@@ -173,3 +189,14 @@ class Cursor:
         if self.read_position is None or mark > self.read_position:
             self.read_position = mark
         return change
+
+
+def message_id(raw: object) -> MessageId:
+    """A stored ``[ledger_id, entry_id]``, strictly."""
+    if (
+        not isinstance(raw, list)
+        or len(raw) != 2
+        or not all(type(v) is int and 0 <= v < 2**64 for v in raw)
+    ):
+        raise ValueError(f"not a message id: {str(raw)[:40]}")
+    return MessageId(raw[0], raw[1])

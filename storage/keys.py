@@ -15,6 +15,7 @@ numeric order and one ledger is one contiguous key range).
                                                           one range of individually acked ids
                                                           beyond mark-delete: start -> end
     b"S" topic                           -> JSON          compaction status and last run
+    b"B" set_aside_ms:u64 original key   -> value         a value that failed validation, kept
 
 A batch holds consecutive entries of one ledger; the batch holding entry ``e`` is the
 last key at or before ``E ledger e`` (a seek-for-prev). In a compacted ledger the key's
@@ -121,3 +122,8 @@ def parse_ack_range(key: bytes, value: bytes) -> tuple[str, str, tuple[int, int]
 
 def status_key(topic: str) -> bytes:
     return b"S" + topic.encode()
+
+
+def bad_key(original: bytes, set_aside_ms: int) -> bytes:
+    """Where a value that failed validation is kept (never read by the server)."""
+    return b"B" + U64.pack(set_aside_ms) + original

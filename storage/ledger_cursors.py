@@ -20,6 +20,19 @@ from compactlog.storage.rocks import Batch, RocksDB
 from compactlog.storage.types import MessageId
 
 
+def cursor_ops(batch: Batch, topic: str, cursor: Cursor, change: CursorChange) -> None:
+    """The records a cursor change touches: the head, and each range written or gone."""
+    if change.head:
+        head = json.dumps(cursor.head(), separators=(",", ":")).encode()
+        batch.put(keys.cursor_key(topic, cursor.name), head)
+    for start, end in change.ranges.items():
+        key = keys.ack_range_key(topic, cursor.name, *start)
+        if end is None:
+            batch.delete(key)
+        else:
+            batch.put(key, keys.ack_range_value(*end))
+
+
 class LedgerCursors:
     """Base of LedgerStore: needs its RocksDB, its topics and its durability setting."""
 
@@ -29,30 +42,6 @@ class LedgerCursors:
 
     def topic(self, name: str) -> LedgerTopic:
         raise NotImplementedError
-
-    def _load_cursors(self, batch: Batch) -> None:
-        """Cursor heads, then their ack ranges; a head of the JSON-only layout (its acked
-        ids in the head) is rewritten as head plus ranges in the start-up batch."""
-        for key, value in self.db.scan(b"C", b"D"):
-            topic_name, sub = key[1:].split(b"\x00", 1)
-            owner = self._topics.get(topic_name.decode())
-            if owner is None:
-                batch.delete(key)
-                continue
-            obj = json.loads(value)
-            cursor = Cursor.from_head(sub.decode(), obj)
-            owner.cursors[cursor.name] = cursor
-            if "acked" in obj:
-                change = CursorChange(True, {start: end for start, end in cursor.acked})
-                self._write_change(owner, cursor, change, batch)
-        for key, value in self.db.scan(*keys.ack_ranges_all()):
-            owner_name, sub_name, start, end = keys.parse_ack_range(key, value)
-            found = self._topics.get(owner_name)
-            acked = found.cursors.get(sub_name) if found is not None else None
-            if acked is None:
-                batch.delete(key)
-                continue
-            acked.acked.put(MessageId(*start), MessageId(*end))
 
     def open_cursor(self, name: str, subscription: str, latest: bool = False) -> Cursor:
         topic = self.topic(name)
@@ -81,16 +70,7 @@ class LedgerCursors:
     def _write_change(
         self, topic: LedgerTopic, cursor: Cursor, change: CursorChange, batch: Batch
     ) -> None:
-        """The records a cursor change touches: the head, and each range written or gone."""
-        if change.head:
-            head = json.dumps(cursor.head(), separators=(",", ":")).encode()
-            batch.put(keys.cursor_key(topic.name, cursor.name), head)
-        for start, end in change.ranges.items():
-            key = keys.ack_range_key(topic.name, cursor.name, *start)
-            if end is None:
-                batch.delete(key)
-            else:
-                batch.put(key, keys.ack_range_value(*end))
+        cursor_ops(batch, topic.name, cursor, change)
 
     def delivered(self, name: str, cursor: Cursor, last: MessageId) -> None:
         """Reads of ``cursor`` went up to ``last``. A moved high-water mark is written

@@ -46,15 +46,17 @@ class LedgerScans:
 
     def batch_at(self, ledger_id: int, position: int) -> StoredBatch | None:
         """The batch holding ``position`` of a ledger (None past its end)."""
+        topic = self._owner(ledger_id)
         begin = keys.entry_key(ledger_id, 0)
-        key = self.db.last_key(begin, keys.entry_key(ledger_id, position + 1))
-        if key is None:
+        try:
+            key = self.db.last_key(begin, keys.entry_key(ledger_id, position + 1))
+            data = None if key is None else self.db.get(key)
+        except CorruptData as exc:
+            raise CorruptData(f"{where(topic, ledger_id, position)}: {exc}") from None
+        if key is None or data is None:
             return None
-        data = self.db.get(key)
         first = keys.entry_ids(key)[1]
-        if data is None:
-            return None
-        header = codec.check(data, where(self._owner(ledger_id), ledger_id, first))
+        header = codec.check(data, where(topic, ledger_id, first))
         if position >= first + header.count:
             return None
         return first, data, header
@@ -62,44 +64,78 @@ class LedgerScans:
     def batches(
         self, ledger_id: int, first: int = 0, last: int = keys.MAX_ID
     ) -> Iterator[StoredBatch]:
-        """Checked batches holding positions ``first..last`` of a ledger, in order."""
-        begin = self.db.last_key(
-            keys.entry_key(ledger_id, 0), keys.entry_key(ledger_id, first + 1)
-        ) or keys.entry_key(ledger_id, first)
+        """Checked batches holding positions ``first..last`` of a ledger, in order. An
+        unreadable RocksDB block on the way is ``CorruptData`` naming the position."""
         topic = self._owner(ledger_id)
-        entry_ids, check = keys.entry_ids, codec.check
-        for key, data in self.db.scan(begin, keys.ledger_range(ledger_id)[1]):
-            at = entry_ids(key)[1]
-            if at > last:
-                return
-            yield at, data, check(data, where(topic, ledger_id, at))
+        at = first
+        try:
+            begin = self.db.last_key(
+                keys.entry_key(ledger_id, 0), keys.entry_key(ledger_id, first + 1)
+            ) or keys.entry_key(ledger_id, first)
+            entry_ids, check = keys.entry_ids, codec.check
+            for key, data in self.db.scan(begin, keys.ledger_range(ledger_id)[1]):
+                at = entry_ids(key)[1]
+                if at > last:
+                    return
+                header = check(data, where(topic, ledger_id, at))
+                yield at, data, header
+                at += header.count
+        except CorruptData as exc:
+            if str(exc).startswith("RocksDB"):
+                raise CorruptData(f"{where(topic, ledger_id, at)}: {exc}") from None
+            raise
 
     def batches_reversed(self, ledger_id: int, first: int, last: int) -> Iterator[StoredBatch]:
         """Checked batches holding positions ``first..last``, last batch first."""
         topic = self._owner(ledger_id)
         begin = keys.entry_key(ledger_id, 0)
-        for key, data in self.db.scan_reverse(begin, keys.entry_key(ledger_id, last + 1)):
-            at = keys.entry_ids(key)[1]
-            yield at, data, codec.check(data, where(topic, ledger_id, at))
-            if at <= first:
-                return
+        at = last
+        try:
+            for key, data in self.db.scan_reverse(begin, keys.entry_key(ledger_id, last + 1)):
+                at = keys.entry_ids(key)[1]
+                yield at, data, codec.check(data, where(topic, ledger_id, at))
+                if at <= first:
+                    return
+        except CorruptData as exc:
+            if str(exc).startswith("RocksDB"):
+                raise CorruptData(f"{where(topic, ledger_id, at)}: {exc}") from None
+            raise
 
     def raw_batches(self, name: str, start: MessageId, stop: MessageId) -> Iterator[StoredBatch]:
-        """Checked raw batches holding ids ``start..stop``, ledger after ledger."""
-        for meta in self.topic(name).ledgers_between(start, stop):
-            first = start.entry_id if meta.ledger_id == start.ledger_id else 0
-            last = stop.entry_id if meta.ledger_id == stop.ledger_id else keys.MAX_ID
-            expected = None
-            for at, data, header in self.batches(meta.ledger_id, first, last):
-                if expected is not None and at != expected:
-                    raise CorruptData(
-                        f"{where(name, meta.ledger_id, expected)}: batch missing",
-                        topic=name,
-                        ledger=meta.ledger_id,
-                        entry=expected,
-                    )
+        """Checked raw batches holding ids ``start..stop``, ledger after ledger.
+
+        Batches must tile each ledger: the first holds the first wanted entry, each next
+        one starts where the last ended, and the last reaches the last wanted entry the
+        ledger has. A hole is ``CorruptData``, unless retention or a deletion removed the
+        ledger meanwhile (then the ledger is simply no longer there to read).
+        """
+        topic = self.topic(name)
+        for meta in topic.ledgers_between(start, stop):
+            lid = meta.ledger_id
+            first = start.entry_id if lid == start.ledger_id else 0
+            last = stop.entry_id if lid == stop.ledger_id else keys.MAX_ID
+            last = min(last, meta.entries - 1)
+            if first > last:
+                continue
+            expected = first
+            for at, data, header in self.batches(lid, first, last):
+                if at > expected or at + header.count <= expected:
+                    self._hole(topic, meta, expected)
                 expected = at + header.count
                 yield at, data, header
+            if expected <= last:
+                self._hole(topic, meta, expected)
+
+    def _hole(self, topic: LedgerTopic, meta: LedgerMeta, entry: int) -> None:
+        with topic.lock:
+            gone = topic.deleted or all(led is not meta for led in topic.ledgers)
+        if not gone:
+            raise CorruptData(
+                f"{where(topic.name, meta.ledger_id, entry)}: batch missing",
+                topic=topic.name,
+                ledger=meta.ledger_id,
+                entry=entry,
+            )
 
     def keys_of(self, ledger_id: int, first: int, last: int, reverse: bool) -> Iterator[KeyEntry]:
         """Keys of positions ``first..last`` of a ledger, from its checked batches."""

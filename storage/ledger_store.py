@@ -32,8 +32,10 @@ from compactlog.storage.cursor import COMPACTED_LEDGER_PROPERTY
 from compactlog.storage.group_commit import GroupCommit
 from compactlog.storage.ledger_append import PendingAppend, build_append
 from compactlog.storage.ledger_cursors import LedgerCursors
+from compactlog.storage.ledger_load import load_ledgers
 from compactlog.storage.ledger_scans import KeyEntry, LedgerScans, StoredBatch
 from compactlog.storage.ledger_topic import LedgerTopic
+from compactlog.storage.offline import OfflineTopic
 from compactlog.storage.retention import ledgers_to_delete
 from compactlog.storage.rocks import Batch, RocksDB
 from compactlog.storage.topic_log import ChangeListeners
@@ -48,10 +50,11 @@ class LedgerStore(LedgerScans, LedgerCursors):
     ) -> None:
         self.settings = settings
         self.clock = clock
-        self.db = RocksDB(path)
+        self.db = RocksDB(path, settings.ledger_wal_recovery_mode)
         self._lock = threading.RLock()
         self._topics: dict[str, LedgerTopic] = {}
         self._ledgers: dict[int, LedgerMeta] = {}  # every ledger, raw and compacted
+        self._offline: dict[str, OfflineTopic] = {}
         self.fsync = settings.publish_durability == "fsync"
         self.group_commit = GroupCommit(self.db.sync_wal)
         self.changes = ChangeListeners()
@@ -65,51 +68,12 @@ class LedgerStore(LedgerScans, LedgerCursors):
     # ---- start-up -------------------------------------------------------------------
 
     def _load(self) -> None:
-        fmt = self.db.get(keys.FORMAT_KEY)
-        if fmt is None:
-            self.db.put(keys.FORMAT_KEY, keys.FORMAT_VERSION)
-        elif fmt == keys.LEGACY_FORMAT_VERSION:
-            raise StorageError(
-                f"{self.db.path} holds ledgers in format 1 (one entry a message); this "
-                "server reads format 2 (batches): run `compactlog migrate DATA_DIR` first"
-            )
-        elif fmt != keys.FORMAT_VERSION:
-            raise StorageError(
-                f"{self.db.path} holds ledgers in format {fmt.decode(errors='replace')!r}, "
-                f"newer than this server's {keys.FORMAT_VERSION.decode()}"
-            )
-        raw_next = self.db.get(keys.NEXT_LEDGER_KEY)
-        self._next_ledger = keys.U64.unpack(raw_next)[0] if raw_next else 1
-        for key, value in self.db.scan(*keys.ledger_meta_range()):
-            lid = keys.ledger_id_of_meta_key(key)
-            self._ledgers[lid] = LedgerMeta.decode(lid, value)
-        batch = Batch()
-        # Rollover on reopen: no ledger stays open across a restart.
-        for meta in self._ledgers.values():
-            if not meta.sealed:
-                meta.sealed = True
-                batch.put(keys.ledger_meta_key(meta.ledger_id), meta.encode())
-        for key, value in self.db.scan(*keys.topic_range()):
-            name = key[1:].decode()
-            record = json.loads(value)
-            topic = self._new_topic(name, record["overrides"])
-            topic.ledgers = [
-                self._ledgers[lid] for lid in record["ledgers"] if lid in self._ledgers
-            ]
-            topic.recompute_positions()
-            self._topics[name] = topic
-        self._load_cursors(batch)
-        referenced = {led.ledger_id for t in self._topics.values() for led in t.ledgers}
-        for topic in self._topics.values():
-            compacted = topic.compacted_ledger_id()
-            if compacted is not None:
-                referenced.add(compacted)
-        for lid in sorted(set(self._ledgers) - referenced):
-            log.info("deleting ledger %d: no topic references it", lid)
-            self._delete_ledger_ops(batch, lid)
-            del self._ledgers[lid]
-        if batch.ops:
-            self.db.write(batch, sync=True)
+        """Read the metadata (``storage.ledger_load``: nothing unreadable is deleted)."""
+        state = load_ledgers(self.db, self._new_topic)
+        self._next_ledger = state.next_ledger
+        self._ledgers = state.ledgers
+        self._topics = state.topics
+        self._offline = state.offline
 
     def _new_topic(self, name: str, overrides: dict[str, str]) -> LedgerTopic:
         effective = effective_topic_config(
@@ -128,14 +92,22 @@ class LedgerStore(LedgerScans, LedgerCursors):
     def topic(self, name: str) -> LedgerTopic:
         topic = self._topics.get(name)
         if topic is None:
+            offline = self._offline.get(name)
+            if offline is not None:
+                raise offline.error()
             raise TopicNotFound(f"topic {name!r} does not exist", topic=name)
         return topic
 
     def has_topic(self, name: str) -> bool:
-        return name in self._topics
+        """Served and offline topics alike: the name is taken either way."""
+        return name in self._topics or name in self._offline
 
     def topic_names(self) -> list[str]:
+        """The topics being served (offline ones: ``offline_topics``)."""
         return sorted(self._topics)
+
+    def offline_topics(self) -> dict[str, OfflineTopic]:
+        return dict(self._offline)
 
     def create_topic(self, name: str, overrides: dict[str, str]) -> LedgerTopic:
         with self._lock:
@@ -163,6 +135,9 @@ class LedgerStore(LedgerScans, LedgerCursors):
 
     def delete_topic(self, name: str) -> None:
         with self._lock:
+            if name in self._offline:
+                self._delete_offline_topic(name)
+                return
             topic = self.topic(name)
             with topic.lock:
                 batch = Batch()
@@ -182,6 +157,27 @@ class LedgerStore(LedgerScans, LedgerCursors):
                 topic.deleted = True
                 del self._topics[name]
             self.changes.notify(name)
+
+    def _delete_offline_topic(self, name: str) -> None:
+        """Give up on an offline topic: its record, cursors, status and the ledgers whose
+        meta names it (and that no served topic lists) go."""
+        batch = Batch()
+        batch.delete(keys.topic_key(name))
+        batch.delete(keys.status_key(name))
+        batch.delete_range(*keys.cursor_range(name))
+        batch.delete_range(*keys.ack_range_range(name))
+        listed = {led.ledger_id for t in self._topics.values() for led in t.ledgers}
+        doomed = [
+            lid for lid, meta in self._ledgers.items() if meta.topic == name and lid not in listed
+        ]
+        for lid in doomed:
+            self._delete_ledger_ops(batch, lid)
+        self.db.write(batch, sync=True)
+        for lid in doomed:
+            self._ledgers.pop(lid, None)
+        del self._offline[name]
+        log.warning("deleted offline topic %r and %d ledger(s)", name, len(doomed))
+        self.changes.notify(name)
 
     # ---- ledgers --------------------------------------------------------------------
 
@@ -297,8 +293,32 @@ class LedgerStore(LedgerScans, LedgerCursors):
         self.db.put(keys.status_key(name), json.dumps(status).encode())
 
     def get_status(self, name: str) -> dict[str, object] | None:
+        """The stored status blob; one that is not a JSON object is set aside (kept
+        under a ``bad`` key, logged) and never used."""
         raw = self.db.get(keys.status_key(name))
-        return json.loads(raw) if raw else None
+        if not raw:
+            return None
+        try:
+            status = json.loads(raw)
+            if isinstance(status, dict):
+                return status
+        except ValueError:
+            pass
+        self.set_aside_status(name, "not a JSON object")
+        return None
+
+    def set_aside_status(self, name: str, problem: str) -> None:
+        """Move a status blob that failed validation out of the way (``keys.bad_key``)."""
+        key = keys.status_key(name)
+        raw = self.db.get(key)
+        if raw is None:
+            return
+        bad = keys.bad_key(key, int(self.clock() * 1000))
+        batch = Batch()
+        batch.put(bad, raw)
+        batch.delete(key)
+        self.db.write(batch, sync=True)
+        log.error("compaction status of %r is malformed (%s): set aside as %r", name, problem, bad)
 
     # ---- retention ------------------------------------------------------------------
 

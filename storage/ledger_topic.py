@@ -49,6 +49,28 @@ class LedgerTopic:
             separators=(",", ":"),
         ).encode()
 
+    @staticmethod
+    def parse_record(data: bytes) -> tuple[dict[str, str], list[int]]:
+        """``(overrides, ledger ids)`` of a stored topic record, strictly: anything but
+        the shape ``record`` writes is ``ValueError``."""
+        obj = json.loads(data)
+        if not isinstance(obj, dict) or set(obj) != {"kind", "overrides", "ledgers"}:
+            raise ValueError("topic record is not an object of kind, overrides, ledgers")
+        if obj["kind"] != int(TopicKind.LEDGER):
+            raise ValueError(f"topic record has kind {str(obj['kind'])[:20]}")
+        overrides, ledgers = obj["overrides"], obj["ledgers"]
+        if not isinstance(overrides, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in overrides.items()
+        ):
+            raise ValueError("topic overrides are not a map of strings")
+        if not isinstance(ledgers, list) or not all(
+            type(lid) is int and 0 < lid < 2**64 for lid in ledgers
+        ):
+            raise ValueError("topic ledgers are not a list of ledger ids")
+        if ledgers != sorted(set(ledgers)):
+            raise ValueError("topic ledgers are not ascending")
+        return dict(overrides), list(ledgers)
+
     def recompute_positions(self) -> None:
         self._ids = [led.ledger_id for led in self.ledgers]
         self.current = self.ledgers[-1] if self.ledgers and not self.ledgers[-1].sealed else None

@@ -4,6 +4,24 @@ Everything else sees ``RocksDB``: bytes in, bytes out, range scans bounded on bo
 sides, atomic batches, and our own error types instead of rocksdict's plain
 ``Exception`` ("IO error…", "Corruption…"). Raw mode throughout, so keys sort by
 RocksDB's byte-wise comparator and other RocksDB tools can read the store.
+
+Trust nothing read back (CONTRACT section 11):
+
+* Every read verifies block checksums (``verify_checksums``), and ``paranoid_checks`` is
+  on, so RocksDB checks what it can at open and flags a store whose files fail.
+* A scan never ends short in silence. rocksdict's ``items()``/``keys()`` simply stop
+  when the underlying iterator turns invalid, and an iterator turns invalid both at the
+  end of the range and at an unreadable block; only ``status()`` tells the two apart.
+  So every scan here drives its own iterator and checks ``status()`` whenever it stops
+  before its bound: a damaged block is ``CorruptData``, never a short answer.
+* The write-ahead log is replayed in ``absolute_consistency`` mode by default: a WAL
+  record that fails its checksum stops the open with ``CorruptData`` instead of
+  RocksDB's default (``point_in_time``), which silently drops every later record,
+  acknowledged ones included. With the default ``fsync`` durability every acknowledged
+  write was synced, and a process crash leaves the OS's copy of the WAL whole, so a
+  damaged WAL is damage, not a torn tail. After a power loss with ``publish.durability
+  = wal`` the unsynced tail may be torn; an operator who accepts losing what follows the
+  damage opens the store once with ``"ledger.wal.recovery.mode" = "point-in-time"``.
 """
 
 from __future__ import annotations
@@ -13,13 +31,39 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from rocksdict import Options, Rdict, ReadOptions, WriteBatch, WriteOptions
+from rocksdict import (
+    AccessType,
+    DBRecoveryMode,
+    Options,
+    Rdict,
+    RdictIter,
+    ReadOptions,
+    WriteBatch,
+    WriteOptions,
+)
 
-from compactlog.errors import StorageError, StoreClosed, StoreLocked
+from compactlog.errors import (
+    CompactlogError,
+    CorruptData,
+    StorageError,
+    StoreClosed,
+    StoreLocked,
+)
+
+WAL_RECOVERY_MODES = ("absolute-consistency", "point-in-time")
 
 
-def _wrap(exc: Exception) -> StorageError:
-    return StorageError(f"RocksDB: {exc}")
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+def _wrap(exc: Exception, what: str = "") -> CompactlogError:
+    """rocksdict's plain exception as ours; a checksum or format failure is CorruptData."""
+    text = _one_line(exc)
+    where = f" ({what})" if what else ""
+    if text.startswith("Corruption") or "checksum mismatch" in text:
+        return CorruptData(f"RocksDB{where}: {text}")
+    return StorageError(f"RocksDB{where}: {text}")
 
 
 class Batch:
@@ -47,21 +91,42 @@ class Batch:
         self.ops += 1
 
 
-class RocksDB:
-    """A RocksDB directory opened read-write by this process."""
+def _options(wal_recovery: str) -> Options:
+    if wal_recovery not in WAL_RECOVERY_MODES:
+        raise StorageError(f"unknown WAL recovery mode {wal_recovery!r}")
+    opts = Options(raw_mode=True)
+    opts.create_if_missing(True)
+    opts.set_max_background_jobs(2)
+    opts.increase_parallelism(2)
+    opts.set_paranoid_checks(True)
+    mode = (
+        DBRecoveryMode.absolute_consistency()
+        if wal_recovery == "absolute-consistency"
+        else DBRecoveryMode.point_in_time()
+    )
+    opts.set_wal_recovery_mode(mode)
+    return opts
 
-    def __init__(self, path: Path) -> None:
+
+class RocksDB:
+    """A RocksDB directory opened read-write by this process (or read-only, for tools)."""
+
+    def __init__(
+        self, path: Path, wal_recovery: str = "absolute-consistency", read_only: bool = False
+    ) -> None:
         self.path = path
-        opts = Options(raw_mode=True)
-        opts.create_if_missing(True)
-        opts.set_max_background_jobs(2)
-        opts.increase_parallelism(2)
+        self.read_only = read_only
+        opts = _options(wal_recovery)
         try:
-            self._db: Rdict | None = Rdict(str(path), opts)
+            if read_only:
+                access = AccessType.read_only(False)
+                self._db: Rdict | None = Rdict(str(path), opts, access_type=access)
+            else:
+                self._db = Rdict(str(path), opts)
         except Exception as exc:
             if "lock" in str(exc).lower():
                 raise StoreLocked(f"{path} is in use by another process") from None
-            raise _wrap(exc) from None
+            raise _open_error(path, exc) from None
         self._sync_opts = WriteOptions()
         self._sync_opts.sync = True
         self._close_lock = threading.Lock()
@@ -72,14 +137,22 @@ class RocksDB:
             raise StoreClosed("the store is closed")
         return self._db
 
+    @staticmethod
+    def _read_options(upper: bytes | None = None) -> ReadOptions:
+        ro = ReadOptions()
+        ro.set_verify_checksums(True)
+        if upper is not None:
+            ro.set_iterate_upper_bound(upper)
+        return ro
+
     def get(self, key: bytes) -> bytes | None:
         try:
-            value: bytes | None = self.db.get(key)
+            value: bytes | None = self.db.get(key, read_opt=self._read_options())
             return value
         except StoreClosed:
             raise
         except Exception as exc:
-            raise _wrap(exc) from None
+            raise _wrap(exc, f"reading key {key[:40]!r}") from None
 
     def write(self, batch: Batch, sync: bool = False) -> None:
         try:
@@ -109,57 +182,74 @@ class RocksDB:
         except Exception as exc:
             raise _wrap(exc) from None
 
+    def flush(self) -> None:
+        """Write the memtable to a table file (SST) and wait for it."""
+        try:
+            self.db.flush(True)
+        except StoreClosed:
+            raise
+        except Exception as exc:
+            raise _wrap(exc) from None
+
+    def _iter(self, upper: bytes | None) -> RdictIter:
+        return self.db.iter(self._read_options(upper))
+
+    @staticmethod
+    def _check_status(it: RdictIter, begin: bytes) -> None:
+        """An iterator that went invalid: the end of the range, or an unreadable block."""
+        try:
+            it.status()
+        except Exception as exc:
+            raise _wrap(exc, f"scanning from key {begin[:40]!r}") from None
+
     def scan(self, begin: bytes, end: bytes) -> Iterator[tuple[bytes, bytes]]:
         """Items with begin <= key < end, in key order.
 
         A live iterator is a point-in-time view, so the scan never sees writes made
-        after it started (rocksdict's Snapshot iteration does; see ECOSYSTEM.md).
+        after it started (rocksdict's Snapshot iteration does; see ECOSYSTEM.md). An
+        unreadable block on the way is ``CorruptData`` (see the module docstring).
         """
-        ro = ReadOptions()
-        ro.set_iterate_upper_bound(end)
-        try:
-            yield from self.db.items(from_key=begin, read_opt=ro)
-        except StoreClosed:
-            raise
-        except Exception as exc:
-            raise _wrap(exc) from None
+        it = self._iter(end)
+        it.seek(begin)
+        valid, nxt, key, value = it.valid, it.next, it.key, it.value
+        while valid():
+            yield key(), value()
+            nxt()
+        self._check_status(it, begin)
 
     def scan_keys(self, begin: bytes, end: bytes) -> Iterator[bytes]:
-        ro = ReadOptions()
-        ro.set_iterate_upper_bound(end)
-        try:
-            yield from self.db.keys(from_key=begin, read_opt=ro)
-        except Exception as exc:
-            raise _wrap(exc) from None
+        it = self._iter(end)
+        it.seek(begin)
+        while it.valid():
+            yield it.key()
+            it.next()
+        self._check_status(it, begin)
 
     def scan_reverse(self, begin: bytes, end: bytes) -> Iterator[tuple[bytes, bytes]]:
         """Items with begin <= key < end, largest key first (rocksdict's backwards
         iteration ignores a lower bound, so it is checked here)."""
-        it = self.db.iter(ReadOptions())
-        try:
-            it.seek_for_prev(end)
-            while it.valid():
-                key: bytes = it.key()
-                if key < begin:
-                    return
-                if key < end:
-                    yield key, it.value()
-                it.prev()
-        except StoreClosed:
-            raise
-        except Exception as exc:
-            raise _wrap(exc) from None
+        it = self._iter(None)
+        it.seek_for_prev(end)
+        while it.valid():
+            key: bytes = it.key()
+            if key < begin:
+                return
+            if key < end:
+                yield key, it.value()
+            it.prev()
+        self._check_status(it, end)
 
     def last_key(self, begin: bytes, end: bytes) -> bytes | None:
         """The largest key in [begin, end), or None (backwards iteration ignores the
         lower bound in rocksdict, so it is checked here)."""
-        it = self.db.iter(ReadOptions())
+        it = self._iter(None)
         it.seek_for_prev(end)
         while it.valid():
             key: bytes = it.key()
             if key < end:
                 return key if key >= begin else None
             it.prev()
+        self._check_status(it, end)
         return None
 
     def compact_range(self, begin: bytes, end: bytes) -> None:
@@ -175,8 +265,19 @@ class RocksDB:
                 return
             db, self._db = self._db, None
             try:
-                db.flush_wal(True)
+                if not self.read_only:
+                    db.flush_wal(True)
                 db.close()
             finally:
                 del db
                 gc.collect()
+
+
+def _open_error(path: Path, exc: Exception) -> CompactlogError:
+    text = _one_line(exc)
+    if text.startswith("Corruption") or "checksum mismatch" in text:
+        return CorruptData(
+            f"RocksDB store {path} is damaged and was not opened ({text}); nothing was "
+            "changed or dropped: inspect it with `compactlog check DATA_DIR`"
+        )
+    return StorageError(f"RocksDB store {path} cannot be opened: {text}")

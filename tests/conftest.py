@@ -159,6 +159,12 @@ def server(server_factory) -> ServerProcess:  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(scope="session")
+def server_class() -> type[ServerProcess]:
+    """The ``ServerProcess`` class itself, for fixtures that manage their own servers."""
+    return ServerProcess
+
+
+@pytest.fixture(scope="session")
 def shared_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """One server for the whole session; use unique_topic for names."""
     srv = ServerProcess(tmp_path_factory.mktemp("shared") / "data").start()

@@ -275,8 +275,17 @@ class TopicInfo(_message.Message):
     KIND_FIELD_NUMBER: _builtins.int
     CONFIG_FIELD_NUMBER: _builtins.int
     STATS_FIELD_NUMBER: _builtins.int
+    OFFLINE_FIELD_NUMBER: _builtins.int
+    OFFLINE_REASON_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     kind: Global___TopicKind.ValueType
+    offline: _builtins.bool
+    """Set when the topic's stored state failed validation at start-up (CONTRACT section 11):
+    the topic is kept exactly as it is on disk, not served. Every call on it but GetTopic,
+    ListTopics and DeleteTopic fails DATA_LOSS / CORRUPT_DATA; config and stats are empty.
+    The reason names the file or key and what is wrong with it.
+    """
+    offline_reason: _builtins.str
     @_builtins.property
     def config(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """effective config, defaults included"""
@@ -290,10 +299,12 @@ class TopicInfo(_message.Message):
         kind: Global___TopicKind.ValueType = ...,
         config: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         stats: Global___TopicStats | None = ...,
+        offline: _builtins.bool = ...,
+        offline_reason: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["stats", b"stats"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "kind", b"kind", "name", b"name", "stats", b"stats"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "kind", b"kind", "name", b"name", "offline", b"offline", "offline_reason", b"offline_reason", "stats", b"stats"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -7,8 +7,11 @@ Format (like Kafka's ``cleaner-offset-checkpoint``)::
     <n>               number of entries
     <topic> <offset>  n lines
 
-Written as a whole with temp file + fsync + rename, so a crash leaves the old or the new
-file; a lost update only makes the next pass re-clean some already clean records.
+followed by a checksum line (``storage.segmented.state_file``). Written as a whole with
+temp file + fsync + rename, so a crash leaves the old or the new file; a lost update only
+makes the next pass re-clean some already clean records. For the same reason a file that
+fails its checksum or its parse is set aside (``*.bad-<ms>``, logged) and the cleaner
+starts over from the log start offsets: re-cleaning is slower, never wrong.
 """
 
 from __future__ import annotations
@@ -16,10 +19,11 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from compactlog.errors import StorageError
-from compactlog.storage.segmented.files import atomic_write
+from compactlog.storage.segmented import state_file
+from compactlog.storage.segmented.state_file import BadStateFile
+from compactlog.storage.segmented.version import CHECKPOINT_FILE
 
-FILE_NAME = "cleaner-offset-checkpoint"
+FILE_NAME = CHECKPOINT_FILE
 VERSION = 0
 
 
@@ -31,28 +35,39 @@ class CleanerCheckpoint:
 
     def _load(self) -> dict[str, int]:
         try:
-            lines = self.path.read_text().splitlines()
-        except FileNotFoundError:
+            return self._parse(state_file.read(self.path))
+        except BadStateFile as exc:
+            state_file.set_aside(self.path, str(exc))
+            return {}
+
+    def _parse(self, body: bytes | None) -> dict[str, int]:
+        if body is None:
             return {}
         try:
-            if int(lines[0]) != VERSION:
-                raise StorageError(f"{self.path}: unknown checkpoint version {lines[0]}")
+            lines = body.decode().split("\n")
+            if lines[-1] != "":
+                raise ValueError("no newline at the end")
+            lines.pop()
+            if int(lines[0]) != VERSION or lines[0] != str(VERSION):
+                raise ValueError(f"unknown checkpoint version {lines[0][:20]!r}")
             count = int(lines[1])
-            out: dict[str, int] = {}
-            for line in lines[2 : 2 + count]:
-                name, offset = line.rsplit(" ", 1)
-                out[name] = int(offset)
-            if len(out) != count:
+            if len(lines) != 2 + count:
                 raise ValueError("entry count mismatch")
+            out: dict[str, int] = {}
+            for line in lines[2:]:
+                name, offset = line.rsplit(" ", 1)
+                if not offset.isdigit() or not name or name in out:
+                    raise ValueError(f"bad entry {line[:60]!r}")
+                out[name] = int(offset)
             return out
         except (IndexError, ValueError) as exc:
-            raise StorageError(f"{self.path}: malformed cleaner checkpoint: {exc}") from None
+            raise BadStateFile(self.path, f"malformed cleaner checkpoint: {exc}") from None
 
     def _write(self) -> None:
         body = [str(VERSION), str(len(self._offsets))]
         body += [f"{name} {offset}" for name, offset in sorted(self._offsets.items())]
         self.path.parent.mkdir(exist_ok=True)
-        atomic_write(self.path, ("\n".join(body) + "\n").encode())
+        state_file.write(self.path, ("\n".join(body) + "\n").encode())
 
     def get(self, name: str) -> int | None:
         with self._lock:

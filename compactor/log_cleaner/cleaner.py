@@ -180,8 +180,12 @@ class Cleaner:
                     continue
                 if seg.base_offset >= end:
                     break
-                pos = seg.position_of(start, seg.size) if start > seg.base_offset else 0
-                for buf, p, header, at in seg.batches(pos, seg.size, self.chunk):
+                scan = (
+                    seg.batches_from(start, seg.size, self.chunk)
+                    if start > seg.base_offset
+                    else seg.batches(0, seg.size, self.chunk)
+                )
+                for buf, p, header, at in scan:
                     first, last = header.first_id.entry_id, header.last_id.entry_id
                     if last < start:
                         continue

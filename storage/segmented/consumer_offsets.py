@@ -7,6 +7,7 @@ Two files per topic directory::
 
     cursors.json      snapshot  {"format": 2, "generation": g,
                                  "cursors": {name: {head..., "ranges": [[l, e, l, e], ...]}}}
+                      with a checksum line (``state_file.py``)
     cursors.journal   line 1: {"generation": g}; then one line per change:
                       "<crc32c hex> <json>", json = {"s": subscription, "h": head,
                       "r": [[l, e, l, e] (range written) or [l, e] (range removed), ...]}
@@ -17,14 +18,20 @@ costs O(log n) whatever the number of acked offsets. Once the journal holds more
 than twice the state it describes, the state is written as a new snapshot of the next
 generation and the journal restarts empty: replaying stays proportional to the state.
 A crash between the two leaves a journal of an older generation, which the loader
-ignores. A torn last line (a crash mid-append: that ack was never answered) is dropped.
+ignores. A last line cut short (a crash mid-append: that ack was never answered) is
+dropped; a whole line that fails its CRC is damage, not a crash.
 A snapshot written before the journal existed (format 1: each cursor's acked offsets
 in a list ``acked``) is read and rewritten in this layout.
+
+Both files are parsed strictly: a snapshot that fails its checksum or its shape, or a
+damaged journal line before the last, is ``BadStateFile`` and the topic goes offline
+(cursors read wrong would redeliver or skip acknowledged messages).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 from collections.abc import Callable
@@ -33,10 +40,14 @@ from typing import Any
 
 import crc32c
 
-from compactlog.errors import NotDelivered, StorageError, SubscriptionNotFound
-from compactlog.storage.cursor import Cursor, CursorChange, Successor
+from compactlog.errors import NotDelivered, SubscriptionNotFound
+from compactlog.storage.cursor import Cursor, CursorChange, Successor, message_id
+from compactlog.storage.segmented import state_file
 from compactlog.storage.segmented.files import atomic_write
+from compactlog.storage.segmented.state_file import BadStateFile
 from compactlog.storage.types import MessageId
+
+log = logging.getLogger(__name__)
 
 CURSORS_FILE = "cursors.json"
 JOURNAL_FILE = "cursors.journal"
@@ -55,10 +66,20 @@ def _decode_line(line: bytes) -> dict[str, Any] | None:
     try:
         if not line.endswith(b"\n") or int(crc, 16) != crc32c.crc32c(body):
             return None
-        obj: dict[str, Any] = json.loads(body)
+        obj = json.loads(body)
     except ValueError:
         return None
-    return obj
+    return obj if isinstance(obj, dict) else None
+
+
+def _range(raw: object) -> tuple[MessageId, MessageId]:
+    """A stored ``[ledger, entry, ledger, entry]`` range, strictly."""
+    if not isinstance(raw, list) or len(raw) != 4:
+        raise ValueError(f"not a range: {str(raw)[:40]}")
+    start, end = message_id(raw[:2]), message_id(raw[2:])
+    if start.ledger_id != end.ledger_id or start > end:
+        raise ValueError(f"not a range: {str(raw)[:40]}")
+    return start, end
 
 
 def _apply_head(cursor: Cursor, head: dict[str, Any]) -> None:
@@ -69,7 +90,10 @@ def _apply_head(cursor: Cursor, head: dict[str, Any]) -> None:
 
 
 class SegmentCursors:
-    def __init__(self, directory: Path) -> None:
+    """The cursors of one topic directory. ``repair=False`` (``compactlog check``) only
+    reads: a torn journal tail or a format-1 snapshot is not rewritten."""
+
+    def __init__(self, directory: Path, repair: bool = True) -> None:
         self.path = directory / CURSORS_FILE
         self.journal = directory / JOURNAL_FILE
         self._lock = threading.Lock()
@@ -77,28 +101,37 @@ class SegmentCursors:
         self._generation = 0
         self._lines = 0
         self._ready = False  # the journal exists and matches the snapshot's generation
-        if self._load():
+        if self._load() and repair:
             self._snapshot()
 
     # ---- loading ----------------------------------------------------------------------
 
     def _load(self) -> bool:
         """Read snapshot and journal; True when they should be rewritten at once."""
+        body = state_file.read(self.path)
         try:
-            data = json.loads(self.path.read_bytes())
-        except FileNotFoundError:
-            data = {"format": FORMAT, "generation": 0, "cursors": {}}
-        except ValueError as exc:
-            raise StorageError(f"{self.path}: unreadable cursors: {exc}", file=self.path) from None
+            return self._parse(json.loads(body) if body is not None else None)
+        except (ValueError, TypeError, KeyError) as exc:
+            raise BadStateFile(self.path, f"malformed cursors ({exc})") from None
+
+    def _parse(self, data: object) -> bool:
+        if data is None:
+            return self._replay()
+        if not isinstance(data, dict):
+            raise ValueError("not an object of cursors")
         if data.get("format") != FORMAT:  # format 1: {name: {mark_delete, acked, properties}}
             for name, head in data.items():
                 self._cursors[name] = Cursor.from_head(name, head)
             return True
-        self._generation = int(data["generation"])
-        for name, state in data["cursors"].items():
-            cursor = self._cursors[name] = Cursor.from_head(name, state)
-            for sl, se, el, ee in state.get("ranges", ()):
-                cursor.acked.put(MessageId(sl, se), MessageId(el, ee))
+        if set(data) != {"format", "generation", "cursors"} or type(data["generation"]) is not int:
+            raise ValueError("not a cursors snapshot")
+        self._generation = data["generation"]
+        for name, state in dict(data["cursors"]).items():
+            head = dict(state)
+            ranges = head.pop("ranges")
+            cursor = self._cursors[name] = Cursor.from_head(name, head)
+            for item in ranges:
+                cursor.acked.put(*_range(item))
         return self._replay()
 
     def _replay(self) -> bool:
@@ -107,33 +140,40 @@ class SegmentCursors:
         except FileNotFoundError:
             return False
         header = _decode_line(lines[0]) if lines else None
-        if header is None or header.get("generation") != self._generation:
-            return True  # an older journal the snapshot already holds, or a torn header
+        generation = header.get("generation") if header is not None else None
+        if type(generation) is not int or generation > self._generation:
+            raise BadStateFile(self.journal, "damaged header (or newer than cursors.json)")
+        if generation < self._generation:
+            return True  # a crash between the two writes of a snapshot: it holds these lines
         for number, line in enumerate(lines[1:], 2):
             change = _decode_line(line)
             if change is None:
-                if number == len(lines):
-                    return True  # torn by a crash mid-append: that ack was never answered
-                raise StorageError(
-                    f"{self.journal}: line {number} is damaged", file=self.journal, line=number
-                )
-            self._apply(change)
+                if number == len(lines) and not line.endswith(b"\n"):
+                    log.warning("%s: dropping a torn last line (an unanswered ack)", self.journal)
+                    return True  # a crash mid-append: that ack was never answered
+                raise BadStateFile(self.journal, f"line {number} is damaged")
+            try:
+                self._apply(change)
+            except (ValueError, TypeError, KeyError) as exc:
+                raise BadStateFile(self.journal, f"line {number} is malformed ({exc})") from None
         self._lines = len(lines) - 1
         self._ready = True
         return False
 
     def _apply(self, change: dict[str, Any]) -> None:
         name = change["s"]
+        if not isinstance(name, str) or not set(change) <= {"s", "h", "r"}:
+            raise ValueError("not a cursor change")
         cursor = self._cursors.get(name)
         if cursor is None:
             cursor = self._cursors[name] = Cursor(name)
         if "h" in change:
             _apply_head(cursor, change["h"])
         for item in change.get("r", ()):
-            if len(item) == 4:
-                cursor.acked.put(MessageId(item[0], item[1]), MessageId(item[2], item[3]))
+            if isinstance(item, list) and len(item) == 2:
+                cursor.acked.remove(message_id(item))
             else:
-                cursor.acked.remove(MessageId(item[0], item[1]))
+                cursor.acked.put(*_range(item))
 
     # ---- writing ----------------------------------------------------------------------
 
@@ -145,7 +185,7 @@ class SegmentCursors:
             for name, c in self._cursors.items()
         }
         body = {"format": FORMAT, "generation": generation, "cursors": state}
-        atomic_write(self.path, json.dumps(body, separators=(",", ":")).encode())
+        state_file.write(self.path, json.dumps(body, separators=(",", ":")).encode())
         atomic_write(self.journal, _encode_line({"generation": generation}))
         self._generation, self._lines, self._ready = generation, 0, True
 

@@ -26,14 +26,6 @@ def atomic_write(path: Path, data: bytes) -> None:
     fsync_dir(path.parent)
 
 
-def read_int_file(path: Path, default: int) -> int:
-    """An integer stored by ``atomic_write``; ``default`` when absent or unreadable."""
-    try:
-        return int(path.read_text().strip())
-    except (OSError, ValueError):
-        return default
-
-
 def unlink_quietly(path: Path) -> None:
     with contextlib.suppress(FileNotFoundError):
         path.unlink()

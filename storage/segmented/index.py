@@ -12,7 +12,9 @@ Entries point at batch starts (Kafka indexes batches, not records): a lookup giv
 batch from which a scan finds the offset or timestamp, reading whole batches only.
 
 An index is a cache: a missing or inconsistent file is rebuilt from the log (see
-``LogSegment.open``), so the files are only fsynced on flush and never on append.
+``LogSegment.open``), so the files are only fsynced on flush and never on append. A
+loaded index holds no descriptor; one is opened by the first append and closed when the
+segment stops being written (``close``), so only segments being written hold one.
 """
 
 from __future__ import annotations
@@ -45,7 +47,11 @@ class _Index:
         self._fd = os.open(self.path, flags, 0o644)
 
     def _write(self, data: bytes) -> None:
+        """Append (the descriptor is opened on the first write after a load or a close:
+        only segments being written hold one)."""
         if data:
+            if self._fd < 0:
+                self._open_fd(truncate=False)
             os.write(self._fd, data)
 
     def _read_entries(self) -> list[tuple[int, int]]:
@@ -111,7 +117,6 @@ class OffsetIndex(_Index):
             index.offsets.append(base_offset + rel)
             index.positions.append(pos)
             last_rel, last_pos = rel, pos
-        index._open_fd(truncate=False)
         return index
 
     @property
@@ -170,7 +175,6 @@ class TimeIndex(_Index):
             index.timestamps.append(ts)
             index.offsets.append(base_offset + rel)
             last_ts = ts
-        index._open_fd(truncate=False)
         return index
 
     @property
@@ -189,6 +193,11 @@ class TimeIndex(_Index):
         self.timestamps.append(timestamp)
         self.offsets.append(offset)
         self._write(self.entry.pack(timestamp, offset - self.base_offset))
+
+    def entry_before(self, timestamp: int) -> tuple[int, int] | None:
+        """The ``(timestamp, offset)`` entry ``lookup_before`` uses, None when none."""
+        i = bisect.bisect_left(self.timestamps, timestamp) - 1
+        return None if i < 0 else (self.timestamps[i], self.offsets[i])
 
     def lookup_before(self, timestamp: int) -> int:
         """An offset before which no record has a timestamp >= ``timestamp``."""

@@ -1,12 +1,16 @@
 """Log: the segments of one SEGMENTED topic in one directory.
 
 The segment list is copy-on-write (``_view``): writers build a new tuple under the log's
-lock, readers grab the current tuple and read without the lock. Together with segments that
-read through descriptors kept open for their whole life, this makes reads safe against rolls,
-retention and the cleaner's swaps.
+lock, readers grab the current tuple and read without the lock. Segment files are reached
+through the process's LRU of descriptors (``handles.py``); a read whose snapshot holds a
+segment that was since replaced or deleted, and whose file is gone, resumes on a fresh
+snapshot from the next offset it has not yet handed out. So reads are safe against rolls,
+retention and the cleaner's swaps without a descriptor per segment.
 
-Files beside the segments: ``log-start-offset`` (raised by DeleteRecords and retention) and
-``recovery-point`` (every offset below it was fsynced; recovery validates from there).
+Files beside the segments, checksummed (``state_file.py``): ``log-start-offset`` (raised by
+DeleteRecords and retention; unreadable: the topic cannot be served, ``BadStateFile``) and
+``recovery-point`` (every offset below it was fsynced; recovery validates from there;
+unreadable: set aside, and only the last segment counts as unsynced).
 """
 
 from __future__ import annotations
@@ -21,12 +25,20 @@ from compactlog.errors import OffsetOutOfRange, StoreClosed, TopicNotFound
 from compactlog.storage import batch
 from compactlog.storage.config import SegmentedTopicConfig
 from compactlog.storage.read_range import Chunk, ViewBatch, read_chunks
-from compactlog.storage.segmented import retention
+from compactlog.storage.segmented import retention, state_file
 from compactlog.storage.segmented.append import AppendResult, pack_request
-from compactlog.storage.segmented.files import atomic_write, read_int_file, unlink_quietly
-from compactlog.storage.segmented.reads import decode, pieces, view_batches
+from compactlog.storage.segmented.files import unlink_quietly
+from compactlog.storage.segmented.reads import decode, pieces, resuming
 from compactlog.storage.segmented.recovery import recover_log_dir
-from compactlog.storage.segmented.segment import DELETED, EXTENSIONS, SWAP, IndexParams, LogSegment
+from compactlog.storage.segmented.segment import (
+    DELETED,
+    EXTENSIONS,
+    SWAP,
+    IndexParams,
+    LogSegment,
+)
+from compactlog.storage.segmented.state_file import BadStateFile
+from compactlog.storage.segmented.stats import SegmentedStats, log_stats
 from compactlog.storage.types import MessageId, Record, StoredMessage
 
 log = logging.getLogger(__name__)
@@ -38,16 +50,6 @@ _MAX_RELATIVE = 2**32 - 1
 
 class CleaningAborted(Exception):
     """The cleaner's swap found the log changed under it (retention, deletion); nothing swapped."""
-
-
-@dataclass(frozen=True)
-class SegmentedStats:
-    entries: int
-    bytes: int
-    segments: int
-    first_offset: int | None
-    last_offset: int | None
-    log_start_offset: int
 
 
 @dataclass(frozen=True)
@@ -73,12 +75,18 @@ class Log:
         self._lock = threading.RLock()
         self._closed = False
         self._deleted = False
-        self._pending_deletes: list[tuple[int, list[Path]]] = []
+        self._pending_deletes: list[tuple[int, LogSegment, list[Path]]] = []
         # Test hook: called with the name of each step of a swap, to simulate crashes there.
         self.swap_hook: Callable[[str], None] | None = None
-        recovery_point = read_int_file(directory / RECOVERY_POINT_FILE, 0)
-        self.log_start_offset = read_int_file(directory / LOG_START_FILE, 0)
-        segments, truncated = recover_log_dir(directory, self.index_params(), recovery_point)
+        self.log_start_offset = state_file.read_int(directory / LOG_START_FILE) or 0
+        try:
+            saved_point = state_file.read_int(directory / RECOVERY_POINT_FILE)
+        except BadStateFile as exc:
+            state_file.set_aside(exc.path, str(exc))
+            saved_point = None  # recovery then treats the whole last segment as unsynced
+        segments, truncated, recovery_point = recover_log_dir(
+            directory, self.index_params(), saved_point
+        )
         if not segments:
             segments = [
                 LogSegment.create(
@@ -100,7 +108,7 @@ class Log:
             )
         self._unflushed = 0
         self._last_flush_ms = self.now_ms()
-        if truncated or recovery_point != self.next_offset:
+        if truncated or saved_point != self.next_offset:
             self._flush_all(list(segments))
         if active.damaged_at is not None:
             self.roll()  # appends go on in a readable segment
@@ -120,7 +128,7 @@ class Log:
 
     def _set_log_start(self, offset: int) -> None:
         self.log_start_offset = offset
-        atomic_write(self.dir / LOG_START_FILE, str(offset).encode())
+        state_file.write_int(self.dir / LOG_START_FILE, offset)
 
     def run_hook(self, step: str) -> None:
         if self.swap_hook is not None:
@@ -190,11 +198,12 @@ class Log:
                 return old
             old.on_become_inactive()
             old.flush()
+            old.close_index_files()  # only segments being written hold index descriptors
             new = LogSegment.create(self.dir, self.next_offset, self.index_params())
             self._view = _view([*self._view.segments, new])
             self._unflushed = 0
             self._last_flush_ms = self.now_ms()
-            atomic_write(self.dir / RECOVERY_POINT_FILE, str(self.next_offset).encode())
+            state_file.write_int(self.dir / RECOVERY_POINT_FILE, self.next_offset)
             log.debug("%s: rolled new segment %d", self.name, new.base_offset)
             return new
 
@@ -206,7 +215,7 @@ class Log:
     def _flush_all(self, segments: list[LogSegment]) -> None:
         for seg in segments:
             seg.flush()
-        atomic_write(self.dir / RECOVERY_POINT_FILE, str(self.next_offset).encode())
+        state_file.write_int(self.dir / RECOVERY_POINT_FILE, self.next_offset)
 
     def flush(self) -> None:
         with self._lock:
@@ -229,6 +238,19 @@ class Log:
         """Checked batches of offsets ``[start, end)`` over one snapshot of the segment
         list. A start below the log start offset is OUT_OF_RANGE, or, with ``clamp``,
         moves up to it (a subscription whose position retention passed)."""
+        view, active_size, start, end = self._snapshot(start, end, clamp)
+        if start >= end:
+            return iter(())
+        return resuming(view.segments, view.bases, active_size, start, end, self._fresh)
+
+    def _fresh(
+        self, start: int, end: int
+    ) -> tuple[Sequence[LogSegment], Sequence[int], int, int, int]:
+        """A new snapshot for a read that found a segment of its old one gone."""
+        view, active_size, start, end = self._snapshot(start, end, clamp=True)
+        return view.segments, view.bases, active_size, start, end
+
+    def _snapshot(self, start: int, end: int, clamp: bool) -> tuple[_View, int, int, int]:
         with self._lock:
             self._check_open()
             if start < self.log_start_offset:
@@ -241,12 +263,7 @@ class Log:
                         log_start_offset=self.log_start_offset,
                     )
                 start = self.log_start_offset
-            view = self._view
-            end = min(end, self.next_offset)
-            active_size = view.segments[-1].size
-        if start >= end:
-            return iter(())
-        return view_batches(view.segments, view.bases, active_size, start, end)
+            return self._view, self._view.segments[-1].size, start, min(end, self.next_offset)
 
     def _chunks(self, start: int, end: int, max_messages: int, max_bytes: int) -> Iterator[Chunk]:
         limit = max_messages if max_messages > 0 else 2**62
@@ -274,7 +291,9 @@ class Log:
             self._check_open()
             view, active_size, start = self._view, self.active_segment.size, self.log_start_offset
         for seg in view.segments:
-            if seg.next_offset <= start or seg.max_timestamp < timestamp_ms:
+            # a damaged segment's figures stop at its damage: scan it (and meet the damage)
+            skip = seg.next_offset <= start or seg.max_timestamp < timestamp_ms
+            if skip and seg.damaged_at is None:
                 continue
             end = active_size if seg is view.segments[-1] else seg.size
             found = seg.find_offset_by_timestamp(timestamp_ms, end, start)
@@ -283,25 +302,12 @@ class Log:
         return None
 
     def stats(self) -> SegmentedStats:
+        """GetTopic's figures (``stats.py``: a damaged segment does not make them fail)."""
         with self._lock:
             self._check_open()
-            view, start = self._view, self.log_start_offset
-            entries = sum(s.record_count() for s in view.segments)
-            first = view.segments[0]
-            if start > first.base_offset:
-                entries -= first.count_below(start)
-            first_off = pieces(next(self._chunks(start, self.next_offset, 1, 1), None))[2]
-            last = max(
-                (s.next_offset - 1 for s in view.segments if s.next_offset > s.base_offset),
-                default=None,
-            )
-            return SegmentedStats(
-                entries=entries,
-                bytes=sum(s.size for s in view.segments),
-                segments=len(view.segments),
-                first_offset=first_off,
-                last_offset=last if first_off is not None else None,
-                log_start_offset=start,
+            view, start, end = self._view, self.log_start_offset, self.next_offset
+            return log_stats(
+                view.segments, start, lambda: pieces(next(self._chunks(start, end, 1, 1), None))[2]
             )
 
     # ---- retention ---------------------------------------------------------------------
@@ -362,22 +368,26 @@ class Log:
         seg.close_index_files()
         seg.rename(DELETED)
         paths = [seg.path(ext) for ext in EXTENSIONS]
-        self._pending_deletes.append((self.now_ms() + self.config.file_delete_delay_ms, paths))
+        due = self.now_ms() + self.config.file_delete_delay_ms
+        self._pending_deletes.append((due, seg, paths))
 
     def delete_expired_files(self, now_ms: int | None = None, force: bool = False) -> None:
         with self._lock:
             now = self.now_ms() if now_ms is None else now_ms
-            due = [p for t, p in self._pending_deletes if force or t <= now]
+            due = [(s, p) for t, s, p in self._pending_deletes if force or t <= now]
             self._pending_deletes = [
-                (t, p) for t, p in self._pending_deletes if not (force or t <= now)
+                (t, s, p) for t, s, p in self._pending_deletes if not (force or t <= now)
             ]
-        for paths in due:
+        for seg, paths in due:
+            seg.release()  # an evicted descriptor must not keep the unlinked file's space
             for path in paths:
                 unlink_quietly(path)
 
     # ---- cleaner support ---------------------------------------------------------------
     def replace_segments(self, new: LogSegment, old: Sequence[LogSegment]) -> None:
         """Swap a ``.cleaned`` segment in for ``old``: ``.swap``, old → ``.deleted``, final name."""
+        new.verify()  # read back whole: only a segment that passes end to end goes in
+        new.close_index_files()
         with self._lock:
             if self._closed or any(s not in self.segments for s in old):
                 raise CleaningAborted(f"{self.name}: segments changed during cleaning")
@@ -405,15 +415,19 @@ class Log:
             self._closed = True
             for seg in self.segments:
                 seg.close_index_files()
+                seg.release()
         self.delete_expired_files(force=True)
 
     def mark_deleted(self) -> None:
         """Stop serving (the topic is being deleted); descriptors close when readers let go."""
         with self._lock:
             self._closed = self._deleted = True
+            for _t, seg, _p in self._pending_deletes:
+                seg.release()
             self._pending_deletes.clear()
             for seg in self.segments:
                 seg.close_index_files()
+                seg.release()
 
     @property
     def closed(self) -> bool:

@@ -7,12 +7,16 @@ Layout::
         FORMAT                      "2\n": segment files hold batches (see version.py)
         cleaner-offset-checkpoint   owned by the LogCleaner
       <topic>/                      one directory per topic
-        topic.json                  {"overrides": {...}}  (temp + fsync + rename)
+        topic.json                  {"overrides": {...}}  (checksummed: state_file.py)
+        cursors.json                durable cursors (consumer_offsets.py)
         log-start-offset, recovery-point
         00000000000000000000.log / .index / .timeindex   ...  (batches: segment.py)
       <topic>~new/  <topic>~del/    a create or delete a crash interrupted; removed at start-up
 
-``~`` cannot occur in a topic name, so these never clash with a topic. The manager owns a
+``~`` cannot occur in a topic name, so these never clash with a topic. A topic whose
+``topic.json``, ``cursors.json`` or ``log-start-offset`` fails validation, or whose segments
+cannot be recovered, is taken offline (``storage.offline``) and left as it is on disk; the
+other topics are served. The manager owns a
 scheduler thread that applies retention every ``log.retention.check.interval.ms``, flushes
 logs whose ``flush.ms`` has passed and unlinks ``.deleted`` files after
 ``file.delete.delay.ms``.
@@ -30,13 +34,23 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from compactlog.errors import TopicExists, TopicNotFound
-from compactlog.storage.config import SegmentedTopicConfig, ServerSettings, effective_topic_config
+from compactlog.errors import CompactlogError, TopicExists, TopicNotFound
+from compactlog.storage.config import (
+    SegmentedTopicConfig,
+    ServerSettings,
+    effective_topic_config,
+    validate_topic_overrides,
+)
 from compactlog.storage.names import check_topic_name
+from compactlog.storage.offline import OfflineTopic, take_offline
+from compactlog.storage.segmented import state_file
 from compactlog.storage.segmented.append import AppendResult
-from compactlog.storage.segmented.consumer_offsets import SegmentCursors
-from compactlog.storage.segmented.files import atomic_write, fsync_dir
-from compactlog.storage.segmented.log import Log, SegmentedStats
+from compactlog.storage.segmented.consumer_offsets import CURSORS_FILE, SegmentCursors
+from compactlog.storage.segmented.files import fsync_dir
+from compactlog.storage.segmented.handles import HANDLES
+from compactlog.storage.segmented.log import Log
+from compactlog.storage.segmented.state_file import BadStateFile
+from compactlog.storage.segmented.stats import SegmentedStats
 from compactlog.storage.segmented.version import TOPIC_FILE, ensure_format
 from compactlog.storage.topic_log import ChangeListeners
 from compactlog.storage.types import Record, StoredMessage, TopicKind
@@ -69,10 +83,12 @@ class SegmentedLogManager:
         self.clock = clock
         self.root.mkdir(parents=True, exist_ok=True)
         ensure_format(self.root)  # before anything is touched: never misread format 1
+        HANDLES.limit = settings.log_segment_open_files_max
         self._lock = threading.RLock()
         self._logs: dict[str, Log] = {}
         self._cursors: dict[str, SegmentCursors] = {}
         self._overrides: dict[str, dict[str, str]] = {}
+        self._offline: dict[str, OfflineTopic] = {}
         self._hooks: CleanerHooks | None = None
         self._stop = threading.Event()
         self.changes = ChangeListeners()  # appends, deletions, close: waiting readers wake
@@ -82,12 +98,7 @@ class SegmentedLogManager:
             if entry.name.endswith((_NEW, _DEL)):
                 shutil.rmtree(entry, ignore_errors=True)
                 continue
-            if not (entry / TOPIC_FILE).exists():
-                continue
-            overrides = json.loads((entry / TOPIC_FILE).read_text())["overrides"]
-            self._overrides[entry.name] = dict(overrides)
-            self._logs[entry.name] = Log(entry, self.config(entry.name), clock)
-            self._cursors[entry.name] = SegmentCursors(entry)
+            self._open_topic(entry)
         self._thread: threading.Thread | None = None
         if start_threads:
             self._thread = threading.Thread(
@@ -95,23 +106,48 @@ class SegmentedLogManager:
             )
             self._thread.start()
 
+    def _open_topic(self, entry: Path) -> None:
+        """Load one topic directory; a topic whose state cannot be read goes offline."""
+        name = entry.name
+        if not (entry / TOPIC_FILE).exists():
+            if (entry / CURSORS_FILE).exists() or any(entry.glob("*.log")):
+                take_offline(
+                    self._offline, name, TopicKind.SEGMENTED, f"{entry / TOPIC_FILE} is missing"
+                )
+            return
+        try:
+            overrides = read_topic_file(entry / TOPIC_FILE)
+            cursors = SegmentCursors(entry)
+            self._overrides[name] = overrides
+            self._logs[name] = Log(entry, self.config(name), self.clock)
+            self._cursors[name] = cursors
+        except (CompactlogError, OSError) as exc:
+            self._overrides.pop(name, None)
+            take_offline(self._offline, name, TopicKind.SEGMENTED, _reason(exc))
+
     # ---- topics ------------------------------------------------------------------------
     def set_cleaner_hooks(self, hooks: CleanerHooks | None) -> None:
         self._hooks = hooks
 
+    def _missing(self, name: str) -> CompactlogError:
+        offline = self._offline.get(name)
+        if offline is not None:
+            return offline.error()
+        return TopicNotFound(f"topic {name} does not exist", topic=name)
+
     def get_log(self, name: str) -> Log:
         with self._lock:
             found = self._logs.get(name)
-        if found is None:
-            raise TopicNotFound(f"topic {name} does not exist", topic=name)
+            if found is None:
+                raise self._missing(name)
         return found
 
     def cursors(self, name: str) -> SegmentCursors:
         """The topic's durable cursors (consumer-group offsets)."""
         with self._lock:
             found = self._cursors.get(name)
-        if found is None:
-            raise TopicNotFound(f"topic {name} does not exist", topic=name)
+            if found is None:
+                raise self._missing(name)
         return found
 
     def logs(self) -> dict[str, Log]:
@@ -119,17 +155,23 @@ class SegmentedLogManager:
             return dict(self._logs)
 
     def has_topic(self, name: str) -> bool:
+        """Served and offline topics alike: the name is taken either way."""
         with self._lock:
-            return name in self._logs
+            return name in self._logs or name in self._offline
 
     def topic_names(self) -> list[str]:
+        """The topics being served (offline ones: ``offline_topics``)."""
         with self._lock:
             return sorted(self._logs)
+
+    def offline_topics(self) -> dict[str, OfflineTopic]:
+        with self._lock:
+            return dict(self._offline)
 
     def overrides(self, name: str) -> dict[str, str]:
         with self._lock:
             if name not in self._overrides:
-                raise TopicNotFound(f"topic {name} does not exist", topic=name)
+                raise self._missing(name)
             return dict(self._overrides[name])
 
     def config(self, name: str) -> SegmentedTopicConfig:
@@ -142,12 +184,12 @@ class SegmentedLogManager:
     def create_topic(self, name: str, overrides: Mapping[str, str]) -> None:
         check_topic_name(name)
         with self._lock:
-            if name in self._logs:
+            if name in self._logs or name in self._offline:
                 raise TopicExists(f"topic {name} already exists", topic=name)
             staging = self.root / (name + _NEW)
             shutil.rmtree(staging, ignore_errors=True)
             staging.mkdir()
-            atomic_write(staging / TOPIC_FILE, json.dumps({"overrides": dict(overrides)}).encode())
+            write_topic_file(staging / TOPIC_FILE, overrides)
             final = self.root / name
             os.rename(staging, final)
             fsync_dir(self.root)
@@ -159,14 +201,19 @@ class SegmentedLogManager:
         """Replace the stored overrides; the log picks the new effective config up at once."""
         with self._lock:
             target = self.get_log(name)
-            atomic_write(
-                target.dir / TOPIC_FILE, json.dumps({"overrides": dict(overrides)}).encode()
-            )
+            write_topic_file(target.dir / TOPIC_FILE, overrides)
             self._overrides[name] = dict(overrides)
             target.update_config(self.config(name))
 
     def delete_topic(self, name: str) -> None:
         """Stop cleaning of the topic, then remove its directory (renamed away first)."""
+        with self._lock:
+            if name in self._offline:
+                self._remove_dir(name)
+                del self._offline[name]
+                log.warning("deleted offline topic %r", name)
+                self.changes.notify(name)
+                return
         target = self.get_log(name)
         hooks = self._hooks
         if hooks is not None:
@@ -191,6 +238,13 @@ class SegmentedLogManager:
         if hooks is not None:
             hooks.forget(name)
         self.changes.notify(name)
+
+    def _remove_dir(self, name: str) -> None:
+        trash = self.root / (name + _DEL)
+        shutil.rmtree(trash, ignore_errors=True)
+        os.rename(self.root / name, trash)
+        fsync_dir(self.root)
+        shutil.rmtree(trash, ignore_errors=True)
 
     # ---- data --------------------------------------------------------------------------
     def append(self, name: str, records: Sequence[Record]) -> AppendResult:
@@ -264,3 +318,33 @@ class SegmentedLogManager:
             for topic in self._logs.values():
                 topic.close()
                 self.changes.notify(topic.name)
+
+
+def read_topic_file(path: Path) -> dict[str, str]:
+    """A topic's stored overrides, checked (``BadStateFile`` when they fail)."""
+    body = state_file.read(path)
+    if body is None:
+        raise BadStateFile(path, "missing")
+    try:
+        obj = json.loads(body)
+        if not isinstance(obj, dict) or set(obj) != {"overrides"}:
+            raise ValueError("not an object of overrides")
+        overrides = obj["overrides"]
+        if not isinstance(overrides, dict):
+            raise ValueError("overrides are not a map")
+        checked = validate_topic_overrides(TopicKind.SEGMENTED, overrides)
+        if checked != overrides:
+            raise ValueError("overrides are not in the form they are stored in")
+        return checked
+    except (ValueError, CompactlogError) as exc:
+        raise BadStateFile(path, f"malformed topic config ({exc})") from None
+
+
+def write_topic_file(path: Path, overrides: Mapping[str, str]) -> None:
+    state_file.write(path, json.dumps({"overrides": dict(overrides)}, sort_keys=True).encode())
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, OSError):
+        return f"{exc.filename or 'a file'} cannot be read ({exc.strerror or exc})"
+    return " ".join(str(exc).split())

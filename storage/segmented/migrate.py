@@ -46,7 +46,7 @@ import crc32c
 from compactlog.errors import StorageError
 from compactlog.storage import batch
 from compactlog.storage.segmented.files import fsync_dir, unlink_quietly
-from compactlog.storage.segmented.scan import ChunkReader
+from compactlog.storage.segmented.scan import ChunkReader, fd_reader
 from compactlog.storage.segmented.version import CURRENT, TOPIC_FILE, read_format, write_format
 from compactlog.storage.types import MessageId, Record
 
@@ -116,7 +116,7 @@ def legacy_records(path: Path, fd: int, truncate_bad: bool) -> Iterator[LegacyRe
     """Every record of a format-1 file up to the first bad one, which ends the file when
     ``truncate_bad`` and is a ``StorageError`` otherwise."""
     size = os.fstat(fd).st_size
-    reader = ChunkReader(fd, 0, size, _MAX_BATCH_BYTES)
+    reader = ChunkReader(fd_reader(fd), 0, size, _MAX_BATCH_BYTES)
     buf = reader.next(0)
     pos = 0
     try:

@@ -10,11 +10,11 @@ trims only the first and last. Every batch passes ``batch.check`` on the way
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from compactlog.storage.batch import decode_message, walk
 from compactlog.storage.read_range import Chunk, ViewBatch
-from compactlog.storage.segmented.segment import LogSegment
+from compactlog.storage.segmented.segment import LogSegment, SegmentGone
 from compactlog.storage.types import MessageId, StoredMessage
 
 
@@ -37,12 +37,43 @@ def view_batches(
         if seg.base_offset >= end:
             return
         stop = active_size if seg is last_seg else seg.size
-        for buf, p, header, _pos in seg.batches(seg.position_of(start, stop), stop):
+        for buf, p, header, _pos in seg.batches_from(start, stop):
             if header.last_id < lo:
                 continue
             if header.first_id.entry_id >= end:
                 return
             yield memoryview(buf)[p : p + header.size], header, lo
+
+
+# A fresh snapshot: (segments, bases, active size, start, end)
+Snapshot = tuple[Sequence[LogSegment], Sequence[int], int, int, int]
+
+
+def resuming(
+    segments: Sequence[LogSegment],
+    bases: Sequence[int],
+    active_size: int,
+    start: int,
+    end: int,
+    fresh: Callable[[int, int], Snapshot],
+) -> Iterator[ViewBatch]:
+    """``view_batches``; when a segment of the snapshot was replaced or deleted since and
+    its file is gone (``SegmentGone``), go on from ``fresh(start, end)``, a new snapshot,
+    after the last batch handed out. A segment gone from a snapshot that is still current
+    is damage, raised as it is."""
+    while True:
+        try:
+            for item in view_batches(segments, bases, active_size, start, end):
+                yield item
+                start = max(start, item[1].last_id.entry_id + 1)
+            return
+        except SegmentGone:
+            old = set(segments)
+            segments, bases, active_size, start, end = fresh(start, end)
+            if old <= set(segments):
+                raise
+            if start >= end:
+                return
 
 
 def pieces(chunk: Chunk | None) -> tuple[list[memoryview | bytes], int, int | None]:

@@ -13,7 +13,7 @@ either (a batch that does not fit the bytes the segment claims is ``CorruptData`
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from compactlog.errors import CorruptData
 from compactlog.storage.batch import HEADER_SIZE, BatchHeader, check, peek_length
@@ -22,6 +22,12 @@ READ_CHUNK = 256 * 1024
 
 # (buffer, batch start in the buffer, checked header, batch position in the file)
 Checked = tuple[bytes, int, BatchHeader, int]
+# pread(length, position) -> bytes: how a reader reaches the file (a descriptor, or the LRU)
+Pread = Callable[[int, int], bytes]
+
+
+def fd_reader(fd: int) -> Pread:
+    return lambda n, pos: os.pread(fd, n, pos)
 
 
 class ChunkReader:
@@ -32,8 +38,8 @@ class ChunkReader:
     enough to hold the batch that tail begins (as far as its length field says).
     """
 
-    def __init__(self, fd: int, start: int, end: int, chunk: int = READ_CHUNK) -> None:
-        self.fd, self.pos, self.end, self.chunk = fd, start, end, chunk
+    def __init__(self, pread: Pread, start: int, end: int, chunk: int = READ_CHUNK) -> None:
+        self.pread, self.pos, self.end, self.chunk = pread, start, end, chunk
         self.buf = b""
 
     def next(self, consumed: int) -> bytes:
@@ -42,7 +48,7 @@ class ChunkReader:
         if len(rest) >= 4:
             want = max(want, peek_length(rest) - len(rest))
         want = min(want, self.end - self.pos)
-        data = os.pread(self.fd, want, self.pos) if want > 0 else b""
+        data = self.pread(want, self.pos) if want > 0 else b""
         self.pos += len(data)
         self.buf = rest + data if rest else data
         return self.buf if data else b""
@@ -53,14 +59,14 @@ class ChunkReader:
 
 
 def iter_batches(
-    fd: int, start: int, end: int, where: str, chunk: int = READ_CHUNK
+    pread: Pread, start: int, end: int, where: str, chunk: int = READ_CHUNK
 ) -> Iterator[Checked]:
     """Every batch of ``[start, end)`` of the file, checked; ``start`` must be a batch start.
 
     ``where`` names the topic and segment file; the byte position is added to it in the
     ``CorruptData`` raised for a bad batch.
     """
-    reader = ChunkReader(fd, start, end, chunk)
+    reader = ChunkReader(pread, start, end, chunk)
     buf = reader.next(0)
     pos = start
     while buf:

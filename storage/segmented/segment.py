@@ -6,10 +6,19 @@ Publish appends one batch, whose header carries its first and last offset as ids
 a batch's first offset to its file position, the time index a largest-timestamp-so-far to
 the first offset of the batch holding it (timestamps are the batches' max event times).
 
-Reads use ``os.pread`` on a descriptor the segment keeps open for its whole life, and the
-descriptor is closed only when the last reference to the segment goes away. A reader that
-took a snapshot of the segment list therefore keeps reading correct bytes while the cleaner
-renames the file to ``.swap``/``.deleted`` or the delayed delete unlinks it.
+The ``.log`` file is reached through the process-wide LRU of descriptors
+(``handles.py``): opened by its current name on a miss, so the server holds a bounded
+number of files whatever the segment count. Renames (``.cleaned`` → ``.swap`` → final,
+final → ``.deleted``) take the segment's name lock, which an open takes too, so an open
+never looks for a name that is being changed. An open descriptor keeps reading the same
+bytes across renames and unlinks; once a retired segment's file is unlinked and its
+descriptor evicted, reads raise ``SegmentGone`` and the log resumes the read on a fresh
+snapshot of its segment list (``Log.batches``).
+
+Index entries are checked against the batch they point at whenever they are used (the
+batch at an offset-index entry's position must start at that entry's offset; the batch
+a time-index entry names must carry that entry's timestamp): a wrong entry makes the
+lookup fall back to a scan from the start of the segment, never skip records.
 """
 
 from __future__ import annotations
@@ -17,12 +26,15 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from compactlog.errors import CorruptData
-from compactlog.storage.batch import HEADER_SIZE, decode_message, payload_of, select, walk
+from compactlog.errors import CorruptData, TopicNotFound
+from compactlog.storage.batch import HEADER_SIZE, select
+from compactlog.storage.segmented import lookups
+from compactlog.storage.segmented.handles import HANDLES, new_key
 from compactlog.storage.segmented.index import IndexCorrupt, OffsetIndex, TimeIndex
 from compactlog.storage.segmented.scan import READ_CHUNK, Checked, iter_batches
 from compactlog.storage.types import MessageId
@@ -43,15 +55,8 @@ def file_name(base_offset: int, ext: str, suffix: str = "") -> str:
     return f"{base_offset:020d}{ext}{suffix}"
 
 
-class _Fd:
-    """An OS descriptor closed when its last user lets go (see the module docstring)."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-
-    def __del__(self) -> None:
-        with contextlib.suppress(OSError):
-            os.close(self.fd)
+class SegmentGone(CorruptData):
+    """The segment's file is no longer there (a retired segment past its delete delay)."""
 
 
 @dataclass
@@ -63,13 +68,13 @@ class IndexParams:
 class LogSegment:
     """Batches with offsets in ``[base_offset, next segment's base)``, plus two indexes."""
 
-    def __init__(
-        self, directory: Path, base_offset: int, suffix: str, fd: int, params: IndexParams
-    ) -> None:
+    def __init__(self, directory: Path, base_offset: int, suffix: str, params: IndexParams) -> None:
         self.dir = directory
         self.base_offset = base_offset
         self.suffix = suffix
-        self._fd = _Fd(fd)
+        self.handle_key = new_key()
+        self.index_trusted = True  # False once an index entry failed its check (lookups.py)
+        self._name_lock = threading.Lock()
         self.params = params
         self.size = 0
         self.next_offset = base_offset
@@ -89,9 +94,33 @@ class LogSegment:
             self.base_offset, ext, self.suffix if suffix is None else suffix
         )
 
-    @property
-    def fd(self) -> int:
-        return self._fd.fd
+    # ---- the descriptor (handles.py) --------------------------------------------------
+    def open_fd(self) -> int:
+        with self._name_lock:
+            return os.open(self.path(), os.O_RDWR)
+
+    @contextlib.contextmanager
+    def _fd(self) -> Iterator[int]:
+        """The descriptor, pinned for one system call (only the open raises FileNotFound)."""
+        try:
+            with HANDLES.use(self) as fd:
+                yield fd
+        except FileNotFoundError:
+            if not self.dir.exists():
+                raise TopicNotFound(f"topic {self.dir.name} was deleted") from None
+            raise SegmentGone(f"{self.where}: the segment file is gone") from None
+
+    def pread(self, length: int, position: int) -> bytes:
+        with self._fd() as fd:
+            return os.pread(fd, length, position)
+
+    def release(self) -> None:
+        """Close the descriptor now (the segment is deleted, replaced or shut down)."""
+        HANDLES.drop(self.handle_key)
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):  # also at interpreter exit
+            HANDLES.forget(self.handle_key)
 
     @property
     def where(self) -> str:
@@ -108,7 +137,8 @@ class LogSegment:
             os.O_RDWR | os.O_CREAT | os.O_TRUNC,
             0o644,
         )
-        seg = cls(directory, base_offset, suffix, fd, params)
+        os.close(fd)
+        seg = cls(directory, base_offset, suffix, params)
         seg._new_indexes()
         return seg
 
@@ -137,9 +167,9 @@ class LogSegment:
         the indexes are rebuilt, and the file is truncated at the first bad batch if that
         batch lies at or after ``recovery_point`` (see ``recover``).
         """
-        fd = os.open(directory / file_name(base_offset, LOG_EXT, suffix), os.O_RDWR, 0o644)
-        seg = cls(directory, base_offset, suffix, fd, params)
-        seg.size = os.fstat(fd).st_size
+        seg = cls(directory, base_offset, suffix, params)
+        with seg._fd() as fd:
+            seg.size = os.fstat(fd).st_size
         if not recover:
             try:
                 seg._load_indexes()
@@ -149,16 +179,20 @@ class LogSegment:
         return seg, seg.recover(recovery_point)
 
     def _load_indexes(self) -> None:
-        """Trust the index files, checking only the batches after the last offset entry."""
+        """Trust the index files after a sanity check: the last offset entry must point at
+        a batch of its offset, the last time entry at a batch of its timestamp, and the
+        batches after the last offset entry are checked."""
         self.offset_index = OffsetIndex.load(
             self.path(INDEX_EXT), self.base_offset, self.params.max_index_bytes, self.size
         )
-        _, pos = self.offset_index.lookup(self.offset_index.last_offset())
+        entry_offset, pos = self.offset_index.lookup(self.offset_index.last_offset())
         max_ts, max_off = -1, self.base_offset
         last = self.base_offset - 1
         try:
-            for _b, _p, header, _at in self.batches(pos, self.size):
+            for _b, _p, header, at in self.batches(pos, self.size):
                 first = header.first_id.entry_id
+                if at == pos and pos and first != entry_offset:
+                    raise IndexCorrupt(f"{self.path(INDEX_EXT)}: last entry points elsewhere")
                 if first <= last or header.first_id.ledger_id or header.last_id.ledger_id:
                     raise IndexCorrupt(f"{self.path()}: offsets out of order")
                 last = header.last_id.entry_id
@@ -167,15 +201,22 @@ class LogSegment:
             if self.size:
                 first_batch = next(self.batches(0, self.size, chunk=HEADER_SIZE))
                 self.first_timestamp = first_batch[2].max_event_time_ms
+            self.next_offset = last + 1 if last >= self.base_offset else self.base_offset
+            self.time_index = TimeIndex.load(
+                self.path(TIMEINDEX_EXT),
+                self.base_offset,
+                self.params.max_index_bytes,
+                self.next_offset,
+            )
+            entries = self.time_index.entries
+            if entries and not lookups.time_entry_holds(
+                self, self.time_index.timestamps[-1], self.time_index.offsets[-1], self.size
+            ):
+                raise IndexCorrupt(f"{self.path(TIMEINDEX_EXT)}: last entry does not match")
         except CorruptData as exc:
             raise IndexCorrupt(str(exc)) from None
-        self.next_offset = last + 1 if last >= self.base_offset else self.base_offset
-        self.time_index = TimeIndex.load(
-            self.path(TIMEINDEX_EXT),
-            self.base_offset,
-            self.params.max_index_bytes,
-            self.next_offset,
-        )
+        if not self.index_trusted:
+            raise IndexCorrupt(f"{self.path(INDEX_EXT)}: an entry does not match its batch")
         self.max_timestamp, self.offset_of_max_timestamp = max_ts, max_off
         if self.time_index.last_timestamp() >= max_ts and self.time_index.entries:
             self.max_timestamp = self.time_index.last_timestamp()
@@ -192,6 +233,7 @@ class LogSegment:
         them raise ``CorruptData``, and start-up deletes nothing it could not read.
         """
         self._new_indexes()
+        self.index_trusted = True
         self.next_offset, self.max_timestamp = self.base_offset, -1
         self.offset_of_max_timestamp = self.base_offset
         self.first_timestamp, self._count, self.bytes_since_last_index_entry = None, 0, 0
@@ -218,7 +260,8 @@ class LogSegment:
                 log.warning("%s; truncating the segment at byte %d", exc, valid)
         truncated = valid < self.size and self.damaged_at is None
         if truncated:
-            os.ftruncate(self.fd, valid)
+            with self._fd() as fd:
+                os.ftruncate(fd, valid)
             self.size = valid
         self.time_index.maybe_append(
             self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True
@@ -227,13 +270,14 @@ class LogSegment:
 
     def rename(self, new_suffix: str) -> None:
         """Rename the three files; the log file goes last so recovery keys on it."""
-        for ext in (INDEX_EXT, TIMEINDEX_EXT, LOG_EXT):
-            src = self.path(ext)
-            if src.exists():
-                os.replace(src, self.path(ext, new_suffix))
-        self.offset_index.path = self.path(INDEX_EXT, new_suffix)
-        self.time_index.path = self.path(TIMEINDEX_EXT, new_suffix)
-        self.suffix = new_suffix
+        with self._name_lock:
+            for ext in (INDEX_EXT, TIMEINDEX_EXT, LOG_EXT):
+                src = self.path(ext)
+                if src.exists():
+                    os.replace(src, self.path(ext, new_suffix))
+            self.offset_index.path = self.path(INDEX_EXT, new_suffix)
+            self.time_index.path = self.path(TIMEINDEX_EXT, new_suffix)
+            self.suffix = new_suffix
 
     # ---- writes ------------------------------------------------------------------------
     def index_batch(
@@ -257,7 +301,8 @@ class LogSegment:
     def append_batch(self, data: bytes, first: int, last: int, count: int, max_ts: int) -> None:
         """Append one packed batch with a single write."""
         self.index_batch(first, last, count, max_ts, self.size, len(data))
-        os.pwrite(self.fd, data, self.size)
+        with self._fd() as fd:
+            os.pwrite(fd, data, self.size)
         self.size += len(data)
 
     def on_become_inactive(self) -> None:
@@ -267,7 +312,8 @@ class LogSegment:
         )
 
     def flush(self) -> None:
-        os.fsync(self.fd)
+        with self._fd() as fd:
+            os.fsync(fd)
         self.offset_index.flush()
         self.time_index.flush()
 
@@ -280,26 +326,40 @@ class LogSegment:
         return self.offset_index.is_full() or self.time_index.is_full()
 
     def largest_timestamp(self) -> float:
-        """Largest batch timestamp, or the file's mtime when the segment has no batches."""
+        """Largest batch timestamp, or the file's mtime when the segment has no batches.
+        A damaged segment's figures cover only the batches before its damage, so the later
+        of the two counts: retention never takes it for older than it may be."""
+        if self.damaged_at is not None:
+            return max(self.max_timestamp, self.last_modified_ms())
         if self.max_timestamp >= 0 and self.next_offset > self.base_offset:
             return self.max_timestamp
         return self.last_modified_ms()
 
     def last_modified_ms(self) -> int:
-        return int(os.fstat(self.fd).st_mtime * 1000)
+        with self._fd() as fd:
+            return int(os.fstat(fd).st_mtime * 1000)
 
     def batches(self, start: int, end: int, chunk: int = READ_CHUNK) -> Iterator[Checked]:
         """The checked batches of the file bytes ``[start, end)``."""
-        return iter_batches(self.fd, start, end, self.where, chunk)
+        return iter_batches(self.pread, start, end, self.where, chunk)
 
-    def position_of(self, offset: int, max_position: int) -> int:
-        """Where a scan for ``offset`` starts: the batch start the offset index gives."""
-        return min(self.offset_index.lookup(offset)[1], max_position)
+    def batches_from(self, offset: int, end: int, chunk: int = READ_CHUNK) -> Iterator[Checked]:
+        """Checked batches from the one holding ``offset`` (or an earlier one) to byte
+        ``end``, found by the offset index and checked against it (``lookups.py``)."""
+        return lookups.batches_from(self, offset, end, chunk)
 
     def record_count(self) -> int:
         if self._count is None:
             self._count = sum(h.count for _b, _p, h, _a in self.batches(0, self.size))
         return self._count
+
+    def readable_count(self) -> int:
+        """Records in the batches before the first damaged one (statistics only)."""
+        total = 0
+        with contextlib.suppress(CorruptData):
+            for _b, _p, header, _a in self.batches(0, self.size):
+                total += header.count
+        return total
 
     def count_below(self, offset: int) -> int:
         """How many records of this segment have an offset below ``offset``."""
@@ -315,22 +375,21 @@ class LogSegment:
     def find_offset_by_timestamp(
         self, timestamp: int, max_position: int, min_offset: int
     ) -> int | None:
-        """First offset >= ``min_offset`` in this segment whose event time is >= ``timestamp``.
+        """First offset >= ``min_offset`` here whose event time is >= ``timestamp``."""
+        return lookups.find_offset_by_timestamp(self, timestamp, max_position, min_offset)
 
-        Batch headers skip whole batches; only a batch whose max event time reaches
-        ``timestamp`` has its records decoded.
-        """
-        start = max(self.time_index.lookup_before(timestamp), min_offset)
-        for buf, p, header, pos in self.batches(
-            self.position_of(start, max_position), max_position
-        ):
-            if header.last_id.entry_id < min_offset or header.max_event_time_ms < timestamp:
-                continue
-            payload = bytes(payload_of(buf, header, p))
-            for _l, off, _f, _k, s, e in walk(payload, f"{self.where}, byte {pos}"):
-                if off >= min_offset and decode_message(payload[s:e]).event_time_ms >= timestamp:
-                    return off
-        return None
+    def verify(self) -> int:
+        """Check every batch end to end (CRC, increasing offsets, the file ends where the
+        last batch does); return the record count. ``CorruptData`` on anything else."""
+        last, count, end = self.base_offset - 1, 0, 0
+        for _b, _p, header, pos in self.batches(0, self.size):
+            first = header.first_id.entry_id
+            if first <= last or header.first_id.ledger_id or header.last_id.ledger_id:
+                raise CorruptData(f"{self.where}, byte {pos}: offset {first} after {last}")
+            last, count, end = header.last_id.entry_id, count + header.count, pos + header.size
+        if end != self.size:
+            raise CorruptData(f"{self.where}: {self.size - end} bytes after the last batch")
+        return count
 
 
 __all__ = ["CLEANED", "DELETED", "EXTENSIONS", "LOG_EXT", "SWAP", "IndexParams", "LogSegment"]

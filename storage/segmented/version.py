@@ -13,16 +13,22 @@ bytes must never be read as batches, so a directory holding topics and no ``FORM
 file, or another version, is refused at start with one line that names the command
 converting it (``storage/segmented/migrate.py``). The file is written when a directory
 starts empty, and last by a migration, so its presence means every segment is in the
-format it names.
+format it names. Its content is checked strictly (digits and one newline): anything else
+refuses the start.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import re
+import time
 from pathlib import Path
 
 from compactlog.errors import StorageError
 from compactlog.storage.segmented.files import atomic_write, fsync_dir
+
+log = logging.getLogger(__name__)
 
 SERVER_DIR = "~server"
 FORMAT_FILE = "FORMAT"
@@ -30,21 +36,37 @@ CURRENT = 2
 TOPIC_FILE = "topic.json"
 
 
+CHECKPOINT_FILE = "cleaner-offset-checkpoint"  # the LogCleaner's (compactor/log_cleaner)
+SERVER_FILES = (FORMAT_FILE, CHECKPOINT_FILE)
+
+
 def server_file(root: Path, name: str) -> Path:
-    """Where the server keeps its file ``name`` under the segments root ``root``; a file
-    of that name an older server left at the root itself is moved there first."""
-    folder = root / SERVER_DIR
-    path = folder / name
-    legacy = root / name
-    if legacy.is_file() and not legacy.is_symlink():
-        folder.mkdir(exist_ok=True)
-        if path.exists():
-            legacy.unlink()  # moved already, the unlink was interrupted
-        else:
-            os.replace(legacy, path)
-        fsync_dir(folder)
+    """Where the server keeps its file ``name`` under the segments root ``root``."""
+    return root / SERVER_DIR / name
+
+
+def legacy_file(root: Path, name: str) -> Path | None:
+    """The file ``name`` an older server kept at the root itself, if there is one."""
+    path = root / name
+    return path if path.is_file() and not path.is_symlink() else None
+
+
+def adopt_legacy_files(root: Path) -> None:
+    """Move the server's files an older server left at the root into ``~server/``
+    (start-up, before anything reads them); a topic may then take their names."""
+    for name in SERVER_FILES:
+        legacy = legacy_file(root, name)
+        if legacy is None:
+            continue
+        path = server_file(root, name)
+        path.parent.mkdir(exist_ok=True)
+        if path.exists():  # both: kept out of the way and out of the topic namespace
+            target = path.with_name(f"{name}.legacy-{int(time.time() * 1000)}")
+            log.warning("%s and %s both exist: the first moved to %s", legacy, path, target)
+            path = target
+        os.replace(legacy, path)
+        fsync_dir(path.parent)
         fsync_dir(root)
-    return path
 
 
 def write_format(root: Path) -> None:
@@ -53,16 +75,18 @@ def write_format(root: Path) -> None:
 
 
 def read_format(root: Path) -> int | None:
-    """The version ``root`` declares; None without a ``FORMAT`` file."""
+    """The version ``root`` declares; None without a ``FORMAT`` file (read where an older
+    server kept it too: nothing is moved here)."""
     path = server_file(root, FORMAT_FILE)
+    if not path.exists():
+        path = legacy_file(root, FORMAT_FILE) or path
     try:
-        text = path.read_text()
+        text = path.read_bytes().decode("ascii", errors="replace")
     except FileNotFoundError:
         return None
-    try:
-        return int(text.strip())
-    except ValueError:
-        raise StorageError(f"{path}: not a format version: {text[:40]!r}", file=path) from None
+    if not re.fullmatch(r"[0-9]{1,9}\n", text):
+        raise StorageError(f"{path}: not a format version: {text[:40]!r}", file=path)
+    return int(text)
 
 
 def holds_topics(root: Path) -> bool:
@@ -78,11 +102,11 @@ def refusal(root: Path, found: int | None) -> StorageError:
 
 
 def ensure_format(root: Path) -> None:
-    """Accept ``root`` if it is in the current format (stamping a new one), else refuse."""
+    """Accept ``root`` if it is in the current format (stamping a new one), else refuse;
+    then move an older server's files into ``~server/``."""
     found = read_format(root)
-    if found == CURRENT:
-        return
     if found is None and not holds_topics(root):
         write_format(root)
-        return
-    raise refusal(root, found)
+    elif found != CURRENT:
+        raise refusal(root, found)
+    adopt_legacy_files(root)

@@ -15,13 +15,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compactlog.errors import NotDelivered, StorageError
+from compactlog.errors import NotDelivered
 from compactlog.storage.ack_ranges import AckedRanges, RangeChanges
 from compactlog.storage.config import ServerSettings
 from compactlog.storage.cursor import Cursor
 from compactlog.storage.ledger_log import LedgerTopicLog
 from compactlog.storage.ledger_store import LedgerStore
-from compactlog.storage.segmented import SegmentedLogManager, consumer_offsets
+from compactlog.storage.segmented import SegmentedLogManager, consumer_offsets, state_file
+from compactlog.storage.segmented.state_file import BadStateFile
 from compactlog.storage.segmented.topic_log import SegmentedTopicLog
 from compactlog.storage.topic_log import TopicLog
 from compactlog.storage.types import MessageId, Record
@@ -260,7 +261,7 @@ def test_the_journal_is_snapshotted_once_it_outgrows_the_state(
     assert len(journal.read_bytes().splitlines()) == 1 + 6 + 1  # header, 6 acks, delivered
     for i in range(0, N, 2):
         log.acknowledge("s", MessageId(0, i), cumulative=False)
-    snapshot = json.loads((tmp_path / "data" / "t" / "cursors.json").read_bytes())
+    snapshot = json.loads(state_file.read(tmp_path / "data" / "t" / "cursors.json") or b"")
     assert snapshot["generation"] >= 2  # rewritten at least once after the first
     assert len(journal.read_bytes().splitlines()) <= 10
     made.reopen()
@@ -283,9 +284,10 @@ def test_a_torn_last_journal_line_is_dropped_and_damage_before_it_refused(tmp_pa
     lines = journal.read_bytes().splitlines(keepends=True)
     lines.insert(1, b'00000000 {"s":"s"}\n')  # a bad line before good ones
     journal.write_bytes(b"".join(lines) + lines[-1])
-    snapshot = tmp_path / "data" / "t" / "cursors.json"
-    with pytest.raises(StorageError, match=r"cursors\.journal: line 2"):
-        consumer_offsets.SegmentCursors(snapshot.parent)
+    with pytest.raises(BadStateFile, match=r"cursors\.journal: line 2 is damaged"):
+        consumer_offsets.SegmentCursors(journal.parent)
+    made.reopen()  # the topic is served no more: its cursors cannot be trusted
+    assert "line 2 is damaged" in made.manager.offline_topics()["t"].reason
 
 
 def test_cursors_of_the_json_only_layout_are_read_and_rewritten(tmp_path: Path) -> None:
@@ -300,4 +302,4 @@ def test_cursors_of_the_json_only_layout_are_read_and_rewritten(tmp_path: Path) 
     assert cursor.mark_delete == MessageId(0, 1) and cursor.properties == {"a": "b"}
     assert list(cursor.acked) == [(MessageId(0, 3), MessageId(0, 4))]
     assert cursor.delivered == MessageId(0, 4)
-    assert json.loads((folder / "cursors.json").read_bytes())["format"] == 2
+    assert json.loads(state_file.read(folder / "cursors.json") or b"")["format"] == 2

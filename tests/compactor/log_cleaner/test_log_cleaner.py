@@ -442,7 +442,17 @@ def test_checkpoint_roundtrip(tmp_path: Path) -> None:
     cp.update("b.c", 7)
     cp.remove("a")
     assert CleanerCheckpoint(tmp_path / "cp").all() == {"b.c": 7}
-    assert (tmp_path / "cp").read_text() == "0\n1\nb.c 7\n"
+    assert (tmp_path / "cp").read_text().startswith("0\n1\nb.c 7\n#crc32c:")
+
+
+def test_a_damaged_checkpoint_is_set_aside_and_cleaning_starts_over(tmp_path: Path) -> None:
+    cp = CleanerCheckpoint(tmp_path / "cp")
+    cp.update("b.c", 7)
+    data = bytearray((tmp_path / "cp").read_bytes())
+    data[6] ^= 0x01  # "7" -> "6": a plausible offset, caught by the checksum
+    (tmp_path / "cp").write_bytes(bytes(data))
+    assert CleanerCheckpoint(tmp_path / "cp").all() == {}
+    assert [p.name.split(".bad-")[0] for p in tmp_path.glob("cp.bad-*")] == ["cp"]
 
 
 # ---- model-based ----------------------------------------------------------------------
