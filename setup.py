@@ -1,8 +1,9 @@
-"""Builds the optional compiled twin of the batch codec (``storage/_batch.c``).
+"""Builds the optional compiled twins: the batch codec (``storage/_batch.c``) and the
+offset map's hashing and probing (``compactor/log_cleaner/_offset_map.c``).
 
 Everything else is declared in pyproject.toml. ``optional=True``: where no C compiler is
-present the install still succeeds and ``compactlog.storage.batch`` uses the pure-Python
-twin (``storage/_batch_py.py``), which behaves identically.
+present the install still succeeds and the pure-Python twins (``storage/_batch_py.py``,
+``compactor/log_cleaner/_offset_map_py.py``), which behave identically, are used.
 """
 
 from setuptools import Extension, setup
@@ -14,6 +15,12 @@ setup(
             sources=["storage/_batch.c"],
             extra_compile_args=["-O3", "-std=c11", "-Wall"],
             optional=True,
-        )
+        ),
+        Extension(
+            "compactlog.compactor.log_cleaner._offset_map",
+            sources=["compactor/log_cleaner/_offset_map.c"],
+            extra_compile_args=["-O3", "-std=c11", "-Wall"],
+            optional=True,
+        ),
     ]
 )

@@ -79,7 +79,7 @@ def ledger_run(root: Path, n: int, pattern: str, durability: str) -> tuple[list[
         for batch in _records(n):
             ids += store.append("t", batch)
         cursor = store.open_cursor("t", "s")
-        store.delivered("t", cursor, ids[-1])
+        cursor.deliver(ids[-1])
         times = []
         for i in order(pattern, n):
             t0 = time.perf_counter()

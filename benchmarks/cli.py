@@ -8,6 +8,8 @@ views they leave, and at the end writes ``report.md``, ``report.json`` and PNG p
     compactlog bench --profile quick --runs 1 # seconds
     compactlog bench --profile full           # 1M-2M records per workload
     compactlog bench dataplane [--quick]      # publish/read/latency/memory vs bare gRPC
+    compactlog bench capacity                 # 1,000 follow readers + 1,000 consumers
+    compactlog bench soak [--seconds N]       # produce, consume, compact, restart; invariants
 """
 
 from __future__ import annotations
@@ -149,6 +151,14 @@ def measure_floors(tmp: Path, target: Workload) -> dict[str, float]:
 def main(argv: list[str]) -> int:
     if argv[:1] == ["dataplane"]:  # its own workload, options and report
         return dataplane.main(argv[1:])
+    if argv[:1] == ["capacity"]:
+        from compactlog.bench import capacity
+
+        return capacity.main(argv[1:])
+    if argv[:1] == ["soak"]:
+        from compactlog.bench import soak
+
+        return soak.main(argv[1:])
     args = build_parser().parse_args(argv)
     if args.runs < 1:
         raise SystemExit("compactlog bench: --runs must be >= 1")

@@ -1,9 +1,12 @@
-"""``compactlog admin topics compact | compaction-status``.
+"""``compactlog admin topics compact | compaction-status | cancel | verify``.
 
-``compact`` starts a run and returns; with ``--wait`` it polls GetCompactionStatus until the
-run ends, drawing a progress bar on stderr when that is a terminal. The server reports no
-fraction done, so the bar shows activity and elapsed time rather than a percentage.
-``--engine spark`` runs the Spark engine from this process (it drives the server over gRPC).
+``compact`` starts a run and returns; with ``--wait`` it follows the run through
+WatchCompaction, drawing a live progress bar on stderr when that is a terminal (plain
+lines otherwise, ``cli.progress``), then prints the final status. ``--dry-run`` prints the
+figures a run started now would have (PreviewCompaction) and changes nothing.
+``--engine spark`` runs the Spark engine from this process (it drives the server over
+gRPC). ``cancel`` stops the active run (CANCELLED: nothing of it becomes visible);
+``verify`` recomputes the compacted ledger from the raw history and exits 1 when it differs.
 """
 
 from __future__ import annotations
@@ -11,27 +14,30 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from dataclasses import asdict
-from typing import IO, Any
+from typing import Any
 
 from compactlog.cli.common import connect, server_address, spark_missing, tls_ca, token
+from compactlog.cli.progress import progress_view
 from compactlog.client.client import Client
-from compactlog.client.types import CompactionStatus
+from compactlog.client.types import CompactionRun, CompactionStatus, CompactionVerification
 from compactlog.errors import CompactlogError
 
-POLL_INTERVAL_S = 0.2
 DEFAULT_SPARK_MASTER = "local[*]"
+EXIT_NOT_OK = 1
 
 
 def add_parser(areas: Any) -> None:
-    """Register ``topics compact`` and ``topics compaction-status`` under ``admin``."""
+    """Register the compaction verbs under ``admin topics``."""
     topics = areas.add_parser("topics", help="topic administration")
     verbs = topics.add_subparsers(dest="admin_topics_command", metavar="VERB", required=True)
 
     compact = verbs.add_parser("compact", help="compact a topic now")
     compact.add_argument("topic", metavar="TOPIC")
-    compact.add_argument("--wait", action="store_true", help="wait until the run has finished")
+    compact.add_argument("--wait", action="store_true", help="follow the run until it ends")
+    compact.add_argument(
+        "--dry-run", action="store_true", help="print what a run would do; change nothing"
+    )
     compact.add_argument(
         "--engine",
         choices=("local", "spark"),
@@ -51,15 +57,35 @@ def add_parser(areas: Any) -> None:
         "compaction-status", help="state and last run of a topic's compaction"
     )
     status.add_argument("topic", metavar="TOPIC")
-    status.add_argument("--wait", action="store_true", help="wait while a run is in progress")
+    status.add_argument("--wait", action="store_true", help="follow a run in progress")
     status.add_argument("--json", action="store_true", help="print the status as JSON")
     status.set_defaults(func=status_cmd)
+
+    cancel = verbs.add_parser("cancel", help="stop a topic's compaction in progress")
+    cancel.add_argument("topic", metavar="TOPIC")
+    cancel.add_argument("--json", action="store_true", help="print the status as JSON")
+    cancel.set_defaults(func=cancel_cmd, wait=False)
+
+    verify = verbs.add_parser(
+        "verify", help="recompute a topic's compacted ledger and compare (exit 1 if it differs)"
+    )
+    verify.add_argument("topic", metavar="TOPIC")
+    verify.add_argument("--json", action="store_true", help="print the result as JSON")
+    verify.set_defaults(func=verify_cmd)
 
 
 def status_json(topic: str, status: CompactionStatus) -> dict[str, Any]:
     data = asdict(status)
     data["horizon"] = None if status.horizon is None else str(status.horizon)
     return {"topic": topic, **data}
+
+
+def run_figures(run: CompactionRun) -> str:
+    return (
+        f"read={run.read} kept={run.kept} removed={run.removed} tombstones={run.tombstones} "
+        f"keyless_dropped={run.keyless_dropped} bytes_in={run.bytes_in} "
+        f"bytes_out={run.bytes_out}"
+    )
 
 
 def format_status(topic: str, status: CompactionStatus) -> str:
@@ -71,59 +97,26 @@ def format_status(topic: str, status: CompactionStatus) -> str:
     run = status.last_run
     if run is not None:
         lines.append(
-            f"last run:         engine={run.engine or '-'} read={run.read} kept={run.kept} "
-            f"removed={run.removed} tombstones={run.tombstones} "
-            f"keyless_dropped={run.keyless_dropped} bytes_in={run.bytes_in} "
-            f"bytes_out={run.bytes_out} duration_ms={run.duration_ms}"
+            f"last run:         engine={run.engine or '-'} {run_figures(run)} "
+            f"duration_ms={run.duration_ms}"
         )
     if status.last_error:
         lines.append(f"last error:       {status.last_error}")
     return "\n".join(lines)
 
 
-class ProgressBar:
-    """An indeterminate bar with elapsed time, redrawn in place; silent when not a terminal."""
-
-    WIDTH = 24
-
-    def __init__(self, label: str, stream: IO[str] | None = None) -> None:
-        self.stream = stream if stream is not None else sys.stderr
-        self.enabled = self.stream.isatty()
-        self.label = label
-        self.started = time.monotonic()
-        self.tick = 0
-
-    def update(self, state: str) -> None:
-        if not self.enabled:
-            return
-        pos = self.tick % (2 * (self.WIDTH - 4))
-        pos = pos if pos < self.WIDTH - 4 else 2 * (self.WIDTH - 4) - pos
-        bar = " " * pos + "####" + " " * (self.WIDTH - 4 - pos)
-        elapsed = time.monotonic() - self.started
-        self.stream.write(f"\r{self.label} [{bar}] {state} {elapsed:5.1f}s")
-        self.stream.flush()
-        self.tick += 1
-
-    def finish(self) -> None:
-        if self.enabled:
-            self.stream.write("\r\033[K")
-            self.stream.flush()
-
-
-def wait_for(client: Client, topic: str, status: CompactionStatus) -> CompactionStatus:
-    """Poll until the run is no longer RUNNING; Ctrl-C stops waiting, not the run."""
-    bar = ProgressBar(f"compacting {topic}")
+def wait_for(client: Client, topic: str) -> CompactionStatus:
+    """Follow the run until it ends; Ctrl-C stops following, not the run."""
+    view = progress_view(topic)
     try:
-        while status.running:
-            bar.update(status.state)
-            time.sleep(POLL_INTERVAL_S)
-            status = client.compaction_status(topic)
+        for update in client.watch_compaction(topic):
+            view.update(update)
     except KeyboardInterrupt:
-        bar.finish()
+        view.close()
         sys.stderr.write("stopped waiting; the compaction continues on the server\n")
         raise
-    bar.finish()
-    return status
+    view.close()
+    return client.compaction_status(topic)
 
 
 def _report(args: argparse.Namespace, status: CompactionStatus) -> int:
@@ -131,32 +124,81 @@ def _report(args: argparse.Namespace, status: CompactionStatus) -> int:
         print(json.dumps(status_json(args.topic, status)))
     else:
         print(format_status(args.topic, status))
-    if status.state == "ERROR" and args.wait:
+    if status.state in ("ERROR", "CANCELLED") and args.wait:
         raise_failed(args.topic, status)
     return 0
 
 
 def raise_failed(topic: str, status: CompactionStatus) -> None:
-    """A run that ended in ERROR fails the command, with the server's reason."""
+    """A run that ended in ERROR or CANCELLED fails the command, with the reason."""
+    if status.state == "CANCELLED":
+        raise CompactlogError(f"compaction of {topic} was cancelled")
     raise CompactlogError(f"compaction of {topic} failed: {status.last_error or 'no reason given'}")
 
 
 def compact_cmd(args: argparse.Namespace) -> int:
+    if args.dry_run:
+        return _preview(args)
     if args.engine == "spark":
         return _compact_spark(args)
     with connect(args) as client:
         status = client.compact(args.topic, wait=False)
         if args.wait:
-            status = wait_for(client, args.topic, status)
+            status = wait_for(client, args.topic)
     return _report(args, status)
+
+
+def _preview(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        run = client.preview_compaction(args.topic)
+    if args.json:
+        figures = {k: v for k, v in asdict(run).items() if k not in ("duration_ms", "engine")}
+        print(json.dumps({"topic": args.topic, "dry_run": True, **figures}))
+    else:
+        print(f"topic:    {args.topic}\ndry run:  {run_figures(run)}")
+    return 0
 
 
 def status_cmd(args: argparse.Namespace) -> int:
     with connect(args) as client:
         status = client.compaction_status(args.topic)
-        if args.wait:
-            status = wait_for(client, args.topic, status)
+        if args.wait and status.running:
+            status = wait_for(client, args.topic)
     return _report(args, status)
+
+
+def cancel_cmd(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        status = client.cancel_compaction(args.topic)
+    return _report(args, status)
+
+
+def verification_json(topic: str, v: CompactionVerification) -> dict[str, Any]:
+    data = asdict(v)
+    data["problems"] = list(v.problems)
+    data["horizon"] = None if v.horizon is None else str(v.horizon)
+    return {"topic": topic, **data}
+
+
+def verify_cmd(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        v = client.verify_compaction(args.topic)
+    if args.json:
+        print(json.dumps(verification_json(args.topic, v)))
+    else:
+        lines = [
+            f"topic:            {args.topic}",
+            f"ok:               {'yes' if v.ok else 'NO'}",
+            f"checked:          {v.checked} messages",
+            f"digest:           {v.digest}",
+        ]
+        if v.compacted_ledger_id:
+            lines.append(f"compacted ledger: {v.compacted_ledger_id}")
+        if v.horizon is not None:
+            lines.append(f"horizon:          {v.horizon}")
+        lines += [f"problem:          {p}" for p in v.problems]
+        print("\n".join(lines))
+    return 0 if v.ok else EXIT_NOT_OK
 
 
 def _compact_spark(args: argparse.Namespace) -> int:

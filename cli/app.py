@@ -7,6 +7,11 @@ stay light. Every failure ends as one line on stderr,
 ``compactlog: error: <message>``, and a non-zero exit: 1 for a failed operation, 2 for a
 usage error or a missing component, 130 for Ctrl-C. Set ``COMPACTLOG_DEBUG=1`` to get the
 traceback of an unexpected error instead.
+
+``--timeout SECONDS`` (env ``COMPACTLOG_TIMEOUT``, default 30) may stand anywhere on the
+command line, before or after the verb: it is the deadline of every call the command makes
+(see ``compactlog.client.deadlines`` for streams), and a call past it fails the command
+with one line and exit 1.
 """
 
 from __future__ import annotations
@@ -27,12 +32,16 @@ from compactlog.cli import topics as cli_topics
 from compactlog.cli.common import (
     DEFAULT_DATA_DIR,
     ENV_SERVER,
+    ENV_TIMEOUT,
     ENV_TLS_CA,
     ENV_TOKEN,
     PROG,
     UsageError,
+    positive_seconds,
+    timeout_seconds,
 )
 from compactlog.client.client import DEFAULT_ADDRESS
+from compactlog.client.errors import Timeout
 from compactlog.errors import CompactlogError
 
 EXIT_FAILED = 1
@@ -83,6 +92,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         default=None,
         help=f"CA certificate (PEM) of a TLS server; connects with TLS (env {ENV_TLS_CA})",
+    )
+    parser.add_argument(
+        "--timeout",
+        metavar="SECONDS",
+        type=positive_seconds,
+        default=None,
+        help=f"deadline of each call to the server, anywhere on the line (env {ENV_TIMEOUT}, "
+        "default 30)",
     )
     parser.add_argument("--version", action="version", version=f"{PROG} {_version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -184,7 +201,31 @@ def _bench(argv: list[str]) -> int:
     return int(result or 0)
 
 
-_GLOBAL_WITH_VALUE = ("--server", "--token", "--tls-ca")
+_GLOBAL_WITH_VALUE = ("--server", "--token", "--tls-ca", "--timeout")
+
+
+def _timeout_first(argv: Sequence[str]) -> list[str]:
+    """Move every ``--timeout SECONDS`` (or ``--timeout=SECONDS``) of the command line to
+    its front, where the top-level parser takes it: the option may stand anywhere (up to
+    a ``--``; ``bench``'s arguments are cut off before, they are its own)."""
+    moved: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if token == "--":
+            rest.extend(argv[i:])
+            break
+        if token == "--timeout" and i + 1 < len(argv):
+            moved += argv[i : i + 2]
+            i += 2
+            continue
+        if token.startswith("--timeout="):
+            moved.append(token)
+        else:
+            rest.append(token)
+        i += 1
+    return moved + rest
 
 
 def _split_bench(argv: Sequence[str]) -> tuple[list[str], list[str] | None]:
@@ -217,9 +258,10 @@ def fail(message: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the exit code."""
     args_list = list(sys.argv[1:] if argv is None else argv)
+    args: argparse.Namespace | None = None
     try:
         head, bench_args = _split_bench(args_list)
-        args = build_parser().parse_args(head)
+        args = build_parser().parse_args(_timeout_first(head))
         if bench_args is not None:
             return _bench(bench_args)
         handler: Handler = args.func
@@ -232,6 +274,9 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         fail(str(exc))
         return EXIT_USAGE
+    except Timeout as exc:
+        fail(f"{exc} (--timeout {timeout_seconds(args):g})")
+        return EXIT_FAILED
     except CompactlogError as exc:
         fail(str(exc))
         return EXIT_FAILED

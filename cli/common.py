@@ -15,6 +15,8 @@ ENV_SERVER = "COMPACTLOG_SERVER"
 DEFAULT_DATA_DIR = "./compactlog-data"  # where `serve` keeps its data unless told
 ENV_TOKEN = "COMPACTLOG_TOKEN"
 ENV_TLS_CA = "COMPACTLOG_TLS_CA"
+ENV_TIMEOUT = "COMPACTLOG_TIMEOUT"
+DEFAULT_TIMEOUT_S = 30.0
 
 
 class UsageError(Exception):
@@ -41,9 +43,36 @@ def channel_security(args: argparse.Namespace) -> ChannelSecurity:
     return ChannelSecurity.of(token(args), tls_ca(args))
 
 
+def timeout_seconds(args: argparse.Namespace | None) -> float:
+    """``--timeout``, else ``$COMPACTLOG_TIMEOUT``, else 30 s: every call's deadline."""
+    given = getattr(args, "timeout", None)
+    if given is not None:
+        return float(given)
+    env = os.environ.get(ENV_TIMEOUT)
+    if env:
+        try:
+            return positive_seconds(env)
+        except argparse.ArgumentTypeError as exc:
+            raise UsageError(f"{ENV_TIMEOUT}: {exc}") from None
+    return DEFAULT_TIMEOUT_S
+
+
 def connect(args: argparse.Namespace) -> Client:
-    """A client for the address and credentials the command line chose."""
-    return Client(server_address(args), token=token(args), tls_ca=tls_ca(args))
+    """A client for the address, credentials and deadline the command line chose."""
+    return Client(
+        server_address(args), token=token(args), tls_ca=tls_ca(args), timeout=timeout_seconds(args)
+    )
+
+
+def positive_seconds(text: str) -> float:
+    """argparse type for ``--timeout``: a number of seconds > 0."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not seconds > 0 or seconds == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
+    return seconds
 
 
 def key_value(text: str) -> tuple[str, str]:

@@ -46,8 +46,10 @@ from compactlog.client.errors import (
 from compactlog.client.producer import Producer
 from compactlog.client.reader import Reader
 from compactlog.client.types import (
+    CompactionProgress,
     CompactionRun,
     CompactionStatus,
+    CompactionVerification,
     Message,
     MessageId,
     Record,
@@ -63,9 +65,11 @@ __all__ = [
     "AlreadyClosed",
     "Client",
     "CompactionNotRunning",
+    "CompactionProgress",
     "CompactionRun",
     "CompactionRunning",
     "CompactionStatus",
+    "CompactionVerification",
     "CompactlogError",
     "Consumer",
     "ConsumerBusy",

@@ -6,9 +6,11 @@ from collections.abc import Iterable, Mapping
 from typing import cast
 
 from compactlog.client.types import (
+    CompactionProgress,
     CompactionRun,
     CompactionState,
     CompactionStatus,
+    CompactionVerification,
     Message,
     MessageId,
     Record,
@@ -43,6 +45,7 @@ _STATES: dict[int, CompactionState] = {
     pb.CompactionStatus.RUNNING: "RUNNING",
     pb.CompactionStatus.SUCCESS: "SUCCESS",
     pb.CompactionStatus.ERROR: "ERROR",
+    pb.CompactionStatus.CANCELLED: "CANCELLED",
 }
 
 
@@ -177,6 +180,29 @@ def run_from_pb(run: pb.CompactionRun) -> CompactionRun:
         bytes_out=run.bytes_out,
         duration_ms=run.duration_ms,
         engine=run.engine,
+    )
+
+
+def progress_from_pb(p: pb.CompactionProgress) -> CompactionProgress:
+    return CompactionProgress(
+        state=_STATES.get(p.state, "NOT_RUN"),
+        phase=p.phase,
+        done=p.done,
+        total=p.total,
+        bytes_read=p.bytes_read,
+        bytes_written=p.bytes_written,
+        elapsed_ms=p.elapsed_ms,
+    )
+
+
+def verification_from_pb(v: pb.VerifyCompactionResponse) -> CompactionVerification:
+    return CompactionVerification(
+        ok=v.ok,
+        checked=v.checked,
+        digest=v.digest,
+        problems=tuple(v.problems),
+        horizon=id_from_pb(v.horizon) if v.HasField("horizon") else None,
+        compacted_ledger_id=v.compacted_ledger_id,
     )
 
 

@@ -1,8 +1,13 @@
 """``Client``: one gRPC channel to a compactlog server, the admin calls, and factories for
 producers, readers and consumers (pulsar-client's shape: ``client.producer(topic)``...).
 
-Unary calls take the client's ``timeout`` (seconds, ``None`` = no deadline); streams run
-until closed. Every ``grpc.RpcError`` leaves as a ``compactlog.errors`` class.
+Every call has a deadline (CONTRACT section 12): unary calls take the client's
+``timeout`` (seconds, default 30; ``None`` = no deadline, for callers that bound calls
+themselves), a Consume its ``wait_ms`` on top; a stream is bounded while the client waits
+for something the server owes it at once (its start; each response of a bounded read;
+each PublishStream reply), not over a follow read's whole life (``deadlines``). A call
+past its deadline raises ``Timeout``. Every ``grpc.RpcError`` leaves as a
+``compactlog.errors`` class.
 
 A server started with ``--auth-tokens`` wants ``token=``; one with ``--tls-cert`` wants
 ``tls_ca=``, the CA certificate file (PEM) that signed its certificate (docs/security.md).
@@ -11,22 +16,33 @@ A server started with ``--auth-tokens`` wants ``token=``; one with ``--tls-cert`
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Literal
+
+import grpc
 
 from compactlog.channels import ChannelSecurity, open_channel
 from compactlog.client import _convert as cv
 from compactlog.client.closeable import Closeable
 from compactlog.client.consumer import Consumer
-from compactlog.client.errors import AlreadyClosed, call
+from compactlog.client.deadlines import StreamWatch, Watchdog
+from compactlog.client.errors import AlreadyClosed, call, cancel, from_rpc_error
 from compactlog.client.producer import Producer
 from compactlog.client.reader import Reader, StartLike
-from compactlog.client.types import CompactionStatus, MessageId, TopicInfo
+from compactlog.client.types import (
+    CompactionProgress,
+    CompactionRun,
+    CompactionStatus,
+    CompactionVerification,
+    MessageId,
+    TopicInfo,
+)
+from compactlog.errors import InvalidArgument
 from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 
 DEFAULT_ADDRESS = "127.0.0.1:7650"
-DEFAULT_TIMEOUT_S = 30.0  # unary calls (CONTRACT section 13); None = no deadline
+DEFAULT_TIMEOUT_S = 30.0  # every call's deadline (CONTRACT sections 12, 13); None = none
 
 _CHANNEL_OPTIONS = [
     # Read responses carry batches of messages; the server bounds them, not the client.
@@ -45,8 +61,11 @@ class Client(Closeable):
         tls_ca: str | os.PathLike[str] | None = None,
         timeout: float | None = DEFAULT_TIMEOUT_S,
     ) -> None:
+        if timeout is not None and not timeout > 0:
+            raise InvalidArgument(f"timeout must be a number of seconds > 0, not {timeout!r}")
         self.address = address
         self.timeout = timeout
+        self._watchdog = Watchdog()
         security = ChannelSecurity.of(token, tls_ca)
         self._channel = open_channel(address, security, _CHANNEL_OPTIONS)
         self._admin = pb_grpc.TopicAdminStub(self._channel)
@@ -59,6 +78,7 @@ class Client(Closeable):
         """Close the channel; open readers' streams end with it."""
         if not self._closed:
             self._closed = True
+            self._watchdog.close()
             self._channel.close()
 
     def _check_open(self) -> None:
@@ -132,11 +152,17 @@ class Client(Closeable):
         ``CompactionRunning`` if one is already running for the topic.
         """
         self._check_open()
-        req = pb.CompactRequest(topic=topic, wait=wait)
-        status = call(
-            "Compact", self.address, lambda: self._admin.Compact(req, timeout=self.timeout)
+        req = pb.CompactRequest(topic=topic, wait=False)
+        status = cv.status_from_pb(
+            call("Compact", self.address, lambda: self._admin.Compact(req, timeout=self.timeout))
         )
-        return cv.status_from_pb(status)
+        # Waiting follows the run (updates at least once a second) rather than holding one
+        # call open for as long as it takes: every wait stays under the client's timeout.
+        while wait and status.running:
+            for _update in self.watch_compaction(topic):
+                pass
+            status = self.compaction_status(topic)
+        return status
 
     def compaction_status(self, topic: str) -> CompactionStatus:
         self._check_open()
@@ -147,6 +173,66 @@ class Client(Closeable):
             lambda: self._admin.GetCompactionStatus(req, timeout=self.timeout),
         )
         return cv.status_from_pb(status)
+
+    def watch_compaction(self, topic: str) -> Iterator[CompactionProgress]:
+        """Progress of the topic's active compaction, at least once a second, ending with
+        the run's final state; with no run active, the current state once. Closing the
+        iterator (or leaving a ``for`` early) cancels the stream."""
+        self._check_open()
+        stream = self._admin.WatchCompaction(pb.WatchCompactionRequest(topic=topic))
+        watch = StreamWatch(
+            self._watchdog, self.timeout, lambda: cancel(stream), f"WatchCompaction {topic}"
+        )
+        try:
+            while True:
+                watch.arm()  # an update is owed at least once a second while a run is active
+                try:
+                    update = next(stream)
+                except StopIteration:
+                    return
+                finally:
+                    watch.disarm()
+                yield cv.progress_from_pb(update)
+        except grpc.RpcError as err:
+            if watch.expired:
+                raise watch.timeout_error() from None
+            raise from_rpc_error(err, "WatchCompaction", self.address) from None
+        finally:
+            cancel(stream)
+
+    def cancel_compaction(self, topic: str) -> CompactionStatus:
+        """Stop the topic's active compaction: state CANCELLED, nothing of the run visible.
+        ``CompactionNotRunning`` when no run is active."""
+        self._check_open()
+        req = pb.CancelCompactionRequest(topic=topic)
+        status = call(
+            "CancelCompaction",
+            self.address,
+            lambda: self._admin.CancelCompaction(req, timeout=self.timeout),
+        )
+        return cv.status_from_pb(status)
+
+    def preview_compaction(self, topic: str) -> CompactionRun:
+        """The figures a compaction started now would have; nothing is written."""
+        self._check_open()
+        req = pb.PreviewCompactionRequest(topic=topic)
+        run = call(
+            "PreviewCompaction",
+            self.address,
+            lambda: self._admin.PreviewCompaction(req, timeout=self.timeout),
+        )
+        return cv.run_from_pb(run)
+
+    def verify_compaction(self, topic: str) -> CompactionVerification:
+        """Recompute the compacted ledger from the raw history and compare (LEDGER)."""
+        self._check_open()
+        req = pb.VerifyCompactionRequest(topic=topic)
+        resp = call(
+            "VerifyCompaction",
+            self.address,
+            lambda: self._admin.VerifyCompaction(req, timeout=self.timeout),
+        )
+        return cv.verification_from_pb(resp)
 
     def enforce_retention(self, topic: str) -> TopicInfo:
         """Run the retention check for this topic now rather than at the next interval."""
@@ -186,7 +272,7 @@ class Client(Closeable):
     def producer(self, topic: str) -> Producer:
         """A producer for ``topic``; the topic must exist (no auto-creation)."""
         self._check_open()
-        return Producer(self._log, topic, self.address, self.timeout)
+        return Producer(self._log, topic, self.address, self.timeout, self._watchdog)
 
     def reader(
         self,
@@ -212,6 +298,8 @@ class Client(Closeable):
             read_compacted=read_compacted,
             follow=follow,
             max_messages=max_messages,
+            timeout=self.timeout,
+            watchdog=self._watchdog,
         )
 
     def subscribe(

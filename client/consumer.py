@@ -16,7 +16,7 @@ from compactlog.client import _convert as cv
 from compactlog.client.closeable import Closeable
 from compactlog.client.errors import AlreadyClosed, Timeout, call
 from compactlog.client.types import Message
-from compactlog.errors import InvalidArgument
+from compactlog.errors import CompactlogError, InvalidArgument
 from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 
@@ -84,7 +84,15 @@ class Consumer(Closeable):
         )
         slack = self._timeout if self._timeout is not None else _DEADLINE_SLACK_S
         deadline = wait_ms / 1000 + slack
-        resp = call("Consume", self._address, lambda: self._stub.Consume(req, timeout=deadline))
+        try:
+            resp = call("Consume", self._address, lambda: self._stub.Consume(req, timeout=deadline))
+        except CompactlogError:
+            # The server moves no cursor for a call that failed there, but a response lost
+            # on the way (or refused here) counts as delivered: start again at the
+            # mark-delete position, as pulsar-client does on reconnect. The buffer is empty
+            # here, so nothing is held twice; acknowledged messages never come again.
+            self._redeliver = True
+            raise
         self._redeliver = False
         return [cv.message_from_pb(m) for m in resp.messages]
 

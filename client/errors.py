@@ -5,6 +5,9 @@ The classes are those of ``compactlog.errors`` (the one hierarchy, shared with t
 server), re-exported here and from ``compactlog.client``; the mapping from a failed call
 to its class (``from_rpc_error``: the ErrorInfo reason of the status, never the message
 text) lives in ``compactlog.rpc_errors``, which the compactor's gRPC adapter uses too.
+A call past its deadline raises ``Timeout`` (pulsar-client's name), so callers catch one
+class for every deadline the client applies (``Client(timeout=...)``,
+``receive(timeout_ms=...)``).
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator, Mapping
 
 from compactlog.client import _convert as cv
 from compactlog.client.closeable import Closeable
+from compactlog.client.deadlines import StreamWatch, Watchdog
 from compactlog.client.errors import AlreadyClosed, call, cancel, translate_errors
 from compactlog.client.types import MessageId
 from compactlog.v1 import compactlog_pb2 as pb
@@ -24,12 +25,18 @@ class Producer(Closeable):
     """Sends to one topic. Cheap to create; holds no server-side state."""
 
     def __init__(
-        self, stub: pb_grpc.LogStub, topic: str, address: str, timeout: float | None
+        self,
+        stub: pb_grpc.LogStub,
+        topic: str,
+        address: str,
+        timeout: float | None,
+        watchdog: Watchdog | None = None,
     ) -> None:
         self._stub = stub
         self._topic = topic
         self._address = address
         self._timeout = timeout
+        self._watchdog = watchdog
         self._closed = False
 
     def topic(self) -> str:
@@ -65,6 +72,8 @@ class Producer(Closeable):
         Batches are converted lazily, so a generator of batches streams without being
         held in memory. Each batch is atomic on its own; a failure stops the stream and
         earlier batches stay published (their ids are yielded before the error is raised).
+        While a batch waits for its reply, the reply must come within the client's
+        timeout (``Timeout`` otherwise); time spent producing the batches does not count.
         """
         if self._closed:
             raise AlreadyClosed("the producer is closed")
@@ -74,11 +83,16 @@ class Producer(Closeable):
         responses = self._stub.PublishStream(iter(requests.get, None))
         failure: list[BaseException] = []
         stop = threading.Event()
+        watch = StreamWatch(
+            self._watchdog, self._timeout, lambda: cancel(responses), f"PublishStream {self._topic}"
+        )
+        owed = _Owed(watch)  # replies outstanding (the end of the stream counts as one)
 
         def put(item: pb.PublishRequest | None) -> bool:
             while not stop.is_set():
                 try:
                     requests.put(item, timeout=0.1)
+                    owed.sent()
                     return True
                 except queue.Full:
                     continue
@@ -101,15 +115,43 @@ class Producer(Closeable):
             with translate_errors("PublishStream", self._address):
                 try:
                     for resp in responses:
+                        owed.answered()
                         yield [cv.id_from_pb(i) for i in resp.ids]
                 except Exception:
+                    if watch.expired:
+                        raise watch.timeout_error() from None
                     if failure:
                         raise failure[0] from None
                     raise
             if failure:
                 raise failure[0]
         finally:
+            watch.disarm()
             stop.set()
             cancel(responses)  # a no-op once the call has finished
             with contextlib.suppress(queue.Full):
                 requests.put_nowait(None)  # wake gRPC's request thread if it waits on get()
+
+
+class _Owed:
+    """Replies a PublishStream still owes: the watch runs while any is outstanding, its
+    clock restarted by each reply."""
+
+    def __init__(self, watch: StreamWatch) -> None:
+        self._watch = watch
+        self._lock = threading.Lock()
+        self._count = 0
+
+    def sent(self) -> None:
+        with self._lock:
+            self._count += 1
+            if self._count == 1:
+                self._watch.arm()
+
+    def answered(self) -> None:
+        with self._lock:
+            self._count = max(0, self._count - 1)
+            if self._count:
+                self._watch.arm()
+            else:
+                self._watch.disarm()

@@ -2,7 +2,9 @@
 
 Like pulsar-client's Reader it keeps no server-side cursor. The server sends messages in
 batches per response; the reader flattens them. Closing cancels the stream, which is how a
-``follow`` read ends.
+``follow`` read ends. With a ``timeout`` the stream's start, and for a bounded read each
+next response, must come within it (``deadlines``); a follow read then waits for new
+messages as long as its caller does.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import grpc
 
 from compactlog.client import _convert as cv
 from compactlog.client.closeable import Closeable
+from compactlog.client.deadlines import StreamWatch, Watchdog
 from compactlog.client.errors import AlreadyClosed, cancel, from_rpc_error
 from compactlog.client.types import Message, MessageId
 from compactlog.errors import InvalidArgument
@@ -67,11 +70,15 @@ class Reader(Closeable):
         read_compacted: bool = False,
         follow: bool = False,
         max_messages: int = 0,
+        timeout: float | None = None,
+        watchdog: Watchdog | None = None,
     ) -> None:
         self._topic = topic
         self._address = address
+        self._follow = follow
         req = read_request(topic, start, start_timestamp_ms, read_compacted, follow, max_messages)
         self._call = stub.Read(req)
+        self._watch = StreamWatch(watchdog, timeout, lambda: cancel(self._call), f"Read {topic}")
         self._messages = self._iterate()
         self._closed = False
         self.last_id: MessageId | None = None
@@ -96,10 +103,23 @@ class Reader(Closeable):
 
     def _iterate(self) -> Iterator[Message]:
         try:
-            for resp in self._call:
+            self._watch.arm()
+            self._call.initial_metadata()  # the stream has started: the topic was found
+            self._watch.disarm()
+            while True:
+                if not self._follow:
+                    self._watch.arm()
+                try:
+                    resp = next(self._call)
+                except StopIteration:
+                    return
+                finally:
+                    self._watch.disarm()
                 for msg in resp.messages:
                     yield cv.message_from_pb(msg)
         except grpc.RpcError as err:
+            if self._watch.expired:
+                raise self._watch.timeout_error() from None
             if self._closed and err.code() == grpc.StatusCode.CANCELLED:
                 return  # our own close(): the normal end of a follow read
             raise from_rpc_error(err, "Read", self._address) from None

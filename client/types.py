@@ -13,9 +13,11 @@ from typing import Literal
 from compactlog.records import MessageId, Record
 
 __all__ = [
+    "CompactionProgress",
     "CompactionRun",
     "CompactionState",
     "CompactionStatus",
+    "CompactionVerification",
     "Message",
     "MessageId",
     "Record",
@@ -25,7 +27,7 @@ __all__ = [
 ]
 
 TopicKindName = Literal["ledger", "segmented"]
-CompactionState = Literal["NOT_RUN", "RUNNING", "SUCCESS", "ERROR"]
+CompactionState = Literal["NOT_RUN", "RUNNING", "SUCCESS", "ERROR", "CANCELLED"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,3 +102,34 @@ class CompactionStatus:
     def running(self) -> bool:
         """True while a run is in progress (polling loops wait on this)."""
         return self.state == "RUNNING"
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionProgress:
+    """One ``WatchCompaction`` update. ``phase``: phase-one, phase-two, commit (LEDGER),
+    cleaning (SEGMENTED), empty when no run is active; ``total`` 0 when not known."""
+
+    state: CompactionState
+    phase: str = ""
+    done: int = 0
+    total: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    elapsed_ms: int = 0
+
+    @property
+    def running(self) -> bool:
+        return self.state == "RUNNING"
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionVerification:
+    """``VerifyCompaction``: the compacted ledger recomputed from the raw history and
+    compared message by message; ``digest`` is the hex SHA-256 of the compacted view."""
+
+    ok: bool
+    checked: int
+    digest: str
+    problems: tuple[str, ...] = ()
+    horizon: MessageId | None = None
+    compacted_ledger_id: int = 0

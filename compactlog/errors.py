@@ -128,7 +128,8 @@ class ConsumerBusy(CompactlogError):
 
 
 class CompactionNotRunning(CompactlogError):
-    """The topic has no active compaction run (to cancel, to append to, to commit)."""
+    """The topic has no active compaction run: CancelCompaction of a topic with none, the
+    commit of an outside run that is no longer the topic's (``CommitConflict``)."""
 
     code = "FAILED_PRECONDITION"
     reason = "COMPACTION_NOT_RUNNING"

@@ -79,8 +79,9 @@ def from_rpc_error(err: grpc.RpcError, method: str, address: str = "") -> Compac
             cls = ServerUnreachable
             where = f"server {address}" if address else "the server"
             message = f"{where} is not reachable ({_short_reason(details)})"
-        elif code == "DEADLINE_EXCEEDED" and not details:
-            message = f"{method} did not finish within the deadline"
+        elif code == "DEADLINE_EXCEEDED" and details.strip().lower() in ("", "deadline exceeded"):
+            where = f" from {address}" if address else ""
+            message = f"{method}: no answer{where} within the deadline"
         exc = cls(message, method=method)
     exc.code = code  # the code the call really ended with (UNKNOWN etc. fall back to the base)
     return exc

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable, Iterator
 from typing import Protocol
 
 import grpc
@@ -20,6 +22,16 @@ class Compactions(Protocol):
     def compact(self, topic: str, wait: bool) -> pb.CompactionStatus: ...
 
     def status(self, topic: str) -> pb.CompactionStatus: ...
+
+    def watch(self, topic: str, gone: Callable[[], bool]) -> Iterator[pb.CompactionProgress]:
+        """Progress of the active run until it ends (``gone``: the caller left)."""
+        ...
+
+    def cancel(self, topic: str) -> pb.CompactionStatus: ...
+
+    def preview(self, topic: str) -> pb.CompactionRun: ...
+
+    def verify(self, topic: str) -> pb.VerifyCompactionResponse: ...
 
 
 class TopicAdminService(pb_grpc.TopicAdminServicer):
@@ -84,6 +96,36 @@ class TopicAdminService(pb_grpc.TopicAdminServicer):
     ) -> pb.CompactionStatus:
         self.broker.kind(request.topic)
         return self._compactions().status(request.topic)
+
+    @rpc
+    def WatchCompaction(
+        self, request: pb.WatchCompactionRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.CompactionProgress]:
+        self.broker.kind(request.topic)
+        gone = threading.Event()  # the caller cancelled or went away
+        context.add_callback(gone.set)
+        yield from self._compactions().watch(request.topic, gone.is_set)
+
+    @rpc
+    def CancelCompaction(
+        self, request: pb.CancelCompactionRequest, context: grpc.ServicerContext
+    ) -> pb.CompactionStatus:
+        self.broker.kind(request.topic)
+        return self._compactions().cancel(request.topic)
+
+    @rpc
+    def PreviewCompaction(
+        self, request: pb.PreviewCompactionRequest, context: grpc.ServicerContext
+    ) -> pb.CompactionRun:
+        self.broker.kind(request.topic)
+        return self._compactions().preview(request.topic)
+
+    @rpc
+    def VerifyCompaction(
+        self, request: pb.VerifyCompactionRequest, context: grpc.ServicerContext
+    ) -> pb.VerifyCompactionResponse:
+        self.broker.kind(request.topic)
+        return self._compactions().verify(request.topic)
 
     @rpc
     def EnforceRetention(

@@ -47,7 +47,8 @@ log = logging.getLogger("compactlog")
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 SHUTDOWN_GRACE_S = 10.0
 RPC_THREADS = 64  # synchronous (admin, engine) calls at once
-STORAGE_THREADS = 8  # the Log service's storage steps at once
+STORAGE_THREADS = 8  # the Log service's read, consume and ack steps at once
+APPEND_THREADS = 4  # its appends, apart: a publish never waits behind woken readers
 MAX_CONCURRENT_RPCS = 20_000  # past this a new call gets RESOURCE_EXHAUSTED at once
 
 
@@ -78,7 +79,7 @@ def lock_data_dir(data_dir: Path) -> IO[str]:
 def build_server(
     broker: Broker,
     signals: TopicSignals,
-    executor: futures.Executor,
+    executors: tuple[futures.Executor, futures.Executor],
     settings: ServerSettings,
     metrics: Metrics,
     listen: str,
@@ -98,7 +99,8 @@ def build_server(
         ],
     )
     batch = settings.read_batch_max_messages
-    service = LogService(broker, metrics, executor, signals, batch)
+    storage, appends = executors
+    service = LogService(broker, metrics, storage, signals, batch, appends)
     server.add_generic_rpc_handlers((log_handler(service),))
     compactions = make_compactions(broker, settings, metrics)
     stopping = signals.stopping.is_set
@@ -214,8 +216,11 @@ async def _serve(
     signals = TopicSignals(loop)
     broker.on_change(signals.notify)
     executor = futures.ThreadPoolExecutor(STORAGE_THREADS, thread_name_prefix="storage")
+    appends = futures.ThreadPoolExecutor(APPEND_THREADS, thread_name_prefix="append")
     try:
-        server, port = build_server(broker, signals, executor, settings, metrics, listen, guard)
+        server, port = build_server(
+            broker, signals, (executor, appends), settings, metrics, listen, guard
+        )
         if metrics_listen:
             metrics_port = metrics.serve(metrics_listen)
             log.info(
@@ -247,9 +252,10 @@ async def _serve(
     log.info("serving data dir %s", data_dir.resolve())
     await stop.wait()
     log.info("shutting down")
-    signals.stopping.set()  # follow streams and Consume waits end, in-flight calls finish
+    signals.stop()  # follow streams and Consume waits end, in-flight calls finish
     await server.stop(SHUTDOWN_GRACE_S)
     retention.stop()
     await loop.run_in_executor(None, broker.close)
     executor.shutdown(wait=True)
+    appends.shutdown(wait=True)
     return 0

@@ -12,6 +12,9 @@ exceeds its ``compaction.threshold.bytes``.
 ``COMPACTLOG_CRASH_AT=<point>`` and ``COMPACTLOG_PAUSE_AT=<point>:<ms>`` crash the process
 (exit 137) or pause a run there: test-only fault injection for the crash-safety tests
 (``compactor.two_phase.faults``).
+
+Every run gets a ``LocalRunControl`` (its progress, its cancel flag); Watch, Cancel,
+Preview and Verify live in ``compaction_insight``.
 """
 
 from __future__ import annotations
@@ -20,16 +23,25 @@ import dataclasses
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from compactlog.compactor.progress import LocalRunControl, RunCancelled, RunControl
 from compactlog.compactor.two_phase import CompactionRun, FaultHook, TwoPhaseCompactor
 from compactlog.compactor.two_phase.faults import fault_from_env
 from compactlog.compactor.two_phase.ledger_adapter import (
     LedgerStoreCompactionStorage,
     backlog_bytes,
 )
-from compactlog.errors import CompactionRunning, CompactlogError, ShuttingDown, Unimplemented
+from compactlog.errors import (
+    CompactionRunning,
+    CompactlogError,
+    ShuttingDown,
+    Unimplemented,
+    WrongTopicKind,
+)
+from compactlog.server import compaction_insight as insight
 from compactlog.server.admin_service import Compactions
 from compactlog.server.broker import Broker
 from compactlog.server.compaction_metrics import CompactionMetrics
@@ -63,9 +75,11 @@ class CleanerPass(Protocol):
 
 
 class SegmentCleaner(Protocol):
-    def clean_now(self, name: str) -> CleanerPass: ...
+    def clean_now(self, name: str, control: RunControl | None = None) -> CleanerPass: ...
 
     def last_result(self, name: str) -> CleanerPass | None: ...
+
+    def abort(self, name: str) -> bool: ...
 
 
 @dataclass
@@ -75,6 +89,7 @@ class _Slot:
     owner: object
     status: CompactionStatus
     idle: threading.Event = field(default_factory=threading.Event)
+    control: LocalRunControl | None = None  # the current (or last) run's
 
 
 class CompactionService:
@@ -179,6 +194,7 @@ class CompactionService:
             if slot.status.state == CompactionState.RUNNING:
                 raise CompactionRunning(f"a compaction of {topic!r} is running", topic=topic)
             slot.idle.clear()
+            slot.control = LocalRunControl()
         self._set(topic, slot, slot.status.to(CompactionState.RUNNING))
         task = self._clean if segmented else self._run
         if wait or (not segmented and self._nothing_to_do(topic)):
@@ -198,12 +214,16 @@ class CompactionService:
 
     def _run(self, topic: str, slot: _Slot) -> None:
         started = time.monotonic()
+        control = slot.control
         try:
             if self._nothing_to_do(topic):
-                result = self.compactor.compact(topic)
+                result = self.compactor.compact(topic, control)
             else:
-                with self._cap:
-                    result = self.compactor.compact(topic)
+                with insight.cap_slot(self._cap, control):
+                    result = self.compactor.compact(topic, control)
+        except RunCancelled:
+            self._finish(topic, slot, slot.status.to(CompactionState.CANCELLED))
+            return
         except Exception as exc:
             if not isinstance(exc, CompactlogError):
                 log.exception("compaction of %s failed", topic)
@@ -239,10 +259,18 @@ class CompactionService:
 
     def _clean(self, topic: str, slot: _Slot) -> None:
         assert self.cleaner is not None
+        control = slot.control
+        cancelled = slot.status.to(CompactionState.CANCELLED)
         try:
-            result = self.cleaner.clean_now(topic)
+            result = self.cleaner.clean_now(topic, control)
         except Exception as exc:
+            if control is not None and control.cancelled:
+                self._finish(topic, slot, cancelled)
+                return
             self._finish(topic, slot, slot.status.to(CompactionState.ERROR, error=str(exc)))
+            return
+        if result.error and control is not None and control.cancelled:
+            self._finish(topic, slot, cancelled)
             return
         self._finish(topic, slot, _cleaner_status(slot.status, result))
 
@@ -254,6 +282,46 @@ class CompactionService:
             slot.status = status
         finally:
             slot.idle.set()
+
+    # ---- control and insight (CONTRACT section 7; compaction_insight) ---------------
+
+    def watch(self, topic: str, gone: Callable[[], bool]) -> Iterator[pb.CompactionProgress]:
+        slot = self._slot(topic)
+        with self._lock:
+            control = slot.control
+        return insight.watch(control, slot.idle, lambda: slot.status.state, gone)
+
+    def cancel(self, topic: str) -> pb.CompactionStatus:
+        slot = self._slot(topic)
+        with self._lock:
+            control = slot.control
+        idle = slot.idle.is_set()
+        if idle and self._abort_cleaner_pass(topic):  # a pass of the cleaner threads
+            status = slot.status.to(CompactionState.RUNNING)
+            self._set(topic, slot, status.to(CompactionState.CANCELLED))
+        else:
+            insight.cancel(topic, None if idle else control, slot.idle)
+        return self.status(topic)
+
+    def _abort_cleaner_pass(self, topic: str) -> bool:
+        segmented = self.broker.kind(topic) == TopicKind.SEGMENTED
+        return segmented and self.cleaner is not None and self.cleaner.abort(topic)
+
+    def preview(self, topic: str) -> pb.CompactionRun:
+        return insight.preview(self.compactor, self.store, self._ledger_topic(topic, "preview"))
+
+    def verify(self, topic: str) -> pb.VerifyCompactionResponse:
+        return insight.verify(self.store, self._ledger_topic(topic, "verification"))
+
+    def _ledger_topic(self, topic: str, what: str) -> str:
+        if self.broker.kind(topic) != TopicKind.LEDGER:
+            raise WrongTopicKind(
+                f"compaction {what} is for LEDGER topics (it reads the raw history they keep); "
+                f"{topic!r} is SEGMENTED",
+                topic=topic,
+                kind="SEGMENTED",
+            )
+        return topic
 
     # ---- threshold monitor ----------------------------------------------------------
 

@@ -2,9 +2,10 @@
 
 ::
 
-    NOT_RUN ──▶ RUNNING ──▶ SUCCESS ──┐
-                   ▲    └─▶ ERROR ────┤
-                   └──────────────────┘
+    NOT_RUN ──▶ RUNNING ──▶ SUCCESS ────┐
+                   ▲    ├─▶ ERROR ──────┤
+                   │    └─▶ CANCELLED ──┤
+                   └────────────────────┘
 
 Every transition is checked (``IllegalTransition`` on any other). The status and the
 last run's figures are a JSON blob per topic in the ledger store; a RUNNING blob found
@@ -31,14 +32,19 @@ class CompactionState(enum.IntEnum):
     RUNNING = 1
     SUCCESS = 2
     ERROR = 3
+    CANCELLED = 4
 
 
 _ALLOWED: dict[CompactionState, frozenset[CompactionState]] = {
     CompactionState.NOT_RUN: frozenset({CompactionState.RUNNING}),
-    CompactionState.RUNNING: frozenset({CompactionState.SUCCESS, CompactionState.ERROR}),
+    CompactionState.RUNNING: frozenset(
+        {CompactionState.SUCCESS, CompactionState.ERROR, CompactionState.CANCELLED}
+    ),
     CompactionState.SUCCESS: frozenset({CompactionState.RUNNING}),
     CompactionState.ERROR: frozenset({CompactionState.RUNNING}),
+    CompactionState.CANCELLED: frozenset({CompactionState.RUNNING}),
 }
+FINAL = frozenset({CompactionState.SUCCESS, CompactionState.ERROR, CompactionState.CANCELLED})
 
 
 class IllegalTransition(RuntimeError):

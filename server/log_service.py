@@ -4,7 +4,9 @@
 Publish takes the request's raw bytes and Read/Consume answer raw bytes (see
 ``log_handler``): records go from the wire into stored batches and back out without a
 per-record Python object. Storage work runs in an executor, one step at a time; waits
-(for a group commit, for new data, for a consumer's ``wait_ms``) hold no thread.
+(for a group commit, for new data, for a consumer's ``wait_ms``) hold no thread. Appends
+have an executor of their own, so that a publish never queues behind the read steps of
+many readers and consumers woken at once (CONTRACT section 12).
 """
 
 from __future__ import annotations
@@ -29,10 +31,10 @@ from compactlog.server.convert import (
 from compactlog.server.errors import rpc_async
 from compactlog.server.handlers import service_handler
 from compactlog.server.metrics import Metrics
-from compactlog.server.reading import ReadSession, consume_step
+from compactlog.server.reading import ReadSession, consume_step, response_cap
 from compactlog.server.waiting import TopicSignals
 from compactlog.storage.names import check_client_subscription
-from compactlog.storage.topic_log import Appended
+from compactlog.storage.topic_log import Appended, Pending
 from compactlog.v1 import compactlog_pb2 as pb
 
 T = TypeVar("T")
@@ -55,10 +57,12 @@ class LogService:
         executor: Executor,
         signals: TopicSignals,
         batch_size: int,
+        appends: Executor | None = None,
     ) -> None:
         self.broker = broker
         self.metrics = metrics
         self.executor = executor
+        self.appends = appends or executor
         self.signals = signals
         self.batch_size = batch_size
         self._sub_locks: dict[tuple[str, str], asyncio.Lock] = {}
@@ -77,7 +81,7 @@ class LogService:
         log = self.broker.log(request.topic)
         return log.append_request(raw), log.kind.name
 
-    async def _durable(self, appended: Appended) -> None:
+    async def _durable(self, appended: Pending) -> None:
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
 
@@ -98,7 +102,8 @@ class LogService:
     async def _publish(self, raw: bytes) -> Callable[[], Awaitable[bytes]]:
         """Append now; the returned call waits for durability and gives the reply bytes."""
         started = time.perf_counter()
-        appended, kind = await self._run(self._append, raw)
+        loop = asyncio.get_running_loop()
+        appended, kind = await loop.run_in_executor(self.appends, self._append, raw)
 
         async def reply() -> bytes:
             await self._durable(appended)
@@ -156,6 +161,9 @@ class LogService:
         counter = self.metrics.read_messages.labels(log.kind.name, compacted)
         latency = self.metrics.read_batch_latency.labels(log.kind.name)
         session = await self._run(ReadSession, log, request, self.batch_size)
+        # The stream has started (topic found, start set): clients bound their wait for
+        # this, not a follow read's wait for new messages (client.deadlines).
+        await context.send_initial_metadata(())
         while not session.done:
             change = self.signals.next_change(log.name)
             started = time.perf_counter()
@@ -178,26 +186,41 @@ class LogService:
 
     @rpc_async
     async def Consume(self, request: pb.ConsumeRequest, context: Context) -> bytes:
+        """Up to ``max_messages`` unacknowledged messages, waiting up to ``wait_ms``.
+
+        The read position moves only here at the end, once the response is in hand: a
+        call that fails on the way (a corrupt batch, a deleted topic, a response over the
+        client's ``max_bytes``, a cancel or deadline while waiting) moves no cursor. A
+        response the client refuses after it was sent is, as in Pulsar, a delivered one:
+        ``redeliver_unacknowledged`` gets it again (the client library asks for that
+        after any failed Consume)."""
         check_client_subscription(request.subscription, request.topic)
         log = self.broker.log(request.topic)
         latest = start_position(request.initial_position) == pb.LATEST
         cursor = await self._run(log.open_cursor, request.subscription, latest)
         limit = request.max_messages or self.batch_size
+        max_bytes = response_cap(request.max_bytes)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + request.wait_ms / 1000.0
         key = (request.topic, request.subscription)
+        rewound = request.redeliver_unacknowledged
         async with self._sub_locks.setdefault(key, asyncio.Lock()):
-            if request.redeliver_unacknowledged:
-                await self._run(log.rewind, cursor)
+            position = cursor.mark_delete if rewound else cursor.read_position
+            response = b""
             while True:
                 change = self.signals.next_change(log.name)
-                step = await self._run(consume_step, log, cursor, limit, request.read_compacted)
+                step, position = await self._run(
+                    consume_step, log, cursor, position, limit, request.read_compacted, max_bytes
+                )
                 if step is not None:
+                    response = step[0]
                     self.metrics.consume_messages.inc(step[1])
-                    return step[0]
+                    break
                 timeout = deadline - loop.time()
                 if timeout <= 0 or log.gone() or not await self.signals.wait(change, timeout):
-                    return b""
+                    break
+            log.delivered(cursor, position, rewound)
+            return response
 
     # ---- cursors and ids ----------------------------------------------------------------
 
@@ -208,7 +231,8 @@ class LogService:
         check_client_subscription(request.subscription, request.topic)
         log = self.broker.log(request.topic)
         msg_id = id_from_pb(request.id)
-        await self._run(log.acknowledge, request.subscription, msg_id, request.cumulative)
+        acked = await self._run(log.acknowledge, request.subscription, msg_id, request.cumulative)
+        await self._durable(acked)  # a group commit, shared with publishes and other acks
         return pb.AcknowledgeResponse()
 
     @rpc_async

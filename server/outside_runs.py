@@ -77,6 +77,7 @@ class Lease:
     ledger_id: int
     lease_s: float
     expires: float
+    incarnation: int = 0  # of the topic the ledger was made for (a re-created one differs)
     sealed: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -211,10 +212,13 @@ class OutsideRuns:
     def create_ledger(self, topic: str, lease_ms: int) -> tuple[int, int]:
         self._ledger_topic(topic)
         lease_ms = min(max(lease_ms or DEFAULT_LEASE_MS, MIN_LEASE_MS), MAX_LEASE_MS)
+        incarnation = self.store.topic(topic).incarnation
         ledger_id = self.local.create_ledger(topic)
         lease_s = lease_ms / 1000.0
         with self._lock:
-            self._leases[ledger_id] = Lease(topic, ledger_id, lease_s, self.clock() + lease_s)
+            self._leases[ledger_id] = Lease(
+                topic, ledger_id, lease_s, self.clock() + lease_s, incarnation
+            )
         log.info(
             "outside compaction of %s writes ledger %d (lease %d ms)", topic, ledger_id, lease_ms
         )
@@ -309,7 +313,7 @@ class OutsideRuns:
                         topic=topic,
                         horizon=horizon,
                     )
-                self.local.commit(topic, ledger_id, horizon, expected_previous)
+                self.local.commit(topic, ledger_id, horizon, expected_previous, lease.incarnation)
         except Exception:
             self._delete(ledger_id)
             raise

@@ -3,7 +3,8 @@
 Responses are the stored batches' payloads spliced together (``storage.read_range``):
 a batch's payload is already the wire encoding of ``ReadResponse.messages`` (and of
 ``ConsumeResponse.messages``), so no message is decoded or re-encoded;
-``read.batch.max.messages`` and 4 MiB cap each response. Everything here is synchronous
+``read.batch.max.messages`` and 4 MiB (or the client's smaller ``max_bytes``) cap each
+response; only a message alone may be larger. Everything here is synchronous
 and steps one response at a time: the asyncio service runs each step in its executor
 and waits for new data between steps (``server.waiting``) without holding a thread.
 """
@@ -12,9 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from compactlog.errors import ResourceExhausted
 from compactlog.server.convert import start_position
 from compactlog.storage.cursor import Cursor
-from compactlog.storage.read_range import Chunk, read_chunks
+from compactlog.storage.read_range import MAX_RESPONSE_BYTES, Chunk, read_chunks
 from compactlog.storage.topic_log import TopicLog
 from compactlog.storage.types import MessageId
 from compactlog.v1 import compactlog_pb2 as pb
@@ -44,10 +46,12 @@ class ReadSession:
         self.log = log
         self.compacted = req.read_compacted
         self.per_response = per_response
+        self.max_bytes = response_cap(req.max_bytes)
         self.remaining = req.max_messages or -1
         self.position = start_of(log, req)
         self._chunks: Iterator[Chunk] | None = None
         self._stop: MessageId | None = None
+        self._failed: Exception | None = None
 
     @property
     def done(self) -> bool:
@@ -55,11 +59,21 @@ class ReadSession:
 
     def steps(self, max_bytes: int = STEP_BYTES) -> list[Response]:
         """The next responses, up to about ``max_bytes`` in all; empty once the view is
-        read up to what is visible now."""
+        read up to what is visible now. A response that fails (a corrupt batch, a message
+        over the client's ``max_bytes``) fails the next call, after the ones before it
+        were handed out."""
+        if self._failed is not None:
+            raise self._failed
         out: list[Response] = []
         size = 0
         while size < max_bytes:
-            response = self.step()
+            try:
+                response = self.step()
+            except Exception as exc:
+                if not out:
+                    raise
+                self._failed = exc
+                break
             if response is None:
                 break
             out.append(response)
@@ -77,7 +91,9 @@ class ReadSession:
                 batches = self.log.batches(self.position, stop, self.compacted)
                 limit = max(self.remaining, 0)
                 label = f"topic {self.log.name!r}"
-                self._chunks = read_chunks(batches, label, stop, self.per_response, limit)
+                self._chunks = read_chunks(
+                    batches, label, stop, self.per_response, limit, self.max_bytes
+                )
             chunk = next(self._chunks, None)
             if chunk is None:
                 assert self._stop is not None
@@ -87,26 +103,55 @@ class ReadSession:
             if chunk.last_id is not None:
                 self.position = max(self.position, chunk.last_id.next())
             if chunk.count:
+                check_size(chunk, self.max_bytes, f"topic {self.log.name!r}")
                 self.remaining -= chunk.count
                 return chunk.to_bytes(), chunk.count
         return None
 
 
-def consume_step(log: TopicLog, cursor: Cursor, limit: int, compacted: bool) -> Response | None:
-    """The next unacknowledged messages after the cursor's read position, or None when
-    there are none now. Only individually acknowledged records are cut out of the
-    stored payloads; the read position moves past everything looked at."""
+def consume_step(
+    log: TopicLog,
+    cursor: Cursor,
+    after: MessageId | None,
+    limit: int,
+    compacted: bool,
+    max_bytes: int = MAX_RESPONSE_BYTES,
+) -> tuple[Response | None, MessageId | None]:
+    """The next unacknowledged messages after ``after`` (None: from the start) and the
+    position delivery reaches with them; no response when there are none now.
+
+    Nothing here moves the cursor: the caller records the position once the response is
+    ready (``TopicLog.delivered``), so a Consume that fails on the way moves nothing.
+    Only individually acknowledged records are cut out of the stored payloads; the
+    position moves past everything looked at."""
     while True:
-        start = MessageId(0, 0) if cursor.read_position is None else cursor.read_position.next()
+        start = MessageId(0, 0) if after is None else after.next()
         stop = log.visible_end()
         if stop is None or start > stop:
-            return None
+            return None, after
         skip = cursor.is_acked if cursor.acked else None
         batches = log.batches(start, stop, compacted)
-        chunk = next(read_chunks(batches, f"topic {log.name!r}", stop, limit, skip=skip), None)
+        label = f"topic {log.name!r}"
+        chunk = next(read_chunks(batches, label, stop, limit, max_bytes=max_bytes, skip=skip), None)
         if chunk is None or chunk.last_id is None:
-            log.delivered(cursor, stop)
-            return None
-        log.delivered(cursor, chunk.last_id)
+            return None, stop
+        after = chunk.last_id
         if chunk.count:
-            return chunk.to_bytes(), chunk.count
+            check_size(chunk, max_bytes, label)
+            return (chunk.to_bytes(), chunk.count), after
+
+
+def response_cap(requested: int) -> int:
+    """The byte cap of a response: 4 MiB (``MAX_RESPONSE_BYTES``), or less when the
+    client says it takes less (``max_bytes``, e.g. its gRPC receive limit)."""
+    return min(requested, MAX_RESPONSE_BYTES) if requested else MAX_RESPONSE_BYTES
+
+
+def check_size(chunk: Chunk, max_bytes: int, label: str) -> None:
+    """A response passes its cap only when one message alone does; refused when the
+    client asked for less (it could not take it), before anything moves."""
+    if chunk.size > max_bytes and max_bytes < MAX_RESPONSE_BYTES:
+        raise ResourceExhausted(
+            f"message {chunk.last_id} of {label} is {chunk.size} bytes, more than the "
+            f"max_bytes {max_bytes} this reader accepts"
+        )

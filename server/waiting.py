@@ -13,14 +13,13 @@ notification finds the future.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 
 class TopicSignals:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._futures: dict[str, asyncio.Future[None]] = {}
-        self.stopping = asyncio.Event()  # set at shutdown: every wait ends
+        self.stopping = asyncio.Event()  # set by ``stop``: every wait ends
 
     def notify(self, name: str) -> None:
         """From any thread: wake the waiters of ``name``."""
@@ -32,21 +31,29 @@ class TopicSignals:
         if future is not None and not future.done():
             future.set_result(None)
 
+    def stop(self) -> None:
+        """Shutdown: wake every waiter now and every later one at once."""
+        self.stopping.set()
+        for name in list(self._futures):
+            self._fire(name)
+
     def next_change(self, name: str) -> asyncio.Future[None]:
         """The future the next change of ``name`` resolves (take it before looking)."""
         future = self._futures.get(name)
         if future is None:
-            future = self._futures[name] = self._loop.create_future()
+            future = self._loop.create_future()
+            if self.stopping.is_set():
+                future.set_result(None)
+            else:
+                self._futures[name] = future
         return future
 
     async def wait(self, change: asyncio.Future[None], timeout: float | None = None) -> bool:
-        """Wait for ``change``, the timeout or shutdown; True when the change came."""
-        if self.stopping.is_set():
-            return False
-        stop = asyncio.ensure_future(self.stopping.wait())
-        waits: list[asyncio.Future[Any]] = [asyncio.shield(change), stop]
-        try:
-            await asyncio.wait(waits, timeout=timeout, return_when="FIRST_COMPLETED")
-        finally:
-            stop.cancel()
-        return change.done()
+        """Wait for ``change`` or the timeout; True when the change came (not shutdown).
+
+        The future is shared by every waiter of the topic, so it is waited on, never
+        cancelled: ``asyncio.wait`` leaves it alone on a timeout and when this waiter
+        is cancelled. A waiter costs no task of its own."""
+        if not change.done():
+            await asyncio.wait((change,), timeout=timeout)
+        return change.done() and not self.stopping.is_set()

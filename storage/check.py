@@ -129,7 +129,7 @@ def _topics(db: RocksDB, metas: dict[int, LedgerMeta], report: CheckReport) -> s
         names.add(name)
         report.count("LEDGER topics")
         try:
-            _overrides, lids = LedgerTopic.parse_record(value)
+            _overrides, lids, _incarnation = LedgerTopic.parse_record(value)
         except Exception as exc:
             report.problem(f"topic {name!r} record", f"malformed ({exc})")
             continue

@@ -21,10 +21,18 @@ in a journal beside the segments (``storage.segmented.consumer_offsets``).
 
 Subscriptions whose name begins with ``__`` are the server's own (``__compaction``):
 clients may neither consume nor acknowledge on them (``storage.names``).
+
+The read position has a lock of its own, held only to compare and assign: Consume moves
+it from the server's event loop once a response is ready (a failed Consume moves nothing),
+and Acknowledge raises it from a storage thread, so neither may wait on disk I/O. For the
+same reason ``delivered`` is only raised in memory there; it is written with the cursor's
+next write (an ack), so after a restart an ack of a message delivered since the last ack
+is NOT_DELIVERED until that message is delivered again (as it will be: it was not acked).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,6 +79,10 @@ class Cursor:
     properties: dict[str, str] = field(default_factory=dict)
     read_position: MessageId | None = None  # last id delivered since (re)start: memory only
     delivered: MessageId | None = None  # the furthest read_position ever went: persisted
+    _position_lock: threading.Lock = field(
+        default_factory=threading.Lock, repr=False, compare=False
+    )
+    _head_dirty: bool = field(default=False, repr=False, compare=False)  # delivered moved
 
     # ---- the persisted head -----------------------------------------------------------
 
@@ -115,21 +127,26 @@ class Cursor:
 
     # ---- delivery and acknowledgement ----------------------------------------------------
 
-    def deliver(self, last: MessageId) -> CursorChange:
-        """Reads went up to ``last``; the head changes when ``delivered`` moves."""
-        if self.read_position is None or last > self.read_position:
-            self.read_position = last
-        if self.delivered is None or last > self.delivered:
-            self.delivered = last
-            return CursorChange(head=True)
-        return CursorChange()
+    def deliver(self, last: MessageId | None, rewound: bool = False) -> None:
+        """Delivery reached ``last``: the read position moves forward to it, or, for a
+        delivery that began with a rewind to the mark-delete position, is set to it;
+        ``delivered`` only ever rises (written with the next change of the cursor)."""
+        with self._position_lock:
+            current = self.read_position
+            if rewound or current is None or (last is not None and last > current):
+                self.read_position = last
+            if last is not None and (self.delivered is None or last > self.delivered):
+                self.delivered = last
+                self._head_dirty = True
 
     def check_delivered(self, msg_id: MessageId, exists: Callable[[MessageId], bool]) -> bool:
         """Whether an ack of ``msg_id`` changes anything (False: at or before the
         mark-delete position, acked already); NotDelivered if it was never given out."""
         if self.mark_delete is not None and msg_id <= self.mark_delete:
             return False
-        if self.delivered is None or msg_id > self.delivered or not exists(msg_id):
+        with self._position_lock:
+            delivered = self.delivered
+        if delivered is None or msg_id > delivered or not exists(msg_id):
             raise NotDelivered(
                 f"message {msg_id} was never delivered to subscription {self.name!r}"
                 + (f" (delivered up to {self.delivered})" if self.delivered is not None else ""),
@@ -153,10 +170,9 @@ class Cursor:
             self.acked.add(msg_id, change.ranges)
         while (first := self.acked.first()) is not None and self._next_is(first[0], successor):
             self._move_mark(first[1], change)
-        if self.read_position is None or (
-            self.mark_delete is not None and self.mark_delete > self.read_position
-        ):
-            self.read_position = self.mark_delete
+        self.deliver(self.mark_delete)
+        change.head |= self._head_dirty  # a risen ``delivered`` goes with this write
+        self._head_dirty = False
         return change
 
     def _next_is(self, start: MessageId, successor: Successor) -> bool:
@@ -171,8 +187,6 @@ class Cursor:
     def _move_mark(self, mark: MessageId, change: CursorChange) -> None:
         self.mark_delete = mark
         self.acked.drop_through(mark, change.ranges)
-        if self.delivered is None or mark > self.delivered:
-            self.delivered = mark
         change.head = True
 
     def set_position(self, mark: MessageId | None, properties: dict[str, str]) -> CursorChange:
@@ -186,8 +200,8 @@ class Cursor:
             self.mark_delete = None
             return change
         self._move_mark(mark, change)
-        if self.read_position is None or mark > self.read_position:
-            self.read_position = mark
+        self.deliver(mark)
+        self._head_dirty = False
         return change
 
 

@@ -104,3 +104,17 @@ class GroupCommit:
             late = self._take_callbacks(None)
         for done in late:
             done(StoreClosed("the store closed before the write was synced"))
+
+
+class SyncTicket:
+    """A write behind a group-commit ticket (0: nothing to wait for): ``on_durable`` as
+    an ``Appended`` has it, so an asyncio caller waits without holding a thread."""
+
+    def __init__(self, commit: GroupCommit, ticket: int) -> None:
+        self.commit, self.ticket = commit, ticket
+
+    def on_durable(self, done: Synced) -> None:
+        if self.ticket:
+            self.commit.when_synced(self.ticket, done)
+        else:
+            done(None)

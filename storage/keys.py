@@ -5,7 +5,7 @@ numeric order and one ledger is one contiguous key range).
 
     b"\\x00format"                        -> b"2"          format version (1: one entry a message)
     b"\\x00next_ledger"                   -> u64           next ledger id (store-wide, from 1)
-    b"T" topic                           -> JSON          topic record: kind, overrides, ledger ids
+    b"T" topic                           -> JSON          kind, overrides, ledger ids, incarnation
     b"L" ledger_id:u64                   -> ledger meta   see codec.LedgerMeta
     b"E" ledger_id:u64 first_entry:u64   -> batch         storage/batch.py, keyed by its first entry
     b"C" topic 0x00 subscription         -> JSON          cursor head: mark-delete, delivered,

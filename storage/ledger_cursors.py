@@ -4,7 +4,8 @@ Each cursor is a head record (``C topic \\0 subscription``: mark-delete, deliver
 properties as JSON) and one record per range of ids acked individually beyond the
 mark-delete position (``A topic \\0 subscription \\0 first id`` -> last id; see
 ``storage/keys.py``). A change writes the records it touched (``CursorChange``), in one
-batch with the topic's lock held; an ack is synced as a publish is (``publish.durability``).
+batch with the topic's lock held; an ack shares the group commit with appends
+(``publish.durability``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Callable
 from compactlog.errors import NotDelivered, SubscriptionNotFound
 from compactlog.storage import keys
 from compactlog.storage.cursor import Cursor, CursorChange
+from compactlog.storage.group_commit import GroupCommit, SyncTicket
 from compactlog.storage.ledger_topic import LedgerTopic
 from compactlog.storage.rocks import Batch, RocksDB
 from compactlog.storage.types import MessageId
@@ -38,6 +40,7 @@ class LedgerCursors:
 
     db: RocksDB
     fsync: bool
+    group_commit: GroupCommit
     _topics: dict[str, LedgerTopic]
 
     def topic(self, name: str) -> LedgerTopic:
@@ -72,38 +75,46 @@ class LedgerCursors:
     ) -> None:
         cursor_ops(batch, topic.name, cursor, change)
 
-    def delivered(self, name: str, cursor: Cursor, last: MessageId) -> None:
-        """Reads of ``cursor`` went up to ``last``. A moved high-water mark is written
-        without a sync: lost in a power cut it only makes acks of those ids NOT_DELIVERED
-        until they are delivered again (as they will be: nothing after it was acked)."""
-        topic = self.topic(name)
-        with topic.lock:
-            change = cursor.deliver(last)
-            if change and topic.cursors.get(cursor.name) is cursor:
-                batch = Batch()
-                self._write_change(topic, cursor, change, batch)
-                self.db.write(batch)
-
     def acknowledge(
         self, name: str, subscription: str, msg_id: MessageId, cumulative: bool
     ) -> Cursor:
+        """Apply an ack and return once it is on disk."""
+        cursor, ticket = self._acknowledge(name, subscription, msg_id, cumulative)
+        if ticket:
+            self.group_commit.wait(ticket)
+        return cursor
+
+    def acknowledge_start(
+        self, name: str, subscription: str, msg_id: MessageId, cumulative: bool
+    ) -> SyncTicket:
+        """Apply an ack now (memory and WAL); the result tells when it is on disk. Acks
+        share the group commit with appends: many consumers acknowledging at once cost
+        one fsync, and no thread waits on one while holding the topic's lock."""
+        _cursor, ticket = self._acknowledge(name, subscription, msg_id, cumulative)
+        return SyncTicket(self.group_commit, ticket)
+
+    def _acknowledge(
+        self, name: str, subscription: str, msg_id: MessageId, cumulative: bool
+    ) -> tuple[Cursor, int]:
         """Acknowledge an id delivered to the subscription (NOT_DELIVERED otherwise, and
-        nothing changes); durable before it returns, as a publish is."""
+        nothing changes): only the records the ack changed are written, to the WAL; the
+        ticket (0: nothing to wait for) is the group commit that makes them durable."""
         topic = self.topic(name)
         with topic.lock:
             cursor = self._cursor(topic, subscription)
             try:
                 if not cursor.check_delivered(msg_id, topic.holds):
-                    return cursor
+                    return cursor, 0
             except NotDelivered as exc:
                 exc.metadata["topic"] = name
                 raise
             change = cursor.acknowledge(msg_id, cumulative, topic.successor)
-            if change:
-                batch = Batch()
-                self._write_change(topic, cursor, change, batch)
-                self.db.write(batch, sync=self.fsync)
-            return cursor
+            if not change:
+                return cursor, 0
+            batch = Batch()
+            self._write_change(topic, cursor, change, batch)
+            self.db.write(batch)  # the WAL; synced by the group commit
+            return cursor, self.group_commit.ticket() if self.fsync else 0
 
     def commit_cursor(
         self,

@@ -119,8 +119,9 @@ def _load_topics(
         name = key[1:].decode(errors="replace")
         where = f"topic record {key[:80]!r}"
         try:
-            overrides, lids = LedgerTopic.parse_record(value)
+            overrides, lids, incarnation = LedgerTopic.parse_record(value)
             topic = new_topic(name, overrides)
+            topic.incarnation = incarnation
         except Exception as exc:
             state.go_offline(name, f"{where} is malformed ({exc})")
             continue

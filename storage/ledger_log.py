@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from compactlog.storage.cursor import Cursor
+from compactlog.storage.group_commit import SyncTicket
 from compactlog.storage.ledger_append import PendingAppend
 from compactlog.storage.ledger_store import LedgerStore
 from compactlog.storage.read_range import ViewBatch
@@ -50,15 +51,11 @@ class LedgerTopicLog:
     def open_cursor(self, subscription: str, latest: bool) -> Cursor:
         return self.store.open_cursor(self.name, subscription, latest=latest)
 
-    def rewind(self, cursor: Cursor) -> None:
-        with self.topic.lock:
-            cursor.read_position = cursor.mark_delete
+    def delivered(self, cursor: Cursor, last: MessageId | None, rewound: bool = False) -> None:
+        cursor.deliver(last, rewound)
 
-    def delivered(self, cursor: Cursor, last: MessageId) -> None:
-        self.store.delivered(self.name, cursor, last)
-
-    def acknowledge(self, subscription: str, msg_id: MessageId, cumulative: bool) -> None:
-        self.store.acknowledge(self.name, subscription, msg_id, cumulative)
+    def acknowledge(self, subscription: str, msg_id: MessageId, cumulative: bool) -> SyncTicket:
+        return self.store.acknowledge_start(self.name, subscription, msg_id, cumulative)
 
     def append_request(self, request: bytes) -> PendingAppend:
         return self.store.append_request_start(self.name, request)

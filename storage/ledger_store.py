@@ -75,7 +75,7 @@ class LedgerStore(LedgerScans, LedgerCursors):
         self._topics = state.topics
         self._offline = state.offline
 
-    def _new_topic(self, name: str, overrides: dict[str, str]) -> LedgerTopic:
+    def _new_topic(self, name: str, overrides: dict[str, str], incarnation: int = 0) -> LedgerTopic:
         effective = effective_topic_config(
             TopicKind.LEDGER, overrides, self.settings.defaults_for(TopicKind.LEDGER)
         )
@@ -85,6 +85,7 @@ class LedgerStore(LedgerScans, LedgerCursors):
             effective,
             LedgerTopicConfig.from_effective(effective),
             self.changes.notify,
+            incarnation,
         )
 
     # ---- topics ---------------------------------------------------------------------
@@ -113,7 +114,7 @@ class LedgerStore(LedgerScans, LedgerCursors):
         with self._lock:
             if name in self._topics:
                 raise TopicExists(f"topic {name!r} already exists", topic=name)
-            topic = self._new_topic(name, dict(overrides))
+            topic = self._new_topic(name, dict(overrides), self._next_ledger)
             batch = Batch()
             batch.put(keys.topic_key(name), topic.record())
             self.db.write(batch, sync=self.fsync)

@@ -1,7 +1,14 @@
 """In-memory state of one LEDGER topic: its ledger list, the last confirmed id and
 its cursors, guarded by one lock (appends to a topic are serialised; readers copy
 what they need under the lock and scan RocksDB outside it). A confirmed append is
-announced through ``changed`` so that waiting readers wake."""
+announced through ``changed`` so that waiting readers wake.
+
+A topic's *incarnation* tells it apart from an earlier topic of the same name (deleted
+and created again): the store's next ledger id when the topic was created, so every ledger
+of this topic (raw or compacted) has an id at or above it and every ledger of an earlier
+one an id below. Two topics of a name share an incarnation only when the earlier one never
+owned a ledger, and then no compaction of it has anything to commit. A compaction commit
+checks it (``ledger_adapter``). Topics created before incarnations existed have 0."""
 
 from __future__ import annotations
 
@@ -24,8 +31,10 @@ class LedgerTopic:
         effective: dict[str, str],
         config: LedgerTopicConfig,
         changed: Callable[[str], None] = lambda _name: None,
+        incarnation: int = 0,
     ) -> None:
         self.name = name
+        self.incarnation = incarnation
         self.overrides = overrides
         self.effective = effective
         self.config = config
@@ -45,17 +54,23 @@ class LedgerTopic:
                 "kind": int(TopicKind.LEDGER),
                 "overrides": self.overrides,
                 "ledgers": [led.ledger_id for led in self.ledgers],
+                "incarnation": self.incarnation,
             },
             separators=(",", ":"),
         ).encode()
 
     @staticmethod
-    def parse_record(data: bytes) -> tuple[dict[str, str], list[int]]:
-        """``(overrides, ledger ids)`` of a stored topic record, strictly: anything but
-        the shape ``record`` writes is ``ValueError``."""
+    def parse_record(data: bytes) -> tuple[dict[str, str], list[int], int]:
+        """``(overrides, ledger ids, incarnation)`` of a stored topic record, strictly:
+        anything but the shape ``record`` writes is ``ValueError`` (records written before
+        incarnations existed have none: 0)."""
         obj = json.loads(data)
-        if not isinstance(obj, dict) or set(obj) != {"kind", "overrides", "ledgers"}:
+        fields = {"kind", "overrides", "ledgers"}
+        if not isinstance(obj, dict) or set(obj) - {"incarnation"} != fields:
             raise ValueError("topic record is not an object of kind, overrides, ledgers")
+        incarnation = obj.get("incarnation", 0)
+        if type(incarnation) is not int or not 0 <= incarnation < 2**64:
+            raise ValueError("topic incarnation is not a ledger id")
         if obj["kind"] != int(TopicKind.LEDGER):
             raise ValueError(f"topic record has kind {str(obj['kind'])[:20]}")
         overrides, ledgers = obj["overrides"], obj["ledgers"]
@@ -69,7 +84,7 @@ class LedgerTopic:
             raise ValueError("topic ledgers are not a list of ledger ids")
         if ledgers != sorted(set(ledgers)):
             raise ValueError("topic ledgers are not ascending")
-        return dict(overrides), list(ledgers)
+        return dict(overrides), list(ledgers), incarnation
 
     def recompute_positions(self) -> None:
         self._ids = [led.ledger_id for led in self.ledgers]

@@ -26,16 +26,27 @@ IdRun = tuple[int, int, int]  # ledger id, first entry id, count
 Durable = Callable[[BaseException | None], None]
 
 
-class Appended(Protocol):
+class Pending(Protocol):
+    """A write done (not necessarily synced) and how to learn of its durability."""
+
+    def on_durable(self, done: Durable) -> None:
+        """Call ``done(None)`` once the write is durable (and, for an append, visible to
+        readers), or ``done(error)``; at once if it already is. May run on any thread."""
+        ...
+
+
+class Appended(Pending, Protocol):
     """An append written (not necessarily synced): its ids and how to learn of durability."""
 
     runs: list[IdRun]
     synced: bool  # True when the reply may say the records are on disk
 
+
+class AlreadyDurable:
+    """A ``Pending`` for a write that was synced before it returned."""
+
     def on_durable(self, done: Durable) -> None:
-        """Call ``done(None)`` once the append is durable and visible to readers, or
-        ``done(error)``; at once if it already is. May run on any thread."""
-        ...
+        done(None)
 
 
 class TopicLog(Protocol):
@@ -74,15 +85,16 @@ class TopicLog(Protocol):
 
     def open_cursor(self, subscription: str, latest: bool) -> Cursor: ...
 
-    def rewind(self, cursor: Cursor) -> None:
-        """Deliver again from the mark-delete position (a consumer that reconnects)."""
+    def delivered(self, cursor: Cursor, last: MessageId | None, rewound: bool = False) -> None:
+        """Record that delivery reached ``last`` (``rewound``: a delivery that began again
+        at the mark-delete position, as for a consumer that reconnects). Called only once
+        a response is ready, never blocks on I/O: the asyncio server calls it on its loop."""
         ...
 
-    def delivered(self, cursor: Cursor, last: MessageId) -> None:
-        """Record that delivery reached ``last``."""
+    def acknowledge(self, subscription: str, msg_id: MessageId, cumulative: bool) -> Pending:
+        """Apply the ack now; the result tells when it is on disk (acks of many consumers
+        share a group commit, as appends do)."""
         ...
-
-    def acknowledge(self, subscription: str, msg_id: MessageId, cumulative: bool) -> None: ...
 
     def append_request(self, request: bytes) -> Appended:
         """Append the records of raw ``PublishRequest`` bytes, all or none."""

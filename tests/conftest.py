@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -226,6 +226,38 @@ def connect() -> Iterator[object]:
     yield make
     for stubs in made:
         stubs.close()
+
+
+def alter_compacted(
+    store: object, topic: str, change: Callable[[list[pb.Message]], list[pb.Message]]
+) -> int:
+    """Test-only hook: replace the topic's compacted ledger by one holding ``change`` of
+    its messages, written and committed through the compactor's storage adapter exactly as
+    a run writes one (valid batches, CRCs and all), so only VerifyCompaction can tell.
+    ``store`` is an open ``LedgerStore`` (the server stopped); returns the new ledger id."""
+    from compactlog.compactor.two_phase.compactor import key_and_flags
+    from compactlog.compactor.two_phase.ledger_adapter import LedgerStoreCompactionStorage
+    from compactlog.compactor.two_phase.ledger_snapshot import compacted_view
+    from compactlog.storage.ledger_store import LedgerStore
+
+    assert isinstance(store, LedgerStore)
+    storage = LedgerStoreCompactionStorage(store)
+    view = compacted_view(store, topic)
+    assert view.ledger_id is not None and view.horizon is not None, "compact the topic first"
+    old = [] if view.ledger is None else [d for _e, d in storage.read_entries(view.ledger)]
+    new = [m.SerializeToString() for m in change([pb.Message.FromString(d) for d in old])]
+    ledger = storage.create_ledger(topic)
+    storage.append(ledger, [(i, d, *key_and_flags(d)) for i, d in enumerate(new)])
+    storage.seal(ledger)
+    storage.commit(topic, ledger, view.horizon, view.ledger_id)
+    storage.delete_ledger(view.ledger_id)
+    return ledger
+
+
+@pytest.fixture
+def tamper() -> Callable[..., int]:
+    """``alter_compacted`` as a fixture, for tests in any folder."""
+    return alter_compacted
 
 
 # -- security (CONTRACT section 10): real certificates and tokens files ---------------------

@@ -367,12 +367,16 @@ class CompactionStatus(_message.Message):
         RUNNING: CompactionStatus._State.ValueType  # 1
         SUCCESS: CompactionStatus._State.ValueType  # 2
         ERROR: CompactionStatus._State.ValueType  # 3
+        CANCELLED: CompactionStatus._State.ValueType  # 4
+        """CancelCompaction stopped the run: nothing of it is visible"""
 
     class State(_State, metaclass=_StateEnumTypeWrapper): ...
     NOT_RUN: CompactionStatus.State.ValueType  # 0
     RUNNING: CompactionStatus.State.ValueType  # 1
     SUCCESS: CompactionStatus.State.ValueType  # 2
     ERROR: CompactionStatus.State.ValueType  # 3
+    CANCELLED: CompactionStatus.State.ValueType  # 4
+    """CancelCompaction stopped the run: nothing of it is visible"""
 
     STATE_FIELD_NUMBER: _builtins.int
     LAST_ERROR_FIELD_NUMBER: _builtins.int
@@ -670,6 +674,172 @@ class DeleteRecordsRequest(_message.Message):
 Global___DeleteRecordsRequest: _TypeAlias = DeleteRecordsRequest  # noqa: Y015
 
 @_typing.final
+class WatchCompactionRequest(_message.Message):
+    """---- Compaction control and insight (CONTRACT section 7) ----------------------------"""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WatchCompactionRequest: _TypeAlias = WatchCompactionRequest  # noqa: Y015
+
+@_typing.final
+class CompactionProgress(_message.Message):
+    """One update of a compaction run. While a run is active at least one a second; the last
+    one carries the run's final state. `phase`: phase-one, phase-two, commit (LEDGER),
+    cleaning (SEGMENTED); empty when no run is active.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STATE_FIELD_NUMBER: _builtins.int
+    PHASE_FIELD_NUMBER: _builtins.int
+    DONE_FIELD_NUMBER: _builtins.int
+    TOTAL_FIELD_NUMBER: _builtins.int
+    BYTES_READ_FIELD_NUMBER: _builtins.int
+    BYTES_WRITTEN_FIELD_NUMBER: _builtins.int
+    ELAPSED_MS_FIELD_NUMBER: _builtins.int
+    state: Global___CompactionStatus.State.ValueType
+    phase: _builtins.str
+    done: _builtins.int
+    """entries (records) the phase has processed"""
+    total: _builtins.int
+    """entries the phase will process; 0 when not known"""
+    bytes_read: _builtins.int
+    bytes_written: _builtins.int
+    elapsed_ms: _builtins.int
+    """since the run began"""
+    def __init__(
+        self,
+        *,
+        state: Global___CompactionStatus.State.ValueType = ...,
+        phase: _builtins.str = ...,
+        done: _builtins.int = ...,
+        total: _builtins.int = ...,
+        bytes_read: _builtins.int = ...,
+        bytes_written: _builtins.int = ...,
+        elapsed_ms: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bytes_read", b"bytes_read", "bytes_written", b"bytes_written", "done", b"done", "elapsed_ms", b"elapsed_ms", "phase", b"phase", "state", b"state", "total", b"total"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CompactionProgress: _TypeAlias = CompactionProgress  # noqa: Y015
+
+@_typing.final
+class CancelCompactionRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CancelCompactionRequest: _TypeAlias = CancelCompactionRequest  # noqa: Y015
+
+@_typing.final
+class PreviewCompactionRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PreviewCompactionRequest: _TypeAlias = PreviewCompactionRequest  # noqa: Y015
+
+@_typing.final
+class VerifyCompactionRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___VerifyCompactionRequest: _TypeAlias = VerifyCompactionRequest  # noqa: Y015
+
+@_typing.final
+class VerifyCompactionResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OK_FIELD_NUMBER: _builtins.int
+    CHECKED_FIELD_NUMBER: _builtins.int
+    DIGEST_FIELD_NUMBER: _builtins.int
+    PROBLEMS_FIELD_NUMBER: _builtins.int
+    HORIZON_FIELD_NUMBER: _builtins.int
+    COMPACTED_LEDGER_ID_FIELD_NUMBER: _builtins.int
+    ok: _builtins.bool
+    checked: _builtins.int
+    """compacted messages compared"""
+    digest: _builtins.str
+    """hex SHA-256 of the compacted view (docs/compaction.md)"""
+    compacted_ledger_id: _builtins.int
+    """0 when none"""
+    @_builtins.property
+    def problems(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """the first differences found (empty when ok)"""
+
+    @_builtins.property
+    def horizon(self) -> Global___MessageId:
+        """the horizon verified against; absent before any run"""
+
+    def __init__(
+        self,
+        *,
+        ok: _builtins.bool = ...,
+        checked: _builtins.int = ...,
+        digest: _builtins.str = ...,
+        problems: _abc.Iterable[_builtins.str] | None = ...,
+        horizon: Global___MessageId | None = ...,
+        compacted_ledger_id: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["horizon", b"horizon"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["checked", b"checked", "compacted_ledger_id", b"compacted_ledger_id", "digest", b"digest", "horizon", b"horizon", "ok", b"ok", "problems", b"problems"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___VerifyCompactionResponse: _TypeAlias = VerifyCompactionResponse  # noqa: Y015
+
+@_typing.final
 class PublishRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -731,6 +901,7 @@ class ReadRequest(_message.Message):
     READ_COMPACTED_FIELD_NUMBER: _builtins.int
     MAX_MESSAGES_FIELD_NUMBER: _builtins.int
     FOLLOW_FIELD_NUMBER: _builtins.int
+    MAX_BYTES_FIELD_NUMBER: _builtins.int
     topic: _builtins.str
     position: Global___StartPosition.ValueType
     timestamp_ms: _builtins.int
@@ -740,6 +911,10 @@ class ReadRequest(_message.Message):
     """0 = no limit"""
     follow: _builtins.bool
     """keep the stream open for new messages"""
+    max_bytes: _builtins.int
+    """The most bytes one response may hold, e.g. the client's gRPC receive limit (0: the
+    server's 4 MiB). A message alone over it fails the read with RESOURCE_EXHAUSTED.
+    """
     @_builtins.property
     def message_id(self) -> Global___MessageId:
         """inclusive"""
@@ -754,10 +929,11 @@ class ReadRequest(_message.Message):
         read_compacted: _builtins.bool = ...,
         max_messages: _builtins.int = ...,
         follow: _builtins.bool = ...,
+        max_bytes: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["message_id", b"message_id", "position", b"position", "start", b"start", "timestamp_ms", b"timestamp_ms"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["follow", b"follow", "max_messages", b"max_messages", "message_id", b"message_id", "position", b"position", "read_compacted", b"read_compacted", "start", b"start", "timestamp_ms", b"timestamp_ms", "topic", b"topic"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["follow", b"follow", "max_bytes", b"max_bytes", "max_messages", b"max_messages", "message_id", b"message_id", "position", b"position", "read_compacted", b"read_compacted", "start", b"start", "timestamp_ms", b"timestamp_ms", "topic", b"topic"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_start: _TypeAlias = _typing.Literal["position", "message_id", "timestamp_ms"]  # noqa: Y015
     _WhichOneofArgType_start: _TypeAlias = _typing.Literal["start", b"start"]  # noqa: Y015
@@ -796,6 +972,7 @@ class ConsumeRequest(_message.Message):
     MAX_MESSAGES_FIELD_NUMBER: _builtins.int
     WAIT_MS_FIELD_NUMBER: _builtins.int
     REDELIVER_UNACKNOWLEDGED_FIELD_NUMBER: _builtins.int
+    MAX_BYTES_FIELD_NUMBER: _builtins.int
     topic: _builtins.str
     subscription: _builtins.str
     read_compacted: _builtins.bool
@@ -809,6 +986,8 @@ class ConsumeRequest(_message.Message):
     """Rewind delivery to the mark-delete position first, so every unacknowledged message
     comes again (what Pulsar does for a consumer that (re)connects). Acked ones never do.
     """
+    max_bytes: _builtins.int
+    """As ReadRequest.max_bytes. A Consume that fails, this way or any other, moves no cursor."""
     def __init__(
         self,
         *,
@@ -819,10 +998,11 @@ class ConsumeRequest(_message.Message):
         max_messages: _builtins.int = ...,
         wait_ms: _builtins.int = ...,
         redeliver_unacknowledged: _builtins.bool = ...,
+        max_bytes: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["initial_position", b"initial_position", "max_messages", b"max_messages", "read_compacted", b"read_compacted", "redeliver_unacknowledged", b"redeliver_unacknowledged", "subscription", b"subscription", "topic", b"topic", "wait_ms", b"wait_ms"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["initial_position", b"initial_position", "max_bytes", b"max_bytes", "max_messages", b"max_messages", "read_compacted", b"read_compacted", "redeliver_unacknowledged", b"redeliver_unacknowledged", "subscription", b"subscription", "topic", b"topic", "wait_ms", b"wait_ms"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

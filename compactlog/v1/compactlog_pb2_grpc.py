@@ -79,6 +79,26 @@ class TopicAdminStub:
                 request_serializer=compactlog_dot_v1_dot_compactlog__pb2.DeleteRecordsRequest.SerializeToString,
                 response_deserializer=compactlog_dot_v1_dot_compactlog__pb2.TopicInfo.FromString,
                 _registered_method=True)
+        self.WatchCompaction = channel.unary_stream(
+                '/compactlog.v1.TopicAdmin/WatchCompaction',
+                request_serializer=compactlog_dot_v1_dot_compactlog__pb2.WatchCompactionRequest.SerializeToString,
+                response_deserializer=compactlog_dot_v1_dot_compactlog__pb2.CompactionProgress.FromString,
+                _registered_method=True)
+        self.CancelCompaction = channel.unary_unary(
+                '/compactlog.v1.TopicAdmin/CancelCompaction',
+                request_serializer=compactlog_dot_v1_dot_compactlog__pb2.CancelCompactionRequest.SerializeToString,
+                response_deserializer=compactlog_dot_v1_dot_compactlog__pb2.CompactionStatus.FromString,
+                _registered_method=True)
+        self.PreviewCompaction = channel.unary_unary(
+                '/compactlog.v1.TopicAdmin/PreviewCompaction',
+                request_serializer=compactlog_dot_v1_dot_compactlog__pb2.PreviewCompactionRequest.SerializeToString,
+                response_deserializer=compactlog_dot_v1_dot_compactlog__pb2.CompactionRun.FromString,
+                _registered_method=True)
+        self.VerifyCompaction = channel.unary_unary(
+                '/compactlog.v1.TopicAdmin/VerifyCompaction',
+                request_serializer=compactlog_dot_v1_dot_compactlog__pb2.VerifyCompactionRequest.SerializeToString,
+                response_deserializer=compactlog_dot_v1_dot_compactlog__pb2.VerifyCompactionResponse.FromString,
+                _registered_method=True)
 
 
 class TopicAdminServicer:
@@ -138,6 +158,30 @@ class TopicAdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WatchCompaction(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CancelCompaction(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PreviewCompaction(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def VerifyCompaction(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TopicAdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -185,6 +229,26 @@ def add_TopicAdminServicer_to_server(servicer, server):
                     servicer.DeleteRecords,
                     request_deserializer=compactlog_dot_v1_dot_compactlog__pb2.DeleteRecordsRequest.FromString,
                     response_serializer=compactlog_dot_v1_dot_compactlog__pb2.TopicInfo.SerializeToString,
+            ),
+            'WatchCompaction': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchCompaction,
+                    request_deserializer=compactlog_dot_v1_dot_compactlog__pb2.WatchCompactionRequest.FromString,
+                    response_serializer=compactlog_dot_v1_dot_compactlog__pb2.CompactionProgress.SerializeToString,
+            ),
+            'CancelCompaction': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelCompaction,
+                    request_deserializer=compactlog_dot_v1_dot_compactlog__pb2.CancelCompactionRequest.FromString,
+                    response_serializer=compactlog_dot_v1_dot_compactlog__pb2.CompactionStatus.SerializeToString,
+            ),
+            'PreviewCompaction': grpc.unary_unary_rpc_method_handler(
+                    servicer.PreviewCompaction,
+                    request_deserializer=compactlog_dot_v1_dot_compactlog__pb2.PreviewCompactionRequest.FromString,
+                    response_serializer=compactlog_dot_v1_dot_compactlog__pb2.CompactionRun.SerializeToString,
+            ),
+            'VerifyCompaction': grpc.unary_unary_rpc_method_handler(
+                    servicer.VerifyCompaction,
+                    request_deserializer=compactlog_dot_v1_dot_compactlog__pb2.VerifyCompactionRequest.FromString,
+                    response_serializer=compactlog_dot_v1_dot_compactlog__pb2.VerifyCompactionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -430,6 +494,114 @@ class TopicAdmin:
             '/compactlog.v1.TopicAdmin/DeleteRecords',
             compactlog_dot_v1_dot_compactlog__pb2.DeleteRecordsRequest.SerializeToString,
             compactlog_dot_v1_dot_compactlog__pb2.TopicInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchCompaction(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/compactlog.v1.TopicAdmin/WatchCompaction',
+            compactlog_dot_v1_dot_compactlog__pb2.WatchCompactionRequest.SerializeToString,
+            compactlog_dot_v1_dot_compactlog__pb2.CompactionProgress.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelCompaction(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/compactlog.v1.TopicAdmin/CancelCompaction',
+            compactlog_dot_v1_dot_compactlog__pb2.CancelCompactionRequest.SerializeToString,
+            compactlog_dot_v1_dot_compactlog__pb2.CompactionStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PreviewCompaction(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/compactlog.v1.TopicAdmin/PreviewCompaction',
+            compactlog_dot_v1_dot_compactlog__pb2.PreviewCompactionRequest.SerializeToString,
+            compactlog_dot_v1_dot_compactlog__pb2.CompactionRun.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def VerifyCompaction(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/compactlog.v1.TopicAdmin/VerifyCompaction',
+            compactlog_dot_v1_dot_compactlog__pb2.VerifyCompactionRequest.SerializeToString,
+            compactlog_dot_v1_dot_compactlog__pb2.VerifyCompactionResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -43,6 +43,10 @@ class TopicAdminStub:
     GetCompactionStatus: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.GetCompactionStatusRequest, _compactlog_pb2.CompactionStatus]
     EnforceRetention: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.EnforceRetentionRequest, _compactlog_pb2.TopicInfo]
     DeleteRecords: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.DeleteRecordsRequest, _compactlog_pb2.TopicInfo]
+    WatchCompaction: _grpc.UnaryStreamMultiCallable[_compactlog_pb2.WatchCompactionRequest, _compactlog_pb2.CompactionProgress]
+    CancelCompaction: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.CancelCompactionRequest, _compactlog_pb2.CompactionStatus]
+    PreviewCompaction: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.PreviewCompactionRequest, _compactlog_pb2.CompactionRun]
+    VerifyCompaction: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.VerifyCompactionRequest, _compactlog_pb2.VerifyCompactionResponse]
 
 @_typing.type_check_only
 class TopicAdminAsyncStub(TopicAdminStub):
@@ -56,6 +60,10 @@ class TopicAdminAsyncStub(TopicAdminStub):
     GetCompactionStatus: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.GetCompactionStatusRequest, _compactlog_pb2.CompactionStatus]  # type: ignore[assignment]
     EnforceRetention: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.EnforceRetentionRequest, _compactlog_pb2.TopicInfo]  # type: ignore[assignment]
     DeleteRecords: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.DeleteRecordsRequest, _compactlog_pb2.TopicInfo]  # type: ignore[assignment]
+    WatchCompaction: _aio.UnaryStreamMultiCallable[_compactlog_pb2.WatchCompactionRequest, _compactlog_pb2.CompactionProgress]  # type: ignore[assignment]
+    CancelCompaction: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.CancelCompactionRequest, _compactlog_pb2.CompactionStatus]  # type: ignore[assignment]
+    PreviewCompaction: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.PreviewCompactionRequest, _compactlog_pb2.CompactionRun]  # type: ignore[assignment]
+    VerifyCompaction: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.VerifyCompactionRequest, _compactlog_pb2.VerifyCompactionResponse]  # type: ignore[assignment]
 
 class TopicAdminServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -120,6 +128,34 @@ class TopicAdminServicer(metaclass=_abc_1.ABCMeta):
         request: _compactlog_pb2.DeleteRecordsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_compactlog_pb2.TopicInfo, _abc.Awaitable[_compactlog_pb2.TopicInfo]]: ...
+
+    @_abc_1.abstractmethod
+    def WatchCompaction(
+        self,
+        request: _compactlog_pb2.WatchCompactionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_compactlog_pb2.CompactionProgress], _abc.AsyncIterator[_compactlog_pb2.CompactionProgress]]: ...
+
+    @_abc_1.abstractmethod
+    def CancelCompaction(
+        self,
+        request: _compactlog_pb2.CancelCompactionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_compactlog_pb2.CompactionStatus, _abc.Awaitable[_compactlog_pb2.CompactionStatus]]: ...
+
+    @_abc_1.abstractmethod
+    def PreviewCompaction(
+        self,
+        request: _compactlog_pb2.PreviewCompactionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_compactlog_pb2.CompactionRun, _abc.Awaitable[_compactlog_pb2.CompactionRun]]: ...
+
+    @_abc_1.abstractmethod
+    def VerifyCompaction(
+        self,
+        request: _compactlog_pb2.VerifyCompactionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_compactlog_pb2.VerifyCompactionResponse, _abc.Awaitable[_compactlog_pb2.VerifyCompactionResponse]]: ...
 
 def add_TopicAdminServicer_to_server(servicer: TopicAdminServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from compactlog.compactor.log_cleaner.manager import LogToClean
 from compactlog.compactor.log_cleaner.offset_map import FIRST_HALF, SkimpyOffsetMap, md5
 from compactlog.compactor.log_cleaner.rewrite import BatchWriter
+from compactlog.compactor.progress import CLEANING, NoControl, Progress, RunControl
 from compactlog.storage.batch import (
     NO_HORIZON,
     VALUE_PRESENT,
@@ -40,6 +41,7 @@ from compactlog.storage.segmented import CleaningAborted, Log, LogSegment
 from compactlog.storage.segmented.segment import CLEANED
 
 _MAX_RELATIVE = 2**32 - 1
+PACE_BYTES = 64 * 1024
 # Survivors of one batch: (record byte runs, count, first offset, last offset, horizon)
 Survivors = tuple[list[memoryview], int, int, int, int]
 
@@ -137,22 +139,45 @@ class Cleaner:
         io_buffer_size: int,
         throttler: Throttler,
         is_aborted: Callable[[str], bool],
+        control: RunControl | None = None,
     ) -> None:
         self.map = offset_map
         self.chunk = max(io_buffer_size, 64 * 1024)
+        self.quantum = PACE_BYTES  # read between throttling, abort checks, progress reports
         self.throttler = throttler
         self.is_aborted = is_aborted
+        self.control = control or NoControl()
+        self.progress = Progress(CLEANING)
+        self._rewrite_base = 0
 
     def _check_aborted(self, name: str) -> None:
         if self.is_aborted(name):
             raise CleaningAborted(f"cleaning of {name} was aborted")
+        self.control.check()
+
+    def _report(self, done: int, nbytes: int = 0, written: int = 0) -> None:
+        """Progress in offsets: those mapped, then those rewritten (``total`` their sum)."""
+        p = self.progress
+        self.progress = Progress(
+            CLEANING, done, p.total, p.bytes_read + nbytes, p.bytes_written + written
+        )
+        self.control.report(self.progress)
 
     def clean(self, job: LogToClean, now_ms: int) -> PassStats:
         """One pass; returns its figures, ``end_offset`` being the next first dirty offset."""
         stats = PassStats()
         log = job.log
         self.map.clear()
+        start, stop = job.first_dirty_offset, job.first_uncleanable_offset
+        self.progress = Progress(CLEANING, 0, 2 * (stop - start) + start - log.log_start_offset)
+        self.control.report(self.progress)
         end = self.build_offset_map(job, stats)
+        mapped = end - start
+        self.progress = Progress(
+            CLEANING, mapped, mapped + end - log.log_start_offset, self.progress.bytes_read
+        )
+        self._rewrite_base = mapped - log.log_start_offset  # + offset rewritten = done
+        self._report(mapped)
         stats.end_offset = end
         stats.buffer_utilization = self.map.utilization
         segments = log.segments
@@ -164,6 +189,7 @@ class Cleaner:
         ):
             self._check_aborted(job.name)
             self.clean_segments(log, group, now_ms, horizon, stats, job.name)
+        self._report(self.progress.total)
         return stats
 
     def build_offset_map(self, job: LogToClean, stats: PassStats) -> int:
@@ -205,8 +231,9 @@ class Cleaner:
                     if last >= end:
                         return end
                     since += header.size
-                    if since >= self.chunk:
+                    if since >= self.quantum:
                         self._pace(job.name, since)
+                        self._report(last + 1 - start, since)
                         since = 0
         finally:
             stats.map_records += mapped
@@ -265,8 +292,9 @@ class Cleaner:
                     parts, count, first, last, tomb_horizon = kept
                     writer.add(parts, count, first, last, header, tomb_horizon)
                 since += header.size
-                if since >= self.chunk:
+                if since >= self.quantum:
                     self._pace(name, since)
+                    self._report(self._rewrite_base + header.last_id.entry_id + 1, since)
                     since = 0
         writer.flush()
         cleaned.on_become_inactive()
@@ -276,6 +304,7 @@ class Cleaner:
         stats.keyless_dropped += tally.keyless
         stats.tombstones += tally.tombstones
         stats.bytes_out += cleaned.size
+        self._report(self.progress.done, written=cleaned.size)
 
     def _survivors(
         self,

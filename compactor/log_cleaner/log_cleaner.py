@@ -5,7 +5,9 @@ topic, run one pass with its own Cleaner (offset map of ``dedupe.buffer.size / t
 bytes), record the result, or sleep ``log.cleaner.backoff.ms`` when nothing qualifies. A pass
 that raises marks its topic uncleanable instead of killing the thread. ``clean_now`` runs a
 pass on the caller's thread with a map borrowed from the same pool, so the memory budget
-holds however passes are started.
+holds however passes are started; its ``RunControl`` sees the pass's progress (phase
+``cleaning``) and may cancel it, which ends the pass as an abort does. ``abort`` stops a
+pass of the cleaner threads (Kafka's abort-and-pause, then resume).
 """
 
 from __future__ import annotations
@@ -21,8 +23,10 @@ from compactlog.compactor.log_cleaner.checkpoint import FILE_NAME, CleanerCheckp
 from compactlog.compactor.log_cleaner.cleaner import Cleaner, PassStats, Throttler
 from compactlog.compactor.log_cleaner.manager import LogCleanerManager, LogToClean
 from compactlog.compactor.log_cleaner.offset_map import SkimpyOffsetMap
+from compactlog.compactor.progress import RunCancelled, RunControl
+from compactlog.errors import TopicNotFound
 from compactlog.storage.config import ServerSettings
-from compactlog.storage.segmented import CleaningAborted, SegmentedLogManager
+from compactlog.storage.segmented import CleaningAborted, Log, SegmentedLogManager
 from compactlog.storage.segmented.version import server_file
 
 log = logging.getLogger(__name__)
@@ -79,7 +83,9 @@ class LogCleaner:
         self._stop = threading.Event()
         self._workers: list[threading.Thread] = []
         self._lock = threading.Lock()
-        self._results: dict[str, CleanerPassResult] = {}
+        # The last pass of each topic, with the Log it ran on: a topic deleted and created
+        # again is another Log, and the pass of the deleted one is not its result.
+        self._results: dict[str, tuple[Log, CleanerPassResult]] = {}
         self._passes = 0
         self._last = (0.0, 0, 0.0, 0.0)  # recopy %, duration ms, MB/s, buffer utilization
 
@@ -121,17 +127,28 @@ class LogCleaner:
                 )
         return self._maps.get()
 
-    def clean_now(self, name: str) -> CleanerPassResult:
+    def clean_now(self, name: str, control: RunControl | None = None) -> CleanerPassResult:
         """One pass on ``name`` now (min compaction lag honoured, dirty ratio ignored)."""
         log_ = self.logs.get_log(name)
         if not log_.config.compact:
             return CleanerPassResult(
                 0, 0, 0, 0, 0, 0, 0, 0, f"cleanup.policy of {name} does not include compact"
             )
+        if control is not None:
+            control.check()
         job = self.cleaner_manager.begin_forced(name)
-        return self._pass(job)
+        return self._pass(job, control)
 
-    def _pass(self, job: LogToClean) -> CleanerPassResult:
+    def abort(self, name: str) -> bool:
+        """Stop the pass in progress on ``name``, if any (it keeps what it swapped in);
+        True when there was one."""
+        if self.cleaner_manager.state(name) != "InProgress":
+            return False
+        self.cleaner_manager.abort_and_pause(name)
+        self.cleaner_manager.resume(name)
+        return True
+
+    def _pass(self, job: LogToClean, control: RunControl | None = None) -> CleanerPassResult:
         started = time.monotonic()
         offset_map = self._take_map()
         throttler = Throttler(self.settings.log_cleaner_io_max_bytes_per_second)
@@ -140,6 +157,7 @@ class LogCleaner:
             self.settings.log_cleaner_io_buffer_size,
             throttler,
             self.cleaner_manager.is_aborted,
+            control,
         )
         stats = PassStats()
         error: str | None = None
@@ -147,7 +165,7 @@ class LogCleaner:
         try:
             stats = cleaner.clean(job, int(self.clock() * 1000))
             end = stats.end_offset
-        except CleaningAborted as exc:
+        except (CleaningAborted, RunCancelled) as exc:
             error = str(exc)
         except Exception as exc:
             log.exception("cleaning of %s failed; marking it uncleanable", job.name)
@@ -191,15 +209,24 @@ class LogCleaner:
                 stats.buffer_utilization * 100,
             )
         with self._lock:
-            self._results[job.name] = result
+            self._results[job.name] = (job.log, result)
             self._passes += 1
             recopy = 100.0 * stats.bytes_out / stats.bytes_in if stats.bytes_in else 0.0
             self._last = (recopy, result.duration_ms, mb_per_sec, stats.buffer_utilization)
         return result
 
     def last_result(self, name: str) -> CleanerPassResult | None:
+        """The last pass over the topic of this name as it is now (not a deleted one's)."""
         with self._lock:
-            return self._results.get(name)
+            found = self._results.get(name)
+        if found is None or not self.logs.has_topic(name):
+            return None
+        log_, result = found
+        try:
+            current = self.logs.get_log(name)
+        except TopicNotFound:
+            return None
+        return result if current is log_ else None
 
     def stats(self) -> CleanerStats:
         with self._lock:

@@ -156,9 +156,14 @@ class LogCleanerManager:
             return chosen
 
     def begin_forced(self, name: str) -> LogToClean:
-        """Mark ``name`` InProgress for an explicit pass (dirty ratio ignored)."""
-        log = self.logs.get_log(name)
+        """Mark ``name`` InProgress for an explicit pass (dirty ratio ignored).
+
+        The log is looked up under the same lock that marks the state, as
+        ``grab_filthiest`` does: a deletion's ``abort_and_pause`` then either waits for
+        this pass or is seen by it, and a pass never starts on a deleted topic's log
+        after a new topic of that name took its place."""
         with self._cond:
+            log = self.logs.get_log(name)
             st = self._states.get(name)
             if st is not None:
                 raise CompactionRunning(f"cleaning of {name} is {st}", topic=name)

@@ -7,18 +7,29 @@ key count; it is cleared between passes and the pass stops where it fills.
 
 Open addressing with double hashing over a prime number of slots: the first 8 bytes of the
 digest choose the slot, the next 8 the step, and a prime table size makes every probe
-sequence visit every slot. Two keys with the same MD5 would share an entry, as in Kafka.
+sequence visit every slot. Two keys with the same MD5 would share an entry, as in Kafka:
+the digest is taken as the key's identity (for n keys the chance of any collision is about
+n² / 2¹²⁹, 10⁻²¹ for a billion keys).
+
+The two-phase compactor's phase one uses the same map with two additions: ``exchange``
+(put, returning what the key held, so a caller can keep figures per key) and ``resize``
+(rehash into a larger table: its map grows with the key space up to its budget instead
+of being allocated whole, as the cleaner's is). Those, and ``get``, hash and probe in a
+compiled twin (``_offset_map.c``) when one was built, else in its pure-Python twin
+(``_offset_map_py.py``), with identical results.
 """
 
 from __future__ import annotations
 
-import hashlib
-import importlib
 import struct
 from array import array
-from collections.abc import Callable
+from typing import Protocol, cast
 
+from compactlog.compactor.log_cleaner import _offset_map_py
+from compactlog.compactor.log_cleaner._offset_map_py import FULL, NEW, md5
 from compactlog.errors import InvalidConfig
+
+__all__ = ["BYTES_PER_ENTRY", "COMPILED", "FULL", "NEW", "SkimpyOffsetMap", "md5"]
 
 BYTES_PER_ENTRY = 24
 HASH_SIZE = 16
@@ -26,16 +37,35 @@ _HALVES = struct.Struct("<QQ")
 FIRST_HALF = struct.Struct("<Q")
 
 
-def _md5_factory() -> Callable[[bytes], hashlib._Hash]:
-    """The fastest MD5 constructor available (the builtin one skips OpenSSL's set-up cost)."""
+class Twin(Protocol):
+    """The functions both twins provide (``_offset_map_py`` documents them)."""
+
+    def exchange(
+        self, hashes: bytearray, offsets: array[int], key: bytes, value: int, can_add: bool
+    ) -> int: ...
+
+    def get(self, hashes: bytearray, offsets: array[int], key: bytes) -> int: ...
+
+    def rehash(
+        self,
+        old_hashes: bytearray,
+        old_offsets: array[int],
+        hashes: bytearray,
+        offsets: array[int],
+    ) -> int: ...
+
+    def digest(self, key: bytes) -> bytes: ...
+
+
+def _load_twin() -> tuple[Twin, bool]:
     try:
-        fast: Callable[[bytes], hashlib._Hash] = importlib.import_module("_md5").md5
-        return fast
-    except ImportError:  # pragma: no cover - CPython always ships it
-        return hashlib.md5
+        from compactlog.compactor.log_cleaner import _offset_map  # type: ignore[attr-defined]
+    except ImportError:
+        return cast(Twin, _offset_map_py), False
+    return cast(Twin, _offset_map), True
 
 
-md5 = _md5_factory()
+twin, COMPILED = _load_twin()
 
 
 def _largest_prime_at_most(n: int) -> int:
@@ -62,13 +92,29 @@ class SkimpyOffsetMap:
     def __init__(self, memory_bytes: int, load_factor: float) -> None:
         if memory_bytes < BYTES_PER_ENTRY:
             raise InvalidConfig(f"log.cleaner.dedupe.buffer.size {memory_bytes} holds no entry")
-        self.slots = _largest_prime_at_most(memory_bytes // BYTES_PER_ENTRY)
-        self.max_entries = max(1, int(self.slots * load_factor))
-        self._step_mod = max(self.slots - 1, 1)
-        self._hashes = bytearray(self.slots * HASH_SIZE)
-        self._offsets: array[int] = array("q", bytes(8 * self.slots))
+        self.load_factor = load_factor
+        self._allocate(_largest_prime_at_most(memory_bytes // BYTES_PER_ENTRY))
         self.size = 0
         self.latest_offset = -1
+
+    def _allocate(self, slots: int) -> None:
+        self.slots = slots
+        self.max_entries = max(1, int(slots * self.load_factor))
+        self._step_mod = max(slots - 1, 1)
+        self._hashes = bytearray(slots * HASH_SIZE)
+        self._offsets: array[int] = array("q", [0]) * slots  # one allocation, no copy
+
+    def resize(self, memory_bytes: int) -> bool:
+        """Rehash every entry into a table of (about) ``memory_bytes``; False, and no
+        change, when that table would not have more slots than this one. While it runs
+        both tables exist: the caller's budget must hold the two."""
+        slots = _largest_prime_at_most(memory_bytes // BYTES_PER_ENTRY)
+        if slots <= self.slots:
+            return False
+        old_hashes, old_offsets = self._hashes, self._offsets
+        self._allocate(slots)
+        self.size = twin.rehash(old_hashes, old_offsets, self._hashes, self._offsets)
+        return True
 
     @property
     def memory_bytes(self) -> int:
@@ -81,7 +127,7 @@ class SkimpyOffsetMap:
     def clear(self) -> None:
         if self.size:
             self._hashes = bytearray(self.slots * HASH_SIZE)
-            self._offsets = array("q", bytes(8 * self.slots))
+            self._offsets = array("q", [0]) * self.slots
         self.size = 0
         self.latest_offset = -1
 
@@ -147,4 +193,13 @@ class SkimpyOffsetMap:
         return self.put_hash(md5(key).digest(), offset)
 
     def get(self, key: bytes) -> int:
-        return self.get_hash(md5(key).digest())
+        return twin.get(self._hashes, self._offsets, key)
+
+    def exchange(self, key: bytes, offset: int) -> int:
+        """Map ``key`` to ``offset`` and return the offset it had: ``NEW`` if none, or
+        ``FULL`` (and no change) when it is new and the map is full. (``latest_offset``
+        is the cleaner's and is not kept here.)"""
+        old = twin.exchange(self._hashes, self._offsets, key, offset, self.size < self.max_entries)
+        if old == NEW:
+            self.size += 1
+        return old

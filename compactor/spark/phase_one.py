@@ -6,9 +6,11 @@ the greatest ``(seg, pos)`` with its flags, the entry count, bytes and tombstone
 table — one row per distinct key, on the executors — is all Spark holds. The winners
 (latest entry of a key, unless a tombstone; every keyless entry when
 ``compaction.retain.null.key``) become bitmap chunks on the executors, and only those
-chunks reach the driver: one bit per input entry, the ``PhaseOneResult`` the local
-engine's phase two reads, whatever the key space. The figures are those of
-``two_phase.phase_one.find_winners``, so the run's ``CompactionRun`` matches too.
+chunks reach the driver: one bit per input entry (``BitmapWinners``), which the
+compactor's phase two reads as it reads the local engine's offset map, whatever the key
+space. The figures are those of ``two_phase.phase_one.find_winners``, so the run's
+``CompactionRun`` matches too. Spark has no memory budget to fill: it always covers the
+whole input. The run can be cancelled before and after the Spark job, not inside it.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from compactlog.compactor.two_phase.phase_one import PhaseOneResult
+from compactlog.compactor.progress import PHASE_ONE, NoControl, Progress, RunControl
+from compactlog.compactor.two_phase.phase_one import BitmapWinners
 from compactlog.compactor.two_phase.storage import CompactionInput, CompactionStorage
 from compactlog.storage.codec import HAS_KEY, VALUE_NON_EMPTY
 
@@ -44,7 +47,8 @@ def _chunk_bits(pdf: pd.DataFrame) -> pd.DataFrame:
 
 
 class SparkPhaseOne:
-    """A ``PhaseOne`` for ``TwoPhaseCompactor``: call it with (storage, input, budget)."""
+    """A ``PhaseOne`` for ``TwoPhaseCompactor``: call it with (storage, input, budget,
+    control)."""
 
     def __init__(
         self,
@@ -74,8 +78,16 @@ class SparkPhaseOne:
         )
 
     def __call__(
-        self, storage: CompactionStorage, inp: CompactionInput, budget_bytes: int
-    ) -> PhaseOneResult:
+        self,
+        storage: CompactionStorage,
+        inp: CompactionInput,
+        budget_bytes: int,
+        control: RunControl | None = None,
+    ) -> BitmapWinners:
+        control = control or NoControl()
+        total = inp.entries
+        control.report(Progress(PHASE_ONE, 0, total))
+        control.check()
         keys = self.keys(inp)
         live = (F.col("flags").bitwiseAND(VALUE_NON_EMPTY) != 0).cast("int")
         keyed = F.col("flags").bitwiseAND(HAS_KEY) != 0
@@ -107,6 +119,8 @@ class SparkPhaseOne:
         result.kept = int(totals["live"] or 0) + (keyless if inp.retain_null_key else 0)
         result.keyless_dropped = 0 if inp.retain_null_key else keyless
         result.peak_bytes = len(result.bits)
+        control.report(Progress(PHASE_ONE, result.read, total, bytes_read=result.bytes_in))
+        control.check()
         if hasattr(storage, "phase_one"):
             storage.phase_one = result  # the gRPC adapter sends the figures with the commit
         return result
@@ -138,7 +152,7 @@ class SparkPhaseOne:
         return [(int(r["seg"]), int(r["chunk"]), bytes(r["bits"])) for r in rows]
 
 
-def _assemble(inp: CompactionInput, chunks: list[tuple[int, int, bytes]]) -> PhaseOneResult:
+def _assemble(inp: CompactionInput, chunks: list[tuple[int, int, bytes]]) -> BitmapWinners:
     """The per-segment bitmaps laid out as ``find_winners`` lays them out."""
     bases = [0]
     for seg in inp.segments:
@@ -151,4 +165,4 @@ def _assemble(inp: CompactionInput, chunks: list[tuple[int, int, bytes]]) -> Pha
         part = data[: max(0, seg_bytes - start)]
         at = bases[seg_index] + start
         bits[at : at + len(part)] = part
-    return PhaseOneResult(bits, bases)
+    return BitmapWinners(bits=bits, bases=bases)

@@ -3,15 +3,18 @@
 One run::
 
     begin      snapshot: previous compacted ledger + raw after its horizon, up to the lac
-    phase one  keys only, newest first: the winners (``phase_one``)
-    phase two  winners' bytes in id order (they carry their ids) into a new ledger; seal
-    commit     one atomic write: cursor mark-delete = horizon, CompactedTopicLedger = new
-    delete     the previous compacted ledger (a crash before this leaves an orphan that
-               start-up collects)
+    phase one  keys only: the latest position of each key in an offset map (``phase_one``);
+               if the map filled, the run covers the input up to where it stopped
+    phase two  winners' bytes in id order (they carry their ids) into a new ledger
+    commit     seal; one atomic write: cursor mark-delete = horizon, CompactedTopicLedger =
+               new; delete the previous compacted ledger (a crash before that leaves an
+               orphan that start-up collects)
 
 A crash before the commit leaves the old view, after it the new one, never a mix.
 ``fault`` is called at each named step (``FAULT_POINTS``) so tests can crash or pause a
-run exactly there.
+run exactly there. A ``RunControl`` gets the run's progress per phase and may cancel it
+(``RunCancelled``) anywhere before the commit write: the new ledger is deleted, the old
+view stays. ``preview`` runs both phases' reads and writes nothing.
 """
 
 from __future__ import annotations
@@ -21,7 +24,9 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
+from compactlog.compactor.progress import COMMIT, PHASE_TWO, NoControl, Progress, RunControl
 from compactlog.compactor.two_phase.phase_one import PhaseOneResult, find_winners
+from compactlog.compactor.two_phase.phase_two import PhaseTwoMeter, winners_in_order
 from compactlog.compactor.two_phase.storage import CompactionInput, CompactionStorage, NewEntry
 from compactlog.storage.codec import key_flags
 from compactlog.storage.types import MessageId
@@ -42,7 +47,7 @@ FAULT_POINTS = (
 
 FaultHook = Callable[[str], None]
 # Phase one as a strategy: the local scan (``find_winners``) or the Spark aggregation.
-PhaseOne = Callable[[CompactionStorage, CompactionInput, int], PhaseOneResult]
+PhaseOne = Callable[[CompactionStorage, CompactionInput, int, RunControl], PhaseOneResult]
 
 
 def _no_fault(point: str) -> None:
@@ -122,24 +127,31 @@ class TwoPhaseCompactor:
         self.phase_one = phase_one
         self.engine = engine
 
-    def compact(self, topic: str) -> CompactionResult:
+    def compact(self, topic: str, control: RunControl | None = None) -> CompactionResult:
+        control = control or NoControl()
         started = time.monotonic()
         inp = self.storage.begin(topic)
         if inp.nothing_to_do:
             return CompactionResult(
                 CompactionRun(), inp.previous_ledger, inp.previous_horizon, inp.previous_ledger
             )
+        inp, winners = self._phase_one(inp, control)
         assert inp.horizon is not None
-        winners = self.phase_one(self.storage, inp, self.phase_one_memory_bytes)
         phase_one_done = time.monotonic()
         self.fault("after_phase_one")
+        control.report(Progress(PHASE_TWO, 0, inp.entries))
+        control.check()
         ledger_id = self.storage.create_ledger(topic)
         try:
             self.fault("after_create")
-            bytes_out = self._copy_winners(ledger_id, inp, winners)
+            meter = PhaseTwoMeter(control, inp.entries)
+            self._copy_winners(ledger_id, inp, winners, meter)
+            control.report(Progress(COMMIT, 0, 1, meter.bytes_read, meter.bytes_written))
+            control.check()
             self.storage.seal(ledger_id)
             self.fault("after_seal")
-            self.storage.commit(topic, ledger_id, inp.horizon, inp.previous_ledger)
+            control.check()  # the last moment a cancel can stop the run
+            self.storage.commit(topic, ledger_id, inp.horizon, inp.previous_ledger, inp.incarnation)
         except Exception:
             self._discard(ledger_id)
             raise
@@ -147,8 +159,55 @@ class TwoPhaseCompactor:
         if inp.previous_ledger is not None:
             self.storage.delete_ledger(inp.previous_ledger)
         self.fault("after_delete")
+        control.report(Progress(COMMIT, 1, 1, meter.bytes_read, meter.bytes_written))
+        run = self._figures(winners, meter.bytes_written, started, phase_one_done)
+        log.info(
+            "compacted %s: read %d kept %d into ledger %d, horizon %s in %d ms",
+            topic,
+            run.read,
+            run.kept,
+            ledger_id,
+            inp.horizon,
+            run.duration_ms,
+        )
+        return CompactionResult(run, ledger_id, inp.horizon, inp.previous_ledger, True)
+
+    def preview(self, inp: CompactionInput, control: RunControl | None = None) -> CompactionRun:
+        """The figures a run over ``inp`` would have: both phases' reads, no write."""
+        control = control or NoControl()
+        started = time.monotonic()
+        if inp.nothing_to_do:
+            return CompactionRun(engine=self.engine)
+        inp, winners = self._phase_one(inp, control)
+        phase_one_done = time.monotonic()
+        meter = PhaseTwoMeter(control, inp.entries)
+        bytes_out = sum(map(len, winners_in_order(self.storage, inp, winners, meter)))
+        return self._figures(winners, bytes_out, started, phase_one_done)
+
+    def _phase_one(
+        self, inp: CompactionInput, control: RunControl
+    ) -> tuple[CompactionInput, PhaseOneResult]:
+        """Phase one, and the input cut where it stopped when its map filled."""
+        winners = self.phase_one(self.storage, inp, self.phase_one_memory_bytes, control)
+        if winners.covered is not None:
+            cut = inp.cut(winners.covered)
+            log.info(
+                "compaction of %s: phase one's offset map is full after %d of %d entries "
+                "(%d keys); this run covers up to %s, the next goes on from there",
+                inp.topic,
+                winners.covered,
+                inp.entries,
+                winners.distinct_keys,
+                cut.horizon,
+            )
+            inp = cut
+        return inp, winners
+
+    def _figures(
+        self, winners: PhaseOneResult, bytes_out: int, started: float, phase_one_done: float
+    ) -> CompactionRun:
         done = time.monotonic()
-        run = CompactionRun(
+        return CompactionRun(
             read=winners.read,
             kept=winners.kept,
             removed=winners.read - winners.kept,
@@ -163,44 +222,28 @@ class TwoPhaseCompactor:
             phase_one_ms=int((phase_one_done - started) * 1000),
             phase_two_ms=int((done - phase_one_done) * 1000),
         )
-        log.info(
-            "compacted %s: read %d kept %d into ledger %d, horizon %s in %d ms",
-            topic,
-            run.read,
-            run.kept,
-            ledger_id,
-            inp.horizon,
-            run.duration_ms,
-        )
-        return CompactionResult(run, ledger_id, inp.horizon, inp.previous_ledger, True)
 
-    def _copy_winners(self, ledger_id: int, inp: CompactionInput, winners: PhaseOneResult) -> int:
-        """Phase two: append the winners verbatim, in id order; return bytes written."""
+    def _copy_winners(
+        self, ledger_id: int, inp: CompactionInput, winners: PhaseOneResult, meter: PhaseTwoMeter
+    ) -> None:
+        """Phase two: append the winners verbatim, in id order."""
         storage = self.storage
         batch: list[NewEntry] = []
-        out_id = 0
-        bytes_out = 0
         appended = False
-        for index, seg in enumerate(inp.segments):
-            bits = winners.selection(index, seg.length)
-            if not any(bits):
-                continue
-            for _eid, data in storage.read_entries(seg, bits):
-                key, flags = key_and_flags(data)
-                batch.append((out_id, data, key, flags))
-                out_id += 1
-                bytes_out += len(data)
-                if len(batch) >= APPEND_BATCH:
-                    storage.append(ledger_id, batch)
-                    batch = []
-                    if not appended:
-                        appended = True
-                        self.fault("after_append")
+        for out_id, data in enumerate(winners_in_order(storage, inp, winners, meter)):
+            key, flags = key_and_flags(data)
+            batch.append((out_id, data, key, flags))
+            meter.bytes_written += len(data)
+            if len(batch) >= APPEND_BATCH:
+                storage.append(ledger_id, batch)
+                batch = []
+                if not appended:
+                    appended = True
+                    self.fault("after_append")
         if batch:
             storage.append(ledger_id, batch)
             if not appended:
                 self.fault("after_append")
-        return bytes_out
 
     def _discard(self, ledger_id: int) -> None:
         """Best effort: a failed run's ledger goes now, else at the next start-up."""

@@ -68,6 +68,12 @@ def plan_from_pb(plan: pb.CompactionPlan) -> CompactionInput:
     )
 
 
+# Deadline of the engine's unary calls (begin, create, seal, commit, abort): each is one
+# short step on the server; the data streams (ReadKeys, ReadEntries, AppendEntries) last as
+# long as the run's data and have none.
+UNARY_TIMEOUT_S = 120.0
+
+
 class _AppendStream:
     """One client-streaming ``AppendEntries`` call fed from a bounded queue."""
 
@@ -103,8 +109,10 @@ class GrpcCompactionStorage:
         engine: str = "spark",
         lease_ms: int = 0,
         security: ChannelSecurity | None = None,
+        timeout: float | None = UNARY_TIMEOUT_S,
     ) -> None:
         self.address = address
+        self.timeout = timeout  # of each unary call; the data streams are bounded by the run
         self.engine = engine
         self.lease_ms = lease_ms
         self.channel = open_channel(address, security)
@@ -128,7 +136,9 @@ class GrpcCompactionStorage:
 
     def begin(self, topic: str) -> CompactionInput:
         with self._call("BeginCompaction"):
-            plan = self.stub.BeginCompaction(pb.BeginCompactionRequest(topic=topic))
+            plan = self.stub.BeginCompaction(
+                pb.BeginCompactionRequest(topic=topic), timeout=self.timeout
+            )
         self._input = plan_from_pb(plan)
         self._started = time.monotonic()
         self._ledger, self._stream, self._bytes_out, self.phase_one = None, None, 0, None
@@ -159,7 +169,7 @@ class GrpcCompactionStorage:
     def create_ledger(self, topic: str) -> int:
         req = pb.CreateCompactedLedgerRequest(topic=topic, lease_ms=self.lease_ms)
         with self._call("CreateCompactedLedger"):
-            self._ledger = int(self.stub.CreateCompactedLedger(req).ledger_id)
+            self._ledger = int(self.stub.CreateCompactedLedger(req, timeout=self.timeout).ledger_id)
         return self._ledger
 
     def append(self, ledger_id: int, entries: Sequence[NewEntry]) -> None:
@@ -180,7 +190,8 @@ class GrpcCompactionStorage:
             expected = stream.close() if stream is not None else 0
         with self._call("SealLedger"):
             self.stub.SealLedger(
-                pb.SealLedgerRequest(ledger_id=ledger_id, expected_entries=expected)
+                pb.SealLedgerRequest(ledger_id=ledger_id, expected_entries=expected),
+                timeout=self.timeout,
             )
 
     def delete_ledger(self, ledger_id: int) -> None:
@@ -193,12 +204,18 @@ class GrpcCompactionStorage:
             self._stream = None
         with self._call("AbortCompaction"):
             self.stub.AbortCompaction(
-                pb.AbortCompactionRequest(topic=self._input.topic, ledger_id=ledger_id)
+                pb.AbortCompactionRequest(topic=self._input.topic, ledger_id=ledger_id),
+                timeout=self.timeout,
             )
         self._ledger = None
 
     def commit(
-        self, topic: str, ledger_id: int, horizon: MessageId, expected_previous: int | None
+        self,
+        topic: str,
+        ledger_id: int,
+        horizon: MessageId,
+        expected_previous: int | None,
+        incarnation: int = 0,
     ) -> None:
         assert self._input is not None
         req = pb.CommitCompactionRequest(topic=topic, ledger_id=ledger_id, run=self._run())
@@ -210,7 +227,7 @@ class GrpcCompactionStorage:
             req.expected_previous_horizon.ledger_id, req.expected_previous_horizon.entry_id = prev
         try:
             with self._call("CommitCompaction"):
-                self.stub.CommitCompaction(req)
+                self.stub.CommitCompaction(req, timeout=self.timeout)
         except CompactlogError as exc:
             if exc.code == "FAILED_PRECONDITION":
                 raise CommitConflict(str(exc)) from None
@@ -222,7 +239,8 @@ class GrpcCompactionStorage:
         ledger, self._ledger = self._ledger or 0, None
         with self._call("AbortCompaction"):
             self.stub.AbortCompaction(
-                pb.AbortCompactionRequest(topic=topic, ledger_id=ledger, error=error)
+                pb.AbortCompactionRequest(topic=topic, ledger_id=ledger, error=error),
+                timeout=self.timeout,
             )
 
     def _run(self) -> pb.CompactionRun:

@@ -73,6 +73,7 @@ class LedgerStoreCompactionStorage:
             stop = t.lac
             ledgers = [(led.ledger_id, led.entries) for led in t.ledgers]
             retain = t.config.compaction_retain_null_key
+            incarnation = t.incarnation
         segments: list[Segment] = []
         if previous is not None:
             meta = store.ledger(previous)
@@ -88,7 +89,9 @@ class LedgerStoreCompactionStorage:
         if stop is not None and (prev_horizon is None or stop > prev_horizon):
             horizon = stop
             segments += tail_segments(ledgers, prev_horizon, stop)
-        return CompactionInput(topic, previous, prev_horizon, horizon, tuple(segments), retain)
+        return CompactionInput(
+            topic, previous, prev_horizon, horizon, tuple(segments), retain, incarnation
+        )
 
     # ---- reads ----------------------------------------------------------------------
 
@@ -161,12 +164,36 @@ class LedgerStoreCompactionStorage:
         self.store.delete_ledger(ledger_id)
 
     def commit(
-        self, topic: str, ledger_id: int, horizon: MessageId, expected_previous: int | None
+        self,
+        topic: str,
+        ledger_id: int,
+        horizon: MessageId,
+        expected_previous: int | None,
+        incarnation: int = 0,
     ) -> None:
+        """The commit every engine's run ends in (outside runs too). Besides the base the
+        run began from, it checks that the run and its ledger belong to this topic and not
+        to a deleted one of the same name: the incarnation the run began with, and, for
+        runs that cannot say (``incarnation`` 0), that the new ledger and the horizon were
+        made after this topic was (the incarnation is the ledger id sequence's position
+        at the topic's creation)."""
         t = self.store.topic(topic)
         with t.lock:
             if t.deleted:
                 raise TopicNotFound(f"topic {topic!r} was deleted during compaction", topic=topic)
+            meta = self.store.ledger(ledger_id)
+            if (
+                (incarnation and incarnation != t.incarnation)
+                or meta is None
+                or meta.topic != topic
+                or ledger_id < t.incarnation
+                or horizon.ledger_id < t.incarnation
+            ):
+                raise TopicNotFound(
+                    f"topic {topic!r} was deleted during compaction (the topic of that name "
+                    "now is another one): nothing of the run is committed",
+                    topic=topic,
+                )
             current = t.compacted_ledger_id()
             if current != expected_previous:
                 raise CommitConflict(

@@ -181,7 +181,12 @@ class InMemoryCompactionStorage:
         self.ledgers.pop(ledger_id, None)
 
     def commit(
-        self, topic: str, ledger_id: int, horizon: MessageId, expected_previous: int | None
+        self,
+        topic: str,
+        ledger_id: int,
+        horizon: MessageId,
+        expected_previous: int | None,
+        incarnation: int = 0,
     ) -> None:
         t = self._topic(topic)
         if t.compacted_ledger != expected_previous:

@@ -1,113 +1,142 @@
-"""Phase one: which input entries survive, from keys alone.
+"""Phase one: the latest position of every key, in an offset map of 24 bytes an entry.
 
-Pulsar builds ``key -> latest id`` scanning forward. We scan *backwards* (newest
-first), so the first time a key is seen is its latest message: a set of keys seen is
-enough, and the winners go into one bitmap (1 bit per input entry, each segment from a
-byte boundary), which phase two reads in id order. Memory per distinct key is one set
-slot plus the key bytes; a dict of ``key -> id`` would add an int object and a wider
-slot.
+The run's input (previous compacted ledger, then the raw tail) is numbered by *position*,
+0 .. n-1 in input order. Phase one reads keys only, oldest first, and maps each key's MD5
+digest to ``position << 1 | live`` (live: the value is non-empty) in a ``SkimpyOffsetMap``
+— Kafka's layout, 16 bytes of digest and 8 of position per entry — so a key costs 24
+bytes whatever its length. The digest is taken as the key's identity, as Kafka takes it
+(two keys with one MD5 would share an entry; see ``offset_map``).
 
-Memory is estimated as it grows (set table + key objects + bitmaps) and the run fails
-with ``PhaseOneMemoryExceeded`` above ``compaction.phase.one.memory.bytes``: larger key
-spaces belong to the Spark engine.
+Phase two asks ``selection`` for each segment's winners (``winners.MapWinners``): an
+entry wins when the map holds exactly its own position, live (or, keyless, when
+``compaction.retain.null.key``).
+
+Memory: the map starts at the size the input suggests and doubles (rehashing) as keys
+arrive, never past ``compaction.phase.one.memory.bytes`` counting both tables while it
+rehashes. When it can grow no more, phase one stops where Kafka's cleaner stops: the
+entries before the first key that did not fit are *covered*; the run compacts those, its
+horizon is the last covered raw id, and the next run (previous compacted ledger + raw
+after that horizon) goes on from there. Only when the map cannot even hold the previous
+compacted ledger's keys and one raw entry does the run fail with
+``PhaseOneMemoryExceeded``: that key space belongs to the Spark engine.
 """
 
 from __future__ import annotations
 
-import sys
-from dataclasses import dataclass
+import math
 
+from compactlog.compactor.log_cleaner.offset_map import (
+    BYTES_PER_ENTRY,
+    FULL,
+    NEW,
+    SkimpyOffsetMap,
+)
+from compactlog.compactor.progress import PHASE_ONE, NoControl, Progress, RunControl
 from compactlog.compactor.two_phase.storage import CompactionInput, CompactionStorage
+from compactlog.compactor.two_phase.winners import BitmapWinners, MapWinners, PhaseOneResult
 from compactlog.errors import ResourceExhausted
 from compactlog.storage.codec import HAS_KEY, VALUE_NON_EMPTY
 
-_BYTES_OBJECT = sys.getsizeof(b"")  # header of a bytes object, added to each key's length
-_CHECK_EVERY = 4096  # new keys between memory checks
+__all__ = [
+    "BitmapWinners",
+    "MapWinners",
+    "PhaseOneMemoryExceeded",
+    "PhaseOneResult",
+    "find_winners",
+]
+
+LOAD_FACTOR = 0.9  # Kafka's log.cleaner.io.buffer.load.factor default
+INITIAL_TAIL_KEYS = 4096  # room for raw-tail keys before the map first grows
+REPORT_EVERY = 4096  # entries between progress reports and cancel checks
 
 
 class PhaseOneMemoryExceeded(ResourceExhausted):
-    """The key set outgrew ``compaction.phase.one.memory.bytes``."""
+    """The offset map cannot hold even the previous compacted ledger's keys."""
 
 
-@dataclass
-class PhaseOneResult:
-    bits: bytearray  # one bit per input entry, each segment starting on a byte boundary
-    bases: list[int]  # per segment: its first byte in ``bits``
-    read: int = 0
-    kept: int = 0
-    tombstones: int = 0
-    keyless_dropped: int = 0
-    bytes_in: int = 0
-    distinct_keys: int = 0
-    peak_bytes: int = 0
+class _GrowingMap:
+    """A ``SkimpyOffsetMap`` that doubles within a budget; ``peak`` counts both tables
+    while it rehashes."""
 
-    def selection(self, index: int, length: int) -> bytearray:
-        """The winners of segment ``index`` as its own bitmap (bit = entry - first_entry)."""
-        base = self.bases[index]
-        return self.bits[base : base + ((length + 7) >> 3)]
+    def __init__(self, budget_bytes: int, expected_keys: int) -> None:
+        self.budget = budget_bytes
+        wanted = math.ceil(max(expected_keys, 1) / LOAD_FACTOR) + 1
+        self.map = SkimpyOffsetMap(
+            max(BYTES_PER_ENTRY, min(budget_bytes, wanted * BYTES_PER_ENTRY)), LOAD_FACTOR
+        )
+        self.peak = self.map.memory_bytes
 
-    @property
-    def bytes_per_key(self) -> float:
-        return self.peak_bytes / self.distinct_keys if self.distinct_keys else 0.0
+    def grow(self) -> bool:
+        """Double (or take what the budget leaves); False when no larger table fits."""
+        current = self.map.memory_bytes
+        if not self.map.resize(min(2 * current, self.budget - current)):
+            return False
+        self.peak = max(self.peak, current + self.map.memory_bytes)
+        return True
 
 
 def find_winners(
-    storage: CompactionStorage, inp: CompactionInput, budget_bytes: int
-) -> PhaseOneResult:
-    """Mark the latest message of every live key (and keyless ones if retained)."""
+    storage: CompactionStorage,
+    inp: CompactionInput,
+    budget_bytes: int,
+    control: RunControl | None = None,
+) -> MapWinners:
+    """Map every key of the input to its latest position; stop early if the map fills."""
+    control = control or NoControl()
     segments = inp.segments
-    bases = [0]
+    positions = [0]
     for seg in segments:
-        bases.append(bases[-1] + ((seg.length + 7) >> 3))
-    bits = bytearray(bases.pop())
-    result = PhaseOneResult(bits, bases)
-    fixed = sys.getsizeof(bits) + sys.getsizeof(bases)
-    seen: set[bytes] = set()
-    add = seen.add
-    key_bytes = 0
+        positions.append(positions[-1] + seg.length)
+    total = positions.pop()
+    prefix = segments[0].length if segments and segments[0].compacted else 0
+    keys = _GrowingMap(budget_bytes, prefix + min(total - prefix, INITIAL_TAIL_KEYS))
+    result = MapWinners(positions=positions, retain_null_key=inp.retain_null_key)
+    exchange = keys.map.exchange  # resize keeps the object: the bound method stays valid
     retain = inp.retain_null_key
     read = kept = tombstones = keyless = bytes_in = 0
-    next_check = _CHECK_EVERY
-
-    def check() -> None:
-        used = fixed + sys.getsizeof(seen) + key_bytes + _BYTES_OBJECT * len(seen)
-        result.peak_bytes = max(result.peak_bytes, used)
-        if used > budget_bytes:
-            raise PhaseOneMemoryExceeded(
-                f"compaction of {inp.topic!r}: phase one needs more than "
-                f"compaction.phase.one.memory.bytes={budget_bytes} ({len(seen)} distinct keys "
-                f"so far, {used} bytes); raise the limit or compact with the Spark engine"
-            )
-
-    for seg, base in zip(reversed(segments), reversed(bases), strict=True):
-        first = seg.first_entry - (base << 3)  # bit of entry e: e - first
-        for eid, flags, size, key in storage.read_keys(seg, reverse=True):
+    covered: int | None = None
+    next_report = REPORT_EVERY
+    for seg, base in zip(segments, positions, strict=True):
+        base -= seg.first_entry  # position of entry e: base + e
+        for eid, flags, size, key in storage.read_keys(seg):
+            if flags & HAS_KEY:
+                live = 1 if flags & VALUE_NON_EMPTY else 0
+                old = exchange(key, (base + eid) << 1 | live)  # type: ignore[arg-type]
+                while old == FULL and keys.grow():
+                    old = exchange(key, (base + eid) << 1 | live)  # type: ignore[arg-type]
+                if old == NEW:
+                    kept += live
+                elif old == FULL:
+                    covered = base + eid
+                    break
+                else:
+                    kept += live - (old & 1)
+                tombstones += 1 - live
+            elif retain:
+                kept += 1
+            else:
+                keyless += 1
             read += 1
             bytes_in += size
-            if not flags & HAS_KEY:
-                if retain:
-                    off = eid - first
-                    bits[off >> 3] |= 1 << (off & 7)
-                    kept += 1
-                else:
-                    keyless += 1
-                continue
-            live = flags & VALUE_NON_EMPTY
-            if not live:
-                tombstones += 1
-            if key in seen:
-                continue
-            add(key)  # type: ignore[arg-type]  # HAS_KEY: key is bytes
-            key_bytes += len(key)  # type: ignore[arg-type]
-            if live:
-                off = eid - first
-                bits[off >> 3] |= 1 << (off & 7)
-                kept += 1
-            if len(seen) >= next_check:
-                next_check += _CHECK_EVERY
-                check()
-        check()
+            if read >= next_report:
+                next_report += REPORT_EVERY
+                control.report(Progress(PHASE_ONE, read, total, bytes_read=bytes_in))
+                control.check()
+        if covered is not None:
+            break
+    if covered is not None and covered <= prefix:
+        raise PhaseOneMemoryExceeded(
+            f"compaction of {inp.topic!r}: phase one needs more than "
+            f"compaction.phase.one.memory.bytes={budget_bytes} for the {keys.map.size} keys "
+            "of the compacted ledger and the next raw entry; raise the limit or compact "
+            "with the Spark engine"
+        )
+    control.report(Progress(PHASE_ONE, read, total, bytes_read=bytes_in))
     result.read, result.kept, result.tombstones = read, kept, tombstones
-    result.keyless_dropped, result.bytes_in, result.distinct_keys = keyless, bytes_in, len(seen)
-    check()
+    result.keyless_dropped, result.bytes_in = keyless, bytes_in
+    result.distinct_keys, result.peak_bytes = keys.map.size, keys.peak
+    result.covered = covered
+    result.offset_map = keys.map
+    result.map_bytes = keys.map.memory_bytes
+    result.peak_bytes = max(keys.peak, result.settle(budget_bytes, covered or total))
     return result

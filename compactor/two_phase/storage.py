@@ -14,7 +14,7 @@ original id), in raw and compacted ledgers alike.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple, Protocol
 
 from compactlog.storage.types import MessageId
@@ -43,11 +43,37 @@ class CompactionInput:
     horizon: MessageId | None  # last confirmed id at the start of the run (new horizon)
     segments: tuple[Segment, ...]  # previous compacted ledger first, then the raw tail
     retain_null_key: bool
+    # Which topic of this name the snapshot is of (deleted and created again, a name
+    # means another topic); 0 = not known to this storage, not checked.
+    incarnation: int = 0
 
     @property
     def nothing_to_do(self) -> bool:
         """No raw entry after the previous horizon: a run would rewrite the same view."""
         return self.horizon is None or self.horizon == self.previous_horizon
+
+    @property
+    def entries(self) -> int:
+        return sum(seg.length for seg in self.segments)
+
+    def cut(self, covered: int) -> CompactionInput:
+        """The input's first ``covered`` entries, for a run whose phase one stopped there
+        (its offset map was full); the horizon becomes the last covered raw id, so the
+        next run starts after it. ``covered`` must reach past the compacted ledger."""
+        kept: list[Segment] = []
+        left = covered
+        for seg in self.segments:
+            if left <= 0:
+                break
+            if seg.length > left:
+                seg = seg._replace(last_entry=seg.first_entry + left - 1)
+            kept.append(seg)
+            left -= seg.length
+        last = kept[-1] if kept else None
+        if last is None or last.compacted:
+            raise ValueError(f"a cut at {covered} covers no raw entry of {self.topic!r}")
+        horizon = MessageId(last.ledger_id, last.last_entry)
+        return replace(self, horizon=horizon, segments=tuple(kept))
 
 
 def tail_segments(
@@ -101,10 +127,16 @@ class CompactionStorage(Protocol):
     def delete_ledger(self, ledger_id: int) -> None: ...
 
     def commit(
-        self, topic: str, ledger_id: int, horizon: MessageId, expected_previous: int | None
+        self,
+        topic: str,
+        ledger_id: int,
+        horizon: MessageId,
+        expected_previous: int | None,
+        incarnation: int = 0,
     ) -> None:
         """One atomic write of the cursor's mark-delete position (the horizon) and its
         ``CompactedTopicLedger`` property. CommitConflict when the current compacted
         ledger is no longer ``expected_previous`` (another run won); TopicNotFound when
-        the topic was deleted."""
+        the topic was deleted, also when a new topic of that name exists now (its
+        ``incarnation`` is not the run's)."""
         ...

@@ -12,8 +12,8 @@ Two files per topic directory::
                       "<crc32c hex> <json>", json = {"s": subscription, "h": head,
                       "r": [[l, e, l, e] (range written) or [l, e] (range removed), ...]}
 
-A change appends one line (fsynced for an ack or a new subscription, so an acknowledged
-offset is on disk before Acknowledge returns; not for a moved ``delivered``), so an ack
+A change appends one line (fsynced, so an acknowledged offset is on disk before
+Acknowledge returns; a risen ``delivered`` goes with the next one), so an ack
 costs O(log n) whatever the number of acked offsets. Once the journal holds more lines
 than twice the state it describes, the state is written as a new snapshot of the next
 generation and the journal restarts empty: replaying stays proportional to the state.
@@ -223,14 +223,6 @@ class SegmentCursors:
                 self._cursors[subscription] = cursor
                 self._record(cursor, CursorChange(head=True), sync=True)
             return cursor
-
-    def delivered(self, cursor: Cursor, last: MessageId) -> None:
-        """Reads of ``cursor`` went up to ``last``; a moved high-water mark is journaled
-        without a sync (see ``LedgerStore.delivered``)."""
-        with self._lock:
-            change = cursor.deliver(last)
-            if change and self._cursors.get(cursor.name) is cursor:
-                self._record(cursor, change, sync=False)
 
     def acknowledge(
         self,

@@ -13,7 +13,7 @@ from compactlog.storage.cursor import Cursor
 from compactlog.storage.read_range import ViewBatch
 from compactlog.storage.segmented.append import AppendResult
 from compactlog.storage.segmented.manager import SegmentedLogManager
-from compactlog.storage.topic_log import Durable, IdRun
+from compactlog.storage.topic_log import AlreadyDurable, Durable, IdRun
 from compactlog.storage.types import MessageId, TopicKind
 
 
@@ -83,16 +83,16 @@ class SegmentedTopicLog:
         initial = MessageId(0, end - 1) if latest and end else None
         return self.manager.cursors(self.name).open(subscription, initial)
 
-    def rewind(self, cursor: Cursor) -> None:
-        cursor.read_position = cursor.mark_delete
+    def delivered(self, cursor: Cursor, last: MessageId | None, rewound: bool = False) -> None:
+        cursor.deliver(last, rewound)
 
-    def delivered(self, cursor: Cursor, last: MessageId) -> None:
-        self.manager.cursors(self.name).delivered(cursor, last)
-
-    def acknowledge(self, subscription: str, msg_id: MessageId, cumulative: bool) -> None:
+    def acknowledge(self, subscription: str, msg_id: MessageId, cumulative: bool) -> AlreadyDurable:
+        """Kafka's offset commit: the journal line is synced before this returns. An id
+        this subscription was never given is NOT_DELIVERED (``storage/cursor.py``)."""
         self.manager.cursors(self.name).acknowledge(
             subscription, msg_id, cumulative, self._successor, self._holds, self.name
         )
+        return AlreadyDurable()
 
     def _holds(self, msg_id: MessageId) -> bool:
         """An offset the log has reached (one the cleaner or retention removed since

@@ -239,3 +239,22 @@ def test_follow_stops_on_sigint(shared_server, unique_topic: str) -> None:  # ty
     assert proc.returncode == 130
     assert "Traceback" not in err
     assert MessageId(*map(int, first.split()[0].split(":"))).entry_id == 0
+
+
+def test_compact_dry_run_cancel_and_verify(run_cli: RunCli, unique_topic: str) -> None:
+    run_cli("topics", "create", unique_topic)
+    data = b'{"key":"a","value":"1"}\n{"key":"b","value":"2"}\n{"key":"a","value":"3"}\n'
+    run_cli("produce", unique_topic, stdin=data)
+    code, out, _ = run_cli("admin", "topics", "compact", unique_topic, "--dry-run", "--json")
+    preview = json.loads(out)
+    assert code == 0 and preview["dry_run"] and (preview["read"], preview["kept"]) == (3, 2)
+    code, out, _ = run_cli("admin", "topics", "compaction-status", unique_topic)
+    assert "state:            NOT_RUN" in out  # the dry run changed nothing
+    code, _, err = run_cli("admin", "topics", "cancel", unique_topic)
+    assert code == 1 and "no compaction" in one_error_line(err)
+    code, out, err = run_cli("admin", "topics", "compact", unique_topic, "--wait")
+    assert code == 0 and "state:            SUCCESS" in out
+    assert f"compacting {unique_topic}: " in err  # plain progress lines off a terminal
+    code, out, _ = run_cli("admin", "topics", "verify", unique_topic, "--json")
+    result = json.loads(out)
+    assert code == 0 and result["ok"] and result["checked"] == 2 and len(result["digest"]) == 64

@@ -14,9 +14,10 @@ import pytest
 from compactlog.cli import admin as cli_admin
 from compactlog.cli import app as cli
 from compactlog.cli import data as cli_data
+from compactlog.cli import progress as cli_progress
 from compactlog.cli import topics as cli_topics
 from compactlog.cli.common import UsageError, key_value, server_address
-from compactlog.client.types import Message, MessageId, Record
+from compactlog.client.types import CompactionProgress, Message, MessageId, Record
 from compactlog.errors import TopicNotFound
 from compactlog.server.security import SecurityOptions
 
@@ -212,22 +213,43 @@ def test_text_and_json_output_round_trip() -> None:
     assert cli_data.format_text(Message(MessageId(1, 1), b"a\nb", b"")) == "1:1 key=b64:YQpi value="
 
 
-def test_progress_bar_only_on_a_terminal() -> None:
+def test_progress_is_a_rich_bar_on_a_terminal_and_plain_lines_otherwise() -> None:
     class Tty(io.StringIO):
         def isatty(self) -> bool:
             return True
 
+    updates = [
+        CompactionProgress("RUNNING", "phase-one", 4096, 10000, 1_200_000, 0, 500),
+        CompactionProgress("RUNNING", "phase-one", 8192, 10000, 2_400_000, 0, 700),
+        CompactionProgress("RUNNING", "phase-two", 10000, 10000, 3_000_000, 400_000, 900),
+        CompactionProgress("SUCCESS", "commit", 1, 1, 3_000_000, 400_000, 1000),
+    ]
     plain = io.StringIO()
-    bar = cli_admin.ProgressBar("compacting t", plain)
-    bar.update("RUNNING")
-    bar.finish()
-    assert plain.getvalue() == ""
+    view = cli_progress.progress_view("t", plain)
+    for update in updates:
+        view.update(update)
+    view.close()
+    lines = plain.getvalue().splitlines()
+    assert lines == [  # one per phase (the second phase-one update comes too soon), the last
+        "compacting t: phase-one 4,096/10,000 · 1.2 MB read · 0 B written · 0.5 s [RUNNING]",
+        "compacting t: phase-two 10,000/10,000 · 3.0 MB read · 400.0 KB written · 0.9 s [RUNNING]",
+        "compacting t: commit 1/1 · 3.0 MB read · 400.0 KB written · 1.0 s [SUCCESS]",
+    ]
     tty = Tty()
-    bar = cli_admin.ProgressBar("compacting t", tty)
-    bar.update("RUNNING")
-    bar.update("RUNNING")
-    bar.finish()
-    assert tty.getvalue().count("\rcompacting t [") == 2 and "RUNNING" in tty.getvalue()
+    view = cli_progress.progress_view("t", tty)
+    assert isinstance(view, cli_progress.RichProgress)
+    for update in updates:
+        view.update(update)
+    view.close()
+    assert "t phase" in tty.getvalue() or "compacting t" in tty.getvalue()
+
+
+def test_admin_verbs_parse() -> None:
+    parser = cli.build_parser()
+    dry = parser.parse_args(["admin", "topics", "compact", "t", "--dry-run"])
+    assert dry.func is cli_admin.compact_cmd and dry.dry_run
+    assert parser.parse_args(["admin", "topics", "cancel", "t"]).func is cli_admin.cancel_cmd
+    assert parser.parse_args(["admin", "topics", "verify", "t"]).func is cli_admin.verify_cmd
 
 
 # -- error policy ---------------------------------------------------------------------------
@@ -347,3 +369,49 @@ def test_serve_passes_its_options(monkeypatch: pytest.MonkeyPatch) -> None:
     guarded = ["serve", "--listen", "0.0.0.0:1", "--auth-tokens", "t.toml", "--insecure"]
     assert cli.main([*guarded, "--tls-cert", "c.pem", "--tls-key", "k.pem"]) == 0
     assert calls[1][4] == SecurityOptions(Path("t.toml"), Path("c.pem"), Path("k.pem"), True)
+
+
+# -- deadlines ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--timeout", "2.5", "topics", "list"],
+        ["topics", "--timeout", "2.5", "list"],
+        ["topics", "list", "--timeout", "2.5"],
+        ["topics", "list", "--timeout=2.5"],
+        ["read", "bench", "--timeout", "2.5"],  # a topic named bench is no bench command
+    ],
+)
+def test_timeout_anywhere_on_the_line(argv: list[str]) -> None:
+    head, bench = cli._split_bench(argv)
+    assert bench is None
+    args = cli.build_parser().parse_args(cli._timeout_first(head))
+    assert args.timeout == 2.5
+
+
+def test_timeout_before_bench_and_bench_keeps_its_own() -> None:
+    head, bench = cli._split_bench(["--timeout", "3", "bench", "soak", "--timeout", "9"])
+    assert head == ["--timeout", "3", "bench"] and bench == ["soak", "--timeout", "9"]
+
+
+def test_timeout_from_env_and_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    from compactlog.cli.common import timeout_seconds
+
+    parser = cli.build_parser()
+    monkeypatch.delenv("COMPACTLOG_TIMEOUT", raising=False)
+    assert timeout_seconds(parser.parse_args(["topics", "list"])) == 30
+    monkeypatch.setenv("COMPACTLOG_TIMEOUT", "7")
+    assert timeout_seconds(parser.parse_args(["topics", "list"])) == 7
+    assert timeout_seconds(parser.parse_args(["--timeout", "1", "topics", "list"])) == 1
+    monkeypatch.setenv("COMPACTLOG_TIMEOUT", "soon")
+    with pytest.raises(UsageError, match="COMPACTLOG_TIMEOUT"):
+        timeout_seconds(parser.parse_args(["topics", "list"]))
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "x", "inf", "nan"])
+def test_bad_timeout_is_a_usage_error(run_cli: RunCli, value: str) -> None:
+    code, _, err = run_cli("topics", "list", "--timeout", value)
+    assert code == 2
+    assert_one_error_line(err, "--timeout")

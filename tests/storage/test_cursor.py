@@ -172,6 +172,7 @@ def run_model(
         log.delivered(cursor, ids[delivered - 1])
     mark = -1  # index of the mark-delete position
     acked: set[int] = set()
+    written = 0  # ``delivered`` as stored: it goes to disk with the next ack that writes
     for step, (index, cumulative) in enumerate(ops, 1):
         if index >= delivered and index > mark:
             with pytest.raises(NotDelivered) as refused:
@@ -180,6 +181,8 @@ def run_model(
             assert refused.value.metadata["topic"] == "t"
         else:
             log.acknowledge("s", ids[index], cumulative)
+            if index > mark:
+                written = delivered
             if cumulative:
                 mark = max(mark, index)
             elif index > mark:
@@ -190,6 +193,7 @@ def run_model(
         if step % reopen_every == 0:
             kind.reopen()
             log = kind.log()
+            delivered = max(written, mark + 1)  # what went out since the last ack is lost
         cursor = kind.cursor()
         assert cursor.mark_delete == (ids[mark] if mark >= 0 else None)
         assert ids_of(cursor.acked) == {ids[i] for i in acked}
@@ -258,7 +262,7 @@ def test_the_journal_is_snapshotted_once_it_outgrows_the_state(
     journal = tmp_path / "data" / "t" / "cursors.journal"
     for i in range(1, N, 2):  # holes: every odd id is a range of its own
         log.acknowledge("s", MessageId(0, i), cumulative=False)
-    assert len(journal.read_bytes().splitlines()) == 1 + 6 + 1  # header, 6 acks, delivered
+    assert len(journal.read_bytes().splitlines()) == 1 + 6  # the header, then one line an ack
     for i in range(0, N, 2):
         log.acknowledge("s", MessageId(0, i), cumulative=False)
     snapshot = json.loads(state_file.read(tmp_path / "data" / "t" / "cursors.json") or b"")

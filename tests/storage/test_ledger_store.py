@@ -219,7 +219,7 @@ def test_cursor_individual_and_cumulative_acks_survive_reopen(
     store = open_store()
     store.create_topic("t", {"ledger.max.entries": "2"})
     ids = store.append("t", recs(*[(b"k", b"%d" % i) for i in range(5)]))
-    store.delivered("t", store.open_cursor("t", "sub"), ids[-1])
+    store.open_cursor("t", "sub").deliver(ids[-1])
     store.acknowledge("t", "sub", ids[1], cumulative=False)
     store.acknowledge("t", "sub", ids[2], cumulative=False)
     cur = store.topic("t").cursors["sub"]
@@ -270,7 +270,7 @@ def test_retention_deletes_consumed_old_ledgers_never_the_current(
     store = open_store()
     store.create_topic("t", {"ledger.max.entries": "2", "retention.ms": "1000"})
     ids = store.append("t", recs(*[(b"k", b"%d" % i) for i in range(6)]))  # ledgers 1, 2, 3
-    store.delivered("t", store.open_cursor("t", "slow"), ids[-1])
+    store.open_cursor("t", "slow").deliver(ids[-1])
     clock.now += 10
     assert store.enforce_retention("t") == []  # the cursor has consumed nothing
     store.acknowledge("t", "slow", ids[3], cumulative=True)  # passed ledgers 1 and 2

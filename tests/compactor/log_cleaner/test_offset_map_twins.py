@@ -1,0 +1,74 @@
+"""The offset map's compiled twin against its pure-Python twin: the same digests, the same
+answers and byte-identical tables after any sequence of operations."""
+
+from __future__ import annotations
+
+import hashlib
+from array import array
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from compactlog.compactor.log_cleaner import _offset_map_py, offset_map
+from compactlog.compactor.log_cleaner.offset_map import FULL, NEW, SkimpyOffsetMap
+
+compiled = pytest.importorskip("compactlog.compactor.log_cleaner._offset_map")
+TWINS = [_offset_map_py, compiled]
+
+
+def test_the_compiled_twin_is_the_one_in_use() -> None:
+    assert offset_map.COMPILED and offset_map.twin is compiled
+
+
+@given(st.binary(min_size=0, max_size=300))
+def test_md5_is_rfc_1321(key: bytes) -> None:
+    assert compiled.digest(key) == _offset_map_py.digest(key) == hashlib.md5(key).digest()
+
+
+def table(slots: int) -> tuple[bytearray, array[int]]:
+    return bytearray(16 * slots), array("q", [0]) * slots
+
+
+OPS = st.lists(
+    st.tuples(st.sampled_from(["x", "g"]), st.binary(max_size=6), st.integers(0, 2**40)),
+    max_size=60,
+)
+
+
+@settings(max_examples=200)
+@given(slots=st.sampled_from([1, 2, 3, 7, 13, 101]), ops=OPS, cap=st.integers(0, 110))
+def test_twins_answer_alike_and_leave_identical_tables(
+    slots: int, ops: list[tuple[str, bytes, int]], cap: int
+) -> None:
+    tables = [table(slots) for _ in TWINS]
+    sizes = [0, 0]
+    for op, key, value in ops:
+        answers = []
+        for i, twin in enumerate(TWINS):
+            hashes, offsets = tables[i]
+            if op == "x":
+                answer = twin.exchange(hashes, offsets, key, value, sizes[i] < cap)
+                sizes[i] += answer == NEW
+            else:
+                answer = twin.get(hashes, offsets, key)
+            answers.append(answer)
+        assert answers[0] == answers[1]
+        assert tables[0] == tables[1]
+    bigger = [table(2 * slots + 1) for _ in TWINS]
+    moved = [twin.rehash(*tables[i], *bigger[i]) for i, twin in enumerate(TWINS)]
+    assert moved[0] == moved[1] == sizes[0] and bigger[0] == bigger[1]
+
+
+def test_exchange_reports_new_previous_and_full() -> None:
+    m = SkimpyOffsetMap(24 * 3, 0.9)  # 3 slots, 2 entries
+    assert m.exchange(b"a", 5) == NEW and m.exchange(b"a", 9) == 5
+    assert m.exchange(b"b", 1) == NEW and m.exchange(b"c", 2) == FULL
+    assert (m.get(b"a"), m.get(b"c"), m.size) == (9, -1, 2)
+    assert m.resize(24 * 7) and m.slots == 7 and m.size == 2
+    assert (
+        m.exchange(b"c", 2) == NEW
+        and m.get(b"a") == 9
+        and m.get_hash(hashlib.md5(b"b").digest()) == 1
+    )  # the cleaner's digest methods see the same table
+    assert not m.resize(24 * 7)
