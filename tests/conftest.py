@@ -228,6 +228,39 @@ def connect() -> Iterator[object]:
         stubs.close()
 
 
+# -- Spark: one local session for the whole run ------------------------------------------
+# The project's test facts: ``local[2]``, UI off, 2 shuffle partitions, driver bound to
+# 127.0.0.1, workers on this interpreter, a JVM tuned for start-up (serial GC, C1 only).
+SPARK_JVM_OPTIONS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    """The session every ``spark`` test shares, both data sources registered."""
+    pytest.importorskip("pyspark")
+    from pyspark.sql import SparkSession
+
+    from compactlog.compactor.spark import register
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("compactlog-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.extraJavaOptions", SPARK_JVM_OPTIONS)
+        .config("spark.ui.showConsoleProgress", "false")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    register(session)
+    yield session
+    session.stop()
+
+
 def alter_compacted(
     store: object, topic: str, change: Callable[[list[pb.Message]], list[pb.Message]]
 ) -> int:

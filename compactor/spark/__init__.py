@@ -1,11 +1,11 @@
-"""The Spark engine: the ``compactlog`` PySpark data source, two-phase compaction on
-Spark and export. See docs/spark.md.
+"""The Spark engine: two-phase compaction on Spark and export. See docs/spark.md.
 
-This module imports PySpark only when a function is called, so that the CLI can offer
-``--engine spark`` and report a missing PySpark as one line::
+The public ``compactlog`` data source itself is ``compactlog.spark``; ``register`` here
+adds the engine's ``compactlog_keys`` source beside it. This module imports PySpark only
+when a function is called, so that the CLI can offer ``--engine spark`` and report a
+missing PySpark as one line::
 
-    from compactlog.compactor.spark import register, run_spark_compaction
-    register(spark)                        # spark.read.format("compactlog") ...
+    from compactlog.compactor.spark import run_spark_compaction
     run_spark_compaction("127.0.0.1:7650", "prices", "local[*]")
 """
 
@@ -22,7 +22,7 @@ __all__ = ["export_topic", "register", "run_spark_compaction", "spark_session"]
 
 
 def register(spark: SparkSession) -> SparkSession:
-    """Register the ``compactlog`` data source with ``spark`` (once per session)."""
+    """Register the ``compactlog`` and ``compactlog_keys`` sources with ``spark``."""
     from compactlog.compactor.spark.session import register as _register
 
     return _register(spark)

@@ -1,8 +1,8 @@
 """A Spark session for compactlog, and the data sources' registration.
 
-Python Data Sources are registered per session (``spark.dataSource.register``). Spark's
-automatic discovery only scans top-level modules named ``pyspark_*``; compactlog
-installs a single top-level name, so registration is this one call instead.
+Python data sources are registered per session (``spark.dataSource.register``): the
+public ``compactlog`` source (``compactlog.spark``) and the engine's own
+``compactlog_keys``.
 """
 
 from __future__ import annotations
@@ -13,15 +13,16 @@ import sys
 
 from pyspark.sql import SparkSession
 
-from compactlog.compactor.spark.datasource import CompactionKeysDataSource, CompactlogDataSource
+from compactlog.compactor.spark.datasource import CompactionKeysDataSource
+from compactlog.spark import register as register_source
 
 APP_NAME = "compactlog"
 _LOCAL = re.compile(r"local\[(\d+|\*)\]")
 
 
 def register(spark: SparkSession) -> SparkSession:
-    """Make ``format("compactlog")`` (and the engine's ``compactlog_keys``) readable."""
-    spark.dataSource.register(CompactlogDataSource)
+    """Make ``format("compactlog")`` (and the engine's ``compactlog_keys``) usable."""
+    register_source(spark)
     spark.dataSource.register(CompactionKeysDataSource)
     return spark
 

@@ -1,14 +1,8 @@
-"""One local Spark session for the whole test run, and gRPC helpers for the Spark tests.
-
-Spark settings follow the project's test facts: ``local[2]``, UI off, 2 shuffle
-partitions, driver bound to 127.0.0.1, workers on this interpreter, a JVM tuned for
-start-up (serial GC, C1 only).
-"""
+"""gRPC helpers for the Spark engine's tests (the session itself: ``spark`` in
+tests/conftest.py, one for the whole run)."""
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Iterator, Sequence
 
 import pytest
@@ -19,34 +13,7 @@ from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 
 pyspark = pytest.importorskip("pyspark")
 
-JVM_OPTIONS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
-
 Row = tuple[int, int, bytes | None, bytes | None, dict[str, str], int, int]
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[object]:
-    from pyspark.sql import SparkSession
-
-    from compactlog.compactor.spark import register
-
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("compactlog-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.extraJavaOptions", JVM_OPTIONS)
-        .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    register(session)
-    yield session
-    session.stop()
 
 
 class Api:
@@ -102,32 +69,6 @@ def as_row(m: pb.Message) -> Row:
         m.publish_time_ms,
         m.event_time_ms,
     )
-
-
-def df_rows(df: object) -> list[Row]:
-    """A DataFrame of the ``compactlog`` schema as rows comparable with ``as_row``."""
-    out = []
-    for r in df.orderBy("ledger_id", "entry_id").collect():  # type: ignore[attr-defined]
-        out.append(
-            (
-                r.ledger_id,
-                r.entry_id,
-                None if r.key is None else bytes(r.key),
-                None if r.value is None else bytes(r.value),
-                dict(r.properties or {}),
-                _ms(r.publish_time),
-                _ms(r.event_time),
-            )
-        )
-    return out
-
-
-def _ms(ts: object) -> int:
-    import datetime
-
-    assert isinstance(ts, datetime.datetime)
-    aware = ts if ts.tzinfo else ts.astimezone()  # Spark returns session-local naive times
-    return round(aware.timestamp() * 1000)
 
 
 @pytest.fixture

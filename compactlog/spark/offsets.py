@@ -1,0 +1,160 @@
+"""Offsets in Kafka source's terms: where a read starts and ends in each topic partition.
+
+A position is a ``MessageId`` — ``ledger:entry`` (SEGMENTED: ``0:offset``) — read as the
+next message to deliver: a start position is inclusive, an end position exclusive, so a
+query reads ``[start, end)`` of every topic partition. Ids only grow, and a start id that
+is not stored (between ledgers, removed by compaction or retention) reads from the next
+stored one, so any id works as a bound.
+
+``startingOffsets`` / ``endingOffsets`` are ``earliest``, ``latest`` or JSON::
+
+    {"prices": {"-1": "3:120"}, "orders": {"0": "earliest", "1": "5:0"}}
+
+partition ``"-1"`` being a topic that is not partitioned. Topic partitions the JSON does
+not name take the option's default (earliest for a start, latest for an end). Kafka's
+``-2`` (earliest) and ``-1`` (latest) are accepted as position values too.
+
+The streaming checkpoint holds the same shape with every position resolved, e.g.
+``{"prices": {"-1": "3:121"}}``; ``to_offset``/``from_offset`` convert it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Final, Literal, NamedTuple
+
+from compactlog.errors import InvalidArgument
+from compactlog.records import MessageId
+
+EARLIEST: Final = "earliest"
+LATEST: Final = "latest"
+NOT_PARTITIONED = -1
+
+Named = Literal["earliest", "latest"]
+Bound = Named | MessageId
+_KAFKA_NAMED: dict[int, Named] = {-2: EARLIEST, -1: LATEST}
+
+
+class TopicPartition(NamedTuple):
+    """A topic as the ``topic`` option names it and a partition index (-1: not
+    partitioned). ``log`` is the topic the server stores it as: partition ``i`` of a
+    partitioned topic is the ordinary topic ``NAME-partition-i``."""
+
+    topic: str
+    partition: int
+
+    @property
+    def log(self) -> str:
+        if self.partition == NOT_PARTITIONED:
+            return self.topic
+        return f"{self.topic}-partition-{self.partition}"
+
+
+def parse_position(text: str) -> MessageId:
+    """``"ledger:entry"`` → ``MessageId``; ``InvalidArgument`` otherwise."""
+    parts = text.strip().split(":")
+    try:
+        ledger, entry = (int(p) for p in parts)
+    except ValueError:
+        raise InvalidArgument(f"{text!r} is not a position (expected 'ledger:entry')") from None
+    if ledger < 0 or entry < 0:
+        raise InvalidArgument(f"{text!r} is not a position (ids are non-negative)")
+    return MessageId(ledger, entry)
+
+
+def _bound(value: object, where: str) -> Bound:
+    if isinstance(value, bool):
+        raise InvalidArgument(f"{where}: {value!r} is not a position")
+    if isinstance(value, int) and value in _KAFKA_NAMED:
+        return _KAFKA_NAMED[value]
+    if isinstance(value, str):
+        if value.strip().lower() in (EARLIEST, LATEST):
+            return EARLIEST if value.strip().lower() == EARLIEST else LATEST
+        try:
+            return parse_position(value)
+        except InvalidArgument as exc:
+            raise InvalidArgument(f"{where}: {exc}") from None
+    raise InvalidArgument(f"{where}: {value!r} is not a position (expected 'ledger:entry')")
+
+
+@dataclass(frozen=True)
+class OffsetSpec:
+    """An offsets option: a default bound and the topic partitions given explicitly."""
+
+    default: Named
+    positions: Mapping[TopicPartition, Bound] = field(default_factory=dict)
+
+    def bound(self, tp: TopicPartition) -> Bound:
+        return self.positions.get(tp, self.default)
+
+    def names(self) -> set[str]:
+        return {tp.topic for tp in self.positions}
+
+
+def parse_spec(option: str, text: str | None, default: Named, topics: Sequence[str]) -> OffsetSpec:
+    """The value of option ``option`` (``startingOffsets``...) for a query of ``topics``."""
+    if text is None or not text.strip():
+        return OffsetSpec(default)
+    word = text.strip().lower()
+    if word in (EARLIEST, LATEST):
+        return OffsetSpec(EARLIEST if word == EARLIEST else LATEST)
+    try:
+        tree = json.loads(text)
+    except ValueError:
+        raise InvalidArgument(
+            f"option {option!r} is 'earliest', 'latest' or JSON "
+            f'{{"topic": {{"partition": "ledger:entry"}}}}, not {text!r}'
+        ) from None
+    if not isinstance(tree, dict):
+        raise InvalidArgument(f"option {option!r}: the JSON must be an object of topics")
+    positions: dict[TopicPartition, Bound] = {}
+    for topic, parts in tree.items():
+        if topic not in topics:
+            raise InvalidArgument(
+                f"option {option!r} names topic {topic!r}, which the 'topic' option does not"
+            )
+        if not isinstance(parts, dict):
+            raise InvalidArgument(
+                f"option {option!r}: topic {topic!r} needs an object of partitions"
+            )
+        for partition, value in parts.items():
+            index = _partition(option, topic, partition)
+            where = f"option {option!r}, topic {topic!r}, partition {partition}"
+            positions[TopicPartition(topic, index)] = _bound(value, where)
+    return OffsetSpec(default, positions)
+
+
+def _partition(option: str, topic: str, text: object) -> int:
+    try:
+        index = int(str(text))
+    except ValueError:
+        index = -2
+    if index < NOT_PARTITIONED:
+        raise InvalidArgument(
+            f"option {option!r}, topic {topic!r}: partition {text!r} is not an index "
+            "(-1 for a topic that is not partitioned)"
+        )
+    return index
+
+
+Offsets = dict[TopicPartition, MessageId]
+
+
+def to_offset(offsets: Mapping[TopicPartition, MessageId]) -> dict[str, dict[str, str]]:
+    """Resolved positions as the checkpoint's JSON-ready dict, in a stable order (Spark
+    compares offsets by their JSON: equal positions must give equal text)."""
+    out: dict[str, dict[str, str]] = {}
+    for tp in sorted(offsets):
+        out.setdefault(tp.topic, {})[str(tp.partition)] = str(offsets[tp])
+    return out
+
+
+def from_offset(offset: Mapping[str, Mapping[str, str]]) -> Offsets:
+    """The checkpoint's dict back into positions."""
+    out: Offsets = {}
+    for topic, parts in offset.items():
+        for partition, text in parts.items():
+            out[TopicPartition(topic, int(partition))] = parse_position(text)
+    return out

@@ -1,0 +1,178 @@
+"""From options to read ranges: which topic partitions a query covers, where each
+starts and ends, and how a big range is cut into Spark partitions.
+
+A topic read through the ``topic`` option is one topic partition (-1) today; once
+``TopicInfo.partitions`` exists and says N > 1, it is partitions 0..N-1, each stored as
+the ordinary topic ``NAME-partition-i`` (CONTRACT section 9). The field is looked up
+defensively, so this module works with servers before and after partitions.
+
+``earliest``/``latest`` resolve from ``GetTopic``: LEDGER topics start at ``0:0`` (below
+every id) and end after the last confirmed id; SEGMENTED topics span
+``[log start offset, log end offset)``. Ranges are cut where about
+``entriesPerPartition`` entries have gone by: SEGMENTED and single-ledger ranges by
+arithmetic, ranges over several ledgers by the topic's ledger layout (without it, one
+Spark partition per topic partition). Every range is read the same way
+(``ServerCalls.read``), whatever its bounds.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from compactlog.records import MessageId
+from compactlog.spark.connection import ServerCalls
+from compactlog.spark.offsets import (
+    EARLIEST,
+    NOT_PARTITIONED,
+    Bound,
+    Offsets,
+    OffsetSpec,
+    TopicPartition,
+)
+from compactlog.v1 import compactlog_pb2 as pb
+
+LEDGER_START = MessageId(0, 0)
+
+
+@dataclass(frozen=True)
+class LogShape:
+    """What planning needs of one topic partition: its kind and its bounds now."""
+
+    segmented: bool
+    earliest: MessageId
+    latest: MessageId
+
+    @classmethod
+    def of(cls, info: pb.TopicInfo) -> LogShape:
+        stats = info.stats
+        last = stats.last_id if stats.HasField("last_id") else None
+        if info.kind == pb.SEGMENTED:
+            start = MessageId(0, stats.log_start_offset)
+            end = MessageId(0, last.entry_id + 1) if last is not None else start
+            return cls(True, start, max(start, end))
+        end = MessageId(last.ledger_id, last.entry_id + 1) if last is not None else LEDGER_START
+        return cls(False, LEDGER_START, end)
+
+    def resolve(self, bound: Bound) -> MessageId:
+        if isinstance(bound, MessageId):
+            return bound
+        return self.earliest if bound == EARLIEST else self.latest
+
+
+@dataclass(frozen=True)
+class ReadRange:
+    """Messages of one topic partition with ids in ``[start, end)``; ``limit`` (0: none)
+    is a safe upper bound on their count where the ids tell it."""
+
+    tp: TopicPartition
+    start: MessageId
+    end: MessageId
+    compacted: bool
+    limit: int = 0
+
+
+def partition_count(info: pb.TopicInfo) -> int:
+    """``TopicInfo.partitions`` where the server has it; 0 (not partitioned) before."""
+    try:
+        return int(getattr(info, "partitions", 0) or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+def discover(calls: ServerCalls, topics: Iterable[str]) -> dict[TopicPartition, LogShape]:
+    """Every topic partition of ``topics`` with its shape; ``TopicNotFound`` naming the
+    first topic that does not exist."""
+    shapes: dict[TopicPartition, LogShape] = {}
+    for topic in topics:
+        info = calls.topic(topic)
+        count = partition_count(info)
+        if count <= 1:
+            shapes[TopicPartition(topic, NOT_PARTITIONED)] = LogShape.of(info)
+            continue
+        for index in range(count):
+            tp = TopicPartition(topic, index)
+            shapes[tp] = LogShape.of(calls.topic(tp.log))
+    return shapes
+
+
+def resolve(spec: OffsetSpec, shapes: Mapping[TopicPartition, LogShape]) -> Offsets:
+    return {tp: shape.resolve(spec.bound(tp)) for tp, shape in shapes.items()}
+
+
+def plan(
+    calls: ServerCalls,
+    shapes: Mapping[TopicPartition, LogShape],
+    starts: Mapping[TopicPartition, MessageId],
+    ends: Mapping[TopicPartition, MessageId],
+    compacted: bool,
+    size: int,
+) -> list[ReadRange]:
+    """The ranges ``[start, end)`` of every topic partition in ``ends``, cut at about
+    ``size`` entries; a topic partition missing from ``starts`` (new since the last
+    micro-batch) starts at its earliest."""
+    ranges: list[ReadRange] = []
+    for tp, end in ends.items():
+        shape = shapes[tp]
+        start = starts.get(tp, shape.earliest)
+        if start >= end:
+            continue
+        cuts = split_points(calls, tp, shape, start, end, size)
+        bounds = [start, *cuts, end]
+        for lo, hi in itertools.pairwise(bounds):
+            ranges.append(ReadRange(tp, lo, hi, compacted, _limit(shape, lo, hi)))
+    return ranges
+
+
+def _limit(shape: LogShape, start: MessageId, end: MessageId) -> int:
+    """Ids of one ledger (or SEGMENTED offsets) are distinct integers: the range can hold
+    no more messages than ``end - start``. Across ledgers nothing is known."""
+    if shape.segmented or start.ledger_id == end.ledger_id:
+        return end.entry_id - start.entry_id
+    return 0
+
+
+def split_points(
+    calls: ServerCalls,
+    tp: TopicPartition,
+    shape: LogShape,
+    start: MessageId,
+    end: MessageId,
+    size: int,
+) -> list[MessageId]:
+    """Ids inside ``(start, end)`` after every ``size`` entries of the topic partition."""
+    if shape.segmented or start.ledger_id == end.ledger_id:
+        return cut((start.ledger_id, start.entry_id, end.entry_id - 1), start, end, size)
+    ledgers = calls.ledger_ranges(tp.log)
+    if ledgers is None:
+        return []
+    spans = [(r.ledger_id, r.first_entry, r.last_entry) for r in ledgers]
+    return cut_many(sorted(spans), start, end, size)
+
+
+def cut(span: tuple[int, int, int], start: MessageId, end: MessageId, size: int) -> list[MessageId]:
+    return cut_many([span], start, end, size)
+
+
+def cut_many(
+    spans: Sequence[tuple[int, int, int]], start: MessageId, end: MessageId, size: int
+) -> list[MessageId]:
+    """Split points over ledger spans ``(ledger, first, last)`` in id order: a point
+    after every ``size`` entries inside ``[start, end)``, never on ``start`` itself."""
+    points: list[MessageId] = []
+    filled = 0
+    for ledger, first, last in spans:
+        lo = max(MessageId(ledger, first), start)
+        hi = min(MessageId(ledger, last + 1), end)
+        if lo >= hi:  # the span lies outside the range (then both ends are in it)
+            continue
+        entry = lo.entry_id
+        while entry < hi.entry_id:
+            if filled == size:
+                points.append(MessageId(ledger, entry))
+                filled = 0
+            step = min(size - filled, hi.entry_id - entry)
+            entry += step
+            filled += step
+    return points

@@ -1,0 +1,177 @@
+"""The ``compactlog`` Python data source: batch reads, streaming reads and writes.
+
+Planning runs on the driver (``partitions``, the streaming offsets); ``read`` runs in a
+Python worker per Spark partition and opens its own channel there (readers are pickled).
+Batch queries fix their ranges when planned: messages published later are not in them.
+Streaming queries keep their positions in Spark's checkpoint (``offsets.to_offset``);
+the server holds no state for them, so ``commit`` has nothing to do, and a restarted
+query re-reads exactly the ranges of the batch it had not committed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceWriter,
+    InputPartition,
+)
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
+from pyspark.sql.types import StructType
+
+from compactlog.errors import InvalidArgument, TopicNotFound
+from compactlog.records import MessageId
+from compactlog.spark.connection import Connection, ServerCalls
+from compactlog.spark.offsets import Offsets, TopicPartition, from_offset, to_offset
+from compactlog.spark.options import ReadOptions, WriteOptions
+from compactlog.spark.planning import LogShape, ReadRange, discover, plan, resolve
+from compactlog.spark.rows import SCHEMA, record_batches
+from compactlog.spark.writer import PublishWriter
+
+SCHEMA_STRING = (
+    "struct<key:binary,value:binary,topic:string,partition:int,ledger_id:bigint,"
+    "entry_id:bigint,publish_time:timestamp,event_time:timestamp,"
+    "properties:map<string,string>>"
+)
+
+
+class CompactlogDataSource(DataSource):  # type: ignore[misc]
+    """``format("compactlog")`` for ``spark.read``, ``spark.readStream`` and ``df.write``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "compactlog"
+
+    def schema(self) -> str:
+        return SCHEMA
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        _check_schema(schema)
+        return TopicReader(ReadOptions.parse(self.options, streaming=False), schema)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        _check_schema(schema)
+        return TopicStreamReader(ReadOptions.parse(self.options, streaming=True), schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        return PublishWriter.for_query(WriteOptions.parse(self.options), schema, overwrite)
+
+
+def _check_schema(schema: StructType) -> None:
+    if schema.simpleString() != SCHEMA_STRING:
+        raise InvalidArgument(
+            f"the compactlog source has fixed columns ({SCHEMA}); leave out .schema(...)"
+        )
+
+
+@dataclass(frozen=True)
+class RangePartition(InputPartition):  # type: ignore[misc]
+    """One Spark partition: one range of one topic partition (None: nothing to read)."""
+
+    range: ReadRange | None
+
+
+def read_partition(
+    conn: Connection, partition: InputPartition, schema: StructType
+) -> Iterator[pa.RecordBatch]:
+    """The partition's messages as Arrow batches, over a channel of this worker's own."""
+    assert isinstance(partition, RangePartition)
+    rng = partition.range
+    if rng is None:
+        return
+    arrow_schema = to_arrow_schema(schema, timezone="UTC")
+    with conn.calls() as calls:
+        messages = calls.read(rng.tp.log, rng.start, rng.end, rng.compacted, rng.limit)
+        yield from record_batches(rng.tp, messages, arrow_schema)
+
+
+class TopicReader(DataSourceReader):  # type: ignore[misc]
+    """A batch query: ``startingOffsets`` → ``endingOffsets`` fixed when it is planned."""
+
+    def __init__(self, opts: ReadOptions, schema: StructType) -> None:
+        self.opts = opts
+        self.schema = schema
+
+    def partitions(self) -> Sequence[InputPartition]:
+        opts = self.opts
+        with opts.conn.calls() as calls:
+            shapes = discover(calls, opts.topics)
+            starts = resolve(opts.starting, shapes)
+            ends = resolve(opts.ending, shapes)
+            ranges = plan(calls, shapes, starts, ends, opts.compacted, opts.entries_per_partition)
+        # Spark wants at least one partition; an empty one reads nothing.
+        return [RangePartition(r) for r in ranges] or [RangePartition(None)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return read_partition(self.opts.conn, partition, self.schema)
+
+
+class TopicStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+    """A streaming query. The offset of a micro-batch is, for every topic partition, the
+    next id to read (``{"topic": {"partition": "ledger:entry"}}``); a topic partition
+    that appears later (partitions added) is read from its earliest.
+
+    With ``trigger(availableNow=True)`` Spark first calls
+    ``prepareForTriggerAvailableNow``: the latest positions then are the target, and
+    ``latestOffset`` never goes past them, so the query reads what existed and stops.
+    """
+
+    def __init__(self, opts: ReadOptions, schema: StructType) -> None:
+        self.opts = opts
+        self.schema = schema
+        self._target: Offsets | None = None
+
+    def _shapes(self, calls: ServerCalls) -> dict[TopicPartition, LogShape]:
+        return discover(calls, self.opts.topics)
+
+    def _latest(self) -> Offsets:
+        with self.opts.conn.calls() as calls:
+            shapes = self._shapes(calls)
+        return {tp: shape.latest for tp, shape in shapes.items()}
+
+    def initialOffset(self) -> dict[str, Any]:
+        with self.opts.conn.calls() as calls:
+            return to_offset(resolve(self.opts.starting, self._shapes(calls)))
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = self._latest()
+
+    def latestOffset(
+        self, start: Mapping[str, Any] | None = None, limit: Any = None
+    ) -> dict[str, Any]:
+        """Every topic partition's latest position, never behind ``start`` (Spark compares
+        offsets as text: no new message, the same text), nor past the availableNow target."""
+        latest = self._target if self._target is not None else self._latest()
+        begin = from_offset(start or {})
+        out: dict[TopicPartition, MessageId] = dict(begin)
+        for tp, position in latest.items():
+            out[tp] = max(position, begin.get(tp, position))
+        return to_offset(out)
+
+    def partitions(
+        self, start: Mapping[str, Any], end: Mapping[str, Any]
+    ) -> Sequence[InputPartition]:
+        begin, stop = from_offset(start), from_offset(end)
+        if begin == stop:
+            return []
+        opts = self.opts
+        with opts.conn.calls() as calls:
+            shapes = self._shapes(calls)
+            missing = sorted(tp.log for tp in stop if tp not in shapes)
+            if missing:
+                raise TopicNotFound(f"topic partition {missing[0]!r} of this query is gone")
+            ranges = plan(calls, shapes, begin, stop, opts.compacted, opts.entries_per_partition)
+        return [RangePartition(r) for r in ranges]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return read_partition(self.opts.conn, partition, self.schema)
+
+    def commit(self, end: Mapping[str, Any]) -> None:
+        """Nothing to do: the positions live in Spark's checkpoint, not on the server."""
