@@ -204,6 +204,11 @@ def _compaction_not_running(api: Api, t: str) -> object:
     return None
 
 
+def _cancel_without_a_run(api: Api, t: str) -> object:
+    api.create(t)
+    return api.admin.CancelCompaction(pb.CancelCompactionRequest(topic=t))
+
+
 @dataclass
 class Case:
     reason: str
@@ -331,6 +336,13 @@ CASES = {
         "Acknowledge",
         _not_delivered(pb.SEGMENTED),
         {"topic": "{t}", "subscription": "s", "message_id": "0:2", "delivered": "0:0"},
+    ),
+    "cancel-without-a-run": Case(
+        "COMPACTION_NOT_RUNNING",
+        S.FAILED_PRECONDITION,
+        "CancelCompaction",
+        _cancel_without_a_run,
+        {"topic": "{t}"},
     ),
     "compaction-not-running": Case(
         "COMPACTION_NOT_RUNNING",
