@@ -5,8 +5,8 @@ A subscription is given N messages, then acknowledges them one at a time in a pa
 
 - ``holes``: every id but the first, then the first. The individually acknowledged set
   grows to N - 1 before the mark-delete position can move: the case that was quadratic
-  when the whole set was rewritten on every ack (6,000 acks took 14.7 s in storage, 21.7 s
-  through the server, before ack ranges).
+  when the whole set was rewritten on every ack (6,000 acks took 10-40 s in storage and
+  21-30 s through the server before ack ranges, depending on the machine's load).
 - ``in-order``: each ack moves the mark-delete position by one.
 - ``odd-even``: the odd ids (N / 2 separate ranges), then the even ones (each closes a
   hole and the mark-delete position sweeps on).
