@@ -75,6 +75,13 @@ class RecordTooLarge(InvalidArgument):
     reason = "RECORD_TOO_LARGE"
 
 
+class MessageTooLargeForReader(RecordTooLarge):
+    """A stored message larger than the ``max_bytes`` its reader takes (metadata
+    ``limit``): it cannot be delivered to that reader, and nothing moves."""
+
+    code = "RESOURCE_EXHAUSTED"
+
+
 # ---- NOT_FOUND -----------------------------------------------------------------------
 
 
