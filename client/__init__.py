@@ -11,14 +11,38 @@
             print(msg.id, msg.key, msg.value)
 
 Errors are the classes of ``compactlog.errors`` (re-exported as ``errors``), never raw
-``grpc.RpcError``.
+``grpc.RpcError``: one class per reason of CONTRACT section 5 under ``CompactlogError``
+(``TopicNotFound``, ``RecordTooLarge``, ``ConsumerBusy`` ...), chosen from the reason the
+server puts in the status, plus ``Timeout``.
 """
 
 from compactlog import errors
 from compactlog._linked import only_as
 from compactlog.client.client import DEFAULT_ADDRESS, Client
 from compactlog.client.consumer import Consumer
-from compactlog.client.errors import AlreadyClosed, ServerUnreachable, Timeout
+from compactlog.client.errors import (
+    AlreadyClosed,
+    CompactionNotRunning,
+    CompactionRunning,
+    ConsumerBusy,
+    CorruptData,
+    InvalidConfig,
+    InvalidTopicName,
+    MalformedRequest,
+    NotDelivered,
+    OffsetOutOfRange,
+    PermissionDenied,
+    RecordTooLarge,
+    ReservedSubscription,
+    ServerUnreachable,
+    ShuttingDown,
+    SubscriptionNotFound,
+    Timeout,
+    TopicExists,
+    TopicNotFound,
+    Unauthenticated,
+    WrongTopicKind,
+)
 from compactlog.client.producer import Producer
 from compactlog.client.reader import Reader
 from compactlog.client.types import (
@@ -40,20 +64,38 @@ __all__ = [
     "DEFAULT_ADDRESS",
     "AlreadyClosed",
     "Client",
+    "CompactionNotRunning",
     "CompactionProgress",
     "CompactionRun",
+    "CompactionRunning",
     "CompactionStatus",
     "CompactionVerification",
     "CompactlogError",
     "Consumer",
+    "ConsumerBusy",
+    "CorruptData",
+    "InvalidConfig",
+    "InvalidTopicName",
+    "MalformedRequest",
     "Message",
     "MessageId",
+    "NotDelivered",
+    "OffsetOutOfRange",
+    "PermissionDenied",
     "Producer",
     "Reader",
     "Record",
+    "RecordTooLarge",
+    "ReservedSubscription",
     "ServerUnreachable",
+    "ShuttingDown",
+    "SubscriptionNotFound",
     "Timeout",
+    "TopicExists",
     "TopicInfo",
+    "TopicNotFound",
     "TopicStats",
+    "Unauthenticated",
+    "WrongTopicKind",
     "errors",
 ]

@@ -93,7 +93,7 @@ class Client(Closeable):
         kind: Literal["ledger", "segmented"] | str = "ledger",
         config: Mapping[str, object] | None = None,
     ) -> TopicInfo:
-        """Create a topic; ``TopicAlreadyExists`` if the name is taken."""
+        """Create a topic; ``TopicExists`` if the name is taken."""
         self._check_open()
         req = pb.CreateTopicRequest(
             name=name, kind=cv.kind_to_pb(kind), config=cv.config_to_pb(config)
@@ -149,7 +149,7 @@ class Client(Closeable):
     def compact(self, topic: str, wait: bool = False) -> CompactionStatus:
         """Start a compaction; ``wait=True`` returns the finished run's status.
 
-        ``CompactionInProgress`` if one is already running for the topic.
+        ``CompactionRunning`` if one is already running for the topic.
         """
         self._check_open()
         req = pb.CompactRequest(topic=topic, wait=False)

@@ -1,77 +1,82 @@
-"""The client's errors: the shared status → exception mapping plus the client's own classes.
+"""The client's errors: one class per reason of CONTRACT section 5, ``Timeout``, and the
+client's own ``AlreadyClosed``.
 
-The mapping itself (``from_rpc_error``, ``translate_errors``, ``ServerUnreachable`` ...)
-lives in ``compactlog.rpc_errors``, which the compactor's gRPC adapter uses too; it is
-re-exported here, with one client rule on top: a call past its deadline raises
-``Timeout`` (pulsar-client's name), so callers catch one class for every deadline the
-client applies (``Client(timeout=...)``, ``receive(timeout_ms=...)``).
+The classes are those of ``compactlog.errors`` (the one hierarchy, shared with the
+server), re-exported here and from ``compactlog.client``; the mapping from a failed call
+to its class (``from_rpc_error``: the ErrorInfo reason of the status, never the message
+text) lives in ``compactlog.rpc_errors``, which the compactor's gRPC adapter uses too.
+A call past its deadline raises ``Timeout`` (pulsar-client's name), so callers catch one
+class for every deadline the client applies (``Client(timeout=...)``,
+``receive(timeout_ms=...)``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import TypeVar
-
-import grpc
-
-from compactlog import rpc_errors
-from compactlog.errors import CompactlogError, DeadlineExceeded
-from compactlog.rpc_errors import ERROR_CLASS_METADATA_KEY, ServerUnreachable, cancel
+from compactlog.errors import (
+    BY_REASON,
+    CompactionNotRunning,
+    CompactionRunning,
+    CompactlogError,
+    ConsumerBusy,
+    CorruptData,
+    InvalidConfig,
+    InvalidTopicName,
+    MalformedRequest,
+    NotDelivered,
+    OffsetOutOfRange,
+    PermissionDenied,
+    RecordTooLarge,
+    ReservedSubscription,
+    ShuttingDown,
+    SubscriptionNotFound,
+    Timeout,
+    TopicExists,
+    TopicNotFound,
+    Unauthenticated,
+    WrongTopicKind,
+)
+from compactlog.rpc_errors import (
+    ServerUnreachable,
+    call,
+    cancel,
+    error_info,
+    from_rpc_error,
+    translate_errors,
+)
 
 __all__ = [
-    "ERROR_CLASS_METADATA_KEY",
+    "BY_REASON",
     "AlreadyClosed",
+    "CompactionNotRunning",
+    "CompactionRunning",
+    "CompactlogError",
+    "ConsumerBusy",
+    "CorruptData",
+    "InvalidConfig",
+    "InvalidTopicName",
+    "MalformedRequest",
+    "NotDelivered",
+    "OffsetOutOfRange",
+    "PermissionDenied",
+    "RecordTooLarge",
+    "ReservedSubscription",
     "ServerUnreachable",
+    "ShuttingDown",
+    "SubscriptionNotFound",
     "Timeout",
+    "TopicExists",
+    "TopicNotFound",
+    "Unauthenticated",
+    "WrongTopicKind",
     "call",
     "cancel",
+    "error_info",
     "from_rpc_error",
     "translate_errors",
 ]
-
-T = TypeVar("T")
-
-
-class Timeout(DeadlineExceeded):
-    """A call ran past its deadline, or nothing arrived within the time a ``receive``
-    allowed (pulsar-client's ``Timeout``)."""
 
 
 class AlreadyClosed(CompactlogError):
     """The client, producer, reader or consumer was closed before this call."""
 
     code = "FAILED_PRECONDITION"
-
-
-# What grpc-core itself says when a call's deadline passes (no server text to keep).
-_GRPC_DEADLINE_TEXT = "deadline exceeded"
-
-
-def from_rpc_error(err: grpc.RpcError, method: str, address: str = "") -> CompactlogError:
-    """``rpc_errors.from_rpc_error``, with DEADLINE_EXCEEDED as ``Timeout``."""
-    exc = rpc_errors.from_rpc_error(err, method, address)
-    if not isinstance(exc, DeadlineExceeded) or isinstance(exc, Timeout):
-        return exc
-    message = str(exc)
-    if message.strip().lower() == _GRPC_DEADLINE_TEXT:
-        where = f" from {address}" if address else ""
-        message = f"{method}: no answer{where} within the deadline"
-    timeout = Timeout(message)
-    timeout.code = exc.code
-    return timeout
-
-
-@contextmanager
-def translate_errors(method: str, address: str = "") -> Iterator[None]:
-    """Run a block that talks gRPC; any ``RpcError`` leaves it as a compactlog error."""
-    try:
-        yield
-    except grpc.RpcError as err:
-        raise from_rpc_error(err, method, address) from None
-
-
-def call(method: str, address: str, fn: Callable[[], T]) -> T:
-    """``fn()`` with its ``RpcError`` translated: the one path every unary RPC takes."""
-    with translate_errors(method, address):
-        return fn()

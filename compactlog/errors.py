@@ -1,112 +1,245 @@
 """The one error hierarchy of compactlog.
 
-Every error knows the gRPC status code it travels as (by name, so this module needs
-no grpc import and the storage engine stays transport-free). The server maps these to
-statuses in one place; the client maps statuses back to the same classes, so a caller
-catches ``TopicNotFound`` whether it runs in-process or over the wire.
+Every error knows the gRPC status code it travels as (``code``, by name, so this module
+needs no grpc import and the storage engine stays transport-free) and its ``reason``: the
+machine-readable name of CONTRACT section 5 that the server puts in the
+``google.rpc.ErrorInfo`` of the status (domain ``compactlog``). An error also carries
+``metadata``, what it is about (``topic``, ``subscription``, ``limit``, ``file`` ...),
+given as keyword arguments where it is raised::
+
+    raise TopicNotFound(f"topic {name!r} does not exist", topic=name)
+
+The server maps these to statuses in one place (``server/errors.py``); the client maps
+the reason back to the same classes (``rpc_errors.py``), so a caller catches
+``TopicNotFound`` whether it runs in-process or over the wire.
+
+There is one class per reason, named after it in CamelCase (``TOPIC_NOT_FOUND`` ->
+``TopicNotFound``), listed in ``BY_REASON``. The few classes above them (``InvalidArgument``,
+``DataLoss``, ``Unavailable`` ...) group reasons by status code; a plain instance of one
+travels with the reason its docstring names.
 """
 
 from __future__ import annotations
 
+DOMAIN = "compactlog"
+
+# The reason of a status that is a defect (an unexpected exception): not one of the
+# contract's reasons, because no program should handle it; it is reported as a bug.
+INTERNAL_REASON = "INTERNAL"
+
 
 class CompactlogError(Exception):
-    """Base class. ``code`` is the gRPC status code name; ``retriable`` says if a retry may help."""
+    """Base class. ``code`` is the gRPC status code name, ``reason`` the ErrorInfo reason,
+    ``retriable`` says if a retry may help, ``metadata`` what the error is about."""
 
     code: str = "INTERNAL"
+    reason: str = INTERNAL_REASON
     retriable: bool = False
+
+    def __init__(self, message: str = "", /, **metadata: object) -> None:
+        super().__init__(message)
+        self.metadata: dict[str, str] = {
+            key: str(value) for key, value in metadata.items() if value is not None
+        }
+
+
+# ---- INVALID_ARGUMENT ----------------------------------------------------------------
 
 
 class InvalidArgument(CompactlogError):
+    """A request the server cannot act on as sent; plain instances are MALFORMED_REQUEST."""
+
     code = "INVALID_ARGUMENT"
+    reason = "MALFORMED_REQUEST"
+
+
+class MalformedRequest(InvalidArgument):
+    """Request bytes that do not parse, an unknown enum value, a field out of its range."""
+
+    reason = "MALFORMED_REQUEST"
 
 
 class InvalidTopicName(InvalidArgument):
-    pass
+    reason = "INVALID_TOPIC_NAME"
 
 
 class InvalidConfig(InvalidArgument):
-    pass
+    """An unknown config key or a value out of its range (metadata ``key``, ``value``)."""
+
+    reason = "INVALID_CONFIG"
 
 
 class RecordTooLarge(InvalidArgument):
-    pass
+    """A record over ``max.message.bytes`` (metadata ``limit``)."""
+
+    reason = "RECORD_TOO_LARGE"
+
+
+class MessageTooLargeForReader(RecordTooLarge):
+    """A stored message larger than the ``max_bytes`` its reader takes (metadata
+    ``limit``): it cannot be delivered to that reader, and nothing moves."""
+
+    code = "RESOURCE_EXHAUSTED"
+
+
+# ---- NOT_FOUND -----------------------------------------------------------------------
 
 
 class TopicNotFound(CompactlogError):
     code = "NOT_FOUND"
+    reason = "TOPIC_NOT_FOUND"
 
 
 class SubscriptionNotFound(CompactlogError):
     code = "NOT_FOUND"
+    reason = "SUBSCRIPTION_NOT_FOUND"
 
 
-class TopicAlreadyExists(CompactlogError):
+# ---- ALREADY_EXISTS ------------------------------------------------------------------
+
+
+class TopicExists(CompactlogError):
     code = "ALREADY_EXISTS"
+    reason = "TOPIC_EXISTS"
 
 
-class CompactionInProgress(CompactlogError):
+class CompactionRunning(CompactlogError):
     """A compaction (or cleaner pass) of this topic is already running."""
 
     code = "ALREADY_EXISTS"
+    reason = "COMPACTION_RUNNING"
 
 
-class CompactionNotRunning(CompactlogError):
-    """CancelCompaction of a topic with no active run (reason COMPACTION_NOT_RUNNING)."""
-
-    code = "FAILED_PRECONDITION"
+# ---- FAILED_PRECONDITION -------------------------------------------------------------
 
 
 class WrongTopicKind(CompactlogError):
     """The operation does not apply to this kind of topic (DeleteRecords on a LEDGER topic)."""
 
     code = "FAILED_PRECONDITION"
+    reason = "WRONG_TOPIC_KIND"
 
 
-class CommitConflict(CompactlogError):
-    """A compaction commit whose base or horizon no longer matches (another run won)."""
+class NotDelivered(CompactlogError):
+    """An Acknowledge of an id this subscription was never given; the cursor stays."""
 
     code = "FAILED_PRECONDITION"
+    reason = "NOT_DELIVERED"
+
+
+class ConsumerBusy(CompactlogError):
+    """An EXCLUSIVE subscription held by another consumer, or a subscription of another type."""
+
+    code = "FAILED_PRECONDITION"
+    reason = "CONSUMER_BUSY"
+
+
+class CompactionNotRunning(CompactlogError):
+    """The topic has no active compaction run: CancelCompaction of a topic with none, the
+    commit of an outside run that is no longer the topic's (``CommitConflict``)."""
+
+    code = "FAILED_PRECONDITION"
+    reason = "COMPACTION_NOT_RUNNING"
+
+
+class CommitConflict(CompactionNotRunning):
+    """A compaction commit whose base or horizon no longer matches (another run won)."""
+
+
+# ---- OUT_OF_RANGE --------------------------------------------------------------------
 
 
 class OffsetOutOfRange(CompactlogError):
+    """An offset below the log start or beyond the log end (metadata ``offset`` and the
+    bound crossed: ``log_start_offset`` or ``log_end_offset``)."""
+
     code = "OUT_OF_RANGE"
+    reason = "OFFSET_OUT_OF_RANGE"
+
+
+# ---- DATA_LOSS -----------------------------------------------------------------------
 
 
 class DataLoss(CompactlogError):
-    """Data the metadata points at is gone (a missing compacted ledger)."""
+    """Data the metadata points at is gone (a missing compacted ledger): CORRUPT_DATA."""
 
     code = "DATA_LOSS"
+    reason = "CORRUPT_DATA"
 
 
 class CorruptData(DataLoss):
     """Stored bytes that fail their CRC or framing: never served (CONTRACT section 11)."""
 
-
-class StoreLocked(CompactlogError):
-    """Another process holds the data directory."""
-
-    code = "UNAVAILABLE"
+    reason = "CORRUPT_DATA"
 
 
-class StoreClosed(CompactlogError):
-    code = "UNAVAILABLE"
-    retriable = True
+# ---- UNAUTHENTICATED, PERMISSION_DENIED ----------------------------------------------
 
 
-class StorageError(CompactlogError):
-    """An I/O or corruption error from the storage engine."""
+class Unauthenticated(CompactlogError):
+    """No token, or one no principal holds (CONTRACT section 10)."""
 
-    code = "INTERNAL"
+    code = "UNAUTHENTICATED"
+    reason = "UNAUTHENTICATED"
+
+
+class PermissionDenied(CompactlogError):
+    """A known principal whose role does not reach this call."""
+
+    code = "PERMISSION_DENIED"
+    reason = "PERMISSION_DENIED"
+
+
+class ReservedSubscription(PermissionDenied):
+    """A client's Consume or Acknowledge on a server's own subscription (``__`` prefix)."""
+
+    reason = "RESERVED_SUBSCRIPTION"
+
+
+# ---- UNAVAILABLE ---------------------------------------------------------------------
 
 
 class Unavailable(CompactlogError):
+    """The server cannot serve now; plain instances are SHUTTING_DOWN."""
+
     code = "UNAVAILABLE"
+    reason = "SHUTTING_DOWN"
     retriable = True
+
+
+class ShuttingDown(Unavailable):
+    """The server is stopping (or its store closed under the call): retry elsewhere or later."""
+
+    reason = "SHUTTING_DOWN"
+
+
+class StoreClosed(ShuttingDown):
+    """The storage engine was closed (the server is shutting down)."""
+
+
+class StoreLocked(Unavailable):
+    """Another process holds the data directory (start-up only, never sent)."""
+
+    retriable = False
+
+
+# ---- codes the server never sends itself (the transport and the client raise them) ----
+
+
+class StorageError(CompactlogError):
+    """An I/O or corruption error from the storage engine: a defect when a request sees it."""
+
+    code = "INTERNAL"
 
 
 class DeadlineExceeded(CompactlogError):
     code = "DEADLINE_EXCEEDED"
     retriable = True
+
+
+class Timeout(DeadlineExceeded):
+    """Nothing arrived, or the call did not finish, within the time allowed (pulsar-client's
+    ``Timeout``: a ``receive`` that ran out, a call past its deadline)."""
 
 
 class Cancelled(CompactlogError):
@@ -118,35 +251,56 @@ class Unimplemented(CompactlogError):
 
 
 class ResourceExhausted(CompactlogError):
+    """gRPC's own limits (message size, concurrent calls), answered before any handler."""
+
     code = "RESOURCE_EXHAUSTED"
 
 
-class Unauthenticated(CompactlogError):
-    """No token, or one no principal holds (CONTRACT section 10)."""
-
-    code = "UNAUTHENTICATED"
-
-
-class PermissionDenied(CompactlogError):
-    """A known principal whose role does not reach this call."""
-
-    code = "PERMISSION_DENIED"
+# Names before the v1 additions, kept so that older callers still import them.
+TopicAlreadyExists = TopicExists
+CompactionInProgress = CompactionRunning
 
 
-# For the client: the class a status code comes back as when no finer class is known.
+BY_REASON: dict[str, type[CompactlogError]] = {
+    cls.reason: cls
+    for cls in (
+        TopicNotFound,
+        TopicExists,
+        InvalidTopicName,
+        InvalidConfig,
+        WrongTopicKind,
+        RecordTooLarge,
+        MalformedRequest,
+        OffsetOutOfRange,
+        SubscriptionNotFound,
+        ReservedSubscription,
+        NotDelivered,
+        ConsumerBusy,
+        CompactionRunning,
+        CompactionNotRunning,
+        CorruptData,
+        Unauthenticated,
+        PermissionDenied,
+        ShuttingDown,
+    )
+}
+"""Reason (CONTRACT section 5) -> its class: what the client raises for a status."""
+
 BY_CODE: dict[str, type[CompactlogError]] = {
     "INVALID_ARGUMENT": InvalidArgument,
     "NOT_FOUND": TopicNotFound,
-    "ALREADY_EXISTS": TopicAlreadyExists,
+    "ALREADY_EXISTS": TopicExists,
     "FAILED_PRECONDITION": WrongTopicKind,
     "OUT_OF_RANGE": OffsetOutOfRange,
     "DATA_LOSS": DataLoss,
+    "UNAUTHENTICATED": Unauthenticated,
+    "PERMISSION_DENIED": PermissionDenied,
     "UNAVAILABLE": Unavailable,
-    "DEADLINE_EXCEEDED": DeadlineExceeded,
+    "DEADLINE_EXCEEDED": Timeout,
     "CANCELLED": Cancelled,
     "UNIMPLEMENTED": Unimplemented,
     "RESOURCE_EXHAUSTED": ResourceExhausted,
-    "UNAUTHENTICATED": Unauthenticated,
-    "PERMISSION_DENIED": PermissionDenied,
     "INTERNAL": CompactlogError,
 }
+"""Status code -> class, for a status without ErrorInfo (an older server, or one that
+gRPC itself produced: a deadline, a cancel, a message over the size limit)."""

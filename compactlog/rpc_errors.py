@@ -5,11 +5,13 @@ talk to the server and both want ``TopicNotFound``, never ``grpc.RpcError``; thi
 is the one mapping they share. It lives in the core package, below every layer, so the
 compactor needs no import of the client (``compactlog.client.errors`` re-exports it).
 
-A status code alone is ambiguous (NOT_FOUND may be a topic or a subscription,
-ALREADY_EXISTS a topic or a running compaction), so the mapping looks at which RPC
-failed, then at the server's message. When the server names the class in the trailing
-metadata key ``compactlog-error`` (its error class name), that wins. The server's message
-text is kept as the exception message.
+The class comes from the ``reason`` of the ``google.rpc.ErrorInfo`` in the status's
+``grpc-status-details-bin`` trailer (CONTRACT section 5, read with
+``rpc_status.from_call``), never from the message text; the ErrorInfo's metadata becomes
+the exception's ``metadata``. Only a status without ErrorInfo (an older server, or one
+gRPC produced itself: a deadline, a cancel, no connection, a message over the size
+limit) falls back to the status code: UNAVAILABLE without ErrorInfo means no server
+answered, ``ServerUnreachable``. The server's message is kept as the exception message.
 """
 
 from __future__ import annotations
@@ -19,30 +21,19 @@ from contextlib import contextmanager
 from typing import Any, TypeVar, cast
 
 import grpc
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
 
-from compactlog import errors
-from compactlog.errors import (
-    BY_CODE,
-    CompactionInProgress,
-    CompactionNotRunning,
-    CompactlogError,
-    InvalidConfig,
-    InvalidTopicName,
-    RecordTooLarge,
-    SubscriptionNotFound,
-    Unavailable,
-)
+from compactlog.errors import BY_CODE, BY_REASON, DOMAIN, CompactlogError, Unavailable
 
 __all__ = [
-    "ERROR_CLASS_METADATA_KEY",
     "ServerUnreachable",
     "call",
     "cancel",
+    "error_info",
     "from_rpc_error",
     "translate_errors",
 ]
-
-ERROR_CLASS_METADATA_KEY = "compactlog-error"
 
 T = TypeVar("T")
 
@@ -51,49 +42,20 @@ class ServerUnreachable(Unavailable):
     """No connection to the server at all (refused, unresolvable, dropped)."""
 
 
-# Text grpc-core itself puts in UNAVAILABLE when no server answered (versus a server
-# that answered UNAVAILABLE, e.g. while shutting down).
-_TRANSPORT_HINTS = (
-    "failed to connect",
-    "connection refused",
-    "connect failed",
-    "dns resolution failed",
-    "errors resolving",
-    "name resolution",
-    "socket closed",
-    "connection reset",
-    "no route to host",
-    "network is unreachable",
-    "unavailable: ipv",
-)
-
-
-def _named_class(name: str, code: str) -> type[CompactlogError] | None:
-    """The class the server named, if it exists here and travels with this code."""
-    cls = getattr(errors, name, None) or globals().get(name)
-    if isinstance(cls, type) and issubclass(cls, CompactlogError) and cls.code == code:
-        return cls
-    return None
-
-
-def _refine(method: str, code: str, details: str) -> type[CompactlogError] | None:
-    """Finer classes where the code alone is ambiguous: by RPC, then by message text."""
-    text = details.lower()
-    if code == "ALREADY_EXISTS" and method == "Compact":
-        return CompactionInProgress
-    if code == "FAILED_PRECONDITION" and method == "CancelCompaction":
-        return CompactionNotRunning
-    if code == "NOT_FOUND" and "subscription" in text and "topic" not in text:
-        return SubscriptionNotFound
-    if code == "INVALID_ARGUMENT":
-        if method in ("Publish", "PublishStream") and (
-            "max.message.bytes" in text or "too large" in text
-        ):
-            return RecordTooLarge
-        if method == "CreateTopic" and "name" in text:
-            return InvalidTopicName
-        if method in ("CreateTopic", "UpdateTopicConfig"):
-            return InvalidConfig
+def error_info(err: grpc.RpcError) -> error_details_pb2.ErrorInfo | None:
+    """The compactlog ErrorInfo of a failed call, or None when the status has none."""
+    try:
+        status = rpc_status.from_call(cast(grpc.Call, err))
+    except Exception:  # not a Call, or a trailer that does not match the status
+        return None
+    if status is None:
+        return None
+    for detail in status.details:
+        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            detail.Unpack(info)
+            if info.domain == DOMAIN:
+                return info
     return None
 
 
@@ -105,24 +67,22 @@ def from_rpc_error(err: grpc.RpcError, method: str, address: str = "") -> Compac
     except Exception:  # an RpcError that is not a Call: nothing to read from it
         status, details = grpc.StatusCode.UNKNOWN, str(err)
     code = status.name if status is not None else "UNKNOWN"
-    named: type[CompactlogError] | None = None
-    try:
-        for item in err.trailing_metadata() or ():
-            key, value = cast(tuple[str, str | bytes], item)
-            if key == ERROR_CLASS_METADATA_KEY and isinstance(value, str):
-                named = _named_class(value, code)
-    except Exception:
-        named = None
-    cls = named or _refine(method, code, details) or BY_CODE.get(code, CompactlogError)
     message = details or f"{method} failed with {code}"
-    transport = any(hint in details.lower() for hint in _TRANSPORT_HINTS)
-    if code == "UNAVAILABLE" and named is None and transport:
-        cls = ServerUnreachable
-        where = f"server {address}" if address else "the server"
-        message = f"{where} is not reachable ({_short_reason(details)})"
-    elif code == "DEADLINE_EXCEEDED" and not details:
-        message = f"{method} did not finish within the deadline"
-    exc = cls(message)
+    info = error_info(err)
+    if info is not None:
+        cls = BY_REASON.get(info.reason) or BY_CODE.get(code, CompactlogError)
+        exc = cls(message, **dict(info.metadata))
+        exc.reason = info.reason  # a reason newer than this client stays readable
+    else:
+        cls = BY_CODE.get(code, CompactlogError)
+        if code == "UNAVAILABLE":
+            cls = ServerUnreachable
+            where = f"server {address}" if address else "the server"
+            message = f"{where} is not reachable ({_short_reason(details)})"
+        elif code == "DEADLINE_EXCEEDED" and details.strip().lower() in ("", "deadline exceeded"):
+            where = f" from {address}" if address else ""
+            message = f"{method}: no answer{where} within the deadline"
+        exc = cls(message, method=method)
     exc.code = code  # the code the call really ended with (UNKNOWN etc. fall back to the base)
     return exc
 

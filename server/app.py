@@ -29,6 +29,7 @@ from compactlog.server.broker import Broker
 from compactlog.server.cleaner_metrics import export_cleaner_stats
 from compactlog.server.engine_service import CompactionEngineService
 from compactlog.server.errors import error_listeners
+from compactlog.server.handlers import service_handler
 from compactlog.server.log_service import LogService, log_handler
 from compactlog.server.metrics import Metrics
 from compactlog.server.outside_runs import make_outside_runs
@@ -38,7 +39,6 @@ from compactlog.server.security import Guard, SecurityOptions
 from compactlog.server.waiting import TopicSignals
 from compactlog.storage.config import ServerSettings
 from compactlog.v1 import compactlog_pb2 as pb
-from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 
 log = logging.getLogger("compactlog")
 
@@ -101,9 +101,14 @@ def build_server(
     service = LogService(broker, metrics, storage, signals, batch, appends)
     server.add_generic_rpc_handlers((log_handler(service),))
     compactions = make_compactions(broker, settings, metrics)
-    pb_grpc.add_TopicAdminServicer_to_server(TopicAdminService(broker, compactions), server)
-    pb_grpc.add_CompactionEngineServicer_to_server(
-        CompactionEngineService(make_outside_runs(broker, compactions), compactions), server
+    stopping = signals.stopping.is_set
+    admin = TopicAdminService(broker, compactions)
+    engine = CompactionEngineService(make_outside_runs(broker, compactions), compactions)
+    server.add_generic_rpc_handlers(
+        (
+            service_handler("TopicAdmin", admin, stopping),
+            service_handler("CompactionEngine", engine, stopping),
+        )
     )
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

@@ -124,12 +124,15 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         """None when the call may go on, else the error it ends with."""
         if token is None:
             return Unauthenticated(
-                f"{_short(method)} needs a token: send 'authorization: Bearer <token>' metadata"
+                f"{_short(method)} needs a token: send 'authorization: Bearer <token>' metadata",
+                method=_short(method),
             )
         principal = self.principals.find(token)
         if principal is None:
             log.debug("unknown token on %s", method)
-            return Unauthenticated(f"{_short(method)}: the token is not valid on this server")
+            return Unauthenticated(
+                f"{_short(method)}: the token is not valid on this server", method=_short(method)
+            )
         if principal.role < needed:
             log.info("denied %s to %r", method, principal)
             return _denied(principal, method, needed)
@@ -139,7 +142,11 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
 def _denied(principal: Principal, method: str, needed: Role) -> PermissionDenied:
     return PermissionDenied(
         f"principal {principal.name!r} (role {principal.role.label}) may not call "
-        f"{_short(method)}: it needs role {needed.label}"
+        f"{_short(method)}: it needs role {needed.label}",
+        method=_short(method),
+        principal=principal.name,
+        role=principal.role.label,
+        needed=needed.label,
     )
 
 

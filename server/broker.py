@@ -21,7 +21,7 @@ from compactlog.compactor.log_cleaner.log_cleaner import LogCleaner
 from compactlog.compactor.log_cleaner.worker_pass import WorkerPasses
 from compactlog.compactor.two_phase.worker_runs import WorkerCompactions
 from compactlog.compactor.workers import WorkerPool
-from compactlog.errors import InvalidConfig, TopicAlreadyExists, TopicNotFound, WrongTopicKind
+from compactlog.errors import InvalidConfig, TopicExists, TopicNotFound, WrongTopicKind
 from compactlog.storage.config import (
     TOPIC_KEYS,
     ServerSettings,
@@ -88,14 +88,14 @@ class Broker:
             return TopicKind.LEDGER
         if self.segments.has_topic(name):
             return TopicKind.SEGMENTED
-        raise TopicNotFound(f"topic {name!r} does not exist")
+        raise TopicNotFound(f"topic {name!r} does not exist", topic=name)
 
     def create_topic(self, name: str, kind: TopicKind, config: dict[str, str]) -> TopicDescription:
         check_topic_name(name)
-        overrides = validate_topic_overrides(kind, config)
+        overrides = validate_topic_overrides(kind, config, name)
         with self._create_lock:
             if self.ledgers.has_topic(name) or self.segments.has_topic(name):
-                raise TopicAlreadyExists(f"topic {name!r} already exists")
+                raise TopicExists(f"topic {name!r} already exists", topic=name)
             if kind == TopicKind.LEDGER:
                 self.ledgers.create_topic(name, overrides)
                 self._hold_for_compaction(name)
@@ -108,10 +108,12 @@ class Broker:
     ) -> TopicDescription:
         kind = self.kind(name)
         current = self.overrides(name)
-        validated = validate_topic_overrides(kind, set_)
+        validated = validate_topic_overrides(kind, set_, name)
         for key in remove:
             if key not in TOPIC_KEYS[kind]:
-                raise InvalidConfig(f"unknown config key {key!r} for {kind.name} topics")
+                raise InvalidConfig(
+                    f"unknown config key {key!r} for {kind.name} topics", topic=name, key=key
+                )
             current.pop(key, None)
         current.update(validated)
         if kind == TopicKind.LEDGER:
@@ -215,7 +217,7 @@ class Broker:
             return LedgerTopicLog(self.ledgers, name)
         if self.segments.has_topic(name):
             return SegmentedTopicLog(self.segments, name)
-        raise TopicNotFound(f"topic {name!r} does not exist")
+        raise TopicNotFound(f"topic {name!r} does not exist", topic=name)
 
     def on_change(self, callback: Callable[[str], None]) -> None:
         """Call ``callback(topic)`` whenever readers of a topic may have something new."""
@@ -232,7 +234,9 @@ class Broker:
     def delete_records(self, name: str, before_offset: int) -> TopicDescription:
         if self.kind(name) == TopicKind.LEDGER:
             raise WrongTopicKind(
-                f"topic {name!r} is a LEDGER topic: DeleteRecords applies to SEGMENTED topics"
+                f"topic {name!r} is a LEDGER topic: DeleteRecords applies to SEGMENTED topics",
+                topic=name,
+                kind="LEDGER",
             )
         self.segments.delete_records(name, before_offset)
         return self.describe(name)

@@ -68,7 +68,7 @@ def watch(
 def cancel(topic: str, control: LocalRunControl | None, idle: threading.Event) -> None:
     """Ask the run to stop and wait (a while) until it has."""
     if control is None or idle.is_set():
-        raise CompactionNotRunning(f"no compaction of {topic!r} is running")
+        raise CompactionNotRunning(f"no compaction of {topic!r} is running", topic=topic)
     control.cancel()
     idle.wait(CANCEL_WAIT_S)
 

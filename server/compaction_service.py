@@ -39,8 +39,9 @@ from compactlog.compactor.two_phase.ledger_adapter import (
 )
 from compactlog.compactor.two_phase.worker_runs import WorkerCompactions
 from compactlog.errors import (
-    CompactionInProgress,
+    CompactionRunning,
     CompactlogError,
+    ShuttingDown,
     Unimplemented,
     WrongTopicKind,
 )
@@ -206,9 +207,9 @@ class CompactionService:
         slot = self._slot(topic)
         with self._lock:
             if self._closing:
-                raise CompactionInProgress("the server is shutting down")
+                raise ShuttingDown("the server is shutting down", topic=topic)
             if slot.status.state == CompactionState.RUNNING:
-                raise CompactionInProgress(f"a compaction of {topic!r} is running")
+                raise CompactionRunning(f"a compaction of {topic!r} is running", topic=topic)
             slot.idle.clear()
             slot.control = LocalRunControl()
         self._set(topic, slot, slot.status.to(CompactionState.RUNNING))
@@ -341,7 +342,9 @@ class CompactionService:
         if self.broker.kind(topic) != TopicKind.LEDGER:
             raise WrongTopicKind(
                 f"compaction {what} is for LEDGER topics (it reads the raw history they keep); "
-                f"{topic!r} is SEGMENTED"
+                f"{topic!r} is SEGMENTED",
+                topic=topic,
+                kind="SEGMENTED",
             )
         return topic
 

@@ -7,7 +7,7 @@ from typing import cast
 
 from google.protobuf.message import DecodeError
 
-from compactlog.errors import InvalidArgument
+from compactlog.errors import MalformedRequest
 from compactlog.server.broker import TopicDescription
 from compactlog.storage.batch import id_runs
 from compactlog.storage.types import MessageId, Record, StoredMessage, TopicKind
@@ -15,7 +15,22 @@ from compactlog.v1 import compactlog_pb2 as pb
 
 
 def kind_from_pb(kind: int) -> TopicKind:
-    return TopicKind.SEGMENTED if kind == pb.SEGMENTED else TopicKind.LEDGER
+    """LEDGER when unspecified (CONTRACT section 2); a value the enum lacks is refused
+    rather than read as the default (proto3 enums are open: any number parses)."""
+    if kind == pb.SEGMENTED:
+        return TopicKind.SEGMENTED
+    if kind in (pb.LEDGER, pb.TOPIC_KIND_UNSPECIFIED):
+        return TopicKind.LEDGER
+    raise MalformedRequest(f"unknown topic kind {kind}", field="kind", value=kind)
+
+
+def start_position(position: int) -> int:
+    """A ``StartPosition`` a client sent, checked (open enums parse any number)."""
+    if position not in (pb.EARLIEST, pb.LATEST):
+        raise MalformedRequest(
+            f"unknown start position {position}", field="position", value=position
+        )
+    return position
 
 
 def records_from_pb(records: object) -> list[Record]:
@@ -82,7 +97,9 @@ def parse_publish(raw: bytes) -> pb.PublishRequest:
     try:
         return pb.PublishRequest.FromString(raw)
     except DecodeError as exc:
-        raise InvalidArgument(f"malformed publish request: {exc}") from None
+        raise MalformedRequest(
+            f"malformed publish request: {exc}", request="PublishRequest"
+        ) from None
 
 
 def publish_reply(runs: Sequence[tuple[int, int, int]], synced: bool) -> bytes:

@@ -19,14 +19,21 @@ from typing import Any, TypeVar
 
 import grpc
 
-from compactlog.errors import TopicNotFound
+from compactlog.errors import ShuttingDown, TopicNotFound
 from compactlog.server.broker import Broker
-from compactlog.server.convert import id_from_pb, id_to_pb, parse_publish, publish_reply
+from compactlog.server.convert import (
+    id_from_pb,
+    id_to_pb,
+    parse_publish,
+    publish_reply,
+    start_position,
+)
 from compactlog.server.errors import rpc_async
+from compactlog.server.handlers import service_handler
 from compactlog.server.metrics import Metrics
 from compactlog.server.reading import ReadSession, consume_step, response_cap
 from compactlog.server.waiting import TopicSignals
-from compactlog.storage.names import check_subscription_name
+from compactlog.storage.names import check_client_subscription
 from compactlog.storage.topic_log import Appended, Pending
 from compactlog.v1 import compactlog_pb2 as pb
 
@@ -167,10 +174,14 @@ class LogService:
                     counter.inc(count)
                     yield data
                 continue
-            if not request.follow or self.signals.stopping.is_set():
+            if not request.follow:
                 return
+            if self.signals.stopping.is_set():  # a follower learns to reconnect elsewhere
+                raise ShuttingDown("the server is shutting down", topic=log.name)
             if log.gone():
-                raise TopicNotFound(f"topic {log.name!r} was deleted while being read")
+                raise TopicNotFound(
+                    f"topic {log.name!r} was deleted while being read", topic=log.name
+                )
             await self.signals.wait(change)
 
     @rpc_async
@@ -183,9 +194,9 @@ class LogService:
         response the client refuses after it was sent is, as in Pulsar, a delivered one:
         ``redeliver_unacknowledged`` gets it again (the client library asks for that
         after any failed Consume)."""
-        check_subscription_name(request.subscription)
+        check_client_subscription(request.subscription, request.topic)
         log = self.broker.log(request.topic)
-        latest = request.initial_position == pb.LATEST
+        latest = start_position(request.initial_position) == pb.LATEST
         cursor = await self._run(log.open_cursor, request.subscription, latest)
         limit = request.max_messages or self.batch_size
         max_bytes = response_cap(request.max_bytes)
@@ -217,7 +228,7 @@ class LogService:
     async def Acknowledge(
         self, request: pb.AcknowledgeRequest, context: Context
     ) -> pb.AcknowledgeResponse:
-        check_subscription_name(request.subscription)
+        check_client_subscription(request.subscription, request.topic)
         log = self.broker.log(request.topic)
         msg_id = id_from_pb(request.id)
         acked = await self._run(log.acknowledge, request.subscription, msg_id, request.cumulative)
@@ -242,27 +253,8 @@ _RAW_REQUEST = {"Publish", "PublishStream"}
 _RAW_RESPONSE = {"Publish", "PublishStream", "Read", "Consume"}
 
 
-def _same(data: bytes) -> bytes:
-    return data
-
-
 def log_handler(service: LogService) -> grpc.GenericRpcHandler:
     """The Log service's handlers, as ``add_LogServicer_to_server`` would register them
-    but with raw bytes where the data plane's hot path runs."""
-    handlers = {}
-    for method in pb.DESCRIPTOR.services_by_name["Log"].methods:
-        name = method.name
-        request_cls = getattr(pb, method.input_type.name)
-        response_cls = getattr(pb, method.output_type.name)
-        make = {
-            (False, False): grpc.unary_unary_rpc_method_handler,
-            (False, True): grpc.unary_stream_rpc_method_handler,
-            (True, True): grpc.stream_stream_rpc_method_handler,
-            (True, False): grpc.stream_unary_rpc_method_handler,
-        }[(method.client_streaming, method.server_streaming)]
-        handlers[name] = make(
-            getattr(service, name),
-            request_deserializer=_same if name in _RAW_REQUEST else request_cls.FromString,
-            response_serializer=_same if name in _RAW_RESPONSE else response_cls.SerializeToString,
-        )
-    return grpc.method_handlers_generic_handler("compactlog.v1.Log", handlers)
+    but with raw bytes where the data plane's hot path runs, and checked deserializers."""
+    stopping = service.signals.stopping.is_set
+    return service_handler("Log", service, stopping, _RAW_REQUEST, _RAW_RESPONSE)

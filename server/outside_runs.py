@@ -24,11 +24,13 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from google.protobuf.message import DecodeError
+
 from compactlog.compactor.two_phase import CompactionInput, CompactionRun, Segment
 from compactlog.compactor.two_phase.compactor import key_and_flags
 from compactlog.compactor.two_phase.ledger_adapter import LedgerStoreCompactionStorage
 from compactlog.compactor.two_phase.storage import KeyEntry, NewEntry, tail_segments
-from compactlog.errors import CommitConflict, InvalidArgument, TopicNotFound, WrongTopicKind
+from compactlog.errors import CommitConflict, MalformedRequest, TopicNotFound, WrongTopicKind
 from compactlog.server.broker import Broker
 from compactlog.server.periodic import Periodic
 from compactlog.storage.cursor import COMPACTION_SUBSCRIPTION
@@ -55,6 +57,18 @@ class RunRecorder(Protocol):
 class _NoRecorder:
     def record_outside_run(self, topic: str, run: CompactionRun | None, error: str = "") -> None:
         pass
+
+
+def _entry_key(ledger_id: int, entry_id: int, data: bytes) -> tuple[bytes | None, int]:
+    """Key and flags of an entry an outside run sends: a ``Message``, or refused."""
+    try:
+        return key_and_flags(data)
+    except DecodeError as exc:
+        raise MalformedRequest(
+            f"entry {entry_id} for ledger {ledger_id} is not a Message: {exc}",
+            ledger=ledger_id,
+            entry=entry_id,
+        ) from None
 
 
 @dataclass
@@ -109,7 +123,9 @@ class OutsideRuns:
         if self.kind_of(topic) != TopicKind.LEDGER:
             raise WrongTopicKind(
                 f"topic {topic!r} is SEGMENTED: it is compacted in place by the LogCleaner, "
-                "not by the two-phase compactor"
+                "not by the two-phase compactor",
+                topic=topic,
+                kind="SEGMENTED",
             )
 
     def layout(self, topic: str) -> Layout:
@@ -162,11 +178,17 @@ class OutsideRuns:
         self._ledger_topic(topic)
         meta = self.store.ledger(segment.ledger_id)
         if meta is None or meta.topic != topic:
-            raise TopicNotFound(f"ledger {segment.ledger_id} of topic {topic!r} does not exist")
+            raise TopicNotFound(
+                f"ledger {segment.ledger_id} of topic {topic!r} does not exist",
+                topic=topic,
+                ledger=segment.ledger_id,
+            )
         if segment.first_entry > segment.last_entry or segment.last_entry >= meta.entries:
-            raise InvalidArgument(
+            raise MalformedRequest(
                 f"entries {segment.first_entry}..{segment.last_entry} are outside ledger "
-                f"{segment.ledger_id} (0..{meta.entries - 1})"
+                f"{segment.ledger_id} (0..{meta.entries - 1})",
+                topic=topic,
+                ledger=segment.ledger_id,
             )
 
     def read_keys(self, topic: str, segment: Segment, reverse: bool) -> Iterator[KeyEntry]:
@@ -178,7 +200,11 @@ class OutsideRuns:
     ) -> Iterator[tuple[int, bytes]]:
         self._check_range(topic, segment)
         if select is not None and len(select) != (segment.length + 7) >> 3:
-            raise InvalidArgument(f"selection of {len(select)} bytes for {segment.length} entries")
+            raise MalformedRequest(
+                f"selection of {len(select)} bytes for {segment.length} entries",
+                topic=topic,
+                ledger=segment.ledger_id,
+            )
         return self.local.read_entries(segment, select)
 
     # ---- the run's ledger -----------------------------------------------------------
@@ -202,9 +228,10 @@ class OutsideRuns:
         with self._lock:
             lease = self._leases.get(ledger_id)
             if lease is None:
-                raise InvalidArgument(
+                raise MalformedRequest(
                     f"ledger {ledger_id} is not being written by an outside compaction "
-                    "(never created here, committed, aborted, or its lease lapsed)"
+                    "(never created here, committed, aborted, or its lease lapsed)",
+                    ledger=ledger_id,
                 )
             lease.expires = self.clock() + lease.lease_s
             return lease
@@ -214,15 +241,17 @@ class OutsideRuns:
         lease = self._lease(ledger_id)
         with lease.lock:
             if lease.sealed:
-                raise InvalidArgument(f"ledger {ledger_id} is sealed")
+                raise MalformedRequest(f"ledger {ledger_id} is sealed", ledger=ledger_id)
             have = self._entries(ledger_id)
             if first_entry_id != have:
-                raise InvalidArgument(
-                    f"ledger {ledger_id} expects entry {have} next, got {first_entry_id}"
+                raise MalformedRequest(
+                    f"ledger {ledger_id} expects entry {have} next, got {first_entry_id}",
+                    ledger=ledger_id,
+                    entry=first_entry_id,
                 )
             batch: list[NewEntry] = []
             for eid, data in enumerate(entries, first_entry_id):
-                key, flags = key_and_flags(data)
+                key, flags = _entry_key(ledger_id, eid, data)
                 batch.append((eid, data, key, flags))
             self.local.append(ledger_id, batch)
             return have + len(batch)
@@ -233,9 +262,10 @@ class OutsideRuns:
             meta = self.store.ledger(ledger_id)
             assert meta is not None
             if meta.entries != expected_entries:
-                raise InvalidArgument(
+                raise MalformedRequest(
                     f"ledger {ledger_id} holds {meta.entries} entries, the run wrote "
-                    f"{expected_entries}: not sealed"
+                    f"{expected_entries}: not sealed",
+                    ledger=ledger_id,
                 )
             self.local.seal(ledger_id)
             lease.sealed = True
@@ -255,9 +285,11 @@ class OutsideRuns:
         with self._lock:
             lease = self._leases.get(ledger_id)
             if lease is None or lease.topic != topic or not lease.sealed:
-                raise InvalidArgument(
+                raise MalformedRequest(
                     f"ledger {ledger_id} is not a sealed ledger of an outside compaction of "
-                    f"{topic!r}"
+                    f"{topic!r}",
+                    topic=topic,
+                    ledger=ledger_id,
                 )
             del self._leases[ledger_id]  # from here on the sweeper leaves it alone
         try:
@@ -268,15 +300,18 @@ class OutsideRuns:
                 if expected_previous is not None and current_horizon != expected_horizon:
                     raise CommitConflict(
                         f"horizon of {topic!r} is {current_horizon}, the run began from "
-                        f"{expected_horizon}: another compaction committed first"
+                        f"{expected_horizon}: another compaction committed first",
+                        topic=topic,
                     )
                 if (
                     t.lac is None
                     or horizon > t.lac
                     or (expected_horizon is not None and horizon <= expected_horizon)
                 ):
-                    raise InvalidArgument(
-                        f"horizon {horizon} is not after {expected_horizon} and within {topic!r}"
+                    raise MalformedRequest(
+                        f"horizon {horizon} is not after {expected_horizon} and within {topic!r}",
+                        topic=topic,
+                        horizon=horizon,
                     )
                 self.local.commit(topic, ledger_id, horizon, expected_previous, lease.incarnation)
         except Exception:

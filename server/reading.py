@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from compactlog.errors import ResourceExhausted
+from compactlog.errors import MessageTooLargeForReader
+from compactlog.server.convert import start_position
 from compactlog.storage.cursor import Cursor
 from compactlog.storage.read_range import MAX_RESPONSE_BYTES, Chunk, read_chunks
 from compactlog.storage.topic_log import TopicLog
@@ -33,7 +34,7 @@ def start_of(log: TopicLog, req: pb.ReadRequest) -> MessageId:
         return log.check_start(MessageId(req.message_id.ledger_id, req.message_id.entry_id))
     if which == "timestamp_ms":
         return log.at_time(req.timestamp_ms)
-    if which == "position" and req.position == pb.LATEST:
+    if which == "position" and start_position(req.position) == pb.LATEST:
         return log.latest()
     return log.earliest()
 
@@ -150,7 +151,8 @@ def check_size(chunk: Chunk, max_bytes: int, label: str) -> None:
     """A response passes its cap only when one message alone does; refused when the
     client asked for less (it could not take it), before anything moves."""
     if chunk.size > max_bytes and max_bytes < MAX_RESPONSE_BYTES:
-        raise ResourceExhausted(
+        raise MessageTooLargeForReader(
             f"message {chunk.last_id} of {label} is {chunk.size} bytes, more than the "
-            f"max_bytes {max_bytes} this reader accepts"
+            f"max_bytes {max_bytes} this reader accepts",
+            limit=max_bytes,
         )

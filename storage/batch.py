@@ -48,7 +48,7 @@ from types import ModuleType
 
 import crc32c
 
-from compactlog.errors import CorruptData, InvalidArgument
+from compactlog.errors import CorruptData, InvalidArgument, MalformedRequest
 from compactlog.storage import _batch_py
 from compactlog.storage._batch_py import id_field, put_varint, read_varint
 from compactlog.storage.types import MessageId, Record, StoredMessage
@@ -141,19 +141,23 @@ def check(data: bytes | memoryview, where: str, offset: int = 0) -> BatchHeader:
     """
     avail = len(data) - offset
     if avail < HEADER_SIZE:
-        raise CorruptData(f"{where}: batch of {avail} bytes is shorter than its header")
+        raise CorruptData(
+            f"{where}: batch of {avail} bytes is shorter than its header", position=where
+        )
     (length, crc, magic, attributes, _r, count, fl, fe, ll, le, pt, met, dh) = _header_unpack(
         data, offset
     )
     size = length + 4
     if magic != BATCH_MAGIC:
-        raise CorruptData(f"{where}: unknown batch magic {magic}")
+        raise CorruptData(f"{where}: unknown batch magic {magic}", position=where)
     if size < HEADER_SIZE or size > avail:
-        raise CorruptData(f"{where}: batch length {length} does not fit its {avail} bytes")
+        raise CorruptData(
+            f"{where}: batch length {length} does not fit its {avail} bytes", position=where
+        )
     if _crc(memoryview(data)[offset + _CRC_END : offset + size]) != crc:
-        raise CorruptData(f"{where}: batch CRC-32C mismatch")
+        raise CorruptData(f"{where}: batch CRC-32C mismatch", position=where)
     if count < 1 or (fl, fe) > (ll, le):
-        raise CorruptData(f"{where}: batch header is inconsistent")
+        raise CorruptData(f"{where}: batch header is inconsistent", position=where)
     return BatchHeader(size, attributes, count, MessageId(fl, fe), MessageId(ll, le), pt, met, dh)
 
 
@@ -197,7 +201,9 @@ def encode_request(
             request, pos, ledger_id, first_entry, publish_ms, max_count, room
         )
     except MalformedPayload as exc:
-        raise InvalidArgument(f"malformed publish request: {exc}") from None
+        raise MalformedRequest(
+            f"malformed publish request: {exc}", request="PublishRequest"
+        ) from None
     return EncodedRun(*out)
 
 
@@ -262,7 +268,7 @@ def walk(payload: bytes | memoryview, where: str) -> list[Walked]:
         result: list[Walked] = codec.walk(payload)
         return result
     except MalformedPayload as exc:
-        raise CorruptData(f"{where}: {exc}") from None
+        raise CorruptData(f"{where}: {exc}", position=where) from None
 
 
 def skip_records(payload: bytes | memoryview, start: int, count: int) -> int:
@@ -301,7 +307,7 @@ def select(
             payload, start[0], start[1], stop[0], stop[1], limit
         )
     except MalformedPayload as exc:
-        raise CorruptData(f"{where}: {exc}") from None
+        raise CorruptData(f"{where}: {exc}", position=where) from None
     if n == 0:
         return payload[:0], 0, None
     # Ids ascend within a batch, so the records in range are one contiguous byte range.

@@ -148,11 +148,19 @@ def _cursors_and_status(db: RocksDB, topics: set[str], report: CheckReport) -> N
         where = f"cursor {sub.decode(errors='replace')!r} of {topic.decode(errors='replace')!r}"
         report.count("cursors")
         try:
-            Cursor.decode(sub.decode(), value)
+            Cursor.from_head(sub.decode(), json.loads(value))
         except Exception as exc:
             report.problem(where, f"malformed ({exc})")
         if topic.decode(errors="replace") not in topics:
             report.note(where, "its topic does not exist (the server deletes it at start)")
+    for key, value in db.scan(*keys.ack_ranges_all()):
+        report.count("ack ranges")
+        try:
+            _topic, _sub, start, end = keys.parse_ack_range(key, value)
+            if start[0] != end[0] or start > end:
+                raise ValueError(f"{start} > {end}")
+        except Exception as exc:
+            report.problem(f"ack range {key[:80]!r}", f"malformed ({exc})")
     for key, value in db.scan(b"S", b"T"):
         try:
             if not isinstance(json.loads(value), dict):

@@ -34,7 +34,9 @@ class ConfigKey:
         try:
             return self.parse(str(raw).strip() if not isinstance(raw, bool) else str(raw).lower())
         except (ValueError, TypeError) as exc:
-            raise InvalidConfig(f"invalid value {raw!r} for {self.name}: {exc}") from None
+            raise InvalidConfig(
+                f"invalid value {raw!r} for {self.name}: {exc}", key=self.name, value=str(raw)[:100]
+            ) from None
 
 
 def _int(lo: int, hi: int = LONG_MAX) -> Callable[[str], int]:
@@ -183,8 +185,10 @@ SERVER_KEYS = _keys(
 )
 
 
-def validate_topic_overrides(kind: TopicKind, overrides: Mapping[str, object]) -> dict[str, str]:
-    """Check keys and values; return the overrides normalised to strings."""
+def validate_topic_overrides(
+    kind: TopicKind, overrides: Mapping[str, object], topic: str | None = None
+) -> dict[str, str]:
+    """Check keys and values (of ``topic``); return the overrides normalised to strings."""
     table = TOPIC_KEYS[kind]
     normalised: dict[str, str] = {}
     for name, raw in overrides.items():
@@ -192,9 +196,16 @@ def validate_topic_overrides(kind: TopicKind, overrides: Mapping[str, object]) -
         if key is None:
             known = ", ".join(sorted(table))
             raise InvalidConfig(
-                f"unknown config key {name!r} for {kind.name} topics (known: {known})"
+                f"unknown config key {name!r} for {kind.name} topics (known: {known})",
+                topic=topic,
+                key=name,
             )
-        value = key.validate(raw)
+        try:
+            value = key.validate(raw)
+        except InvalidConfig as exc:
+            if topic is not None:
+                exc.metadata["topic"] = topic
+            raise
         normalised[name] = _to_text(value)
     return normalised
 
@@ -320,7 +331,8 @@ class ServerSettings:
         for name, raw in values.items():
             if isinstance(raw, dict):
                 raise InvalidConfig(
-                    f'{name}: tables are not allowed; quote dotted keys, e.g. "{name}.x" = 1'
+                    f'{name}: tables are not allowed; quote dotted keys, e.g. "{name}.x" = 1',
+                    key=name,
                 )
             if name in SERVER_KEYS:
                 server[name.replace(".", "_")] = SERVER_KEYS[name].validate(raw)
@@ -330,7 +342,7 @@ class ServerSettings:
                     if name in table:
                         topic_defaults[name] = _to_text(table[name].validate(raw))
             else:
-                raise InvalidConfig(f"unknown config key {name!r}")
+                raise InvalidConfig(f"unknown config key {name!r}", key=name)
         return cls(**server, topic_defaults=topic_defaults)
 
     @classmethod
@@ -341,7 +353,7 @@ class ServerSettings:
             with open(path, "rb") as fh:
                 data = tomllib.load(fh)
         except FileNotFoundError:
-            raise InvalidConfig(f"config file {path} does not exist") from None
+            raise InvalidConfig(f"config file {path} does not exist", file=path) from None
         except tomllib.TOMLDecodeError as exc:
-            raise InvalidConfig(f"config file {path} is not valid TOML: {exc}") from None
+            raise InvalidConfig(f"config file {path} is not valid TOML: {exc}", file=path) from None
         return cls.from_mapping(data)

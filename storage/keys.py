@@ -8,7 +8,12 @@ numeric order and one ledger is one contiguous key range).
     b"T" topic                           -> JSON          kind, overrides, ledger ids, incarnation
     b"L" ledger_id:u64                   -> ledger meta   see codec.LedgerMeta
     b"E" ledger_id:u64 first_entry:u64   -> batch         storage/batch.py, keyed by its first entry
-    b"C" topic 0x00 subscription         -> JSON          durable cursor
+    b"C" topic 0x00 subscription         -> JSON          cursor head: mark-delete, delivered,
+                                                          properties (storage/cursor.py)
+    b"A" topic 0x00 subscription 0x00 ledger_id:u64 entry_id:u64
+                                         -> ledger_id:u64 entry_id:u64
+                                                          one range of individually acked ids
+                                                          beyond mark-delete: start -> end
     b"S" topic                           -> JSON          compaction status and last run
     b"B" set_aside_ms:u64 original key   -> value         a value that failed validation, kept
 
@@ -31,6 +36,7 @@ U64 = struct.Struct(">Q")
 _LEDGER = struct.Struct(">cQ")
 _ENTRY = struct.Struct(">cQQ")
 _entry_unpack = _ENTRY.unpack
+_ID = struct.Struct(">QQ")
 
 MAX_ID = 2**64 - 1
 
@@ -82,6 +88,36 @@ def cursor_key(topic: str, subscription: str) -> bytes:
 def cursor_range(topic: str) -> tuple[bytes, bytes]:
     prefix = b"C" + topic.encode() + b"\x00"
     return prefix, prefix[:-1] + b"\x01"
+
+
+def ack_range_prefix(topic: str, subscription: str) -> bytes:
+    return b"A" + topic.encode() + b"\x00" + subscription.encode() + b"\x00"
+
+
+def ack_range_key(topic: str, subscription: str, start_ledger: int, start_entry: int) -> bytes:
+    return ack_range_prefix(topic, subscription) + _ID.pack(start_ledger, start_entry)
+
+
+def ack_range_value(end_ledger: int, end_entry: int) -> bytes:
+    return _ID.pack(end_ledger, end_entry)
+
+
+def ack_range_range(topic: str) -> tuple[bytes, bytes]:
+    """Every ack range of every subscription of ``topic``."""
+    prefix = b"A" + topic.encode() + b"\x00"
+    return prefix, prefix[:-1] + b"\x01"
+
+
+def ack_ranges_all() -> tuple[bytes, bytes]:
+    return b"A", b"B"
+
+
+def parse_ack_range(key: bytes, value: bytes) -> tuple[str, str, tuple[int, int], tuple[int, int]]:
+    """``(topic, subscription, (start ledger, entry), (end ledger, entry))`` of one record."""
+    topic, subscription = key[1:-17].split(b"\x00", 1)
+    start = _ID.unpack(key[-16:])
+    end = _ID.unpack(value)
+    return topic.decode(), subscription.decode(), start, end
 
 
 def status_key(topic: str) -> bytes:

@@ -26,10 +26,14 @@ if TYPE_CHECKING:
 IdRun = tuple[int, int, int]  # ledger id, first entry id, count
 
 
-def _too_large(index: int, size: int, limit: int) -> RecordTooLarge:
+def _too_large(topic: str, index: int, size: int, limit: int) -> RecordTooLarge:
     return RecordTooLarge(
         f"record {index} is {size} bytes, over max.message.bytes={limit}; "
-        "nothing of this batch was stored"
+        "nothing of this batch was stored",
+        topic=topic,
+        limit=limit,
+        record=index,
+        size=size,
     )
 
 
@@ -87,7 +91,7 @@ def build_append(
         if run.count == 0:
             break
         if run.max_size > limit:
-            raise _too_large(done + run.max_size_index, run.max_size, limit)
+            raise _too_large(topic.name, done + run.max_size_index, run.max_size, limit)
         lid = cur.ledger_id
         last = first + run.count - 1
         data = codec.pack(

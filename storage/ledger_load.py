@@ -18,6 +18,7 @@ Order and rules (CONTRACT section 11: start-up never deletes what it could not r
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,11 +26,12 @@ from dataclasses import dataclass, field
 from compactlog.errors import CorruptData, StorageError
 from compactlog.storage import keys
 from compactlog.storage.codec import ROLE_RAW, LedgerMeta
-from compactlog.storage.cursor import Cursor
+from compactlog.storage.cursor import Cursor, CursorChange
+from compactlog.storage.ledger_cursors import cursor_ops
 from compactlog.storage.ledger_topic import LedgerTopic
 from compactlog.storage.offline import OfflineTopic, take_offline
 from compactlog.storage.rocks import Batch, RocksDB
-from compactlog.storage.types import TopicKind
+from compactlog.storage.types import MessageId, TopicKind
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +144,8 @@ def _load_topics(
 
 
 def _load_cursors(db: RocksDB, state: LoadedLedgers, batch: Batch) -> None:
+    """Cursor heads, then their ack ranges (``storage.ledger_cursors``). A head of the
+    layout before ranges (its acked ids in the head) is rewritten as head plus ranges."""
     for key, value in db.scan(b"C", b"D"):
         topic_raw, _sep, sub_raw = key[1:].partition(b"\x00")
         name = topic_raw.decode(errors="replace")
@@ -154,9 +158,35 @@ def _load_cursors(db: RocksDB, state: LoadedLedgers, batch: Batch) -> None:
             continue
         try:
             sub = sub_raw.decode()
-            owner.cursors[sub] = Cursor.decode(sub, value)
+            obj = json.loads(value)
+            cursor = owner.cursors[sub] = Cursor.from_head(sub, obj)
         except Exception as exc:
             state.go_offline(name, f"cursor {key[:80]!r} is malformed ({exc})")
+            continue
+        if "acked" in obj:
+            cursor_ops(batch, name, cursor, CursorChange(True, dict(iter(cursor.acked))))
+    for key, value in db.scan(*keys.ack_ranges_all()):
+        _load_ack_range(state, batch, key, value)
+
+
+def _load_ack_range(state: LoadedLedgers, batch: Batch, key: bytes, value: bytes) -> None:
+    try:
+        name, sub, start, end = keys.parse_ack_range(key, value)
+    except Exception as exc:
+        name = key[1:].partition(b"\x00")[0].decode(errors="replace")
+        state.go_offline(name, f"ack range {key[:80]!r} is malformed ({exc})")
+        return
+    if name in state.offline:
+        return
+    owner = state.topics.get(name)
+    cursor = owner.cursors.get(sub) if owner is not None else None
+    if cursor is None:
+        batch.delete(key)  # its topic or subscription does not exist
+        return
+    if start[0] != end[0] or start > end:
+        state.go_offline(name, f"ack range {key[:80]!r} is malformed ({start} > {end})")
+        return
+    cursor.acked.put(MessageId(*start), MessageId(*end))
 
 
 def _owner_offline(state: LoadedLedgers, meta: LedgerMeta) -> bool:

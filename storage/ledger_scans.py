@@ -130,7 +130,12 @@ class LedgerScans:
         with topic.lock:
             gone = topic.deleted or all(led is not meta for led in topic.ledgers)
         if not gone:
-            raise CorruptData(f"{where(topic.name, meta.ledger_id, entry)}: batch missing")
+            raise CorruptData(
+                f"{where(topic.name, meta.ledger_id, entry)}: batch missing",
+                topic=topic.name,
+                ledger=meta.ledger_id,
+                entry=entry,
+            )
 
     def keys_of(self, ledger_id: int, first: int, last: int, reverse: bool) -> Iterator[KeyEntry]:
         """Keys of positions ``first..last`` of a ledger, from its checked batches."""

@@ -19,14 +19,19 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from compactlog.errors import StorageError, TopicAlreadyExists, TopicNotFound
+from compactlog.errors import (
+    StorageError,
+    TopicExists,
+    TopicNotFound,
+)
 from compactlog.storage import batch as codec
 from compactlog.storage import keys
 from compactlog.storage.codec import ROLE_COMPACTED, LedgerMeta
 from compactlog.storage.config import LedgerTopicConfig, ServerSettings, effective_topic_config
-from compactlog.storage.cursor import COMPACTED_LEDGER_PROPERTY, Cursor
-from compactlog.storage.group_commit import GroupCommit, SyncTicket
+from compactlog.storage.cursor import COMPACTED_LEDGER_PROPERTY
+from compactlog.storage.group_commit import GroupCommit
 from compactlog.storage.ledger_append import PendingAppend, build_append, compacted_batch
+from compactlog.storage.ledger_cursors import LedgerCursors
 from compactlog.storage.ledger_load import load_ledgers
 from compactlog.storage.ledger_scans import KeyEntry, LedgerScans, StoredBatch
 from compactlog.storage.ledger_topic import LedgerTopic
@@ -39,7 +44,7 @@ from compactlog.storage.types import MessageId, Record, TopicKind
 log = logging.getLogger(__name__)
 
 
-class LedgerStore(LedgerScans):
+class LedgerStore(LedgerScans, LedgerCursors):
     db: RocksDB
 
     def __init__(
@@ -93,7 +98,7 @@ class LedgerStore(LedgerScans):
             offline = self._offline.get(name)
             if offline is not None:
                 raise offline.error()
-            raise TopicNotFound(f"topic {name!r} does not exist")
+            raise TopicNotFound(f"topic {name!r} does not exist", topic=name)
         return topic
 
     def has_topic(self, name: str) -> bool:
@@ -110,7 +115,7 @@ class LedgerStore(LedgerScans):
     def create_topic(self, name: str, overrides: dict[str, str]) -> LedgerTopic:
         with self._lock:
             if name in self._topics:
-                raise TopicAlreadyExists(f"topic {name!r} already exists")
+                raise TopicExists(f"topic {name!r} already exists", topic=name)
             topic = self._new_topic(name, dict(overrides), self._next_ledger)
             batch = Batch()
             batch.put(keys.topic_key(name), topic.record())
@@ -142,6 +147,7 @@ class LedgerStore(LedgerScans):
                 batch.delete(keys.topic_key(name))
                 batch.delete(keys.status_key(name))
                 batch.delete_range(*keys.cursor_range(name))
+                batch.delete_range(*keys.ack_range_range(name))
                 doomed = [led.ledger_id for led in topic.ledgers]
                 compacted = topic.compacted_ledger_id()
                 if compacted is not None:
@@ -162,6 +168,7 @@ class LedgerStore(LedgerScans):
         batch.delete(keys.topic_key(name))
         batch.delete(keys.status_key(name))
         batch.delete_range(*keys.cursor_range(name))
+        batch.delete_range(*keys.ack_range_range(name))
         listed = {led.ledger_id for t in self._topics.values() for led in t.ledgers}
         doomed = [
             lid for lid, meta in self._ledgers.items() if meta.topic == name and lid not in listed
@@ -277,7 +284,7 @@ class LedgerStore(LedgerScans):
         now = int(self.clock() * 1000)
         with topic.lock:
             if topic.deleted:
-                raise TopicNotFound(f"topic {topic.name!r} does not exist")
+                raise TopicNotFound(f"topic {topic.name!r} does not exist", topic=topic.name)
             undo = topic.undo_point()
             try:
                 runs, batch = build_append(topic, request, now, self._allocate_ledger)
@@ -293,90 +300,6 @@ class LedgerStore(LedgerScans):
             lid, first, count = runs[-1]
             topic.confirm(MessageId(lid, first + count - 1))
             return PendingAppend(self, topic, runs, 0)
-
-    # ---- cursors --------------------------------------------------------------------
-
-    def open_cursor(self, name: str, subscription: str, latest: bool = False) -> Cursor:
-        topic = self.topic(name)
-        with topic.lock:
-            cursor = topic.cursors.get(subscription)
-            if cursor is None:
-                cursor = Cursor(subscription)
-                if latest:
-                    cursor.mark_delete = topic.lac
-                    cursor.read_position = topic.lac
-                self._write_cursor(topic, cursor)
-                topic.cursors[subscription] = cursor
-            return cursor
-
-    def _write_cursor(self, topic: LedgerTopic, cursor: Cursor, batch: Batch | None = None) -> None:
-        own = batch is None
-        batch = batch or Batch()
-        batch.put(keys.cursor_key(topic.name, cursor.name), cursor.encode())
-        if own:
-            self.db.write(batch, sync=self.fsync)
-
-    def acknowledge(
-        self, name: str, subscription: str, msg_id: MessageId, cumulative: bool
-    ) -> Cursor:
-        """Apply an ack and return once it is on disk."""
-        cursor, ticket = self._acknowledge(name, subscription, msg_id, cumulative)
-        if ticket:
-            self.group_commit.wait(ticket)
-        return cursor
-
-    def acknowledge_start(
-        self, name: str, subscription: str, msg_id: MessageId, cumulative: bool
-    ) -> SyncTicket:
-        """Apply an ack now (memory and WAL); the result tells when it is on disk. Acks
-        share the group commit with appends: many consumers acknowledging at once cost
-        one fsync, and no thread waits on one while holding the topic's lock."""
-        _cursor, ticket = self._acknowledge(name, subscription, msg_id, cumulative)
-        return SyncTicket(self.group_commit, ticket)
-
-    def _acknowledge(
-        self, name: str, subscription: str, msg_id: MessageId, cumulative: bool
-    ) -> tuple[Cursor, int]:
-        topic = self.topic(name)
-        with topic.lock:
-            cursor = topic.cursors.get(subscription)
-            if cursor is None:
-                from compactlog.errors import SubscriptionNotFound
-
-                raise SubscriptionNotFound(
-                    f"subscription {subscription!r} does not exist on {name!r}"
-                )
-            cursor.acknowledge(msg_id, cumulative, topic.successor)
-            batch = Batch()
-            batch.put(keys.cursor_key(topic.name, cursor.name), cursor.encode())
-            self.db.write(batch)  # the WAL; synced by the group commit below
-            return cursor, self.group_commit.ticket() if self.fsync else 0
-
-    def commit_cursor(
-        self,
-        name: str,
-        subscription: str,
-        mark_delete: MessageId | None,
-        properties: dict[str, str],
-        extra: Callable[[Batch], None] | None = None,
-    ) -> None:
-        """Set position and properties in one atomic, synced write (plus ``extra`` ops)."""
-        topic = self.topic(name)
-        with topic.lock:
-            cursor = topic.cursors.get(subscription) or Cursor(subscription)
-            new = Cursor(
-                subscription,
-                mark_delete,
-                {i for i in cursor.acked if mark_delete is None or i > mark_delete},
-                dict(properties),
-                max(filter(None, [cursor.read_position, mark_delete]), default=None),
-            )
-            batch = Batch()
-            self._write_cursor(topic, new, batch)
-            if extra is not None:
-                extra(batch)
-            self.db.write(batch, sync=True)
-            topic.cursors[subscription] = new
 
     # ---- status blobs (compaction status survives restarts) -------------------------
 

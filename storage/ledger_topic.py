@@ -137,6 +137,15 @@ class LedgerTopic:
             hi = bisect.bisect_right(self._ids, stop.ledger_id)
             return [led for led in self.ledgers[lo:hi] if led.entries]
 
+    def holds(self, msg_id: MessageId) -> bool:
+        """``msg_id`` is an entry of one of the topic's raw ledgers."""
+        i = bisect.bisect_left(self._ids, msg_id.ledger_id)
+        return (
+            i < len(self._ids)
+            and self._ids[i] == msg_id.ledger_id
+            and msg_id.entry_id < self.ledgers[i].entries
+        )
+
     def successor(self, msg_id: MessageId | None) -> MessageId | None:
         """The next stored id after msg_id (None: the first), or None at the end."""
         if msg_id is None:

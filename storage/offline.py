@@ -27,7 +27,7 @@ class OfflineTopic:
     reason: str  # names the file or key and what is wrong with it
 
     def error(self) -> CorruptData:
-        return CorruptData(f"topic {self.name!r} is offline: {self.reason}")
+        return CorruptData(f"topic {self.name!r} is offline: {self.reason}", topic=self.name)
 
 
 def take_offline(

@@ -38,14 +38,22 @@ def compacted_state(store: LedgerStore, topic_name: str) -> CompactedState | Non
             return None
         meta = store.ledger(lid)
         if meta is None:
-            raise DataLoss(f"compacted ledger {lid} of topic {topic_name!r} is missing")
+            raise DataLoss(
+                f"compacted ledger {lid} of topic {topic_name!r} is missing",
+                topic=topic_name,
+                ledger=lid,
+            )
         return CompactedState(lid, meta.entries, cursor.mark_delete)
 
 
 def _batch_at(store: LedgerStore, state: CompactedState, position: int) -> StoredBatch:
     found = store.batch_at(state.ledger_id, position)
     if found is None:
-        raise DataLoss(f"compacted ledger {state.ledger_id} is missing entry {position}")
+        raise DataLoss(
+            f"compacted ledger {state.ledger_id} is missing entry {position}",
+            ledger=state.ledger_id,
+            entry=position,
+        )
     return found
 
 
@@ -121,7 +129,11 @@ def _compacted_batches(
         seen = at + header.count
         yield at, data, header
     if seen < state.entries:
-        raise DataLoss(f"compacted ledger {state.ledger_id} of {topic!r} is incomplete")
+        raise DataLoss(
+            f"compacted ledger {state.ledger_id} of {topic!r} is incomplete",
+            topic=topic,
+            ledger=state.ledger_id,
+        )
 
 
 def view_messages(

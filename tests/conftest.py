@@ -172,6 +172,15 @@ def shared_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPr
     srv.kill()
 
 
+@pytest.fixture(scope="module")
+def module_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """One server for the tests of one module (hypothesis tests, which cannot take a
+    fresh function-scoped server for each example)."""
+    srv = ServerProcess(tmp_path_factory.mktemp("module") / "data").start()
+    yield srv
+    srv.kill()
+
+
 @pytest.fixture
 def unique_topic() -> str:
     return "t-" + uuid.uuid4().hex[:12]

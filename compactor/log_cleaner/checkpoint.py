@@ -1,4 +1,5 @@
-"""The cleaner offset checkpoint: first dirty offset per topic, in one file under the root.
+"""The cleaner offset checkpoint: first dirty offset per topic, in one file among the
+server's own files of the segments root (``~server/``, see ``storage.segmented.version``).
 
 Format (like Kafka's ``cleaner-offset-checkpoint``)::
 
@@ -20,8 +21,9 @@ from pathlib import Path
 
 from compactlog.storage.segmented import state_file
 from compactlog.storage.segmented.state_file import BadStateFile
+from compactlog.storage.segmented.version import CHECKPOINT_FILE
 
-FILE_NAME = "cleaner-offset-checkpoint"
+FILE_NAME = CHECKPOINT_FILE
 VERSION = 0
 
 
@@ -64,6 +66,7 @@ class CleanerCheckpoint:
     def _write(self) -> None:
         body = [str(VERSION), str(len(self._offsets))]
         body += [f"{name} {offset}" for name, offset in sorted(self._offsets.items())]
+        self.path.parent.mkdir(exist_ok=True)
         state_file.write(self.path, ("\n".join(body) + "\n").encode())
 
     def get(self, name: str) -> int | None:

@@ -37,6 +37,7 @@ from compactlog.compactor.workers import WorkerCrashed
 from compactlog.errors import TopicNotFound
 from compactlog.storage.config import ServerSettings
 from compactlog.storage.segmented import CleaningAborted, Log, SegmentedLogManager
+from compactlog.storage.segmented.version import server_file
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +94,7 @@ class LogCleaner:
         self.settings = settings
         self.clock = clock
         self.cleaner_manager = LogCleanerManager(
-            manager, CleanerCheckpoint(manager.root / FILE_NAME), clock
+            manager, CleanerCheckpoint(server_file(manager.root, FILE_NAME)), clock
         )
         manager.set_cleaner_hooks(self.cleaner_manager)
         self.threads = settings.log_cleaner_threads if settings.log_cleaner_enable else 0

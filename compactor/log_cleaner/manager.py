@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from compactlog.compactor.log_cleaner.checkpoint import CleanerCheckpoint
-from compactlog.errors import CompactionInProgress
+from compactlog.errors import CompactionRunning
 from compactlog.storage.config import LONG_MAX
 from compactlog.storage.segmented import Log, SegmentedLogManager
 
@@ -166,7 +166,7 @@ class LogCleanerManager:
             log = self.logs.get_log(name)
             st = self._states.get(name)
             if st is not None:
-                raise CompactionInProgress(f"cleaning of {name} is {st}")
+                raise CompactionRunning(f"cleaning of {name} is {st}", topic=name)
             self._states[name] = _State(CleaningState.IN_PROGRESS)
         return self.log_to_clean(name, log, self.now_ms())
 

@@ -81,13 +81,21 @@ class LedgerReads:
         pause = self.pause
         for pos, flags, size, key in self.scans.keys_of(lid, first, last, reverse):
             if pos != expected:
-                raise DataLoss(f"ledger {lid} lacks entry {expected} (read {first}..{last})")
+                raise DataLoss(
+                    f"ledger {lid} lacks entry {expected} (read {first}..{last})",
+                    ledger=lid,
+                    entry=expected,
+                )
             expected += step
             if not pos & YIELD_MASK:
                 pause()
             yield pos, flags, size, key
         if expected != (first - 1 if reverse else last + 1):
-            raise DataLoss(f"ledger {lid} lacks entry {expected} (read {first}..{last})")
+            raise DataLoss(
+                f"ledger {lid} lacks entry {expected} (read {first}..{last})",
+                ledger=lid,
+                entry=expected,
+            )
 
     def read_entries(
         self, segment: Segment, select: bytearray | None = None
@@ -112,9 +120,13 @@ class LedgerReads:
                     hits += 1
                     yield pos, batch_codec.record_body(payload, s, e)
         if select is None and expected != last + 1:
-            raise DataLoss(f"ledger {lid} lacks entry {expected} (read {first}..{last})")
+            raise DataLoss(
+                f"ledger {lid} lacks entry {expected} (read {first}..{last})",
+                ledger=lid,
+                entry=expected,
+            )
         if wanted is not None and hits != wanted:
-            raise DataLoss(f"ledger {lid} lacks {wanted - hits} selected entries")
+            raise DataLoss(f"ledger {lid} lacks {wanted - hits} selected entries", ledger=lid)
 
 
 class LedgerStoreCompactionStorage(LedgerReads):
@@ -141,7 +153,11 @@ class LedgerStoreCompactionStorage(LedgerReads):
         if previous is not None:
             meta = store.ledger(previous)
             if meta is None:
-                raise DataLoss(f"compacted ledger {previous} of topic {topic!r} is missing")
+                raise DataLoss(
+                    f"compacted ledger {previous} of topic {topic!r} is missing",
+                    topic=topic,
+                    ledger=previous,
+                )
             if meta.entries:
                 segments.append(Segment(previous, 0, meta.entries - 1, True))
         horizon = prev_horizon
@@ -183,7 +199,7 @@ class LedgerStoreCompactionStorage(LedgerReads):
         t = self.store.topic(topic)
         with t.lock:
             if t.deleted:
-                raise TopicNotFound(f"topic {topic!r} was deleted during compaction")
+                raise TopicNotFound(f"topic {topic!r} was deleted during compaction", topic=topic)
             meta = self.store.ledger(ledger_id)
             if (
                 (incarnation and incarnation != t.incarnation)
@@ -194,13 +210,15 @@ class LedgerStoreCompactionStorage(LedgerReads):
             ):
                 raise TopicNotFound(
                     f"topic {topic!r} was deleted during compaction (the topic of that name "
-                    "now is another one): nothing of the run is committed"
+                    "now is another one): nothing of the run is committed",
+                    topic=topic,
                 )
             current = t.compacted_ledger_id()
             if current != expected_previous:
                 raise CommitConflict(
                     f"compacted ledger of {topic!r} is {current}, expected {expected_previous}: "
-                    "another compaction committed first"
+                    "another compaction committed first",
+                    topic=topic,
                 )
             cursor = t.cursors.get(COMPACTION_SUBSCRIPTION)
             properties = dict(cursor.properties) if cursor is not None else {}

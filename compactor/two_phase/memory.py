@@ -106,7 +106,7 @@ class InMemoryCompactionStorage:
     def _topic(self, name: str) -> MemoryTopic:
         t = self.topics.get(name)
         if t is None:
-            raise TopicNotFound(f"topic {name!r} does not exist")
+            raise TopicNotFound(f"topic {name!r} does not exist", topic=name)
         return t
 
     # ---- CompactionStorage ----------------------------------------------------------
@@ -120,7 +120,11 @@ class InMemoryCompactionStorage:
         if previous is not None:
             led = self.ledgers.get(previous)
             if led is None:
-                raise DataLoss(f"compacted ledger {previous} of topic {topic!r} is missing")
+                raise DataLoss(
+                    f"compacted ledger {previous} of topic {topic!r} is missing",
+                    topic=topic,
+                    ledger=previous,
+                )
             if led.entries:
                 segments.append(Segment(previous, 0, len(led.entries) - 1, True))
         stop = self.lac(topic)
@@ -136,7 +140,9 @@ class InMemoryCompactionStorage:
     def _entries(self, segment: Segment) -> list[tuple[bytes, bytes | None, int]]:
         led = self.ledgers.get(segment.ledger_id)
         if led is None or len(led.entries) <= segment.last_entry:
-            raise DataLoss(f"ledger {segment.ledger_id} lacks entries of {segment}")
+            raise DataLoss(
+                f"ledger {segment.ledger_id} lacks entries of {segment}", ledger=segment.ledger_id
+            )
         return led.entries
 
     def read_keys(self, segment: Segment, reverse: bool = False) -> Iterator[KeyEntry]:
@@ -186,6 +192,7 @@ class InMemoryCompactionStorage:
         if t.compacted_ledger != expected_previous:
             raise CommitConflict(
                 f"compacted ledger of {topic!r} is {t.compacted_ledger}, "
-                f"expected {expected_previous}"
+                f"expected {expected_previous}",
+                topic=topic,
             )
         t.compacted_ledger, t.mark_delete = ledger_id, horizon

@@ -40,18 +40,28 @@ class PackedBatch:
     max_event_time_ms: int
 
 
-def pack_request(request: bytes, base: int, now_ms: int, max_message_bytes: int) -> PackedBatch:
-    """The records of raw ``PublishRequest`` bytes as one batch from offset ``base``."""
+def pack_request(
+    request: bytes, base: int, now_ms: int, max_message_bytes: int, topic: str = ""
+) -> PackedBatch:
+    """The records of raw ``PublishRequest`` bytes (for ``topic``) as one batch from
+    offset ``base``."""
     run = batch.encode_request(request, 0, 0, base, now_ms)
     if run.max_size > max_message_bytes:
         raise RecordTooLarge(
             f"record {run.max_size_index} is {run.max_size} bytes, over "
-            f"max.message.bytes={max_message_bytes}; nothing of this batch was stored"
+            f"max.message.bytes={max_message_bytes}; nothing of this batch was stored",
+            topic=topic or None,
+            limit=max_message_bytes,
+            record=run.max_size_index,
+            size=run.max_size,
         )
     if len(run.payload) > _MAX_PAYLOAD:
         raise RecordTooLarge(
             f"a batch of {len(run.payload)} bytes is over the {_MAX_PAYLOAD} one batch "
-            "can frame; nothing of this batch was stored"
+            "can frame; nothing of this batch was stored",
+            topic=topic or None,
+            limit=_MAX_PAYLOAD,
+            size=len(run.payload),
         )
     last = base + run.count - 1
     max_ts = run.max_event_time_ms

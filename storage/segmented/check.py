@@ -22,9 +22,16 @@ from compactlog.storage.segmented.log import LOG_START_FILE, RECOVERY_POINT_FILE
 from compactlog.storage.segmented.manager import read_topic_file
 from compactlog.storage.segmented.scan import fd_reader, iter_batches
 from compactlog.storage.segmented.segment import CLEANED, DELETED, LOG_EXT, SWAP
-from compactlog.storage.segmented.version import TOPIC_FILE, read_format
+from compactlog.storage.segmented.version import (
+    CHECKPOINT_FILE,
+    FORMAT_FILE,
+    SERVER_DIR,
+    TOPIC_FILE,
+    legacy_file,
+    read_format,
+    server_file,
+)
 
-CHECKPOINT_FILE = "cleaner-offset-checkpoint"
 _MAX_INDEX_ENTRIES = 2**31
 
 
@@ -38,9 +45,13 @@ def check_segments(root: Path, report: CheckReport) -> None:
     try:
         read_format(root)
     except CompactlogError as exc:
-        report.problem(str(root / "FORMAT"), str(exc))
-    _check_checkpoint(root / CHECKPOINT_FILE, report)
+        report.problem(str(server_file(root, FORMAT_FILE)), str(exc))
+    _check_checkpoint(
+        legacy_file(root, CHECKPOINT_FILE) or server_file(root, CHECKPOINT_FILE), report
+    )
     for entry in sorted(root.iterdir()):
+        if entry.name == SERVER_DIR:
+            continue
         if entry.is_dir() and "~" not in entry.name:
             _check_topic(entry, report)
         elif entry.is_dir():
@@ -66,7 +77,7 @@ def _check_topic(directory: Path, report: CheckReport) -> None:
     report.count("SEGMENTED topics")
     for check in (
         lambda: read_topic_file(directory / TOPIC_FILE),
-        lambda: SegmentCursors(directory),
+        lambda: SegmentCursors(directory, repair=False),
         lambda: state_file.read_int(directory / LOG_START_FILE),
         lambda: state_file.read_int(directory / RECOVERY_POINT_FILE),
     ):

@@ -122,9 +122,9 @@ class Log:
 
     def _check_open(self) -> None:
         if self._deleted:
-            raise TopicNotFound(f"topic {self.name} does not exist")
+            raise TopicNotFound(f"topic {self.name} does not exist", topic=self.name)
         if self._closed:
-            raise StoreClosed(f"topic {self.name} is closed")
+            raise StoreClosed(f"topic {self.name} is closed", topic=self.name)
 
     def _set_log_start(self, offset: int) -> None:
         self.log_start_offset = offset
@@ -159,7 +159,7 @@ class Log:
             self._check_open()
             now = self.now_ms()
             base = self.next_offset
-            packed = pack_request(request, base, now, self.config.max_message_bytes)
+            packed = pack_request(request, base, now, self.config.max_message_bytes, self.name)
             if not packed.count:
                 return AppendResult(base, 0, False)
             last, max_ts = packed.last_offset, packed.max_event_time_ms
@@ -257,7 +257,10 @@ class Log:
                 if not clamp:
                     raise OffsetOutOfRange(
                         f"offset {start} is below the log start offset "
-                        f"{self.log_start_offset} of {self.name}"
+                        f"{self.log_start_offset} of {self.name}",
+                        topic=self.name,
+                        offset=start,
+                        log_start_offset=self.log_start_offset,
                     )
                 start = self.log_start_offset
             return self._view, self._view.segments[-1].size, start, min(end, self.next_offset)
@@ -351,7 +354,10 @@ class Log:
             if before_offset > self.next_offset:
                 raise OffsetOutOfRange(
                     f"offset {before_offset} is beyond the log end offset "
-                    f"{self.next_offset} of {self.name}"
+                    f"{self.next_offset} of {self.name}",
+                    topic=self.name,
+                    offset=before_offset,
+                    log_end_offset=self.next_offset,
                 )
             if before_offset > self.log_start_offset:
                 self._set_log_start(before_offset)

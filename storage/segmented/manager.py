@@ -3,8 +3,9 @@
 Layout::
 
     <root>/
-      FORMAT                        "2\n": segment files hold batches (see version.py)
-      cleaner-offset-checkpoint     owned by the LogCleaner
+      ~server/                      the server's own files (``~`` is in no topic name)
+        FORMAT                      "2\n": segment files hold batches (see version.py)
+        cleaner-offset-checkpoint   owned by the LogCleaner
       <topic>/                      one directory per topic
         topic.json                  {"overrides": {...}}  (checksummed: state_file.py)
         cursors.json                durable cursors (consumer_offsets.py)
@@ -33,7 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from compactlog.errors import CompactlogError, TopicAlreadyExists, TopicNotFound
+from compactlog.errors import CompactlogError, TopicExists, TopicNotFound
 from compactlog.storage.config import (
     SegmentedTopicConfig,
     ServerSettings,
@@ -132,7 +133,7 @@ class SegmentedLogManager:
         offline = self._offline.get(name)
         if offline is not None:
             return offline.error()
-        return TopicNotFound(f"topic {name} does not exist")
+        return TopicNotFound(f"topic {name} does not exist", topic=name)
 
     def get_log(self, name: str) -> Log:
         with self._lock:
@@ -184,7 +185,7 @@ class SegmentedLogManager:
         check_topic_name(name)
         with self._lock:
             if name in self._logs or name in self._offline:
-                raise TopicAlreadyExists(f"topic {name} already exists")
+                raise TopicExists(f"topic {name} already exists", topic=name)
             staging = self.root / (name + _NEW)
             shutil.rmtree(staging, ignore_errors=True)
             staging.mkdir()
@@ -220,7 +221,7 @@ class SegmentedLogManager:
         try:
             with self._lock:
                 if self._logs.get(name) is not target:
-                    raise TopicNotFound(f"topic {name} does not exist")
+                    raise TopicNotFound(f"topic {name} does not exist", topic=name)
                 del self._logs[name]
                 del self._overrides[name]
                 self._cursors.pop(name, None)

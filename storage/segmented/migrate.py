@@ -45,9 +45,9 @@ import crc32c
 
 from compactlog.errors import StorageError
 from compactlog.storage import batch
-from compactlog.storage.segmented.files import atomic_write, fsync_dir, unlink_quietly
+from compactlog.storage.segmented.files import fsync_dir, unlink_quietly
 from compactlog.storage.segmented.scan import ChunkReader, fd_reader
-from compactlog.storage.segmented.version import CURRENT, FORMAT_FILE, TOPIC_FILE, read_format
+from compactlog.storage.segmented.version import CURRENT, TOPIC_FILE, read_format, write_format
 from compactlog.storage.types import MessageId, Record
 
 log = logging.getLogger(__name__)
@@ -250,6 +250,6 @@ def migrate_segments(root: Path) -> int:
         logs = [p for p in files if p.name.endswith(".log")]
         for path in files:
             converted += convert_segment(path, truncate_bad=bool(logs) and path == logs[-1])
-    atomic_write(root / FORMAT_FILE, f"{CURRENT}\n".encode())
+    write_format(root)
     log.info("%s: %d segment file(s) converted to format %d", root, converted, CURRENT)
     return converted

@@ -81,4 +81,7 @@ def iter_batches(
             pos += header.size
         buf = reader.next(p)
     if pos < end:
-        raise CorruptData(f"{where}, byte {pos}: the file ends before the segment's {end} bytes")
+        raise CorruptData(
+            f"{where}, byte {pos}: the file ends before the segment's {end} bytes",
+            position=f"{where}, byte {pos}",
+        )

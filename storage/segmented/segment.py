@@ -266,7 +266,10 @@ class LogSegment:
             for _b, _p, header, pos in self.batches(0, self.size):
                 first = header.first_id.entry_id
                 if first <= last or header.first_id.ledger_id or header.last_id.ledger_id:
-                    raise CorruptData(f"{self.where}, byte {pos}: offset {first} after {last}")
+                    raise CorruptData(
+                        f"{self.where}, byte {pos}: offset {first} after {last}",
+                        position=f"{self.where}, byte {pos}",
+                    )
                 last = header.last_id.entry_id
                 self.index_batch(
                     first, last, header.count, header.max_event_time_ms, pos, header.size

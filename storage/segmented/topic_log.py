@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from compactlog.errors import InvalidArgument, OffsetOutOfRange
+from compactlog.errors import MalformedRequest, OffsetOutOfRange
 from compactlog.storage.cursor import Cursor
 from compactlog.storage.read_range import ViewBatch
 from compactlog.storage.segmented.append import AppendResult
@@ -59,11 +59,18 @@ class SegmentedTopicLog:
 
     def check_start(self, msg_id: MessageId) -> MessageId:
         if msg_id.ledger_id != 0:
-            raise InvalidArgument("SEGMENTED topics use ids with ledger_id 0 (entry_id = offset)")
+            raise MalformedRequest(
+                "SEGMENTED topics use ids with ledger_id 0 (entry_id = offset)",
+                topic=self.name,
+                ledger_id=msg_id.ledger_id,
+            )
         if msg_id.entry_id < self.log.log_start_offset:
             raise OffsetOutOfRange(
                 f"offset {msg_id.entry_id} is below the log start offset "
-                f"{self.log.log_start_offset} of {self.name}"
+                f"{self.log.log_start_offset} of {self.name}",
+                topic=self.name,
+                offset=msg_id.entry_id,
+                log_start_offset=self.log.log_start_offset,
             )
         return msg_id
 
@@ -80,13 +87,17 @@ class SegmentedTopicLog:
         cursor.deliver(last, rewound)
 
     def acknowledge(self, subscription: str, msg_id: MessageId, cumulative: bool) -> AlreadyDurable:
-        """Kafka's offset commit: the cursors file is replaced (synced) before this returns."""
-        if msg_id.ledger_id != 0:
-            raise InvalidArgument("SEGMENTED topics use ids with ledger_id 0 (entry_id = offset)")
+        """Kafka's offset commit: the journal line is synced before this returns. An id
+        this subscription was never given is NOT_DELIVERED (``storage/cursor.py``)."""
         self.manager.cursors(self.name).acknowledge(
-            subscription, msg_id, cumulative, self._successor
+            subscription, msg_id, cumulative, self._successor, self._holds, self.name
         )
         return AlreadyDurable()
+
+    def _holds(self, msg_id: MessageId) -> bool:
+        """An offset the log has reached (one the cleaner or retention removed since
+        counts: it may have been delivered before)."""
+        return msg_id.ledger_id == 0 and msg_id.entry_id < self.log.next_offset
 
     def _successor(self, msg_id: MessageId | None) -> MessageId | None:
         """The next offset that still exists (cleaning and retention leave gaps)."""

@@ -206,7 +206,7 @@ def test_unknown_topic(client: Client, unique_topic: str, call) -> None:  # type
 
 
 def test_duplicate_create(client: Client, topic: str) -> None:
-    with pytest.raises(errors.TopicAlreadyExists, match=topic):
+    with pytest.raises(errors.TopicExists, match=topic):
         client.create_topic(topic)
 
 

@@ -187,6 +187,7 @@ def kind_of(rel: str) -> str | None:
     if name.startswith(("MANIFEST-", "OPTIONS-")):
         return name.split("-")[0].lower()
     known = ("CURRENT", "FORMAT", "cleaner-offset-checkpoint", "topic.json", "cursors.json")
+    known += ("cursors.journal",)
     if name in known or name in ("log-start-offset", "recovery-point"):
         return name
     return None  # LOCK files, RocksDB's info LOG, IDENTITY: not read for data

@@ -14,6 +14,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
+from compactlog.rpc_errors import error_info
 from compactlog.v1 import compactlog_pb2 as pb
 
 
@@ -377,7 +378,10 @@ def test_sigterm_ends_follow_streams_and_exits_promptly(server, connect) -> None
     started = time.monotonic()
     assert server.stop() == 0
     assert time.monotonic() - started < 5  # well under the 10 s grace
-    assert list(stream) == []  # the follow stream ended cleanly
+    with pytest.raises(grpc.RpcError) as ended:  # a follower learns to reconnect
+        list(stream)
+    assert ended.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert error_info(ended.value).reason == "SHUTTING_DOWN"
     assert list(waiting.result(timeout=5).messages) == []
 
 

@@ -212,8 +212,11 @@ def test_consume_and_acknowledge_offsets(shared_server, connect, unique_topic) -
         publish(stubs, unique_topic, (b"k", b"%d" % i))
     assert consume(stubs, unique_topic, "g", max_messages=3) == [(0, b"0"), (1, b"1"), (2, b"2")]
     ack(stubs, unique_topic, "g", 1, cumulative=True)
+    with pytest.raises(grpc.RpcError) as early:
+        ack(stubs, unique_topic, "g", 3)  # not delivered yet: refused, nothing moves
+    assert early.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert consume(stubs, unique_topic, "g") == [(3, b"3"), (4, b"4")]  # 2 was delivered
     ack(stubs, unique_topic, "g", 3)
-    assert consume(stubs, unique_topic, "g") == [(4, b"4")]  # 3 is acked, 2 was delivered
     # a new consumer gets every unacknowledged offset again (2, 4), never an acked one
     again = consume(stubs, unique_topic, "g", redeliver_unacknowledged=True)
     assert again == [(2, b"2"), (4, b"4")]
@@ -226,7 +229,7 @@ def test_consume_and_acknowledge_offsets(shared_server, connect, unique_topic) -
                 topic=unique_topic, subscription="g", id=pb.MessageId(ledger_id=3, entry_id=1)
             )
         )
-    assert wrong.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert wrong.value.code() == grpc.StatusCode.FAILED_PRECONDITION  # never delivered
 
 
 def test_acks_cross_offsets_removed_by_cleaning(shared_server, connect, unique_topic) -> None:  # type: ignore[no-untyped-def]

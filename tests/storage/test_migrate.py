@@ -16,7 +16,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import crc32c
 import grpc
@@ -28,11 +28,7 @@ from compactlog.storage import keys
 from compactlog.storage import migrate as migration
 from compactlog.storage.codec import ROLE_COMPACTED, ROLE_RAW, LedgerMeta, key_flags
 from compactlog.storage.config import ServerSettings
-from compactlog.storage.cursor import (
-    COMPACTED_LEDGER_PROPERTY,
-    COMPACTION_SUBSCRIPTION,
-    Cursor,
-)
+from compactlog.storage.cursor import COMPACTED_LEDGER_PROPERTY, COMPACTION_SUBSCRIPTION
 from compactlog.storage.ledger_store import LedgerStore
 from compactlog.storage.migrate import MigrationReport, migrate_data_dir
 from compactlog.storage.rocks import Batch, RocksDB
@@ -165,11 +161,24 @@ class LegacyStore:
     def append_compacted(self, lid: int, msgs: list[StoredMessage]) -> None:
         self._append(lid, [(with_id(*m.id, v1_entry(m)), m.key, m.value) for m in msgs])
 
-    def put_cursor(self, topic: str, cursor: Cursor) -> None:
-        self.db.put(keys.cursor_key(topic, cursor.name), cursor.encode())
+    def put_cursor(self, topic: str, cursor: LegacyCursor) -> None:
+        """The cursor JSON of format 1: every individually acked id in the head."""
+        head = {
+            "mark_delete": list(cursor.mark_delete),
+            "acked": sorted(list(i) for i in cursor.acked),
+            "properties": cursor.properties,
+        }
+        self.db.put(keys.cursor_key(topic, cursor.name), json.dumps(head).encode())
 
     def close(self) -> None:
         self.db.close()
+
+
+class LegacyCursor(NamedTuple):
+    name: str
+    mark_delete: MessageId
+    acked: set[MessageId]
+    properties: dict[str, str]
 
 
 class Legacy:
@@ -179,13 +188,13 @@ class Legacy:
         self.raw = raw
         self.compacted = compacted  # the compacted view of "table"
         self.cursors = {
-            ("events", "sub"): Cursor(
+            ("events", "sub"): LegacyCursor(
                 "sub",
                 MessageId(1, 3),
                 {MessageId(1, 5), MessageId(2, 0)},
                 {"who": "reader", "ünï": "cödé"},
             ),
-            ("table", COMPACTION_SUBSCRIPTION): Cursor(
+            ("table", COMPACTION_SUBSCRIPTION): LegacyCursor(
                 COMPACTION_SUBSCRIPTION, MessageId(4, 1503), set(), {COMPACTED_LEDGER_PROPERTY: "5"}
             ),
         }
@@ -298,7 +307,12 @@ def assert_reads_like(store: LedgerStore, legacy: Legacy) -> None:
     )
     for (topic, sub), cursor in legacy.cursors.items():
         got = store.topic(topic).cursors[sub]
-        assert (got.mark_delete, got.acked, got.properties) == (
+        acked = {
+            MessageId(start.ledger_id, entry)
+            for start, end in got.acked
+            for entry in range(start.entry_id, end.entry_id + 1)
+        }
+        assert (got.mark_delete, acked, got.properties) == (
             cursor.mark_delete,
             cursor.acked,
             cursor.properties,

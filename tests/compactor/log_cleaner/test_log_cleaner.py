@@ -18,7 +18,7 @@ from compactlog.compactor.log_cleaner import (
 )
 from compactlog.compactor.log_cleaner.checkpoint import CleanerCheckpoint
 from compactlog.compactor.log_cleaner.manager import IllegalCleanerState
-from compactlog.errors import CompactionInProgress, OffsetOutOfRange
+from compactlog.errors import CompactionRunning, OffsetOutOfRange
 from compactlog.storage import batch
 from compactlog.storage.config import ServerSettings
 from compactlog.storage.segmented import SegmentedLogManager
@@ -166,7 +166,7 @@ def test_filthiest_first_and_max_compaction_lag(tmp_path: Path) -> None:
     publish(m, "a", [b"y", b"y"])  # a: dirty ratio 2/3, below b's 1.0
     job = cm.grab_filthiest()
     assert job is not None and job.name == "b"
-    with pytest.raises(CompactionInProgress):
+    with pytest.raises(CompactionRunning):
         c.clean_now("b")
     cm.done_cleaning("b", None)
     c.clean_now("b")
@@ -188,7 +188,7 @@ def test_cleaning_states_and_transitions(tmp_path: Path) -> None:
     cm.abort_and_pause("t")
     cm.abort_and_pause("t")
     assert cm.state("t") == "Paused(2)"
-    with pytest.raises(CompactionInProgress):
+    with pytest.raises(CompactionRunning):
         c.clean_now("t")
     cm.resume("t")
     cm.resume("t")

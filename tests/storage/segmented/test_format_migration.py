@@ -93,7 +93,7 @@ def open_manager(root: Path) -> SegmentedLogManager:
 
 def test_a_new_directory_is_stamped_with_the_current_format(tmp_path: Path) -> None:
     open_manager(tmp_path / "segments").close()
-    assert (tmp_path / "segments" / "FORMAT").read_text() == "2\n"
+    assert (tmp_path / "segments" / "~server" / "FORMAT").read_text() == "2\n"
     assert migrate_segments(tmp_path / "segments") == 0
 
 
@@ -117,7 +117,7 @@ def test_other_formats_are_refused_untouched(tmp_path: Path, found: str | None) 
 def test_migration_keeps_every_record_and_horizon(tmp_path: Path) -> None:
     make_v1_topic(tmp_path)
     assert migrate_segments(tmp_path) == 2
-    assert (tmp_path / "FORMAT").read_text() == "2\n"
+    assert (tmp_path / "~server" / "FORMAT").read_text() == "2\n"
     data = (tmp_path / "t" / f"{0:020d}.log").read_bytes()
     heads = []
     p = 0
@@ -166,7 +166,7 @@ def test_a_rerun_after_a_crash_finishes_the_job(tmp_path: Path) -> None:
     assert migrate_segments(tmp_path) == 1
     assert not (topic / f"{7:020d}.log.v2.tmp").exists()
     # A crash after the last rename but before FORMAT: nothing left to convert.
-    (tmp_path / "FORMAT").unlink()
+    (tmp_path / "~server" / "FORMAT").unlink()
     assert migrate_segments(tmp_path) == 0
     m = open_manager(tmp_path)
     assert as_tuples(m.read("t", 0, 0)) == expected()
@@ -183,7 +183,7 @@ def test_a_torn_tail_is_dropped_and_damage_elsewhere_refused(tmp_path: Path) -> 
     first.write_bytes(bytes(damaged))
     with pytest.raises(StorageError, match=rf"{first.name}, byte 0: torn or corrupt"):
         migrate_segments(tmp_path)
-    assert first.read_bytes() == bytes(damaged) and not (tmp_path / "FORMAT").exists()
+    assert first.read_bytes() == bytes(damaged) and not (tmp_path / "~server" / "FORMAT").exists()
     first.write_bytes(b"".join(v1_record(*r) for r in SEGMENT_0))
     assert migrate_segments(tmp_path) == 2  # the failed run converted nothing after it
     m = open_manager(tmp_path)

@@ -143,7 +143,7 @@ def test_state_files_catch_every_flip_and_read_legacy_files(tmp_path: Path) -> N
 
 def test_a_bad_format_file_refuses_the_start_in_one_line(tmp_path: Path) -> None:
     filled(tmp_path).close()
-    (tmp_path / "FORMAT").write_bytes(b"2\n\x00")
+    (tmp_path / "~server" / "FORMAT").write_bytes(b"2\n\x00")
     with pytest.raises(Exception, match="not a format version") as info:
         open_manager(tmp_path)
     assert "\n" not in str(info.value)

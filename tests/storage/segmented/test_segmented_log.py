@@ -12,7 +12,7 @@ from compactlog.errors import (
     InvalidTopicName,
     OffsetOutOfRange,
     RecordTooLarge,
-    TopicAlreadyExists,
+    TopicExists,
     TopicNotFound,
 )
 from compactlog.storage.config import ServerSettings
@@ -208,7 +208,7 @@ def test_flush_messages_reports_synced(tmp_path: Path, clock: Clock) -> None:
 def test_topics_persist_across_restart(tmp_path: Path, clock: Clock) -> None:
     m = open_manager(tmp_path, clock)
     m.create_topic("a.b-c_1", {"retention.ms": "-1", "segment.bytes": "1000"})
-    with pytest.raises(TopicAlreadyExists):
+    with pytest.raises(TopicExists):
         m.create_topic("a.b-c_1", {})
     with pytest.raises(InvalidTopicName):
         m.create_topic("../x", {})
@@ -225,7 +225,7 @@ def test_topics_persist_across_restart(tmp_path: Path, clock: Clock) -> None:
     m.delete_topic("a.b-c_1")
     with pytest.raises(TopicNotFound):
         m.read("a.b-c_1", 0, 1)
-    assert not m.has_topic("a.b-c_1") and os.listdir(tmp_path) == ["FORMAT"]
+    assert not m.has_topic("a.b-c_1") and os.listdir(tmp_path) == ["~server"]
     m.close()
 
 

@@ -1,0 +1,78 @@
+"""Method handlers of the compactlog services, built from the proto's service descriptors.
+
+The generated ``add_*Servicer_to_server`` functions register ``FromString`` as each
+method's request deserializer; when it raises (bytes that are not the request message),
+grpc answers UNKNOWN with the parser's text, and UNKNOWN means a defect (CONTRACT
+section 5). Here every deserializer is checked: a request that does not parse, or any
+request once the server is shutting down, is handed to the servicer as a ``Refused``
+(``server/errors.py``), which the ``rpc``/``rpc_async`` wrappers answer as
+INVALID_ARGUMENT / MALFORMED_REQUEST or UNAVAILABLE / SHUTTING_DOWN.
+
+Methods named in ``raw_requests`` take the request's bytes (the Publish hot path parses
+them once itself); those in ``raw_responses`` return response bytes (Read and Consume
+splice stored batches).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from typing import Any
+
+import grpc
+
+from compactlog.errors import MalformedRequest, ShuttingDown
+from compactlog.server.errors import Refused
+from compactlog.v1 import compactlog_pb2 as pb
+
+_MAKE = {
+    (False, False): grpc.unary_unary_rpc_method_handler,
+    (False, True): grpc.unary_stream_rpc_method_handler,
+    (True, True): grpc.stream_stream_rpc_method_handler,
+    (True, False): grpc.stream_unary_rpc_method_handler,
+}
+
+
+def _same(data: bytes) -> bytes:
+    return data
+
+
+def checked_deserializer(
+    message: str, parse: Callable[[bytes], Any], stopping: Callable[[], bool]
+) -> Callable[[bytes], Any]:
+    """``parse``, with a failure (or a call while shutting down) as a ``Refused``."""
+
+    def deserialize(data: bytes) -> Any:
+        if stopping():
+            return Refused(ShuttingDown("the server is shutting down"))
+        try:
+            return parse(data)
+        except Exception as exc:  # DecodeError, or upb's errors on invalid UTF-8 and nesting
+            return Refused(
+                MalformedRequest(f"malformed {message} ({len(data)} bytes): {exc}", request=message)
+            )
+
+    return deserialize
+
+
+def service_handler(
+    service: str,
+    servicer: object,
+    stopping: Callable[[], bool] = lambda: False,
+    raw_requests: Collection[str] = (),
+    raw_responses: Collection[str] = (),
+) -> grpc.GenericRpcHandler:
+    """The handlers of ``compactlog.v1.<service>`` over ``servicer``'s methods."""
+    descriptor = pb.DESCRIPTOR.services_by_name[service]
+    handlers = {}
+    for method in descriptor.methods:
+        name = method.name
+        request_cls = getattr(pb, method.input_type.name)
+        response_cls = getattr(pb, method.output_type.name)
+        parse = _same if name in raw_requests else request_cls.FromString
+        make = _MAKE[(method.client_streaming, method.server_streaming)]
+        handlers[name] = make(
+            getattr(servicer, name),
+            request_deserializer=checked_deserializer(method.input_type.name, parse, stopping),
+            response_serializer=_same if name in raw_responses else response_cls.SerializeToString,
+        )
+    return grpc.method_handlers_generic_handler(descriptor.full_name, handlers)

@@ -1,0 +1,125 @@
+"""The ids a subscription acknowledged individually beyond its mark-delete position, as
+ranges: Pulsar's ``individualDeletedMessages``.
+
+A range ``[start, end]`` holds consecutive entries of one ledger (``(L, e)``,
+``(L, e + 1)`` ...); ranges are disjoint and sorted, and two ranges of one ledger that
+touch are merged. Acknowledging in order, or in any order that leaves few holes, keeps
+the set to a handful of ranges however many ids it covers.
+
+Two sorted lists (starts and ends) are searched with ``bisect``: a lookup or an ack is
+O(log n) comparisons in the number of ranges; a range inserted between two others moves
+the tail of the lists (a C memmove of pointers). Ranges leave from the front as the
+mark-delete position passes them, so the front is a moving ``_head`` index rather than
+a ``del list[0]`` each time; the lists are compacted when half of them is dead.
+
+Each change reports the ranges it wrote and removed (``RangeChanges``: start -> end, or
+None for a range gone), so that the stores persist the change, not the whole set.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Iterable, Iterator
+
+from compactlog.storage.types import MessageId
+
+Range = tuple[MessageId, MessageId]
+RangeChanges = dict[MessageId, MessageId | None]  # range start -> its end, None: removed
+
+
+def _follows(end: MessageId, start: MessageId) -> bool:
+    """``start`` is the entry right after ``end`` in the same ledger."""
+    return end.ledger_id == start.ledger_id and end.entry_id + 1 == start.entry_id
+
+
+class AckedRanges:
+    def __init__(self, ranges: Iterable[Range] = ()) -> None:
+        self._starts: list[MessageId] = []
+        self._ends: list[MessageId] = []
+        self._head = 0  # ranges before it are gone (passed by the mark-delete position)
+        for start, end in sorted(ranges):
+            self.put(start, end)
+
+    # ---- reading ----------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        """The number of ranges (not of ids)."""
+        return len(self._starts) - self._head
+
+    def __bool__(self) -> bool:
+        return len(self._starts) > self._head
+
+    def __contains__(self, msg_id: object) -> bool:
+        if not isinstance(msg_id, tuple):
+            return False
+        i = bisect_right(self._starts, msg_id, self._head) - 1
+        return i >= self._head and msg_id <= self._ends[i]
+
+    def __iter__(self) -> Iterator[Range]:
+        return zip(self._starts[self._head :], self._ends[self._head :], strict=True)
+
+    def first(self) -> Range | None:
+        if self._head == len(self._starts):
+            return None
+        return self._starts[self._head], self._ends[self._head]
+
+    def ids(self) -> int:
+        """How many ids the ranges hold."""
+        return sum(e.entry_id - s.entry_id + 1 for s, e in self)
+
+    # ---- changing ---------------------------------------------------------------------
+
+    def add(self, msg_id: MessageId, changes: RangeChanges) -> bool:
+        """Add one id, merging with the ranges it touches; False if it was there."""
+        i = bisect_right(self._starts, msg_id, self._head) - 1
+        if i >= self._head and msg_id <= self._ends[i]:
+            return False
+        left = i >= self._head and _follows(self._ends[i], msg_id)
+        right = i + 1 < len(self._starts) and _follows(msg_id, self._starts[i + 1])
+        if left and right:  # fills the hole between two ranges: one range now
+            self._ends[i] = self._ends[i + 1]
+            changes[self._starts[i + 1]] = None
+            del self._starts[i + 1], self._ends[i + 1]
+            changes[self._starts[i]] = self._ends[i]
+        elif left:
+            self._ends[i] = msg_id
+            changes[self._starts[i]] = msg_id
+        elif right:
+            changes[self._starts[i + 1]] = None
+            self._starts[i + 1] = msg_id
+            changes[msg_id] = self._ends[i + 1]
+        else:
+            self._starts.insert(i + 1, msg_id)
+            self._ends.insert(i + 1, msg_id)
+            changes[msg_id] = msg_id
+        return True
+
+    def put(self, start: MessageId, end: MessageId) -> None:
+        """Hold ``[start, end]``, replacing the ranges inside it (loading, replaying)."""
+        lo = bisect_right(self._starts, start, self._head)
+        if lo > self._head and self._starts[lo - 1] == start:
+            lo -= 1
+        hi = bisect_right(self._starts, end, lo)
+        self._starts[lo:hi] = [start]
+        self._ends[lo:hi] = [end]
+
+    def remove(self, start: MessageId) -> None:
+        """Drop the range that begins at ``start`` (replaying a removal)."""
+        i = bisect_right(self._starts, start, self._head) - 1
+        if i >= self._head and self._starts[i] == start:
+            del self._starts[i], self._ends[i]
+
+    def drop_through(self, mark: MessageId, changes: RangeChanges) -> None:
+        """Forget every id at or before ``mark`` (the mark-delete position moved there)."""
+        while self._head < len(self._starts) and self._starts[self._head] <= mark:
+            start, end = self._starts[self._head], self._ends[self._head]
+            changes[start] = None
+            if end > mark:  # the range straddles the mark: its tail stays
+                rest = MessageId(end.ledger_id, mark.entry_id + 1)
+                self._starts[self._head] = rest
+                changes[rest] = end
+                break
+            self._head += 1
+        if self._head and self._head * 2 >= len(self._starts):
+            del self._starts[: self._head], self._ends[: self._head]
+            self._head = 0

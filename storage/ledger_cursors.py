@@ -1,0 +1,137 @@
+"""The cursors of LEDGER topics in RocksDB: a base of ``LedgerStore``.
+
+Each cursor is a head record (``C topic \\0 subscription``: mark-delete, delivered,
+properties as JSON) and one record per range of ids acked individually beyond the
+mark-delete position (``A topic \\0 subscription \\0 first id`` -> last id; see
+``storage/keys.py``). A change writes the records it touched (``CursorChange``), in one
+batch with the topic's lock held; an ack shares the group commit with appends
+(``publish.durability``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from compactlog.errors import NotDelivered, SubscriptionNotFound
+from compactlog.storage import keys
+from compactlog.storage.cursor import Cursor, CursorChange
+from compactlog.storage.group_commit import GroupCommit, SyncTicket
+from compactlog.storage.ledger_topic import LedgerTopic
+from compactlog.storage.rocks import Batch, RocksDB
+from compactlog.storage.types import MessageId
+
+
+def cursor_ops(batch: Batch, topic: str, cursor: Cursor, change: CursorChange) -> None:
+    """The records a cursor change touches: the head, and each range written or gone."""
+    if change.head:
+        head = json.dumps(cursor.head(), separators=(",", ":")).encode()
+        batch.put(keys.cursor_key(topic, cursor.name), head)
+    for start, end in change.ranges.items():
+        key = keys.ack_range_key(topic, cursor.name, *start)
+        if end is None:
+            batch.delete(key)
+        else:
+            batch.put(key, keys.ack_range_value(*end))
+
+
+class LedgerCursors:
+    """Base of LedgerStore: needs its RocksDB, its topics and its durability setting."""
+
+    db: RocksDB
+    fsync: bool
+    group_commit: GroupCommit
+    _topics: dict[str, LedgerTopic]
+
+    def topic(self, name: str) -> LedgerTopic:
+        raise NotImplementedError
+
+    def open_cursor(self, name: str, subscription: str, latest: bool = False) -> Cursor:
+        topic = self.topic(name)
+        with topic.lock:
+            cursor = topic.cursors.get(subscription)
+            if cursor is None:
+                cursor = Cursor(subscription)
+                if latest:
+                    cursor.mark_delete = cursor.read_position = cursor.delivered = topic.lac
+                batch = Batch()
+                self._write_change(topic, cursor, CursorChange(head=True), batch)
+                self.db.write(batch, sync=self.fsync)
+                topic.cursors[subscription] = cursor
+            return cursor
+
+    def _cursor(self, topic: LedgerTopic, subscription: str) -> Cursor:
+        cursor = topic.cursors.get(subscription)
+        if cursor is None:
+            raise SubscriptionNotFound(
+                f"subscription {subscription!r} does not exist on {topic.name!r}",
+                topic=topic.name,
+                subscription=subscription,
+            )
+        return cursor
+
+    def _write_change(
+        self, topic: LedgerTopic, cursor: Cursor, change: CursorChange, batch: Batch
+    ) -> None:
+        cursor_ops(batch, topic.name, cursor, change)
+
+    def acknowledge(
+        self, name: str, subscription: str, msg_id: MessageId, cumulative: bool
+    ) -> Cursor:
+        """Apply an ack and return once it is on disk."""
+        cursor, ticket = self._acknowledge(name, subscription, msg_id, cumulative)
+        if ticket:
+            self.group_commit.wait(ticket)
+        return cursor
+
+    def acknowledge_start(
+        self, name: str, subscription: str, msg_id: MessageId, cumulative: bool
+    ) -> SyncTicket:
+        """Apply an ack now (memory and WAL); the result tells when it is on disk. Acks
+        share the group commit with appends: many consumers acknowledging at once cost
+        one fsync, and no thread waits on one while holding the topic's lock."""
+        _cursor, ticket = self._acknowledge(name, subscription, msg_id, cumulative)
+        return SyncTicket(self.group_commit, ticket)
+
+    def _acknowledge(
+        self, name: str, subscription: str, msg_id: MessageId, cumulative: bool
+    ) -> tuple[Cursor, int]:
+        """Acknowledge an id delivered to the subscription (NOT_DELIVERED otherwise, and
+        nothing changes): only the records the ack changed are written, to the WAL; the
+        ticket (0: nothing to wait for) is the group commit that makes them durable."""
+        topic = self.topic(name)
+        with topic.lock:
+            cursor = self._cursor(topic, subscription)
+            try:
+                if not cursor.check_delivered(msg_id, topic.holds):
+                    return cursor, 0
+            except NotDelivered as exc:
+                exc.metadata["topic"] = name
+                raise
+            change = cursor.acknowledge(msg_id, cumulative, topic.successor)
+            if not change:
+                return cursor, 0
+            batch = Batch()
+            self._write_change(topic, cursor, change, batch)
+            self.db.write(batch)  # the WAL; synced by the group commit
+            return cursor, self.group_commit.ticket() if self.fsync else 0
+
+    def commit_cursor(
+        self,
+        name: str,
+        subscription: str,
+        mark_delete: MessageId | None,
+        properties: dict[str, str],
+        extra: Callable[[Batch], None] | None = None,
+    ) -> None:
+        """Set position and properties in one atomic, synced write (plus ``extra`` ops)."""
+        topic = self.topic(name)
+        with topic.lock:
+            cursor = topic.cursors.get(subscription) or Cursor(subscription)
+            change = cursor.set_position(mark_delete, properties)
+            batch = Batch()
+            self._write_change(topic, cursor, change, batch)
+            if extra is not None:
+                extra(batch)
+            self.db.write(batch, sync=True)
+            topic.cursors[subscription] = cursor
