@@ -1,12 +1,17 @@
-"""Builds the optional compiled twins: the batch codec (``storage/_batch.c``) and the
-offset map's hashing and probing (``compactor/log_cleaner/_offset_map.c``).
+"""Builds the optional compiled twins: the batch codec (``storage/_batch.c``), the
+offset map's hashing and probing (``compactor/log_cleaner/_offset_map.c``) and the
+compactors' per-batch scans over it (``compactor/log_cleaner/_batch_scan.c``; both
+include ``_offset_table.h``).
 
 Everything else is declared in pyproject.toml. ``optional=True``: where no C compiler is
 present the install still succeeds and the pure-Python twins (``storage/_batch_py.py``,
-``compactor/log_cleaner/_offset_map_py.py``), which behave identically, are used.
+``compactor/log_cleaner/_offset_map_py.py``, ``compactor/log_cleaner/_batch_scan_py.py``),
+which behave identically, are used.
 """
 
 from setuptools import Extension, setup
+
+TABLE = "compactor/log_cleaner/_offset_table.h"
 
 setup(
     ext_modules=[
@@ -19,6 +24,14 @@ setup(
         Extension(
             "compactlog.compactor.log_cleaner._offset_map",
             sources=["compactor/log_cleaner/_offset_map.c"],
+            depends=[TABLE],
+            extra_compile_args=["-O3", "-std=c11", "-Wall"],
+            optional=True,
+        ),
+        Extension(
+            "compactlog.compactor.log_cleaner._batch_scan",
+            sources=["compactor/log_cleaner/_batch_scan.c"],
+            depends=[TABLE],
             extra_compile_args=["-O3", "-std=c11", "-Wall"],
             optional=True,
         ),

@@ -120,15 +120,20 @@ def compacted_batch(ledger_id: int, messages: Sequence[bytes]) -> bytes:
     ledger's append, in the server or in a compaction worker's SST file)."""
     payload = codec.frame_messages(messages)
     walked = codec.walk(payload, f"ledger {ledger_id}")
-    return codec.pack(
+    return compacted_records_batch(
         payload,
         len(messages),
         MessageId(walked[0][0], walked[0][1]),
         MessageId(walked[-1][0], walked[-1][1]),
-        0,
-        0,
-        attributes=codec.COMPACTED,
     )
+
+
+def compacted_records_batch(
+    records: bytes, count: int, first_id: MessageId, last_id: MessageId
+) -> bytes:
+    """``compacted_batch`` of messages already framed as payload records, their first and
+    last ids known (phase two's per-batch path): the same bytes."""
+    return codec.pack(records, count, first_id, last_id, 0, 0, attributes=codec.COMPACTED)
 
 
 def ids_of(runs: Sequence[IdRun]) -> list[MessageId]:

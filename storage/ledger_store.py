@@ -222,7 +222,16 @@ class LedgerStore(LedgerScans, LedgerCursors):
         if first != meta.entries or entries[-1][0] != first + len(entries) - 1:
             raise StorageError(f"ledger {ledger_id}: appends must continue at {meta.entries}")
         data = compacted_batch(ledger_id, [data for _pos, data, _key, _flags in entries])
-        meta.entries += len(entries)
+        self.append_compacted(ledger_id, first, len(entries), data)
+
+    def append_compacted(self, ledger_id: int, first: int, count: int, data: bytes) -> None:
+        """Append one packed COMPACTED batch of ``count`` entries at position ``first``."""
+        meta = self._ledgers[ledger_id]
+        if meta.sealed:
+            raise StorageError(f"ledger {ledger_id} is sealed")
+        if first != meta.entries or count < 1:
+            raise StorageError(f"ledger {ledger_id}: appends must continue at {meta.entries}")
+        meta.entries += count
         meta.bytes += len(data)
         batch = Batch()
         batch.put(keys.entry_key(ledger_id, first), data)

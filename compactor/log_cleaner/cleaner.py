@@ -1,8 +1,9 @@
 """Cleaner: the mechanism of one cleaning pass over one log (no policy, no threads).
 
 Segments hold stored batches (``storage/batch.py``); every batch read here passes
-``batch.check`` and its records are listed by ``batch.walk`` (ids, key flags, keys, byte
-ranges), so no record is decoded.
+``batch.check`` and its records are walked, hashed and looked up in the offset map in one
+call per batch (``batch_scan``: a compiled twin and a pure-Python one), so no record is
+decoded and none costs a Python loop iteration.
 
 1. Build the offset map over the dirty section ``[first dirty, first uncleanable)``: for each
    keyed record, key digest → offset. When the map is full the pass ends its section at the
@@ -32,26 +33,21 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from compactlog.compactor.log_cleaner.batch_scan import map_batch, survivors
 from compactlog.compactor.log_cleaner.manager import LogToClean
-from compactlog.compactor.log_cleaner.offset_map import FIRST_HALF, SkimpyOffsetMap, md5
+from compactlog.compactor.log_cleaner.offset_map import SkimpyOffsetMap
 from compactlog.compactor.log_cleaner.rewrite import BatchWriter
 from compactlog.compactor.progress import CLEANING, NoControl, Progress, RunControl
 from compactlog.compactor.throttle import Throttler
-from compactlog.storage.batch import (
-    NO_HORIZON,
-    VALUE_PRESENT,
-    BatchHeader,
-    payload_of,
-    walk,
-)
+from compactlog.storage.batch import NO_HORIZON, BatchHeader, payload_of
 from compactlog.storage.config import SegmentedTopicConfig
 from compactlog.storage.segmented import CleaningAborted, LogSegment
 from compactlog.storage.segmented.segment import CLEANED, IndexParams
 
 _MAX_RELATIVE = 2**32 - 1
 PACE_BYTES = 64 * 1024
-# Survivors of one batch: (record byte runs, count, first offset, last offset, horizon)
-Survivors = tuple[list[memoryview], int, int, int, int]
+# Survivors of one batch: (record bytes, count, first offset, last offset, horizon)
+Survivors = tuple[list[bytes], int, int, int, int]
 
 
 @dataclass
@@ -186,8 +182,8 @@ class Cleaner:
         ``active_base``); returns its figures, ``end_offset`` being the next first dirty
         offset."""
         stats = PassStats()
-        self.map.clear()
         start, stop = plan.first_dirty_offset, plan.first_uncleanable_offset
+        self.map.fit(stop - start)
         head = plan.log_start_offset
         self.progress = Progress(CLEANING, 0, 2 * (stop - start) + start - head)
         self.control.report(self.progress)
@@ -213,50 +209,38 @@ class Cleaner:
     def build_offset_map(
         self, plan: CleanPlan, closed: Sequence[LogSegment], active_base: int, stats: PassStats
     ) -> int:
-        """Map the dirty section; return the offset where it stopped (exclusive)."""
+        """Map the dirty section; return the offset where it stopped (exclusive). Each
+        batch is one call (``batch_scan.map_batch``): its records never reach Python."""
         start, end = plan.first_dirty_offset, plan.first_uncleanable_offset
-        put = self.map.put_hash
-        hashes, offsets, slots = self.map.table()
-        first_half = FIRST_HALF.unpack_from
         ends = [s.base_offset for s in closed[1:]] + [active_base] if closed else []
-        mapped = since = 0
-        try:
-            for seg, seg_end in zip(closed, ends, strict=True):
-                if seg_end <= start:
+        since = 0
+        for seg, seg_end in zip(closed, ends, strict=True):
+            if seg_end <= start:
+                continue
+            if seg.base_offset >= end:
+                break
+            scan = (
+                seg.batches_from(start, seg.size, self.chunk)
+                if start > seg.base_offset
+                else seg.batches(0, seg.size, self.chunk)
+            )
+            for buf, p, header, at in scan:
+                last = header.last_id.entry_id
+                if last < start:
                     continue
-                if seg.base_offset >= end:
-                    break
-                scan = (
-                    seg.batches_from(start, seg.size, self.chunk)
-                    if start > seg.base_offset
-                    else seg.batches(0, seg.size, self.chunk)
-                )
-                for buf, p, header, at in scan:
-                    first, last = header.first_id.entry_id, header.last_id.entry_id
-                    if last < start:
-                        continue
-                    walked = walk(payload_of(buf, header, p), f"{seg.where}, byte {at}")
-                    if first < start or last >= end:  # only the ends of the section
-                        walked = [w for w in walked if start <= w[1] < end]
-                    for _l, off, _f, key, _s, _e in walked:
-                        if key is not None:
-                            digest = md5(key).digest()
-                            # Inlined first probe of put_hash: most keys repeat.
-                            slot = first_half(digest)[0] % slots
-                            if offsets[slot] and hashes.startswith(digest, slot << 4):
-                                offsets[slot] = off + 1
-                            elif not put(digest, off):
-                                return int(off)
-                            mapped += 1
-                    if last >= end:
-                        return end
-                    since += header.size
-                    if since >= self.quantum:
-                        self._pace(plan.name, since)
-                        self._report(last + 1 - start, since)
-                        since = 0
-        finally:
-            stats.map_records += mapped
+                where = f"{seg.where}, byte {at}"
+                payload = payload_of(buf, header, p)
+                mapped, stop = map_batch(self.map, payload, start, end, where)
+                stats.map_records += mapped
+                if stop >= 0:
+                    return stop
+                if last >= end:
+                    return end
+                since += header.size
+                if since >= self.quantum:
+                    self._pace(plan.name, since)
+                    self._report(last + 1 - start, since)
+                    since = 0
         return end
 
     def _pace(self, name: str, nbytes: int) -> None:
@@ -334,45 +318,15 @@ class Cleaner:
         where: str,
         tally: _Tally,
     ) -> Survivors | None:
-        """The records of one batch that survive, as runs of adjacent record bytes."""
-        get = self.map.get_hash
-        hashes, offsets, slots = self.map.table()
-        first_half = FIRST_HALF.unpack_from
+        """The records of one batch that survive (``batch_scan.survivors``, one call)."""
         expired = 0 <= header.delete_horizon_ms <= now_ms
         carried = header.delete_horizon_ms if header.delete_horizon_ms >= 0 else horizon
-        parts: list[memoryview] = []
-        run_start = run_end = -1
-        kept = first = last = 0
-        tomb_horizon = NO_HORIZON
-        walked = walk(payload, where)
-        for _l, off, flags, key, s, e in walked:
-            if key is None:  # flags & HAS_KEY is clear
-                tally.keyless += 1
-                continue
-            digest = md5(key).digest()
-            # Inlined first probe of get_hash.
-            slot = first_half(digest)[0] % slots
-            found = offsets[slot]
-            if found and hashes.startswith(digest, slot << 4):
-                found -= 1
-            else:
-                found = get(digest)
-            tombstone = not flags & VALUE_PRESENT
-            if off < found or (tombstone and expired):
-                tally.tombstones += tombstone  # a superseded or expired tombstone
-                continue
-            if tombstone:
-                tomb_horizon = carried
-            if s != run_end:
-                if run_end >= 0:
-                    parts.append(payload[run_start:run_end])
-                run_start = s
-            run_end = e
-            first = first if kept else off
-            kept += 1
-            last = off
-        tally.read += len(walked)
+        data, kept, first, last, tomb_kept, read, keyless, tombstones = survivors(
+            self.map, payload, expired, where
+        )
+        tally.read += read
+        tally.keyless += keyless
+        tally.tombstones += tombstones
         if not kept:
             return None
-        parts.append(payload[run_start:run_end])
-        return parts, kept, first, last, tomb_horizon
+        return [data], kept, first, last, carried if tomb_kept else NO_HORIZON

@@ -21,6 +21,9 @@ compiled twin (``_offset_map.c``) when one was built, else in its pure-Python tw
 
 from __future__ import annotations
 
+import ctypes
+import math
+import os
 import struct
 from array import array
 from typing import Protocol, cast
@@ -35,6 +38,7 @@ BYTES_PER_ENTRY = 24
 HASH_SIZE = 16
 _HALVES = struct.Struct("<QQ")
 FIRST_HALF = struct.Struct("<Q")
+MIN_FIT_SLOTS = 1021  # a prime; the smallest table ``fit`` makes
 
 
 class Twin(Protocol):
@@ -58,6 +62,8 @@ class Twin(Protocol):
 
 
 def _load_twin() -> tuple[Twin, bool]:
+    if os.environ.get("COMPACTLOG_NO_EXT") == "1":
+        return cast(Twin, _offset_map_py), False
     try:
         from compactlog.compactor.log_cleaner import _offset_map  # type: ignore[attr-defined]
     except ImportError:
@@ -68,22 +74,30 @@ def _load_twin() -> tuple[Twin, bool]:
 twin, COMPILED = _load_twin()
 
 
-def _largest_prime_at_most(n: int) -> int:
-    def prime(k: int) -> bool:
-        if k < 4:
-            return k >= 2
-        if k % 2 == 0:
+def _is_prime(k: int) -> bool:
+    if k < 4:
+        return k >= 2
+    if k % 2 == 0:
+        return False
+    i = 3
+    while i * i <= k:
+        if k % i == 0:
             return False
-        i = 3
-        while i * i <= k:
-            if k % i == 0:
-                return False
-            i += 2
-        return True
+        i += 2
+    return True
 
-    while n >= 2 and not prime(n):
+
+def _largest_prime_at_most(n: int) -> int:
+    while n >= 2 and not _is_prime(n):
         n -= 1
     return max(n, 1)
+
+
+def _smallest_prime_at_least(n: int) -> int:
+    n = max(n, 2)
+    while not _is_prime(n):
+        n += 1
+    return n
 
 
 class SkimpyOffsetMap:
@@ -93,7 +107,8 @@ class SkimpyOffsetMap:
         if memory_bytes < BYTES_PER_ENTRY:
             raise InvalidConfig(f"log.cleaner.dedupe.buffer.size {memory_bytes} holds no entry")
         self.load_factor = load_factor
-        self._allocate(_largest_prime_at_most(memory_bytes // BYTES_PER_ENTRY))
+        self.budget_slots = _largest_prime_at_most(memory_bytes // BYTES_PER_ENTRY)
+        self._allocate(self.budget_slots)
         self.size = 0
         self.latest_offset = -1
 
@@ -122,14 +137,35 @@ class SkimpyOffsetMap:
 
     @property
     def utilization(self) -> float:
-        return self.size / self.slots
+        """Entries over the slots of the whole budget (Kafka's buffer utilization)."""
+        return self.size / self.budget_slots
 
     def clear(self) -> None:
+        """Empty the table in place: a slot is empty when its offset is 0, so only the
+        offsets are zeroed (a pass over a 128 MiB buffer then writes 43 MiB, not 128, and
+        allocates nothing: a worker keeps its map between passes)."""
         if self.size:
-            self._hashes = bytearray(self.slots * HASH_SIZE)
-            self._offsets = array("q", [0]) * self.slots
+            address, slots = self._offsets.buffer_info()
+            ctypes.memset(address, 0, slots * self._offsets.itemsize)
         self.size = 0
         self.latest_offset = -1
+
+    def fit(self, entries: int) -> None:
+        """Clear the map for a pass of at most ``entries`` keys (the cleaner's dirty section
+        has no more keys than offsets). When they could not fill the budget's table, a
+        table just large enough for them answers exactly the same (it cannot fill either)
+        and is far kinder to the caches than 128 MiB probed at random; otherwise the
+        budget's table, cleared in place. Memory never exceeds the budget."""
+        slots = self.budget_slots
+        if entries < int(slots * self.load_factor):
+            want = _smallest_prime_at_least(math.ceil(entries / self.load_factor) + 2)
+            slots = min(slots, max(want, MIN_FIT_SLOTS))
+        if slots != self.slots:
+            self._hashes = bytearray()  # drop the old table before taking the new one
+            self._offsets = array("q")
+            self._allocate(slots)
+            self.size = 0
+        self.clear()
 
     def put_hash(self, digest: bytes, offset: int) -> bool:
         """Map ``digest`` to ``offset``; False (and no change) if the map is full and it is new."""

@@ -38,7 +38,7 @@ class BatchWriter:
         self._reset()
 
     def _reset(self) -> None:
-        self.parts: list[memoryview] = []
+        self.parts: list[bytes] = []
         self.size = self.count = self.sources = 0
         self.first = self.last = -1
         self.publish = 0
@@ -48,7 +48,7 @@ class BatchWriter:
 
     def add(
         self,
-        parts: list[memoryview],
+        parts: list[bytes],
         count: int,
         first: int,
         last: int,

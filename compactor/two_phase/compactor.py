@@ -26,8 +26,17 @@ from dataclasses import asdict, dataclass, field
 
 from compactlog.compactor.progress import COMMIT, PHASE_TWO, NoControl, Progress, RunControl
 from compactlog.compactor.two_phase.phase_one import PhaseOneResult, find_winners
-from compactlog.compactor.two_phase.phase_two import PhaseTwoMeter, winners_in_order
-from compactlog.compactor.two_phase.storage import CompactionInput, CompactionStorage, NewEntry
+from compactlog.compactor.two_phase.phase_two import (
+    PhaseTwoMeter,
+    WinnerCopier,
+    winners_in_order,
+)
+from compactlog.compactor.two_phase.storage import (
+    BatchStorage,
+    CompactionInput,
+    CompactionStorage,
+    NewEntry,
+)
 from compactlog.storage.codec import key_flags
 from compactlog.storage.types import MessageId
 from compactlog.v1 import compactlog_pb2 as pb
@@ -228,6 +237,11 @@ class TwoPhaseCompactor:
     ) -> None:
         """Phase two: append the winners verbatim, in id order."""
         storage = self.storage
+        if isinstance(storage, BatchStorage):
+            copier = WinnerCopier(storage, ledger_id, APPEND_BATCH)
+            copier.on_first_append = lambda: self.fault("after_append")
+            copier.copy(inp, winners, meter)
+            return
         batch: list[NewEntry] = []
         appended = False
         for out_id, data in enumerate(winners_in_order(storage, inp, winners, meter)):

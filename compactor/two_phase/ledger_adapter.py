@@ -18,12 +18,14 @@ from compactlog.compactor.two_phase.storage import (
     KeyEntry,
     NewEntry,
     Segment,
+    StoredPayload,
     tail_segments,
 )
 from compactlog.errors import CommitConflict, DataLoss, TopicNotFound
 from compactlog.storage import batch as batch_codec
 from compactlog.storage.codec import ROLE_COMPACTED
 from compactlog.storage.cursor import COMPACTED_LEDGER_PROPERTY, COMPACTION_SUBSCRIPTION
+from compactlog.storage.ledger_append import compacted_records_batch
 from compactlog.storage.ledger_scans import LedgerScans
 from compactlog.storage.ledger_store import LedgerStore
 from compactlog.storage.types import MessageId
@@ -91,6 +93,28 @@ class LedgerReads:
                 pause()
             yield pos, flags, size, key
         if expected != (first - 1 if reverse else last + 1):
+            raise DataLoss(
+                f"ledger {lid} lacks entry {expected} (read {first}..{last})",
+                ledger=lid,
+                entry=expected,
+            )
+
+    def stored_batches(self, segment: Segment) -> Iterator[StoredPayload]:
+        """The checked payloads holding the segment, in order (``BatchStorage``): each
+        batch must start where the last ended, and the last reach the segment's end."""
+        lid, first, last = segment.ledger_id, segment.first_entry, segment.last_entry
+        expected = first
+        for at, data, header in self.scans.batches(lid, first, last):
+            if (
+                at > expected
+                or at + header.count <= expected
+                or (expected > first and at < expected)
+            ):
+                break
+            self.pause()
+            yield at, batch_codec.payload_of(data, header), f"ledger {lid} entry {at}"
+            expected = at + header.count
+        if expected <= last:
             raise DataLoss(
                 f"ledger {lid} lacks entry {expected} (read {first}..{last})",
                 ledger=lid,
@@ -175,6 +199,18 @@ class LedgerStoreCompactionStorage(LedgerReads):
 
     def append(self, ledger_id: int, entries: Sequence[NewEntry]) -> None:
         self.store.append_entries(ledger_id, entries)
+
+    def append_records(
+        self,
+        ledger_id: int,
+        position: int,
+        records: bytes,
+        count: int,
+        first_id: MessageId,
+        last_id: MessageId,
+    ) -> None:
+        data = compacted_records_batch(records, count, first_id, last_id)
+        self.store.append_compacted(ledger_id, position, count, data)
 
     def seal(self, ledger_id: int) -> None:
         self.store.seal_ledger(ledger_id)

@@ -7,6 +7,9 @@ digest to ``position << 1 | live`` (live: the value is non-empty) in a ``SkimpyO
 bytes whatever its length. The digest is taken as the key's identity, as Kafka takes it
 (two keys with one MD5 would share an entry; see ``offset_map``).
 
+Storages of stored batches (``BatchStorage``: the ledger adapters) are read one call per
+batch (``batch_scan.exchange_batch``, compiled): no record costs a Python loop step.
+
 Phase two asks ``selection`` for each segment's winners (``winners.MapWinners``): an
 entry wins when the map holds exactly its own position, live (or, keyless, when
 ``compaction.retain.null.key``).
@@ -24,7 +27,9 @@ compacted ledger's keys and one raw entry does the run fail with
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
+from compactlog.compactor.log_cleaner.batch_scan import exchange_batch
 from compactlog.compactor.log_cleaner.offset_map import (
     BYTES_PER_ENTRY,
     FULL,
@@ -32,7 +37,12 @@ from compactlog.compactor.log_cleaner.offset_map import (
     SkimpyOffsetMap,
 )
 from compactlog.compactor.progress import PHASE_ONE, NoControl, Progress, RunControl
-from compactlog.compactor.two_phase.storage import CompactionInput, CompactionStorage
+from compactlog.compactor.two_phase.storage import (
+    BatchStorage,
+    CompactionInput,
+    CompactionStorage,
+    Segment,
+)
 from compactlog.compactor.two_phase.winners import BitmapWinners, MapWinners, PhaseOneResult
 from compactlog.errors import ResourceExhausted
 from compactlog.storage.codec import HAS_KEY, VALUE_NON_EMPTY
@@ -75,6 +85,79 @@ class _GrowingMap:
         return True
 
 
+@dataclass
+class _Tally:
+    """Phase one's figures so far, and when to report them next."""
+
+    total: int
+    read: int = 0
+    kept: int = 0
+    tombstones: int = 0
+    keyless: int = 0
+    bytes_in: int = 0
+    next_report: int = REPORT_EVERY
+
+    def pace(self, control: RunControl) -> None:
+        if self.read >= self.next_report:
+            self.next_report = (self.read // REPORT_EVERY + 1) * REPORT_EVERY
+            control.report(Progress(PHASE_ONE, self.read, self.total, bytes_read=self.bytes_in))
+            control.check()
+
+
+def _map_batches(
+    storage: BatchStorage, seg: Segment, base: int, keys: _GrowingMap, retain: bool, t: _Tally,
+    control: RunControl,
+) -> int | None:  # fmt: skip
+    """One segment, one call per stored batch; the covered position if the map filled."""
+    for at, payload, where in storage.stored_batches(seg):
+        first = max(at, seg.first_entry)
+        while True:
+            read, kept, tombs, keyless, nbytes, _size, stop = exchange_batch(
+                keys.map, payload, at, first, seg.last_entry, base, retain, where
+            )
+            t.read += read
+            t.kept += kept
+            t.tombstones += tombs
+            t.keyless += keyless
+            t.bytes_in += nbytes
+            if stop < 0:
+                break
+            if not keys.grow():
+                return base + stop
+            first = stop
+        t.pace(control)
+    return None
+
+
+def _map_entries(
+    storage: CompactionStorage, seg: Segment, base: int, keys: _GrowingMap, retain: bool,
+    t: _Tally, control: RunControl,
+) -> int | None:  # fmt: skip
+    """One segment, entry by entry (storages without stored batches)."""
+    exchange = keys.map.exchange  # resize keeps the object: the bound method stays valid
+    for eid, flags, size, key in storage.read_keys(seg):
+        if flags & HAS_KEY:
+            live = 1 if flags & VALUE_NON_EMPTY else 0
+            old = exchange(key, (base + eid) << 1 | live)  # type: ignore[arg-type]
+            while old == FULL and keys.grow():
+                old = exchange(key, (base + eid) << 1 | live)  # type: ignore[arg-type]
+            if old == NEW:
+                t.kept += live
+            elif old == FULL:
+                return base + eid
+            else:
+                t.kept += live - (old & 1)
+            t.tombstones += 1 - live
+        elif retain:
+            t.kept += 1
+        else:
+            t.keyless += 1
+        t.read += 1
+        t.bytes_in += size
+        t.pace(control)
+    return None
+
+
 def find_winners(
     storage: CompactionStorage,
     inp: CompactionInput,
@@ -91,37 +174,14 @@ def find_winners(
     prefix = segments[0].length if segments and segments[0].compacted else 0
     keys = _GrowingMap(budget_bytes, prefix + min(total - prefix, INITIAL_TAIL_KEYS))
     result = MapWinners(positions=positions, retain_null_key=inp.retain_null_key)
-    exchange = keys.map.exchange  # resize keeps the object: the bound method stays valid
-    retain = inp.retain_null_key
-    read = kept = tombstones = keyless = bytes_in = 0
+    t = _Tally(total)
     covered: int | None = None
-    next_report = REPORT_EVERY
     for seg, base in zip(segments, positions, strict=True):
         base -= seg.first_entry  # position of entry e: base + e
-        for eid, flags, size, key in storage.read_keys(seg):
-            if flags & HAS_KEY:
-                live = 1 if flags & VALUE_NON_EMPTY else 0
-                old = exchange(key, (base + eid) << 1 | live)  # type: ignore[arg-type]
-                while old == FULL and keys.grow():
-                    old = exchange(key, (base + eid) << 1 | live)  # type: ignore[arg-type]
-                if old == NEW:
-                    kept += live
-                elif old == FULL:
-                    covered = base + eid
-                    break
-                else:
-                    kept += live - (old & 1)
-                tombstones += 1 - live
-            elif retain:
-                kept += 1
-            else:
-                keyless += 1
-            read += 1
-            bytes_in += size
-            if read >= next_report:
-                next_report += REPORT_EVERY
-                control.report(Progress(PHASE_ONE, read, total, bytes_read=bytes_in))
-                control.check()
+        if isinstance(storage, BatchStorage):
+            covered = _map_batches(storage, seg, base, keys, inp.retain_null_key, t, control)
+        else:
+            covered = _map_entries(storage, seg, base, keys, inp.retain_null_key, t, control)
         if covered is not None:
             break
     if covered is not None and covered <= prefix:
@@ -131,9 +191,9 @@ def find_winners(
             "of the compacted ledger and the next raw entry; raise the limit or compact "
             "with the Spark engine"
         )
-    control.report(Progress(PHASE_ONE, read, total, bytes_read=bytes_in))
-    result.read, result.kept, result.tombstones = read, kept, tombstones
-    result.keyless_dropped, result.bytes_in = keyless, bytes_in
+    control.report(Progress(PHASE_ONE, t.read, total, bytes_read=t.bytes_in))
+    result.read, result.kept, result.tombstones = t.read, t.kept, t.tombstones
+    result.keyless_dropped, result.bytes_in = t.keyless, t.bytes_in
     result.distinct_keys, result.peak_bytes = keys.map.size, keys.peak
     result.covered = covered
     result.offset_map = keys.map

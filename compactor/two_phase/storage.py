@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from compactlog.storage.types import MessageId
 
@@ -139,4 +139,35 @@ class CompactionStorage(Protocol):
         ledger is no longer ``expected_previous`` (another run won); TopicNotFound when
         the topic was deleted, also when a new topic of that name exists now (its
         ``incarnation`` is not the run's)."""
+        ...
+
+
+# (position of the payload's first record, checked batch payload, where it was read)
+StoredPayload = tuple[int, memoryview, str]
+
+
+@runtime_checkable
+class BatchStorage(Protocol):
+    """What a storage of stored batches adds, so that the compactor's per-record work runs
+    one call per batch (``log_cleaner.batch_scan``) instead of one loop step per record:
+    the ledger adapters (in the server and in a worker) have it; the in-memory twin and
+    the gRPC adapter do not, and are read entry by entry."""
+
+    def stored_batches(self, segment: Segment) -> Iterator[StoredPayload]:
+        """The checked batch payloads holding the segment's entries, in order; DataLoss
+        when an entry is missing (as ``read_keys``)."""
+        ...
+
+    def append_records(
+        self,
+        ledger_id: int,
+        position: int,
+        records: bytes,
+        count: int,
+        first_id: MessageId,
+        last_id: MessageId,
+    ) -> None:
+        """Append ``count`` payload records (``Message`` bytes with their original ids,
+        each framed as a batch payload frames it) as one COMPACTED batch at ``position``;
+        the same bytes ``append`` makes of the same messages."""
         ...

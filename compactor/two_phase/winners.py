@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from compactlog.compactor.log_cleaner.batch_scan import live_bitmap
 from compactlog.compactor.log_cleaner.offset_map import SkimpyOffsetMap
 from compactlog.compactor.two_phase.storage import CompactionStorage, Segment
 from compactlog.storage.codec import HAS_KEY, VALUE_NON_EMPTY
@@ -75,11 +76,7 @@ class MapWinners(PhaseOneResult):
         if self.offset_map.memory_bytes + size > budget_bytes:
             return 0
         bits = bytearray(size)
-        _hashes, offsets, _slots = self.offset_map.table()
-        for stored in offsets:
-            if stored and not stored & 1:  # stored = (position << 1 | live) + 1: live
-                pos = (stored >> 1) - 1
-                bits[pos >> 3] |= 1 << (pos & 7)
+        live_bitmap(self.offset_map, bits)  # stored = (position << 1 | live) + 1, live
         self.bits, self.offset_map = bits, None
         return self.map_bytes + size
 

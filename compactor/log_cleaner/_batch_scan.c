@@ -1,0 +1,341 @@
+/* The compactors' per-record work, one call per stored batch: the compiled twin of
+ * _batch_scan_py.py (same functions, same results; the tests run both).
+ *
+ * Each function walks the message records of one checked batch payload (layout in
+ * storage/batch.py; the same checks and MalformedPayload messages as storage/_batch.c's
+ * walk), hashes keys with MD5 and probes or fills an offset map table (_offset_table.h),
+ * so neither the LogCleaner nor the two-phase compactor touches a record in Python:
+ *
+ *   map_batch       the cleaner's offset map: key -> latest offset in [start, end)
+ *   survivors       the cleaner's rewrite: the bytes of the records that survive
+ *   exchange_batch  phase one: key -> latest position << 1 | live, with the run's figures
+ *   select_batch    phase two: the records whose bit is set, framed for a new batch
+ *   live_bitmap     phase one's map as a bitmap of the live winners' positions
+ * A record walked by a function that stopped early (map full, limit reached) is still
+ * checked to the end of the payload, as a whole-payload walk would.
+ */
+#include "_offset_table.h"
+
+#define HAS_KEY 1
+#define VALUE_NON_EMPTY 2
+#define VALUE_PRESENT 4
+
+static PyObject *MalformedPayload = NULL;
+
+static int bad(const char *what) { PyErr_SetString(MalformedPayload, what); return -1; }
+
+static int read_varint(const uint8_t *buf, Py_ssize_t *p, Py_ssize_t end, uint64_t *out) {
+    uint64_t result = 0;
+    int shift = 0;
+    Py_ssize_t i = *p;
+    for (;;) {
+        if (i >= end || shift > 63) return bad("truncated or overlong varint");
+        uint8_t c = buf[i++];
+        result |= (uint64_t)(c & 0x7F) << shift;
+        if (c < 0x80) break;
+        shift += 7;
+    }
+    *p = i;
+    *out = result;
+    return 0;
+}
+
+static Py_ssize_t skip_field(const uint8_t *buf, Py_ssize_t p, Py_ssize_t end, int wire) {
+    uint64_t n;
+    Py_ssize_t q;
+    switch (wire) {
+    case 0:
+        return read_varint(buf, &p, end, &n) < 0 ? -1 : p;
+    case 1: q = p + 8; break;
+    case 5: q = p + 4; break;
+    case 2:
+        if (read_varint(buf, &p, end, &n) < 0) return -1;
+        if (n > (uint64_t)(end - p)) return bad("field runs past its message");
+        return p + (Py_ssize_t)n;
+    default:
+        PyErr_Format(MalformedPayload, "unsupported wire type %d", wire);
+        return -1;
+    }
+    return q > end ? bad("field runs past its message") : q;
+}
+
+static int parse_id(const uint8_t *buf, Py_ssize_t p, Py_ssize_t end, uint64_t *ledger,
+                    uint64_t *entry) {
+    *ledger = *entry = 0;
+    while (p < end) {
+        uint64_t tag;
+        if (read_varint(buf, &p, end, &tag) < 0) return -1;
+        if (tag == 0x08) {
+            if (read_varint(buf, &p, end, ledger) < 0) return -1;
+        } else if (tag == 0x10) {
+            if (read_varint(buf, &p, end, entry) < 0) return -1;
+        } else if ((p = skip_field(buf, p, end, (int)(tag & 7))) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* One message record: its bytes [start, end), its message [body, end), id, flags, key. */
+typedef struct {
+    Py_ssize_t start, body, end, ks, ke;
+    uint64_t ledger, entry;
+    int flags;
+} Rec;
+
+/* The record at p (< end); -1 with MalformedPayload set when it is not one. */
+static int next_record(const uint8_t *buf, Py_ssize_t p, Py_ssize_t end, Rec *r) {
+    if (buf[p] != 0x0A) {
+        PyErr_Format(MalformedPayload, "expected a message record at byte %zd", p);
+        return -1;
+    }
+    Py_ssize_t ms = p + 1;
+    uint64_t n, tag, vn;
+    if (read_varint(buf, &ms, end, &n) < 0) return -1;
+    if (n > (uint64_t)(end - ms)) {
+        PyErr_Format(MalformedPayload, "message record at byte %zd runs past the payload", p);
+        return -1;
+    }
+    Py_ssize_t me = ms + (Py_ssize_t)n, q = ms;
+    r->start = p, r->body = ms, r->end = me, r->ks = r->ke = -1;
+    r->ledger = r->entry = 0, r->flags = 0;
+    while (q < me) {
+        if (read_varint(buf, &q, me, &tag) < 0) return -1;
+        uint64_t field = tag >> 3;
+        int wire = (int)(tag & 7);
+        Py_ssize_t fs = q, fe = skip_field(buf, q, me, wire);
+        if (fe < 0) return -1;
+        if (wire == 2 && field >= 1 && field <= 3) {
+            if (read_varint(buf, &fs, me, &vn) < 0) return -1;
+            if (field == 1) {
+                if (parse_id(buf, fs, fe, &r->ledger, &r->entry) < 0) return -1;
+            } else if (field == 2) {
+                r->ks = fs, r->ke = fe, r->flags |= HAS_KEY;
+            } else {
+                r->flags = (r->flags & HAS_KEY) | VALUE_PRESENT | (vn ? VALUE_NON_EMPTY : 0);
+            }
+        }
+        q = fe;
+    }
+    return 0;
+}
+
+static void key_md5(const uint8_t *buf, const Rec *r, uint8_t digest[16]) {
+    md5(buf + r->ks, (size_t)(r->ke - r->ks), digest);
+}
+
+/* map_batch(hashes, offsets, payload, start, end, size, max_entries) -> (mapped, size, stop) */
+static PyObject *map_batch(PyObject *self, PyObject *args) {
+    PyObject *h, *o;
+    Py_buffer v;
+    long long start, stop_at, size, max_entries, stop = -1, mapped = 0;
+    if (!PyArg_ParseTuple(args, "OOy*LLLL", &h, &o, &v, &start, &stop_at, &size, &max_entries))
+        return NULL;
+    Table t;
+    if (table_open(&t, h, o) < 0) { PyBuffer_Release(&v); return NULL; }
+    const uint8_t *buf = v.buf;
+    uint8_t digest[16];
+    Rec r;
+    int failed = 0;
+    for (Py_ssize_t p = 0; p < v.len; p = r.end) {
+        if (next_record(buf, p, v.len, &r) < 0) { failed = 1; break; }
+        long long off = (long long)r.entry;
+        if (stop >= 0 || !(r.flags & HAS_KEY) || off < start || off >= stop_at) continue;
+        key_md5(buf, &r, digest);
+        long long old = table_exchange(t.hashes.buf, t.offsets.buf, t.slots, digest, off,
+                                       size < max_entries);
+        if (old == FULL) { stop = off; continue; }
+        size += old == NEW;
+        mapped++;
+    }
+    table_close(&t);
+    PyBuffer_Release(&v);
+    return failed ? NULL : Py_BuildValue("(LLL)", mapped, size, stop);
+}
+
+/* survivors(hashes, offsets, payload, expired)
+ *   -> (record bytes, kept, first, last, tombstone kept, read, keyless, tombstones removed) */
+static PyObject *survivors(PyObject *self, PyObject *args) {
+    PyObject *h, *o, *out = NULL;
+    Py_buffer v;
+    int expired;
+    if (!PyArg_ParseTuple(args, "OOy*p", &h, &o, &v, &expired)) return NULL;
+    Table t;
+    if (table_open(&t, h, o) < 0) { PyBuffer_Release(&v); return NULL; }
+    const uint8_t *buf = v.buf;
+    uint8_t *kept_bytes = PyMem_Malloc(v.len > 0 ? (size_t)v.len : 1);
+    if (!kept_bytes) { PyErr_NoMemory(); goto done; }
+    long long kept = 0, first = 0, last = 0, read = 0, keyless = 0, removed_tombs = 0;
+    int tomb_kept = 0;
+    Py_ssize_t n = 0;
+    uint8_t digest[16];
+    Rec r;
+    for (Py_ssize_t p = 0; p < v.len; p = r.end) {
+        if (next_record(buf, p, v.len, &r) < 0) goto done;
+        read++;
+        if (!(r.flags & HAS_KEY)) { keyless++; continue; }
+        key_md5(buf, &r, digest);
+        long long off = (long long)r.entry;
+        long long found = table_get(t.hashes.buf, t.offsets.buf, t.slots, digest);
+        int tombstone = !(r.flags & VALUE_PRESENT);
+        if (off < found || (tombstone && expired)) { removed_tombs += tombstone; continue; }
+        tomb_kept |= tombstone;
+        memcpy(kept_bytes + n, buf + r.start, (size_t)(r.end - r.start));
+        n += r.end - r.start;
+        if (!kept) first = off;
+        kept++;
+        last = off;
+    }
+    out = Py_BuildValue("(y#LLLiLLL)", (const char *)kept_bytes, n, kept, first, last, tomb_kept,
+                        read, keyless, removed_tombs);
+done:
+    PyMem_Free(kept_bytes);
+    table_close(&t);
+    PyBuffer_Release(&v);
+    return out;
+}
+
+/* exchange_batch(hashes, offsets, payload, at, first, last, base, size, max_entries, retain)
+ *   -> (read, kept, tombstones, keyless, bytes_in, size, stop) */
+static PyObject *exchange_batch(PyObject *self, PyObject *args) {
+    PyObject *h, *o;
+    Py_buffer v;
+    long long at, first, last, base, size, max_entries;
+    int retain;
+    if (!PyArg_ParseTuple(args, "OOy*LLLLLLp", &h, &o, &v, &at, &first, &last, &base, &size,
+                          &max_entries, &retain))
+        return NULL;
+    Table t;
+    if (table_open(&t, h, o) < 0) { PyBuffer_Release(&v); return NULL; }
+    const uint8_t *buf = v.buf;
+    long long read = 0, kept = 0, tombs = 0, keyless = 0, bytes_in = 0, stop = -1;
+    long long pos = at - 1;
+    uint8_t digest[16];
+    Rec r;
+    int failed = 0;
+    for (Py_ssize_t p = 0; p < v.len; p = r.end) {
+        if (next_record(buf, p, v.len, &r) < 0) { failed = 1; break; }
+        pos++;
+        if (stop >= 0 || pos < first || pos > last) continue;
+        if (r.flags & HAS_KEY) {
+            int live = (r.flags & VALUE_NON_EMPTY) ? 1 : 0;
+            key_md5(buf, &r, digest);
+            long long old = table_exchange(t.hashes.buf, t.offsets.buf, t.slots, digest,
+                                           (base + pos) << 1 | live, size < max_entries);
+            if (old == FULL) { stop = pos; continue; }
+            if (old == NEW) {
+                size++;
+                kept += live;
+            } else {
+                kept += live - (old & 1);
+            }
+            tombs += 1 - live;
+        } else if (retain) {
+            kept++;
+        } else {
+            keyless++;
+        }
+        read++;
+        bytes_in += r.end - r.start;
+    }
+    table_close(&t);
+    PyBuffer_Release(&v);
+    if (failed) return NULL;
+    return Py_BuildValue("(LLLLLLL)", read, kept, tombs, keyless, bytes_in, size, stop);
+}
+
+static Py_ssize_t put_varint(uint8_t *out, uint64_t n) {
+    Py_ssize_t i = 0;
+    for (; n >= 0x80; n >>= 7) out[i++] = (uint8_t)(n | 0x80);
+    out[i++] = (uint8_t)n;
+    return i;
+}
+
+/* select_batch(payload, at, first, last, bits, bits_first, limit) -> (records, count,
+ *   message bytes, first ledger, first entry, last ledger, last entry, next position) */
+static PyObject *select_batch(PyObject *self, PyObject *args) {
+    Py_buffer v, b;
+    long long at, first, last, bits_first, limit;
+    if (!PyArg_ParseTuple(args, "y*LLLy*LL", &v, &at, &first, &last, &b, &bits_first, &limit))
+        return NULL;
+    PyObject *out = NULL;
+    const uint8_t *buf = v.buf, *bits = b.buf;
+    uint8_t *framed = PyMem_Malloc((size_t)v.len + 16);
+    if (!framed) { PyErr_NoMemory(); goto done; }
+    unsigned long long fl = 0, fe = 0, ll = 0, le = 0;
+    long long count = 0, body_bytes = 0, pos = at - 1, next = -1;
+    Py_ssize_t n = 0;
+    Rec r;
+    for (Py_ssize_t p = 0; p < v.len; p = r.end) {
+        if (next_record(buf, p, v.len, &r) < 0) goto done;
+        pos++;
+        if (next >= 0 || pos < first || pos > last) continue;
+        long long off = pos - bits_first;
+        if (off < 0 || (off >> 3) >= b.len || !(bits[off >> 3] >> (off & 7) & 1)) continue;
+        Py_ssize_t len = r.end - r.body;
+        framed[n++] = 0x0A;
+        n += put_varint(framed + n, (uint64_t)len);
+        memcpy(framed + n, buf + r.body, (size_t)len);
+        n += len;
+        if (!count) fl = r.ledger, fe = r.entry;
+        ll = r.ledger, le = r.entry;
+        count++;
+        body_bytes += len;
+        if (count >= limit) next = pos + 1;
+    }
+    if (next < 0) next = pos + 1;
+    out = Py_BuildValue("(y#LLKKKKL)", (const char *)framed, n, count, body_bytes, fl, fe, ll, le,
+                        next);
+done:
+    PyMem_Free(framed);
+    PyBuffer_Release(&v);
+    PyBuffer_Release(&b);
+    return out;
+}
+
+/* live_bitmap(offsets, bits) -> positions set: every live entry (value + 1 even) of a
+ * phase-one table, value = position << 1 | live, as bit `position` of `bits`. */
+static PyObject *live_bitmap(PyObject *self, PyObject *args) {
+    Py_buffer o, b;
+    if (!PyArg_ParseTuple(args, "y*w*", &o, &b)) return NULL;
+    const int64_t *offsets = o.buf;
+    uint8_t *bits = b.buf;
+    Py_ssize_t slots = o.len / 8, set = 0, s = 0;
+    for (; s < slots; s++) {
+        int64_t stored = offsets[s];
+        if (!stored || stored & 1) continue;
+        int64_t pos = (stored >> 1) - 1;
+        if ((pos >> 3) >= b.len) break;
+        bits[pos >> 3] |= (uint8_t)(1 << (pos & 7));
+        set++;
+    }
+    PyBuffer_Release(&o);
+    PyBuffer_Release(&b);
+    if (s < slots) {
+        PyErr_SetString(PyExc_IndexError, "bytearray index out of range");
+        return NULL;
+    }
+    return PyLong_FromSsize_t(set);
+}
+
+static PyMethodDef methods[] = {
+    {"map_batch", map_batch, METH_VARARGS, "The cleaner's offset map over one batch."},
+    {"survivors", survivors, METH_VARARGS, "The records of one batch that survive cleaning."},
+    {"exchange_batch", exchange_batch, METH_VARARGS, "Phase one over one batch."},
+    {"select_batch", select_batch, METH_VARARGS, "Phase two: one batch's selected records."},
+    {"live_bitmap", live_bitmap, METH_VARARGS, "Phase one's live winners as a bitmap."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_batch_scan", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__batch_scan(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    PyObject *py = PyImport_ImportModule("compactlog.storage._batch_py");
+    if (!py) { Py_DECREF(m); return NULL; }
+    MalformedPayload = PyObject_GetAttrString(py, "MalformedPayload");
+    Py_DECREF(py);
+    if (!MalformedPayload) { Py_DECREF(m); return NULL; }
+    return m;
+}

@@ -1,0 +1,192 @@
+"""The compactors' per-record work, one call per stored batch: the twin of ``_batch_scan.c``.
+
+Each function walks the message records of one checked batch payload (``storage.batch``'s
+walk: ids, key flags, keys, byte ranges), hashes keys and probes or fills an offset map
+table (the two buffers of ``offset_map.SkimpyOffsetMap``, probed as ``_offset_map_py``
+does), and answers for the whole batch, so the callers' loops run once a batch:
+
+- ``map_batch``: the LogCleaner's offset map, key -> latest offset in ``[start, end)``;
+- ``survivors``: the LogCleaner's rewrite, the bytes of the records that survive;
+- ``exchange_batch``: phase one, key -> ``position << 1 | live`` with the run's figures;
+- ``select_batch``: phase two, the records whose bit is set, framed for a new batch;
+- ``live_bitmap``: phase one's map turned into a bitmap of the live winners.
+
+A malformed payload raises ``MalformedPayload`` (the whole payload is walked, also when a
+function stopped early); the callers name the batch in the ``CorruptData`` they raise.
+"""
+
+from __future__ import annotations
+
+from array import array
+
+from compactlog.compactor.log_cleaner._offset_map_py import FULL, NEW, _find, md5
+from compactlog.storage.batch import HAS_KEY, VALUE_NON_EMPTY, VALUE_PRESENT, codec
+from compactlog.storage.batch import put_varint as _put_varint
+
+Walked = list[tuple[int, int, int, bytes | None, int, int]]
+
+
+def _exchange(hashes: bytearray, offsets: array[int], key: bytes, value: int, can_add: bool) -> int:
+    digest = md5(key).digest()
+    slot = _find(hashes, offsets, digest)
+    if slot < 0:
+        return FULL
+    stored = offsets[slot]
+    if not stored:
+        if not can_add:
+            return FULL
+        hashes[slot << 4 : (slot << 4) + 16] = digest
+    offsets[slot] = value + 1
+    return stored - 1 if stored else NEW
+
+
+def _walk(payload: bytes | memoryview) -> Walked:
+    result: Walked = codec.walk(payload)
+    return result
+
+
+def map_batch(
+    hashes: bytearray,
+    offsets: array[int],
+    payload: bytes | memoryview,
+    start: int,
+    end: int,
+    size: int,
+    max_entries: int,
+) -> tuple[int, int, int]:
+    """Map the key of every keyed record with ``start <= offset < end`` to its offset;
+    ``(mapped, size, stop)``: stop is the offset of the first key that found the map
+    full (it and the records after it are not mapped), or -1."""
+    mapped = 0
+    for _l, off, flags, key, _s, _e in _walk(payload):
+        if key is None or not flags & HAS_KEY or off < start or off >= end:
+            continue
+        old = _exchange(hashes, offsets, key, off, size < max_entries)
+        if old == FULL:
+            return mapped, size, off
+        size += old == NEW
+        mapped += 1
+    return mapped, size, -1
+
+
+def survivors(
+    hashes: bytearray, offsets: array[int], payload: bytes | memoryview, expired: bool
+) -> tuple[bytes, int, int, int, int, int, int, int]:
+    """The records that survive: keyed, not superseded by a later offset of their key in
+    the map, and not a tombstone whose batch's delete horizon has passed (``expired``).
+    ``(their bytes, kept, first offset, last offset, 1 if a tombstone is kept, records
+    read, keyless dropped, tombstones removed)``."""
+    parts: list[bytes | memoryview] = []
+    view = memoryview(payload)
+    kept = first = last = tomb_kept = keyless = removed = 0
+    walked = _walk(payload)
+    for _l, off, flags, key, s, e in walked:
+        if key is None:
+            keyless += 1
+            continue
+        slot = _find(hashes, offsets, md5(key).digest())
+        found = offsets[slot] - 1 if slot >= 0 else -1
+        tombstone = not flags & VALUE_PRESENT
+        if off < found or (tombstone and expired):
+            removed += tombstone
+            continue
+        tomb_kept |= tombstone
+        parts.append(view[s:e])
+        first = first if kept else off
+        kept += 1
+        last = off
+    return b"".join(parts), kept, first, last, tomb_kept, len(walked), keyless, removed
+
+
+def exchange_batch(
+    hashes: bytearray,
+    offsets: array[int],
+    payload: bytes | memoryview,
+    at: int,
+    first: int,
+    last: int,
+    base: int,
+    size: int,
+    max_entries: int,
+    retain: bool,
+) -> tuple[int, int, int, int, int, int, int]:
+    """Phase one over the records at positions ``first..last`` of a payload whose first
+    record is at position ``at``: each key -> ``(base + position) << 1 | live``.
+    ``(read, kept, tombstones, keyless, bytes_in, size, stop)``: stop is the position of
+    the first key that found the map full (not counted), or -1."""
+    read = kept = tombs = keyless = bytes_in = 0
+    for pos, (_l, _e, flags, key, s, e) in enumerate(_walk(payload), at):
+        if pos < first or pos > last:
+            continue
+        if key is not None and flags & HAS_KEY:
+            live = 1 if flags & VALUE_NON_EMPTY else 0
+            old = _exchange(hashes, offsets, key, (base + pos) << 1 | live, size < max_entries)
+            if old == FULL:
+                return read, kept, tombs, keyless, bytes_in, size, pos
+            if old == NEW:
+                size += 1
+                kept += live
+            else:
+                kept += live - (old & 1)
+            tombs += 1 - live
+        elif retain:
+            kept += 1
+        else:
+            keyless += 1
+        read += 1
+        bytes_in += e - s
+    return read, kept, tombs, keyless, bytes_in, size, -1
+
+
+def select_batch(
+    payload: bytes | memoryview,
+    at: int,
+    first: int,
+    last: int,
+    bits: bytes | bytearray,
+    bits_first: int,
+    limit: int,
+) -> tuple[bytes, int, int, int, int, int, int, int]:
+    """The records at positions ``first..last`` whose bit ``position - bits_first`` is set,
+    at most ``limit`` of them, framed as payload records (``0x0A varint(n)`` + message):
+    ``(records, count, message bytes, first ledger, first entry, last ledger, last entry,
+    next position)``; next is where a call for more would start."""
+    out = bytearray()
+    count = body_bytes = fl = fe = ll = le = 0
+    pos = at - 1
+    nxt = -1
+    nbits = len(bits)
+    for lid, eid, _f, _k, s, e in _walk(payload):
+        pos += 1
+        if nxt >= 0 or pos < first or pos > last:
+            continue
+        off = pos - bits_first
+        if off < 0 or off >> 3 >= nbits or not bits[off >> 3] >> (off & 7) & 1:
+            continue
+        p = s + 1
+        while payload[p] & 0x80:
+            p += 1
+        body = payload[p + 1 : e]
+        out.append(0x0A)
+        _put_varint(out, len(body))
+        out += body
+        if not count:
+            fl, fe = lid, eid
+        ll, le = lid, eid
+        count += 1
+        body_bytes += len(body)
+        if count >= limit:
+            nxt = pos + 1
+    return bytes(out), count, body_bytes, fl, fe, ll, le, pos + 1 if nxt < 0 else nxt
+
+
+def live_bitmap(offsets: array[int], bits: bytearray) -> int:
+    """Set bit ``position`` of ``bits`` for every live entry of a phase-one table (stored
+    value + 1 = ``(position << 1 | live) + 1``); the count set."""
+    count = 0
+    for stored in offsets:
+        if stored and not stored & 1:
+            pos = (stored >> 1) - 1
+            bits[pos >> 3] |= 1 << (pos & 7)
+            count += 1
+    return count

@@ -1,0 +1,157 @@
+"""The compactors' per-batch scans over a ``SkimpyOffsetMap``: one call per stored batch.
+
+The LogCleaner (offset map, survivors), phase one (latest position per key) and phase two
+(select the winners) each walk every record of every batch they read; here each batch is
+one call into the compiled twin (``_batch_scan.c``) when it was built, else into its
+pure-Python twin (``_batch_scan_py.py``), with identical results (the tests run both;
+``COMPACTLOG_NO_EXT=1`` picks the pure one, as for the batch codec). A malformed payload
+is ``CorruptData`` naming the batch (``where``).
+"""
+
+from __future__ import annotations
+
+import os
+from array import array
+from typing import Protocol, cast
+
+from compactlog.compactor.log_cleaner import _batch_scan_py
+from compactlog.compactor.log_cleaner.offset_map import SkimpyOffsetMap
+from compactlog.errors import CorruptData
+from compactlog.storage.batch import MalformedPayload
+
+Buffer = bytes | bytearray | memoryview
+# survivors: (record bytes, kept, first, last, tombstone kept, read, keyless, tombstones)
+Survived = tuple[bytes, int, int, int, int, int, int, int]
+# exchange_batch: (read, kept, tombstones, keyless, bytes_in, size, stop)
+Exchanged = tuple[int, int, int, int, int, int, int]
+# select_batch: (records, count, message bytes, first ledger, first entry, last ledger,
+# last entry, next position)
+Selected = tuple[bytes, int, int, int, int, int, int, int]
+
+
+class ScanTwin(Protocol):
+    """The functions both twins provide (``_batch_scan_py`` documents them)."""
+
+    def map_batch(
+        self,
+        hashes: bytearray,
+        offsets: array[int],
+        payload: Buffer,
+        start: int,
+        end: int,
+        size: int,
+        max_entries: int,
+    ) -> tuple[int, int, int]: ...
+
+    def survivors(
+        self, hashes: bytearray, offsets: array[int], payload: Buffer, expired: bool
+    ) -> Survived: ...
+
+    def exchange_batch(
+        self,
+        hashes: bytearray,
+        offsets: array[int],
+        payload: Buffer,
+        at: int,
+        first: int,
+        last: int,
+        base: int,
+        size: int,
+        max_entries: int,
+        retain: bool,
+    ) -> Exchanged: ...
+
+    def select_batch(
+        self,
+        payload: Buffer,
+        at: int,
+        first: int,
+        last: int,
+        bits: Buffer,
+        bits_first: int,
+        limit: int,
+    ) -> Selected: ...
+
+    def live_bitmap(self, offsets: array[int], bits: bytearray) -> int: ...
+
+
+def _load_twin() -> tuple[ScanTwin, bool]:
+    if os.environ.get("COMPACTLOG_NO_EXT") == "1":
+        return cast(ScanTwin, _batch_scan_py), False
+    try:
+        from compactlog.compactor.log_cleaner import _batch_scan  # type: ignore[attr-defined]
+    except ImportError:
+        return cast(ScanTwin, _batch_scan_py), False
+    return cast(ScanTwin, _batch_scan), True
+
+
+twin, COMPILED = _load_twin()
+
+
+def map_batch(
+    m: SkimpyOffsetMap, payload: Buffer, start: int, end: int, where: str
+) -> tuple[int, int]:
+    """Map the keys of one batch's records with ``start <= offset < end`` (the cleaner's
+    ``put``): ``(keys mapped, offset of the first key that did not fit or -1)``;
+    ``m.size`` follows."""
+    hashes, offsets, _slots = m.table()
+    try:
+        mapped, m.size, stop = twin.map_batch(
+            hashes, offsets, payload, start, end, m.size, m.max_entries
+        )
+    except MalformedPayload as exc:
+        raise CorruptData(f"{where}: {exc}", position=where) from None
+    return mapped, stop
+
+
+def survivors(m: SkimpyOffsetMap, payload: Buffer, expired: bool, where: str) -> Survived:
+    """The records of one batch that survive cleaning against the map (``_batch_scan_py``)."""
+    hashes, offsets, _slots = m.table()
+    try:
+        return twin.survivors(hashes, offsets, payload, expired)
+    except MalformedPayload as exc:
+        raise CorruptData(f"{where}: {exc}", position=where) from None
+
+
+def exchange_batch(
+    m: SkimpyOffsetMap,
+    payload: Buffer,
+    at: int,
+    first: int,
+    last: int,
+    base: int,
+    retain: bool,
+    where: str,
+) -> Exchanged:
+    """Phase one over one batch (``_batch_scan_py.exchange_batch``); ``m.size`` follows."""
+    hashes, offsets, _slots = m.table()
+    try:
+        out = twin.exchange_batch(
+            hashes, offsets, payload, at, first, last, base, m.size, m.max_entries, retain
+        )
+    except MalformedPayload as exc:
+        raise CorruptData(f"{where}: {exc}", position=where) from None
+    m.size = out[5]
+    return out
+
+
+def select_batch(
+    payload: Buffer,
+    at: int,
+    first: int,
+    last: int,
+    bits: Buffer,
+    bits_first: int,
+    limit: int,
+    where: str,
+) -> Selected:
+    """Phase two over one batch (``_batch_scan_py.select_batch``)."""
+    try:
+        return twin.select_batch(payload, at, first, last, bits, bits_first, limit)
+    except MalformedPayload as exc:
+        raise CorruptData(f"{where}: {exc}", position=where) from None
+
+
+def live_bitmap(m: SkimpyOffsetMap, bits: bytearray) -> int:
+    """Phase one's live winners as bits of ``bits`` (``_batch_scan_py.live_bitmap``)."""
+    return twin.live_bitmap(m.table()[1], bits)
