@@ -21,7 +21,7 @@ from pathlib import Path
 
 import grpc
 
-from compactlog.bench.floors import io_floor_rates, two_phase_floor
+from compactlog.bench.floors import file_floors, io_floor_rates, two_phase_floor
 from compactlog.bench.procstats import ServerProcess
 from compactlog.bench.rawlog import RawLog, acked, publish_request
 from compactlog.bench.summary import percentile
@@ -126,6 +126,8 @@ def measure_server(kind: str, s: Settings, tmp: Path) -> Sample:
             m[f"{kind}.publish_rps"] = s.records / seconds
             step(f"{kind}: unary Publish at idle")
             idle = log.unary_ms(PROBE_REQUEST, s.idle_calls, s.warmup)
+            step(f"{kind}: reading the topic's own files (floors)")
+            m.update(_own_file_floors(kind, data_dir, tmp))
             step(f"{kind}: unary Publish during Compact")
             during, status, wall = _during(log)
     except Exception as exc:
@@ -156,6 +158,28 @@ def measure_server(kind: str, s: Settings, tmp: Path) -> Sample:
     if kind == "ledger":
         m.update(_ledger_figures(data_dir, run.kept, run.bytes_in))
     return m
+
+
+def topic_files(kind: str, data_dir: Path) -> list[Path]:
+    """The files the run reads: the big topic's segments, or the ledger store's RocksDB
+    files (SST and WAL: the probe topic's few entries are noise in them)."""
+    if kind == "segmented":
+        return sorted(
+            p for p in (data_dir / "segments").rglob("*.log") if "probe" not in p.parent.name
+        )
+    root = data_dir / "ledgers"
+    return sorted(p for p in root.iterdir() if p.suffix in (".sst", ".log"))
+
+
+def _own_file_floors(kind: str, data_dir: Path, tmp: Path) -> Sample:
+    """``floors.file_floors`` over the files the run is about to read, in MB/s."""
+    rates = file_floors(topic_files(kind, data_dir), tmp)
+    return {
+        f"{kind}.files_mb": rates["bytes"] / 1e6,
+        f"{kind}.floor_warm_read_mbps": rates["warm_read_bps"] / 1e6,
+        f"{kind}.floor_cold_read_mbps": rates["cold_read_bps"] / 1e6,
+        f"{kind}.floor_copy_mbps": rates["copy_bps"] / 1e6,
+    }
 
 
 def _ledger_figures(data_dir: Path, kept: int, bytes_in: int) -> Sample:

@@ -6,6 +6,10 @@ absolute number that only means something on our hardware.
 
 - ``io_floor``: sequential file write (+ one fsync) and read in 1 MiB chunks: what the
   LogCleaner and the segmented log cannot beat.
+- ``file_floors``: the same reads over a topic's own files (segments, or the RocksDB
+  files of a ledger store) three ways: as they lie in the page cache (warm), after
+  ``posix_fadvise(DONTNEED)`` dropped them (cold; on a VM the host may still cache), and
+  the raw copy loop (read + write of the same bytes + fsync), what a rewrite must do.
 - raw RocksDB (batched write, full scan, one synced put) lives in ``bench_server.py``
   (``rocksdb_floor``), which the suite reuses.
 - ``two_phase_floor``: one scan of a topic's key blocks, one of its entries and a batched
@@ -16,7 +20,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 from compactlog.storage import keys
 from compactlog.storage.codec import ROLE_COMPACTED
@@ -43,6 +49,58 @@ def io_floor(directory: Path, nbytes: int) -> tuple[float, float]:
     t2 = time.perf_counter()
     path.unlink()
     return t1 - t0, t2 - t1
+
+
+def _read_all(paths: Sequence[Path], sink: BinaryIO | None = None) -> int:
+    moved = 0
+    for path in paths:
+        try:
+            with open(path, "rb", buffering=0) as fh:
+                while chunk := fh.read(CHUNK):
+                    moved += len(chunk)
+                    if sink is not None:
+                        sink.write(chunk)
+        except FileNotFoundError:  # RocksDB compacted it away meanwhile
+            continue
+    return moved
+
+
+def _drop_cached(paths: Sequence[Path]) -> None:
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            continue
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def file_floors(paths: Sequence[Path], scratch: Path) -> dict[str, float]:
+    """Bytes/s of a warm read, a copy loop and a cold read of ``paths`` (module docstring),
+    in that order: the cold read leaves the files cached again, as it found them."""
+    t0 = time.perf_counter()
+    moved = _read_all(paths)
+    t1 = time.perf_counter()
+    target = scratch / "floor-copy.bin"
+    with open(target, "wb") as out:
+        _read_all(paths, out)
+        out.flush()
+        os.fsync(out.fileno())
+    t2 = time.perf_counter()
+    target.unlink()
+    _drop_cached(paths)
+    t3 = time.perf_counter()
+    _read_all(paths)
+    t4 = time.perf_counter()
+    moved = max(moved, 1)
+    return {
+        "bytes": float(moved),
+        "warm_read_bps": moved / max(t1 - t0, 1e-9),
+        "copy_bps": moved / max(t2 - t1, 1e-9),
+        "cold_read_bps": moved / max(t4 - t3, 1e-9),
+    }
 
 
 def io_floor_rates(directory: Path, nbytes: int) -> dict[str, float]:

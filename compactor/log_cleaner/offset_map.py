@@ -103,12 +103,14 @@ def _smallest_prime_at_least(n: int) -> int:
 class SkimpyOffsetMap:
     """A fixed-size map from key digests to offsets; see the module docstring."""
 
-    def __init__(self, memory_bytes: int, load_factor: float) -> None:
+    def __init__(self, memory_bytes: int, load_factor: float, lazy: bool = False) -> None:
+        """``lazy``: start with a small table and let ``fit`` size it for each pass (the
+        cleaner's way), instead of taking the whole budget now."""
         if memory_bytes < BYTES_PER_ENTRY:
             raise InvalidConfig(f"log.cleaner.dedupe.buffer.size {memory_bytes} holds no entry")
         self.load_factor = load_factor
         self.budget_slots = _largest_prime_at_most(memory_bytes // BYTES_PER_ENTRY)
-        self._allocate(self.budget_slots)
+        self._allocate(min(self.budget_slots, MIN_FIT_SLOTS) if lazy else self.budget_slots)
         self.size = 0
         self.latest_offset = -1
 

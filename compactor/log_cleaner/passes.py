@@ -57,7 +57,7 @@ class InProcessPasses:
             if self._maps.empty() and self._made < self.threads:
                 self._made += 1
                 return SkimpyOffsetMap(
-                    self.map_bytes, self.settings.log_cleaner_io_buffer_load_factor
+                    self.map_bytes, self.settings.log_cleaner_io_buffer_load_factor, lazy=True
                 )
         return self._maps.get()
 

@@ -55,7 +55,7 @@ class CleaningJob:
         key = ("offset-map", self.map_bytes, self.load_factor)
         if key not in cache:
             cache.clear()  # one map a worker: the budget is per process
-            cache[key] = SkimpyOffsetMap(self.map_bytes, self.load_factor)
+            cache[key] = SkimpyOffsetMap(self.map_bytes, self.load_factor, lazy=True)
         found: SkimpyOffsetMap = cache[key]
         return found
 

@@ -4,6 +4,7 @@ answers and byte-identical tables after any sequence of operations."""
 from __future__ import annotations
 
 import hashlib
+import os
 from array import array
 
 import pytest
@@ -18,7 +19,10 @@ TWINS = [_offset_map_py, compiled]
 
 
 def test_the_compiled_twin_is_the_one_in_use() -> None:
-    assert offset_map.COMPILED and offset_map.twin is compiled
+    if os.environ.get("COMPACTLOG_NO_EXT") == "1":  # the pure twin, as without a compiler
+        assert not offset_map.COMPILED and offset_map.twin is _offset_map_py
+    else:
+        assert offset_map.COMPILED and offset_map.twin is compiled
 
 
 @given(st.binary(min_size=0, max_size=300))
@@ -72,3 +76,18 @@ def test_exchange_reports_new_previous_and_full() -> None:
         and m.get_hash(hashlib.md5(b"b").digest()) == 1
     )  # the cleaner's digest methods see the same table
     assert not m.resize(24 * 7)
+
+
+def test_fit_sizes_the_table_to_the_pass_within_the_budget() -> None:
+    m = SkimpyOffsetMap(24 * 100_003, 0.9)
+    assert m.slots == m.budget_slots
+    m.fit(1000)  # 1000 keys cannot fill the budget: a table just large enough
+    assert 1000 <= m.max_entries and m.slots < m.budget_slots and m.size == 0
+    for i in range(1000):
+        assert m.put(b"k%d" % i, i)
+    assert m.utilization == 1000 / m.budget_slots  # of the budget, as Kafka reports it
+    m.fit(10**9)  # more than the budget holds: the budget's table, cleared in place
+    assert m.slots == m.budget_slots and m.size == 0 and m.get(b"k1") == -1
+    assert m.put(b"k1", 5) and m.get(b"k1") == 5
+    m.fit(10)
+    assert m.get(b"k1") == -1 and m.memory_bytes <= 24 * 100_003

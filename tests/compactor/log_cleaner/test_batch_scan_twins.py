@@ -1,0 +1,171 @@
+"""The per-batch scans' compiled twin against the pure-Python one: for any payload (ids
+with gaps, keyless records, tombstones, empty values), any table and any range, the same
+answers, byte-identical tables and the same errors for malformed bytes."""
+
+from __future__ import annotations
+
+import os
+from array import array
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from compactlog.compactor.log_cleaner import _batch_scan_py, batch_scan
+from compactlog.errors import CorruptData
+from compactlog.storage import batch
+from compactlog.storage.types import Record
+
+compiled = pytest.importorskip("compactlog.compactor.log_cleaner._batch_scan")
+TWINS = [_batch_scan_py, compiled]
+
+KEYS = st.one_of(st.none(), st.sampled_from([b"", b"a", b"b", b"key-1", b"k" * 70]))
+VALUES = st.one_of(st.none(), st.sampled_from([b"", b"v", b"value" * 30]))
+RECORDS = st.lists(st.tuples(KEYS, VALUES, st.integers(1, 3)), min_size=1, max_size=25)
+
+
+def payload_of(records: list[tuple[bytes | None, bytes | None, int]], ledger: int) -> bytes:
+    """Records with ascending ids and gaps (``step``), as a COMPACTED batch holds them."""
+    out = b""
+    entry = 0
+    for key, value, step in records:
+        entry += step
+        run = batch.encode_request(
+            batch.records_to_request([Record(key, value)]), 0, ledger, entry, 7
+        )
+        out += run.payload
+    return out
+
+
+def table(slots: int) -> tuple[bytearray, array[int]]:
+    return bytearray(16 * slots), array("q", [0]) * slots
+
+
+def both(name: str, *args: Any) -> Any:
+    """Call ``name`` on each twin with its own copy of the table; they must agree."""
+    tables = [(bytearray(args[0]), array("q", args[1])) for _ in TWINS]
+    answers = [getattr(t, name)(*tables[i], *args[2:]) for i, t in enumerate(TWINS)]
+    assert answers[0] == answers[1]
+    assert tables[0] == tables[1]
+    return answers[0], tables[0]
+
+
+def test_the_compiled_twin_is_the_one_in_use() -> None:
+    if os.environ.get("COMPACTLOG_NO_EXT") == "1":
+        assert not batch_scan.COMPILED
+    else:
+        assert batch_scan.COMPILED and batch_scan.twin is compiled
+
+
+@settings(max_examples=150)
+@given(
+    records=RECORDS,
+    slots=st.sampled_from([1, 2, 3, 7, 13, 101]),
+    start=st.integers(0, 20),
+    span=st.integers(0, 80),
+    cap=st.integers(0, 30),
+)
+def test_map_batch_and_survivors_agree(
+    records: list[tuple[bytes | None, bytes | None, int]],
+    slots: int,
+    start: int,
+    span: int,
+    cap: int,
+) -> None:
+    payload = payload_of(records, 0)
+    (mapped, size, stop), (hashes, offsets) = both(
+        "map_batch", *table(slots), payload, start, start + span, 0, cap
+    )
+    assert size <= cap and mapped >= size and (stop == -1 or start <= stop < start + span)
+    for expired in (False, True):
+        out, _ = both("survivors", hashes, offsets, payload, expired)
+        kept_bytes, kept, *_ = out
+        assert len(kept_bytes) <= len(payload) and kept <= len(records)
+
+
+@settings(max_examples=150)
+@given(
+    records=RECORDS,
+    slots=st.sampled_from([1, 3, 7, 101]),
+    at=st.integers(0, 5),
+    first=st.integers(0, 40),
+    span=st.integers(0, 40),
+    cap=st.integers(0, 30),
+    retain=st.booleans(),
+)
+def test_exchange_batch_agrees(
+    records: list[tuple[bytes | None, bytes | None, int]],
+    slots: int,
+    at: int,
+    first: int,
+    span: int,
+    cap: int,
+    retain: bool,
+) -> None:
+    payload = payload_of(records, 3)
+    hashes, offsets = table(slots)
+    out, (hashes, offsets) = both(
+        "exchange_batch", hashes, offsets, payload, at, first, first + span, 10, 0, cap, retain
+    )
+    # a second batch over the same table: updates and FULL from a table in use
+    both("exchange_batch", hashes, offsets, payload, at, 0, 99, 1000, out[5], cap + 2, retain)
+    bitmaps = [bytearray(1 << 10) for _ in TWINS]
+    counts = [t.live_bitmap(array("q", offsets), bitmaps[i]) for i, t in enumerate(TWINS)]
+    assert counts[0] == counts[1] and bitmaps[0] == bitmaps[1]
+
+
+@settings(max_examples=150)
+@given(
+    records=RECORDS,
+    at=st.integers(0, 5),
+    first=st.integers(0, 30),
+    span=st.integers(0, 30),
+    bits=st.binary(min_size=0, max_size=6),
+    bits_first=st.integers(0, 8),
+    limit=st.integers(1, 30),
+)
+def test_select_batch_agrees_and_frames_as_frame_messages(
+    records: list[tuple[bytes | None, bytes | None, int]],
+    at: int,
+    first: int,
+    span: int,
+    bits: bytes,
+    bits_first: int,
+    limit: int,
+) -> None:
+    payload = payload_of(records, 5)
+    answers = [
+        t.select_batch(payload, at, first, first + span, bits, bits_first, limit) for t in TWINS
+    ]
+    assert answers[0] == answers[1]
+    framed, count, nbytes, *_ids, nxt = answers[0]
+    walked = batch.walk(payload, "test")
+    chosen = [
+        batch.record_body(payload, s, e)
+        for pos, (*_r, s, e) in enumerate(walked, at)
+        if first <= pos <= first + span
+        and 0 <= pos - bits_first < 8 * len(bits)
+        and bits[(pos - bits_first) >> 3] >> ((pos - bits_first) & 7) & 1
+    ][:limit]
+    assert framed == batch.frame_messages(chosen) and count == len(chosen)
+    assert nbytes == sum(map(len, chosen)) and nxt <= at + len(walked)
+
+
+@pytest.mark.parametrize("cut", [1, 2, 5])
+def test_malformed_payloads_raise_the_same_error(cut: int) -> None:
+    payload = payload_of([(b"a", b"1", 1), (b"b", b"2", 1)], 0)[:-cut]
+    errors = []
+    for t in TWINS:
+        with pytest.raises(batch.MalformedPayload) as exc:
+            t.survivors(*table(7), payload, False)
+        errors.append(str(exc.value))
+    assert errors[0] == errors[1]
+
+
+def test_the_wrapper_names_the_batch_in_corrupt_data() -> None:
+    from compactlog.compactor.log_cleaner.offset_map import SkimpyOffsetMap
+
+    m = SkimpyOffsetMap(24 * 101, 0.9)
+    with pytest.raises(CorruptData, match="segment 0, byte 72"):
+        batch_scan.map_batch(m, b"\x0b\x00", 0, 10, "segment 0, byte 72")
