@@ -44,6 +44,7 @@ from compactlog.storage.rocks import SstWriter
 from compactlog.storage.types import MessageId
 
 METER_BATCHES = 64  # stored batches between progress reports and cancel checks
+SST_BYTES_PER_SYNC = 1 << 20  # the SST file's writeback in 1 MiB pieces (SstWriter)
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,7 @@ class WorkerCompactionStorage(LedgerReads):
 
     def _put(self, data: bytes, count: int) -> None:
         if self.sst is None:
-            self.sst = SstWriter(Path(self.job.sst_path))
+            self.sst = SstWriter(Path(self.job.sst_path), SST_BYTES_PER_SYNC)
         self.sst.put(keys.entry_key(self.job.ledger_id, self.entries), data)
         self.entries += count
         self.bytes += len(data)

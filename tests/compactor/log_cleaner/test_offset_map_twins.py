@@ -82,7 +82,7 @@ def test_fit_sizes_the_table_to_the_pass_within_the_budget() -> None:
     m = SkimpyOffsetMap(24 * 100_003, 0.9)
     assert m.slots == m.budget_slots
     m.fit(1000)  # 1000 keys cannot fill the budget: a table just large enough
-    assert 1000 <= m.max_entries and m.slots < m.budget_slots and m.size == 0
+    assert m.max_entries >= 1000 and m.slots < m.budget_slots and m.size == 0
     for i in range(1000):
         assert m.put(b"k%d" % i, i)
     assert m.utilization == 1000 / m.budget_slots  # of the budget, as Kafka reports it
