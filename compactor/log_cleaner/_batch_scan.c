@@ -11,8 +11,9 @@
  *   exchange_batch  phase one: key -> latest position << 1 | live, with the run's figures
  *   select_batch    phase two: the records whose bit is set, framed for a new batch
  *   live_bitmap     phase one's map as a bitmap of the live winners' positions
- * A record walked by a function that stopped early (map full, limit reached) is still
- * checked to the end of the payload, as a whole-payload walk would.
+ * A payload is walked whole before any record is acted on (a malformed record anywhere
+ * fails the call, as a whole-payload walk would), its keys hashed and their first slots
+ * prefetched (walk_all).
  */
 #include "_offset_table.h"
 
@@ -81,6 +82,7 @@ typedef struct {
     Py_ssize_t start, body, end, ks, ke;
     uint64_t ledger, entry;
     int flags;
+    uint8_t digest[16]; /* the key's MD5, when walk_all was given a table */
 } Rec;
 
 /* The record at p (< end); -1 with MalformedPayload set when it is not one. */
@@ -120,8 +122,40 @@ static int next_record(const uint8_t *buf, Py_ssize_t p, Py_ssize_t end, Rec *r)
     return 0;
 }
 
-static void key_md5(const uint8_t *buf, const Rec *r, uint8_t digest[16]) {
-    md5(buf + r->ks, (size_t)(r->ke - r->ks), digest);
+/* Every record of a payload, in order. With a table, each key's MD5 is computed and its
+ * first slot prefetched before any is probed: a batch's probes then overlap their cache
+ * misses instead of paying them one after another (the records are handled in order, as
+ * one at a time would). */
+typedef struct {
+    Rec *recs;
+    Py_ssize_t n;
+} Walk;
+
+static void walk_free(Walk *w) { PyMem_Free(w->recs); w->recs = NULL; }
+
+static int walk_all(const uint8_t *buf, Py_ssize_t len, const Table *t, Walk *w) {
+    Py_ssize_t cap = 64;
+    w->n = 0;
+    w->recs = PyMem_Malloc((size_t)cap * sizeof(Rec));
+    if (!w->recs) { PyErr_NoMemory(); return -1; }
+    for (Py_ssize_t p = 0; p < len; p = w->recs[w->n++].end) {
+        if (w->n == cap) {
+            Rec *more = PyMem_Realloc(w->recs, (size_t)(cap *= 2) * sizeof(Rec));
+            if (!more) { walk_free(w); PyErr_NoMemory(); return -1; }
+            w->recs = more;
+        }
+        Rec *r = &w->recs[w->n];
+        if (next_record(buf, p, len, r) < 0) { walk_free(w); return -1; }
+        if (t && (r->flags & HAS_KEY)) {
+            md5(buf + r->ks, (size_t)(r->ke - r->ks), r->digest);
+#if defined(__GNUC__)
+            uint64_t slot = le64(r->digest) % (uint64_t)t->slots;
+            __builtin_prefetch((const uint8_t *)t->hashes.buf + (slot << 4));
+            __builtin_prefetch((const int64_t *)t->offsets.buf + slot);
+#endif
+        }
+    }
+    return 0;
 }
 
 /* map_batch(hashes, offsets, payload, start, end, size, max_entries) -> (mapped, size, stop) */
@@ -133,21 +167,19 @@ static PyObject *map_batch(PyObject *self, PyObject *args) {
         return NULL;
     Table t;
     if (table_open(&t, h, o) < 0) { PyBuffer_Release(&v); return NULL; }
-    const uint8_t *buf = v.buf;
-    uint8_t digest[16];
-    Rec r;
-    int failed = 0;
-    for (Py_ssize_t p = 0; p < v.len; p = r.end) {
-        if (next_record(buf, p, v.len, &r) < 0) { failed = 1; break; }
-        long long off = (long long)r.entry;
-        if (stop >= 0 || !(r.flags & HAS_KEY) || off < start || off >= stop_at) continue;
-        key_md5(buf, &r, digest);
-        long long old = table_exchange(t.hashes.buf, t.offsets.buf, t.slots, digest, off,
+    Walk w;
+    int failed = walk_all(v.buf, v.len, &t, &w) < 0;
+    for (Py_ssize_t i = 0; !failed && i < w.n; i++) {
+        const Rec *r = &w.recs[i];
+        long long off = (long long)r->entry;
+        if (!(r->flags & HAS_KEY) || off < start || off >= stop_at) continue;
+        long long old = table_exchange(t.hashes.buf, t.offsets.buf, t.slots, r->digest, off,
                                        size < max_entries);
-        if (old == FULL) { stop = off; continue; }
+        if (old == FULL) { stop = off; break; }
         size += old == NEW;
         mapped++;
     }
+    if (!failed) walk_free(&w);
     table_close(&t);
     PyBuffer_Release(&v);
     return failed ? NULL : Py_BuildValue("(LLL)", mapped, size, stop);
@@ -163,33 +195,32 @@ static PyObject *survivors(PyObject *self, PyObject *args) {
     Table t;
     if (table_open(&t, h, o) < 0) { PyBuffer_Release(&v); return NULL; }
     const uint8_t *buf = v.buf;
+    Walk w;
+    if (walk_all(buf, v.len, &t, &w) < 0) goto done;
     uint8_t *kept_bytes = PyMem_Malloc(v.len > 0 ? (size_t)v.len : 1);
-    if (!kept_bytes) { PyErr_NoMemory(); goto done; }
-    long long kept = 0, first = 0, last = 0, read = 0, keyless = 0, removed_tombs = 0;
+    if (!kept_bytes) { PyErr_NoMemory(); walk_free(&w); goto done; }
+    long long kept = 0, first = 0, last = 0, keyless = 0, removed_tombs = 0;
     int tomb_kept = 0;
     Py_ssize_t n = 0;
-    uint8_t digest[16];
-    Rec r;
-    for (Py_ssize_t p = 0; p < v.len; p = r.end) {
-        if (next_record(buf, p, v.len, &r) < 0) goto done;
-        read++;
-        if (!(r.flags & HAS_KEY)) { keyless++; continue; }
-        key_md5(buf, &r, digest);
-        long long off = (long long)r.entry;
-        long long found = table_get(t.hashes.buf, t.offsets.buf, t.slots, digest);
-        int tombstone = !(r.flags & VALUE_PRESENT);
+    for (Py_ssize_t i = 0; i < w.n; i++) {
+        const Rec *r = &w.recs[i];
+        if (!(r->flags & HAS_KEY)) { keyless++; continue; }
+        long long off = (long long)r->entry;
+        long long found = table_get(t.hashes.buf, t.offsets.buf, t.slots, r->digest);
+        int tombstone = !(r->flags & VALUE_PRESENT);
         if (off < found || (tombstone && expired)) { removed_tombs += tombstone; continue; }
         tomb_kept |= tombstone;
-        memcpy(kept_bytes + n, buf + r.start, (size_t)(r.end - r.start));
-        n += r.end - r.start;
+        memcpy(kept_bytes + n, buf + r->start, (size_t)(r->end - r->start));
+        n += r->end - r->start;
         if (!kept) first = off;
         kept++;
         last = off;
     }
     out = Py_BuildValue("(y#LLLiLLL)", (const char *)kept_bytes, n, kept, first, last, tomb_kept,
-                        read, keyless, removed_tombs);
-done:
+                        (long long)w.n, keyless, removed_tombs);
     PyMem_Free(kept_bytes);
+    walk_free(&w);
+done:
     table_close(&t);
     PyBuffer_Release(&v);
     return out;
@@ -207,22 +238,18 @@ static PyObject *exchange_batch(PyObject *self, PyObject *args) {
         return NULL;
     Table t;
     if (table_open(&t, h, o) < 0) { PyBuffer_Release(&v); return NULL; }
-    const uint8_t *buf = v.buf;
     long long read = 0, kept = 0, tombs = 0, keyless = 0, bytes_in = 0, stop = -1;
-    long long pos = at - 1;
-    uint8_t digest[16];
-    Rec r;
-    int failed = 0;
-    for (Py_ssize_t p = 0; p < v.len; p = r.end) {
-        if (next_record(buf, p, v.len, &r) < 0) { failed = 1; break; }
-        pos++;
-        if (stop >= 0 || pos < first || pos > last) continue;
-        if (r.flags & HAS_KEY) {
-            int live = (r.flags & VALUE_NON_EMPTY) ? 1 : 0;
-            key_md5(buf, &r, digest);
-            long long old = table_exchange(t.hashes.buf, t.offsets.buf, t.slots, digest,
+    Walk w;
+    int failed = walk_all(v.buf, v.len, &t, &w) < 0;
+    for (Py_ssize_t i = 0; !failed && i < w.n; i++) {
+        const Rec *r = &w.recs[i];
+        long long pos = at + i;
+        if (pos < first || pos > last) continue;
+        if (r->flags & HAS_KEY) {
+            int live = (r->flags & VALUE_NON_EMPTY) ? 1 : 0;
+            long long old = table_exchange(t.hashes.buf, t.offsets.buf, t.slots, r->digest,
                                            (base + pos) << 1 | live, size < max_entries);
-            if (old == FULL) { stop = pos; continue; }
+            if (old == FULL) { stop = pos; break; }
             if (old == NEW) {
                 size++;
                 kept += live;
@@ -236,8 +263,9 @@ static PyObject *exchange_batch(PyObject *self, PyObject *args) {
             keyless++;
         }
         read++;
-        bytes_in += r.end - r.start;
+        bytes_in += r->end - r->start;
     }
+    if (!failed) walk_free(&w);
     table_close(&t);
     PyBuffer_Release(&v);
     if (failed) return NULL;

@@ -92,7 +92,7 @@ class WinnerCopier:
         for index, seg in enumerate(inp.segments):
             meter.report()
             bits = winners.selection(self.storage, index, seg)  # type: ignore[arg-type]
-            wanted = sum(bin(b).count("1") for b in bits)
+            wanted = int.from_bytes(bits, "little").bit_count()
             if wanted:
                 hits = self._segment(seg, bits, position, meter)
                 if hits != wanted:
