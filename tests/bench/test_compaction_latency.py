@@ -30,10 +30,18 @@ def test_quick_run_prints_every_row_beside_its_floor(tmp_path: Path) -> None:
         printed.getvalue()
     )
     rows = report["rows"]
-    assert len(rows) == 3 * len(KINDS) + 1  # p99, p50, MB/s each; LEDGER's run vs floor
+    # p99, p50 and MB/s against 4 read floors each; LEDGER's run against its floor
+    assert len(rows) == 6 * len(KINDS) + 1
     for r in rows:
         assert r["figure"] > 0 and r["floor"] > 0, r
+    floors = {r["floor_name"] for r in rows if r["unit"] == "MB/s"}
+    assert {n for n in floors if "of the same files" in n} == {
+        "read of the same files (page cache)",
+        "read of the same files, cold (fadvise DONTNEED)",
+        "copy loop of the same files (read + write + fsync)",
+    }
     for kind in KINDS:
         assert report["results"][f"{kind}.during_calls"]["median"] > 0
+        assert report["results"][f"{kind}.files_mb"]["median"] > 0  # the topic's own files
         read = report["results"][f"{kind}.compaction_read"]["median"]
         assert QUICK["records"] // 2 <= read <= QUICK["records"]  # not the active segment
