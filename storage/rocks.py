@@ -31,13 +31,10 @@ Trust nothing read back (CONTRACT section 11):
 
 from __future__ import annotations
 
-import ctypes
 import gc
-import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import cast
 
 from rocksdict import (
     AccessType,
@@ -59,6 +56,7 @@ from compactlog.errors import (
     StoreClosed,
     StoreLocked,
 )
+from compactlog.storage.writeback import Writeback
 
 WAL_RECOVERY_MODES = ("absolute-consistency", "point-in-time")
 
@@ -355,28 +353,13 @@ class SecondaryRocksDB(RocksReads):
             gc.collect()
 
 
-def _libc_sync_file_range() -> Callable[[int, int, int, int], int] | None:
-    """Linux's sync_file_range(2) (Python's os module has no binding), or None."""
-    try:
-        func = ctypes.CDLL(None, use_errno=True).sync_file_range
-    except (AttributeError, OSError):
-        return None
-    func.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
-    func.restype = ctypes.c_int
-    return cast(Callable[[int, int, int, int], int], func)
-
-
-_sync_file_range = _libc_sync_file_range()
-_SYNC_FILE_RANGE_WRITE = 2  # start writeback of dirty pages, do not wait
-
-
 class SstWriter:
     """Writes one SST file for ``RocksDB.ingest``; keys must come in ascending order."""
 
     def __init__(self, path: Path, bytes_per_sync: int = 0) -> None:
         """``bytes_per_sync``: start the file's writeback every so many bytes
-        (``sync_file_range``: RocksDB's ``bytes_per_sync``, which its SstFileWriter does not
-        take from the options) instead of leaving all of it to ``finish``'s fsync: a
+        (``storage.writeback``: RocksDB's ``bytes_per_sync``, which its SstFileWriter does
+        not take from the options) instead of leaving all of it to ``finish``'s fsync: a
         compaction worker's file then reaches the disk in small pieces, and the server's
         WAL fsync (one ext4 journal with it) never waits behind the whole file."""
         self.path = path
@@ -386,9 +369,7 @@ class SstWriter:
         except Exception as exc:
             raise _wrap(exc, f"creating {path.name}") from None
         self.keys = 0
-        self.bytes_per_sync = bytes_per_sync if _sync_file_range is not None else 0
-        self._unsynced = 0
-        self._fd = -1
+        self._writeback = Writeback(path, bytes_per_sync)
 
     def put(self, key: bytes, value: bytes) -> None:
         try:
@@ -396,22 +377,7 @@ class SstWriter:
         except Exception as exc:
             raise _wrap(exc, f"writing {self.path.name}") from None
         self.keys += 1
-        if self.bytes_per_sync:
-            self._unsynced += len(key) + len(value)
-            if self._unsynced >= self.bytes_per_sync:
-                self._start_writeback()
-
-    def _start_writeback(self) -> None:
-        """Start (not wait for) the writeback of what the file has so far."""
-        self._unsynced = 0
-        try:
-            if self._fd < 0:
-                self._fd = os.open(self.path, os.O_RDONLY)
-            assert _sync_file_range is not None
-            if _sync_file_range(self._fd, 0, 0, _SYNC_FILE_RANGE_WRITE) != 0:
-                raise OSError(ctypes.get_errno(), "sync_file_range")
-        except OSError:
-            self.bytes_per_sync = 0  # an optimisation only: finish() still syncs it all
+        self._writeback.wrote(len(key) + len(value))
 
     def finish(self) -> int:
         """Write the file out (synced) and close it; return its size."""
@@ -420,7 +386,5 @@ class SstWriter:
         except Exception as exc:
             raise _wrap(exc, f"finishing {self.path.name}") from None
         finally:
-            if self._fd >= 0:
-                os.close(self._fd)
-                self._fd = -1
+            self._writeback.close()
         return self.path.stat().st_size
