@@ -9,6 +9,7 @@
  *   map_batch       the cleaner's offset map: key -> latest offset in [start, end)
  *   survivors       the cleaner's rewrite: the bytes of the records that survive
  *   exchange_batch  phase one: key -> latest position << 1 | live, with the run's figures
+ *   winner_bits     phase two's selection through phase one's map, as bits
  *   select_batch    phase two: the records whose bit is set, framed for a new batch
  *   live_bitmap     phase one's map as a bitmap of the live winners' positions
  * A payload is walked whole before any record is acted on (a malformed record anywhere
@@ -272,6 +273,45 @@ static PyObject *exchange_batch(PyObject *self, PyObject *args) {
     return Py_BuildValue("(LLLLLLL)", read, kept, tombs, keyless, bytes_in, size, stop);
 }
 
+/* winner_bits(hashes, offsets, payload, at, first, last, base, retain, bits, bits_first)
+ *   -> bits set: phase two's selection through phase one's map (when no bitmap fits): an
+ *   entry wins when it is live and the map holds exactly its own position, live; a keyless
+ *   one when `retain`. Bit = position - bits_first. */
+static PyObject *winner_bits(PyObject *self, PyObject *args) {
+    PyObject *h, *o;
+    Py_buffer v, b;
+    long long at, first, last, base, bits_first, set = 0;
+    int retain;
+    if (!PyArg_ParseTuple(args, "OOy*LLLLpw*L", &h, &o, &v, &at, &first, &last, &base, &retain,
+                          &b, &bits_first))
+        return NULL;
+    Table t;
+    if (table_open(&t, h, o) < 0) { PyBuffer_Release(&v); PyBuffer_Release(&b); return NULL; }
+    uint8_t *bits = b.buf;
+    Walk w;
+    int failed = walk_all(v.buf, v.len, &t, &w) < 0;
+    for (Py_ssize_t i = 0; !failed && i < w.n; i++) {
+        const Rec *r = &w.recs[i];
+        long long pos = at + i, off = pos - bits_first;
+        if (pos < first || pos > last) continue;
+        if (r->flags & HAS_KEY) {
+            if (!(r->flags & VALUE_NON_EMPTY)) continue;
+            long long found = table_get(t.hashes.buf, t.offsets.buf, t.slots, r->digest);
+            if (found != ((base + pos) << 1 | 1)) continue;
+        } else if (!retain) {
+            continue;
+        }
+        if (off < 0 || (off >> 3) >= b.len) continue;
+        bits[off >> 3] |= (uint8_t)(1 << (off & 7));
+        set++;
+    }
+    if (!failed) walk_free(&w);
+    table_close(&t);
+    PyBuffer_Release(&v);
+    PyBuffer_Release(&b);
+    return failed ? NULL : PyLong_FromLongLong(set);
+}
+
 static Py_ssize_t put_varint(uint8_t *out, uint64_t n) {
     Py_ssize_t i = 0;
     for (; n >= 0x80; n >>= 7) out[i++] = (uint8_t)(n | 0x80);
@@ -351,6 +391,7 @@ static PyMethodDef methods[] = {
     {"survivors", survivors, METH_VARARGS, "The records of one batch that survive cleaning."},
     {"exchange_batch", exchange_batch, METH_VARARGS, "Phase one over one batch."},
     {"select_batch", select_batch, METH_VARARGS, "Phase two: one batch's selected records."},
+    {"winner_bits", winner_bits, METH_VARARGS, "Phase two: one batch's winners as bits."},
     {"live_bitmap", live_bitmap, METH_VARARGS, "Phase one's live winners as a bitmap."},
     {NULL, NULL, 0, NULL},
 };

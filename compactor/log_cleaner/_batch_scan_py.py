@@ -8,6 +8,7 @@ does), and answers for the whole batch, so the callers' loops run once a batch:
 - ``map_batch``: the LogCleaner's offset map, key -> latest offset in ``[start, end)``;
 - ``survivors``: the LogCleaner's rewrite, the bytes of the records that survive;
 - ``exchange_batch``: phase one, key -> ``position << 1 | live`` with the run's figures;
+- ``winner_bits``: phase two's selection through phase one's map, as bits;
 - ``select_batch``: phase two, the records whose bit is set, framed for a new batch;
 - ``live_bitmap``: phase one's map turned into a bitmap of the live winners.
 
@@ -136,6 +137,44 @@ def exchange_batch(
         read += 1
         bytes_in += e - s
     return read, kept, tombs, keyless, bytes_in, size, -1
+
+
+def winner_bits(
+    hashes: bytearray,
+    offsets: array[int],
+    payload: bytes | memoryview,
+    at: int,
+    first: int,
+    last: int,
+    base: int,
+    retain: bool,
+    bits: bytearray,
+    bits_first: int,
+) -> int:
+    """Phase two's selection through phase one's map (when no bitmap fits): set bit
+    ``position - bits_first`` of each entry at ``first..last`` that is live and whose key
+    the map holds at exactly ``(base + position) << 1 | 1``, and of keyless entries when
+    ``retain``; the count set."""
+    count = 0
+    nbits = len(bits)
+    for pos, (_l, _e, flags, key, _s, _e2) in enumerate(_walk(payload), at):
+        if pos < first or pos > last:
+            continue
+        if key is not None and flags & HAS_KEY:
+            if not flags & VALUE_NON_EMPTY:
+                continue
+            slot = _find(hashes, offsets, md5(key).digest())
+            found = offsets[slot] - 1 if slot >= 0 else -1
+            if found != (base + pos) << 1 | 1:
+                continue
+        elif not retain:
+            continue
+        off = pos - bits_first
+        if off < 0 or off >> 3 >= nbits:
+            continue
+        bits[off >> 3] |= 1 << (off & 7)
+        count += 1
+    return count
 
 
 def select_batch(

@@ -1,11 +1,12 @@
 """The compactors' per-batch scans over a ``SkimpyOffsetMap``: one call per stored batch.
 
 The LogCleaner (offset map, survivors), phase one (latest position per key) and phase two
-(select the winners) each walk every record of every batch they read; here each batch is
-one call into the compiled twin (``_batch_scan.c``) when it was built, else into its
-pure-Python twin (``_batch_scan_py.py``), with identical results (the tests run both;
-``COMPACTLOG_NO_EXT=1`` picks the pure one, as for the batch codec). A malformed payload
-is ``CorruptData`` naming the batch (``where``).
+(select the winners through the map, or copy those of a bitmap) each walk every record of
+every batch they read; here each batch is one call into the compiled twin
+(``_batch_scan.c``) when it was built, else into its pure-Python twin
+(``_batch_scan_py.py``), with identical results (the tests run both; ``COMPACTLOG_NO_EXT=1``
+picks the pure one, as for the batch codec). A malformed payload is ``CorruptData`` naming
+the batch (``where``).
 """
 
 from __future__ import annotations
@@ -73,6 +74,20 @@ class ScanTwin(Protocol):
     ) -> Selected: ...
 
     def live_bitmap(self, offsets: array[int], bits: bytearray) -> int: ...
+
+    def winner_bits(
+        self,
+        hashes: bytearray,
+        offsets: array[int],
+        payload: Buffer,
+        at: int,
+        first: int,
+        last: int,
+        base: int,
+        retain: bool,
+        bits: bytearray,
+        bits_first: int,
+    ) -> int: ...
 
 
 def _load_twin() -> tuple[ScanTwin, bool]:
@@ -155,3 +170,25 @@ def select_batch(
 def live_bitmap(m: SkimpyOffsetMap, bits: bytearray) -> int:
     """Phase one's live winners as bits of ``bits`` (``_batch_scan_py.live_bitmap``)."""
     return twin.live_bitmap(m.table()[1], bits)
+
+
+def winner_bits(
+    m: SkimpyOffsetMap,
+    payload: Buffer,
+    at: int,
+    first: int,
+    last: int,
+    base: int,
+    retain: bool,
+    bits: bytearray,
+    where: str,
+) -> int:
+    """Phase two's winners of one batch through the map, as bits ``position - first``
+    (``_batch_scan_py.winner_bits``)."""
+    hashes, offsets, _slots = m.table()
+    try:
+        return twin.winner_bits(
+            hashes, offsets, payload, at, first, last, base, retain, bits, first
+        )
+    except MalformedPayload as exc:
+        raise CorruptData(f"{where}: {exc}", position=where) from None

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from compactlog.compactor.log_cleaner.batch_scan import live_bitmap
+from compactlog.compactor.log_cleaner.batch_scan import live_bitmap, winner_bits
 from compactlog.compactor.log_cleaner.offset_map import SkimpyOffsetMap
-from compactlog.compactor.two_phase.storage import CompactionStorage, Segment
+from compactlog.compactor.two_phase.storage import BatchStorage, CompactionStorage, Segment
 from compactlog.storage.codec import HAS_KEY, VALUE_NON_EMPTY
 
 
@@ -89,6 +89,13 @@ class MapWinners(PhaseOneResult):
         first = segment.first_entry
         base = self.positions[index] - first  # position of entry e: base + e
         retain = self.retain_null_key
+        if isinstance(storage, BatchStorage):  # one call per stored batch
+            for at, payload, where in storage.stored_batches(segment):
+                winner_bits(
+                    self.offset_map, payload, at, first, segment.last_entry, base, retain,
+                    bits, where,
+                )  # fmt: skip
+            return bits
         for eid, flags, _size, key in storage.read_keys(segment):
             if flags & HAS_KEY:
                 # only a live entry can win, and only if the map holds its own position

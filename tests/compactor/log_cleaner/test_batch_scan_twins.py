@@ -169,3 +169,36 @@ def test_the_wrapper_names_the_batch_in_corrupt_data() -> None:
     m = SkimpyOffsetMap(24 * 101, 0.9)
     with pytest.raises(CorruptData, match="segment 0, byte 72"):
         batch_scan.map_batch(m, b"\x0b\x00", 0, 10, "segment 0, byte 72")
+
+
+@settings(max_examples=150)
+@given(
+    records=RECORDS,
+    at=st.integers(0, 5),
+    first=st.integers(0, 30),
+    span=st.integers(0, 30),
+    base=st.integers(0, 4),
+    retain=st.booleans(),
+    bits_first=st.integers(0, 8),
+)
+def test_winner_bits_agree_with_phase_one_map(
+    records: list[tuple[bytes | None, bytes | None, int]],
+    at: int,
+    first: int,
+    span: int,
+    base: int,
+    retain: bool,
+    bits_first: int,
+) -> None:
+    payload = payload_of(records, 2)
+    hashes, offsets = table(101)
+    _out, (hashes, offsets) = both(
+        "exchange_batch", hashes, offsets, payload, at, 0, 99, base, 0, 100, retain
+    )
+    bitmaps = [bytearray(8) for _ in TWINS]
+    counts = [
+        t.winner_bits(hashes, offsets, payload, at, first, first + span, base, retain,
+                      bitmaps[i], bits_first)
+        for i, t in enumerate(TWINS)
+    ]  # fmt: skip
+    assert counts[0] == counts[1] and bitmaps[0] == bitmaps[1]
