@@ -101,24 +101,37 @@ static Py_ssize_t skip_field(const unsigned char *buf, Py_ssize_t p, Py_ssize_t 
     return q;
 }
 
-static Py_ssize_t id_field(unsigned char *out, uint64_t ledger, uint64_t entry) {
+static Py_ssize_t id_field_p(unsigned char *out, uint64_t ledger, uint64_t entry,
+                             uint32_t partition) {
     Py_ssize_t n = 2;
     if (ledger) { out[n++] = 0x08; n += varint_encode(out + n, ledger); }
     if (entry) { out[n++] = 0x10; n += varint_encode(out + n, entry); }
+    if (partition) { out[n++] = 0x18; n += varint_encode(out + n, partition); }
     out[0] = 0x0A;
     out[1] = (unsigned char)(n - 2);
     return n;
 }
 
-/* encode_records(request, pos, ledger_id, first_entry, publish_ms, max_count, room) */
+static Py_ssize_t id_field(unsigned char *out, uint64_t ledger, uint64_t entry) {
+    return id_field_p(out, ledger, entry, 0);
+}
+
+/* encode_records(request, pos, ledger_id, first_entry, publish_ms, max_count, room
+                  [, partition]) */
 static PyObject *encode_records(PyObject *self, PyObject *args) {
     Py_buffer view;
     Py_ssize_t pos, max_count, room;
     unsigned long long ledger, first_entry;
     long long publish_ms;
-    if (!PyArg_ParseTuple(args, "y*nKKLnn", &view, &pos, &ledger, &first_entry, &publish_ms,
-                          &max_count, &room))
+    int partition = 0;
+    if (!PyArg_ParseTuple(args, "y*nKKLnn|i", &view, &pos, &ledger, &first_entry, &publish_ms,
+                          &max_count, &room, &partition))
         return NULL;
+    if (partition < 0) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "partition must be >= 0");
+        return NULL;
+    }
     const unsigned char *req = view.buf;
     Py_ssize_t end = view.len, p = pos, count = 0;
     Buf payload = {0}, keys = {0}, body = {0};
@@ -135,8 +148,9 @@ static PyObject *encode_records(PyObject *self, PyObject *args) {
         if (tag != 0x12) { p = nxt; continue; }
         if (read_varint(req, &q, end, &n) < 0) goto done;
         Py_ssize_t rs = q, re = nxt;
-        unsigned char idbuf[24];
-        Py_ssize_t idlen = id_field(idbuf, ledger, first_entry + (uint64_t)count);
+        unsigned char idbuf[32];
+        Py_ssize_t idlen =
+            id_field_p(idbuf, ledger, first_entry + (uint64_t)count, (uint32_t)partition);
         body.len = 0;
         if (buf_put(&body, idbuf, idlen) < 0) goto done;
         Py_ssize_t key_s = -1, key_e = -1, key_f = -1, val_f = -1, val_e = -1;

@@ -75,8 +75,9 @@ def _skip(buf: bytes, p: int, end: int, wire: int) -> int:
     return q
 
 
-def id_field(ledger_id: int, entry_id: int) -> bytes:
-    """``Message.id`` (field 1) as protobuf writes it: zero fields omitted."""
+def id_field(ledger_id: int, entry_id: int, partition: int = 0) -> bytes:
+    """``Message.id`` (field 1) as protobuf writes it: zero fields omitted. ``partition``
+    (``MessageId.partition``, field 3) is set on the messages of a partitioned topic."""
     body = bytearray()
     if ledger_id:
         body.append(0x08)
@@ -84,6 +85,9 @@ def id_field(ledger_id: int, entry_id: int) -> bytes:
     if entry_id:
         body.append(0x10)
         put_varint(body, entry_id)
+    if partition:
+        body.append(0x18)
+        put_varint(body, partition)
     return bytes([0x0A, len(body)]) + bytes(body)
 
 
@@ -136,14 +140,18 @@ def encode_records(
     publish_ms: int,
     max_count: int,
     room: int,
+    partition: int = 0,
 ) -> tuple[bytes, bytes, int, int, int, int, int]:
     """Encode the Records of ``request[pos:]`` (PublishRequest field 2) as message records.
 
     Stops after ``max_count`` records, or after the record that brings the payload to
     ``room`` bytes or more. Returns ``(payload, key block, count, next pos, max event
     time, largest record size, its index)``; sizes are the message bytes without the id
-    field (what ``max.message.bytes`` limits). Fields other than 2 are skipped.
+    field (what ``max.message.bytes`` limits). Fields other than 2 are skipped. A
+    ``partition`` other than 0 goes into every id (``MessageId.partition``).
     """
+    if partition < 0:
+        raise ValueError("partition must be >= 0")
     end = len(request)
     if pos < 0 or pos > end:
         raise MalformedPayload("position outside the request")
@@ -162,7 +170,7 @@ def encode_records(
             p = nxt
             continue
         _n, rs = read_varint(request, q, end)
-        ident = id_field(ledger_id, first_entry + count)
+        ident = id_field(ledger_id, first_entry + count, partition)
         body, flags, key, event = _message(request, rs, nxt, ident, publish_ms)
         payload.append(0x0A)
         put_varint(payload, len(body))

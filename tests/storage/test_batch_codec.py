@@ -487,3 +487,23 @@ def test_id_runs_match_protobuf(twin: ModuleType, runs: list[tuple[int, int, int
     got = twin.id_runs(runs)
     assert got == PY.id_runs(runs) == batch.id_runs(runs) == want.SerializeToString()
     assert pb.PublishResponse.FromString(got) == want
+
+
+@pytest.mark.parametrize("partition", [1, 7, 2**31 - 1])
+def test_partition_goes_into_every_id(twin: ModuleType, partition: int) -> None:
+    """The messages of ``NAME-partition-i`` carry ``MessageId.partition``; walkers still
+    read ledger and entry from such ids (the unknown-to-them field is skipped)."""
+    records = [pb.Record(key=b"k%d" % i, value=b"v") for i in range(3)]
+    raw = pb.PublishRequest(topic="t", records=records).SerializeToString()
+    out = twin.encode_records(raw, 0, 5, 2**40, 1000, 100, 2**40, partition)
+    assert out == PY.encode_records(raw, 0, 5, 2**40, 1000, 100, 2**40, partition)
+    messages = pb.ReadResponse.FromString(out[0]).messages
+    assert [(m.id.ledger_id, m.id.entry_id, m.id.partition) for m in messages] == [
+        (5, 2**40 + i, partition) for i in range(3)
+    ]
+    assert [w[:2] for w in twin.walk(out[0])] == [(5, 2**40 + i) for i in range(3)]
+    assert twin.span(out[0], 5, 2**40 + 1, 5, 2**40 + 2, 10)[2] == 2
+    plain = twin.encode_records(raw, 0, 5, 2**40, 1000, 100, 2**40)
+    assert out[5] == plain[5]  # sizes (max.message.bytes) leave the id out
+    with pytest.raises(ValueError):
+        twin.encode_records(raw, 0, 5, 0, 1000, 100, 2**40, -1)
