@@ -124,10 +124,14 @@ class Broker:
 
     def partition_index(self, name: str) -> int | None:
         """``i`` when ``name`` is partition ``i`` of a partitioned topic, else None."""
+        if self.partitioned.empty:
+            return None
         return self.partitioned.partition_of(name, parse_partition_name(name))
 
     def parent_of(self, name: str) -> str | None:
         """The partitioned topic ``name`` is a partition of, if it is one."""
+        if self.partitioned.empty:
+            return None
         parsed = parse_partition_name(name)
         if self.partitioned.partition_of(name, parsed) is None:
             return None

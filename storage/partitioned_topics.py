@@ -54,6 +54,11 @@ class PartitionedTopics:
     def get(self, name: str) -> PartitionedTopic | None:
         return self._topics.get(name)
 
+    @property
+    def empty(self) -> bool:
+        """No partitioned topic (the publish path then skips parsing names)."""
+        return not self._topics
+
     def names(self) -> list[str]:
         return sorted(self._topics)
 

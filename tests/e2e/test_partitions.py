@@ -306,3 +306,23 @@ def test_ledger_publish_across_partitions_is_atomic_across_a_crash(server) -> No
         assert len({m.id.partition for m in api.read("orders")}) == 4
     finally:
         api.channel.close()
+
+
+def test_a_damaged_partition_count_file_stops_the_start_naming_it(server) -> None:  # type: ignore[no-untyped-def]
+    """The count file is never guessed at: one flipped byte and the start fails with one
+    line naming the file; the data dir stays as it was (CONTRACT section 11)."""
+    import subprocess
+
+    api = Api(server.address)
+    api.create("ticks", pb.SEGMENTED, 2)
+    api.channel.close()
+    server.stop()
+    path = server.data_dir / "partitioned-topics.json"
+    data = bytearray(path.read_bytes())
+    data[data.index(b'"partitions": 2')] ^= 0x01
+    path.write_bytes(bytes(data))
+    done = subprocess.run(server.command(), capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "partitioned-topics.json" in lines[0], done.stderr
+    assert path.read_bytes() == bytes(data)
