@@ -326,3 +326,6 @@ def test_a_damaged_partition_count_file_stops_the_start_naming_it(server) -> Non
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "partitioned-topics.json" in lines[0], done.stderr
     assert path.read_bytes() == bytes(data)
+    check = [*server.command()[:3], "check", str(server.data_dir)]
+    checked = subprocess.run(check, capture_output=True, text=True, timeout=60)
+    assert checked.returncode != 0 and "partitioned-topics.json" in checked.stdout + checked.stderr
