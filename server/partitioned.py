@@ -63,6 +63,13 @@ class PartitionedNamespace:
         New partitions take partition 0's topic config."""
         broker = self.broker
         with broker.namespace_lock:
+            if self.get(name) is None and broker.has_name(name):
+                raise InvalidArgument(
+                    f"topic {name!r} is not partitioned: partitions are set when a topic "
+                    "is created",
+                    topic=name,
+                    field="partitions",
+                )
             topic = self.require(name)
             if total < topic.partitions:
                 raise InvalidArgument(

@@ -223,6 +223,12 @@ def test_add_partitions_keeps_data_and_never_shrinks(
         api.admin.AddPartitions(pb.AddPartitionsRequest(name=unique_topic, partitions=3))
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert api.admin.GetTopic(pb.GetTopicRequest(name=unique_topic)).partitions == 5
+    plain = f"{unique_topic}-plain"
+    api.create(plain, kind, 0)
+    for name, code in ((plain, "INVALID_ARGUMENT"), (f"{unique_topic}-none", "NOT_FOUND")):
+        with pytest.raises(grpc.RpcError) as err:
+            api.admin.AddPartitions(pb.AddPartitionsRequest(name=name, partitions=3))
+        assert err.value.code().name == code
 
 
 @pytest.mark.parametrize("kind", KINDS)
