@@ -87,7 +87,7 @@ class LogService:
         request = parse_publish(raw)
         parted = self.broker.partitioned.get(request.topic)
         if parted is not None:
-            spread = append_spread(self.broker, parted, request, self.robin)
+            spread = append_spread(self.broker, parted, raw, self.robin)
             return spread, parted.kind.name, spread.reply
         log = self.broker.log(request.topic)
         appended = log.append_request(raw)

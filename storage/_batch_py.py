@@ -12,6 +12,10 @@ records of a payload with their ids, key flags, keys and byte ranges.
 
 from __future__ import annotations
 
+import array
+
+from compactlog.partitioner import murmur2, to_positive
+
 HAS_KEY = 1
 VALUE_NON_EMPTY = 2
 VALUE_PRESENT = 4
@@ -308,6 +312,51 @@ def skip_records(payload: bytes, start: int, count: int) -> int:
     return p
 
 
+def route_records(
+    request: bytes, partitions: int, first_keyless: int
+) -> tuple[list[bytes], bytes, int]:
+    """The Records of ``request`` (PublishRequest field 2) by partition, as Kafka's default
+    partitioner places them: keyed ones at ``toPositive(murmur2(key)) % partitions`` (the
+    last key field wins, as in ``encode_records``), keyless ones round-robin from
+    ``first_keyless``. Returns ``(each partition's records field bytes, order, keyless
+    count)``; ``order`` holds, for every record in request order, its partition and its
+    index in that partition's part as two native uint32s."""
+    if not 1 <= partitions <= 65536:
+        raise ValueError("partitions must be 1 to 65536")
+    end = len(request)
+    parts = [bytearray() for _ in range(partitions)]
+    counts = [0] * partitions
+    order = array.array("I")
+    keyless = first_keyless
+    p = 0
+    while p < end:
+        tag, q = read_varint(request, p, end)
+        nxt = _skip(request, q, end, tag & 7)
+        if tag != 0x12:
+            p = nxt
+            continue
+        _n, r = read_varint(request, q, end)
+        key: bytes | None = None
+        while r < nxt:
+            t, r = read_varint(request, r, nxt)
+            fe = _skip(request, r, nxt, t & 7)
+            if t == 0x0A:
+                _kn, s = read_varint(request, r, nxt)
+                key = bytes(request[s:fe])
+            r = fe
+        if key is not None:
+            partition = to_positive(murmur2(key)) % partitions
+        else:
+            partition = keyless % partitions
+            keyless += 1
+        parts[partition] += request[p:nxt]
+        order.append(partition)
+        order.append(counts[partition])
+        counts[partition] += 1
+        p = nxt
+    return [bytes(b) for b in parts], order.tobytes(), keyless - first_keyless
+
+
 def id_runs(runs: list[tuple[int, int, int]]) -> bytes:
     """Wire bytes of ``repeated MessageId ids = 1`` for (ledger, first entry, count) runs."""
     out = bytearray()
@@ -328,6 +377,7 @@ __all__ = [
     "id_runs",
     "put_varint",
     "read_varint",
+    "route_records",
     "skip_records",
     "span",
     "walk",

@@ -210,6 +210,23 @@ def encode_request(
     return EncodedRun(*out)
 
 
+def route_records(
+    request: bytes, partitions: int, first_keyless: int
+) -> tuple[list[bytes], memoryview, int]:
+    """The records of raw ``PublishRequest`` bytes split by partition, Kafka's default
+    partitioner's way (see ``_batch_py.route_records``): each partition's ``records``
+    field bytes (a PublishRequest of its own), ``(partition, index)`` of every record in
+    request order (a flat uint32 view), and how many keyless records took a turn."""
+    route = getattr(codec, "route_records", _batch_py.route_records)  # an older build
+    try:
+        parts, order, keyless = route(request, partitions, first_keyless)
+    except MalformedPayload as exc:
+        raise MalformedRequest(
+            f"malformed publish request: {exc}", request="PublishRequest"
+        ) from None
+    return parts, memoryview(order).cast("I"), keyless
+
+
 def _bytes_field(out: bytearray, tag: int, data: bytes) -> None:
     out.append(tag)
     put_varint(out, len(data))
