@@ -91,11 +91,10 @@ class LogService:
             return spread, parted.kind.name, spread.reply
         log = self.broker.log(request.topic)
         appended = log.append_request(raw)
-        partition = getattr(log, "partition", 0)
         return (
             appended,
             log.kind.name,
-            lambda: publish_reply(appended.runs, appended.synced, partition),
+            lambda: publish_reply(appended.runs, appended.synced, log.partition),
         )
 
     async def _durable(self, appended: Pending) -> None:
@@ -273,7 +272,7 @@ class LogService:
         resp = pb.GetLastMessageIdResponse()
         if last is not None:
             id_to_pb(last, resp.id)
-            resp.id.partition = getattr(log, "partition", 0)
+            resp.id.partition = log.partition
         return resp
 
 
