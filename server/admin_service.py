@@ -138,3 +138,20 @@ class TopicAdminService(pb_grpc.TopicAdminServicer):
         self, request: pb.DeleteRecordsRequest, context: grpc.ServicerContext
     ) -> pb.TopicInfo:
         return topic_info(self.broker.delete_records(request.topic, request.before_offset))
+
+    @rpc
+    def GetPartitionMap(
+        self, request: pb.GetPartitionMapRequest, context: grpc.ServicerContext
+    ) -> pb.GetPartitionMapResponse:
+        """Every topic this process holds is served at the address asked (``""``); a
+        sharded server's front answers with the owners' addresses (``server/front.py``)."""
+        return partition_map(self.broker, request.topic)
+
+
+def partition_map(broker: Broker, topic: str) -> pb.GetPartitionMapResponse:
+    """The map of a topic held by this store: one entry per partition (one, ``-1``, for a
+    topic that is not partitioned), each at the address the map was asked at."""
+    broker.kind(topic)  # TOPIC_NOT_FOUND
+    return pb.GetPartitionMapResponse(
+        partitions=[pb.PartitionAddress(partition=-1, topic=topic, address="")]
+    )
