@@ -12,7 +12,7 @@ Two figures per shard count, each beside the 1-shard figure of the same run:
    request to the last SUCCESS.
 
 The 4 topic names are chosen to sit in store slots 0-3, so 2 shards own two each and 4
-shards one each (``server/slots.py``); with 1 shard the server runs as it always did,
+shards one each (``storage/slots.py``); with 1 shard the server runs as it always did,
 one process on the single-store layout. Every server gets a fresh data dir.
 
     compactlog bench shards                       # shards 1, 2, 4, 8
@@ -34,7 +34,7 @@ import grpc
 
 from compactlog.bench.procstats import ListeningProcess
 from compactlog.bench.rawlog import RawLog, acked, publish_request
-from compactlog.server.slots import SLOT_COUNT, slot_of
+from compactlog.storage.slots import SLOT_COUNT, slot_of
 from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 

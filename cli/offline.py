@@ -21,6 +21,11 @@ def add_parsers(commands: Any) -> None:
         ),
     )
     migrate.add_argument("data_dir", metavar="DATA_DIR", nargs="?", default=DEFAULT_DATA_DIR)
+    migrate.add_argument(
+        "--slots",
+        action="store_true",
+        help="also spread a single-store data dir over store slots, for serve --shards N",
+    )
     migrate.set_defaults(func=_migrate)
     check = commands.add_parser(
         "check",
@@ -43,6 +48,8 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _migrate(args: argparse.Namespace) -> int:
+    if args.slots:
+        return _migrate_to_slots(Path(args.data_dir))
     from compactlog.storage.migrate import migrate_data_dir
 
     report = migrate_data_dir(Path(args.data_dir), log=print)
@@ -52,5 +59,20 @@ def _migrate(args: argparse.Namespace) -> int:
         f"migrated {args.data_dir}: {report.ledgers_converted} ledgers "
         f"({report.entries} entries in {report.batches} batches), "
         f"{report.segments_converted} segment files"
+    )
+    return 0
+
+
+def _migrate_to_slots(data_dir: Path) -> int:
+    from compactlog.storage.slot_migrate import migrate_to_slots
+
+    report = migrate_to_slots(data_dir, log=print)
+    if report.already_slotted:
+        print(f"{data_dir} is already spread over store slots")
+        return 0
+    print(
+        f"spread {data_dir} over store slots: {report.topics} LEDGER topics "
+        f"({report.keys} keys), {report.segmented_topics} SEGMENTED topics; "
+        "serve it with --shards N"
     )
     return 0

@@ -32,8 +32,8 @@ from compactlog.server.serving import (  # noqa: F401 - re-exported
     check_listen_address,
 )
 from compactlog.server.sharded_app import run_front
-from compactlog.server.slots import choose_layout
 from compactlog.storage.config import ServerSettings
+from compactlog.storage.slots import choose_layout
 
 log = logging.getLogger("compactlog")
 

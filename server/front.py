@@ -28,8 +28,8 @@ from typing import Any
 
 import grpc
 
-from compactlog.server.slots import slot_of
 from compactlog.server.wire_peek import field_one
+from compactlog.storage.slots import slot_of
 from compactlog.v1 import compactlog_pb2 as pb
 
 _SERVICES = ("Log", "TopicAdmin", "CompactionEngine")

@@ -38,7 +38,7 @@ def _same(data: bytes) -> bytes:
 
 Admit = Callable[[bytes], CompactlogError | None]
 """A check of a request's bytes before it is parsed: the error that refuses it, or None
-(a shard's slot server refuses topics of other slots with it: ``server/slots.py``)."""
+(a shard's slot server refuses topics of other slots with it: ``storage/slots.py``)."""
 
 
 def checked_deserializer(

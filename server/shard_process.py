@@ -35,9 +35,9 @@ from compactlog.server.broker import Broker
 from compactlog.server.handlers import Admit
 from compactlog.server.security import Guard, SecurityOptions
 from compactlog.server.serving import ServedStore
-from compactlog.server.slots import slot_dir, slot_of
 from compactlog.server.wire_peek import topic_of
 from compactlog.storage.config import ServerSettings
+from compactlog.storage.slots import slot_dir, slot_of
 
 log = logging.getLogger("compactlog.shard")
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from compactlog.errors import CompactlogError
 from compactlog.server.security import SecurityOptions
-from compactlog.server.slots import slots_of_shard
+from compactlog.storage.slots import slots_of_shard
 
 log = logging.getLogger("compactlog.shards")
 

@@ -31,7 +31,7 @@ from compactlog.server.serving import (
     check_listen_address,
 )
 from compactlog.server.shard_supervisor import ShardSpec, ShardSupervisor
-from compactlog.server.slots import Layout
+from compactlog.storage.slots import Layout
 from compactlog.v1 import compactlog_pb2 as pb
 
 log = logging.getLogger("compactlog")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from compactlog.bench import shards
-from compactlog.server.slots import SLOT_COUNT, slot_of
+from compactlog.storage.slots import SLOT_COUNT, slot_of
 
 
 def test_the_bench_topics_sit_in_the_first_slots() -> None:

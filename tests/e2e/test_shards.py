@@ -21,7 +21,7 @@ import pytest
 from grpc_status import rpc_status
 
 from compactlog.client import Client
-from compactlog.server.slots import SLOT_COUNT, slot_dir, slot_of
+from compactlog.storage.slots import SLOT_COUNT, slot_dir, slot_of
 from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 from tests.conftest import ServerProcess
@@ -325,3 +325,54 @@ def test_a_killed_server_takes_its_shards_along(
     assert [t.name for t in Api(again.address).admin.ListTopics(pb.ListTopicsRequest()).topics] == [
         "survivor"
     ]
+
+
+def _migrate(data_dir: Path) -> str:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "compactlog", "migrate", "--slots", str(data_dir)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.mark.slow
+def test_migrate_slots_spreads_a_single_store_data_dir(
+    server_factory: Callable[..., ServerProcess], tmp_path: Path
+) -> None:
+    data_dir = tmp_path / "grown"
+    srv = server_factory(data_dir=data_dir)
+    api = Api(srv.address)
+    for name, kind in TOPICS:
+        api.create(name, kind)
+    _fill(api, 0)
+    api.admin.Compact(pb.CompactRequest(topic="led-1", wait=True), timeout=60)
+    compacted = api.values("led-1", compacted=True)
+    consume = pb.ConsumeRequest(topic="led-2", subscription="s", max_messages=5)
+    first = api.log.Consume(consume, timeout=30).messages
+    api.log.Acknowledge(
+        pb.AcknowledgeRequest(topic="led-2", subscription="s", id=first[-1].id, cumulative=True),
+        timeout=30,
+    )
+    api.close()
+    srv.stop()
+    said = _migrate(data_dir)
+    assert "4 LEDGER topics" in said and "4 SEGMENTED topics" in said
+    assert "already" in _migrate(data_dir)
+    assert not (data_dir / "ledgers").exists() and (data_dir / "SLOTS").exists()
+    srv = server_factory(extra_args=["--shards", "2"], data_dir=data_dir)
+    api = Api(srv.address)
+    for name, values in _expected(1).items():
+        assert api.values(name) == values
+    assert api.values("led-1", compacted=True) == compacted
+    after = api.log.Consume(consume, timeout=30).messages
+    assert after[0].value == _expected(1)["led-2"][5]  # the cursor moved with its topic
+    _fill(api, 1)
+    for name, values in _expected(2).items():
+        assert api.values(name) == values
+    api.close()

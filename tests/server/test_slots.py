@@ -8,7 +8,8 @@ import pytest
 
 from compactlog.errors import CompactlogError, NotOwner
 from compactlog.server.shard_process import slot_admit
-from compactlog.server.slots import (
+from compactlog.server.wire_peek import field_one, topic_of
+from compactlog.storage.slots import (
     SLOT_COUNT,
     Layout,
     choose_layout,
@@ -16,7 +17,6 @@ from compactlog.server.slots import (
     slot_of,
     slots_of_shard,
 )
-from compactlog.server.wire_peek import field_one, topic_of
 from compactlog.v1 import compactlog_pb2 as pb
 
 
