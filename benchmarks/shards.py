@@ -199,7 +199,7 @@ def _print_table(s: Settings, figures: dict[int, tuple[float, float]]) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="compactlog bench shards", description=__doc__)
     parser.add_argument("--shards", default="1,2,4,8", help="shard counts (1 is the baseline)")
-    parser.add_argument("--requests", type=int, default=500, help="requests per topic")
+    parser.add_argument("--requests", type=int, default=2000, help="requests per topic")
     parser.add_argument("--batch", type=int, default=100, help="records per request")
     parser.add_argument("--value-bytes", type=int, default=100)
     parser.add_argument("--keys", type=int, default=5000, help="distinct keys per topic")

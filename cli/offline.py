@@ -41,10 +41,21 @@ def add_parsers(commands: Any) -> None:
 
 def _check(args: argparse.Namespace) -> int:
     from compactlog.storage.check import check_data_dir, print_report
+    from compactlog.storage.slots import read_layout, slot_dir
 
-    report = check_data_dir(Path(args.data_dir))
-    print_report(report, print)
-    return 0 if report.ok else 1
+    data_dir = Path(args.data_dir)
+    layout = read_layout(data_dir) if data_dir.is_dir() else None
+    if layout is None or not layout.sharded:
+        report = check_data_dir(data_dir)
+        print_report(report, print)
+        return 0 if report.ok else 1
+    ok = True
+    for slot in range(layout.slots):  # a data dir of store slots: each slot is a data dir
+        print(f"slot {slot}:")
+        report = check_data_dir(slot_dir(data_dir, slot))
+        print_report(report, lambda line: print(f"  {line}"))
+        ok = ok and report.ok
+    return 0 if ok else 1
 
 
 def _migrate(args: argparse.Namespace) -> int:
