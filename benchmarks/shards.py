@@ -12,8 +12,10 @@ Two figures per shard count, each beside the 1-shard figure of the same run:
    request to the last SUCCESS.
 
 The 4 topic names are chosen to sit in store slots 0-3, so 2 shards own two each and 4
-shards one each (``storage/slots.py``); with 1 shard the server runs as it always did,
-one process on the single-store layout. Every server gets a fresh data dir.
+shards one each (``storage/slots.py``). Topics, not the partitions of one topic: a
+partitioned topic's partitions share one slot (its publishes are atomic across them).
+With 1 shard the server runs as it always did, one process on the single-store layout.
+Every server gets a fresh data dir.
 
     compactlog bench shards                       # shards 1, 2, 4, 8
     compactlog bench shards --shards 1,2 --quick  # seconds

@@ -7,8 +7,7 @@ they are, and so does any error status with its ``ErrorInfo`` trailer. What one 
 cannot answer, the front answers itself:
 
 - ``ListTopics``: asked of every slot, merged by name;
-- ``GetPartitionMap``: the owner's ``GetTopic`` says whether the topic is partitioned;
-  each partition's address comes from its slot;
+- ``GetPartitionMap``: the owner's map, with the slot's address for "the address asked";
 - ``PublishStream``: each request goes to its topic's owner over one stream per owner;
   responses come back in request order (each owner keeps its own order; the front
   remembers which owner each request went to);
@@ -214,25 +213,16 @@ class FrontHandler(grpc.GenericRpcHandler):
         return merged.SerializeToString()
 
     async def _partition_map(self, request: bytes, context: Ctx) -> bytes:
-        try:
-            topic = pb.GetPartitionMapRequest.FromString(request).topic
-        except Exception:  # the owner of slot 0 answers MALFORMED_REQUEST
-            topic = ""
-        slot = slot_of(topic, self.owners.slot_count)
-        ask = pb.GetTopicRequest(name=topic).SerializeToString()
-        info = pb.TopicInfo.FromString(
-            await self._call(slot, "/compactlog.v1.TopicAdmin/GetTopic", ask, context)
+        """The owner's map (it holds the topic and its partitions), each entry given the
+        address of its slot in place of the owner's "the address you asked"."""
+        method = "/compactlog.v1.TopicAdmin/GetPartitionMap"
+        slot = self.owners.slot(method, request)
+        answer = pb.GetPartitionMapResponse.FromString(
+            await self._call(slot, method, request, context)
         )
-        partitions = int(getattr(info, "partitions", 0) or 0)
-        names = (
-            [(i, f"{topic}-partition-{i}") for i in range(partitions)]
-            if partitions > 1
-            else [(-1, topic)]
-        )
-        answer = pb.GetPartitionMapResponse()
-        for index, name in names:
-            address = self.owners.addresses[slot_of(name, self.owners.slot_count)]
-            answer.partitions.add(partition=index, topic=name, address=address)
+        for entry in answer.partitions:
+            if not entry.address:
+                entry.address = self.owners.addresses[slot_of(entry.topic, self.owners.slot_count)]
         return answer.SerializeToString()
 
     def _publish_stream(

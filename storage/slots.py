@@ -14,10 +14,12 @@ hands whole slots to other processes: nothing is copied, nothing can be lost or 
 <data dir>/slots/0/ ... 7/ one ordinary data dir each (ledgers/, segments/, LOCK.server)
 ```
 
-Placement: ``slot(NAME) = crc32(NAME) % slots``; partition ``i`` of a partitioned topic
-(``NAME-partition-i``) goes to ``(crc32(NAME) + i) % slots``, so the partitions of one
-topic land on consecutive slots and spread over the shards instead of clumping where
-their names happen to hash.
+Placement: ``slot(NAME) = crc32(NAME) % slots``, and the partitions of a partitioned topic
+(``NAME-partition-i``) live in ``NAME``'s slot: a publish to ``NAME`` is all-or-nothing
+across its partitions (CONTRACT section 9), which one store's atomic write gives and two
+processes could not, and ``NAME``'s own record (its partition count) sits beside them.
+Topics spread over the shards; one topic's partitions do not (docs/scaling.md says what
+spreading them would take).
 
 A data dir without ``SLOTS`` is the single-store layout of a server without shards (the
 store at its root); ``--shards 1`` keeps serving it as it always did.
@@ -41,10 +43,8 @@ _PARTITION = re.compile(r"(.+)-partition-(\d{1,9})")
 def slot_of(topic: str, slots: int) -> int:
     """The slot that holds ``topic`` (stable across processes, versions and restarts)."""
     match = _PARTITION.fullmatch(topic)
-    if match is not None:
-        base, index = match.group(1), int(match.group(2))
-        return (zlib.crc32(base.encode("utf-8", "surrogatepass")) + index) % slots
-    return zlib.crc32(topic.encode("utf-8", "surrogatepass")) % slots
+    home = match.group(1) if match is not None else topic
+    return zlib.crc32(home.encode("utf-8", "surrogatepass")) % slots
 
 
 def shard_of(slot: int, shards: int) -> int:

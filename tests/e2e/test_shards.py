@@ -376,3 +376,31 @@ def test_migrate_slots_spreads_a_single_store_data_dir(
     for name, values in _expected(2).items():
         assert api.values(name) == values
     api.close()
+
+
+def test_a_partitioned_topic_lives_in_one_slot_and_keeps_its_messages(
+    server_factory: Callable[..., ServerProcess], tmp_path: Path
+) -> None:
+    data_dir = tmp_path / "parted"
+    srv = server_factory(extra_args=["--shards", "2"], data_dir=data_dir)
+    api = Api(srv.address)
+    api.admin.CreateTopic(pb.CreateTopicRequest(name="orders", partitions=4), timeout=30)
+    entries = api.admin.GetPartitionMap(
+        pb.GetPartitionMapRequest(topic="orders"), timeout=30
+    ).partitions
+    assert [(e.partition, e.topic) for e in entries] == [
+        (i, f"orders-partition-{i}") for i in range(4)
+    ]
+    assert len({e.address for e in entries}) == 1 and entries[0].address != srv.address
+    values = [b"%c%d" % (k, i) for i in range(10) for k in b"abcdefgh"]
+    api.publish("orders", *values)  # spans partitions: all or nothing, in one store
+    with Client(srv.address) as client:
+        _produce(client, "orders", b"z1")
+        assert client._routes.addresses() == [entries[0].address]
+    api.close()
+    srv.stop()
+    srv = server_factory(extra_args=["--shards", "1"], data_dir=data_dir)
+    api = Api(srv.address)
+    assert sorted(api.values("orders")) == sorted([*values, b"z1"])
+    assert sum(len(api.values(f"orders-partition-{i}")) for i in range(4)) == len(values) + 1
+    api.close()
