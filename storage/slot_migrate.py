@@ -13,6 +13,8 @@ stopped (the data dir's lock is taken):
 3. each SEGMENTED topic directory is renamed into ``slots.tmp/<n>/segments/`` (a rename:
    segment files are not copied), and each slot gets the ``FORMAT`` file; the cleaner's
    checkpoint is not carried (a cache: the cleaner starts its next pass from the start);
+   ``partitioned-topics.json`` is split: each slot's file names the partitioned topics
+   of that slot (their partitions are there too: ``storage/slots.py``);
 4. ``slots.tmp`` becomes ``slots``, then ``SLOTS`` is written: from that name on the data
    dir is slotted; only then are the root store and segments directory removed.
 
@@ -28,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from compactlog.storage import keys
+from compactlog.storage import keys, partitioned_topics
 from compactlog.storage.codec import LedgerMeta
 from compactlog.storage.migrate import hold_data_dir, migrate_data_dir
 from compactlog.storage.rocks import Batch, RocksDB
@@ -145,6 +147,16 @@ def _move_segments(segments: Path, tmp: Path) -> int:
     return moved
 
 
+def _split_partitioned(data_dir: Path, tmp: Path) -> None:
+    """Each slot's ``partitioned-topics.json`` holds the partitioned topics of its slot
+    (a topic's partitions live in its slot); written before ``SLOTS`` makes them live."""
+    topics = partitioned_topics.load(data_dir / partitioned_topics.FILE_NAME)
+    for slot in range(SLOT_COUNT):
+        mine = {n: t for n, t in topics.items() if slot_of(n, SLOT_COUNT) == slot}
+        if mine:
+            partitioned_topics.save(tmp / str(slot) / partitioned_topics.FILE_NAME, mine)
+
+
 def migrate_to_slots(data_dir: Path, log: Callable[[str], None] = print) -> SlotMigration:
     """Spread ``data_dir`` over store slots (see the module docstring)."""
     report = SlotMigration()
@@ -161,6 +173,7 @@ def migrate_to_slots(data_dir: Path, log: Callable[[str], None] = print) -> Slot
             if ledgers.exists():
                 report.topics, report.keys = _copy_ledgers(ledgers, tmp)
             report.segmented_topics = _move_segments(data_dir / "segments", tmp)
+            _split_partitioned(data_dir, tmp)
             tmp.rename(data_dir / SLOTS_DIR)
             (data_dir / (SLOTS_FILE + ".tmp")).write_text(f"{SLOT_COUNT}\n")
             (data_dir / (SLOTS_FILE + ".tmp")).replace(data_dir / SLOTS_FILE)
@@ -168,4 +181,5 @@ def migrate_to_slots(data_dir: Path, log: Callable[[str], None] = print) -> Slot
             report.already_slotted = True
         for leftover in ("ledgers", "segments", "compaction-work"):
             shutil.rmtree(data_dir / leftover, ignore_errors=True)
+        (data_dir / partitioned_topics.FILE_NAME).unlink(missing_ok=True)
         return report

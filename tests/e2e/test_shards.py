@@ -351,6 +351,8 @@ def test_migrate_slots_spreads_a_single_store_data_dir(
     for name, kind in TOPICS:
         api.create(name, kind)
     _fill(api, 0)
+    api.admin.CreateTopic(pb.CreateTopicRequest(name="parted", partitions=3), timeout=30)
+    api.publish("parted", *(b"%c" % k for k in b"abcdefg"))
     api.admin.Compact(pb.CompactRequest(topic="led-1", wait=True), timeout=60)
     compacted = api.values("led-1", compacted=True)
     consume = pb.ConsumeRequest(topic="led-2", subscription="s", max_messages=5)
@@ -362,7 +364,7 @@ def test_migrate_slots_spreads_a_single_store_data_dir(
     api.close()
     srv.stop()
     said = _migrate(data_dir)
-    assert "4 LEDGER topics" in said and "4 SEGMENTED topics" in said
+    assert "7 LEDGER topics" in said and "4 SEGMENTED topics" in said  # 3 partitions
     assert "already" in _migrate(data_dir)
     assert not (data_dir / "ledgers").exists() and (data_dir / "SLOTS").exists()
     srv = server_factory(extra_args=["--shards", "2"], data_dir=data_dir)
@@ -372,6 +374,9 @@ def test_migrate_slots_spreads_a_single_store_data_dir(
     assert api.values("led-1", compacted=True) == compacted
     after = api.log.Consume(consume, timeout=30).messages
     assert after[0].value == _expected(1)["led-2"][5]  # the cursor moved with its topic
+    assert sorted(api.values("parted")) == [b"%c" % k for k in b"abcdefg"]
+    info = api.admin.GetTopic(pb.GetTopicRequest(name="parted"), timeout=30)
+    assert info.partitions == 3
     _fill(api, 1)
     for name, values in _expected(2).items():
         assert api.values(name) == values
