@@ -144,6 +144,7 @@ async def _serve(
         await store.start()
     addresses = {str(slot): f"127.0.0.1:{store.port}" for slot, store in served.items()}
     print(json.dumps({"slots": addresses}), flush=True)
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # nobody reads the pipe any more
     await stop.wait()
     await asyncio.gather(*(store.stop() for store in served.values()))
     return 0

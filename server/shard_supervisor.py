@@ -100,8 +100,9 @@ def describe_exit(code: int | None) -> str:
 def _read_ready(proc: subprocess.Popen[bytes], timeout: float) -> dict[int, str]:
     """The shard's ready line (blocking, so run it off the event loop)."""
     box: list[bytes] = []
-    assert proc.stdout is not None
-    reader = threading.Thread(target=lambda: box.append(proc.stdout.readline()), daemon=True)  # type: ignore[union-attr]
+    stdout = proc.stdout
+    assert stdout is not None
+    reader = threading.Thread(target=lambda: box.append(stdout.readline()), daemon=True)
     reader.start()
     reader.join(timeout)
     line = box[0] if box else b""
@@ -109,6 +110,7 @@ def _read_ready(proc: subprocess.Popen[bytes], timeout: float) -> dict[int, str]
         proc.kill()
         proc.wait()
         raise CompactlogError(f"a shard failed to start ({describe_exit(proc.returncode)})")
+    stdout.close()  # the shard writes nothing more there
     ready = json.loads(line)
     return {int(slot): address for slot, address in ready["slots"].items()}
 

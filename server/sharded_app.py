@@ -3,9 +3,10 @@
 The front holds the data dir's lock (a second server fails as it always did), starts
 the shards (``shard_supervisor``), serves the one listening address (``front``) with
 health and reflection, and prints the contract's listening line once every shard is
-ready. SIGTERM/SIGINT stop the front's port first (in-flight calls finish), then each
-shard stops as a server does; SIGHUP is passed on so the shards re-read the tokens file.
-A shard that cannot be kept alive stops the server with exit 1 and one line naming it.
+ready. SIGTERM/SIGINT stop the front's port and every shard at once (each shard stops as
+a server does: in-flight calls finish, follow streams end); SIGHUP is passed on so the
+shards re-read the tokens file. A shard that cannot be kept alive stops the server with
+exit 1 and one line naming it.
 """
 
 from __future__ import annotations
@@ -116,8 +117,9 @@ async def _serve_front(
     log.info("serving data dir %s with %d shards over %d slots", data_dir, shards, layout.slots)
     await stop.wait()
     log.info("shutting down")
-    await server.stop(SHUTDOWN_GRACE_S)
-    await supervisor.stop()
+    # The shards end their follow streams and finish in-flight calls while the front
+    # stops accepting, so a follow reader behind the front ends at once, as it would.
+    await asyncio.gather(server.stop(SHUTDOWN_GRACE_S), supervisor.stop())
     await owners.close()
     if fatal:
         return _fail(fatal[0])

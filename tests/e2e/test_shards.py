@@ -262,7 +262,9 @@ def test_restarts_with_another_shard_count_keep_every_message(
     api.admin.Compact(pb.CompactRequest(topic="led-0", wait=True), timeout=60)
     api.close()
     for round_, shards in enumerate((1, 2, 4), start=1):
-        srv.stop()
+        pids = shard_pids(srv)
+        assert srv.stop() == 0  # SIGTERM: front and shards stop cleanly
+        assert not any(alive(p) for p in pids)
         srv = server_factory(extra_args=["--shards", str(shards)], data_dir=data_dir)
         assert len(shard_pids(srv)) == shards
         api = Api(srv.address)
