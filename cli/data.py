@@ -244,13 +244,13 @@ def _text(data: bytes | None) -> str:
 
 
 def format_text(msg: Message) -> str:
-    return f"{msg.id} key={_text(msg.key)} value={_text(msg.value)}"
+    return f"{msg.id} key={_text(msg.key)} value={_text(msg.data())}"
 
 
 def message_json(msg: Message) -> dict[str, Any]:
     """A message as JSON data that ``produce`` accepts back (binary as base64 + flag)."""
     out: dict[str, Any] = {"id": str(msg.id)}
-    for name, data in (("key", msg.key), ("value", msg.value)):
+    for name, data in (("key", msg.key), ("value", msg.data())):
         if data is None:
             out[name] = None
             continue

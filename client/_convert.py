@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import cast
 
+from compactlog.client import wire_compat as wire
 from compactlog.client.types import (
     CompactionProgress,
     CompactionRun,
@@ -124,24 +125,29 @@ def id_to_pb(mid: MessageIdLike) -> pb.MessageId:
     ledger, entry = mid
     if ledger < 0 or entry < 0:
         raise InvalidArgument(f"message ids are non-negative, got {ledger}:{entry}")
-    return pb.MessageId(ledger_id=int(ledger), entry_id=int(entry))
+    out = pb.MessageId(ledger_id=int(ledger), entry_id=int(entry))
+    partition = getattr(mid, "partition", 0)
+    if partition:
+        wire.set_partition(out, int(partition))
+    return out
 
 
 def id_from_pb(mid: pb.MessageId) -> MessageId:
-    return MessageId(mid.ledger_id, mid.entry_id)
+    return MessageId(mid.ledger_id, mid.entry_id, wire.partition_of(mid))
 
 
-def message_from_pb(msg: pb.Message) -> Message:
+def message_from_pb(msg: pb.Message, topic: str = "") -> Message:
     # Positional and without helper calls: this runs once per message read.
     mid = msg.id
     props = msg.properties
     return Message(
-        MessageId(mid.ledger_id, mid.entry_id),
+        MessageId(mid.ledger_id, mid.entry_id, wire.partition_of(mid)),
         msg.key if msg.HasField("key") else None,
         msg.value if msg.HasField("value") else None,
-        dict(props) if props else {},
+        props,
         msg.publish_time_ms,
         msg.event_time_ms,
+        topic,
     )
 
 

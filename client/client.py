@@ -1,5 +1,12 @@
-"""``Client``: one gRPC channel to a compactlog server, the admin calls, and factories for
-producers, readers and consumers (pulsar-client's shape: ``client.producer(topic)``...).
+"""``Client``: one gRPC channel to a compactlog server, the admin calls (``admin``), and
+factories with pulsar-client's names (CONTRACT section 13): ``create_producer``,
+``subscribe``, ``create_reader``, ``create_table_view``. The first names of this client
+stay: ``producer(topic)`` (``send(key, value)``) and ``reader(topic, start=...)`` (an
+iterator), and ``subscribe`` also takes its older arguments (``read_compacted=``,
+``initial_position="earliest"``).
+
+Idempotent calls (reads, admin gets) are retried by gRPC itself when no server answered
+(``UNAVAILABLE``), through the channel's service config (``channels.retry_service_config``).
 
 Every call has a deadline (CONTRACT section 12): unary calls take the client's
 ``timeout`` (seconds, default 30; ``None`` = no deadline, for callers that bound calls
@@ -16,29 +23,23 @@ A server started with ``--auth-tokens`` wants ``token=``; one with ``--tls-cert`
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, Sequence
 from typing import Literal
 
-import grpc
-
-from compactlog.channels import ChannelSecurity, open_channel
-from compactlog.client import _convert as cv
+from compactlog.channels import ChannelSecurity, open_channel, retry_service_config
+from compactlog.client.admin import AdminCalls
 from compactlog.client.closeable import Closeable
 from compactlog.client.consumer import Consumer
-from compactlog.client.deadlines import StreamWatch, Watchdog
-from compactlog.client.errors import AlreadyClosed, call, cancel, from_rpc_error
+from compactlog.client.consumer_state import ConsumerState
+from compactlog.client.deadlines import Watchdog
+from compactlog.client.enums import ConsumerType, InitialPosition
+from compactlog.client.errors import AlreadyClosed
+from compactlog.client.message_id import MessageId
 from compactlog.client.producer import Producer
 from compactlog.client.reader import Reader, StartLike
-from compactlog.client.types import (
-    CompactionProgress,
-    CompactionRun,
-    CompactionStatus,
-    CompactionVerification,
-    MessageId,
-    TopicInfo,
-)
+from compactlog.client.table_view import TableView
+from compactlog.client.topic_producer import TopicProducer
+from compactlog.client.topic_reader import TopicReader
 from compactlog.errors import InvalidArgument
-from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 
 DEFAULT_ADDRESS = "127.0.0.1:7650"
@@ -48,10 +49,13 @@ _CHANNEL_OPTIONS = [
     # Read responses carry batches of messages; the server bounds them, not the client.
     ("grpc.max_receive_message_length", -1),
     ("grpc.max_send_message_length", -1),
+    ("grpc.enable_retries", 1),
+    ("grpc.service_config", retry_service_config()),
 ]
+_POSITIONS = {"earliest": InitialPosition.Earliest, "latest": InitialPosition.Latest}
 
 
-class Client(Closeable):
+class Client(AdminCalls, Closeable):
     """A connection to one server. Use as a context manager or call ``close()``."""
 
     def __init__(
@@ -84,188 +88,6 @@ class Client(Closeable):
     def _check_open(self) -> None:
         if self._closed:
             raise AlreadyClosed("the client is closed")
-
-    # -- admin ---------------------------------------------------------------------------
-
-    def create_topic(
-        self,
-        name: str,
-        kind: Literal["ledger", "segmented"] | str = "ledger",
-        config: Mapping[str, object] | None = None,
-    ) -> TopicInfo:
-        """Create a topic; ``TopicExists`` if the name is taken."""
-        self._check_open()
-        req = pb.CreateTopicRequest(
-            name=name, kind=cv.kind_to_pb(kind), config=cv.config_to_pb(config)
-        )
-        info = call(
-            "CreateTopic", self.address, lambda: self._admin.CreateTopic(req, timeout=self.timeout)
-        )
-        return cv.topic_from_pb(info)
-
-    def get_topic(self, name: str) -> TopicInfo:
-        """Name, kind, effective config and stats of one topic."""
-        self._check_open()
-        req = pb.GetTopicRequest(name=name)
-        info = call(
-            "GetTopic", self.address, lambda: self._admin.GetTopic(req, timeout=self.timeout)
-        )
-        return cv.topic_from_pb(info)
-
-    def list_topics(self) -> list[TopicInfo]:
-        self._check_open()
-        resp = call(
-            "ListTopics",
-            self.address,
-            lambda: self._admin.ListTopics(pb.ListTopicsRequest(), timeout=self.timeout),
-        )
-        return [cv.topic_from_pb(t) for t in resp.topics]
-
-    def update_topic_config(
-        self,
-        name: str,
-        set: Mapping[str, object] | None = None,
-        remove: Sequence[str] | None = None,
-    ) -> TopicInfo:
-        """Set some keys and drop others (back to the server default) in one call."""
-        self._check_open()
-        req = pb.UpdateTopicConfigRequest(
-            name=name, set=cv.config_to_pb(set), remove=list(remove or ())
-        )
-        info = call(
-            "UpdateTopicConfig",
-            self.address,
-            lambda: self._admin.UpdateTopicConfig(req, timeout=self.timeout),
-        )
-        return cv.topic_from_pb(info)
-
-    def delete_topic(self, name: str) -> None:
-        self._check_open()
-        req = pb.DeleteTopicRequest(name=name)
-        call(
-            "DeleteTopic", self.address, lambda: self._admin.DeleteTopic(req, timeout=self.timeout)
-        )
-
-    def compact(self, topic: str, wait: bool = False) -> CompactionStatus:
-        """Start a compaction; ``wait=True`` returns the finished run's status.
-
-        ``CompactionRunning`` if one is already running for the topic.
-        """
-        self._check_open()
-        req = pb.CompactRequest(topic=topic, wait=False)
-        status = cv.status_from_pb(
-            call("Compact", self.address, lambda: self._admin.Compact(req, timeout=self.timeout))
-        )
-        # Waiting follows the run (updates at least once a second) rather than holding one
-        # call open for as long as it takes: every wait stays under the client's timeout.
-        while wait and status.running:
-            for _update in self.watch_compaction(topic):
-                pass
-            status = self.compaction_status(topic)
-        return status
-
-    def compaction_status(self, topic: str) -> CompactionStatus:
-        self._check_open()
-        req = pb.GetCompactionStatusRequest(topic=topic)
-        status = call(
-            "GetCompactionStatus",
-            self.address,
-            lambda: self._admin.GetCompactionStatus(req, timeout=self.timeout),
-        )
-        return cv.status_from_pb(status)
-
-    def watch_compaction(self, topic: str) -> Iterator[CompactionProgress]:
-        """Progress of the topic's active compaction, at least once a second, ending with
-        the run's final state; with no run active, the current state once. Closing the
-        iterator (or leaving a ``for`` early) cancels the stream."""
-        self._check_open()
-        stream = self._admin.WatchCompaction(pb.WatchCompactionRequest(topic=topic))
-        watch = StreamWatch(
-            self._watchdog, self.timeout, lambda: cancel(stream), f"WatchCompaction {topic}"
-        )
-        try:
-            while True:
-                watch.arm()  # an update is owed at least once a second while a run is active
-                try:
-                    update = next(stream)
-                except StopIteration:
-                    return
-                finally:
-                    watch.disarm()
-                yield cv.progress_from_pb(update)
-        except grpc.RpcError as err:
-            if watch.expired:
-                raise watch.timeout_error() from None
-            raise from_rpc_error(err, "WatchCompaction", self.address) from None
-        finally:
-            cancel(stream)
-
-    def cancel_compaction(self, topic: str) -> CompactionStatus:
-        """Stop the topic's active compaction: state CANCELLED, nothing of the run visible.
-        ``CompactionNotRunning`` when no run is active."""
-        self._check_open()
-        req = pb.CancelCompactionRequest(topic=topic)
-        status = call(
-            "CancelCompaction",
-            self.address,
-            lambda: self._admin.CancelCompaction(req, timeout=self.timeout),
-        )
-        return cv.status_from_pb(status)
-
-    def preview_compaction(self, topic: str) -> CompactionRun:
-        """The figures a compaction started now would have; nothing is written."""
-        self._check_open()
-        req = pb.PreviewCompactionRequest(topic=topic)
-        run = call(
-            "PreviewCompaction",
-            self.address,
-            lambda: self._admin.PreviewCompaction(req, timeout=self.timeout),
-        )
-        return cv.run_from_pb(run)
-
-    def verify_compaction(self, topic: str) -> CompactionVerification:
-        """Recompute the compacted ledger from the raw history and compare (LEDGER)."""
-        self._check_open()
-        req = pb.VerifyCompactionRequest(topic=topic)
-        resp = call(
-            "VerifyCompaction",
-            self.address,
-            lambda: self._admin.VerifyCompaction(req, timeout=self.timeout),
-        )
-        return cv.verification_from_pb(resp)
-
-    def enforce_retention(self, topic: str) -> TopicInfo:
-        """Run the retention check for this topic now rather than at the next interval."""
-        self._check_open()
-        req = pb.EnforceRetentionRequest(topic=topic)
-        info = call(
-            "EnforceRetention",
-            self.address,
-            lambda: self._admin.EnforceRetention(req, timeout=self.timeout),
-        )
-        return cv.topic_from_pb(info)
-
-    def delete_records(self, topic: str, before_offset: int) -> TopicInfo:
-        """SEGMENTED topics: raise the log start offset (Kafka's DeleteRecords)."""
-        self._check_open()
-        req = pb.DeleteRecordsRequest(topic=topic, before_offset=before_offset)
-        info = call(
-            "DeleteRecords",
-            self.address,
-            lambda: self._admin.DeleteRecords(req, timeout=self.timeout),
-        )
-        return cv.topic_from_pb(info)
-
-    def get_last_message_id(self, topic: str, read_compacted: bool = False) -> MessageId | None:
-        """The last message's id, or ``None`` when there is none (empty, or every key deleted)."""
-        self._check_open()
-        req = pb.GetLastMessageIdRequest(topic=topic, read_compacted=read_compacted)
-        resp = call(
-            "GetLastMessageId",
-            self.address,
-            lambda: self._log.GetLastMessageId(req, timeout=self.timeout),
-        )
-        return cv.id_from_pb(resp.id) if resp.HasField("id") else None
 
     # -- data ----------------------------------------------------------------------------
 
@@ -305,20 +127,84 @@ class Client(Closeable):
     def subscribe(
         self,
         topic: str,
-        subscription: str,
-        read_compacted: bool = False,
-        initial_position: Literal["earliest", "latest"] = "earliest",
+        subscription_name: str,
+        consumer_type: ConsumerType | bool = ConsumerType.Exclusive,
+        initial_position: InitialPosition | Literal["earliest", "latest"] = (
+            InitialPosition.Earliest
+        ),
+        is_read_compacted: bool = False,
+        consumer_name: str | None = None,
+        negative_ack_redelivery_delay_ms: int = 1000,
         receiver_queue_size: int = 1000,
+        *,
+        read_compacted: bool | None = None,
     ) -> Consumer:
-        """A consumer on a durable subscription (created on first use at ``initial_position``)."""
+        """A consumer on the durable subscription ``subscription_name``, created now (at
+        ``initial_position``) if it does not exist yet.
+
+        ``consumer_type`` and ``consumer_name`` are CONTRACT section 6's; a server that
+        does not know them yet treats every consumer as one Exclusive consumer.
+        ``read_compacted=`` (and a bool third argument) are this client's older
+        spelling of ``is_read_compacted``."""
         self._check_open()
-        return Consumer(
-            self._log,
+        if isinstance(consumer_type, bool):  # subscribe(topic, name, read_compacted), v1
+            is_read_compacted, consumer_type = consumer_type, ConsumerType.Exclusive
+        if read_compacted is not None:
+            is_read_compacted = read_compacted
+        if isinstance(initial_position, str):
+            if initial_position not in _POSITIONS:
+                raise InvalidArgument(
+                    f"initial_position must be 'earliest' or 'latest', not {initial_position!r}"
+                )
+            initial_position = _POSITIONS[initial_position]
+        state = ConsumerState(
             topic,
-            subscription,
-            self.address,
-            timeout=self.timeout,
-            read_compacted=read_compacted,
+            subscription_name,
+            read_compacted=is_read_compacted,
             initial_position=initial_position,
             receiver_queue_size=receiver_queue_size,
+            consumer_type=consumer_type,
+            consumer_name=consumer_name or "",
+            negative_ack_redelivery_delay_ms=negative_ack_redelivery_delay_ms,
+        )
+        consumer = Consumer(self._log, state, self.address, self.timeout)
+        consumer.subscribe_now()
+        return consumer
+
+    def create_producer(self, topic: str) -> TopicProducer:
+        """A producer with pulsar-client's ``send(value, partition_key=...)``."""
+        return TopicProducer(self.producer(topic))
+
+    def create_reader(
+        self,
+        topic: str,
+        start_message_id: MessageId | tuple[int, int],
+        start_message_id_inclusive: bool = False,
+        is_read_compacted: bool = False,
+    ) -> TopicReader:
+        """Read ``topic`` from ``MessageId.earliest``, ``MessageId.latest`` or after an id
+        (that id too when ``start_message_id_inclusive``), following new messages."""
+        self._check_open()
+
+        def open_reader(start: StartLike) -> Reader:
+            return self.reader(topic, start, read_compacted=is_read_compacted, follow=True)
+
+        def last_id() -> MessageId | None:
+            return self.get_last_message_id(topic, read_compacted=is_read_compacted)
+
+        return TopicReader(open_reader, start_message_id, start_message_id_inclusive, last_id)
+
+    def create_table_view(self, topic: str) -> TableView:
+        """The latest value of every key of ``topic``, kept up to date by a thread
+        (``table_view``); returns once the compacted view is loaded."""
+        info = self.get_topic(topic)
+
+        def open_read(start: StartLike, compacted: bool, follow: bool) -> Reader:
+            return self.reader(topic, start, read_compacted=compacted, follow=follow)
+
+        return TableView(
+            topic,
+            open_read,
+            lambda: self.compaction_status(topic),
+            empty_is_tombstone=info.kind == "ledger",
         )

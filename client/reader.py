@@ -116,7 +116,7 @@ class Reader(Closeable):
                 finally:
                     self._watch.disarm()
                 for msg in resp.messages:
-                    yield cv.message_from_pb(msg)
+                    yield cv.message_from_pb(msg, self._topic)
         except grpc.RpcError as err:
             if self._watch.expired:
                 raise self._watch.timeout_error() from None

@@ -7,10 +7,12 @@ hash and print them without knowing the wire format; ``_convert`` builds them.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
-from compactlog.records import MessageId, Record
+from compactlog.client.message import Message
+from compactlog.client.message_id import MessageId
+from compactlog.records import Record
 
 __all__ = [
     "CompactionProgress",
@@ -28,23 +30,6 @@ __all__ = [
 
 TopicKindName = Literal["ledger", "segmented"]
 CompactionState = Literal["NOT_RUN", "RUNNING", "SUCCESS", "ERROR", "CANCELLED"]
-
-
-@dataclass(frozen=True, slots=True)
-class Message:
-    """One message as read. ``key``/``value`` are ``None`` when absent (keyless / null)."""
-
-    id: MessageId
-    key: bytes | None
-    value: bytes | None
-    properties: Mapping[str, str] = field(default_factory=dict)
-    publish_time_ms: int = 0
-    event_time_ms: int = 0
-
-    @property
-    def is_tombstone(self) -> bool:
-        """A keyed record with a null value deletes its key on both topic kinds."""
-        return self.key is not None and self.value is None
 
 
 @dataclass(frozen=True, slots=True)

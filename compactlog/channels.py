@@ -13,6 +13,7 @@ on a loopback server without TLS is a configuration the server allows.
 
 from __future__ import annotations
 
+import json
 import os
 import ssl
 from collections.abc import Callable, Sequence
@@ -131,3 +132,40 @@ class BearerToken(
         self, continuation: Callable[..., Any], details: Any, requests: Any
     ) -> Any:
         return continuation(self._with_token(details), requests)
+
+
+# Calls that change nothing, so a call that never reached a server (UNAVAILABLE) may be
+# sent again: gRPC's own retry, configured by the service config below, not a loop of
+# ours. A Read is retried only before its first response (gRPC's rule for streams).
+IDEMPOTENT_CALLS: dict[str, tuple[str, ...]] = {
+    "compactlog.v1.TopicAdmin": (
+        "GetTopic",
+        "ListTopics",
+        "GetCompactionStatus",
+        "WatchCompaction",
+        "PreviewCompaction",
+        "VerifyCompaction",
+        "ListSubscriptions",
+        "GetPartitionMap",
+    ),
+    "compactlog.v1.Log": ("Read", "GetLastMessageId", "GetKeyHistory"),
+}
+
+
+def retry_service_config(max_attempts: int = 4) -> str:
+    """The ``grpc.service_config`` (JSON) that retries idempotent calls on UNAVAILABLE:
+    up to ``max_attempts`` tries, 0.1 s backoff doubling to 2 s. Deadlines stay the
+    caller's (each call's ``timeout``), and cover the retries too."""
+    names = [
+        {"service": service, "method": method}
+        for service, methods in IDEMPOTENT_CALLS.items()
+        for method in methods
+    ]
+    policy = {
+        "maxAttempts": max_attempts,
+        "initialBackoff": "0.1s",
+        "maxBackoff": "2s",
+        "backoffMultiplier": 2,
+        "retryableStatusCodes": ["UNAVAILABLE"],
+    }
+    return json.dumps({"methodConfig": [{"name": names, "retryPolicy": policy}]})

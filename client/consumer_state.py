@@ -1,0 +1,169 @@
+"""What a consumer keeps between calls, with no I/O: the local buffer of fetched messages,
+the books of delivered-but-unacknowledged ones, negative acks waiting out their delay,
+and the requests built from that state. ``Consumer`` (threads) and ``aio.AsyncConsumer``
+(asyncio) both drive one of these and only do the calls themselves, so the two cannot
+drift apart.
+
+Each Consume asks for up to ``receiver_queue_size`` messages (pulsar-client's name for
+the prefetch); ``receive`` hands them out one by one. A negatively acknowledged message
+comes back first once its delay has passed (``negative_acks``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+
+from compactlog.client import _convert as cv
+from compactlog.client import wire_compat as wire
+from compactlog.client.enums import ConsumerType, InitialPosition
+from compactlog.client.errors import Timeout
+from compactlog.client.message import Message
+from compactlog.client.negative_acks import NegativeAcks
+from compactlog.errors import InvalidArgument
+from compactlog.v1 import compactlog_pb2 as pb
+
+__all__ = ["ConsumerState"]
+
+# A receive without timeout polls with this server-side wait, so the call stays short
+# enough to notice a closed consumer or Ctrl-C, and long enough to cost nothing when idle.
+POLL_WAIT_MS = 1000
+# Slack on top of the server-side wait before the client gives up on a Consume call.
+DEADLINE_SLACK_S = 10.0
+
+_Key = tuple[int, int, int]  # ledger, entry, partition: a delivered message in the books
+
+
+def _key(mid: cv.MessageIdLike) -> _Key:
+    if isinstance(mid, Message):
+        mid = mid.id
+    return (mid[0], mid[1], getattr(mid, "partition", 0))
+
+
+class ConsumerState:
+    """One consumer's buffer and books; every method returns at once."""
+
+    def __init__(
+        self,
+        topic: str,
+        subscription: str,
+        read_compacted: bool = False,
+        initial_position: InitialPosition = InitialPosition.Earliest,
+        receiver_queue_size: int = 1000,
+        consumer_type: ConsumerType = ConsumerType.Exclusive,
+        consumer_name: str = "",
+        negative_ack_redelivery_delay_ms: int = 1000,
+    ) -> None:
+        if not subscription:
+            raise InvalidArgument("a subscription needs a name")
+        if receiver_queue_size < 1:
+            raise InvalidArgument("receiver_queue_size must be at least 1")
+        self.topic = topic
+        self.subscription = subscription
+        self.read_compacted = read_compacted
+        self.initial = pb.StartPosition.ValueType(initial_position.value)
+        self.queue_size = receiver_queue_size
+        self.consumer_type = consumer_type
+        self.consumer_name = consumer_name
+        self.buffer: deque[Message] = deque()
+        self._unacked: dict[_Key, Message] = {}  # handed out, not yet acknowledged
+        self._nacked = NegativeAcks(negative_ack_redelivery_delay_ms)
+        # A new consumer gets every unacknowledged message again, as in Pulsar.
+        self._redeliver = True
+
+    # -- fetching ------------------------------------------------------------------------
+
+    def consume_request(self, max_messages: int, wait_ms: int) -> pb.ConsumeRequest:
+        req = pb.ConsumeRequest(
+            topic=self.topic,
+            subscription=self.subscription,
+            read_compacted=self.read_compacted,
+            initial_position=self.initial,
+            max_messages=max_messages,
+            wait_ms=max(0, wait_ms),
+            redeliver_unacknowledged=self._redeliver,
+        )
+        wire.set_consumer(req, self.consumer_type.value, self.consumer_name)
+        return req
+
+    @staticmethod
+    def deadline(wait_ms: int, timeout: float | None) -> float:
+        """The Consume call's deadline: the server-side wait plus the client's timeout."""
+        return wait_ms / 1000 + (timeout if timeout is not None else DEADLINE_SLACK_S)
+
+    def fetched(self, resp: pb.ConsumeResponse) -> None:
+        self._redeliver = False
+        self.buffer.extend(cv.message_from_pb(m, self.topic) for m in resp.messages)
+
+    def fetch_failed(self) -> None:
+        """The server moves no cursor for a call that failed there, but a response lost on
+        the way (or refused here) counts as delivered: start again at the mark-delete
+        position, as pulsar-client does on reconnect. The buffer is empty then, so nothing
+        is held twice; acknowledged messages never come again."""
+        self._redeliver = True
+
+    # -- handing out -------------------------------------------------------------------------
+
+    def ready(self) -> bool:
+        """Move due negative acks to the buffer's front; True when one can be handed out."""
+        for msg in reversed(self._nacked.pop_due()):
+            self.buffer.appendleft(msg)
+        return bool(self.buffer)
+
+    def take(self) -> Message:
+        """The next message (``ready()`` was True), now in the unacknowledged books."""
+        msg = self.buffer.popleft()
+        self._unacked[_key(msg)] = msg
+        return msg
+
+    def end_of(self, timeout_ms: int | None) -> float | None:
+        return None if timeout_ms is None else time.monotonic() + timeout_ms / 1000
+
+    def wait_ms(self, end: float | None, timeout_ms: int | None) -> int:
+        """How long the next Consume may wait on the server: until ``end``, or a poll when
+        there is none, and no later than the next negative ack is due. ``Timeout`` once
+        ``end`` has passed."""
+        wait = POLL_WAIT_MS if end is None else int((end - time.monotonic()) * 1000)
+        if wait < 0:
+            raise self.timeout_error(timeout_ms)
+        due = self._nacked.seconds_to_next()
+        return wait if due is None else min(wait, int(due * 1000))
+
+    def timeout_error(self, timeout_ms: int | None) -> Timeout:
+        return Timeout(f"no message on {self.topic}/{self.subscription} within {timeout_ms} ms")
+
+    # -- acknowledging -----------------------------------------------------------------------
+
+    def ack_request(self, message: cv.MessageIdLike, cumulative: bool) -> pb.AcknowledgeRequest:
+        return pb.AcknowledgeRequest(
+            topic=self.topic,
+            subscription=self.subscription,
+            id=cv.id_to_pb(message),
+            cumulative=cumulative,
+        )
+
+    def acked(self, message: cv.MessageIdLike, cumulative: bool) -> None:
+        """Drop acknowledged messages from the books (and from pending negative acks)."""
+        acked = _key(message)
+
+        def covered(k: _Key) -> bool:
+            if cumulative:
+                return k[2] == acked[2] and k[:2] <= acked[:2]
+            return k == acked
+
+        for k in [k for k in self._unacked if covered(k)]:
+            del self._unacked[k]
+        if len(self._nacked):
+            self._nacked.discard(lambda msg: covered(_key(msg)))
+
+    def nack(self, message: cv.MessageIdLike) -> None:
+        """Hold a handed-out message for redelivery after the delay; an id this consumer
+        did not hand out (or already acknowledged) is ignored, as pulsar-client does."""
+        held = self._unacked.pop(_key(message), None)
+        if held is not None:
+            self._nacked.add(held)
+
+    def clear(self) -> None:
+        self.buffer.clear()
+        self._unacked.clear()
+        self._nacked.clear()
