@@ -17,7 +17,18 @@ from compactlog.client.message_id import MessageId
 from compactlog.client.producer import Producer
 from compactlog.records import Record
 
-__all__ = ["TopicProducer"]
+__all__ = ["TopicProducer", "record_of"]
+
+
+def record_of(
+    value: cv.BytesLike,
+    partition_key: str | bytes | None = None,
+    properties: Mapping[str, str] | None = None,
+    event_timestamp: int | None = None,
+) -> Record:
+    """The record of a pulsar-client ``send``: the key is the partition key, ``None`` as
+    the value with a key is a tombstone, no event timestamp means the publish time."""
+    return Record(cv.to_bytes(partition_key), cv.to_bytes(value), properties, event_timestamp or 0)
 
 
 class TopicProducer(Closeable):
@@ -40,9 +51,7 @@ class TopicProducer(Closeable):
         UTF-8); ``partition_key`` the key that compaction keeps the latest value of;
         ``value=None`` with a key is a tombstone (deletes the key); ``event_timestamp``
         milliseconds since the epoch (``None``: the publish time)."""
-        record = Record(
-            cv.to_bytes(partition_key), cv.to_bytes(value), properties, event_timestamp or 0
-        )
+        record = record_of(value, partition_key, properties, event_timestamp)
         return MessageId.of(self._producer.send_batch([record])[0])
 
     def send_batch(self, records: Iterable[cv.RecordLike]) -> list[MessageId]:

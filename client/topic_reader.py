@@ -21,7 +21,7 @@ from compactlog.client.message import Message
 from compactlog.client.message_id import MessageId
 from compactlog.client.reader import Reader, StartLike
 
-__all__ = ["TopicReader", "start_of"]
+__all__ = ["TopicReader", "more_to_read", "skipped_start", "start_of"]
 
 _QUEUE_MESSAGES = 1000  # messages read ahead of read_next (pulsar-client's receiver queue)
 _END = object()  # the stream ended (it only does when closed or failed)
@@ -39,6 +39,29 @@ def start_of(start_message_id: MessageId | tuple[int, int]) -> StartLike:
     return mid
 
 
+def skipped_start(start: StartLike, inclusive: bool) -> MessageId | None:
+    """The start id a reader drops when the server sends it (not ``inclusive``)."""
+    return start if isinstance(start, MessageId) and not inclusive else None
+
+
+def more_to_read(
+    last: MessageId | None, read: MessageId | None, start: StartLike, skipping: bool
+) -> bool:
+    """``has_message_available`` from the topic's ``last`` id: after the last id ``read``,
+    or, before any, at or after the start (after it while the start is still skipped)."""
+    if last is None:
+        return False
+    if read is not None:
+        return (last.ledger_id, last.entry_id) > (read.ledger_id, read.entry_id)
+    if start == "earliest":
+        return True
+    if start == "latest":
+        return False
+    assert isinstance(start, MessageId)
+    after = (last.ledger_id, last.entry_id) > (start.ledger_id, start.entry_id)
+    return after or (not skipping and last == start)
+
+
 class TopicReader(Closeable):
     """Reads a topic from a start id on, raw or compacted; keeps no server-side cursor."""
 
@@ -51,7 +74,7 @@ class TopicReader(Closeable):
     ) -> None:
         start = start_of(start_message_id)
         self._start = start
-        self._skip = start if isinstance(start, MessageId) and not inclusive else None
+        self._skip = skipped_start(start, inclusive)
         self._last_id = last_id
         self._reader = open_reader(start)
         self._topic = self._reader.topic()
@@ -110,18 +133,7 @@ class TopicReader(Closeable):
         come (the topic's last id lies after the last one read)."""
         if not self._queue.empty():
             return True
-        last = self._last_id()
-        if last is None:
-            return False
-        if self._read is not None:
-            return (last.ledger_id, last.entry_id) > (self._read.ledger_id, self._read.entry_id)
-        if self._start == "earliest":
-            return True
-        if self._start == "latest":
-            return False
-        assert isinstance(self._start, MessageId)
-        after = (last.ledger_id, last.entry_id) > (self._start.ledger_id, self._start.entry_id)
-        return after or (self._skip is None and last == self._start)
+        return more_to_read(self._last_id(), self._read, self._start, self._skip is not None)
 
     def close(self) -> None:
         """Cancel the stream; a ``read_next`` after this raises ``AlreadyClosed``."""

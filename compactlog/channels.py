@@ -47,6 +47,25 @@ class ChannelSecurity:
         return cls((token or "").strip() or None, read_ca(tls_ca) if tls_ca else None)
 
 
+def open_aio_channel(
+    address: str, security: ChannelSecurity | None = None, options: ChannelOptions = ()
+) -> grpc.aio.Channel:
+    """An asyncio channel to ``address``, TLS when the security has a CA. The token does
+    not ride on it: asyncio callers pass ``bearer_metadata(security)`` with each call."""
+    security = security or ChannelSecurity()
+    if security.ca_pem is not None:
+        creds = grpc.ssl_channel_credentials(root_certificates=security.ca_pem)
+        return grpc.aio.secure_channel(address, creds, options=list(options))
+    return grpc.aio.insecure_channel(address, options=list(options))
+
+
+def bearer_metadata(security: ChannelSecurity | None) -> tuple[tuple[str, str], ...]:
+    """The call metadata that carries the token (empty without one)."""
+    if security is None or not security.token:
+        return ()
+    return (("authorization", f"Bearer {security.token}"),)
+
+
 def read_ca(path: str | os.PathLike[str]) -> bytes:
     """The PEM certificates of ``path``, checked to be loadable as trust anchors."""
     try:
