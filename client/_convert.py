@@ -132,6 +132,10 @@ def id_to_pb(mid: MessageIdLike) -> pb.MessageId:
     return out
 
 
+_PARTITIONS = wire.HAS_PARTITION
+_partition = wire.partition_of
+
+
 def id_from_pb(mid: pb.MessageId) -> MessageId:
     return MessageId(mid.ledger_id, mid.entry_id, wire.partition_of(mid))
 
@@ -141,7 +145,7 @@ def message_from_pb(msg: pb.Message, topic: str = "") -> Message:
     mid = msg.id
     props = msg.properties
     return Message(
-        MessageId(mid.ledger_id, mid.entry_id, wire.partition_of(mid)),
+        MessageId(mid.ledger_id, mid.entry_id, _partition(mid) if _PARTITIONS else 0),
         msg.key if msg.HasField("key") else None,
         msg.value if msg.HasField("value") else None,
         props,

@@ -67,12 +67,6 @@ class Properties(dict[str, str]):
 _NO_PROPERTIES: Final = Properties()
 
 
-def _value(data: bytes | None) -> Value | _NullValue:
-    if data is None:
-        return NULL_VALUE
-    return data if type(data) is Value else Value(data)
-
-
 @dataclass(frozen=True, slots=True, init=False)
 class Message:
     """One message as read. ``key`` is ``None`` when absent (keyless)."""
@@ -95,10 +89,14 @@ class Message:
         event_time_ms: int = 0,
         topic: str = "",
     ) -> None:
+        # Runs once per message read: type checks before calls, no helper on the usual path.
         put = object.__setattr__
-        put(self, "id", MessageId.of(id))
+        put(self, "id", id if type(id) is MessageId else MessageId.of(id))
         put(self, "key", key)
-        put(self, "value", NULL_VALUE if isinstance(value, _NullValue) else _value(value))
+        if value is None or isinstance(value, _NullValue):
+            put(self, "value", NULL_VALUE)
+        else:
+            put(self, "value", value if type(value) is Value else Value(value))
         put(self, "properties", Properties(properties) if properties else _NO_PROPERTIES)
         put(self, "publish_time_ms", publish_time_ms)
         put(self, "event_time_ms", event_time_ms)

@@ -43,8 +43,9 @@ class MessageId(records.MessageId):
     partition: int = 0  # an instance sets its own; this default serves tuple-level copies
 
     def __new__(cls, ledger_id: int, entry_id: int, partition: int = 0) -> MessageId:
-        self = super().__new__(cls, ledger_id, entry_id)
-        self.partition = partition
+        self: MessageId = tuple.__new__(cls, (ledger_id, entry_id))
+        if partition:  # partition 0 is the class default: no per-id dict on the read path
+            self.partition = partition
         return self
 
     @classmethod
