@@ -48,6 +48,10 @@ def read_request(
         req.position = pb.EARLIEST
     elif start == "latest":
         req.position = pb.LATEST
+    elif start == MessageId.earliest:  # pulsar-client's names for the two ends
+        req.position = pb.EARLIEST
+    elif start == MessageId.latest:
+        req.position = pb.LATEST
     elif isinstance(start, tuple) and len(start) == 2:
         req.message_id.CopyFrom(cv.id_to_pb(start))
     else:

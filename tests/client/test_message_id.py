@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from compactlog import records
 from compactlog.client import Message, MessageId
 from compactlog.client._convert import id_from_pb, id_to_pb, message_from_pb
+from compactlog.client.reader import read_request
 from compactlog.errors import InvalidArgument
 from compactlog.v1 import compactlog_pb2 as pb
 
@@ -81,3 +82,9 @@ def test_wire_conversion_keeps_ids_and_fields() -> None:
     assert with_value.value == b"v" and with_value.value() == b"v"
     assert with_value.properties == {"a": "b"} and with_value.properties() == {"a": "b"}
     assert pickle.loads(pickle.dumps(with_value)) == with_value
+
+
+def test_the_older_reader_takes_the_pulsar_ends() -> None:
+    assert read_request("t", MessageId.earliest).position == pb.EARLIEST
+    assert read_request("t", MessageId.latest).position == pb.LATEST
+    assert read_request("t", MessageId(2, 3)).message_id == pb.MessageId(ledger_id=2, entry_id=3)
