@@ -23,7 +23,8 @@ A server started with ``--auth-tokens`` wants ``token=``; one with ``--tls-cert`
 from __future__ import annotations
 
 import os
-from typing import Literal
+import weakref
+from typing import Literal, TypeVar
 
 from compactlog.channels import ChannelSecurity, open_channel, retry_service_config
 from compactlog.client.admin import AdminCalls
@@ -52,6 +53,7 @@ _CHANNEL_OPTIONS = [
     ("grpc.enable_retries", 1),
     ("grpc.service_config", retry_service_config()),
 ]
+C = TypeVar("C", bound=Closeable)
 _POSITIONS = {"earliest": InitialPosition.Earliest, "latest": InitialPosition.Latest}
 
 
@@ -74,14 +76,18 @@ class Client(AdminCalls, Closeable):
         self._channel = open_channel(address, security, _CHANNEL_OPTIONS)
         self._admin = pb_grpc.TopicAdminStub(self._channel)
         self._log = pb_grpc.LogStub(self._channel)
+        self._opened: weakref.WeakSet[Closeable] = weakref.WeakSet()  # closed with the client
         self._closed = False
 
     # -- lifecycle -----------------------------------------------------------------------
 
     def close(self) -> None:
-        """Close the channel; open readers' streams end with it."""
+        """Close every producer, consumer, reader and table view made here, then the
+        channel (as pulsar-client's ``close``)."""
         if not self._closed:
             self._closed = True
+            for opened in list(self._opened):
+                opened.close()
             self._watchdog.close()
             self._channel.close()
 
@@ -89,12 +95,18 @@ class Client(AdminCalls, Closeable):
         if self._closed:
             raise AlreadyClosed("the client is closed")
 
+    def _opening(self, thing: C) -> C:
+        self._opened.add(thing)
+        return thing
+
     # -- data ----------------------------------------------------------------------------
 
     def producer(self, topic: str) -> Producer:
         """A producer for ``topic``; the topic must exist (no auto-creation)."""
         self._check_open()
-        return Producer(self._log, topic, self.address, self.timeout, self._watchdog)
+        return self._opening(
+            Producer(self._log, topic, self.address, self.timeout, self._watchdog)
+        )
 
     def reader(
         self,
@@ -111,7 +123,7 @@ class Client(AdminCalls, Closeable):
         read began; ``max_messages`` = 0 means no limit. Closing the reader cancels the stream.
         """
         self._check_open()
-        return Reader(
+        reader = Reader(
             self._log,
             topic,
             self.address,
@@ -123,6 +135,7 @@ class Client(AdminCalls, Closeable):
             timeout=self.timeout,
             watchdog=self._watchdog,
         )
+        return self._opening(reader)
 
     def subscribe(
         self,
@@ -169,11 +182,11 @@ class Client(AdminCalls, Closeable):
         )
         consumer = Consumer(self._log, state, self.address, self.timeout)
         consumer.subscribe_now()
-        return consumer
+        return self._opening(consumer)
 
     def create_producer(self, topic: str) -> TopicProducer:
         """A producer with pulsar-client's ``send(value, partition_key=...)``."""
-        return TopicProducer(self.producer(topic))
+        return self._opening(TopicProducer(self.producer(topic)))
 
     def create_reader(
         self,
@@ -192,7 +205,8 @@ class Client(AdminCalls, Closeable):
         def last_id() -> MessageId | None:
             return self.get_last_message_id(topic, read_compacted=is_read_compacted)
 
-        return TopicReader(open_reader, start_message_id, start_message_id_inclusive, last_id)
+        reader = TopicReader(open_reader, start_message_id, start_message_id_inclusive, last_id)
+        return self._opening(reader)
 
     def create_table_view(self, topic: str) -> TableView:
         """The latest value of every key of ``topic``, kept up to date by a thread
@@ -202,9 +216,10 @@ class Client(AdminCalls, Closeable):
         def open_read(start: StartLike, compacted: bool, follow: bool) -> Reader:
             return self.reader(topic, start, read_compacted=compacted, follow=follow)
 
-        return TableView(
+        table = TableView(
             topic,
             open_read,
             lambda: self.compaction_status(topic),
             empty_is_tombstone=info.kind == "ledger",
         )
+        return self._opening(table)

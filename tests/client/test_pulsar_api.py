@@ -231,3 +231,21 @@ def test_close_everywhere(client: Client, topic: str) -> None:
         consumer.receive(timeout_millis=10)
     with pytest.raises(client_module.AlreadyClosed):
         client.create_producer(topic)
+
+
+def test_closing_the_client_closes_what_it_made(shared_server, unique_topic: str) -> None:  # type: ignore[no-untyped-def]
+    client = Client(shared_server.address)
+    client.create_topic(unique_topic)
+    producer = client.create_producer(unique_topic)
+    producer.send(b"x", partition_key="k")
+    consumer = client.subscribe(unique_topic, "s")
+    reader = client.create_reader(unique_topic, MessageId.earliest)
+    table = client.create_table_view(unique_topic)
+    client.close()
+    with pytest.raises(client_module.AlreadyClosed):
+        producer.send(b"y")
+    with pytest.raises(client_module.AlreadyClosed):
+        consumer.receive(timeout_millis=10)
+    with pytest.raises(client_module.AlreadyClosed):
+        reader.read_next(timeout_millis=10)
+    assert table.get("k") == b"x" and table.failure is None  # stopped, not failed
