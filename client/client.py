@@ -104,9 +104,7 @@ class Client(AdminCalls, Closeable):
     def producer(self, topic: str) -> Producer:
         """A producer for ``topic``; the topic must exist (no auto-creation)."""
         self._check_open()
-        return self._opening(
-            Producer(self._log, topic, self.address, self.timeout, self._watchdog)
-        )
+        return self._opening(Producer(self._log, topic, self.address, self.timeout, self._watchdog))
 
     def reader(
         self,
