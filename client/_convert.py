@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import cast
 
-from compactlog.client import wire_compat as wire
 from compactlog.client.types import (
     CompactionProgress,
     CompactionRun,
@@ -125,19 +124,13 @@ def id_to_pb(mid: MessageIdLike) -> pb.MessageId:
     ledger, entry = mid
     if ledger < 0 or entry < 0:
         raise InvalidArgument(f"message ids are non-negative, got {ledger}:{entry}")
-    out = pb.MessageId(ledger_id=int(ledger), entry_id=int(entry))
-    partition = getattr(mid, "partition", 0)
-    if partition:
-        wire.set_partition(out, int(partition))
-    return out
-
-
-_PARTITIONS = wire.HAS_PARTITION
-_partition = wire.partition_of
+    return pb.MessageId(
+        ledger_id=int(ledger), entry_id=int(entry), partition=int(getattr(mid, "partition", 0))
+    )
 
 
 def id_from_pb(mid: pb.MessageId) -> MessageId:
-    return MessageId(mid.ledger_id, mid.entry_id, wire.partition_of(mid))
+    return MessageId(mid.ledger_id, mid.entry_id, mid.partition)
 
 
 def message_from_pb(msg: pb.Message, topic: str = "") -> Message:
@@ -145,7 +138,7 @@ def message_from_pb(msg: pb.Message, topic: str = "") -> Message:
     mid = msg.id
     props = msg.properties
     return Message(
-        MessageId(mid.ledger_id, mid.entry_id, _partition(mid) if _PARTITIONS else 0),
+        MessageId(mid.ledger_id, mid.entry_id, mid.partition),
         msg.key if msg.HasField("key") else None,
         msg.value if msg.HasField("value") else None,
         props,
@@ -176,6 +169,7 @@ def topic_from_pb(info: pb.TopicInfo) -> TopicInfo:
         config=dict(sorted(info.config.items())),
         stats=stats_from_pb(info.stats),
         offline_reason=info.offline_reason if info.offline else "",
+        partitions=info.partitions,
     )
 
 

@@ -6,6 +6,7 @@ stays one job; ``Client`` supplies the channel's stubs, the address and the time
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Literal
 
@@ -27,6 +28,8 @@ from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 
 __all__ = ["AdminCalls"]
 
+_POLL_S = 0.1  # compact(wait=True) on a partitioned topic polls its status this often
+
 
 class AdminCalls:
     """Topic administration, compaction control and last ids, one unary call each."""
@@ -45,14 +48,30 @@ class AdminCalls:
         name: str,
         kind: Literal["ledger", "segmented"] | str = "ledger",
         config: Mapping[str, object] | None = None,
+        partitions: int = 0,
     ) -> TopicInfo:
-        """Create a topic; ``TopicExists`` if the name is taken."""
+        """Create a topic (``partitions`` > 1: a partitioned topic, ``NAME-partition-i``);
+        ``TopicExists`` if the name is taken."""
         self._check_open()
         req = pb.CreateTopicRequest(
-            name=name, kind=cv.kind_to_pb(kind), config=cv.config_to_pb(config)
+            name=name,
+            kind=cv.kind_to_pb(kind),
+            config=cv.config_to_pb(config),
+            partitions=partitions,
         )
         info = call(
             "CreateTopic", self.address, lambda: self._admin.CreateTopic(req, timeout=self.timeout)
+        )
+        return cv.topic_from_pb(info)
+
+    def add_partitions(self, name: str, partitions: int) -> TopicInfo:
+        """Grow a partitioned topic to ``partitions`` in all (never shrinks)."""
+        self._check_open()
+        req = pb.AddPartitionsRequest(name=name, partitions=partitions)
+        info = call(
+            "AddPartitions",
+            self.address,
+            lambda: self._admin.AddPartitions(req, timeout=self.timeout),
         )
         return cv.topic_from_pb(info)
 
@@ -111,9 +130,15 @@ class AdminCalls:
         )
         # Waiting follows the run (updates at least once a second) rather than holding one
         # call open for as long as it takes: every wait stays under the client's timeout.
+        # A partitioned topic has one run per partition and no single stream to watch: its
+        # aggregate status is polled instead.
+        partitioned = wait and status.running and self.get_topic(topic).partitions > 1
         while wait and status.running:
-            for _update in self.watch_compaction(topic):
-                pass
+            if partitioned:
+                time.sleep(_POLL_S)
+            else:
+                for _update in self.watch_compaction(topic):
+                    pass
             status = self.compaction_status(topic)
         return status
 

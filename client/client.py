@@ -37,10 +37,11 @@ from compactlog.client.errors import AlreadyClosed
 from compactlog.client.message_id import MessageId
 from compactlog.client.producer import Producer
 from compactlog.client.reader import Reader, StartLike
-from compactlog.client.table_view import TableView
+from compactlog.client.table_view import Source, TableView
 from compactlog.client.topic_producer import TopicProducer
 from compactlog.client.topic_reader import TopicReader
 from compactlog.errors import InvalidArgument
+from compactlog.partitioner import partition_name
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 
 DEFAULT_ADDRESS = "127.0.0.1:7650"
@@ -102,9 +103,14 @@ class Client(AdminCalls, Closeable):
     # -- data ----------------------------------------------------------------------------
 
     def producer(self, topic: str) -> Producer:
-        """A producer for ``topic``; the topic must exist (no auto-creation)."""
+        """A producer for ``topic``; the topic must exist (no auto-creation). For a
+        partitioned topic (``GetTopic``) the producer routes records to partitions itself."""
         self._check_open()
-        return self._opening(Producer(self._log, topic, self.address, self.timeout, self._watchdog))
+        partitions = self.get_topic(topic).partitions
+        producer = Producer(
+            self._log, topic, self.address, self.timeout, self._watchdog, partitions
+        )
+        return self._opening(producer)
 
     def reader(
         self,
@@ -210,14 +216,13 @@ class Client(AdminCalls, Closeable):
         """The latest value of every key of ``topic``, kept up to date by a thread
         (``table_view``); returns once the compacted view is loaded."""
         info = self.get_topic(topic)
+        names = [partition_name(topic, i) for i in range(info.partitions)] or [topic]
+        sources = [self._table_source(name) for name in names]
+        table = TableView(topic, sources, empty_is_tombstone=info.kind == "ledger")
+        return self._opening(table)
 
+    def _table_source(self, topic: str) -> Source:
         def open_read(start: StartLike, compacted: bool, follow: bool) -> Reader:
             return self.reader(topic, start, read_compacted=compacted, follow=follow)
 
-        table = TableView(
-            topic,
-            open_read,
-            lambda: self.compaction_status(topic),
-            empty_is_tombstone=info.kind == "ledger",
-        )
-        return self._opening(table)
+        return Source(open_read, lambda: self.compaction_status(topic))

@@ -14,6 +14,10 @@ follows the raw log from just after what that read covered, on a thread of its o
   read, and a read that saw a commit (or failed because the ledger it read went away)
   is done again from scratch.
 
+A partitioned topic is one such view per partition (``NAME-partition-i``), each with its
+own compaction status and tail thread, in one table: a key lives in one partition only
+(murmur2 routing), so the partitions never write the same key.
+
 Keys are text (``msg.partition_key()``), values bytes. A keyed message with a null value
 is a tombstone and removes its key; on LEDGER topics so does an empty value (Pulsar),
 on SEGMENTED topics an empty value is a value (Kafka). Keyless messages are skipped.
@@ -24,7 +28,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from typing import NamedTuple
 
 from compactlog.client.closeable import Closeable
 from compactlog.client.errors import CompactlogError
@@ -33,7 +38,7 @@ from compactlog.client.message_id import MessageId
 from compactlog.client.reader import Reader, StartLike
 from compactlog.client.types import CompactionStatus
 
-__all__ = ["TableView"]
+__all__ = ["Source", "TableView"]
 
 log = logging.getLogger(__name__)
 
@@ -41,18 +46,20 @@ _BOOTSTRAP_ATTEMPTS = 10  # reads of the compacted view, each undone by a commit
 
 Listener = Callable[[str, bytes | None], object]
 OpenRead = Callable[[StartLike, bool, bool], Reader]  # start, read_compacted, follow
+Status = Callable[[], CompactionStatus]
+
+
+class Source(NamedTuple):
+    """One log the table is made of: the topic, or one partition of a partitioned topic."""
+
+    open_read: OpenRead
+    compaction_status: Status
 
 
 class TableView(Closeable):
     """A ``dict``-like view ``key -> latest value`` of one topic; ``close()`` stops it."""
 
-    def __init__(
-        self,
-        topic: str,
-        open_read: OpenRead,
-        compaction_status: Callable[[], CompactionStatus],
-        empty_is_tombstone: bool,
-    ) -> None:
+    def __init__(self, topic: str, sources: Sequence[Source], empty_is_tombstone: bool) -> None:
         self._topic = topic
         self._empty_is_tombstone = empty_is_tombstone
         self._lock = threading.RLock()
@@ -60,30 +67,35 @@ class TableView(Closeable):
         self._table: dict[str, bytes] = {}
         self._closed = threading.Event()
         self.failure: BaseException | None = None
-        """Why the tail stopped following (the server went away...), else None."""
-        resume = self._bootstrap(open_read, compaction_status)
-        self._tail = open_read(resume, False, True)
-        self._thread = threading.Thread(target=self._follow, name="compactlog-table", daemon=True)
-        self._thread.start()
+        """Why a tail stopped following (the server went away...), else None."""
+        resumes = [self._bootstrap(*source) for source in sources]
+        self._tails = [s.open_read(r, False, True) for s, r in zip(sources, resumes, strict=True)]
+        self._threads = [
+            threading.Thread(
+                target=self._follow, args=(tail,), name="compactlog-table", daemon=True
+            )
+            for tail in self._tails
+        ]
+        for thread in self._threads:
+            thread.start()
 
-    def _bootstrap(
-        self, open_read: OpenRead, compaction_status: Callable[[], CompactionStatus]
-    ) -> StartLike:
-        """Fill the table from the compacted view; the raw start of the tail after it."""
+    def _bootstrap(self, open_read: OpenRead, compaction_status: Status) -> StartLike:
+        """Add one source's compacted view to the table; the raw start of its tail."""
         for attempt in range(1, _BOOTSTRAP_ATTEMPTS + 1):
             before = compaction_status()
-            self._table.clear()
+            part: dict[str, bytes] = {}  # this source's keys (no other source has them)
             last: MessageId | None = None
             try:
                 with open_read("earliest", True, False) as reader:
                     for msg in reader:
-                        self._apply(msg, notify=False)
+                        self._put(part, msg)
                         last = msg.id
             except CompactlogError:
                 if _view_of(compaction_status()) == _view_of(before):
                     raise
                 continue  # the compacted ledger read went away: a commit; read again
             if _view_of(compaction_status()) == _view_of(before):
+                self._table.update(part)
                 return _after(last, before.horizon)
             log.info("table view of %s: compaction committed during read %d", self._topic, attempt)
         raise CompactlogError(
@@ -91,16 +103,21 @@ class TableView(Closeable):
             f"{_BOOTSTRAP_ATTEMPTS} reads of the compacted view"
         )
 
-    def _apply(self, msg: Message, notify: bool = True) -> None:
+    def _put(self, table: dict[str, bytes], msg: Message) -> str | None:
+        """Apply one message to ``table``; the key it changed, None when nothing changed."""
         key = msg.partition_key()
         if key is None:
-            return
+            return None
         value = msg.data()
         if value is not None and (value or not self._empty_is_tombstone):
-            self._table[key] = value
-        elif self._table.pop(key, None) is None:
-            return  # deleting an absent key changes nothing
-        if notify:
+            table[key] = value
+        elif table.pop(key, None) is None:
+            return None  # deleting an absent key changes nothing
+        return key
+
+    def _apply(self, msg: Message) -> None:
+        key = self._put(self._table, msg)
+        if key is not None:
             now = self._table.get(key)
             for listener in list(self._listeners):
                 self._call(listener, key, now)
@@ -111,9 +128,9 @@ class TableView(Closeable):
         except Exception:  # one listener's bug must not stop the table
             log.exception("table view of %s: a listener failed on key %r", self._topic, key)
 
-    def _follow(self) -> None:
+    def _follow(self, tail: Reader) -> None:
         try:
-            for msg in self._tail:
+            for msg in tail:
                 with self._lock:
                     self._apply(msg)
         except BaseException as exc:
@@ -177,8 +194,10 @@ class TableView(Closeable):
         """Stop following the topic; the table keeps what it holds."""
         if not self._closed.is_set():
             self._closed.set()
-            self._tail.close()
-            self._thread.join(timeout=5)
+            for tail in self._tails:
+                tail.close()
+            for thread in self._threads:
+                thread.join(timeout=5)
 
 
 def _text(key: str | bytes) -> str:

@@ -1,41 +1,22 @@
 """Fields of the wire that this client sends or reads only once the server's proto has them.
 
-CONTRACT section 6 adds ``ConsumeRequest.consumer_name`` / ``subscription_type`` and
-section 9 ``MessageId.partition``; they land in ``proto/`` with the server work that
-gives them meaning. Until then the generated messages lack them, and the client works
-without them (a subscription behaves as EXCLUSIVE, every id is of partition 0). The
+CONTRACT section 6 adds ``ConsumeRequest.consumer_name`` / ``subscription_type``; they
+land in ``proto/`` with the server work that gives them meaning. Until then the generated
+messages lack them, and the client works without them (every consumer of a subscription
+behaves as one EXCLUSIVE consumer). The
 check is one look at the generated descriptor, made once at import, so nothing here
 costs a lookup per message, and the code that sets the fields is already written and
-typed for the day they exist. Delete this module's guards once both have landed.
+typed for the day they exist. Delete this module once they have landed.
 """
 
 from __future__ import annotations
 
 from compactlog.v1 import compactlog_pb2 as pb
 
-__all__ = [
-    "HAS_CONSUMER_NAME",
-    "HAS_PARTITION",
-    "HAS_SUBSCRIPTION_TYPE",
-    "partition_of",
-    "set_consumer",
-    "set_partition",
-]
+__all__ = ["HAS_CONSUMER_NAME", "HAS_SUBSCRIPTION_TYPE", "set_consumer"]
 
-HAS_PARTITION = "partition" in pb.MessageId.DESCRIPTOR.fields_by_name
 HAS_CONSUMER_NAME = "consumer_name" in pb.ConsumeRequest.DESCRIPTOR.fields_by_name
 HAS_SUBSCRIPTION_TYPE = "subscription_type" in pb.ConsumeRequest.DESCRIPTOR.fields_by_name
-
-
-def partition_of(mid: pb.MessageId) -> int:
-    """The partition index of a wire id; 0 before the field exists."""
-    return int(getattr(mid, "partition", 0)) if HAS_PARTITION else 0
-
-
-def set_partition(mid: pb.MessageId, partition: int) -> None:
-    """Put ``partition`` on a wire id; a non-zero one needs a server that knows the field."""
-    if HAS_PARTITION:
-        setattr(mid, "partition", partition)  # noqa: B010 - the field is not in every proto
 
 
 def set_consumer(req: pb.ConsumeRequest, subscription_type: int, consumer_name: str) -> None:

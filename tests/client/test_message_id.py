@@ -70,8 +70,9 @@ def test_partition_zero_is_the_plain_pair() -> None:
 
 
 def test_wire_conversion_keeps_ids_and_fields() -> None:
-    mid = MessageId(5, 6)
-    assert id_from_pb(id_to_pb(mid)) == mid
+    for mid in (MessageId(5, 6), MessageId(5, 6, partition=3)):
+        back = id_from_pb(id_to_pb(mid))
+        assert back == mid and back.partition == mid.partition
     wire = pb.Message(id=pb.MessageId(ledger_id=1, entry_id=2), key=b"k", publish_time_ms=9)
     msg = message_from_pb(wire, "t")
     assert isinstance(msg, Message) and msg.message_id() == MessageId(1, 2)

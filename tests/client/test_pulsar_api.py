@@ -249,3 +249,17 @@ def test_closing_the_client_closes_what_it_made(shared_server, unique_topic: str
     with pytest.raises(client_module.AlreadyClosed):
         reader.read_next(timeout_millis=10)
     assert table.get("k") == b"x" and table.failure is None  # stopped, not failed
+
+
+def test_partitioned_topic_ids_carry_their_partition(client: Client, unique_topic: str) -> None:
+    client.create_topic(unique_topic, partitions=3)
+    producer = client.create_producer(unique_topic)
+    sent = {producer.send(b"v", partition_key=f"k{i}") for i in range(12)}
+    assert {mid.partition for mid in sent} == {0, 1, 2}
+    reader = client.create_reader(unique_topic, MessageId.earliest)
+    got = {reader.read_next(timeout_millis=5000).message_id() for _ in range(12)}
+    reader.close()
+    assert got == sent
+    for mid in got:
+        assert MessageId.parse(str(mid)) == mid and MessageId.deserialize(mid.serialize()) == mid
+        assert str(mid).count(":") == (2 if mid.partition else 1)

@@ -12,6 +12,7 @@ import pytest
 
 from compactlog.client import Client, Message, MessageId, TableView
 from compactlog.client.reader import Reader, StartLike
+from compactlog.client.table_view import Source
 
 
 @pytest.fixture
@@ -117,8 +118,8 @@ def test_compaction_committing_during_bootstrap_leaves_no_gap(client: Client, to
             if i == 0:
                 assert client.compact(topic, wait=True).state == "SUCCESS"
 
-    status = lambda: client.compaction_status(topic)  # noqa: E731
-    with TableView(topic, open_read, status, empty_is_tombstone=True) as table:
+    source = Source(open_read, lambda: client.compaction_status(topic))
+    with TableView(topic, [source], empty_is_tombstone=True) as table:
         assert [r[1:] for r in reads] == [(True, False), (True, False), (False, True)]
         horizon = client.compaction_status(topic).horizon
         assert horizon is not None and reads[-1][0] == MessageId.of(horizon).next()
@@ -128,3 +129,18 @@ def test_compaction_committing_during_bootstrap_leaves_no_gap(client: Client, to
         after = producer.send(b"tail", partition_key="k1500")
         wait_for(lambda: "k1500" in table)
         assert table.get("k1500") == b"tail" and len(table) == 1001 and after > horizon
+
+
+def test_partitioned_topic_is_one_table(client: Client, unique_topic: str) -> None:
+    client.create_topic(unique_topic, partitions=3)
+    producer = client.create_producer(unique_topic)
+    ids = [producer.send(f"v{i}".encode(), partition_key=f"k{i}") for i in range(30)]
+    assert len({i.partition for i in ids}) == 3  # the keys spread over the partitions
+    producer.send(None, partition_key="k0")
+    client.compact(unique_topic, wait=True)
+    with client.create_table_view(unique_topic) as table:
+        assert len(table) == 29 and "k0" not in table and table.get("k7") == b"v7"
+        producer.send(b"new", partition_key="k0")
+        producer.send(None, partition_key="k1")
+        wait_for(lambda: "k0" in table and "k1" not in table)
+        assert len(table) == 29

@@ -1,12 +1,11 @@
-"""``client/wire_compat.py``: CONTRACT §6's consumer fields and §9's partition go on the wire
-exactly when the generated proto has them, and nothing breaks while it does not. Each test
-checks both states, so it keeps its meaning the day the fields land."""
+"""``client/wire_compat.py``: CONTRACT §6's consumer fields go on the wire exactly when the
+generated proto has them, and nothing breaks while it does not. The test checks both
+states, so it keeps its meaning the day the fields land."""
 
 from __future__ import annotations
 
-from compactlog.client import ConsumerType, InitialPosition, MessageId
+from compactlog.client import ConsumerType, InitialPosition
 from compactlog.client import wire_compat as wire
-from compactlog.client._convert import id_from_pb, id_to_pb
 from compactlog.client.consumer_state import ConsumerState
 from compactlog.v1 import compactlog_pb2 as pb
 
@@ -31,13 +30,3 @@ def test_consumer_type_and_name_travel_when_the_proto_has_them() -> None:
     else:
         assert "consumer_name" not in fields
     assert [t.value for t in ConsumerType] == [0, 1, 2]  # EXCLUSIVE, SHARED, FAILOVER
-
-
-def test_partition_travels_when_the_proto_has_it() -> None:
-    mid = MessageId(4, 5, partition=3)
-    back = id_from_pb(id_to_pb(mid))
-    if wire.HAS_PARTITION:
-        assert back == mid and back.partition == 3
-    else:
-        assert back == MessageId(4, 5) and back.partition == 0
-    assert id_from_pb(id_to_pb(MessageId(4, 5))) == MessageId(4, 5)
