@@ -37,10 +37,12 @@ class AdminCalls:
     address: str
     timeout: float | None
     _admin: pb_grpc.TopicAdminStub
-    _log: pb_grpc.LogStub
     _watchdog: Watchdog
 
     def _check_open(self) -> None:
+        raise NotImplementedError
+
+    def _log_of(self, topic: str) -> pb_grpc.LogStub:
         raise NotImplementedError
 
     def create_topic(
@@ -241,6 +243,6 @@ class AdminCalls:
         resp = call(
             "GetLastMessageId",
             self.address,
-            lambda: self._log.GetLastMessageId(req, timeout=self.timeout),
+            lambda: self._log_of(topic).GetLastMessageId(req, timeout=self.timeout),
         )
         return cv.id_from_pb(resp.id) if resp.HasField("id") else None

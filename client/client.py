@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 import weakref
-from typing import Literal, TypeVar
+from typing import Literal, TypeVar, cast
 
 from compactlog.channels import ChannelSecurity, open_channel, retry_service_config
 from compactlog.client.admin import AdminCalls
@@ -37,6 +37,7 @@ from compactlog.client.errors import AlreadyClosed
 from compactlog.client.message_id import MessageId
 from compactlog.client.producer import Producer
 from compactlog.client.reader import Reader, StartLike
+from compactlog.client.shard_routes import RoutedLog, Routes
 from compactlog.client.table_view import Source, TableView
 from compactlog.client.topic_producer import TopicProducer
 from compactlog.client.topic_reader import TopicReader
@@ -77,6 +78,12 @@ class Client(AdminCalls, Closeable):
         self._channel = open_channel(address, security, _CHANNEL_OPTIONS)
         self._admin = pb_grpc.TopicAdminStub(self._channel)
         self._log = pb_grpc.LogStub(self._channel)
+        self._routes = Routes(
+            self._log,
+            self._admin,
+            lambda owner: open_channel(owner, security, _CHANNEL_OPTIONS),
+            timeout,
+        )
         self._opened: weakref.WeakSet[Closeable] = weakref.WeakSet()  # closed with the client
         self._closed = False
 
@@ -90,11 +97,16 @@ class Client(AdminCalls, Closeable):
             for opened in list(self._opened):
                 opened.close()
             self._watchdog.close()
+            self._routes.close()
             self._channel.close()
 
     def _check_open(self) -> None:
         if self._closed:
             raise AlreadyClosed("the client is closed")
+
+    def _log_of(self, topic: str) -> pb_grpc.LogStub:
+        """The Log service of ``topic``'s owner (``shard_routes``): straight to the shard."""
+        return cast(pb_grpc.LogStub, RoutedLog(self._routes, topic))
 
     def _opening(self, thing: C) -> C:
         self._opened.add(thing)
@@ -108,7 +120,7 @@ class Client(AdminCalls, Closeable):
         self._check_open()
         partitions = self.get_topic(topic).partitions
         producer = Producer(
-            self._log, topic, self.address, self.timeout, self._watchdog, partitions
+            self._log_of(topic), topic, self.address, self.timeout, self._watchdog, partitions
         )
         return self._opening(producer)
 
@@ -128,7 +140,7 @@ class Client(AdminCalls, Closeable):
         """
         self._check_open()
         reader = Reader(
-            self._log,
+            self._log_of(topic),
             topic,
             self.address,
             start=start,
@@ -184,7 +196,7 @@ class Client(AdminCalls, Closeable):
             consumer_name=consumer_name or "",
             negative_ack_redelivery_delay_ms=negative_ack_redelivery_delay_ms,
         )
-        consumer = Consumer(self._log, state, self.address, self.timeout)
+        consumer = Consumer(self._log_of(topic), state, self.address, self.timeout)
         consumer.subscribe_now()
         return self._opening(consumer)
 
