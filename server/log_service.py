@@ -31,10 +31,10 @@ from compactlog.server.convert import (
 from compactlog.server.errors import rpc_async
 from compactlog.server.handlers import service_handler
 from compactlog.server.metrics import Metrics
-from compactlog.server.reading import ReadSession, consume_step, response_cap
+from compactlog.server.reading import ReadSession, as_of_point, consume_step, response_cap
 from compactlog.server.waiting import TopicSignals
 from compactlog.storage.names import check_client_subscription
-from compactlog.storage.topic_log import Appended, Pending
+from compactlog.storage.topic_log import Appended, Pending, ReadableLog
 from compactlog.v1 import compactlog_pb2 as pb
 
 T = TypeVar("T")
@@ -155,7 +155,10 @@ class LogService:
 
     @rpc_async
     async def Read(self, request: pb.ReadRequest, context: Context) -> AsyncIterator[bytes]:
-        log = self.broker.log(request.topic)
+        log: ReadableLog = self.broker.log(request.topic)
+        past = as_of_point(request)
+        if past is not None:
+            log = await self._run(self.broker.as_of_view, request.topic, *past)
         compacted = str(request.read_compacted).lower()
         self.metrics.read_requests.labels(log.kind.name, compacted).inc()
         counter = self.metrics.read_messages.labels(log.kind.name, compacted)

@@ -49,7 +49,9 @@ class AlreadyDurable:
         done(None)
 
 
-class TopicLog(Protocol):
+class ReadableLog(Protocol):
+    """What a Read walks: a topic's views, or a view of its past (``as_of``)."""
+
     name: str
     kind: TopicKind
 
@@ -59,10 +61,6 @@ class TopicLog(Protocol):
 
     def visible_end(self) -> MessageId | None:
         """An id at or after the last message a reader may see now (None: nothing yet)."""
-        ...
-
-    def last_id(self, compacted: bool) -> MessageId | None:
-        """GetLastMessageId: the last message of the raw or the compacted view."""
         ...
 
     def earliest(self) -> MessageId: ...
@@ -81,6 +79,12 @@ class TopicLog(Protocol):
 
     def batches(self, start: MessageId, stop: MessageId, compacted: bool) -> Iterator[ViewBatch]:
         """Checked batches holding the view's messages ``start <= id <= stop``."""
+        ...
+
+
+class TopicLog(ReadableLog, Protocol):
+    def last_id(self, compacted: bool) -> MessageId | None:
+        """GetLastMessageId: the last message of the raw or the compacted view."""
         ...
 
     def open_cursor(self, subscription: str, latest: bool) -> Cursor: ...

@@ -32,7 +32,7 @@ from compactlog.compactor.log_cleaner.offset_map import (
     SkimpyOffsetMap,
 )
 from compactlog.compactor.progress import PHASE_ONE, NoControl, Progress, RunControl
-from compactlog.compactor.two_phase.storage import CompactionInput, CompactionStorage
+from compactlog.compactor.two_phase.storage import CompactionInput, CompactionReads
 from compactlog.compactor.two_phase.winners import BitmapWinners, MapWinners, PhaseOneResult
 from compactlog.errors import ResourceExhausted
 from compactlog.storage.codec import HAS_KEY, VALUE_NON_EMPTY
@@ -76,7 +76,7 @@ class _GrowingMap:
 
 
 def find_winners(
-    storage: CompactionStorage,
+    storage: CompactionReads,
     inp: CompactionInput,
     budget_bytes: int,
     control: RunControl | None = None,

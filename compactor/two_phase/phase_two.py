@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from compactlog.compactor.progress import PHASE_TWO, Progress, RunControl
 from compactlog.compactor.two_phase.phase_one import PhaseOneResult
-from compactlog.compactor.two_phase.storage import CompactionInput, CompactionStorage
+from compactlog.compactor.two_phase.storage import CompactionInput, CompactionReads
 
 CHECK_EVERY = 4096  # winners between progress reports and cancel checks
 
@@ -38,7 +38,7 @@ class PhaseTwoMeter:
 
 
 def winners_in_order(
-    storage: CompactionStorage,
+    storage: CompactionReads,
     inp: CompactionInput,
     winners: PhaseOneResult,
     meter: PhaseTwoMeter,

@@ -97,14 +97,8 @@ KeyEntry = tuple[int, int, int, bytes | None]
 NewEntry = tuple[int, bytes, bytes | None, int]
 
 
-class CompactionStorage(Protocol):
-    """Read a topic through ``__compaction`` up to a snapshot; write and commit a ledger."""
-
-    def begin(self, topic: str) -> CompactionInput:
-        """Snapshot the input; create the ``__compaction`` cursor at the earliest id if
-        missing (so retention keeps what the compactor needs). DataLoss when the current
-        compacted ledger is gone."""
-        ...
+class CompactionReads(Protocol):
+    """The reads both phases make: what a run, a preview and a past view (``as_of``) share."""
 
     def read_keys(self, segment: Segment, reverse: bool = False) -> Iterator[KeyEntry]:
         """Keys, flags and sizes of a segment's entries without reading payloads."""
@@ -116,6 +110,16 @@ class CompactionStorage(Protocol):
         """``(entry id, bytes)`` in id order; with ``select`` only the entries whose bit
         (``entry - first_entry``, little-endian within each byte) is set. DataLoss when a
         selected entry is missing."""
+        ...
+
+
+class CompactionStorage(CompactionReads, Protocol):
+    """Read a topic through ``__compaction`` up to a snapshot; write and commit a ledger."""
+
+    def begin(self, topic: str) -> CompactionInput:
+        """Snapshot the input; create the ``__compaction`` cursor at the earliest id if
+        missing (so retention keeps what the compactor needs). DataLoss when the current
+        compacted ledger is gone."""
         ...
 
     def create_ledger(self, topic: str) -> int: ...

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from compactlog.compactor.log_cleaner.offset_map import SkimpyOffsetMap
-from compactlog.compactor.two_phase.storage import CompactionStorage, Segment
+from compactlog.compactor.two_phase.storage import CompactionReads, Segment
 from compactlog.storage.codec import HAS_KEY, VALUE_NON_EMPTY
 
 
@@ -36,7 +36,7 @@ class PhaseOneResult:
     peak_bytes: int = 0
     covered: int | None = None  # input entries covered; None: all of them
 
-    def selection(self, storage: CompactionStorage, index: int, segment: Segment) -> bytearray:
+    def selection(self, storage: CompactionReads, index: int, segment: Segment) -> bytearray:
         """The winners of segment ``index`` as a bitmap (bit = entry - first_entry)."""
         raise NotImplementedError
 
@@ -52,7 +52,7 @@ class BitmapWinners(PhaseOneResult):
     bits: bytearray = field(default_factory=bytearray)
     bases: list[int] = field(default_factory=list)  # per segment: its first byte in ``bits``
 
-    def selection(self, storage: CompactionStorage, index: int, segment: Segment) -> bytearray:
+    def selection(self, storage: CompactionReads, index: int, segment: Segment) -> bytearray:
         base = self.bases[index]
         return self.bits[base : base + ((segment.length + 7) >> 3)]
 
@@ -83,7 +83,7 @@ class MapWinners(PhaseOneResult):
         self.bits, self.offset_map = bits, None
         return self.map_bytes + size
 
-    def selection(self, storage: CompactionStorage, index: int, segment: Segment) -> bytearray:
+    def selection(self, storage: CompactionReads, index: int, segment: Segment) -> bytearray:
         if self.bits is not None:
             return _cut(self.bits, self.positions[index], segment.length)
         assert self.offset_map is not None
