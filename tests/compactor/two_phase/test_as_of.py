@@ -26,6 +26,7 @@ from compactlog.storage.types import MessageId, Record
 Entry = tuple[MessageId, bytes | None, bytes | None]
 KEYS = st.sampled_from([b"a", b"b", b"c", b"d", None])
 VALUES = st.sampled_from([b"1", b"22", b"", None])
+EARLIEST = MessageId(0, 0)
 BATCHES = st.lists(st.lists(st.tuples(KEYS, VALUES), min_size=1, max_size=5), max_size=8)
 
 
@@ -41,7 +42,7 @@ def expected(history: list[Entry], as_of: MessageId, retain: bool) -> list[Entry
 
 
 def read_as_of(
-    store: LedgerStore, topic: str, as_of: MessageId, start: MessageId = MessageId(0, 0)
+    store: LedgerStore, topic: str, as_of: MessageId, start: MessageId = EARLIEST
 ) -> list[Entry]:
     view = AsOfView(store, topic, as_of, 1 << 20)
     stop = view.visible_end()
