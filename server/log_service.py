@@ -200,7 +200,9 @@ class LogService:
         check_client_subscription(request.subscription, request.topic)
         log = self.broker.log(request.topic)
         latest = start_position(request.initial_position) == pb.LATEST
-        cursor = await self._run(log.open_cursor, request.subscription, latest)
+        cursor = await self._run(
+            log.open_cursor, request.subscription, latest, request.read_compacted
+        )
         limit = request.max_messages or self.batch_size
         max_bytes = response_cap(request.max_bytes)
         loop = asyncio.get_running_loop()

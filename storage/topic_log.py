@@ -87,7 +87,10 @@ class TopicLog(ReadableLog, Protocol):
         """GetLastMessageId: the last message of the raw or the compacted view."""
         ...
 
-    def open_cursor(self, subscription: str, latest: bool) -> Cursor: ...
+    def open_cursor(self, subscription: str, latest: bool, read_compacted: bool = False) -> Cursor:
+        """The subscription's cursor (created at the earliest or latest id on first use);
+        ``read_compacted``: how this Consume reads, recorded with a LEDGER cursor."""
+        ...
 
     def delivered(self, cursor: Cursor, last: MessageId | None, rewound: bool = False) -> None:
         """Record that delivery reached ``last`` (``rewound``: a delivery that began again

@@ -35,12 +35,13 @@ from compactlog.storage import batch as codec
 from compactlog.storage.ledger_append import compacted_batch
 from compactlog.storage.ledger_store import LedgerStore
 from compactlog.storage.ledger_topic import LedgerTopic
-from compactlog.storage.read_range import ViewBatch
-from compactlog.storage.types import MessageId, TopicKind
+from compactlog.storage.read_range import ViewBatch, read_chunks
+from compactlog.storage.types import MessageId, StoredMessage, TopicKind
 from compactlog.storage.views import compacted_state
 
 BATCH_MESSAGES = 1000  # winners framed into one view batch
 BATCH_BYTES = 1 << 20  # ... or this many bytes of them
+EARLIEST = MessageId(0, 0)
 
 
 class AsOfTooLarge(PhaseOneMemoryExceeded):
@@ -198,3 +199,22 @@ class AsOfView:
         if bodies:
             data = compacted_batch(0, bodies)
             yield data, codec.check(data, where)
+
+
+def as_of_messages(
+    store: LedgerStore,
+    topic: str,
+    as_of: MessageId,
+    budget_bytes: int,
+    start: MessageId = EARLIEST,
+) -> Iterator[StoredMessage]:
+    """The past view's messages decoded (tools and tests: reads send stored bytes)."""
+    view = AsOfView(store, topic, as_of, budget_bytes)
+    stop = view.visible_end()
+    if stop is None:
+        return
+    label = f"topic {topic!r}"
+    for chunk in read_chunks(view.batches(start, stop, True), label, stop, BATCH_MESSAGES):
+        payload = chunk.to_bytes()
+        for *_ids, s, e in codec.walk(payload, label):
+            yield codec.decode_message(payload[s:e])

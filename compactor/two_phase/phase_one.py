@@ -90,7 +90,11 @@ def find_winners(
     total = positions.pop()
     prefix = segments[0].length if segments and segments[0].compacted else 0
     keys = _GrowingMap(budget_bytes, prefix + min(total - prefix, INITIAL_TAIL_KEYS))
-    result = MapWinners(positions=positions, retain_null_key=inp.retain_null_key)
+    result = MapWinners(
+        positions=positions,
+        retain_null_key=inp.retain_null_key,
+        keep_tombstones=inp.tombstones is not None,
+    )
     exchange = keys.map.exchange  # resize keeps the object: the bound method stays valid
     retain = inp.retain_null_key
     read = kept = tombstones = keyless = bytes_in = 0

@@ -15,12 +15,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compactlog.compactor.two_phase import TwoPhaseCompactor
-from compactlog.compactor.two_phase.as_of import AsOfTooLarge, AsOfView, last_at_or_before
+from compactlog.compactor.two_phase.as_of import (
+    AsOfTooLarge,
+    AsOfView,
+    as_of_messages,
+    last_at_or_before,
+)
 from compactlog.compactor.two_phase.ledger_adapter import LedgerStoreCompactionStorage
-from compactlog.storage import batch as codec
 from compactlog.storage.config import ServerSettings
 from compactlog.storage.ledger_store import LedgerStore
-from compactlog.storage.read_range import read_chunks
 from compactlog.storage.types import MessageId, Record
 
 Entry = tuple[MessageId, bytes | None, bytes | None]
@@ -44,17 +47,7 @@ def expected(history: list[Entry], as_of: MessageId, retain: bool) -> list[Entry
 def read_as_of(
     store: LedgerStore, topic: str, as_of: MessageId, start: MessageId = EARLIEST
 ) -> list[Entry]:
-    view = AsOfView(store, topic, as_of, 1 << 20)
-    stop = view.visible_end()
-    if stop is None:
-        return []
-    out = []
-    for chunk in read_chunks(view.batches(start, stop, True), topic, stop, 7):
-        payload = chunk.to_bytes()
-        for *_ids, s, e in codec.walk(payload, topic):
-            m = codec.decode_message(payload[s:e])
-            out.append((m.id, m.key, m.value))
-    return out
+    return [(m.id, m.key, m.value) for m in as_of_messages(store, topic, as_of, 1 << 20, start)]
 
 
 @pytest.fixture
