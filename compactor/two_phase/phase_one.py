@@ -80,8 +80,10 @@ def find_winners(
     inp: CompactionInput,
     budget_bytes: int,
     control: RunControl | None = None,
+    settle: bool = True,
 ) -> MapWinners:
-    """Map every key of the input to its latest position; stop early if the map fills."""
+    """Map every key of the input to its latest position; stop early if the map fills.
+    ``settle=False`` keeps the offset map for the caller (a past view looks keys up in it)."""
     control = control or NoControl()
     segments = inp.segments
     positions = [0]
@@ -142,5 +144,6 @@ def find_winners(
     result.covered = covered
     result.offset_map = keys.map
     result.map_bytes = keys.map.memory_bytes
-    result.peak_bytes = max(keys.peak, result.settle(budget_bytes, covered or total))
+    if settle:
+        result.peak_bytes = max(keys.peak, result.settle(budget_bytes, covered or total))
     return result
