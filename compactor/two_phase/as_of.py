@@ -165,6 +165,9 @@ def _merged(
         if at != expected:
             break
         expected = at + header.count
+        if get is None and header.attributes & codec.LIVE_ONLY:
+            yield data, header  # nothing in it for a run to drop
+            continue
         payload = codec.payload_of(data, header)
         walked = codec.walk(payload, where)
         kept = [

@@ -22,6 +22,7 @@ from compactlog.compactor.two_phase.as_of import (
     last_at_or_before,
 )
 from compactlog.compactor.two_phase.ledger_adapter import LedgerStoreCompactionStorage
+from compactlog.storage import batch as codec
 from compactlog.storage.config import ServerSettings
 from compactlog.storage.ledger_store import LedgerStore
 from compactlog.storage.types import MessageId, Record
@@ -140,3 +141,22 @@ def test_a_view_whose_keys_do_not_fit_is_refused(store: LedgerStore) -> None:
     assert stop is not None
     with pytest.raises(AsOfTooLarge):
         list(view.batches(MessageId(0, 0), stop, True))
+
+
+def test_compacted_batches_say_when_they_hold_only_live_keyed_messages(
+    store: LedgerStore,
+) -> None:
+    """A past view at the horizon splices such batches without walking them."""
+    store.create_topic("t", {"compaction.retain.null.key": "true"})
+    store.append("t", [Record(b"a", b"1"), Record(b"a", b"2")])
+    TwoPhaseCompactor(LedgerStoreCompactionStorage(store), 1 << 20).compact("t")
+    lid = store.topic("t").compacted_ledger_id()
+    assert lid is not None
+    found = store.batch_at(lid, 0)
+    assert found is not None and found[2].attributes & codec.LIVE_ONLY
+    store.append("t", [Record(None, b"x")])
+    TwoPhaseCompactor(LedgerStoreCompactionStorage(store), 1 << 20).compact("t")
+    lid = store.topic("t").compacted_ledger_id()
+    assert lid is not None
+    found = store.batch_at(lid, 0)
+    assert found is not None and not found[2].attributes & codec.LIVE_ONLY
