@@ -159,7 +159,7 @@ def _merged(
     if state.entries == 0:
         return
     where = f"compacted ledger {state.ledger_id}"
-    get = superseded.get if superseded is not None and superseded.size else None
+    get = superseded.getter() if superseded is not None and superseded.size else None
     expected = 0
     for at, data, header in store.batches(state.ledger_id, 0, state.entries - 1):
         if at != expected:
@@ -192,7 +192,8 @@ def _raw_winners(
     store: LedgerStore, reads: LedgerReads, inp: CompactionInput, winners: MapWinners
 ) -> Iterator[Framed]:
     """Phase two over the raw part: each segment's winners (``selection``, phase two's
-    rule) spliced from the stored batches as they are framed there, in id order."""
+    rule) spliced from the stored batches as they are framed there, in id order; a stored
+    batch whose messages all win goes out whole."""
     records: list[codec.Walked] = []
     parts: list[memoryview] = []
     for index, seg in enumerate(inp.segments):
@@ -203,6 +204,14 @@ def _raw_winners(
         first, length, hits = seg.first_entry, seg.length, 0
         where = f"topic {inp.topic!r} ledger {seg.ledger_id}"
         for at, data, header in store.batches(seg.ledger_id, first, seg.last_entry):
+            lo = at - first
+            if lo >= 0 and lo + header.count <= length and _all_set(bits, lo, header.count):
+                if records:  # what came before it first, in id order
+                    yield _batch(b"".join(parts), records)
+                    records, parts = [], []
+                yield data, header  # every message of it wins: the stored batch as it is
+                hits += header.count
+                continue
             payload = codec.payload_of(data, header)
             for off, w in enumerate(codec.walk(payload, where), at - first):
                 if 0 <= off < length and bits[off >> 3] >> (off & 7) & 1:
@@ -218,6 +227,13 @@ def _raw_winners(
             )
     if records:
         yield _batch(b"".join(parts), records)
+
+
+def _all_set(bits: bytearray, start: int, count: int) -> bool:
+    """Bits ``start .. start + count - 1`` are all set."""
+    window = int.from_bytes(bits[start >> 3 : ((start + count - 1) >> 3) + 1], "little")
+    mask = (1 << count) - 1
+    return (window >> (start & 7)) & mask == mask
 
 
 def _batch(payload: bytes, walked: list[codec.Walked]) -> Framed:
