@@ -132,8 +132,11 @@ def past_batches(store: LedgerStore, past: PastInput, budget_bytes: int) -> Iter
     control = NoControl()
     winners = None
     if inp.segments:
-        winners = find_winners(reads, inp, budget_bytes, control, settle=False)
-        if winners.covered is not None:
+        try:
+            winners = find_winners(reads, inp, budget_bytes, control, settle=False)
+        except PhaseOneMemoryExceeded:
+            winners = None
+        if winners is None or winners.covered is not None:
             raise AsOfTooLarge(
                 f"the compacted view of {inp.topic!r} as of {past.stop} holds more keys "
                 f"than compaction.phase.one.memory.bytes={budget_bytes} maps; raise the limit",
