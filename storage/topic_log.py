@@ -54,6 +54,7 @@ class ReadableLog(Protocol):
 
     name: str
     kind: TopicKind
+    partition: int  # i on partition NAME-partition-i of a partitioned topic, else 0
 
     def gone(self) -> bool:
         """The topic was deleted or its store closed: readers stop."""

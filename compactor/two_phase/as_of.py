@@ -256,10 +256,16 @@ class AsOfView:
     kind = TopicKind.LEDGER
 
     def __init__(
-        self, store: LedgerStore, name: str, as_of: MessageId | None, budget_bytes: int
+        self,
+        store: LedgerStore,
+        name: str,
+        as_of: MessageId | None,
+        budget_bytes: int,
+        partition: int = 0,
     ) -> None:
         self.store = store
         self.name = name
+        self.partition = partition  # i on NAME-partition-i (stored ids carry it already)
         self.budget_bytes = budget_bytes
         self.topic = store.topic(name)  # TopicNotFound when there is none
         self.stop = past_input(store, name, as_of).stop if as_of is not None else None

@@ -119,6 +119,16 @@ def test_as_of_refusals(
         grpc.StatusCode.FAILED_PRECONDITION,
         "WRONG_TOPIC_KIND",
     )
+    parts = unique_topic + "-parts"
+    api.admin.CreateTopic(pb.CreateTopicRequest(name=parts, partitions=2))
+    api.publish(parts + "-partition-1", (b"a", b"1"))
+    on_name = pb.ReadRequest(topic=parts, read_compacted=True, as_of_time_ms=1 << 50)
+    assert reason_of(lambda: list(api.log.Read(on_name))) == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "MALFORMED_REQUEST",
+    )
+    past = read_as_of(api, parts + "-partition-1", as_of_time_ms=1 << 50)
+    assert [(k, v) for _i, k, v in past] == [(b"a", b"1")]
     missing = pb.ReadRequest(topic=unique_topic + "-no", read_compacted=True, as_of_time_ms=1)
     assert reason_of(lambda: list(api.log.Read(missing))) == (
         grpc.StatusCode.NOT_FOUND,
