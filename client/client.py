@@ -132,11 +132,16 @@ class Client(AdminCalls, Closeable):
         read_compacted: bool = False,
         follow: bool = False,
         max_messages: int = 0,
+        as_of: MessageId | tuple[int, int] | None = None,
+        as_of_time_ms: int | None = None,
     ) -> Reader:
         """Iterate messages from ``start`` (inclusive id, or earliest/latest) or a publish time.
 
         Without ``follow`` the iteration ends after the last message that existed when the
         read began; ``max_messages`` = 0 means no limit. Closing the reader cancels the stream.
+        ``as_of`` (an id) or ``as_of_time_ms`` (the last id published at or before it), with
+        ``read_compacted``: the compacted view as a compaction at that point would have
+        written it (LEDGER topics).
         """
         self._check_open()
         reader = Reader(
@@ -150,6 +155,8 @@ class Client(AdminCalls, Closeable):
             max_messages=max_messages,
             timeout=self.timeout,
             watchdog=self._watchdog,
+            as_of=as_of,
+            as_of_time_ms=as_of_time_ms,
         )
         return self._opening(reader)
 
