@@ -27,6 +27,7 @@ from typing import NoReturn
 from compactlog.cli import admin as cli_admin
 from compactlog.cli import data as cli_data
 from compactlog.cli import export as cli_export
+from compactlog.cli import history as cli_history
 from compactlog.cli import offline as cli_offline
 from compactlog.cli import topics as cli_topics
 from compactlog.cli.common import (
@@ -106,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     cli_topics.add_parser(commands)
     cli_data.add_parsers(commands)
+    cli_history.add_parser(commands)
     cli_export.add_parser(commands)
     cli_offline.add_parsers(commands)
 

@@ -34,6 +34,7 @@ from compactlog.client.types import (
     CompactionRun,
     CompactionStatus,
     CompactionVerification,
+    Message,
     MessageId,
     TopicInfo,
 )
@@ -266,6 +267,16 @@ class Client(Closeable):
             lambda: self._log.GetLastMessageId(req, timeout=self.timeout),
         )
         return cv.id_from_pb(resp.id) if resp.HasField("id") else None
+
+    def get_key_history(self, topic: str, key: bytes, max_messages: int = 0) -> list[Message]:
+        """Every raw message of ``key``, oldest first, tombstones included (at most
+        ``max_messages``, 0 = no limit; a response stops before 4 MiB)."""
+        self._check_open()
+        req = pb.GetKeyHistoryRequest(topic=topic, key=key, max_messages=max_messages)
+        resp = call(
+            "GetKeyHistory", self.address, lambda: self._log.GetKeyHistory(req, timeout=self.timeout)
+        )
+        return [cv.message_from_pb(m) for m in resp.messages]
 
     # -- data ----------------------------------------------------------------------------
 

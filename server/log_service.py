@@ -33,6 +33,7 @@ from compactlog.server.handlers import service_handler
 from compactlog.server.metrics import Metrics
 from compactlog.server.reading import ReadSession, consume_step, response_cap
 from compactlog.server.waiting import TopicSignals
+from compactlog.storage.key_history import key_history
 from compactlog.storage.names import check_client_subscription
 from compactlog.storage.topic_log import Appended, Pending
 from compactlog.v1 import compactlog_pb2 as pb
@@ -247,10 +248,18 @@ class LogService:
         return resp
 
 
+    @rpc_async
+    async def GetKeyHistory(self, request: pb.GetKeyHistoryRequest, context: Context) -> bytes:
+        """Stored message records spliced into the response, as Read does."""
+        log = self.broker.log(request.topic)
+        found = await self._run(key_history, log, request.key, request.max_messages)
+        return found.to_bytes() + (b"\x10\x01" if found.truncated else b"")
+
+
 # Methods whose handler takes the request's bytes (Publish*) or returns response bytes
 # (Read, Consume): the generated (de)serializer is replaced by a pass-through.
 _RAW_REQUEST = {"Publish", "PublishStream"}
-_RAW_RESPONSE = {"Publish", "PublishStream", "Read", "Consume"}
+_RAW_RESPONSE = {"Publish", "PublishStream", "Read", "Consume", "GetKeyHistory"}
 
 
 def log_handler(service: LogService) -> grpc.GenericRpcHandler:

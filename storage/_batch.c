@@ -8,6 +8,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define HAS_KEY 1
@@ -54,13 +55,20 @@ static int buf_varint(Buf *b, uint64_t n) {
     return buf_put(b, tmp, varint_encode(tmp, n));
 }
 
-static int buf_u32be(Buf *b, uint32_t v) {
-    unsigned char t[4] = {(unsigned char)(v >> 24), (unsigned char)(v >> 16),
-                          (unsigned char)(v >> 8), (unsigned char)v};
-    return buf_put(b, t, 4);
+static void malformed(const char *what) { PyErr_SetString(MalformedPayload, what); }
+
+/* FNV-1a, 64 bits: the key index's hash of a key (storage/key_index.py). */
+static uint64_t fnv1a64(const unsigned char *p, Py_ssize_t n) {
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (Py_ssize_t i = 0; i < n; i++) { h ^= p[i]; h *= 0x100000001b3ULL; }
+    return h;
 }
 
-static void malformed(const char *what) { PyErr_SetString(MalformedPayload, what); }
+static int buf_u64be(Buf *b, uint64_t v) {
+    unsigned char t[8];
+    for (int i = 7; i >= 0; i--) { t[i] = (unsigned char)v; v >>= 8; }
+    return buf_put(b, t, 8);
+}
 
 /* Reads a varint at *p (< end); returns 0 and advances *p, or -1 with an exception set. */
 static int read_varint(const unsigned char *buf, Py_ssize_t *p, Py_ssize_t end, uint64_t *out) {
@@ -200,10 +208,8 @@ static PyObject *encode_records(PyObject *self, PyObject *args) {
         if (buf_byte(&payload, 0x0A) < 0 || buf_varint(&payload, (uint64_t)body.len) < 0 ||
             buf_put(&payload, body.data, body.len) < 0)
             goto done;
-        Py_ssize_t klen = key_f >= 0 ? key_e - key_s : 0;
-        if (buf_byte(&keys, (unsigned char)flags) < 0 || buf_u32be(&keys, (uint32_t)body.len) < 0 ||
-            buf_u32be(&keys, (uint32_t)klen) < 0 ||
-            (klen && buf_put(&keys, req + key_s, klen) < 0))
+        if (key_f >= 0 && (buf_u64be(&keys, fnv1a64(req + key_s, key_e - key_s)) < 0 ||
+                           buf_u64be(&keys, first_entry + (uint64_t)count) < 0))
             goto done;
         Py_ssize_t size = body.len - idlen;
         if (size > max_size) { max_size = size; max_index = count; }
@@ -438,7 +444,36 @@ done:
     return result;
 }
 
+/* key_hash(key) -> the index hash of a key (FNV-1a, 64 bits) */
+static PyObject *key_hash(PyObject *self, PyObject *arg) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    uint64_t h = fnv1a64(view.buf, view.len);
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLongLong(h);
+}
+
+static int entry_cmp(const void *a, const void *b) { return memcmp(a, b, 16); }
+
+/* sort_index(block) -> the block's 16-byte entries (hash, entry id) in byte order */
+static PyObject *sort_index(PyObject *self, PyObject *arg) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    if (view.len % 16) {
+        PyBuffer_Release(&view);
+        malformed("key index block is not a whole number of entries");
+        return NULL;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(view.buf, view.len);
+    PyBuffer_Release(&view);
+    if (!out) return NULL;
+    qsort(PyBytes_AS_STRING(out), (size_t)(PyBytes_GET_SIZE(out) / 16), 16, entry_cmp);
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"key_hash", key_hash, METH_O, "The key index's hash of a key."},
+    {"sort_index", sort_index, METH_O, "Key index entries in byte order."},
     {"encode_records", encode_records, METH_VARARGS, "Records of a PublishRequest as messages."},
     {"walk", walk, METH_VARARGS, "Message records of a payload."},
     {"span", span, METH_VARARGS, "Byte range of the records in an id range."},

@@ -128,6 +128,26 @@ def _message(
     return bytes(out), flags, key, signed
 
 
+_FNV_OFFSET = 0xCBF29CE484222325
+_FNV_PRIME = 0x100000001B3
+
+
+def key_hash(key: bytes) -> int:
+    """FNV-1a, 64 bits: the key index's hash of a key (equal keys, equal hashes; a
+    collision is resolved by comparing the stored key)."""
+    h = _FNV_OFFSET
+    for b in key:
+        h = ((h ^ b) * _FNV_PRIME) & (_U64 - 1)
+    return h
+
+
+def sort_index(block: bytes) -> bytes:
+    """A key index block's 16-byte entries (hash, entry id) in byte order."""
+    if len(block) % 16:
+        raise MalformedPayload("key index block is not a whole number of entries")
+    return b"".join(sorted(block[i : i + 16] for i in range(0, len(block), 16)))
+
+
 def encode_records(
     request: bytes,
     pos: int,
@@ -140,9 +160,11 @@ def encode_records(
     """Encode the Records of ``request[pos:]`` (PublishRequest field 2) as message records.
 
     Stops after ``max_count`` records, or after the record that brings the payload to
-    ``room`` bytes or more. Returns ``(payload, key block, count, next pos, max event
+    ``room`` bytes or more. Returns ``(payload, index block, count, next pos, max event
     time, largest record size, its index)``; sizes are the message bytes without the id
-    field (what ``max.message.bytes`` limits). Fields other than 2 are skipped.
+    field (what ``max.message.bytes`` limits). Fields other than 2 are skipped. The
+    index block holds, per keyed record, ``key_hash(key)`` and its entry id (two
+    big-endian u64): what ``storage.key_index`` stores beside the batch.
     """
     end = len(request)
     if pos < 0 or pos > end:
@@ -168,12 +190,8 @@ def encode_records(
         put_varint(payload, len(body))
         payload += body
         size = len(body) - len(ident)
-        keyblock += (
-            bytes([flags])
-            + len(body).to_bytes(4, "big")
-            + (len(key) if key is not None else 0).to_bytes(4, "big")
-            + (key or b"")
-        )
+        if key is not None:
+            keyblock += key_hash(key).to_bytes(8, "big") + (first_entry + count).to_bytes(8, "big")
         if size > max_size:
             max_size, max_index = size, count
         max_event = max(max_event, event)

@@ -1119,6 +1119,60 @@ class GetLastMessageIdResponse(_message.Message):
 Global___GetLastMessageIdResponse: _TypeAlias = GetLastMessageIdResponse  # noqa: Y015
 
 @_typing.final
+class GetKeyHistoryRequest(_message.Message):
+    """Every raw message of one key, oldest first, tombstones included (LEDGER: through the
+    key index the append path keeps; SEGMENTED: what the log still holds).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    KEY_FIELD_NUMBER: _builtins.int
+    MAX_MESSAGES_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    key: _builtins.bytes
+    max_messages: _builtins.int
+    """0 = no limit (a response still stops before 4 MiB)"""
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+        key: _builtins.bytes = ...,
+        max_messages: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "max_messages", b"max_messages", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetKeyHistoryRequest: _TypeAlias = GetKeyHistoryRequest  # noqa: Y015
+
+@_typing.final
+class GetKeyHistoryResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    TRUNCATED_FIELD_NUMBER: _builtins.int
+    truncated: _builtins.bool
+    """more messages of the key exist than were returned"""
+    @_builtins.property
+    def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___Message]: ...
+    def __init__(
+        self,
+        *,
+        messages: _abc.Iterable[Global___Message] | None = ...,
+        truncated: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["messages", b"messages", "truncated", b"truncated"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetKeyHistoryResponse: _TypeAlias = GetKeyHistoryResponse  # noqa: Y015
+
+@_typing.final
 class LedgerRange(_message.Message):
     """---- CompactionEngine: compaction runs driven from outside the server ----------------
     The Spark engine (like Pulsar's standalone compactor) plans from the server's layout,

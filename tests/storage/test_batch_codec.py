@@ -89,15 +89,9 @@ def key_flags(key: bytes | None, value: bytes | None) -> int:
     return (batch.HAS_KEY if key is not None else 0) | (present if value is not None else 0)
 
 
-def key_block(first: int, block: bytes) -> list[tuple[int, int, int, bytes | None]]:
-    """(entry, flags, size, key) per entry: flags u8, size u32, klen u32, key (big-endian)."""
-    out, pos = [], 0
-    while pos < len(block):
-        flags, size, klen = struct.unpack_from(">BII", block, pos)
-        key = block[pos + 9 : pos + 9 + klen]
-        out.append((first + len(out), flags, size, key if flags & batch.HAS_KEY else None))
-        pos += 9 + klen
-    return out
+def index_entries(block: bytes) -> list[tuple[int, int]]:
+    """(key hash, entry id) per keyed record: two big-endian u64 each."""
+    return [struct.unpack_from(">QQ", block, pos) for pos in range(0, len(block), 16)]
 
 
 def _size_without_id(msg: pb.Message) -> int:
@@ -257,9 +251,8 @@ def test_encode_records_matches_protobuf(
     assert list(pb.ReadResponse.FromString(run.payload).messages) == want
     if all(len(r.properties or {}) <= 1 for r in recs):  # else protobuf's map order is its own
         assert run.payload == pb.ReadResponse(messages=want).SerializeToString()
-    assert key_block(first, run.key_block) == [
-        (first + i, key_flags(r.key, r.value), m.ByteSize(), r.key)
-        for i, (r, m) in enumerate(zip(recs, want, strict=True))
+    assert index_entries(run.index_block) == [
+        (PY.key_hash(r.key), first + i) for i, r in enumerate(recs) if r.key is not None
     ]
     sizes = [_size_without_id(m) for m in want]
     assert run.max_size == max(sizes, default=-1)
@@ -293,7 +286,7 @@ def test_split_calls_concatenate_to_one(
         assert run.count == max_count or len(run.payload) >= room
         pos = run.next_pos
     assert b"".join(p.payload for p in parts) == whole.payload
-    assert b"".join(p.key_block for p in parts) == whole.key_block
+    assert b"".join(p.index_block for p in parts) == whole.index_block
     assert sum(p.count for p in parts) == whole.count == len(recs)
     assert max(p.max_event_time_ms for p in parts) == whole.max_event_time_ms
     assert max(p.max_size for p in parts) == whole.max_size
@@ -487,3 +480,32 @@ def test_id_runs_match_protobuf(twin: ModuleType, runs: list[tuple[int, int, int
     got = twin.id_runs(runs)
     assert got == PY.id_runs(runs) == batch.id_runs(runs) == want.SerializeToString()
     assert pb.PublishResponse.FromString(got) == want
+
+
+# ---- key index helpers ------------------------------------------------------------------
+
+
+@FAST
+@given(st.binary(max_size=40))
+def test_key_hash_is_fnv1a_in_both_twins(twin: ModuleType, key: bytes) -> None:
+    assert twin.key_hash(key) == PY.key_hash(key) == twin.key_hash(memoryview(key))
+    assert 0 <= twin.key_hash(key) < 2**64
+
+
+def test_key_hash_known_values(twin: ModuleType) -> None:
+    assert twin.key_hash(b"") == 0xCBF29CE484222325  # FNV-1a 64 test vectors
+    assert twin.key_hash(b"a") == 0xAF63DC4C8601EC8C
+    assert twin.key_hash(b"foobar") == 0x85944171F73967E8
+
+
+@FAST
+@given(st.lists(st.tuples(st.integers(0, 2**64 - 1), st.integers(0, 2**64 - 1)), max_size=40))
+def test_sort_index_sorts_entries(twin: ModuleType, entries: list[tuple[int, int]]) -> None:
+    block = b"".join(struct.pack(">QQ", h, e) for h, e in entries)
+    assert twin.sort_index(block) == PY.sort_index(block)
+    assert index_entries(twin.sort_index(block)) == sorted(entries)
+
+
+def test_sort_index_refuses_a_torn_block(twin: ModuleType) -> None:
+    with pytest.raises(PY.MalformedPayload):
+        twin.sort_index(b"x" * 17)
