@@ -274,7 +274,9 @@ class Client(Closeable):
         self._check_open()
         req = pb.GetKeyHistoryRequest(topic=topic, key=key, max_messages=max_messages)
         resp = call(
-            "GetKeyHistory", self.address, lambda: self._log.GetKeyHistory(req, timeout=self.timeout)
+            "GetKeyHistory",
+            self.address,
+            lambda: self._log.GetKeyHistory(req, timeout=self.timeout),
         )
         return [cv.message_from_pb(m) for m in resp.messages]
 

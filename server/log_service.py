@@ -247,7 +247,6 @@ class LogService:
             id_to_pb(last, resp.id)
         return resp
 
-
     @rpc_async
     async def GetKeyHistory(self, request: pb.GetKeyHistoryRequest, context: Context) -> bytes:
         """Stored message records spliced into the response, as Read does."""

@@ -107,9 +107,9 @@ def scanned_history(log: TopicLog, key: bytes, limit: int = 0) -> KeyHistory:
         payload = codec.payload_of(data, header)
         where = f"topic {log.name!r} at {header.first_id}"
         for lid, entry, _flags, k, s, e in codec.walk(payload, where):
-            if k == key and start <= MessageId(lid, entry) <= end:
-                if not out.add(bytes(payload[s:e]), limit):
-                    return out
+            wanted = k == key and start <= MessageId(lid, entry) <= end
+            if wanted and not out.add(bytes(payload[s:e]), limit):
+                return out
     return out
 
 

@@ -20,7 +20,7 @@ numeric order and one ledger is one contiguous key range).
     b"X" ledger_id:u64 0x00 first_entry:u64
                                          -> index block   the key index of the batch at
                                                           E ledger first_entry (written with it)
-    b"X" ledger_id:u64 0x01 run_first:u64 hash:u64 entry:u64
+    b"X" ledger_id:u64 0x01 run_first:u64 hash:u32 entry:u64
                                          -> index chunk   a merged run of a ledger's key index,
                                                           sorted; the key names its last entry
 
@@ -89,7 +89,7 @@ KEY_INDEX_KEY = b"\x00key_index"
 KEY_INDEX_VERSION = b"1"
 _X_LEDGER = struct.Struct(">cQ")
 _X_BLOCK = struct.Struct(">cQBQ")
-_X_CHUNK = struct.Struct(">cQBQQQ")
+_X_CHUNK = struct.Struct(">cQBQIQ")
 INDEX_BLOCK, INDEX_RUN = 0, 1
 
 

@@ -4,8 +4,8 @@ The hot path: the raw bytes of a ``PublishRequest`` go through the batch codec's
 compiled twin (ids, publish time, event-time defaults) straight into one batch per
 ledger the request touches (one, unless the current ledger rolls over mid-request),
 all in one RocksDB WriteBatch, each batch with its key index block (one more put per
-batch, emitted by the same encoder; ``storage/key_index.py``). Ids come back as runs ``(ledger, first entry, count)``,
-never one object per message.
+batch, emitted by the same encoder; ``storage/key_index.py``). Ids come back as runs
+``(ledger, first entry, count)``, never one object per message.
 """
 
 from __future__ import annotations

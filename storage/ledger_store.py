@@ -30,7 +30,7 @@ from compactlog.storage.codec import ROLE_COMPACTED, ROLE_RAW, LedgerMeta
 from compactlog.storage.config import LedgerTopicConfig, ServerSettings, effective_topic_config
 from compactlog.storage.cursor import COMPACTED_LEDGER_PROPERTY
 from compactlog.storage.group_commit import GroupCommit
-from compactlog.storage.key_index import backfill
+from compactlog.storage.key_index import build_missing
 from compactlog.storage.key_indexer import IndexedLedger, KeyIndexer
 from compactlog.storage.ledger_append import PendingAppend, build_append, compacted_batch
 from compactlog.storage.ledger_cursors import LedgerCursors
@@ -64,7 +64,11 @@ class LedgerStore(LedgerScans, LedgerCursors):
         self.changes = ChangeListeners()
         try:
             self._load()
-            self._backfill_key_index()
+            built = build_missing(
+                self.db, [led.ledger_id for t in self._topics.values() for led in t.ledgers]
+            )
+            if built:
+                log.info("key index built for %d batches written before it existed", built)
         except BaseException:
             self.group_commit.close()
             self.db.close()
@@ -83,18 +87,6 @@ class LedgerStore(LedgerScans, LedgerCursors):
         self._ledgers = state.ledgers
         self._topics = state.topics
         self._offline = state.offline
-
-    def _backfill_key_index(self) -> None:
-        """A store written before the key index existed gets one, once, at start-up."""
-        if self.db.get(keys.KEY_INDEX_KEY) == keys.KEY_INDEX_VERSION:
-            return
-        batch = Batch()
-        raw = [led.ledger_id for t in self._topics.values() for led in t.ledgers]
-        written = backfill(self.db, raw, batch)
-        batch.put(keys.KEY_INDEX_KEY, keys.KEY_INDEX_VERSION)
-        self.db.write(batch, sync=True)
-        if written:
-            log.info("key index built for %d batches of %d ledgers", written, len(raw))
 
     def _index_state(self, ledger_id: int) -> IndexedLedger | None:
         """What the key indexer needs to merge a raw ledger's index safely."""

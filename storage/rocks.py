@@ -205,7 +205,6 @@ class RocksReads:
         self._check_status(it, end)
         return None
 
-
     def seeker(self, end: bytes) -> Seeker:
         """One point-in-time iterator below ``end`` that may be sought many times (a key
         index lookup sees one ledger's index as one consistent state)."""

@@ -92,7 +92,15 @@ def test_segmented_history_is_what_the_log_still_holds(api: Api, unique_topic: s
     for n in range(6):
         api.publish(unique_topic, [(b"a", b"%d" % n), (b"b", b"%d" % n)])
     api.publish(unique_topic, [(b"a", None)])
-    assert [v for _i, _k, v in api.rows(unique_topic, b"a")] == [b"0", b"1", b"2", b"3", b"4", b"5", None]
+    assert [v for _i, _k, v in api.rows(unique_topic, b"a")] == [
+        b"0",
+        b"1",
+        b"2",
+        b"3",
+        b"4",
+        b"5",
+        None,
+    ]
     api.admin.DeleteRecords(pb.DeleteRecordsRequest(topic=unique_topic, before_offset=4))
     api.admin.Compact(pb.CompactRequest(topic=unique_topic, wait=True), timeout=60)
     held = [r for r in api.raw(unique_topic) if r[1] == b"a"]
@@ -115,7 +123,9 @@ OPS = st.lists(
 @pytest.mark.parametrize("kind", [pb.LEDGER, pb.SEGMENTED])
 @settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
 @given(ops=OPS)
-def test_history_of_every_key_equals_the_model(api: Api, kind: int, ops: list[tuple[str, object]]) -> None:
+def test_history_of_every_key_equals_the_model(
+    api: Api, kind: int, ops: list[tuple[str, object]]
+) -> None:
     topic = "kh-" + os.urandom(6).hex()
     if kind == pb.LEDGER:
         api.create(topic, kind, ledger_max_entries="3", retention_bytes="1")
@@ -125,9 +135,13 @@ def test_history_of_every_key_equals_the_model(api: Api, kind: int, ops: list[tu
     for op, arg in ops:
         if op == "publish":
             pairs = arg  # type: ignore[assignment]
-            req = pb.PublishRequest(topic=topic, records=[pb.Record(key=k, value=v) for k, v in pairs])  # type: ignore[attr-defined]
+            req = pb.PublishRequest(
+                topic=topic, records=[pb.Record(key=k, value=v) for k, v in pairs]
+            )  # type: ignore[attr-defined]
             ids = api.log.Publish(req, timeout=30).ids
-            model += [((i.ledger_id, i.entry_id), k, v) for i, (k, v) in zip(ids, pairs, strict=True)]  # type: ignore[call-overload]
+            model += [
+                ((i.ledger_id, i.entry_id), k, v) for i, (k, v) in zip(ids, pairs, strict=True)
+            ]  # type: ignore[call-overload]
         elif op == "compact":
             api.admin.Compact(pb.CompactRequest(topic=topic, wait=True), timeout=60)
         elif op == "retention":
@@ -144,7 +158,9 @@ def test_history_of_every_key_equals_the_model(api: Api, kind: int, ops: list[tu
     api.admin.DeleteTopic(pb.DeleteTopicRequest(name=topic))
 
 
-def test_kill_9_while_publishing_keeps_every_acknowledged_message(server_factory, unique_topic: str) -> None:  # type: ignore[no-untyped-def]
+def test_kill_9_while_publishing_keeps_every_acknowledged_message(
+    server_factory, unique_topic: str
+) -> None:  # type: ignore[no-untyped-def]
     server = server_factory()
     api = Api(server.address)
     api.create(unique_topic, ledger_max_entries="700")
@@ -156,10 +172,17 @@ def test_kill_9_while_publishing_keeps_every_acknowledged_message(server_factory
         while not stop.is_set():
             pairs = [(b"k%d" % (i % 13), b"%d" % (n + i)) for i in range(50)]
             try:
-                ids = api.log.Publish(pb.PublishRequest(topic=unique_topic, records=[pb.Record(key=k, value=v) for k, v in pairs]), timeout=5).ids
+                ids = api.log.Publish(
+                    pb.PublishRequest(
+                        topic=unique_topic, records=[pb.Record(key=k, value=v) for k, v in pairs]
+                    ),
+                    timeout=5,
+                ).ids
             except grpc.RpcError:
                 return
-            acked.extend(((i.ledger_id, i.entry_id), k, v) for i, (k, v) in zip(ids, pairs, strict=True))
+            acked.extend(
+                ((i.ledger_id, i.entry_id), k, v) for i, (k, v) in zip(ids, pairs, strict=True)
+            )
             n += 50
 
     worker = threading.Thread(target=publish)
@@ -192,7 +215,16 @@ def test_cli_history(module_server, unique_topic: str, api: Api) -> None:  # typ
     lines = [line.split(" ", 1) for line in out.stdout.splitlines()]
     assert [rest for _id, rest in lines] == ["key=user-1 value=alice", "key=user-1 value=null"]
     assert [i.split(":")[1] for i, _rest in lines] == ["0", "2"]
-    out = subprocess.run([*cli, unique_topic, "user-1", "--limit", "1", "--json"], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [*cli, unique_topic, "user-1", "--limit", "1", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0 and out.stdout.count("\n") == 1 and '"value": "alice"' in out.stdout
     out = subprocess.run([*cli, "missing-topic", "k"], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 1 and out.stderr.startswith("compactlog: error:") and "Traceback" not in out.stderr
+    assert (
+        out.returncode == 1
+        and out.stderr.startswith("compactlog: error:")
+        and "Traceback" not in out.stderr
+    )

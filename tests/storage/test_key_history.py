@@ -4,6 +4,7 @@ the KeyIndexer, deleted with its ledgers, rebuilt for stores written before it."
 from __future__ import annotations
 
 import gc
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -51,12 +52,16 @@ def expected(model: Model, key: bytes) -> Model:
     return [m for m in model if m[1] == key]
 
 
-def publish(store: LedgerStore, topic: str, model: Model, pairs: list[tuple[bytes | None, bytes | None]]) -> None:
+def publish(
+    store: LedgerStore, topic: str, model: Model, pairs: list[tuple[bytes | None, bytes | None]]
+) -> None:
     ids = store.append(topic, [Record(k, v) for k, v in pairs])
     model += [(i, k, v) for i, (k, v) in zip(ids, pairs, strict=True)]
 
 
-def test_history_of_a_key_oldest_first_with_tombstones(open_store: Callable[[], LedgerStore]) -> None:
+def test_history_of_a_key_oldest_first_with_tombstones(
+    open_store: Callable[[], LedgerStore],
+) -> None:
     store = open_store()
     store.create_topic("t", {"ledger.max.entries": "4"})
     model: Model = []
@@ -98,7 +103,12 @@ def test_index_goes_with_retention_and_topic_delete(open_store: Callable[[], Led
     assert list(store.db.scan_keys(*keys.key_index_all())) == []
 
 
-def test_merges_keep_every_entry_and_end_as_one_run(open_store: Callable[[], LedgerStore]) -> None:
+@pytest.mark.parametrize("blocks, chunk", [(4, 3), (64, 512)])
+def test_merges_keep_every_entry_and_end_as_one_run(
+    open_store: Callable[[], LedgerStore], monkeypatch: pytest.MonkeyPatch, blocks: int, chunk: int
+) -> None:
+    monkeypatch.setattr(key_index, "BLOCKS_BEFORE_MERGE", blocks)
+    monkeypatch.setattr(key_index, "CHUNK_ENTRIES", chunk)
     store = open_store()
     store.create_topic("t", {"ledger.max.entries": "5000"})
     model: Model = []
@@ -106,7 +116,8 @@ def test_merges_keep_every_entry_and_end_as_one_run(open_store: Callable[[], Led
         publish(store, "t", model, [(b"k%d" % (i % 37), b"%d" % n) for i in range(n % 7 + 1)])
         store.key_indexer.drain()
     shape = key_index.shape(store.db, 1)
-    assert len(shape.blocks) < key_index.BLOCKS_BEFORE_MERGE and len(shape.runs) <= 6
+    assert len(shape.blocks) < blocks and len(shape.runs) <= 8
+    assert store.key_indexer.merges > (0 if blocks < 60 else -1)
     for k in range(37):
         assert history(store, "t", b"k%d" % k) == expected(model, b"k%d" % k)
     store = open_store()  # reopened: the ledger is sealed and merges into one run
@@ -152,7 +163,9 @@ OPS = st.lists(
 )
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(OPS)
 def test_history_equals_the_model_for_random_sequences(
     open_store: Callable[[], LedgerStore], ops: list[tuple[str, object]]
@@ -178,3 +191,20 @@ def test_history_equals_the_model_for_random_sequences(
         assert history(store, "t", key) == want
         scanned = scanned_history(LedgerTopicLog(store, "t"), key).records
         assert [codec.decode_message(r).id for r in scanned] == [m[0] for m in want]
+
+
+def test_the_indexer_merges_on_its_own_once_appends_pause(
+    open_store: Callable[[], LedgerStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(key_index, "BLOCKS_BEFORE_MERGE", 4)
+    store = open_store()
+    store.create_topic("t", {})
+    model: Model = []
+    for n in range(6):
+        publish(store, "t", model, [(b"k", b"%d" % n), (b"j", b"%d" % n)])
+    deadline = time.monotonic() + 10
+    while key_index.shape(store.db, 1).blocks and time.monotonic() < deadline:
+        time.sleep(0.02)
+    shape = key_index.shape(store.db, 1)
+    assert (len(shape.blocks), len(shape.runs)) == (0, 1)
+    assert history(store, "t", b"k") == expected(model, b"k")
