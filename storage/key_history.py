@@ -57,23 +57,22 @@ class KeyHistory:
 def _ledger_records(
     store: LedgerStore, name: str, ledger_id: int, entries: list[int], key: bytes
 ) -> Iterator[bytes]:
-    """The records of ``entries`` (ascending) of one ledger whose key is ``key``."""
+    """The records of ``entries`` (ascending) of one ledger whose key is ``key``: each
+    found by position in its checked batch (ids are contiguous in a raw batch), never by
+    walking the whole batch."""
     at = 0
     while at < len(entries):
         found = store.batch_at(ledger_id, entries[at])
         if found is None:  # past the ledger's end (a deleted ledger): nothing more here
             return
         first, data, header = found
-        end = first + header.count
-        wanted = set()
-        while at < len(entries) and entries[at] < end:
-            wanted.add(entries[at])
-            at += 1
-        payload = codec.payload_of(data, header)
         where = f"topic {name!r} ledger {ledger_id} entry {first}"
-        for _lid, entry, _flags, k, s, e in codec.walk(payload, where):
-            if entry in wanted and k == key:
-                yield bytes(payload[s:e])
+        while at < len(entries) and entries[at] < first + header.count:
+            wanted = MessageId(ledger_id, entries[at])
+            record, count, _last = codec.select(data, header, wanted, wanted, 1, where)
+            at += 1
+            if count == 1 and codec.walk(record, where)[0][3] == key:
+                yield bytes(record)
 
 
 def ledger_history(store: LedgerStore, name: str, key: bytes, limit: int = 0) -> KeyHistory:
