@@ -228,3 +228,16 @@ def test_cli_history(module_server, unique_topic: str, api: Api) -> None:  # typ
         and out.stderr.startswith("compactlog: error:")
         and "Traceback" not in out.stderr
     )
+
+
+def test_client_library_get_key_history(module_server, unique_topic: str, api: Api) -> None:  # type: ignore[no-untyped-def]
+    from compactlog.client import Client, TopicNotFound
+
+    api.create(unique_topic)
+    api.publish(unique_topic, [(b"k", b"1"), (b"j", b"x"), (b"k", None)])
+    with Client(module_server.address) as client:
+        got = client.get_key_history(unique_topic, b"k")
+        assert [(m.key, m.value) for m in got] == [(b"k", b"1"), (b"k", None)]
+        assert len(client.get_key_history(unique_topic, b"k", max_messages=1)) == 1
+        with pytest.raises(TopicNotFound):
+            client.get_key_history("no-such-topic", b"k")

@@ -208,3 +208,15 @@ def test_the_indexer_merges_on_its_own_once_appends_pause(
     shape = key_index.shape(store.db, 1)
     assert (len(shape.blocks), len(shape.runs)) == (0, 1)
     assert history(store, "t", b"k") == expected(model, b"k")
+
+
+def test_an_answer_stops_before_the_response_cap() -> None:
+    from compactlog.storage.key_history import KeyHistory
+    from compactlog.storage.read_range import MAX_RESPONSE_BYTES
+
+    found = KeyHistory()
+    big = b"x" * (MAX_RESPONSE_BYTES // 3)
+    assert found.add(big, 0) and found.add(big, 0) and found.add(big, 0)
+    assert not found.add(big, 0) and found.truncated and len(found.records) == 3
+    alone = KeyHistory()
+    assert alone.add(b"y" * (MAX_RESPONSE_BYTES + 1), 0)  # one message alone may exceed it
