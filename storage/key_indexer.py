@@ -19,12 +19,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from typing import Any
 
 from compactlog.errors import CompactlogError
 from compactlog.storage import key_index
+from compactlog.storage.codec import LedgerMeta
 from compactlog.storage.rocks import RocksDB
 
 log = logging.getLogger(__name__)
@@ -67,6 +68,14 @@ class KeyIndexer:
                 self._dirty.add(ledger_id)
                 if len(self._dirty) in (1, self._max_backlog):
                     self._cond.notify()
+
+    def appended(self, before: LedgerMeta | None, runs: Iterable[tuple[int, int, int]]) -> None:
+        """An append wrote ``runs``; ``before`` was the topic's current ledger, which the
+        append sealed if it rolled over (its index then ends as one run)."""
+        if before is not None and before.sealed:
+            self.dirty(before.ledger_id)
+        for lid, _first, _count in runs:
+            self.dirty(lid)
 
     def _due_in(self, now: float) -> float:
         """Seconds until the dirty ledgers are due (0: now), under the lock."""

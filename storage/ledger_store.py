@@ -32,6 +32,7 @@ from compactlog.storage.cursor import COMPACTED_LEDGER_PROPERTY
 from compactlog.storage.group_commit import GroupCommit
 from compactlog.storage.key_index import build_missing
 from compactlog.storage.key_indexer import IndexedLedger, KeyIndexer
+from compactlog.storage.ledger_across import append_across
 from compactlog.storage.ledger_append import PendingAppend, build_append, compacted_batch
 from compactlog.storage.ledger_cursors import LedgerCursors
 from compactlog.storage.ledger_load import load_ledgers
@@ -297,7 +298,7 @@ class LedgerStore(LedgerScans, LedgerCursors):
         """``append_request_start`` for domain records: they take the wire encoder's path."""
         return self.append_request_start(name, codec.records_to_request(records))
 
-    def append_request_start(self, name: str, request: bytes) -> PendingAppend:
+    def append_request_start(self, name: str, request: bytes, partition: int = 0) -> PendingAppend:
         """Write the records of a raw ``PublishRequest`` to the WAL now; ``wait()`` on the
         result for durability.
 
@@ -312,7 +313,7 @@ class LedgerStore(LedgerScans, LedgerCursors):
             undo = topic.undo_point()
             before = topic.current
             try:
-                runs, batch = build_append(topic, request, now, self._allocate_ledger)
+                runs, batch = build_append(topic, request, now, self._allocate_ledger, partition)
                 if runs:
                     self.db.write(batch)
             except BaseException:
@@ -320,16 +321,17 @@ class LedgerStore(LedgerScans, LedgerCursors):
                 raise
             if not runs:
                 return PendingAppend(self, topic, [], 0)
-            indexer = self.key_indexer
-            if before is not None and before.sealed:
-                indexer.dirty(before.ledger_id)  # rolled over: its index ends as one run
-            for lid, _first, _count in runs:
-                indexer.dirty(lid)
+            self.key_indexer.appended(before, runs)
             if self.fsync:
                 return PendingAppend(self, topic, runs, self.group_commit.ticket())
             lid, first, count = runs[-1]
             topic.confirm(MessageId(lid, first + count - 1))
             return PendingAppend(self, topic, runs, 0)
+
+    def append_across_start(self, parts: Sequence[tuple[str, bytes, int]]) -> list[PendingAppend]:
+        """Append ``(topic, PublishRequest bytes, partition)`` parts in ONE RocksDB write:
+        all of them or none, also across a crash (``storage.ledger_across``)."""
+        return append_across(self, parts, int(self.clock() * 1000), self._allocate_ledger)
 
     # ---- status blobs (compaction status survives restarts) -------------------------
 

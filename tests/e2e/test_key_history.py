@@ -241,3 +241,25 @@ def test_client_library_get_key_history(module_server, unique_topic: str, api: A
         assert len(client.get_key_history(unique_topic, b"k", max_messages=1)) == 1
         with pytest.raises(TopicNotFound):
             client.get_key_history("no-such-topic", b"k")
+
+
+@pytest.mark.parametrize("kind", [pb.LEDGER, pb.SEGMENTED])
+def test_partitioned_topic_history_covers_its_partitions(
+    api: Api, unique_topic: str, kind: int
+) -> None:
+    req = pb.CreateTopicRequest(name=unique_topic, kind=kind, partitions=3)
+    api.admin.CreateTopic(req)
+    sent: dict[bytes, list[bytes]] = {}
+    for n in range(4):
+        pairs = [(b"key-%d" % k, b"%d-%d" % (k, n)) for k in range(6)]
+        api.publish(unique_topic, pairs)
+        for k, v in pairs:
+            sent.setdefault(k, []).append(v)
+    for key, values in sent.items():
+        got = api.history(unique_topic, key).messages
+        assert [m.value for m in got] == values
+        assert len({m.id.partition for m in got}) == 1  # one key, one partition
+        part = f"{unique_topic}-partition-{got[0].id.partition}"
+        assert [m.value for m in api.history(part, key).messages] == values
+    assert len(api.history(unique_topic, b"key-1", 2).messages) == 2
+    assert api.history(unique_topic, b"key-1", 2).truncated
