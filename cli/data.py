@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import base64
 import binascii
+import datetime
 import json
 import sys
 from collections.abc import Iterator
@@ -115,7 +116,48 @@ def add_parsers(commands: Any) -> None:
         help="stop after N messages (0 = no limit)",
     )
     read.add_argument("--json", action="store_true", help="one JSON object per line")
+    past = read.add_mutually_exclusive_group()
+    past.add_argument(
+        "--as-of",
+        metavar="LEDGER:ENTRY",
+        type=parse_id,
+        default=None,
+        help="with --compacted: the compacted view as of this id (LEDGER topics)",
+    )
+    past.add_argument(
+        "--as-of-time",
+        metavar="TIME",
+        type=parse_time_ms,
+        default=None,
+        help="with --compacted: as of the last id published at or before TIME "
+        "(ISO 8601, e.g. 2026-11-23T21:00:00Z, or epoch milliseconds)",
+    )
     read.set_defaults(func=read_cmd)
+
+
+def parse_id(text: str) -> MessageId:
+    """argparse type for ``--as-of``: LEDGER:ENTRY."""
+    ledger, sep, entry = text.strip().partition(":")
+    if sep and ledger.isdigit() and entry.isdigit():
+        return MessageId(int(ledger), int(entry))
+    raise argparse.ArgumentTypeError(f"expected LEDGER:ENTRY (e.g. 1:0), got {text!r}")
+
+
+def parse_time_ms(text: str) -> int:
+    """argparse type for ``--as-of-time``: epoch milliseconds or an ISO 8601 time (UTC
+    when it names no zone)."""
+    text = text.strip()
+    if text.isdigit():
+        return int(text)
+    try:
+        when = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected an ISO 8601 time or epoch milliseconds, got {text!r}"
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.UTC)
+    return int(when.timestamp() * 1000)
 
 
 def parse_start(text: str) -> str | MessageId:
@@ -274,6 +316,8 @@ def read_cmd(args: argparse.Namespace) -> int:
             read_compacted=args.compacted,
             follow=args.follow,
             max_messages=args.limit,
+            as_of=args.as_of,
+            as_of_time_ms=args.as_of_time,
         ) as reader,
     ):
         for count, msg in enumerate(reader, start=1):

@@ -108,7 +108,11 @@ class PartitionedCalls:
         latest = start_position(request.initial_position) == pb.LATEST
         cursors: list[Cursor] = []
         for log in merged.logs:
-            cursors.append(await service._run(log.open_cursor, request.subscription, latest))
+            cursors.append(
+                await service._run(
+                    log.open_cursor, request.subscription, latest, request.read_compacted
+                )
+            )
         limit = request.max_messages or service.batch_size
         max_bytes = response_cap(request.max_bytes)
         loop = asyncio.get_running_loop()

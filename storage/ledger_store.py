@@ -33,7 +33,7 @@ from compactlog.storage.group_commit import GroupCommit
 from compactlog.storage.key_index import build_missing
 from compactlog.storage.key_indexer import IndexedLedger, KeyIndexer
 from compactlog.storage.ledger_across import append_across
-from compactlog.storage.ledger_append import PendingAppend, build_append, compacted_batch
+from compactlog.storage.ledger_append import PendingAppend, build_append, compacted_batch, live_only
 from compactlog.storage.ledger_cursors import LedgerCursors
 from compactlog.storage.ledger_load import load_ledgers
 from compactlog.storage.ledger_scans import KeyEntry, LedgerScans, StoredBatch
@@ -246,7 +246,9 @@ class LedgerStore(LedgerScans, LedgerCursors):
         first = entries[0][0]
         if first != meta.entries or entries[-1][0] != first + len(entries) - 1:
             raise StorageError(f"ledger {ledger_id}: appends must continue at {meta.entries}")
-        data = compacted_batch(ledger_id, [data for _pos, data, _key, _flags in entries])
+        data = compacted_batch(
+            ledger_id, [data for _pos, data, _key, _flags in entries], live_only(entries)
+        )
         meta.entries += len(entries)
         meta.bytes += len(data)
         batch = Batch()

@@ -886,6 +886,78 @@ class VerifyCompactionResponse(_message.Message):
 Global___VerifyCompactionResponse: _TypeAlias = VerifyCompactionResponse  # noqa: Y015
 
 @_typing.final
+class GetPartitionMapRequest(_message.Message):
+    """Where a topic's partitions live (CONTRACT section 9: `serve --shards N`). A client sends
+    a partition's traffic straight to its address; an empty address means the address the
+    map was asked at (a server without shards).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetPartitionMapRequest: _TypeAlias = GetPartitionMapRequest  # noqa: Y015
+
+@_typing.final
+class PartitionAddress(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PARTITION_FIELD_NUMBER: _builtins.int
+    TOPIC_FIELD_NUMBER: _builtins.int
+    ADDRESS_FIELD_NUMBER: _builtins.int
+    partition: _builtins.int
+    """-1: the topic is not partitioned"""
+    topic: _builtins.str
+    """the topic to name in calls there (NAME-partition-i, or NAME)"""
+    address: _builtins.str
+    """HOST:PORT of the owning process; "" = the address asked"""
+    def __init__(
+        self,
+        *,
+        partition: _builtins.int = ...,
+        topic: _builtins.str = ...,
+        address: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "partition", b"partition", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PartitionAddress: _TypeAlias = PartitionAddress  # noqa: Y015
+
+@_typing.final
+class GetPartitionMapResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PARTITIONS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___PartitionAddress]: ...
+    def __init__(
+        self,
+        *,
+        partitions: _abc.Iterable[Global___PartitionAddress] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["partitions", b"partitions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetPartitionMapResponse: _TypeAlias = GetPartitionMapResponse  # noqa: Y015
+
+@_typing.final
 class PublishRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -948,6 +1020,8 @@ class ReadRequest(_message.Message):
     MAX_MESSAGES_FIELD_NUMBER: _builtins.int
     FOLLOW_FIELD_NUMBER: _builtins.int
     MAX_BYTES_FIELD_NUMBER: _builtins.int
+    AS_OF_FIELD_NUMBER: _builtins.int
+    AS_OF_TIME_MS_FIELD_NUMBER: _builtins.int
     topic: _builtins.str
     position: Global___StartPosition.ValueType
     timestamp_ms: _builtins.int
@@ -961,9 +1035,20 @@ class ReadRequest(_message.Message):
     """The most bytes one response may hold, e.g. the client's gRPC receive limit (0: the
     server's 4 MiB). A message alone over it fails the read with RESOURCE_EXHAUSTED.
     """
+    as_of_time_ms: _builtins.int
+    """The same at the last id published at or before this time (epoch ms); as_of wins when
+    both are set.
+    """
     @_builtins.property
     def message_id(self) -> Global___MessageId:
         """inclusive"""
+
+    @_builtins.property
+    def as_of(self) -> Global___MessageId:
+        """With read_compacted (LEDGER topics): the compacted view of the raw log up to and
+        including this id, as a compaction at that point would have written it, whatever the
+        current horizon (docs/reading-the-past.md). Without read_compacted: INVALID_ARGUMENT.
+        """
 
     def __init__(
         self,
@@ -976,13 +1061,20 @@ class ReadRequest(_message.Message):
         max_messages: _builtins.int = ...,
         follow: _builtins.bool = ...,
         max_bytes: _builtins.int = ...,
+        as_of: Global___MessageId | None = ...,
+        as_of_time_ms: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["message_id", b"message_id", "position", b"position", "start", b"start", "timestamp_ms", b"timestamp_ms"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_as_of_time_ms", b"_as_of_time_ms", "as_of", b"as_of", "as_of_time_ms", b"as_of_time_ms", "message_id", b"message_id", "position", b"position", "start", b"start", "timestamp_ms", b"timestamp_ms"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["follow", b"follow", "max_bytes", b"max_bytes", "max_messages", b"max_messages", "message_id", b"message_id", "position", b"position", "read_compacted", b"read_compacted", "start", b"start", "timestamp_ms", b"timestamp_ms", "topic", b"topic"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_as_of_time_ms", b"_as_of_time_ms", "as_of", b"as_of", "as_of_time_ms", b"as_of_time_ms", "follow", b"follow", "max_bytes", b"max_bytes", "max_messages", b"max_messages", "message_id", b"message_id", "position", b"position", "read_compacted", b"read_compacted", "start", b"start", "timestamp_ms", b"timestamp_ms", "topic", b"topic"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__as_of_time_ms: _TypeAlias = _typing.Literal["as_of_time_ms"]  # noqa: Y015
+    _WhichOneofArgType__as_of_time_ms: _TypeAlias = _typing.Literal["_as_of_time_ms", b"_as_of_time_ms"]  # noqa: Y015
     _WhichOneofReturnType_start: _TypeAlias = _typing.Literal["position", "message_id", "timestamp_ms"]  # noqa: Y015
     _WhichOneofArgType_start: _TypeAlias = _typing.Literal["start", b"start"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__as_of_time_ms) -> _WhichOneofReturnType__as_of_time_ms | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType_start) -> _WhichOneofReturnType_start | None: ...
 
 Global___ReadRequest: _TypeAlias = ReadRequest  # noqa: Y015
