@@ -263,3 +263,17 @@ def test_partitioned_topic_history_covers_its_partitions(
         assert [m.value for m in api.history(part, key).messages] == values
     assert len(api.history(unique_topic, b"key-1", 2).messages) == 2
     assert api.history(unique_topic, b"key-1", 2).truncated
+
+
+@pytest.mark.slow
+def test_history_through_the_front_of_a_sharded_server(server_factory) -> None:  # type: ignore[no-untyped-def]
+    srv = server_factory(extra_args=["--shards", "2"])
+    api = Api(srv.address)
+    try:
+        for i, kind in enumerate([pb.LEDGER, pb.SEGMENTED, pb.LEDGER, pb.SEGMENTED]):
+            name = f"kh-{i}"
+            api.create(name, kind)
+            api.publish(name, [(b"k", b"1"), (b"j", b"2"), (b"k", b"3")])
+            assert [m.value for m in api.history(name, b"k").messages] == [b"1", b"3"]
+    finally:
+        api.close()
