@@ -28,6 +28,7 @@ from compactlog.cli import admin as cli_admin
 from compactlog.cli import data as cli_data
 from compactlog.cli import export as cli_export
 from compactlog.cli import offline as cli_offline
+from compactlog.cli import subscriptions as cli_subscriptions
 from compactlog.cli import topics as cli_topics
 from compactlog.cli.common import (
     DEFAULT_DATA_DIR,
@@ -108,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_data.add_parsers(commands)
     cli_export.add_parser(commands)
     cli_offline.add_parsers(commands)
+    cli_subscriptions.add_parser(commands)
 
     admin = commands.add_parser("admin", help="administrative operations")
     admin_sub = admin.add_subparsers(dest="admin_command", metavar="AREA", required=True)

@@ -83,7 +83,28 @@ class TopicLog(Protocol):
         """Checked batches holding the view's messages ``start <= id <= stop``."""
         ...
 
-    def open_cursor(self, subscription: str, latest: bool) -> Cursor: ...
+    def open_cursor(
+        self, subscription: str, latest: bool, properties: dict[str, str] | None = None
+    ) -> Cursor:
+        """The subscription's cursor, created on first use (at the end when ``latest``,
+        with ``properties``)."""
+        ...
+
+    def subscriptions(self) -> list[Cursor]:
+        """Every subscription of the topic, by name (the server's own included)."""
+        ...
+
+    def delete_subscription(self, subscription: str) -> None:
+        """Drop a subscription and its acknowledgements (SubscriptionNotFound if none)."""
+        ...
+
+    def reset_subscription(self, subscription: str, start: MessageId) -> Cursor:
+        """Forget the subscription's acknowledgements; delivery starts again at ``start``."""
+        ...
+
+    def backlog(self, cursor: Cursor) -> int:
+        """Messages after the cursor's mark-delete position not acknowledged yet."""
+        ...
 
     def delivered(self, cursor: Cursor, last: MessageId | None, rewound: bool = False) -> None:
         """Record that delivery reached ``last`` (``rewound``: a delivery that began again

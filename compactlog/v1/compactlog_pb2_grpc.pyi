@@ -47,6 +47,9 @@ class TopicAdminStub:
     CancelCompaction: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.CancelCompactionRequest, _compactlog_pb2.CompactionStatus]
     PreviewCompaction: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.PreviewCompactionRequest, _compactlog_pb2.CompactionRun]
     VerifyCompaction: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.VerifyCompactionRequest, _compactlog_pb2.VerifyCompactionResponse]
+    ListSubscriptions: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.ListSubscriptionsRequest, _compactlog_pb2.ListSubscriptionsResponse]
+    DeleteSubscription: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.DeleteSubscriptionRequest, _compactlog_pb2.DeleteSubscriptionResponse]
+    ResetCursor: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.ResetCursorRequest, _compactlog_pb2.SubscriptionInfo]
 
 @_typing.type_check_only
 class TopicAdminAsyncStub(TopicAdminStub):
@@ -64,6 +67,9 @@ class TopicAdminAsyncStub(TopicAdminStub):
     CancelCompaction: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.CancelCompactionRequest, _compactlog_pb2.CompactionStatus]  # type: ignore[assignment]
     PreviewCompaction: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.PreviewCompactionRequest, _compactlog_pb2.CompactionRun]  # type: ignore[assignment]
     VerifyCompaction: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.VerifyCompactionRequest, _compactlog_pb2.VerifyCompactionResponse]  # type: ignore[assignment]
+    ListSubscriptions: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.ListSubscriptionsRequest, _compactlog_pb2.ListSubscriptionsResponse]  # type: ignore[assignment]
+    DeleteSubscription: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.DeleteSubscriptionRequest, _compactlog_pb2.DeleteSubscriptionResponse]  # type: ignore[assignment]
+    ResetCursor: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.ResetCursorRequest, _compactlog_pb2.SubscriptionInfo]  # type: ignore[assignment]
 
 class TopicAdminServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -157,6 +163,27 @@ class TopicAdminServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_compactlog_pb2.VerifyCompactionResponse, _abc.Awaitable[_compactlog_pb2.VerifyCompactionResponse]]: ...
 
+    @_abc_1.abstractmethod
+    def ListSubscriptions(
+        self,
+        request: _compactlog_pb2.ListSubscriptionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_compactlog_pb2.ListSubscriptionsResponse, _abc.Awaitable[_compactlog_pb2.ListSubscriptionsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def DeleteSubscription(
+        self,
+        request: _compactlog_pb2.DeleteSubscriptionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_compactlog_pb2.DeleteSubscriptionResponse, _abc.Awaitable[_compactlog_pb2.DeleteSubscriptionResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def ResetCursor(
+        self,
+        request: _compactlog_pb2.ResetCursorRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_compactlog_pb2.SubscriptionInfo, _abc.Awaitable[_compactlog_pb2.SubscriptionInfo]]: ...
+
 def add_TopicAdminServicer_to_server(servicer: TopicAdminServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 
 class LogStub:
@@ -169,6 +196,7 @@ class LogStub:
     Read: _grpc.UnaryStreamMultiCallable[_compactlog_pb2.ReadRequest, _compactlog_pb2.ReadResponse]
     Consume: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.ConsumeRequest, _compactlog_pb2.ConsumeResponse]
     Acknowledge: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.AcknowledgeRequest, _compactlog_pb2.AcknowledgeResponse]
+    NegativeAcknowledge: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.NegativeAcknowledgeRequest, _compactlog_pb2.NegativeAcknowledgeResponse]
     GetLastMessageId: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.GetLastMessageIdRequest, _compactlog_pb2.GetLastMessageIdResponse]
 
 @_typing.type_check_only
@@ -179,6 +207,7 @@ class LogAsyncStub(LogStub):
     Read: _aio.UnaryStreamMultiCallable[_compactlog_pb2.ReadRequest, _compactlog_pb2.ReadResponse]  # type: ignore[assignment]
     Consume: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.ConsumeRequest, _compactlog_pb2.ConsumeResponse]  # type: ignore[assignment]
     Acknowledge: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.AcknowledgeRequest, _compactlog_pb2.AcknowledgeResponse]  # type: ignore[assignment]
+    NegativeAcknowledge: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.NegativeAcknowledgeRequest, _compactlog_pb2.NegativeAcknowledgeResponse]  # type: ignore[assignment]
     GetLastMessageId: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.GetLastMessageIdRequest, _compactlog_pb2.GetLastMessageIdResponse]  # type: ignore[assignment]
 
 class LogServicer(metaclass=_abc_1.ABCMeta):
@@ -216,6 +245,13 @@ class LogServicer(metaclass=_abc_1.ABCMeta):
         request: _compactlog_pb2.AcknowledgeRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_compactlog_pb2.AcknowledgeResponse, _abc.Awaitable[_compactlog_pb2.AcknowledgeResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def NegativeAcknowledge(
+        self,
+        request: _compactlog_pb2.NegativeAcknowledgeRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_compactlog_pb2.NegativeAcknowledgeResponse, _abc.Awaitable[_compactlog_pb2.NegativeAcknowledgeResponse]]: ...
 
     @_abc_1.abstractmethod
     def GetLastMessageId(
