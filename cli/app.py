@@ -1,7 +1,8 @@
 """The ``compactlog`` command line (CONTRACT §4): argument parsing, dispatch, error policy.
 
 Verbs live in ``topics`` (topics ...), ``data`` (produce, read), ``admin`` (admin topics
-compact / compaction-status) and ``export`` (export, through Spark); ``serve`` and
+compact / compaction-status), ``subscriptions`` (subscriptions list / delete / reset) and
+``export`` (export, through Spark); ``serve`` and
 ``bench`` import the server and the benchmark suite only when used, so the other verbs
 stay light. Every failure ends as one line on stderr,
 ``compactlog: error: <message>``, and a non-zero exit: 1 for a failed operation, 2 for a

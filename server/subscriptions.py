@@ -165,11 +165,6 @@ class Dispatcher:
             return Admission(consumer == chosen, previous is not None and previous != chosen)
         return Admission(True, False)
 
-    def touch(self, consumer: str) -> None:
-        """The consumer is still there (its Consume is waiting)."""
-        if consumer in self.seen:
-            self.seen[consumer] = self.clock()
-
     # ---- pending and due messages -----------------------------------------------------
 
     @property
