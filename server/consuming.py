@@ -77,7 +77,8 @@ class Consuming:
             remaining = deadline - loop.time()
             if remaining <= 0 or log.gone() or self.signals.stopping.is_set():
                 return b""
-            timeout = min(remaining, dispatcher.next_due())
+            # Look again before the liveness runs out, so a waiting consumer stays live.
+            timeout = min(remaining, dispatcher.next_due(), dispatcher.liveness_s / 2)
             if not admission.receive:
                 timeout = min(timeout, STANDBY_POLL_S)
             await self.signals.wait(change, timeout)
@@ -92,6 +93,9 @@ class Consuming:
         asked: bool,
     ) -> bytes | None:
         """One response for this consumer, or None when there is nothing for it now."""
+        if dispatcher.reset_requested:  # an admin moved the cursor
+            dispatcher.reset_requested = False
+            dispatcher.rewound()
         rewound = takeover or (asked and not dispatcher.tracks)
         if rewound:
             dispatcher.rewound()

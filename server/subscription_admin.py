@@ -2,9 +2,9 @@
 
 Both topic kinds alike, through their ``TopicLog``. The server's own subscriptions
 (``__compaction``) are listed but neither moved nor deleted (RESERVED_SUBSCRIPTION). A
-delete or reset also drops the subscription's in-memory consumer state (pending and due
-messages, the exclusive holder): after a reset delivery starts again from the new
-position, as in Pulsar, and waiting consumers are woken to see it.
+delete drops the subscription's in-memory consumer state; a reset drops its pending and
+due messages (delivery starts again from the new position, as in Pulsar) and wakes
+waiting consumers to see it.
 """
 
 from __future__ import annotations
@@ -68,6 +68,6 @@ class SubscriptionAdmin:
         check_client_subscription(request.subscription, request.topic)
         subscription_cursor(log, request.subscription)
         cursor = log.reset_subscription(request.subscription, reset_target(log, request))
-        self.dispatchers.forget(request.topic, request.subscription)
+        self.dispatchers.reset(request.topic, request.subscription)
         self.wake(request.topic)
         return subscription_info(log, cursor)

@@ -118,6 +118,9 @@ class Dispatcher:
         # delivered, not acknowledged: id -> (consumer, when it is due again)
         self.pending: dict[MessageId, tuple[str, float]] = {}
         self.due: dict[MessageId, float] = {}  # id -> not before
+        # Set from an admin thread by a cursor reset; the next step drops pending and due
+        # messages (a plain assignment: the event loop reads it, nothing else is shared).
+        self.reset_requested = False
 
     # ---- consumers --------------------------------------------------------------------
 
@@ -245,6 +248,13 @@ class Dispatchers:
                 found = Dispatcher(topic, cursor.name, type_of(cursor), self.liveness_s)
                 self._by_key[key] = found
             return found
+
+    def reset(self, topic: str, subscription: str) -> None:
+        """The subscription's cursor was reset: what was pending or due goes (delivery
+        starts again from the new position); its consumers stay."""
+        found = self.get(topic, subscription)
+        if found is not None:
+            found.reset_requested = True
 
     def forget(self, topic: str, subscription: str | None = None) -> None:
         """Drop the state of a subscription (reset, deleted) or of every subscription
