@@ -118,6 +118,9 @@ class Dispatcher:
         # delivered, not acknowledged: id -> (consumer, when it is due again)
         self.pending: dict[MessageId, tuple[str, float]] = {}
         self.due: dict[MessageId, float] = {}  # id -> not before
+        # No pending message falls due before this (a lower bound: acks leave it early),
+        # so a step scans the pending ones only when an ack timeout may have run out.
+        self._timed_until = NEVER
         # Set from an admin thread by a cursor reset; the next step drops pending and due
         # messages (a plain assignment: the event loop reads it, nothing else is shared).
         self.reset_requested = False
@@ -177,6 +180,7 @@ class Dispatcher:
 
     def delivered(self, consumer: str, ids: Iterable[MessageId], ack_timeout_ms: int) -> None:
         due = self.clock() + ack_timeout_ms / 1000.0 if ack_timeout_ms else NEVER
+        self._timed_until = min(self._timed_until, due)
         for msg_id in ids:
             self.due.pop(msg_id, None)
             self.pending[msg_id] = (consumer, due)
@@ -208,13 +212,18 @@ class Dispatcher:
         message comes again in order, so nothing is pending or due on its own."""
         self.pending.clear()
         self.due.clear()
+        self._timed_until = NEVER
 
     def ready(self, limit: int) -> list[MessageId]:
         """Ids due now (ack timeouts that ran out included), oldest first."""
         now = self.clock()
-        for msg_id in [i for i, (_c, at) in self.pending.items() if at <= now]:
-            del self.pending[msg_id]
-            self.due[msg_id] = now
+        if now >= self._timed_until:
+            for msg_id in [i for i, (_c, at) in self.pending.items() if at <= now]:
+                del self.pending[msg_id]
+                self.due[msg_id] = now
+            self._timed_until = min((at for _c, at in self.pending.values()), default=NEVER)
+        if not self.due:
+            return []
         return sorted(i for i, at in self.due.items() if at <= now)[:limit]
 
     def drop(self, ids: Iterable[MessageId]) -> None:
@@ -224,8 +233,9 @@ class Dispatcher:
 
     def next_due(self) -> float:
         """Seconds until the next message falls due (inf: none will)."""
-        times = [at for _c, at in self.pending.values()] + list(self.due.values())
-        return max(0.0, min(times) - self.clock()) if times else NEVER
+        first = min(self.due.values(), default=self._timed_until)
+        first = min(first, self._timed_until)
+        return NEVER if first == NEVER else max(0.0, first - self.clock())
 
 
 class Dispatchers:

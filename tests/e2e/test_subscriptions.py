@@ -337,13 +337,14 @@ def test_reserved_subscriptions_are_listed_but_not_moved_or_deleted(
     assert "__compaction" in [s.name for s in client.list_subscriptions(unique_topic)]
 
 
-def test_cursor_reset_and_types_survive_a_restart(
-    server_class, tmp_path, unique_topic: str
-) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("kind", KINDS)
+def test_cursor_reset_and_types_survive_a_restart(  # type: ignore[no-untyped-def]
+    server_class, tmp_path, unique_topic: str, kind: str
+) -> None:
     srv = server_class(tmp_path / "data").start()
     try:
         with Client(srv.address) as c:
-            c.create_topic(unique_topic, kind="segmented")
+            c.create_topic(unique_topic, kind=kind)
             ids = publish(c, unique_topic, 3)
             assert _consume_all(c, unique_topic, "keep") == ids
             c.subscribe(unique_topic, "sh", consumer_type="shared").receive(5000)
