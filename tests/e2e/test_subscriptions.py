@@ -1,7 +1,7 @@
 """Subscription types, redelivery and the subscription admin calls (CONTRACT section 6),
 against a real server process, on both topic kinds.
 
-The server runs with a consumer liveness of 1 s (``COMPACTLOG_CONSUMER_LIVENESS_MS``;
+The server runs with a consumer liveness of 2 s (``COMPACTLOG_CONSUMER_LIVENESS_MS``;
 30 s in production), so exclusive takeover and failover are quick to see.
 """
 
@@ -27,7 +27,7 @@ from compactlog.client import (
 from compactlog.client.consumer import Consumer
 from compactlog.v1 import compactlog_pb2 as pb
 
-LIVENESS_S = 1.0
+LIVENESS_S = 2.0
 KINDS = ["ledger", "segmented"]
 
 
@@ -142,7 +142,7 @@ def test_shared_unacked_messages_go_out_again_after_the_ack_timeout(
     client: Client, topic: str
 ) -> None:
     [only] = publish(client, topic, 1)
-    kw = {"consumer_type": "shared", "unacked_messages_timeout_ms": 800, "receiver_queue_size": 1}
+    kw = {"consumer_type": "shared", "unacked_messages_timeout_ms": 1500, "receiver_queue_size": 1}
     a = client.subscribe(topic, "timeout", consumer_name="a", **kw)  # type: ignore[arg-type]
     b = client.subscribe(topic, "timeout", consumer_name="b", **kw)  # type: ignore[arg-type]
     given = time.monotonic()
@@ -150,9 +150,9 @@ def test_shared_unacked_messages_go_out_again_after_the_ack_timeout(
     with pytest.raises(Timeout):  # not twice before the timeout
         b.receive(300)
     again = b.receive(5000)
-    assert again.id == only and time.monotonic() - given >= 0.7
+    assert again.id == only and time.monotonic() - given >= 1.4
     b.acknowledge(again)
-    assert drain(a, 1200) == [] and drain(b, 200) == []  # acked: never again
+    assert drain(a, 1800) == [] and drain(b, 200) == []  # acked: never again
 
 
 def test_a_closed_shared_consumer_hands_its_buffer_to_the_others(
@@ -179,7 +179,7 @@ def test_a_negative_acknowledgement_redelivers_after_the_delay(
         f"nack-{kind}",
         consumer_type=kind,
         receiver_queue_size=1,
-        negative_ack_redelivery_delay_ms=600,
+        negative_ack_redelivery_delay_ms=1500,
     )
     first = consumer.receive(5000)
     assert first.id == ids[0]
@@ -189,10 +189,10 @@ def test_a_negative_acknowledgement_redelivers_after_the_delay(
     assert second.id == ids[1]
     consumer.acknowledge(second)
     again = consumer.receive(5000)
-    assert again.id == ids[0] and time.monotonic() - nacked >= 0.5
+    assert again.id == ids[0] and time.monotonic() - nacked >= 1.4
     assert again.value == first.value
     consumer.acknowledge(again)
-    assert drain(consumer, 800) == []
+    assert drain(consumer, 500) == []
 
 
 def test_a_negative_acknowledgement_of_an_id_never_delivered_is_refused(
