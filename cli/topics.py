@@ -33,7 +33,19 @@ def add_parser(commands: Any) -> None:
         default=[],
         help="topic config, repeatable",
     )
+    create.add_argument(
+        "--partitions",
+        metavar="N",
+        type=int,
+        default=0,
+        help="a partitioned topic of N partitions (NAME-partition-0 .. N-1)",
+    )
     create.set_defaults(func=create_topic)
+
+    grow = verbs.add_parser("add-partitions", help="grow a partitioned topic to N partitions")
+    grow.add_argument("name", metavar="NAME")
+    grow.add_argument("partitions", metavar="N", type=int, help="the new total")
+    grow.set_defaults(func=add_partitions)
 
     listing = verbs.add_parser("list", help="list topics")
     listing.add_argument("--json", action="store_true", help="one JSON object per topic")
@@ -82,6 +94,9 @@ def format_topic(info: TopicInfo) -> str:
     ]
     if info.offline_reason:
         lines.insert(2, f"OFFLINE:   {info.offline_reason}")
+    if info.partitions:
+        names = ", ".join(f"{info.name}-partition-{i}" for i in range(info.partitions))
+        lines.insert(2, f"partitions: {info.partitions} ({names})")
     if info.kind == "ledger":
         lines.append(f"ledgers:   {s.ledgers}")
     else:
@@ -100,8 +115,18 @@ def format_topic(info: TopicInfo) -> str:
 def create_topic(args: argparse.Namespace) -> int:
     config = dict(args.config)
     with connect(args) as client:
-        info = client.create_topic(args.name, kind=args.kind, config=config)
-    print(f"created topic {info.name} ({info.kind})")
+        info = client.create_topic(
+            args.name, kind=args.kind, config=config, partitions=args.partitions
+        )
+    parts = f", {info.partitions} partitions" if info.partitions else ""
+    print(f"created topic {info.name} ({info.kind}{parts})")
+    return 0
+
+
+def add_partitions(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        info = client.add_partitions(args.name, args.partitions)
+    print(f"topic {info.name} has {info.partitions} partitions")
     return 0
 
 

@@ -47,6 +47,7 @@ class TopicAdminStub:
     CancelCompaction: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.CancelCompactionRequest, _compactlog_pb2.CompactionStatus]
     PreviewCompaction: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.PreviewCompactionRequest, _compactlog_pb2.CompactionRun]
     VerifyCompaction: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.VerifyCompactionRequest, _compactlog_pb2.VerifyCompactionResponse]
+    AddPartitions: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.AddPartitionsRequest, _compactlog_pb2.TopicInfo]
     ListSubscriptions: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.ListSubscriptionsRequest, _compactlog_pb2.ListSubscriptionsResponse]
     DeleteSubscription: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.DeleteSubscriptionRequest, _compactlog_pb2.DeleteSubscriptionResponse]
     ResetCursor: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.ResetCursorRequest, _compactlog_pb2.SubscriptionInfo]
@@ -67,6 +68,7 @@ class TopicAdminAsyncStub(TopicAdminStub):
     CancelCompaction: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.CancelCompactionRequest, _compactlog_pb2.CompactionStatus]  # type: ignore[assignment]
     PreviewCompaction: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.PreviewCompactionRequest, _compactlog_pb2.CompactionRun]  # type: ignore[assignment]
     VerifyCompaction: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.VerifyCompactionRequest, _compactlog_pb2.VerifyCompactionResponse]  # type: ignore[assignment]
+    AddPartitions: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.AddPartitionsRequest, _compactlog_pb2.TopicInfo]  # type: ignore[assignment]
     ListSubscriptions: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.ListSubscriptionsRequest, _compactlog_pb2.ListSubscriptionsResponse]  # type: ignore[assignment]
     DeleteSubscription: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.DeleteSubscriptionRequest, _compactlog_pb2.DeleteSubscriptionResponse]  # type: ignore[assignment]
     ResetCursor: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.ResetCursorRequest, _compactlog_pb2.SubscriptionInfo]  # type: ignore[assignment]
@@ -162,6 +164,13 @@ class TopicAdminServicer(metaclass=_abc_1.ABCMeta):
         request: _compactlog_pb2.VerifyCompactionRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_compactlog_pb2.VerifyCompactionResponse, _abc.Awaitable[_compactlog_pb2.VerifyCompactionResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def AddPartitions(
+        self,
+        request: _compactlog_pb2.AddPartitionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_compactlog_pb2.TopicInfo, _abc.Awaitable[_compactlog_pb2.TopicInfo]]: ...
 
     @_abc_1.abstractmethod
     def ListSubscriptions(
