@@ -1,7 +1,8 @@
 """The ``compactlog`` command line (CONTRACT §4): argument parsing, dispatch, error policy.
 
 Verbs live in ``topics`` (topics ...), ``data`` (produce, read), ``admin`` (admin topics
-compact / compaction-status) and ``export`` (export, through Spark); ``serve`` and
+compact / compaction-status), ``subscriptions`` (subscriptions list / delete / reset) and
+``export`` (export, through Spark); ``serve`` and
 ``bench`` import the server and the benchmark suite only when used, so the other verbs
 stay light. Every failure ends as one line on stderr,
 ``compactlog: error: <message>``, and a non-zero exit: 1 for a failed operation, 2 for a
@@ -29,6 +30,7 @@ from compactlog.cli import data as cli_data
 from compactlog.cli import export as cli_export
 from compactlog.cli import history as cli_history
 from compactlog.cli import offline as cli_offline
+from compactlog.cli import subscriptions as cli_subscriptions
 from compactlog.cli import topics as cli_topics
 from compactlog.cli.common import (
     DEFAULT_DATA_DIR,
@@ -110,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_history.add_parser(commands)
     cli_export.add_parser(commands)
     cli_offline.add_parsers(commands)
+    cli_subscriptions.add_parser(commands)
 
     admin = commands.add_parser("admin", help="administrative operations")
     admin_sub = admin.add_subparsers(dest="admin_command", metavar="AREA", required=True)

@@ -53,6 +53,7 @@ from compactlog.client.types import (
     Message,
     MessageId,
     Record,
+    SubscriptionInfo,
     TopicInfo,
     TopicStats,
 )
@@ -89,6 +90,7 @@ __all__ = [
     "ReservedSubscription",
     "ServerUnreachable",
     "ShuttingDown",
+    "SubscriptionInfo",
     "SubscriptionNotFound",
     "Timeout",
     "TopicExists",

@@ -30,6 +30,7 @@ from compactlog.client.errors import AlreadyClosed, call, cancel, from_rpc_error
 from compactlog.client.producer import Producer
 from compactlog.client.reader import Reader, StartLike
 from compactlog.client.shard_routes import RoutedLog, Routes
+from compactlog.client.subscriptions import SubscriptionCalls, subscription_type_to_pb
 from compactlog.client.types import (
     CompactionProgress,
     CompactionRun,
@@ -53,7 +54,7 @@ _CHANNEL_OPTIONS = [
 ]
 
 
-class Client(Closeable):
+class Client(SubscriptionCalls, Closeable):
     """A connection to one server. Use as a context manager or call ``close()``."""
 
     def __init__(
@@ -361,8 +362,18 @@ class Client(Closeable):
         read_compacted: bool = False,
         initial_position: Literal["earliest", "latest"] = "earliest",
         receiver_queue_size: int = 1000,
+        consumer_type: object = "exclusive",
+        consumer_name: str | None = None,
+        unacked_messages_timeout_ms: int | None = None,
+        negative_ack_redelivery_delay_ms: int = 1000,
     ) -> Consumer:
-        """A consumer on a durable subscription (created on first use at ``initial_position``)."""
+        """A consumer on a durable subscription (created on first use at ``initial_position``).
+
+        ``consumer_type``: exclusive, shared or failover (a name, or an enum member so
+        named), fixed when the subscription is created; ``consumer_name`` tells consumers
+        apart (none: the empty name); ``unacked_messages_timeout_ms``: messages not acked
+        within it go out again; ``negative_acknowledge`` redelivers after
+        ``negative_ack_redelivery_delay_ms``."""
         self._check_open()
         return Consumer(
             self._log_of(topic),
@@ -373,4 +384,8 @@ class Client(Closeable):
             read_compacted=read_compacted,
             initial_position=initial_position,
             receiver_queue_size=receiver_queue_size,
+            subscription_type=subscription_type_to_pb(consumer_type),
+            consumer_name=consumer_name or "",
+            ack_timeout_ms=unacked_messages_timeout_ms or 0,
+            nack_delay_ms=negative_ack_redelivery_delay_ms,
         )

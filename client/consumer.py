@@ -8,6 +8,7 @@ at once: an acked message is never redelivered, also after a restart.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import deque
 from typing import Literal
@@ -40,6 +41,10 @@ class Consumer(Closeable):
         read_compacted: bool = False,
         initial_position: Literal["earliest", "latest"] = "earliest",
         receiver_queue_size: int = 1000,
+        subscription_type: pb.SubscriptionType.ValueType = pb.EXCLUSIVE,
+        consumer_name: str = "",
+        ack_timeout_ms: int = 0,
+        nack_delay_ms: int = 1000,
     ) -> None:
         if initial_position not in ("earliest", "latest"):
             raise InvalidArgument(
@@ -49,6 +54,8 @@ class Consumer(Closeable):
             raise InvalidArgument("a subscription needs a name")
         if receiver_queue_size < 1:
             raise InvalidArgument("receiver_queue_size must be at least 1")
+        if ack_timeout_ms < 0 or nack_delay_ms < 0:
+            raise InvalidArgument("ack timeout and redelivery delay are milliseconds >= 0")
         self._stub = stub
         self._topic = topic
         self._subscription = subscription
@@ -57,6 +64,10 @@ class Consumer(Closeable):
         self._read_compacted = read_compacted
         self._initial = pb.EARLIEST if initial_position == "earliest" else pb.LATEST
         self._queue_size = receiver_queue_size
+        self._type = subscription_type
+        self._name = consumer_name
+        self._ack_timeout_ms = ack_timeout_ms
+        self._nack_delay_ms = nack_delay_ms
         self._buffer: deque[Message] = deque()
         self._closed = False
         # A new consumer gets every unacknowledged message again, as in Pulsar.
@@ -81,6 +92,9 @@ class Consumer(Closeable):
             max_messages=max_messages,
             wait_ms=max(0, wait_ms),
             redeliver_unacknowledged=self._redeliver,
+            consumer_name=self._name,
+            subscription_type=self._type,
+            ack_timeout_ms=self._ack_timeout_ms,
         )
         slack = self._timeout if self._timeout is not None else _DEADLINE_SLACK_S
         deadline = wait_ms / 1000 + slack
@@ -149,8 +163,34 @@ class Consumer(Closeable):
             lambda: self._stub.Acknowledge(req, timeout=self._timeout),
         )
 
+    def negative_acknowledge(self, message: cv.MessageIdLike) -> None:
+        """This message failed here: the server delivers it again (to any consumer of a
+        shared subscription) after ``negative_ack_redelivery_delay_ms``."""
+        self._check_open()
+        self._negative([cv.id_to_pb(message)], self._nack_delay_ms)
+
+    def _negative(self, ids: list[pb.MessageId], delay_ms: int) -> None:
+        req = pb.NegativeAcknowledgeRequest(
+            topic=self._topic,
+            subscription=self._subscription,
+            ids=ids,
+            redelivery_delay_ms=delay_ms,
+            consumer_name=self._name,
+        )
+        call(
+            "NegativeAcknowledge",
+            self._address,
+            lambda: self._stub.NegativeAcknowledge(req, timeout=self._timeout),
+        )
+
     def close(self) -> None:
-        """Stop receiving; buffered messages are dropped unacknowledged. The subscription
-        itself stays (it is durable), so a new consumer resumes from its cursor."""
+        """Stop receiving. The subscription itself stays (it is durable), so a new
+        consumer resumes from its cursor; on a shared subscription the messages buffered
+        here go back to the other consumers at once (otherwise after the server's
+        liveness period), elsewhere they are dropped unacknowledged."""
+        if not self._closed and self._buffer and self._type == pb.SHARED:
+            # Failing that, the server gives them out again once this consumer is gone.
+            with contextlib.suppress(CompactlogError):
+                self._negative([cv.id_to_pb(m) for m in self._buffer], 0)
         self._closed = True
         self._buffer.clear()

@@ -135,6 +135,9 @@ class RoutedLog:
     def Acknowledge(self, request: pb.AcknowledgeRequest, **kwargs: Any) -> Any:
         return self._unary("Acknowledge", request, **kwargs)
 
+    def NegativeAcknowledge(self, request: pb.NegativeAcknowledgeRequest, **kwargs: Any) -> Any:
+        return self._unary("NegativeAcknowledge", request, **kwargs)
+
     def GetLastMessageId(self, request: pb.GetLastMessageIdRequest, **kwargs: Any) -> Any:
         return self._unary("GetLastMessageId", request, **kwargs)
 

@@ -64,6 +64,13 @@ CALLS: list[tuple[str, int, Call]] = [
             iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=10
         ),
     ),
+    (
+        "Log.NegativeAcknowledge",
+        1,
+        lambda s: s.log.NegativeAcknowledge(
+            pb.NegativeAcknowledgeRequest(topic=TOPIC, subscription="dash"), timeout=10
+        ),
+    ),
     ("Log.Publish", 2, lambda s: s.log.Publish(_one_record(), timeout=10)),
     ("Log.PublishStream", 2, lambda s: s.log.PublishStream(iter([_one_record()]), timeout=10)),
     (
@@ -80,6 +87,19 @@ CALLS: list[tuple[str, int, Call]] = [
         "TopicAdmin.Compact",
         3,
         lambda s: s.admin.Compact(pb.CompactRequest(topic=TOPIC, wait=True), timeout=30),
+    ),
+    (
+        "TopicAdmin.ListSubscriptions",
+        3,
+        lambda s: s.admin.ListSubscriptions(pb.ListSubscriptionsRequest(topic=TOPIC), timeout=10),
+    ),
+    (
+        "TopicAdmin.ResetCursor",
+        3,
+        lambda s: s.admin.ResetCursor(
+            pb.ResetCursorRequest(topic=TOPIC, subscription="nobody", position=pb.LATEST),
+            timeout=10,
+        ),
     ),
     (
         "CompactionEngine.GetTopicLayout",
