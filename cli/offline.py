@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from compactlog.cli.common import DEFAULT_DATA_DIR
+from compactlog.cli.output import print_json, wants_json
 
 
 def add_parsers(commands: Any) -> None:
@@ -38,7 +39,18 @@ def _check(args: argparse.Namespace) -> int:
     from compactlog.storage.check import check_data_dir, print_report
 
     report = check_data_dir(Path(args.data_dir))
-    print_report(report, print)
+    if wants_json(args):
+        print_json(
+            {
+                "data_dir": args.data_dir,
+                "ok": report.ok,
+                "problems": report.problems,
+                "notes": report.notes,
+                "counts": report.counts,
+            }
+        )
+    else:
+        print_report(report, print)
     return 0 if report.ok else 1
 
 
