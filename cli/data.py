@@ -13,8 +13,10 @@ import re
 from typing import Any
 
 from compactlog.cli.common import UINT64_MAX, connect, non_negative_int
-from compactlog.cli.output import add_json_flag, print_message
+from compactlog.cli.output import add_json_flag, format_text, message_json, print_message
 from compactlog.client.types import MessageId
+
+__all__ = ["add_parsers", "format_text", "message_json", "parse_id", "parse_start", "read_cmd"]
 
 _ID = re.compile(r"[0-9]+:[0-9]+")
 
