@@ -27,6 +27,7 @@ from compactlog.cli.common import (
     positive_int,
     time_ms,
 )
+from compactlog.cli.json_lines import BadLine
 from compactlog.cli.output import emit, print_json, wants_json
 from compactlog.cli.stdin_batches import record_batches
 from compactlog.client.client import Client
@@ -134,8 +135,8 @@ def _produce_stream(args: argparse.Namespace) -> int:
         with connect(args) as client:
             for batch_ids in client.producer(args.topic).send_stream(batches):
                 ids.extend(batch_ids)
-    except UsageError as exc:  # a bad line: what came before it is published
-        raise UsageError(f"{exc}; {_summary(args.topic, ids)} before it") from None
+    except BadLine as exc:  # what came before the bad line is published
+        raise BadLine(f"{exc}; {_summary(args.topic, ids)} before it") from None
     except KeyboardInterrupt:
         sys.stderr.write(f"\n{_summary(args.topic, ids)} before the interrupt")
         raise

@@ -20,8 +20,7 @@ import select
 from collections.abc import Iterator
 from typing import IO
 
-from compactlog.cli.common import UsageError
-from compactlog.cli.json_lines import decode_line
+from compactlog.cli.json_lines import BadLine, decode_line
 from compactlog.client.types import Record
 
 READ_BYTES = 1 << 16
@@ -61,7 +60,7 @@ class LineBatcher:
         self.lineno += 1
         try:
             record = decode_line(raw, self.lineno)
-        except UsageError:
+        except BadLine:
             if self.records:
                 yield self.take()  # everything before the bad line goes out
             raise
