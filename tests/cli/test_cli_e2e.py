@@ -299,8 +299,12 @@ def test_output_json_from_every_command_that_prints_data(
         assert code == 0, (argv, err)
         assert out.strip(), argv
         seen[" ".join(argv)] = [json.loads(line) for line in out.splitlines()]
+    ids = [r["id"] for r in seen[f"read {t}"]]
+    assert seen[f"produce {t} --key c --value 3"] == [
+        {"topic": t, "id": ids[0], "tombstone": False}
+    ]
     assert seen[f"produce {t}"] == [
-        {"topic": t, "produced": 3, "first_id": "1:1", "last_id": "1:3"}
+        {"topic": t, "produced": 3, "first_id": ids[1], "last_id": ids[3]}
     ]
     assert [r["tombstone"] for r in seen[f"read {t}"]] == [False, False, False, True]
     assert [r["key"] for r in seen[f"read {t} --compacted"]] == ["c", "a"]
