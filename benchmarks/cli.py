@@ -11,6 +11,7 @@ views they leave, and at the end writes ``report.md``, ``report.json`` and PNG p
     compactlog bench compaction-latency       # Publish p99 idle vs during a compaction
     compactlog bench capacity                 # 1,000 follow readers + 1,000 consumers
     compactlog bench soak [--seconds N]       # produce, consume, compact, restart; invariants
+    compactlog bench partitions               # PublishStream: 4 partitions vs one topic
 """
 
 from __future__ import annotations
@@ -158,6 +159,10 @@ def main(argv: list[str]) -> int:
         from compactlog.bench import capacity
 
         return capacity.main(argv[1:])
+    if argv[:1] == ["partitions"]:
+        from compactlog.bench import bench_partitions
+
+        return bench_partitions.main(argv[1:])
     if argv[:1] == ["soak"]:
         from compactlog.bench import soak
 

@@ -11,7 +11,13 @@ import argparse
 from dataclasses import asdict
 from typing import Any
 
-from compactlog.cli.common import UsageError, connect, key_value
+from compactlog.cli.common import (
+    UsageError,
+    connect,
+    key_value,
+    non_negative_int,
+    positive_int,
+)
 from compactlog.cli.output import add_json_flag, emit, print_json, wants_json
 from compactlog.client.types import TopicInfo
 from compactlog.errors import TopicExists, TopicNotFound
@@ -40,10 +46,23 @@ def add_parser(commands: Any) -> None:
         help="topic config, repeatable",
     )
     create.add_argument(
+        "--partitions",
+        metavar="N",
+        type=non_negative_int,
+        default=0,
+        help="a partitioned topic of N partitions (NAME-partition-0 .. N-1)",
+    )
+    create.add_argument(
         "--if-not-exists", action="store_true", help="succeed if the topic already exists"
     )
     add_json_flag(create, "print the topic as JSON")
     create.set_defaults(func=create_topic)
+
+    grow = verbs.add_parser("add-partitions", help="grow a partitioned topic to N partitions")
+    grow.add_argument("name", metavar="NAME")
+    grow.add_argument("partitions", metavar="N", type=positive_int, help="the new total")
+    add_json_flag(grow, "print the topic as JSON")
+    grow.set_defaults(func=add_partitions)
 
     listing = verbs.add_parser("list", help="list topics")
     add_json_flag(listing, "one JSON object per topic")
@@ -97,6 +116,9 @@ def format_topic(info: TopicInfo) -> str:
     ]
     if info.offline_reason:
         lines.insert(2, f"OFFLINE:   {info.offline_reason}")
+    if info.partitions:
+        names = ", ".join(f"{info.name}-partition-{i}" for i in range(info.partitions))
+        lines.insert(2, f"partitions: {info.partitions} ({names})")
     if info.kind == "ledger":
         lines.append(f"ledgers:   {s.ledgers}")
     else:
@@ -116,18 +138,24 @@ def create_topic(args: argparse.Namespace) -> int:
     config = dict(args.config)
     with connect(args) as client:
         try:
-            info = client.create_topic(args.name, kind=args.kind, config=config)
+            info = client.create_topic(
+                args.name, kind=args.kind, config=config, partitions=args.partitions
+            )
             created = True
         except TopicExists:
             if not args.if_not_exists:
                 raise
             info, created = client.get_topic(args.name), False
     verb = "created topic" if created else "topic already exists:"
-    emit(
-        args,
-        {"created": created, **topic_json(info)},
-        f"{verb} {info.name} ({info.kind})",
-    )
+    parts = f", {info.partitions} partitions" if info.partitions else ""
+    emit(args, {"created": created, **topic_json(info)}, f"{verb} {info.name} ({info.kind}{parts})")
+    return 0
+
+
+def add_partitions(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        info = client.add_partitions(args.name, args.partitions)
+    emit(args, topic_json(info), f"topic {info.name} has {info.partitions} partitions")
     return 0
 
 

@@ -166,6 +166,7 @@ def topic_from_pb(info: pb.TopicInfo) -> TopicInfo:
         config=dict(sorted(info.config.items())),
         stats=stats_from_pb(info.stats),
         offline_reason=info.offline_reason if info.offline else "",
+        partitions=info.partitions,
     )
 
 

@@ -92,14 +92,30 @@ class Client(Closeable):
         name: str,
         kind: Literal["ledger", "segmented"] | str = "ledger",
         config: Mapping[str, object] | None = None,
+        partitions: int = 0,
     ) -> TopicInfo:
-        """Create a topic; ``TopicExists`` if the name is taken."""
+        """Create a topic (``partitions`` > 1: a partitioned topic, ``NAME-partition-i``);
+        ``TopicExists`` if the name is taken."""
         self._check_open()
         req = pb.CreateTopicRequest(
-            name=name, kind=cv.kind_to_pb(kind), config=cv.config_to_pb(config)
+            name=name,
+            kind=cv.kind_to_pb(kind),
+            config=cv.config_to_pb(config),
+            partitions=partitions,
         )
         info = call(
             "CreateTopic", self.address, lambda: self._admin.CreateTopic(req, timeout=self.timeout)
+        )
+        return cv.topic_from_pb(info)
+
+    def add_partitions(self, name: str, partitions: int) -> TopicInfo:
+        """Grow a partitioned topic to ``partitions`` in all (never shrinks)."""
+        self._check_open()
+        req = pb.AddPartitionsRequest(name=name, partitions=partitions)
+        info = call(
+            "AddPartitions",
+            self.address,
+            lambda: self._admin.AddPartitions(req, timeout=self.timeout),
         )
         return cv.topic_from_pb(info)
 
@@ -270,9 +286,11 @@ class Client(Closeable):
     # -- data ----------------------------------------------------------------------------
 
     def producer(self, topic: str) -> Producer:
-        """A producer for ``topic``; the topic must exist (no auto-creation)."""
+        """A producer for ``topic``; the topic must exist (no auto-creation). For a
+        partitioned topic (``GetTopic``) the producer routes records to partitions itself."""
         self._check_open()
-        return Producer(self._log, topic, self.address, self.timeout, self._watchdog)
+        partitions = self.get_topic(topic).partitions
+        return Producer(self._log, topic, self.address, self.timeout, self._watchdog, partitions)
 
     def reader(
         self,

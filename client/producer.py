@@ -16,6 +16,7 @@ from compactlog.client import _convert as cv
 from compactlog.client.closeable import Closeable
 from compactlog.client.deadlines import StreamWatch, Watchdog
 from compactlog.client.errors import AlreadyClosed, call, cancel, translate_errors
+from compactlog.client.routing import PartitionRouter
 from compactlog.client.types import MessageId
 from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
@@ -31,9 +32,12 @@ class Producer(Closeable):
         address: str,
         timeout: float | None,
         watchdog: Watchdog | None = None,
+        partitions: int = 0,
     ) -> None:
         self._stub = stub
         self._topic = topic
+        # A partitioned topic: requests go to the partition their records route to.
+        self._router = PartitionRouter(topic, partitions) if partitions > 1 else None
         self._address = address
         self._timeout = timeout
         self._watchdog = watchdog
@@ -61,6 +65,8 @@ class Producer(Closeable):
         if self._closed:
             raise AlreadyClosed("the producer is closed")
         req = cv.publish_request(self._topic, records)
+        if self._router is not None:
+            req.topic = self._router.target(req)
         resp = call(
             "Publish", self._address, lambda: self._stub.Publish(req, timeout=self._timeout)
         )

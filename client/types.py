@@ -71,6 +71,7 @@ class TopicInfo:
     config: Mapping[str, str]
     stats: TopicStats
     offline_reason: str = ""  # non-empty: stored state unreadable, the topic is not served
+    partitions: int = 0  # a partitioned topic: its partitions are NAME-partition-0 ..
 
 
 @dataclass(frozen=True, slots=True)

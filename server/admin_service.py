@@ -8,10 +8,12 @@ from typing import Protocol
 
 import grpc
 
-from compactlog.errors import Unimplemented
+from compactlog.errors import InvalidArgument, Unimplemented
+from compactlog.server import partitioned_compaction
 from compactlog.server.broker import Broker
 from compactlog.server.convert import kind_from_pb, topic_info
 from compactlog.server.errors import rpc
+from compactlog.server.partitioned import PartitionedNamespace
 from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 
@@ -38,28 +40,59 @@ class TopicAdminService(pb_grpc.TopicAdminServicer):
     def __init__(self, broker: Broker, compactions: Compactions | None) -> None:
         self.broker = broker
         self.compactions = compactions
+        self.partitioned = PartitionedNamespace(broker)
+
+    def _partitions(self, name: str) -> list[str] | None:
+        """The partition topics of ``name`` when it is a partitioned topic, else None."""
+        if self.partitioned.get(name) is None:
+            return None
+        return self.partitioned.partition_names(name)
+
+    def _not_for_partitioned(self, name: str, what: str) -> None:
+        if self.partitioned.get(name) is not None:
+            raise InvalidArgument(
+                f"topic {name!r} is partitioned: {what} applies to one partition "
+                f"({name}-partition-i)",
+                topic=name,
+            )
 
     @rpc
     def CreateTopic(
         self, request: pb.CreateTopicRequest, context: grpc.ServicerContext
     ) -> pb.TopicInfo:
-        desc = self.broker.create_topic(
-            request.name, kind_from_pb(request.kind), dict(request.config)
-        )
+        kind = kind_from_pb(request.kind)
+        if request.partitions > 1:
+            desc = self.partitioned.create(
+                request.name, kind, dict(request.config), request.partitions
+            )
+        else:
+            desc = self.broker.create_topic(request.name, kind, dict(request.config))
         return topic_info(desc)
 
     @rpc
+    def AddPartitions(
+        self, request: pb.AddPartitionsRequest, context: grpc.ServicerContext
+    ) -> pb.TopicInfo:
+        return topic_info(self.partitioned.add_partitions(request.name, request.partitions))
+
+    def _describe(self, name: str) -> pb.TopicInfo:
+        if self.partitioned.get(name) is not None:
+            return topic_info(self.partitioned.describe(name))
+        return topic_info(self.broker.describe(name))
+
+    @rpc
     def GetTopic(self, request: pb.GetTopicRequest, context: grpc.ServicerContext) -> pb.TopicInfo:
-        return topic_info(self.broker.describe(request.name))
+        return self._describe(request.name)
 
     @rpc
     def ListTopics(
         self, request: pb.ListTopicsRequest, context: grpc.ServicerContext
     ) -> pb.ListTopicsResponse:
         resp = pb.ListTopicsResponse()
-        for name in self.broker.topic_names():
+        names = sorted({*self.broker.topic_names(), *self.broker.partitioned.names()})
+        for name in names:
             try:
-                resp.topics.append(topic_info(self.broker.describe(name)))
+                resp.topics.append(self._describe(name))
             except Exception:  # deleted between listing and describing
                 continue
         return resp
@@ -68,14 +101,19 @@ class TopicAdminService(pb_grpc.TopicAdminServicer):
     def UpdateTopicConfig(
         self, request: pb.UpdateTopicConfigRequest, context: grpc.ServicerContext
     ) -> pb.TopicInfo:
-        desc = self.broker.update_config(request.name, dict(request.set), list(request.remove))
-        return topic_info(desc)
+        set_, remove = dict(request.set), list(request.remove)
+        if self.partitioned.get(request.name) is not None:
+            return topic_info(self.partitioned.update_config(request.name, set_, remove))
+        return topic_info(self.broker.update_config(request.name, set_, remove))
 
     @rpc
     def DeleteTopic(
         self, request: pb.DeleteTopicRequest, context: grpc.ServicerContext
     ) -> pb.DeleteTopicResponse:
-        self.broker.delete_topic(request.name)
+        if self.partitioned.get(request.name) is not None:
+            self.partitioned.delete(request.name)
+        else:
+            self.broker.delete_topic(request.name)
         return pb.DeleteTopicResponse()
 
     def _compactions(self) -> Compactions:
@@ -87,6 +125,10 @@ class TopicAdminService(pb_grpc.TopicAdminServicer):
     def Compact(
         self, request: pb.CompactRequest, context: grpc.ServicerContext
     ) -> pb.CompactionStatus:
+        names = self._partitions(request.topic)
+        if names is not None:
+            compactions = self._compactions()
+            return partitioned_compaction.compact(compactions, request.topic, names, request.wait)
         self.broker.kind(request.topic)
         return self._compactions().compact(request.topic, request.wait)
 
@@ -94,6 +136,9 @@ class TopicAdminService(pb_grpc.TopicAdminServicer):
     def GetCompactionStatus(
         self, request: pb.GetCompactionStatusRequest, context: grpc.ServicerContext
     ) -> pb.CompactionStatus:
+        names = self._partitions(request.topic)
+        if names is not None:
+            return partitioned_compaction.status(self._compactions(), names)
         self.broker.kind(request.topic)
         return self._compactions().status(request.topic)
 
@@ -101,6 +146,7 @@ class TopicAdminService(pb_grpc.TopicAdminServicer):
     def WatchCompaction(
         self, request: pb.WatchCompactionRequest, context: grpc.ServicerContext
     ) -> Iterator[pb.CompactionProgress]:
+        self._not_for_partitioned(request.topic, "WatchCompaction")
         self.broker.kind(request.topic)
         gone = threading.Event()  # the caller cancelled or went away
         context.add_callback(gone.set)
@@ -110,6 +156,9 @@ class TopicAdminService(pb_grpc.TopicAdminServicer):
     def CancelCompaction(
         self, request: pb.CancelCompactionRequest, context: grpc.ServicerContext
     ) -> pb.CompactionStatus:
+        names = self._partitions(request.topic)
+        if names is not None:
+            return partitioned_compaction.cancel(self._compactions(), request.topic, names)
         self.broker.kind(request.topic)
         return self._compactions().cancel(request.topic)
 
@@ -117,6 +166,7 @@ class TopicAdminService(pb_grpc.TopicAdminServicer):
     def PreviewCompaction(
         self, request: pb.PreviewCompactionRequest, context: grpc.ServicerContext
     ) -> pb.CompactionRun:
+        self._not_for_partitioned(request.topic, "PreviewCompaction")
         self.broker.kind(request.topic)
         return self._compactions().preview(request.topic)
 
@@ -124,6 +174,7 @@ class TopicAdminService(pb_grpc.TopicAdminServicer):
     def VerifyCompaction(
         self, request: pb.VerifyCompactionRequest, context: grpc.ServicerContext
     ) -> pb.VerifyCompactionResponse:
+        self._not_for_partitioned(request.topic, "VerifyCompaction")
         self.broker.kind(request.topic)
         return self._compactions().verify(request.topic)
 
@@ -131,10 +182,16 @@ class TopicAdminService(pb_grpc.TopicAdminServicer):
     def EnforceRetention(
         self, request: pb.EnforceRetentionRequest, context: grpc.ServicerContext
     ) -> pb.TopicInfo:
+        names = self._partitions(request.topic)
+        if names is not None:
+            for name in names:
+                self.broker.enforce_retention(name)
+            return self._describe(request.topic)
         return topic_info(self.broker.enforce_retention(request.topic))
 
     @rpc
     def DeleteRecords(
         self, request: pb.DeleteRecordsRequest, context: grpc.ServicerContext
     ) -> pb.TopicInfo:
+        self._not_for_partitioned(request.topic, "DeleteRecords")
         return topic_info(self.broker.delete_records(request.topic, request.before_offset))

@@ -21,7 +21,14 @@ from compactlog.compactor.log_cleaner.log_cleaner import LogCleaner
 from compactlog.compactor.log_cleaner.worker_pass import WorkerPasses
 from compactlog.compactor.two_phase.worker_runs import WorkerCompactions
 from compactlog.compactor.workers import WorkerPool
-from compactlog.errors import InvalidConfig, TopicExists, TopicNotFound, WrongTopicKind
+from compactlog.errors import (
+    InvalidArgument,
+    InvalidConfig,
+    TopicExists,
+    TopicNotFound,
+    WrongTopicKind,
+)
+from compactlog.partitioner import parse_partition_name
 from compactlog.storage.config import (
     TOPIC_KEYS,
     ServerSettings,
@@ -32,6 +39,7 @@ from compactlog.storage.cursor import COMPACTION_SUBSCRIPTION
 from compactlog.storage.ledger_log import LedgerTopicLog
 from compactlog.storage.ledger_store import LedgerStore
 from compactlog.storage.names import check_topic_name
+from compactlog.storage.partitioned_topics import PartitionedTopics
 from compactlog.storage.segmented.manager import SegmentedLogManager
 from compactlog.storage.segmented.topic_log import SegmentedTopicLog
 from compactlog.storage.topic_log import TopicLog
@@ -55,6 +63,7 @@ class TopicDescription:
     log_start_offset: int = 0
     extra: dict[str, int] = field(default_factory=dict)
     offline_reason: str = ""  # set: the topic's state could not be read (storage.offline)
+    partitions: int = 0  # a partitioned topic: its partition count (server.partitioned)
 
 
 WORK_DIR = "compaction-work"
@@ -66,6 +75,7 @@ class Broker:
     ) -> None:
         self.settings = settings
         self.clock = clock
+        self.partitioned = PartitionedTopics(data_dir)  # partition counts (docs/partitions.md)
         self.ledgers = LedgerStore(data_dir / "ledgers", settings, clock)
         self.work_dir = data_dir / WORK_DIR
         WorkerCompactions.clear_work_dir(self.work_dir)
@@ -77,7 +87,8 @@ class Broker:
         except BaseException:
             self.ledgers.close()
             raise
-        self._create_lock = threading.Lock()
+        # Held while a name is taken or given up (partitioned topics take several at once).
+        self.namespace_lock = threading.RLock()
         self._close_hooks: list[Callable[[], None]] = []
         self._delete_hooks: list[Callable[[str], None]] = []
 
@@ -93,8 +104,8 @@ class Broker:
     def create_topic(self, name: str, kind: TopicKind, config: dict[str, str]) -> TopicDescription:
         check_topic_name(name)
         overrides = validate_topic_overrides(kind, config, name)
-        with self._create_lock:
-            if self.ledgers.has_topic(name) or self.segments.has_topic(name):
+        with self.namespace_lock:
+            if self.has_name(name):
                 raise TopicExists(f"topic {name!r} already exists", topic=name)
             if kind == TopicKind.LEDGER:
                 self.ledgers.create_topic(name, overrides)
@@ -102,6 +113,30 @@ class Broker:
             else:
                 self.segments.create_topic(name, overrides)
         return self.describe(name)
+
+    def has_name(self, name: str) -> bool:
+        """The name is taken: a topic of either store, or a partitioned topic."""
+        return (
+            self.ledgers.has_topic(name)
+            or self.segments.has_topic(name)
+            or self.partitioned.get(name) is not None
+        )
+
+    def partition_index(self, name: str) -> int | None:
+        """``i`` when ``name`` is partition ``i`` of a partitioned topic, else None."""
+        if self.partitioned.empty:
+            return None
+        return self.partitioned.partition_of(name, parse_partition_name(name))
+
+    def parent_of(self, name: str) -> str | None:
+        """The partitioned topic ``name`` is a partition of, if it is one."""
+        if self.partitioned.empty:
+            return None
+        parsed = parse_partition_name(name)
+        if self.partitioned.partition_of(name, parsed) is None:
+            return None
+        assert parsed is not None
+        return parsed[0]
 
     def update_config(
         self, name: str, set_: dict[str, str], remove: Sequence[str]
@@ -143,6 +178,12 @@ class Broker:
         return dict(self.segments.overrides(name))
 
     def delete_topic(self, name: str) -> None:
+        parent = self.parent_of(name)
+        if parent is not None:
+            raise InvalidArgument(
+                f"topic {name!r} is a partition of {parent!r}: delete {parent!r} instead",
+                topic=name,
+            )
         if self.kind(name) == TopicKind.LEDGER:
             self.ledgers.delete_topic(name)
         else:
@@ -213,16 +254,25 @@ class Broker:
     def log(self, name: str) -> TopicLog:
         """The topic's ``TopicLog``, whatever its kind (what the Log service reads and
         appends through)."""
+        partition = self.partition_index(name) or 0
         if self.ledgers.has_topic(name):
-            return LedgerTopicLog(self.ledgers, name)
+            return LedgerTopicLog(self.ledgers, name, partition)
         if self.segments.has_topic(name):
-            return SegmentedTopicLog(self.segments, name)
+            return SegmentedTopicLog(self.segments, name, partition)
         raise TopicNotFound(f"topic {name!r} does not exist", topic=name)
 
     def on_change(self, callback: Callable[[str], None]) -> None:
-        """Call ``callback(topic)`` whenever readers of a topic may have something new."""
-        self.ledgers.changes.add(callback)
-        self.segments.changes.add(callback)
+        """Call ``callback(topic)`` whenever readers of a topic may have something new;
+        a change of partition ``NAME-partition-i`` is also one of ``NAME`` (merged reads)."""
+
+        def parent_changed(name: str) -> None:
+            parent = self.parent_of(name)
+            if parent is not None:
+                callback(parent)
+
+        for changes in (self.ledgers.changes, self.segments.changes):
+            changes.add(callback)
+            changes.add(parent_changed)
 
     def enforce_retention(self, name: str) -> TopicDescription:
         if self.kind(name) == TopicKind.LEDGER:

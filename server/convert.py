@@ -89,6 +89,7 @@ def topic_info(desc: TopicDescription) -> pb.TopicInfo:
     s.compacted_entries = desc.compacted_entries
     s.compacted_bytes = desc.compacted_bytes
     s.log_start_offset = desc.log_start_offset
+    info.partitions = desc.partitions
     return info
 
 
@@ -102,7 +103,8 @@ def parse_publish(raw: bytes) -> pb.PublishRequest:
         ) from None
 
 
-def publish_reply(runs: Sequence[tuple[int, int, int]], synced: bool) -> bytes:
+def publish_reply(runs: Sequence[tuple[int, int, int]], synced: bool, partition: int = 0) -> bytes:
     """PublishResponse bytes for id runs (ledger, first entry, count), built by the batch
-    codec: a reply of 1000 ids without 1000 protobuf objects."""
-    return id_runs(runs) + (b"\x10\x01" if synced else b"")
+    codec: a reply of 1000 ids without 1000 protobuf objects. ``partition``: the ids'
+    ``MessageId.partition`` (a publish straight to ``NAME-partition-i``)."""
+    return id_runs(runs, partition) + (b"\x10\x01" if synced else b"")

@@ -31,10 +31,13 @@ from compactlog.server.convert import (
 from compactlog.server.errors import rpc_async
 from compactlog.server.handlers import service_handler
 from compactlog.server.metrics import Metrics
+from compactlog.server.partitioned_log import MergedLog, PartitionedCalls
+from compactlog.server.partitioned_publish import RoundRobin, append_spread
+from compactlog.server.partitioned_reading import MergedReadSession
 from compactlog.server.reading import ReadSession, consume_step, response_cap
 from compactlog.server.waiting import TopicSignals
 from compactlog.storage.names import check_client_subscription
-from compactlog.storage.topic_log import Appended, Pending
+from compactlog.storage.topic_log import Appended, Pending, TopicLog
 from compactlog.v1 import compactlog_pb2 as pb
 
 T = TypeVar("T")
@@ -66,6 +69,8 @@ class LogService:
         self.signals = signals
         self.batch_size = batch_size
         self._sub_locks: dict[tuple[str, str], asyncio.Lock] = {}
+        self.robin = RoundRobin()  # keyless records of partitioned topics
+        self.partitioned = PartitionedCalls(self)
 
     # Finding a topic's TopicLog is a dictionary lookup and stays on the event loop; every
     # step that may touch RocksDB or a file runs in the executor.
@@ -74,12 +79,23 @@ class LogService:
 
     # ---- publish ----------------------------------------------------------------------
 
-    def _append(self, raw: bytes) -> tuple[Appended, str]:
+    def _append(self, raw: bytes) -> tuple[Appended, str, Callable[[], bytes]]:
         """Parse once (a malformed request, or a property that is not UTF-8, is refused
-        before anything is stored), then append the raw records through the topic's log."""
+        before anything is stored), then append the raw records through the topic's log
+        (a partitioned topic's: routed over its partitions, ``partitioned_publish``).
+        Also returns how to build the reply once the append is durable."""
         request = parse_publish(raw)
+        parted = self.broker.partitioned.get(request.topic)
+        if parted is not None:
+            spread = append_spread(self.broker, parted, raw, self.robin)
+            return spread, parted.kind.name, spread.reply
         log = self.broker.log(request.topic)
-        return log.append_request(raw), log.kind.name
+        appended = log.append_request(raw)
+        return (
+            appended,
+            log.kind.name,
+            lambda: publish_reply(appended.runs, appended.synced, log.partition),
+        )
 
     async def _durable(self, appended: Pending) -> None:
         loop = asyncio.get_running_loop()
@@ -103,7 +119,7 @@ class LogService:
         """Append now; the returned call waits for durability and gives the reply bytes."""
         started = time.perf_counter()
         loop = asyncio.get_running_loop()
-        appended, kind = await loop.run_in_executor(self.appends, self._append, raw)
+        appended, kind, build = await loop.run_in_executor(self.appends, self._append, raw)
 
         async def reply() -> bytes:
             await self._durable(appended)
@@ -112,7 +128,7 @@ class LogService:
             self.metrics.publish_records.labels(kind).inc(count)
             self.metrics.publish_bytes.labels(kind).inc(len(raw))
             self.metrics.publish_latency.labels(kind).observe(time.perf_counter() - started)
-            return publish_reply(appended.runs, appended.synced)
+            return build()
 
         return reply
 
@@ -155,12 +171,17 @@ class LogService:
 
     @rpc_async
     async def Read(self, request: pb.ReadRequest, context: Context) -> AsyncIterator[bytes]:
-        log = self.broker.log(request.topic)
+        merged = self.partitioned.merged(request.topic)
+        log: TopicLog | MergedLog = merged if merged is not None else self.broker.log(request.topic)
         compacted = str(request.read_compacted).lower()
         self.metrics.read_requests.labels(log.kind.name, compacted).inc()
         counter = self.metrics.read_messages.labels(log.kind.name, compacted)
         latency = self.metrics.read_batch_latency.labels(log.kind.name)
-        session = await self._run(ReadSession, log, request, self.batch_size)
+        session: ReadSession | MergedReadSession
+        if merged is not None:
+            session = await self._run(merged.read_session, request, self.batch_size)
+        else:
+            session = await self._run(ReadSession, log, request, self.batch_size)
         # The stream has started (topic found, start set): clients bound their wait for
         # this, not a follow read's wait for new messages (client.deadlines).
         await context.send_initial_metadata(())
@@ -195,6 +216,9 @@ class LogService:
         ``redeliver_unacknowledged`` gets it again (the client library asks for that
         after any failed Consume)."""
         check_client_subscription(request.subscription, request.topic)
+        merged = self.partitioned.merged(request.topic)
+        if merged is not None:
+            return await self.partitioned.consume(merged, request)
         log = self.broker.log(request.topic)
         latest = start_position(request.initial_position) == pb.LATEST
         cursor = await self._run(log.open_cursor, request.subscription, latest)
@@ -229,7 +253,8 @@ class LogService:
         self, request: pb.AcknowledgeRequest, context: Context
     ) -> pb.AcknowledgeResponse:
         check_client_subscription(request.subscription, request.topic)
-        log = self.broker.log(request.topic)
+        merged = self.partitioned.merged(request.topic)
+        log = self.broker.log(request.topic) if merged is None else merged.of_id(request.id)
         msg_id = id_from_pb(request.id)
         acked = await self._run(log.acknowledge, request.subscription, msg_id, request.cumulative)
         await self._durable(acked)  # a group commit, shared with publishes and other acks
@@ -239,11 +264,15 @@ class LogService:
     async def GetLastMessageId(
         self, request: pb.GetLastMessageIdRequest, context: Context
     ) -> pb.GetLastMessageIdResponse:
+        merged = self.partitioned.merged(request.topic)
+        if merged is not None:
+            return await self._run(merged.last_ids, request.read_compacted)
         log = self.broker.log(request.topic)
         last = await self._run(log.last_id, request.read_compacted)
         resp = pb.GetLastMessageIdResponse()
         if last is not None:
             id_to_pb(last, resp.id)
+            resp.id.partition = log.partition
         return resp
 
 

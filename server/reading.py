@@ -57,6 +57,14 @@ class ReadSession:
     def done(self) -> bool:
         return self.remaining == 0
 
+    def cap(self, remaining: int) -> None:
+        """Lower what this session may still return (a merged read's shared
+        ``max_messages``): the responses under way were cut for the old limit, so they
+        are dropped and the next step resumes at ``position``."""
+        if self.remaining < 0 or remaining < self.remaining:
+            self.remaining = remaining
+            self._chunks = None
+
     def steps(self, max_bytes: int = STEP_BYTES) -> list[Response]:
         """The next responses, up to about ``max_bytes`` in all; empty once the view is
         read up to what is visible now. A response that fails (a corrupt batch, a message

@@ -101,24 +101,37 @@ static Py_ssize_t skip_field(const unsigned char *buf, Py_ssize_t p, Py_ssize_t 
     return q;
 }
 
-static Py_ssize_t id_field(unsigned char *out, uint64_t ledger, uint64_t entry) {
+static Py_ssize_t id_field_p(unsigned char *out, uint64_t ledger, uint64_t entry,
+                             uint32_t partition) {
     Py_ssize_t n = 2;
     if (ledger) { out[n++] = 0x08; n += varint_encode(out + n, ledger); }
     if (entry) { out[n++] = 0x10; n += varint_encode(out + n, entry); }
+    if (partition) { out[n++] = 0x18; n += varint_encode(out + n, partition); }
     out[0] = 0x0A;
     out[1] = (unsigned char)(n - 2);
     return n;
 }
 
-/* encode_records(request, pos, ledger_id, first_entry, publish_ms, max_count, room) */
+static Py_ssize_t id_field(unsigned char *out, uint64_t ledger, uint64_t entry) {
+    return id_field_p(out, ledger, entry, 0);
+}
+
+/* encode_records(request, pos, ledger_id, first_entry, publish_ms, max_count, room
+                  [, partition]) */
 static PyObject *encode_records(PyObject *self, PyObject *args) {
     Py_buffer view;
     Py_ssize_t pos, max_count, room;
     unsigned long long ledger, first_entry;
     long long publish_ms;
-    if (!PyArg_ParseTuple(args, "y*nKKLnn", &view, &pos, &ledger, &first_entry, &publish_ms,
-                          &max_count, &room))
+    int partition = 0;
+    if (!PyArg_ParseTuple(args, "y*nKKLnn|i", &view, &pos, &ledger, &first_entry, &publish_ms,
+                          &max_count, &room, &partition))
         return NULL;
+    if (partition < 0) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "partition must be >= 0");
+        return NULL;
+    }
     const unsigned char *req = view.buf;
     Py_ssize_t end = view.len, p = pos, count = 0;
     Buf payload = {0}, keys = {0}, body = {0};
@@ -135,8 +148,9 @@ static PyObject *encode_records(PyObject *self, PyObject *args) {
         if (tag != 0x12) { p = nxt; continue; }
         if (read_varint(req, &q, end, &n) < 0) goto done;
         Py_ssize_t rs = q, re = nxt;
-        unsigned char idbuf[24];
-        Py_ssize_t idlen = id_field(idbuf, ledger, first_entry + (uint64_t)count);
+        unsigned char idbuf[32];
+        Py_ssize_t idlen =
+            id_field_p(idbuf, ledger, first_entry + (uint64_t)count, (uint32_t)partition);
         body.len = 0;
         if (buf_put(&body, idbuf, idlen) < 0) goto done;
         Py_ssize_t key_s = -1, key_e = -1, key_f = -1, val_f = -1, val_e = -1;
@@ -438,12 +452,111 @@ done:
     return result;
 }
 
+/* Kafka's Utils.murmur2 (seed 0x9747b28c), as an unsigned 32-bit value. */
+static uint32_t murmur2(const unsigned char *data, Py_ssize_t length) {
+    const uint32_t m = 0x5bd1e995;
+    uint32_t h = 0x9747b28cu ^ (uint32_t)length;
+    Py_ssize_t whole = length & ~(Py_ssize_t)3;
+    for (Py_ssize_t i = 0; i < whole; i += 4) {
+        uint32_t k = (uint32_t)data[i] | ((uint32_t)data[i + 1] << 8) |
+                     ((uint32_t)data[i + 2] << 16) | ((uint32_t)data[i + 3] << 24);
+        k *= m;
+        k ^= k >> 24;
+        k *= m;
+        h *= m;
+        h ^= k;
+    }
+    switch (length & 3) {
+    case 3: h ^= (uint32_t)data[whole + 2] << 16; /* fall through */
+    case 2: h ^= (uint32_t)data[whole + 1] << 8;  /* fall through */
+    case 1: h ^= (uint32_t)data[whole]; h *= m;
+    }
+    h ^= h >> 13;
+    h *= m;
+    h ^= h >> 15;
+    return h;
+}
+
+/* route_records(request, partitions, first_keyless)
+   -> ([part bytes per partition], order bytes, keyless count) */
+static PyObject *route_records(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t partitions;
+    unsigned long long keyless;
+    if (!PyArg_ParseTuple(args, "y*nK", &view, &partitions, &keyless)) return NULL;
+    if (partitions < 1 || partitions > 65536) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "partitions must be 1 to 65536");
+        return NULL;
+    }
+    const unsigned char *req = view.buf;
+    Py_ssize_t end = view.len, p = 0;
+    unsigned long long first_keyless = keyless;
+    Buf *parts = PyMem_Calloc((size_t)partitions, sizeof(Buf));
+    uint32_t *counts = PyMem_Calloc((size_t)partitions, sizeof(uint32_t));
+    Buf order = {0};
+    PyObject *result = NULL, *list = NULL;
+    if (!parts || !counts) { PyErr_NoMemory(); goto done; }
+    while (p < end) {
+        uint64_t tag, n;
+        Py_ssize_t q = p;
+        if (read_varint(req, &q, end, &tag) < 0) goto done;
+        Py_ssize_t nxt = skip_field(req, q, end, (int)(tag & 7));
+        if (nxt < 0) goto done;
+        if (tag != 0x12) { p = nxt; continue; }
+        if (read_varint(req, &q, end, &n) < 0) goto done;
+        Py_ssize_t r = q, re = nxt, key_s = -1, key_e = -1;
+        while (r < re) { /* the key field: the last one wins, as in encode_records */
+            uint64_t t, kn;
+            if (read_varint(req, &r, re, &t) < 0) goto done;
+            Py_ssize_t fe = skip_field(req, r, re, (int)(t & 7));
+            if (fe < 0) goto done;
+            if (t == 0x0A) {
+                Py_ssize_t s = r;
+                if (read_varint(req, &s, re, &kn) < 0) goto done;
+                key_s = s; key_e = fe;
+            }
+            r = fe;
+        }
+        Py_ssize_t partition;
+        if (key_s >= 0)
+            partition = (Py_ssize_t)((murmur2(req + key_s, key_e - key_s) & 0x7fffffffu) %
+                                     (uint32_t)partitions);
+        else
+            partition = (Py_ssize_t)(keyless++ % (unsigned long long)partitions);
+        uint32_t pair[2] = {(uint32_t)partition, counts[partition]++};
+        if (buf_put(&parts[partition], req + p, nxt - p) < 0) goto done;
+        if (buf_put(&order, (const unsigned char *)pair, sizeof pair) < 0) goto done;
+        p = nxt;
+    }
+    list = PyList_New(partitions);
+    if (!list) goto done;
+    for (Py_ssize_t i = 0; i < partitions; i++) {
+        PyObject *b = PyBytes_FromStringAndSize(parts[i].data ? (char *)parts[i].data : "",
+                                                parts[i].len);
+        if (!b) goto done;
+        PyList_SET_ITEM(list, i, b);
+    }
+    result = Py_BuildValue("(Oy#K)", list, order.data ? (char *)order.data : "", order.len,
+                           keyless - first_keyless);
+done:
+    Py_XDECREF(list);
+    if (parts)
+        for (Py_ssize_t i = 0; i < partitions; i++) PyMem_Free(parts[i].data);
+    PyMem_Free(parts);
+    PyMem_Free(counts);
+    PyMem_Free(order.data);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"encode_records", encode_records, METH_VARARGS, "Records of a PublishRequest as messages."},
     {"walk", walk, METH_VARARGS, "Message records of a payload."},
     {"span", span, METH_VARARGS, "Byte range of the records in an id range."},
     {"skip_records", skip_records, METH_VARARGS, "Position after n message records."},
     {"id_runs", id_runs, METH_O, "Wire bytes of repeated MessageId for id runs."},
+    {"route_records", route_records, METH_VARARGS, "Records of a PublishRequest by partition."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -12,6 +12,10 @@ records of a payload with their ids, key flags, keys and byte ranges.
 
 from __future__ import annotations
 
+import array
+
+from compactlog.partitioner import murmur2, to_positive
+
 HAS_KEY = 1
 VALUE_NON_EMPTY = 2
 VALUE_PRESENT = 4
@@ -75,8 +79,9 @@ def _skip(buf: bytes, p: int, end: int, wire: int) -> int:
     return q
 
 
-def id_field(ledger_id: int, entry_id: int) -> bytes:
-    """``Message.id`` (field 1) as protobuf writes it: zero fields omitted."""
+def id_field(ledger_id: int, entry_id: int, partition: int = 0) -> bytes:
+    """``Message.id`` (field 1) as protobuf writes it: zero fields omitted. ``partition``
+    (``MessageId.partition``, field 3) is set on the messages of a partitioned topic."""
     body = bytearray()
     if ledger_id:
         body.append(0x08)
@@ -84,6 +89,9 @@ def id_field(ledger_id: int, entry_id: int) -> bytes:
     if entry_id:
         body.append(0x10)
         put_varint(body, entry_id)
+    if partition:
+        body.append(0x18)
+        put_varint(body, partition)
     return bytes([0x0A, len(body)]) + bytes(body)
 
 
@@ -136,14 +144,18 @@ def encode_records(
     publish_ms: int,
     max_count: int,
     room: int,
+    partition: int = 0,
 ) -> tuple[bytes, bytes, int, int, int, int, int]:
     """Encode the Records of ``request[pos:]`` (PublishRequest field 2) as message records.
 
     Stops after ``max_count`` records, or after the record that brings the payload to
     ``room`` bytes or more. Returns ``(payload, key block, count, next pos, max event
     time, largest record size, its index)``; sizes are the message bytes without the id
-    field (what ``max.message.bytes`` limits). Fields other than 2 are skipped.
+    field (what ``max.message.bytes`` limits). Fields other than 2 are skipped. A
+    ``partition`` other than 0 goes into every id (``MessageId.partition``).
     """
+    if partition < 0:
+        raise ValueError("partition must be >= 0")
     end = len(request)
     if pos < 0 or pos > end:
         raise MalformedPayload("position outside the request")
@@ -162,7 +174,7 @@ def encode_records(
             p = nxt
             continue
         _n, rs = read_varint(request, q, end)
-        ident = id_field(ledger_id, first_entry + count)
+        ident = id_field(ledger_id, first_entry + count, partition)
         body, flags, key, event = _message(request, rs, nxt, ident, publish_ms)
         payload.append(0x0A)
         put_varint(payload, len(body))
@@ -300,6 +312,51 @@ def skip_records(payload: bytes, start: int, count: int) -> int:
     return p
 
 
+def route_records(
+    request: bytes, partitions: int, first_keyless: int
+) -> tuple[list[bytes], bytes, int]:
+    """The Records of ``request`` (PublishRequest field 2) by partition, as Kafka's default
+    partitioner places them: keyed ones at ``toPositive(murmur2(key)) % partitions`` (the
+    last key field wins, as in ``encode_records``), keyless ones round-robin from
+    ``first_keyless``. Returns ``(each partition's records field bytes, order, keyless
+    count)``; ``order`` holds, for every record in request order, its partition and its
+    index in that partition's part as two native uint32s."""
+    if not 1 <= partitions <= 65536:
+        raise ValueError("partitions must be 1 to 65536")
+    end = len(request)
+    parts = [bytearray() for _ in range(partitions)]
+    counts = [0] * partitions
+    order = array.array("I")
+    keyless = first_keyless
+    p = 0
+    while p < end:
+        tag, q = read_varint(request, p, end)
+        nxt = _skip(request, q, end, tag & 7)
+        if tag != 0x12:
+            p = nxt
+            continue
+        _n, r = read_varint(request, q, end)
+        key: bytes | None = None
+        while r < nxt:
+            t, r = read_varint(request, r, nxt)
+            fe = _skip(request, r, nxt, t & 7)
+            if t == 0x0A:
+                _kn, s = read_varint(request, r, nxt)
+                key = bytes(request[s:fe])
+            r = fe
+        if key is not None:
+            partition = to_positive(murmur2(key)) % partitions
+        else:
+            partition = keyless % partitions
+            keyless += 1
+        parts[partition] += request[p:nxt]
+        order.append(partition)
+        order.append(counts[partition])
+        counts[partition] += 1
+        p = nxt
+    return [bytes(b) for b in parts], order.tobytes(), keyless - first_keyless
+
+
 def id_runs(runs: list[tuple[int, int, int]]) -> bytes:
     """Wire bytes of ``repeated MessageId ids = 1`` for (ledger, first entry, count) runs."""
     out = bytearray()
@@ -320,6 +377,7 @@ __all__ = [
     "id_runs",
     "put_varint",
     "read_varint",
+    "route_records",
     "skip_records",
     "span",
     "walk",

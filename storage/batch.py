@@ -194,17 +194,37 @@ def encode_request(
     publish_ms: int,
     max_count: int = 2**31,
     room: int = 2**62,
+    partition: int = 0,
 ) -> EncodedRun:
-    """Encode PublishRequest records from ``pos`` (see ``_batch_py.encode_records``)."""
+    """Encode PublishRequest records from ``pos`` (see ``_batch_py.encode_records``);
+    ``partition`` goes into every id (the messages of ``NAME-partition-i``)."""
     try:
-        out = codec.encode_records(
-            request, pos, ledger_id, first_entry, publish_ms, max_count, room
-        )
+        # Without a partition the call stays the one a compiled twin built before
+        # partitions understands (a checkout whose _batch.so is not rebuilt yet).
+        args = (request, pos, ledger_id, first_entry, publish_ms, max_count, room)
+        out = codec.encode_records(*args, partition) if partition else codec.encode_records(*args)
     except MalformedPayload as exc:
         raise MalformedRequest(
             f"malformed publish request: {exc}", request="PublishRequest"
         ) from None
     return EncodedRun(*out)
+
+
+def route_records(
+    request: bytes, partitions: int, first_keyless: int
+) -> tuple[list[bytes], memoryview, int]:
+    """The records of raw ``PublishRequest`` bytes split by partition, Kafka's default
+    partitioner's way (see ``_batch_py.route_records``): each partition's ``records``
+    field bytes (a PublishRequest of its own), ``(partition, index)`` of every record in
+    request order (a flat uint32 view), and how many keyless records took a turn."""
+    route = getattr(codec, "route_records", _batch_py.route_records)  # an older build
+    try:
+        parts, order, keyless = route(request, partitions, first_keyless)
+    except MalformedPayload as exc:
+        raise MalformedRequest(
+            f"malformed publish request: {exc}", request="PublishRequest"
+        ) from None
+    return parts, memoryview(order).cast("I"), keyless
 
 
 def _bytes_field(out: bytearray, tag: int, data: bytes) -> None:
@@ -314,9 +334,14 @@ def select(
     return payload[begin:end], n, MessageId(last_ledger, last_entry)
 
 
-def id_runs(runs: Sequence[tuple[int, int, int]]) -> bytes:
-    """``repeated MessageId ids = 1`` wire bytes for (ledger, first entry, count) runs."""
-    return bytes(codec.id_runs(list(runs)))
+def id_runs(runs: Sequence[tuple[int, int, int]], partition: int = 0) -> bytes:
+    """``repeated MessageId ids = 1`` wire bytes for (ledger, first entry, count) runs;
+    ``partition`` (a partition's appends) goes into every id."""
+    if not partition:
+        return bytes(codec.id_runs(list(runs)))
+    return b"".join(
+        id_field(lid, e, partition) for lid, first, n in runs for e in range(first, first + n)
+    )
 
 
 def _signed(n: int) -> int:

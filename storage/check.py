@@ -23,7 +23,7 @@ from pathlib import Path
 
 from compactlog.errors import CompactlogError, CorruptData, StoreLocked
 from compactlog.storage import batch as codec
-from compactlog.storage import keys
+from compactlog.storage import keys, partitioned_topics
 from compactlog.storage.codec import ROLE_RAW, LedgerMeta
 from compactlog.storage.cursor import Cursor
 from compactlog.storage.ledger_topic import LedgerTopic
@@ -71,11 +71,23 @@ def check_data_dir(data_dir: Path) -> CheckReport:
             segments = data_dir / SEGMENTS_DIR
             if segments.exists():
                 check_segments(segments, report)
+            _check_partition_counts(data_dir, report)
     except StoreLocked:
         raise StoreLocked(
             f"data dir {data_dir} is in use by a compactlog server; stop it before checking"
         ) from None
     return report
+
+
+def _check_partition_counts(data_dir: Path, report: CheckReport) -> None:
+    """``partitioned-topics.json`` (``storage.partitioned_topics``): checksum and parse."""
+    path = data_dir / partitioned_topics.FILE_NAME
+    try:
+        found = partitioned_topics.load(path)
+    except CorruptData as exc:
+        report.problem(str(path), str(exc))
+        return
+    report.count("partitioned topics", len(found))
 
 
 # ---- the ledger store -----------------------------------------------------------------

@@ -63,13 +63,17 @@ def build_append(
     request: bytes,
     now: int,
     allocate: Callable[[str, int], LedgerMeta],
+    partition: int = 0,
+    out: Batch | None = None,
 ) -> tuple[list[IdRun], Batch]:
     """The request's records as batches in the current ledger(s): all checked, one write.
 
     Raises before anything is written when a record is over ``max.message.bytes``; the
-    caller rolls back the in-memory ledger state this may have advanced.
+    caller rolls back the in-memory ledger state this may have advanced. ``partition``
+    goes into every id; ``out``: a batch shared with other topics' appends (a publish
+    across the partitions of a topic is one RocksDB write).
     """
-    out = Batch()
+    out = Batch() if out is None else out
     runs: list[IdRun] = []
     cfg = topic.config
     limit = cfg.max_message_bytes
@@ -87,6 +91,7 @@ def build_append(
             now,
             cfg.ledger_max_entries - first,
             cfg.ledger_max_bytes - cur.bytes,
+            partition,
         )
         if run.count == 0:
             break

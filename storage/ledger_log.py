@@ -16,9 +16,10 @@ from compactlog.storage.views import compacted_view, last_compacted_id, raw_view
 class LedgerTopicLog:
     kind = TopicKind.LEDGER
 
-    def __init__(self, store: LedgerStore, name: str) -> None:
+    def __init__(self, store: LedgerStore, name: str, partition: int = 0) -> None:
         self.store = store
         self.name = name
+        self.partition = partition  # set on NAME-partition-i: goes into every id
         self.topic = store.topic(name)  # TopicNotFound when there is none
 
     def gone(self) -> bool:
@@ -58,4 +59,4 @@ class LedgerTopicLog:
         return self.store.acknowledge_start(self.name, subscription, msg_id, cumulative)
 
     def append_request(self, request: bytes) -> PendingAppend:
-        return self.store.append_request_start(self.name, request)
+        return self.store.append_request_start(self.name, request, self.partition)

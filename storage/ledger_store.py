@@ -30,6 +30,7 @@ from compactlog.storage.codec import ROLE_COMPACTED, LedgerMeta
 from compactlog.storage.config import LedgerTopicConfig, ServerSettings, effective_topic_config
 from compactlog.storage.cursor import COMPACTED_LEDGER_PROPERTY
 from compactlog.storage.group_commit import GroupCommit
+from compactlog.storage.ledger_across import append_across
 from compactlog.storage.ledger_append import PendingAppend, build_append, compacted_batch
 from compactlog.storage.ledger_cursors import LedgerCursors
 from compactlog.storage.ledger_load import load_ledgers
@@ -273,7 +274,7 @@ class LedgerStore(LedgerScans, LedgerCursors):
         """``append_request_start`` for domain records: they take the wire encoder's path."""
         return self.append_request_start(name, codec.records_to_request(records))
 
-    def append_request_start(self, name: str, request: bytes) -> PendingAppend:
+    def append_request_start(self, name: str, request: bytes, partition: int = 0) -> PendingAppend:
         """Write the records of a raw ``PublishRequest`` to the WAL now; ``wait()`` on the
         result for durability.
 
@@ -287,7 +288,7 @@ class LedgerStore(LedgerScans, LedgerCursors):
                 raise TopicNotFound(f"topic {topic.name!r} does not exist", topic=topic.name)
             undo = topic.undo_point()
             try:
-                runs, batch = build_append(topic, request, now, self._allocate_ledger)
+                runs, batch = build_append(topic, request, now, self._allocate_ledger, partition)
                 if runs:
                     self.db.write(batch)
             except BaseException:
@@ -300,6 +301,11 @@ class LedgerStore(LedgerScans, LedgerCursors):
             lid, first, count = runs[-1]
             topic.confirm(MessageId(lid, first + count - 1))
             return PendingAppend(self, topic, runs, 0)
+
+    def append_across_start(self, parts: Sequence[tuple[str, bytes, int]]) -> list[PendingAppend]:
+        """Append ``(topic, PublishRequest bytes, partition)`` parts in ONE RocksDB write:
+        all of them or none, also across a crash (``storage.ledger_across``)."""
+        return append_across(self, parts, int(self.clock() * 1000), self._allocate_ledger)
 
     # ---- status blobs (compaction status survives restarts) -------------------------
 

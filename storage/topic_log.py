@@ -52,6 +52,7 @@ class AlreadyDurable:
 class TopicLog(Protocol):
     name: str
     kind: TopicKind
+    partition: int  # i on partition NAME-partition-i of a partitioned topic, else 0
 
     def gone(self) -> bool:
         """The topic was deleted or its store closed: readers stop."""

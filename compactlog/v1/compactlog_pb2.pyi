@@ -66,17 +66,23 @@ class MessageId(_message.Message):
 
     LEDGER_ID_FIELD_NUMBER: _builtins.int
     ENTRY_ID_FIELD_NUMBER: _builtins.int
+    PARTITION_FIELD_NUMBER: _builtins.int
     ledger_id: _builtins.int
     entry_id: _builtins.int
+    partition: _builtins.int
+    """The partition index of a message of a partitioned topic (also when read through
+    NAME-partition-i); 0 otherwise (docs/partitions.md).
+    """
     def __init__(
         self,
         *,
         ledger_id: _builtins.int = ...,
         entry_id: _builtins.int = ...,
+        partition: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["entry_id", b"entry_id", "ledger_id", b"ledger_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["entry_id", b"entry_id", "ledger_id", b"ledger_id", "partition", b"partition"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -277,6 +283,7 @@ class TopicInfo(_message.Message):
     STATS_FIELD_NUMBER: _builtins.int
     OFFLINE_FIELD_NUMBER: _builtins.int
     OFFLINE_REASON_FIELD_NUMBER: _builtins.int
+    PARTITIONS_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     kind: Global___TopicKind.ValueType
     offline: _builtins.bool
@@ -286,6 +293,8 @@ class TopicInfo(_message.Message):
     The reason names the file or key and what is wrong with it.
     """
     offline_reason: _builtins.str
+    partitions: _builtins.int
+    """A partitioned topic: how many partitions (NAME-partition-0 ..); 0 for other topics."""
     @_builtins.property
     def config(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """effective config, defaults included"""
@@ -301,10 +310,11 @@ class TopicInfo(_message.Message):
         stats: Global___TopicStats | None = ...,
         offline: _builtins.bool = ...,
         offline_reason: _builtins.str = ...,
+        partitions: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["stats", b"stats"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "kind", b"kind", "name", b"name", "offline", b"offline", "offline_reason", b"offline_reason", "stats", b"stats"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "kind", b"kind", "name", b"name", "offline", b"offline", "offline_reason", b"offline_reason", "partitions", b"partitions", "stats", b"stats"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -383,6 +393,7 @@ class CompactionStatus(_message.Message):
     COMPACTED_LEDGER_ID_FIELD_NUMBER: _builtins.int
     HORIZON_FIELD_NUMBER: _builtins.int
     LAST_RUN_FIELD_NUMBER: _builtins.int
+    PARTITIONS_FIELD_NUMBER: _builtins.int
     state: Global___CompactionStatus.State.ValueType
     last_error: _builtins.str
     compacted_ledger_id: _builtins.int
@@ -393,6 +404,12 @@ class CompactionStatus(_message.Message):
 
     @_builtins.property
     def last_run(self) -> Global___CompactionRun: ...
+    @_builtins.property
+    def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___CompactionStatus]:
+        """A partitioned topic: each partition's status, in partition order (the fields above
+        are then the aggregate: RUNNING while any runs, ERROR if any failed).
+        """
+
     def __init__(
         self,
         *,
@@ -401,10 +418,11 @@ class CompactionStatus(_message.Message):
         compacted_ledger_id: _builtins.int = ...,
         horizon: Global___MessageId | None = ...,
         last_run: Global___CompactionRun | None = ...,
+        partitions: _abc.Iterable[Global___CompactionStatus] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["horizon", b"horizon", "last_run", b"last_run"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["compacted_ledger_id", b"compacted_ledger_id", "horizon", b"horizon", "last_error", b"last_error", "last_run", b"last_run", "state", b"state"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["compacted_ledger_id", b"compacted_ledger_id", "horizon", b"horizon", "last_error", b"last_error", "last_run", b"last_run", "partitions", b"partitions", "state", b"state"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -437,8 +455,11 @@ class CreateTopicRequest(_message.Message):
     NAME_FIELD_NUMBER: _builtins.int
     KIND_FIELD_NUMBER: _builtins.int
     CONFIG_FIELD_NUMBER: _builtins.int
+    PARTITIONS_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     kind: Global___TopicKind.ValueType
+    partitions: _builtins.int
+    """0 or 1: not partitioned; N: NAME-partition-0 .. N-1"""
     @_builtins.property
     def config(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
     def __init__(
@@ -447,14 +468,39 @@ class CreateTopicRequest(_message.Message):
         name: _builtins.str = ...,
         kind: Global___TopicKind.ValueType = ...,
         config: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        partitions: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "kind", b"kind", "name", b"name"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "kind", b"kind", "name", b"name", "partitions", b"partitions"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___CreateTopicRequest: _TypeAlias = CreateTopicRequest  # noqa: Y015
+
+@_typing.final
+class AddPartitionsRequest(_message.Message):
+    """The new total partition count of a partitioned topic: it grows, never shrinks."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    PARTITIONS_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    partitions: _builtins.int
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        partitions: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "partitions", b"partitions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AddPartitionsRequest: _TypeAlias = AddPartitionsRequest  # noqa: Y015
 
 @_typing.final
 class GetTopicRequest(_message.Message):
@@ -1099,18 +1145,26 @@ class GetLastMessageIdResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     ID_FIELD_NUMBER: _builtins.int
+    PARTITIONS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def id(self) -> Global___MessageId:
         """absent when there is no message"""
+
+    @_builtins.property
+    def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___MessageId]:
+        """A partitioned topic: the last id of each partition that has one (``id`` is then the
+        greatest of them).
+        """
 
     def __init__(
         self,
         *,
         id: Global___MessageId | None = ...,
+        partitions: _abc.Iterable[Global___MessageId] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_id", b"_id", "id", b"id"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_id", b"_id", "id", b"id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_id", b"_id", "id", b"id", "partitions", b"partitions"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__id: _TypeAlias = _typing.Literal["id"]  # noqa: Y015
     _WhichOneofArgType__id: _TypeAlias = _typing.Literal["_id", b"_id"]  # noqa: Y015

@@ -99,6 +99,11 @@ class TopicAdminStub:
                 request_serializer=compactlog_dot_v1_dot_compactlog__pb2.VerifyCompactionRequest.SerializeToString,
                 response_deserializer=compactlog_dot_v1_dot_compactlog__pb2.VerifyCompactionResponse.FromString,
                 _registered_method=True)
+        self.AddPartitions = channel.unary_unary(
+                '/compactlog.v1.TopicAdmin/AddPartitions',
+                request_serializer=compactlog_dot_v1_dot_compactlog__pb2.AddPartitionsRequest.SerializeToString,
+                response_deserializer=compactlog_dot_v1_dot_compactlog__pb2.TopicInfo.FromString,
+                _registered_method=True)
 
 
 class TopicAdminServicer:
@@ -182,6 +187,12 @@ class TopicAdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AddPartitions(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TopicAdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -249,6 +260,11 @@ def add_TopicAdminServicer_to_server(servicer, server):
                     servicer.VerifyCompaction,
                     request_deserializer=compactlog_dot_v1_dot_compactlog__pb2.VerifyCompactionRequest.FromString,
                     response_serializer=compactlog_dot_v1_dot_compactlog__pb2.VerifyCompactionResponse.SerializeToString,
+            ),
+            'AddPartitions': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddPartitions,
+                    request_deserializer=compactlog_dot_v1_dot_compactlog__pb2.AddPartitionsRequest.FromString,
+                    response_serializer=compactlog_dot_v1_dot_compactlog__pb2.TopicInfo.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -602,6 +618,33 @@ class TopicAdmin:
             '/compactlog.v1.TopicAdmin/VerifyCompaction',
             compactlog_dot_v1_dot_compactlog__pb2.VerifyCompactionRequest.SerializeToString,
             compactlog_dot_v1_dot_compactlog__pb2.VerifyCompactionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddPartitions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/compactlog.v1.TopicAdmin/AddPartitions',
+            compactlog_dot_v1_dot_compactlog__pb2.AddPartitionsRequest.SerializeToString,
+            compactlog_dot_v1_dot_compactlog__pb2.TopicInfo.FromString,
             options,
             channel_credentials,
             insecure,

@@ -47,6 +47,7 @@ class TopicAdminStub:
     CancelCompaction: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.CancelCompactionRequest, _compactlog_pb2.CompactionStatus]
     PreviewCompaction: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.PreviewCompactionRequest, _compactlog_pb2.CompactionRun]
     VerifyCompaction: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.VerifyCompactionRequest, _compactlog_pb2.VerifyCompactionResponse]
+    AddPartitions: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.AddPartitionsRequest, _compactlog_pb2.TopicInfo]
 
 @_typing.type_check_only
 class TopicAdminAsyncStub(TopicAdminStub):
@@ -64,6 +65,7 @@ class TopicAdminAsyncStub(TopicAdminStub):
     CancelCompaction: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.CancelCompactionRequest, _compactlog_pb2.CompactionStatus]  # type: ignore[assignment]
     PreviewCompaction: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.PreviewCompactionRequest, _compactlog_pb2.CompactionRun]  # type: ignore[assignment]
     VerifyCompaction: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.VerifyCompactionRequest, _compactlog_pb2.VerifyCompactionResponse]  # type: ignore[assignment]
+    AddPartitions: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.AddPartitionsRequest, _compactlog_pb2.TopicInfo]  # type: ignore[assignment]
 
 class TopicAdminServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -156,6 +158,13 @@ class TopicAdminServicer(metaclass=_abc_1.ABCMeta):
         request: _compactlog_pb2.VerifyCompactionRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_compactlog_pb2.VerifyCompactionResponse, _abc.Awaitable[_compactlog_pb2.VerifyCompactionResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def AddPartitions(
+        self,
+        request: _compactlog_pb2.AddPartitionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_compactlog_pb2.TopicInfo, _abc.Awaitable[_compactlog_pb2.TopicInfo]]: ...
 
 def add_TopicAdminServicer_to_server(servicer: TopicAdminServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 

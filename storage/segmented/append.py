@@ -41,11 +41,16 @@ class PackedBatch:
 
 
 def pack_request(
-    request: bytes, base: int, now_ms: int, max_message_bytes: int, topic: str = ""
+    request: bytes,
+    base: int,
+    now_ms: int,
+    max_message_bytes: int,
+    topic: str = "",
+    partition: int = 0,
 ) -> PackedBatch:
     """The records of raw ``PublishRequest`` bytes (for ``topic``) as one batch from
-    offset ``base``."""
-    run = batch.encode_request(request, 0, 0, base, now_ms)
+    offset ``base``; ``partition`` goes into every id (``NAME-partition-i``)."""
+    run = batch.encode_request(request, 0, 0, base, now_ms, partition=partition)
     if run.max_size > max_message_bytes:
         raise RecordTooLarge(
             f"record {run.max_size_index} is {run.max_size} bytes, over "

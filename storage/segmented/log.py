@@ -151,7 +151,7 @@ class Log:
         """Append domain records: the same encoder and path as a PublishRequest's bytes."""
         return self.append_request(batch.records_to_request(records))
 
-    def append_request(self, request: bytes) -> AppendResult:
+    def append_request(self, request: bytes, partition: int = 0) -> AppendResult:
         """Append the records of raw ``PublishRequest`` bytes as one batch, whole, into the
         active segment (rolling first if needed). Nothing is stored if a record is over
         ``max.message.bytes``."""
@@ -159,7 +159,9 @@ class Log:
             self._check_open()
             now = self.now_ms()
             base = self.next_offset
-            packed = pack_request(request, base, now, self.config.max_message_bytes, self.name)
+            packed = pack_request(
+                request, base, now, self.config.max_message_bytes, self.name, partition
+            )
             if not packed.count:
                 return AppendResult(base, 0, False)
             last, max_ts = packed.last_offset, packed.max_event_time_ms

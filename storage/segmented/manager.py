@@ -44,7 +44,7 @@ from compactlog.storage.config import (
 from compactlog.storage.names import check_topic_name
 from compactlog.storage.offline import OfflineTopic, take_offline
 from compactlog.storage.segmented import state_file
-from compactlog.storage.segmented.append import AppendResult
+from compactlog.storage.segmented.append import AppendResult, pack_request
 from compactlog.storage.segmented.consumer_offsets import CURSORS_FILE, SegmentCursors
 from compactlog.storage.segmented.files import fsync_dir
 from compactlog.storage.segmented.handles import HANDLES
@@ -252,11 +252,22 @@ class SegmentedLogManager:
         self.changes.notify(name)
         return result
 
-    def append_request(self, name: str, request: bytes) -> AppendResult:
+    def append_request(self, name: str, request: bytes, partition: int = 0) -> AppendResult:
         """Append the records of raw ``PublishRequest`` bytes as one batch."""
-        result = self.get_log(name).append_request(request)
+        result = self.get_log(name).append_request(request, partition)
         self.changes.notify(name)
         return result
+
+    def append_across(self, parts: Sequence[tuple[str, bytes, int]]) -> list[AppendResult]:
+        """Append ``(topic, request, partition)`` parts (the partitions of one publish):
+        every part is encoded and checked first (``max.message.bytes`` of its topic), so a
+        bad record stores nothing anywhere. Segment files have no multi-file atomic write:
+        a crash (or an I/O error) between two parts leaves the parts before it stored
+        (docs/partitions.md)."""
+        logs = [self.get_log(name) for name, _request, _partition in parts]
+        for log, (name, request, partition) in zip(logs, parts, strict=True):
+            pack_request(request, 0, 0, log.config.max_message_bytes, name, partition)
+        return [self.append_request(name, req, partition) for name, req, partition in parts]
 
     def read(self, name: str, start_offset: int, max_messages: int) -> list[StoredMessage]:
         """Decoded messages from ``start_offset``; ``max_messages <= 0``: no limit."""

@@ -31,9 +31,10 @@ class SegmentAppended:
 class SegmentedTopicLog:
     kind = TopicKind.SEGMENTED
 
-    def __init__(self, manager: SegmentedLogManager, name: str) -> None:
+    def __init__(self, manager: SegmentedLogManager, name: str, partition: int = 0) -> None:
         self.manager = manager
         self.name = name
+        self.partition = partition  # set on NAME-partition-i: goes into every id
         self.log = manager.get_log(name)  # TopicNotFound when there is none
 
     def gone(self) -> bool:
@@ -108,4 +109,4 @@ class SegmentedTopicLog:
         return None if last is None else MessageId(0, last)
 
     def append_request(self, request: bytes) -> SegmentAppended:
-        return SegmentAppended(self.manager.append_request(self.name, request))
+        return SegmentAppended(self.manager.append_request(self.name, request, self.partition))

@@ -311,3 +311,11 @@ def test_output_json_from_every_command_that_prints_data(
     assert seen[f"admin topics verify {t}"][0]["ok"] is True
     assert seen[f"records delete-before {kafka} 1"][0]["stats"]["log_start_offset"] == 1
     assert seen[f"topics delete {kafka}"] == [{"name": kafka, "deleted": True}]
+
+
+def test_a_bad_first_line_sends_nothing(run_cli: RunCli, unique_topic: str) -> None:
+    run_cli("topics", "create", unique_topic)
+    code, out, err = run_cli("produce", unique_topic, stdin=b'{"key": 2}\n{"value": "1"}\n')
+    assert code == 2 and out == ""
+    assert f"produced 0 messages to {unique_topic} before it" in one_error_line(err)
+    assert run_cli("read", unique_topic)[1] == ""

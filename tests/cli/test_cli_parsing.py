@@ -132,6 +132,8 @@ def test_key_value() -> None:
         (["records", "delete-before", "t", "18446744073709551616"], "<="),
         (["topics", "list", "--output", "yaml"], "--output"),
         (["completion", "tcsh"], "SHELL"),
+        (["topics", "create", "t", "--partitions", "99999999999"], "--partitions"),
+        (["topics", "add-partitions", "t", "0"], ">= 1"),
         (["frobnicate"], "invalid choice"),
         ([], "required"),
     ],
@@ -233,13 +235,17 @@ def test_a_bad_line_sends_what_came_before_it() -> None:
         next(stream)
 
 
-def test_invalid_first_line_sends_nothing(run_cli: RunCli, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Port 1 refuses connections: had anything been sent, the error would be "not reachable".
+def test_stdin_produce_meets_the_server_before_reading_a_line(
+    run_cli: RunCli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The producer looks the topic up first, so `tail -f | compactlog produce` against a
+    # wrong address or topic fails at once, not when the first line arrives.
     stdin = io.TextIOWrapper(io.BytesIO(b'{"key": 2}\n{"key": "a", "value": "1"}\n'))
     monkeypatch.setattr(sys, "stdin", stdin)
     code, out, err = run_cli("--server", "127.0.0.1:1", "produce", "t")
-    assert code == 2 and out == ""
-    assert_one_error_line(err, "line 1", "produced 0 messages to t before it")
+    assert code == 1 and out == ""
+    assert_one_error_line(err, "server 127.0.0.1:1 is not reachable")
+    assert stdin.buffer.tell() == 0  # not a byte of stdin read
 
 
 # -- output formats -------------------------------------------------------------------------

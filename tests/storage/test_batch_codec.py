@@ -487,3 +487,52 @@ def test_id_runs_match_protobuf(twin: ModuleType, runs: list[tuple[int, int, int
     got = twin.id_runs(runs)
     assert got == PY.id_runs(runs) == batch.id_runs(runs) == want.SerializeToString()
     assert pb.PublishResponse.FromString(got) == want
+
+
+@pytest.mark.parametrize("partition", [1, 7, 2**31 - 1])
+def test_partition_goes_into_every_id(twin: ModuleType, partition: int) -> None:
+    """The messages of ``NAME-partition-i`` carry ``MessageId.partition``; walkers still
+    read ledger and entry from such ids (the unknown-to-them field is skipped)."""
+    records = [pb.Record(key=b"k%d" % i, value=b"v") for i in range(3)]
+    raw = pb.PublishRequest(topic="t", records=records).SerializeToString()
+    out = twin.encode_records(raw, 0, 5, 2**40, 1000, 100, 2**40, partition)
+    assert out == PY.encode_records(raw, 0, 5, 2**40, 1000, 100, 2**40, partition)
+    messages = pb.ReadResponse.FromString(out[0]).messages
+    assert [(m.id.ledger_id, m.id.entry_id, m.id.partition) for m in messages] == [
+        (5, 2**40 + i, partition) for i in range(3)
+    ]
+    assert [w[:2] for w in twin.walk(out[0])] == [(5, 2**40 + i) for i in range(3)]
+    assert twin.span(out[0], 5, 2**40 + 1, 5, 2**40 + 2, 10)[2] == 2
+    plain = twin.encode_records(raw, 0, 5, 2**40, 1000, 100, 2**40)
+    assert out[5] == plain[5]  # sizes (max.message.bytes) leave the id out
+    with pytest.raises(ValueError):
+        twin.encode_records(raw, 0, 5, 0, 1000, 100, 2**40, -1)
+
+
+def test_route_records_splits_as_kafka_routes(twin: ModuleType) -> None:
+    """Both twins split a request's raw records identically: keyed by murmur2 (the last
+    key field wins), keyless round-robin from the given turn; other fields skipped."""
+    from compactlog.partitioner import partition_for_key
+
+    records = [pb.Record(key=b"key-%d" % i, value=b"v%d" % i) for i in range(40)]
+    records += [pb.Record(value=b"keyless-%d" % i) for i in range(5)]
+    records.append(pb.Record(key=b"", value=b"empty key"))
+    raw = pb.PublishRequest(topic="t", records=records).SerializeToString()
+    out = twin.route_records(raw, 4, 7)
+    assert out == PY.route_records(raw, 4, 7)
+    parts, order, keyless = out
+    assert keyless == 5
+    pairs = memoryview(order).cast("I").tolist()
+    placed = list(zip(pairs[0::2], pairs[1::2], strict=True))
+    for record, (partition, index) in zip(records, placed, strict=True):
+        part = pb.PublishRequest.FromString(parts[partition]).records
+        assert part[index] == record
+        if record.HasField("key"):
+            assert partition == partition_for_key(record.key, 4)
+    assert [p for p, _i in placed[40:45]] == [(7 + i) % 4 for i in range(5)]
+    last_key_wins = b"\x12\x06\x0a\x01a\x0a\x01b"  # one record with two key fields
+    assert twin.route_records(last_key_wins, 4, 0)[0][partition_for_key(b"b", 4)]
+    with pytest.raises(PY.MalformedPayload):
+        twin.route_records(b"\x12\x05ab", 4, 0)
+    with pytest.raises(ValueError):
+        twin.route_records(raw, 0, 0)

@@ -1,0 +1,150 @@
+"""Partitioned topics in the broker's namespace: create, grow, describe, configure, delete.
+
+A partitioned topic ``NAME`` is N ordinary topics ``NAME-partition-i`` (each created,
+read, compacted and configured like any other) plus its partition count, kept in
+``storage.partitioned_topics`` (``<data dir>/partitioned-topics.json``). ``NAME`` holds
+no data; the calls here act on every partition. The order of writes (partitions first,
+then the count; on delete the count first) is drawn in that module's docstring.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from compactlog.errors import InvalidArgument, TopicExists, TopicNotFound
+from compactlog.partitioner import partition_name
+from compactlog.server.broker import Broker, TopicDescription
+from compactlog.storage.names import check_topic_name
+from compactlog.storage.partitioned_topics import PartitionedTopic
+from compactlog.storage.types import TopicKind
+
+# A sane bound: every partition is a topic with its own files and cursors.
+MAX_PARTITIONS = 10_000
+
+
+class PartitionedNamespace:
+    """The partitioned-topic calls of the admin and log services, over one ``Broker``."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def get(self, name: str) -> PartitionedTopic | None:
+        return self.broker.partitioned.get(name)
+
+    def require(self, name: str) -> PartitionedTopic:
+        topic = self.get(name)
+        if topic is None:
+            raise TopicNotFound(f"partitioned topic {name!r} does not exist", topic=name)
+        return topic
+
+    def partition_names(self, name: str) -> list[str]:
+        """``NAME-partition-0`` .. in partition order."""
+        topic = self.require(name)
+        return [partition_name(name, i) for i in range(topic.partitions)]
+
+    # ---- namespace ------------------------------------------------------------------
+
+    def create(
+        self, name: str, kind: TopicKind, config: dict[str, str], partitions: int
+    ) -> TopicDescription:
+        check_topic_name(name)
+        _check_count(name, partitions)
+        broker = self.broker
+        with broker.namespace_lock:
+            if broker.has_name(name):
+                raise TopicExists(f"topic {name!r} already exists", topic=name)
+            self._create_partitions(name, kind, config, 0, partitions)
+            broker.partitioned.put(PartitionedTopic(name, partitions, kind))
+        return self.describe(name)
+
+    def add_partitions(self, name: str, total: int) -> TopicDescription:
+        """Grow to ``total`` partitions (never shrink); existing partitions keep their data.
+        New partitions take partition 0's topic config."""
+        broker = self.broker
+        with broker.namespace_lock:
+            if self.get(name) is None and broker.has_name(name):
+                raise InvalidArgument(
+                    f"topic {name!r} is not partitioned: partitions are set when a topic "
+                    "is created",
+                    topic=name,
+                    field="partitions",
+                )
+            topic = self.require(name)
+            if total < topic.partitions:
+                raise InvalidArgument(
+                    f"topic {name!r} has {topic.partitions} partitions: the count can grow, "
+                    f"never shrink (asked for {total})",
+                    topic=name,
+                    field="partitions",
+                )
+            _check_count(name, total)
+            if total > topic.partitions:
+                config = broker.overrides(partition_name(name, 0))
+                self._create_partitions(name, topic.kind, config, topic.partitions, total)
+                broker.partitioned.put(dataclasses.replace(topic, partitions=total))
+        return self.describe(name)
+
+    def _create_partitions(
+        self, name: str, kind: TopicKind, config: dict[str, str], first: int, total: int
+    ) -> None:
+        """Every name checked and free first, so a bad one creates nothing."""
+        names = [partition_name(name, i) for i in range(first, total)]
+        for part in names:
+            check_topic_name(part)
+            if self.broker.has_name(part):
+                raise TopicExists(f"topic {part!r} already exists", topic=part)
+        for part in names:
+            self.broker.create_topic(part, kind, config)
+
+    def update_config(
+        self, name: str, set_: dict[str, str], remove: Sequence[str]
+    ) -> TopicDescription:
+        names = self.partition_names(name)
+        for part in names:  # validated on the first; the others take the same change
+            self.broker.update_config(part, set_, remove)
+        return self.describe(name)
+
+    def delete(self, name: str) -> None:
+        broker = self.broker
+        with broker.namespace_lock:
+            names = self.partition_names(name)
+            broker.partitioned.remove(name)
+            for part in names:
+                try:
+                    broker.delete_topic(part)
+                except TopicNotFound:
+                    continue
+
+    # ---- description ----------------------------------------------------------------
+
+    def describe(self, name: str) -> TopicDescription:
+        """The partitions' figures summed; the config is partition 0's (UpdateTopicConfig
+        on ``NAME`` keeps them equal); first and last ids are per partition, so unset."""
+        topic = self.require(name)
+        parts = [self.broker.describe(part) for part in self.partition_names(name)]
+        config = parts[0].config if parts else {}
+        return TopicDescription(
+            name=name,
+            kind=topic.kind,
+            config=config,
+            entries=sum(p.entries for p in parts),
+            bytes=sum(p.bytes for p in parts),
+            ledgers=sum(p.ledgers for p in parts),
+            segments=sum(p.segments for p in parts),
+            compacted_entries=sum(p.compacted_entries for p in parts),
+            compacted_bytes=sum(p.compacted_bytes for p in parts),
+            offline_reason="; ".join(
+                f"{p.name}: {p.offline_reason}" for p in parts if p.offline_reason
+            ),
+            partitions=topic.partitions,
+        )
+
+
+def _check_count(name: str, partitions: int) -> None:
+    if not 2 <= partitions <= MAX_PARTITIONS:
+        raise InvalidArgument(
+            f"a partitioned topic has 2 to {MAX_PARTITIONS} partitions, not {partitions}",
+            topic=name,
+            field="partitions",
+        )

@@ -1,0 +1,125 @@
+"""The Log service's calls on a partitioned topic ``NAME``: its partitions, merged.
+
+``MergedLog`` stands for ``NAME`` where the service needs a topic (its name for change
+signals, ``gone``, the kind for metrics) and knows its partitions' ``TopicLog``s; the
+merging itself is ``partitioned_reading``. Acknowledge goes to the partition the id
+names (``MessageId.partition``); GetLastMessageId lists every partition's last id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from compactlog.partitioner import partition_name
+from compactlog.server.convert import id_to_pb, start_position
+from compactlog.server.partitioned_reading import (
+    MergedReadSession,
+    check_partition,
+    merged_consume_step,
+)
+from compactlog.server.reading import response_cap
+from compactlog.storage.cursor import Cursor
+from compactlog.storage.topic_log import TopicLog
+from compactlog.storage.types import MessageId, TopicKind
+from compactlog.v1 import compactlog_pb2 as pb
+
+if TYPE_CHECKING:
+    from compactlog.server.log_service import LogService
+
+
+class MergedLog:
+    """A partitioned topic as the Log service reads it."""
+
+    def __init__(self, name: str, kind: TopicKind, logs: list[TopicLog]) -> None:
+        self.name = name
+        self.kind = kind
+        self.logs = logs
+
+    def gone(self) -> bool:
+        return any(log.gone() for log in self.logs)
+
+    def read_session(self, req: pb.ReadRequest, per_response: int) -> MergedReadSession:
+        return MergedReadSession(self.name, self.logs, req, per_response)
+
+    def of_id(self, msg_id: pb.MessageId) -> TopicLog:
+        """The partition an id of this topic belongs to (Acknowledge)."""
+        return self.logs[check_partition(self.name, msg_id.partition, len(self.logs))]
+
+    def last_ids(self, compacted: bool) -> pb.GetLastMessageIdResponse:
+        """Each partition's last id; ``id``: the greatest of them (ledger ids grow
+        store-wide, so on LEDGER topics that is the partition written last)."""
+        resp = pb.GetLastMessageIdResponse()
+        best: tuple[MessageId, int] | None = None
+        for i, log in enumerate(self.logs):
+            last = log.last_id(compacted)
+            if last is None:
+                continue
+            out = id_to_pb(last, resp.partitions.add())
+            out.partition = i
+            if best is None or last > best[0]:
+                best = (last, i)
+        if best is not None:
+            id_to_pb(best[0], resp.id)
+            resp.id.partition = best[1]
+        return resp
+
+
+class PartitionedCalls:
+    """The partitioned side of one ``LogService``."""
+
+    def __init__(self, service: LogService) -> None:
+        self.service = service
+        self._turns: dict[tuple[str, str], int] = {}
+
+    def merged(self, name: str) -> MergedLog | None:
+        """``NAME``'s partitions when it is a partitioned topic, else None."""
+        broker = self.service.broker
+        topic = broker.partitioned.get(name)
+        if topic is None:
+            return None
+        logs = [broker.log(partition_name(name, i)) for i in range(topic.partitions)]
+        return MergedLog(name, topic.kind, logs)
+
+    async def consume(self, merged: MergedLog, request: pb.ConsumeRequest) -> bytes:
+        """``LogService.Consume`` over every partition: one cursor a partition, taken in
+        turn (the next call starts with the partition after this one's first), positions
+        recorded only once the response is in hand."""
+        service = self.service
+        latest = start_position(request.initial_position) == pb.LATEST
+        cursors: list[Cursor] = []
+        for log in merged.logs:
+            cursors.append(await service._run(log.open_cursor, request.subscription, latest))
+        limit = request.max_messages or service.batch_size
+        max_bytes = response_cap(request.max_bytes)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + request.wait_ms / 1000.0
+        key = (request.topic, request.subscription)
+        rewound = request.redeliver_unacknowledged
+        async with service._sub_locks.setdefault(key, asyncio.Lock()):
+            positions = [c.mark_delete if rewound else c.read_position for c in cursors]
+            first = self._turns.get(key, 0) % len(cursors)
+            self._turns[key] = first + 1
+            response = b""
+            while True:
+                change = service.signals.next_change(merged.name)
+                step = await service._run(
+                    merged_consume_step,
+                    merged.logs,
+                    cursors,
+                    positions,
+                    first,
+                    limit,
+                    request.read_compacted,
+                    max_bytes,
+                )
+                if step is not None:
+                    response = step[0]
+                    service.metrics.consume_messages.inc(step[1])
+                    break
+                timeout = deadline - loop.time()
+                if timeout <= 0 or merged.gone() or not await service.signals.wait(change, timeout):
+                    break
+            for log, cursor, position in zip(merged.logs, cursors, positions, strict=True):
+                log.delivered(cursor, position, rewound)
+            return response
