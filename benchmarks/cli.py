@@ -12,6 +12,7 @@ views they leave, and at the end writes ``report.md``, ``report.json`` and PNG p
     compactlog bench capacity                 # 1,000 follow readers + 1,000 consumers
     compactlog bench soak [--seconds N]       # produce, consume, compact, restart; invariants
     compactlog bench partitions               # PublishStream: 4 partitions vs one topic
+    compactlog bench shards [--shards 1,2,4,8]  # serve --shards N: publish and compaction scaling
 """
 
 from __future__ import annotations
@@ -159,6 +160,10 @@ def main(argv: list[str]) -> int:
         from compactlog.bench import capacity
 
         return capacity.main(argv[1:])
+    if argv[:1] == ["shards"]:
+        from compactlog.bench import shards
+
+        return shards.main(argv[1:])
     if argv[:1] == ["partitions"]:
         from compactlog.bench import bench_partitions
 

@@ -148,6 +148,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="serve Prometheus metrics here (off by default)",
     )
+    serve.add_argument(
+        "--shards",
+        metavar="N",
+        type=int,
+        default=1,
+        help="worker processes, each serving a share of the topics (default 1; "
+        "docs/architecture.md, Shards)",
+    )
     _add_security_options(serve)
     serve.set_defaults(func=_serve)
 
@@ -193,7 +201,8 @@ def _serve(args: argparse.Namespace) -> int:
         tls_key=path(args.tls_key),
         insecure=args.insecure,
     )
-    return int(run(Path(args.data_dir), args.listen, config, args.metrics_listen, security) or 0)
+    data_dir = Path(args.data_dir)
+    return int(run(data_dir, args.listen, config, args.metrics_listen, security, args.shards) or 0)
 
 
 def _bench_missing_args(args: argparse.Namespace) -> int:

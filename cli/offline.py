@@ -22,6 +22,11 @@ def add_parsers(commands: Any) -> None:
         ),
     )
     migrate.add_argument("data_dir", metavar="DATA_DIR", nargs="?", default=DEFAULT_DATA_DIR)
+    migrate.add_argument(
+        "--slots",
+        action="store_true",
+        help="also spread a single-store data dir over store slots, for serve --shards N",
+    )
     migrate.set_defaults(func=_migrate)
     check = commands.add_parser(
         "check",
@@ -37,24 +42,42 @@ def add_parsers(commands: Any) -> None:
 
 def _check(args: argparse.Namespace) -> int:
     from compactlog.storage.check import check_data_dir, print_report
+    from compactlog.storage.slots import read_layout, slot_dir
 
-    report = check_data_dir(Path(args.data_dir))
+    data_dir = Path(args.data_dir)
+    layout = read_layout(data_dir) if data_dir.is_dir() else None
+    if layout is None or not layout.sharded:
+        report = check_data_dir(data_dir)
+        if wants_json(args):
+            print_json({"data_dir": args.data_dir, **_report_json(report)})
+        else:
+            print_report(report, print)
+        return 0 if report.ok else 1
+    slots = []
+    for slot in range(layout.slots):  # a data dir of store slots: each slot is a data dir
+        report = check_data_dir(slot_dir(data_dir, slot))
+        slots.append({"slot": slot, **_report_json(report)})
+        if not wants_json(args):
+            print(f"slot {slot}:")
+            print_report(report, lambda line: print(f"  {line}"))
+    ok = all(s["ok"] for s in slots)
     if wants_json(args):
-        print_json(
-            {
-                "data_dir": args.data_dir,
-                "ok": report.ok,
-                "problems": report.problems,
-                "notes": report.notes,
-                "counts": report.counts,
-            }
-        )
-    else:
-        print_report(report, print)
-    return 0 if report.ok else 1
+        print_json({"data_dir": args.data_dir, "ok": ok, "slots": slots})
+    return 0 if ok else 1
+
+
+def _report_json(report: Any) -> dict[str, Any]:
+    return {
+        "ok": report.ok,
+        "problems": report.problems,
+        "notes": report.notes,
+        "counts": report.counts,
+    }
 
 
 def _migrate(args: argparse.Namespace) -> int:
+    if args.slots:
+        return _migrate_to_slots(Path(args.data_dir))
     from compactlog.storage.migrate import migrate_data_dir
 
     report = migrate_data_dir(Path(args.data_dir), log=print)
@@ -64,5 +87,20 @@ def _migrate(args: argparse.Namespace) -> int:
         f"migrated {args.data_dir}: {report.ledgers_converted} ledgers "
         f"({report.entries} entries in {report.batches} batches), "
         f"{report.segments_converted} segment files"
+    )
+    return 0
+
+
+def _migrate_to_slots(data_dir: Path) -> int:
+    from compactlog.storage.slot_migrate import migrate_to_slots
+
+    report = migrate_to_slots(data_dir, log=print)
+    if report.already_slotted:
+        print(f"{data_dir} is already spread over store slots")
+        return 0
+    print(
+        f"spread {data_dir} over store slots: {report.topics} LEDGER topics "
+        f"({report.keys} keys), {report.segmented_topics} SEGMENTED topics; "
+        "serve it with --shards N"
     )
     return 0

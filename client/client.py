@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Literal
+from typing import Literal, cast
 
 import grpc
 
@@ -29,6 +29,7 @@ from compactlog.client.deadlines import StreamWatch, Watchdog
 from compactlog.client.errors import AlreadyClosed, call, cancel, from_rpc_error
 from compactlog.client.producer import Producer
 from compactlog.client.reader import Reader, StartLike
+from compactlog.client.shard_routes import RoutedLog, Routes
 from compactlog.client.types import (
     CompactionProgress,
     CompactionRun,
@@ -70,6 +71,12 @@ class Client(Closeable):
         self._channel = open_channel(address, security, _CHANNEL_OPTIONS)
         self._admin = pb_grpc.TopicAdminStub(self._channel)
         self._log = pb_grpc.LogStub(self._channel)
+        self._routes = Routes(
+            self._log,
+            self._admin,
+            lambda owner: open_channel(owner, security, _CHANNEL_OPTIONS),
+            timeout,
+        )
         self._closed = False
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -79,6 +86,7 @@ class Client(Closeable):
         if not self._closed:
             self._closed = True
             self._watchdog.close()
+            self._routes.close()
             self._channel.close()
 
     def _check_open(self) -> None:
@@ -279,18 +287,24 @@ class Client(Closeable):
         resp = call(
             "GetLastMessageId",
             self.address,
-            lambda: self._log.GetLastMessageId(req, timeout=self.timeout),
+            lambda: self._log_of(topic).GetLastMessageId(req, timeout=self.timeout),
         )
         return cv.id_from_pb(resp.id) if resp.HasField("id") else None
 
     # -- data ----------------------------------------------------------------------------
+
+    def _log_of(self, topic: str) -> pb_grpc.LogStub:
+        """The Log service of ``topic``'s owner (``routing``): straight to the shard."""
+        return cast(pb_grpc.LogStub, RoutedLog(self._routes, topic))
 
     def producer(self, topic: str) -> Producer:
         """A producer for ``topic``; the topic must exist (no auto-creation). For a
         partitioned topic (``GetTopic``) the producer routes records to partitions itself."""
         self._check_open()
         partitions = self.get_topic(topic).partitions
-        return Producer(self._log, topic, self.address, self.timeout, self._watchdog, partitions)
+        return Producer(
+            self._log_of(topic), topic, self.address, self.timeout, self._watchdog, partitions
+        )
 
     def reader(
         self,
@@ -308,7 +322,7 @@ class Client(Closeable):
         """
         self._check_open()
         return Reader(
-            self._log,
+            self._log_of(topic),
             topic,
             self.address,
             start=start,
@@ -331,7 +345,7 @@ class Client(Closeable):
         """A consumer on a durable subscription (created on first use at ``initial_position``)."""
         self._check_open()
         return Consumer(
-            self._log,
+            self._log_of(topic),
             topic,
             subscription,
             self.address,

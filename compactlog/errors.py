@@ -217,6 +217,14 @@ class StoreClosed(ShuttingDown):
     """The storage engine was closed (the server is shutting down)."""
 
 
+class NotOwner(Unavailable):
+    """The topic lives in a store slot another process owns (``serve --shards``; Kafka's
+    NOT_LEADER_OR_FOLLOWER): ask ``GetPartitionMap`` again and go there. Not one of the
+    contract's reasons: a client that does not know it sees ``Unavailable``."""
+
+    reason = "NOT_OWNER"
+
+
 class StoreLocked(Unavailable):
     """Another process holds the data directory (start-up only, never sent)."""
 

@@ -195,3 +195,24 @@ class TopicAdminService(pb_grpc.TopicAdminServicer):
     ) -> pb.TopicInfo:
         self._not_for_partitioned(request.topic, "DeleteRecords")
         return topic_info(self.broker.delete_records(request.topic, request.before_offset))
+
+    @rpc
+    def GetPartitionMap(
+        self, request: pb.GetPartitionMapRequest, context: grpc.ServicerContext
+    ) -> pb.GetPartitionMapResponse:
+        """Every topic this process holds is served at the address asked (``""``); a
+        sharded server's front answers with the owners' addresses (``server/front.py``)."""
+        names = self._partitions(request.topic)
+        if names is None:
+            self.broker.kind(request.topic)  # TOPIC_NOT_FOUND
+            return partition_map([(-1, request.topic)])
+        return partition_map(list(enumerate(names)))
+
+
+def partition_map(entries: list[tuple[int, str]], address: str = "") -> pb.GetPartitionMapResponse:
+    """One ``PartitionAddress`` per (partition, topic): a partitioned topic's partitions in
+    order, or one entry, ``-1``, for a topic that is not partitioned; all at ``address``
+    (``""``: the address the map was asked at)."""
+    return pb.GetPartitionMapResponse(
+        partitions=[pb.PartitionAddress(partition=i, topic=t, address=address) for i, t in entries]
+    )

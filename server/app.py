@@ -14,40 +14,28 @@ import fcntl
 import logging
 import os
 import signal
-import socket
 import sys
-from concurrent import futures
 from pathlib import Path
 from typing import IO
 
-import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-
 from compactlog.errors import CompactlogError, StoreLocked
-from compactlog.server.admin_service import TopicAdminService
 from compactlog.server.broker import Broker
 from compactlog.server.cleaner_metrics import export_cleaner_stats
-from compactlog.server.engine_service import CompactionEngineService
 from compactlog.server.errors import error_listeners
-from compactlog.server.handlers import service_handler
-from compactlog.server.log_service import LogService, log_handler
 from compactlog.server.metrics import Metrics
-from compactlog.server.outside_runs import make_outside_runs
-from compactlog.server.periodic import Periodic
-from compactlog.server.reflection import enable_server_reflection
 from compactlog.server.security import Guard, SecurityOptions
-from compactlog.server.waiting import TopicSignals
+from compactlog.server.serving import (  # noqa: F401 - re-exported
+    APPEND_THREADS,
+    STORAGE_THREADS,
+    ServedStore,
+    build_server,
+    check_listen_address,
+)
+from compactlog.server.sharded_app import run_front
 from compactlog.storage.config import ServerSettings
-from compactlog.v1 import compactlog_pb2 as pb
+from compactlog.storage.slots import choose_layout
 
 log = logging.getLogger("compactlog")
-
-MAX_MESSAGE_BYTES = 64 * 1024 * 1024
-SHUTDOWN_GRACE_S = 10.0
-RPC_THREADS = 64  # synchronous (admin, engine) calls at once
-STORAGE_THREADS = 8  # the Log service's read, consume and ack steps at once
-APPEND_THREADS = 4  # its appends, apart: a publish never waits behind woken readers
-MAX_CONCURRENT_RPCS = 20_000  # past this a new call gets RESOURCE_EXHAUSTED at once
 
 
 def _fail(message: str) -> int:
@@ -74,89 +62,13 @@ def lock_data_dir(data_dir: Path) -> IO[str]:
     return handle
 
 
-def build_server(
-    broker: Broker,
-    signals: TopicSignals,
-    executors: tuple[futures.Executor, futures.Executor],
-    settings: ServerSettings,
-    metrics: Metrics,
-    listen: str,
-    guard: Guard | None = None,
-) -> tuple[grpc.aio.Server, int]:
-    from compactlog.server.compaction_service import make_compactions
-
-    guard = guard or Guard.plain()
-    server = grpc.aio.server(
-        interceptors=guard.interceptors(),
-        migration_thread_pool=futures.ThreadPoolExecutor(RPC_THREADS, thread_name_prefix="rpc"),
-        maximum_concurrent_rpcs=MAX_CONCURRENT_RPCS,
-        options=[
-            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-            ("grpc.so_reuseport", 0),
-        ],
-    )
-    batch = settings.read_batch_max_messages
-    storage, appends = executors
-    service = LogService(broker, metrics, storage, signals, batch, appends)
-    server.add_generic_rpc_handlers((log_handler(service),))
-    compactions = make_compactions(broker, settings, metrics)
-    stopping = signals.stopping.is_set
-    admin = TopicAdminService(broker, compactions)
-    engine = CompactionEngineService(make_outside_runs(broker, compactions), compactions)
-    server.add_generic_rpc_handlers(
-        (
-            service_handler("TopicAdmin", admin, stopping),
-            service_handler("CompactionEngine", engine, stopping),
-        )
-    )
-    health_servicer = health.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    names = [
-        pb.DESCRIPTOR.services_by_name["Log"].full_name,
-        pb.DESCRIPTOR.services_by_name["TopicAdmin"].full_name,
-        pb.DESCRIPTOR.services_by_name["CompactionEngine"].full_name,
-        health.SERVICE_NAME,
-    ]
-    enable_server_reflection(names, server)  # v1 and v1alpha
-    for name in ["", *names[:3]]:
-        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    check_listen_address(listen)
-    try:
-        port = guard.add_port(server, listen)
-    except RuntimeError:
-        port = 0
-    if port == 0:
-        raise CompactlogError(f"cannot listen on {listen}: address in use or invalid")
-    return server, port
-
-
-def check_listen_address(listen: str) -> None:
-    """Refuse a taken or malformed address ourselves, in one line: gRPC's own bind failure
-    also prints a multi-line C-core log to stderr."""
-    host, sep, port_text = listen.rpartition(":")
-    if not sep or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
-        raise CompactlogError(f"cannot listen on {listen!r}: expected HOST:PORT")
-    host = host.strip("[]") or "0.0.0.0"
-    try:
-        infos = socket.getaddrinfo(host, int(port_text), type=socket.SOCK_STREAM)
-    except socket.gaierror as exc:
-        raise CompactlogError(f"cannot listen on {listen}: {exc.strerror}") from None
-    family, kind, proto, _name, address = infos[0]
-    with socket.socket(family, kind, proto) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind(address)
-        except OSError as exc:
-            raise CompactlogError(f"cannot listen on {listen}: {exc.strerror}") from None
-
-
 def run(
     data_dir: Path,
     listen: str,
     config: Path | None,
     metrics_listen: str | None,
     security: SecurityOptions | None = None,
+    shards: int = 1,
 ) -> int:
     logging.basicConfig(
         level=os.environ.get("COMPACTLOG_LOG_LEVEL", "INFO"),
@@ -172,6 +84,18 @@ def run(
         return _fail(str(exc))
     except OSError as exc:
         return _fail(f"cannot use data dir {data_dir}: {exc.strerror or exc}")
+    try:
+        layout = choose_layout(data_dir, shards)
+        if layout.sharded and metrics_listen:
+            raise CompactlogError("--metrics-listen is not available with store slots (--shards)")
+    except CompactlogError as exc:
+        lock.close()
+        return _fail(str(exc))
+    if layout.sharded:
+        try:
+            return run_front(data_dir, layout, shards, listen, config, guard)
+        finally:
+            lock.close()
     try:
         broker = Broker(data_dir, settings)
     except CompactlogError as exc:
@@ -197,49 +121,29 @@ async def _serve(
 ) -> int:
     loop = asyncio.get_running_loop()
     metrics = Metrics()
-    signals = TopicSignals(loop)
-    broker.on_change(signals.notify)
-    executor = futures.ThreadPoolExecutor(STORAGE_THREADS, thread_name_prefix="storage")
-    appends = futures.ThreadPoolExecutor(APPEND_THREADS, thread_name_prefix="append")
+    served = ServedStore(broker, settings, guard, metrics)
     try:
-        server, port = build_server(
-            broker, signals, (executor, appends), settings, metrics, listen, guard
-        )
+        port = served.bind(listen)
         if metrics_listen:
             metrics_port = metrics.serve(metrics_listen)
             log.info(
                 "metrics on http://%s:%d/metrics", metrics_listen.rpartition(":")[0], metrics_port
             )
     except (CompactlogError, OSError) as exc:
-        broker.close()
+        served.abandon()
         return _fail(str(exc))
     export_cleaner_stats(broker.cleaner.stats, metrics)
     error_listeners.append(lambda method, code: metrics.rpc_errors.labels(method, code).inc())
-
-    def enforce_retention() -> None:
-        for name in broker.ledgers.topic_names():
-            broker.ledgers.enforce_retention(name)
-
-    retention = Periodic(
-        "ledger-retention", settings.log_retention_check_interval_ms / 1000.0, enforce_retention
-    )
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     if guard.auth is not None:
         loop.add_signal_handler(signal.SIGHUP, guard.reload)
-    await server.start()
-    broker.start()
-    retention.start()
+    await served.start()
     host = listen.rpartition(":")[0]
     print(f"compactlog listening on {host}:{port}", flush=True)
     log.info("serving data dir %s", data_dir.resolve())
     await stop.wait()
     log.info("shutting down")
-    signals.stop()  # follow streams and Consume waits end, in-flight calls finish
-    await server.stop(SHUTDOWN_GRACE_S)
-    retention.stop()
-    await loop.run_in_executor(None, broker.close)
-    executor.shutdown(wait=True)
-    appends.shutdown(wait=True)
+    await served.stop()
     return 0

@@ -20,7 +20,7 @@ from typing import Any
 
 import grpc
 
-from compactlog.errors import MalformedRequest, ShuttingDown
+from compactlog.errors import CompactlogError, MalformedRequest, ShuttingDown
 from compactlog.server.errors import Refused
 from compactlog.v1 import compactlog_pb2 as pb
 
@@ -36,14 +36,26 @@ def _same(data: bytes) -> bytes:
     return data
 
 
+Admit = Callable[[bytes], CompactlogError | None]
+"""A check of a request's bytes before it is parsed: the error that refuses it, or None
+(a shard's slot server refuses topics of other slots with it: ``storage/slots.py``)."""
+
+
 def checked_deserializer(
-    message: str, parse: Callable[[bytes], Any], stopping: Callable[[], bool]
+    message: str,
+    parse: Callable[[bytes], Any],
+    stopping: Callable[[], bool],
+    admit: Admit | None = None,
 ) -> Callable[[bytes], Any]:
     """``parse``, with a failure (or a call while shutting down) as a ``Refused``."""
 
     def deserialize(data: bytes) -> Any:
         if stopping():
             return Refused(ShuttingDown("the server is shutting down"))
+        if admit is not None:
+            refusal = admit(data)
+            if refusal is not None:
+                return Refused(refusal)
         try:
             return parse(data)
         except Exception as exc:  # DecodeError, or upb's errors on invalid UTF-8 and nesting
@@ -60,6 +72,7 @@ def service_handler(
     stopping: Callable[[], bool] = lambda: False,
     raw_requests: Collection[str] = (),
     raw_responses: Collection[str] = (),
+    admit: Admit | None = None,
 ) -> grpc.GenericRpcHandler:
     """The handlers of ``compactlog.v1.<service>`` over ``servicer``'s methods."""
     descriptor = pb.DESCRIPTOR.services_by_name[service]
@@ -72,7 +85,9 @@ def service_handler(
         make = _MAKE[(method.client_streaming, method.server_streaming)]
         handlers[name] = make(
             getattr(servicer, name),
-            request_deserializer=checked_deserializer(method.input_type.name, parse, stopping),
+            request_deserializer=checked_deserializer(
+                method.input_type.name, parse, stopping, admit
+            ),
             response_serializer=_same if name in raw_responses else response_cls.SerializeToString,
         )
     return grpc.method_handlers_generic_handler(descriptor.full_name, handlers)

@@ -29,7 +29,7 @@ from compactlog.server.convert import (
     start_position,
 )
 from compactlog.server.errors import rpc_async
-from compactlog.server.handlers import service_handler
+from compactlog.server.handlers import Admit, service_handler
 from compactlog.server.metrics import Metrics
 from compactlog.server.partitioned_log import MergedLog, PartitionedCalls
 from compactlog.server.partitioned_publish import RoundRobin, append_spread
@@ -282,8 +282,8 @@ _RAW_REQUEST = {"Publish", "PublishStream"}
 _RAW_RESPONSE = {"Publish", "PublishStream", "Read", "Consume"}
 
 
-def log_handler(service: LogService) -> grpc.GenericRpcHandler:
+def log_handler(service: LogService, admit: Admit | None = None) -> grpc.GenericRpcHandler:
     """The Log service's handlers, as ``add_LogServicer_to_server`` would register them
     but with raw bytes where the data plane's hot path runs, and checked deserializers."""
     stopping = service.signals.stopping.is_set
-    return service_handler("Log", service, stopping, _RAW_REQUEST, _RAW_RESPONSE)
+    return service_handler("Log", service, stopping, _RAW_REQUEST, _RAW_RESPONSE, admit)

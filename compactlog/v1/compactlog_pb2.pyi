@@ -886,6 +886,78 @@ class VerifyCompactionResponse(_message.Message):
 Global___VerifyCompactionResponse: _TypeAlias = VerifyCompactionResponse  # noqa: Y015
 
 @_typing.final
+class GetPartitionMapRequest(_message.Message):
+    """Where a topic's partitions live (CONTRACT section 9: `serve --shards N`). A client sends
+    a partition's traffic straight to its address; an empty address means the address the
+    map was asked at (a server without shards).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetPartitionMapRequest: _TypeAlias = GetPartitionMapRequest  # noqa: Y015
+
+@_typing.final
+class PartitionAddress(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PARTITION_FIELD_NUMBER: _builtins.int
+    TOPIC_FIELD_NUMBER: _builtins.int
+    ADDRESS_FIELD_NUMBER: _builtins.int
+    partition: _builtins.int
+    """-1: the topic is not partitioned"""
+    topic: _builtins.str
+    """the topic to name in calls there (NAME-partition-i, or NAME)"""
+    address: _builtins.str
+    """HOST:PORT of the owning process; "" = the address asked"""
+    def __init__(
+        self,
+        *,
+        partition: _builtins.int = ...,
+        topic: _builtins.str = ...,
+        address: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "partition", b"partition", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PartitionAddress: _TypeAlias = PartitionAddress  # noqa: Y015
+
+@_typing.final
+class GetPartitionMapResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PARTITIONS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def partitions(self) -> _containers.RepeatedCompositeFieldContainer[Global___PartitionAddress]: ...
+    def __init__(
+        self,
+        *,
+        partitions: _abc.Iterable[Global___PartitionAddress] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["partitions", b"partitions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetPartitionMapResponse: _TypeAlias = GetPartitionMapResponse  # noqa: Y015
+
+@_typing.final
 class PublishRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

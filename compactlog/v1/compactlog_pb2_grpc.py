@@ -104,6 +104,11 @@ class TopicAdminStub:
                 request_serializer=compactlog_dot_v1_dot_compactlog__pb2.AddPartitionsRequest.SerializeToString,
                 response_deserializer=compactlog_dot_v1_dot_compactlog__pb2.TopicInfo.FromString,
                 _registered_method=True)
+        self.GetPartitionMap = channel.unary_unary(
+                '/compactlog.v1.TopicAdmin/GetPartitionMap',
+                request_serializer=compactlog_dot_v1_dot_compactlog__pb2.GetPartitionMapRequest.SerializeToString,
+                response_deserializer=compactlog_dot_v1_dot_compactlog__pb2.GetPartitionMapResponse.FromString,
+                _registered_method=True)
 
 
 class TopicAdminServicer:
@@ -193,6 +198,12 @@ class TopicAdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetPartitionMap(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TopicAdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -265,6 +276,11 @@ def add_TopicAdminServicer_to_server(servicer, server):
                     servicer.AddPartitions,
                     request_deserializer=compactlog_dot_v1_dot_compactlog__pb2.AddPartitionsRequest.FromString,
                     response_serializer=compactlog_dot_v1_dot_compactlog__pb2.TopicInfo.SerializeToString,
+            ),
+            'GetPartitionMap': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetPartitionMap,
+                    request_deserializer=compactlog_dot_v1_dot_compactlog__pb2.GetPartitionMapRequest.FromString,
+                    response_serializer=compactlog_dot_v1_dot_compactlog__pb2.GetPartitionMapResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -645,6 +661,33 @@ class TopicAdmin:
             '/compactlog.v1.TopicAdmin/AddPartitions',
             compactlog_dot_v1_dot_compactlog__pb2.AddPartitionsRequest.SerializeToString,
             compactlog_dot_v1_dot_compactlog__pb2.TopicInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetPartitionMap(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/compactlog.v1.TopicAdmin/GetPartitionMap',
+            compactlog_dot_v1_dot_compactlog__pb2.GetPartitionMapRequest.SerializeToString,
+            compactlog_dot_v1_dot_compactlog__pb2.GetPartitionMapResponse.FromString,
             options,
             channel_credentials,
             insecure,

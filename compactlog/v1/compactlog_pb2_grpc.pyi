@@ -48,6 +48,7 @@ class TopicAdminStub:
     PreviewCompaction: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.PreviewCompactionRequest, _compactlog_pb2.CompactionRun]
     VerifyCompaction: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.VerifyCompactionRequest, _compactlog_pb2.VerifyCompactionResponse]
     AddPartitions: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.AddPartitionsRequest, _compactlog_pb2.TopicInfo]
+    GetPartitionMap: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.GetPartitionMapRequest, _compactlog_pb2.GetPartitionMapResponse]
 
 @_typing.type_check_only
 class TopicAdminAsyncStub(TopicAdminStub):
@@ -66,6 +67,7 @@ class TopicAdminAsyncStub(TopicAdminStub):
     PreviewCompaction: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.PreviewCompactionRequest, _compactlog_pb2.CompactionRun]  # type: ignore[assignment]
     VerifyCompaction: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.VerifyCompactionRequest, _compactlog_pb2.VerifyCompactionResponse]  # type: ignore[assignment]
     AddPartitions: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.AddPartitionsRequest, _compactlog_pb2.TopicInfo]  # type: ignore[assignment]
+    GetPartitionMap: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.GetPartitionMapRequest, _compactlog_pb2.GetPartitionMapResponse]  # type: ignore[assignment]
 
 class TopicAdminServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -165,6 +167,13 @@ class TopicAdminServicer(metaclass=_abc_1.ABCMeta):
         request: _compactlog_pb2.AddPartitionsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_compactlog_pb2.TopicInfo, _abc.Awaitable[_compactlog_pb2.TopicInfo]]: ...
+
+    @_abc_1.abstractmethod
+    def GetPartitionMap(
+        self,
+        request: _compactlog_pb2.GetPartitionMapRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_compactlog_pb2.GetPartitionMapResponse, _abc.Awaitable[_compactlog_pb2.GetPartitionMapResponse]]: ...
 
 def add_TopicAdminServicer_to_server(servicer: TopicAdminServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 

@@ -428,10 +428,14 @@ def test_serve_passes_its_options(monkeypatch: pytest.MonkeyPatch) -> None:
         )
         == 0
     )
-    assert calls == [(Path("d"), "127.0.0.1:0", Path("c.toml"), "127.0.0.1:9", SecurityOptions())]
+    assert calls == [
+        (Path("d"), "127.0.0.1:0", Path("c.toml"), "127.0.0.1:9", SecurityOptions(), 1)
+    ]
     guarded = ["serve", "--listen", "0.0.0.0:1", "--auth-tokens", "t.toml", "--insecure"]
     assert cli.main([*guarded, "--tls-cert", "c.pem", "--tls-key", "k.pem"]) == 0
     assert calls[1][4] == SecurityOptions(Path("t.toml"), Path("c.pem"), Path("k.pem"), True)
+    assert cli.main(["serve", "--shards", "3"]) == 0
+    assert calls[2][5] == 3
 
 
 # -- deadlines ------------------------------------------------------------------------------

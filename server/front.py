@@ -1,0 +1,285 @@
+"""The front of a sharded server: one address that routes every call to its owner.
+
+The front is a raw-bytes proxy. A call's request is never parsed: the topic is read from
+field 1 of its bytes (``wire_peek``), hashed to its store slot (``slots``), and the bytes go
+unchanged to the slot's address in the owning shard; the response bytes come back as
+they are, and so does any error status with its ``ErrorInfo`` trailer. What one owner
+cannot answer, the front answers itself:
+
+- ``ListTopics``: asked of every slot, merged by name;
+- ``GetPartitionMap``: the owner's map, with the slot's address for "the address asked";
+- ``PublishStream``: each request goes to its topic's owner over one stream per owner;
+  responses come back in request order (each owner keeps its own order; the front
+  remembers which owner each request went to);
+- ``AppendEntries``/``SealLedger`` (outside compaction runs) name a ledger, not a topic:
+  ``CreateCompactedLedger``'s answer tells the front which slot the ledger is in.
+
+Tokens are checked by the front's own interceptor and again by the shard (the caller's
+metadata is passed on), so a shard address reached directly is guarded the same way.
+Clients that know the map (``client/routing.py``) skip the front for the data plane.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+
+from compactlog.server.wire_peek import field_one
+from compactlog.storage.slots import slot_of
+from compactlog.v1 import compactlog_pb2 as pb
+
+_SERVICES = ("Log", "TopicAdmin", "CompactionEngine")
+_LEDGER_METHODS = frozenset(
+    {"/compactlog.v1.CompactionEngine/AppendEntries", "/compactlog.v1.CompactionEngine/SealLedger"}
+)
+_CREATE_LEDGER = "/compactlog.v1.CompactionEngine/CreateCompactedLedger"
+Ctx = grpc.aio.ServicerContext[bytes, bytes]
+_HOP_BY_HOP = ("user-agent", "content-type", "te", "grpc-", ":")
+
+
+def _forwarded(metadata: Any) -> tuple[tuple[str, Any], ...]:
+    """The caller's metadata worth passing on (the token, custom keys), not the transport's."""
+    return tuple((k, v) for k, v in (metadata or ()) if not k.startswith(_HOP_BY_HOP))
+
+
+class Owners:
+    """Slot -> the owning shard's address and a channel to it (replaced on a restart)."""
+
+    def __init__(self, slot_count: int, tls_root: bytes | None) -> None:
+        self.slot_count = slot_count
+        self.tls_root = tls_root
+        self.addresses: dict[int, str] = {}
+        self.channels: dict[int, grpc.aio.Channel] = {}
+        self.ledgers: dict[int, int] = {}  # compacted ledger id -> slot (outside runs)
+        self._closing: set[asyncio.Future[None]] = set()
+
+    def update(self, addresses: dict[int, str]) -> None:
+        for slot, address in addresses.items():
+            if self.addresses.get(slot) == address:
+                continue
+            old = self.channels.pop(slot, None)
+            if old is not None:  # calls under way on it finish
+                closing = asyncio.ensure_future(old.close(grace=5.0))
+                self._closing.add(closing)
+                closing.add_done_callback(self._closing.discard)
+            self.addresses[slot] = address
+            self.channels[slot] = self._open(address)
+
+    def _open(self, address: str) -> grpc.aio.Channel:
+        options = [("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)]
+        if self.tls_root is None:
+            return grpc.aio.insecure_channel(address, options=options)
+        creds = grpc.ssl_channel_credentials(root_certificates=self.tls_root)
+        return grpc.aio.secure_channel(address, creds, options=options)
+
+    def slot(self, method: str, request: bytes) -> int:
+        value = field_one(request)
+        if isinstance(value, bytes):
+            return slot_of(value.decode("utf-8", "replace"), self.slot_count)
+        if isinstance(value, int) and method in _LEDGER_METHODS:
+            return self.ledgers.get(value, 0)
+        return 0  # names no topic: any slot answers it (a malformed request, say)
+
+    async def close(self) -> None:
+        await asyncio.gather(*(c.close() for c in self.channels.values()))
+
+
+async def _relay(context: Ctx, exc: grpc.aio.AioRpcError) -> None:
+    trailers = _forwarded(exc.trailing_metadata())
+    trailers += tuple(
+        (k, v) for k, v in (exc.trailing_metadata() or ()) if k == "grpc-status-details-bin"
+    )
+    await context.abort(exc.code(), exc.details() or "", trailers)
+
+
+class FrontHandler(grpc.GenericRpcHandler):
+    """Routes ``compactlog.v1`` calls (see the module docstring); other services (health,
+    reflection) fall through to the front's own handlers."""
+
+    def __init__(self, owners: Owners) -> None:
+        self.owners = owners
+        self.shapes: dict[str, tuple[bool, bool]] = {}
+        for name in _SERVICES:
+            service = pb.DESCRIPTOR.services_by_name[name]
+            for method in service.methods:
+                path = f"/{service.full_name}/{method.name}"
+                self.shapes[path] = (method.client_streaming, method.server_streaming)
+
+    def service(self, details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler[Any, Any] | None:
+        method: str = details.method  # type: ignore[attr-defined]
+        shape = self.shapes.get(method)
+        if shape is None:
+            return None
+        if method.endswith("/ListTopics"):
+            return grpc.unary_unary_rpc_method_handler(self._list_topics)
+        if method.endswith("/GetPartitionMap"):
+            return grpc.unary_unary_rpc_method_handler(self._partition_map)
+        if shape == (True, True):
+            return grpc.stream_stream_rpc_method_handler(self._publish_stream(method))
+        if shape == (True, False):
+            return grpc.stream_unary_rpc_method_handler(self._stream_unary(method))
+        if shape == (False, True):
+            return grpc.unary_stream_rpc_method_handler(self._unary_stream(method))
+        return grpc.unary_unary_rpc_method_handler(self._unary(method))
+
+    # ---- one owner -------------------------------------------------------------------
+
+    def _unary(self, method: str) -> Callable[[bytes, Any], Awaitable[bytes]]:
+        async def handle(request: bytes, context: Ctx) -> bytes:
+            slot = self.owners.slot(method, request)
+            response = await self._call(slot, method, request, context)
+            if method == _CREATE_LEDGER:
+                ledger = field_one(response)
+                if isinstance(ledger, int):
+                    self.owners.ledgers[ledger] = slot
+            return response
+
+        return handle
+
+    async def _call(self, slot: int, method: str, request: bytes, context: Ctx) -> bytes:
+        stub: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes]
+        stub = self.owners.channels[slot].unary_unary(method)
+        try:
+            response: bytes = await stub(
+                request,
+                timeout=context.time_remaining(),
+                metadata=_forwarded(context.invocation_metadata()),
+            )
+        except grpc.aio.AioRpcError as exc:
+            await _relay(context, exc)
+            raise  # abort raised already
+        return response
+
+    def _unary_stream(self, method: str) -> Callable[[bytes, Any], AsyncIterator[bytes]]:
+        async def handle(request: bytes, context: Ctx) -> AsyncIterator[bytes]:
+            slot = self.owners.slot(method, request)
+            callable_: grpc.aio.UnaryStreamMultiCallable[bytes, bytes]
+            callable_ = self.owners.channels[slot].unary_stream(method)
+            call = callable_(
+                request,
+                timeout=context.time_remaining(),
+                metadata=_forwarded(context.invocation_metadata()),
+            )
+            try:
+                async for response in call:
+                    yield response
+            except grpc.aio.AioRpcError as exc:
+                await _relay(context, exc)
+            finally:
+                call.cancel()
+
+        return handle
+
+    def _stream_unary(self, method: str) -> Callable[[AsyncIterator[bytes], Any], Awaitable[bytes]]:
+        async def handle(requests: AsyncIterator[bytes], context: Ctx) -> bytes:
+            first = await anext(aiter(requests), None)
+            slot = self.owners.slot(method, first) if first is not None else 0
+
+            async def relay() -> AsyncIterator[bytes]:
+                if first is not None:
+                    yield first
+                async for request in requests:
+                    yield request
+
+            stub: grpc.aio.StreamUnaryMultiCallable[bytes, bytes]
+            stub = self.owners.channels[slot].stream_unary(method)
+            try:
+                response: bytes = await stub(
+                    relay(),
+                    timeout=context.time_remaining(),
+                    metadata=_forwarded(context.invocation_metadata()),
+                )
+            except grpc.aio.AioRpcError as exc:
+                await _relay(context, exc)
+                raise
+            return response
+
+        return handle
+
+    # ---- answered by the front ---------------------------------------------------------
+
+    async def _list_topics(self, request: bytes, context: Ctx) -> bytes:
+        method = "/compactlog.v1.TopicAdmin/ListTopics"
+        answers = await asyncio.gather(
+            *(self._call(slot, method, request, context) for slot in sorted(self.owners.channels))
+        )
+        merged = pb.ListTopicsResponse()
+        for answer in answers:
+            merged.topics.extend(pb.ListTopicsResponse.FromString(answer).topics)
+        merged.topics.sort(key=lambda t: t.name)
+        return merged.SerializeToString()
+
+    async def _partition_map(self, request: bytes, context: Ctx) -> bytes:
+        """The owner's map (it holds the topic and its partitions), each entry given the
+        address of its slot in place of the owner's "the address you asked"."""
+        method = "/compactlog.v1.TopicAdmin/GetPartitionMap"
+        slot = self.owners.slot(method, request)
+        answer = pb.GetPartitionMapResponse.FromString(
+            await self._call(slot, method, request, context)
+        )
+        for entry in answer.partitions:
+            if not entry.address:
+                entry.address = self.owners.addresses[slot_of(entry.topic, self.owners.slot_count)]
+        return answer.SerializeToString()
+
+    def _publish_stream(
+        self, method: str
+    ) -> Callable[[AsyncIterator[bytes], Any], AsyncIterator[bytes]]:
+        async def handle(requests: AsyncIterator[bytes], context: Ctx) -> AsyncIterator[bytes]:
+            relay = OrderedStreams(self.owners, method, context)
+            async for response in relay.run(requests):
+                yield response
+
+        return handle
+
+
+class OrderedStreams:
+    """One PublishStream fanned out to one stream per owner, answered in request order."""
+
+    def __init__(self, owners: Owners, method: str, context: Ctx) -> None:
+        self.owners = owners
+        self.method = method
+        self.context = context
+        self.streams: dict[int, Any] = {}
+        self.order: asyncio.Queue[int | None] = asyncio.Queue()
+
+    def _stream(self, slot: int) -> Any:
+        call = self.streams.get(slot)
+        if call is None:
+            call = self.owners.channels[slot].stream_stream(self.method)(
+                metadata=_forwarded(self.context.invocation_metadata()),
+                timeout=self.context.time_remaining(),
+            )
+            self.streams[slot] = call
+        return call
+
+    async def _pump(self, requests: AsyncIterator[bytes]) -> None:
+        try:
+            async for request in requests:
+                slot = self.owners.slot(self.method, request)
+                await self._stream(slot).write(request)
+                self.order.put_nowait(slot)
+            for call in self.streams.values():
+                await call.done_writing()
+        finally:
+            self.order.put_nowait(None)
+
+    async def run(self, requests: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        pump = asyncio.ensure_future(self._pump(requests))
+        try:
+            while (slot := await self.order.get()) is not None:
+                response = await self.streams[slot].read()
+                if response is grpc.aio.EOF:
+                    await self.streams[slot].wait_for_connection()
+                    break
+                yield response
+            await pump
+        except grpc.aio.AioRpcError as exc:
+            await _relay(self.context, exc)
+        finally:
+            pump.cancel()
+            for call in self.streams.values():
+                call.cancel()

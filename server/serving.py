@@ -1,0 +1,191 @@
+"""One store served on one gRPC port: what ``serve`` runs once, and a shard once per slot.
+
+``ServedStore`` owns what serving a ``Broker`` takes besides the broker: the Log
+service's executors, the topic signals that wake waiting readers, the gRPC server and
+the ledger retention check. ``start`` binds and starts everything, ``stop`` is the
+contract's orderly shutdown (stop accepting, end waits, let in-flight calls finish,
+close the store).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from concurrent import futures
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from compactlog.errors import CompactlogError
+from compactlog.server.admin_service import TopicAdminService
+from compactlog.server.broker import Broker
+from compactlog.server.engine_service import CompactionEngineService
+from compactlog.server.handlers import Admit, service_handler
+from compactlog.server.log_service import LogService, log_handler
+from compactlog.server.metrics import Metrics
+from compactlog.server.outside_runs import make_outside_runs
+from compactlog.server.periodic import Periodic
+from compactlog.server.reflection import enable_server_reflection
+from compactlog.server.security import Guard
+from compactlog.server.waiting import TopicSignals
+from compactlog.storage.config import ServerSettings
+from compactlog.v1 import compactlog_pb2 as pb
+
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+SHUTDOWN_GRACE_S = 10.0
+RPC_THREADS = 64  # synchronous (admin, engine) calls at once
+STORAGE_THREADS = 8  # the Log service's read, consume and ack steps at once
+APPEND_THREADS = 4  # its appends, apart: a publish never waits behind woken readers
+MAX_CONCURRENT_RPCS = 20_000  # past this a new call gets RESOURCE_EXHAUSTED at once
+
+
+def build_server(
+    broker: Broker,
+    signals: TopicSignals,
+    executors: tuple[futures.Executor, futures.Executor],
+    settings: ServerSettings,
+    metrics: Metrics,
+    listen: str,
+    guard: Guard | None = None,
+    admit: Admit | None = None,
+) -> tuple[grpc.aio.Server, int]:
+    from compactlog.server.compaction_service import make_compactions
+
+    guard = guard or Guard.plain()
+    server = grpc.aio.server(
+        interceptors=guard.interceptors(),
+        migration_thread_pool=futures.ThreadPoolExecutor(RPC_THREADS, thread_name_prefix="rpc"),
+        maximum_concurrent_rpcs=MAX_CONCURRENT_RPCS,
+        options=[
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.so_reuseport", 0),
+        ],
+    )
+    batch = settings.read_batch_max_messages
+    storage, appends = executors
+    service = LogService(broker, metrics, storage, signals, batch, appends)
+    server.add_generic_rpc_handlers((log_handler(service, admit),))
+    compactions = make_compactions(broker, settings, metrics)
+    stopping = signals.stopping.is_set
+    admin = TopicAdminService(broker, compactions)
+    engine = CompactionEngineService(make_outside_runs(broker, compactions), compactions)
+    server.add_generic_rpc_handlers(
+        (
+            service_handler("TopicAdmin", admin, stopping, admit=admit),
+            service_handler("CompactionEngine", engine, stopping, admit=admit),
+        )
+    )
+    health_servicer = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    names = [
+        pb.DESCRIPTOR.services_by_name["Log"].full_name,
+        pb.DESCRIPTOR.services_by_name["TopicAdmin"].full_name,
+        pb.DESCRIPTOR.services_by_name["CompactionEngine"].full_name,
+        health.SERVICE_NAME,
+    ]
+    enable_server_reflection(names, server)  # v1 and v1alpha
+    for name in ["", *names[:3]]:
+        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    check_listen_address(listen)
+    try:
+        port = guard.add_port(server, listen)
+    except RuntimeError:
+        port = 0
+    if port == 0:
+        raise CompactlogError(f"cannot listen on {listen}: address in use or invalid")
+    return server, port
+
+
+def check_listen_address(listen: str) -> None:
+    """Refuse a taken or malformed address ourselves, in one line: gRPC's own bind failure
+    also prints a multi-line C-core log to stderr."""
+    host, sep, port_text = listen.rpartition(":")
+    if not sep or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        raise CompactlogError(f"cannot listen on {listen!r}: expected HOST:PORT")
+    host = host.strip("[]") or "0.0.0.0"
+    try:
+        infos = socket.getaddrinfo(host, int(port_text), type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise CompactlogError(f"cannot listen on {listen}: {exc.strerror}") from None
+    family, kind, proto, _name, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            raise CompactlogError(f"cannot listen on {listen}: {exc.strerror}") from None
+
+
+class ServedStore:
+    """A broker behind a gRPC port (see the module docstring)."""
+
+    def __init__(
+        self,
+        broker: Broker,
+        settings: ServerSettings,
+        guard: Guard,
+        metrics: Metrics | None = None,
+        admit: Admit | None = None,
+    ) -> None:
+        self.broker = broker
+        self.settings = settings
+        self.guard = guard
+        self.metrics = metrics or Metrics()
+        self.admit = admit
+        self.signals: TopicSignals | None = None
+        self.server: grpc.aio.Server | None = None
+        self.port = 0
+        self._storage = futures.ThreadPoolExecutor(STORAGE_THREADS, thread_name_prefix="storage")
+        self._appends = futures.ThreadPoolExecutor(APPEND_THREADS, thread_name_prefix="append")
+        self._retention = Periodic(
+            "ledger-retention",
+            settings.log_retention_check_interval_ms / 1000.0,
+            self._enforce_retention,
+        )
+
+    def _enforce_retention(self) -> None:
+        ledgers = self.broker.ledgers
+        for name in ledgers.topic_names():
+            ledgers.enforce_retention(name)
+
+    def bind(self, listen: str) -> int:
+        """Build the gRPC server on ``listen`` (in the running loop); the bound port.
+        ``CompactlogError`` when the address cannot be used."""
+        loop = asyncio.get_running_loop()
+        self.signals = TopicSignals(loop)
+        self.broker.on_change(self.signals.notify)
+        self.server, self.port = build_server(
+            self.broker,
+            self.signals,
+            (self._storage, self._appends),
+            self.settings,
+            self.metrics,
+            listen,
+            self.guard,
+            self.admit,
+        )
+        return self.port
+
+    async def start(self) -> None:
+        assert self.server is not None, "bind first"
+        await self.server.start()
+        self.broker.start()
+        self._retention.start()
+
+    async def stop(self) -> None:
+        """Stop accepting, end follow streams and waits, let in-flight calls finish, close."""
+        if self.signals is not None:
+            self.signals.stop()
+        if self.server is not None:
+            await self.server.stop(SHUTDOWN_GRACE_S)
+        self._retention.stop()
+        await asyncio.get_running_loop().run_in_executor(None, self.broker.close)
+        self._storage.shutdown(wait=True)
+        self._appends.shutdown(wait=True)
+
+    def abandon(self) -> None:
+        """Close the store after a failed ``bind`` (nothing was started)."""
+        self.broker.close()
+        self._storage.shutdown(wait=False)
+        self._appends.shutdown(wait=False)

@@ -1,0 +1,154 @@
+"""A shard of ``compactlog serve --shards N``: one process serving some store slots.
+
+Started by the front (``server/shard_supervisor.py``) as
+``python -m compactlog.server.shard_process --data-dir D --slots 0,2,4,6 --slot-count 8
+--parent-pid P [--config F] [--auth-tokens F --tls-cert F --tls-key F]``. It
+
+1. arranges to die with the front (``PR_SET_PDEATHSIG`` and a watchdog on the parent
+   pid, as compaction workers do: ``compactor/worker_os.py``);
+2. takes each slot's lock and opens its store (a ``Broker`` over ``slots/<s>/``);
+3. serves each slot on its own loopback port, with the same tokens and TLS as the main
+   address (CONTRACT section 10), refusing topics of other slots with ``NOT_OWNER``;
+4. prints one line, ``{"slots": {"0": "127.0.0.1:PORT", ...}}``, on stdout once every
+   slot accepts calls, and logs to stderr (the server's own);
+5. on SIGTERM stops like a server: stop accepting, finish in-flight calls, close stores.
+
+A start-up failure is one line on stderr and exit 1; the front reports it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import IO
+
+from compactlog.compactor.worker_os import die_with_parent
+from compactlog.errors import CompactlogError, NotOwner
+from compactlog.server.app import lock_data_dir
+from compactlog.server.broker import Broker
+from compactlog.server.handlers import Admit
+from compactlog.server.security import Guard, SecurityOptions
+from compactlog.server.serving import ServedStore
+from compactlog.server.wire_peek import topic_of
+from compactlog.storage.config import ServerSettings
+from compactlog.storage.slots import slot_dir, slot_of
+
+log = logging.getLogger("compactlog.shard")
+
+SHARD_LISTEN = "127.0.0.1:0"
+
+
+def slot_admit(slot: int, slots: int) -> Admit:
+    """Refuse a request whose topic lives in another slot (``NOT_OWNER``, retriable): a
+    client with a stale map must not create or miss a topic in the wrong store."""
+
+    def admit(data: bytes) -> CompactlogError | None:
+        topic = topic_of(data)
+        if topic is None:
+            return None
+        home = slot_of(topic, slots)
+        if home == slot:
+            return None
+        return NotOwner(
+            f"topic {topic} lives in store slot {home}, not in slot {slot} served here: "
+            "ask GetPartitionMap for its owner",
+            topic=topic,
+            slot=home,
+        )
+
+    return admit
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="compactlog-shard")
+    parser.add_argument("--data-dir", required=True)
+    parser.add_argument("--slots", required=True, help="comma-separated slot numbers")
+    parser.add_argument("--slot-count", type=int, required=True)
+    parser.add_argument("--parent-pid", type=int, required=True)
+    parser.add_argument("--shard", type=int, default=0)
+    parser.add_argument("--config", default=None)
+    parser.add_argument("--auth-tokens", default=None)
+    parser.add_argument("--tls-cert", default=None)
+    parser.add_argument("--tls-key", default=None)
+    return parser.parse_args(argv)
+
+
+def _path(value: str | None) -> Path | None:
+    return Path(value) if value else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(sys.argv[1:] if argv is None else argv)
+    die_with_parent(args.parent_pid)
+    logging.basicConfig(
+        level=os.environ.get("COMPACTLOG_LOG_LEVEL", "INFO"),
+        format=f"%(asctime)s %(levelname)s shard-{args.shard} %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    slots = [int(s) for s in args.slots.split(",") if s]
+    security = SecurityOptions(
+        auth_tokens=_path(args.auth_tokens),
+        tls_cert=_path(args.tls_cert),
+        tls_key=_path(args.tls_key),
+    )
+    data_dir = Path(args.data_dir)
+    locks: list[IO[str]] = []
+    brokers: dict[int, Broker] = {}
+    try:
+        guard = Guard.open(security, SHARD_LISTEN)
+        settings = ServerSettings.load(_path(args.config))
+        for slot in slots:
+            home = slot_dir(data_dir, slot)
+            locks.append(lock_data_dir(home))
+            brokers[slot] = Broker(home, settings)
+    except Exception as exc:  # one line for the front to report, never a traceback
+        for broker in brokers.values():
+            broker.close()
+        message = " ".join(str(exc).split()) or type(exc).__name__
+        print(f"compactlog: error: shard {args.shard}: {message}", file=sys.stderr, flush=True)
+        return 1
+    try:
+        return asyncio.run(_serve(brokers, settings, guard, args.slot_count))
+    finally:
+        for lock in locks:
+            lock.close()
+
+
+async def _serve(
+    brokers: dict[int, Broker], settings: ServerSettings, guard: Guard, slot_count: int
+) -> int:
+    loop = asyncio.get_running_loop()
+    served: dict[int, ServedStore] = {}
+    try:
+        for slot, broker in brokers.items():
+            store = ServedStore(broker, settings, guard, admit=slot_admit(slot, slot_count))
+            served[slot] = store
+            store.bind(SHARD_LISTEN)
+    except CompactlogError as exc:
+        for store in served.values():
+            store.abandon()
+        print(f"compactlog: error: {exc}", file=sys.stderr, flush=True)
+        return 1
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    if guard.auth is not None:
+        loop.add_signal_handler(signal.SIGHUP, guard.reload)
+    for store in served.values():
+        await store.start()
+    addresses = {str(slot): f"127.0.0.1:{store.port}" for slot, store in served.items()}
+    print(json.dumps({"slots": addresses}), flush=True)
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # nobody reads the pipe any more
+    await stop.wait()
+    await asyncio.gather(*(store.stop() for store in served.values()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,126 @@
+"""``compactlog serve --shards N`` on a data dir of store slots: the front process.
+
+The front holds the data dir's lock (a second server fails as it always did), starts
+the shards (``shard_supervisor``), serves the one listening address (``front``) with
+health and reflection, and prints the contract's listening line once every shard is
+ready. SIGTERM/SIGINT stop the front's port and every shard at once (each shard stops as
+a server does: in-flight calls finish, follow streams end); SIGHUP is passed on so the
+shards re-read the tokens file. A shard that cannot be kept alive stops the server with
+exit 1 and one line naming it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from compactlog.errors import CompactlogError
+from compactlog.server.front import FrontHandler, Owners
+from compactlog.server.reflection import enable_server_reflection
+from compactlog.server.security import Guard
+from compactlog.server.serving import (
+    MAX_CONCURRENT_RPCS,
+    MAX_MESSAGE_BYTES,
+    SHUTDOWN_GRACE_S,
+    check_listen_address,
+)
+from compactlog.server.shard_supervisor import ShardSpec, ShardSupervisor
+from compactlog.storage.slots import Layout
+from compactlog.v1 import compactlog_pb2 as pb
+
+log = logging.getLogger("compactlog")
+
+
+def _fail(message: str) -> int:
+    print(f"compactlog: error: {' '.join(message.split())}", file=sys.stderr, flush=True)
+    return 1
+
+
+def _front_server(owners: Owners, listen: str, guard: Guard) -> tuple[grpc.aio.Server, int]:
+    server = grpc.aio.server(
+        interceptors=guard.interceptors(),
+        migration_thread_pool=futures.ThreadPoolExecutor(4, thread_name_prefix="front"),
+        maximum_concurrent_rpcs=MAX_CONCURRENT_RPCS,
+        options=[
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.so_reuseport", 0),
+        ],
+    )
+    server.add_generic_rpc_handlers((FrontHandler(owners),))
+    health_servicer = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    names = [
+        pb.DESCRIPTOR.services_by_name[name].full_name
+        for name in ("Log", "TopicAdmin", "CompactionEngine")
+    ]
+    enable_server_reflection([*names, health.SERVICE_NAME], server)
+    for name in ["", *names]:
+        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    check_listen_address(listen)
+    try:
+        port = guard.add_port(server, listen)
+    except RuntimeError:
+        port = 0
+    if port == 0:
+        raise CompactlogError(f"cannot listen on {listen}: address in use or invalid")
+    return server, port
+
+
+def run_front(
+    data_dir: Path, layout: Layout, shards: int, listen: str, config: Path | None, guard: Guard
+) -> int:
+    return asyncio.run(_serve_front(data_dir, layout, shards, listen, config, guard))
+
+
+async def _serve_front(
+    data_dir: Path, layout: Layout, shards: int, listen: str, config: Path | None, guard: Guard
+) -> int:
+    loop = asyncio.get_running_loop()
+    tls_root = guard.options.tls_cert.read_bytes() if guard.options.tls_cert else None
+    owners = Owners(layout.slots, tls_root)
+    stop = asyncio.Event()
+    fatal: list[str] = []
+
+    def on_fatal(message: str) -> None:
+        log.error("%s", message)
+        fatal.append(message)
+        stop.set()
+
+    spec = ShardSpec(data_dir, layout.slots, shards, config, guard.options)
+    supervisor = ShardSupervisor(spec, owners.update, on_fatal)
+    try:
+        server, port = _front_server(owners, listen, guard)
+        await supervisor.start()
+    except CompactlogError as exc:
+        await supervisor.stop()
+        return _fail(str(exc))
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+    def reload() -> None:
+        guard.reload()
+        supervisor.signal_all(signal.SIGHUP)
+
+    if guard.auth is not None:
+        loop.add_signal_handler(signal.SIGHUP, reload)
+    await server.start()
+    host = listen.rpartition(":")[0]
+    print(f"compactlog listening on {host}:{port}", flush=True)
+    log.info("serving data dir %s with %d shards over %d slots", data_dir, shards, layout.slots)
+    await stop.wait()
+    log.info("shutting down")
+    # The shards end their follow streams and finish in-flight calls while the front
+    # stops accepting, so a follow reader behind the front ends at once, as it would.
+    await asyncio.gather(server.stop(SHUTDOWN_GRACE_S), supervisor.stop())
+    await owners.close()
+    if fatal:
+        return _fail(fatal[0])
+    return 0

@@ -1,0 +1,70 @@
+"""Store slots and the request peek the front routes by (no server needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from compactlog.errors import CompactlogError, NotOwner
+from compactlog.server.shard_process import slot_admit
+from compactlog.server.wire_peek import field_one, topic_of
+from compactlog.storage.slots import (
+    SLOT_COUNT,
+    Layout,
+    choose_layout,
+    read_layout,
+    slot_of,
+    slots_of_shard,
+)
+from compactlog.v1 import compactlog_pb2 as pb
+
+
+def test_slot_of_is_stable_and_keeps_partitions_with_their_topic() -> None:
+    # Fixed values: a change here moves topics between stores of existing data dirs.
+    assert [slot_of(name, 8) for name in ("a", "b", "orders", "")] == [3, 1, 6, 0]
+    assert {slot_of(f"orders-partition-{i}", 8) for i in range(10)} == {6}
+
+
+def test_every_slot_has_exactly_one_shard() -> None:
+    for shards in range(1, SLOT_COUNT + 1):
+        owned = [s for k in range(shards) for s in slots_of_shard(k, shards, SLOT_COUNT)]
+        assert sorted(owned) == list(range(SLOT_COUNT))
+
+
+def test_layouts(tmp_path: Path) -> None:
+    assert choose_layout(tmp_path / "new1", 1) == Layout(0)
+    assert choose_layout(tmp_path / "new2", 2) == Layout(SLOT_COUNT)
+    assert read_layout(tmp_path / "new2") == Layout(SLOT_COUNT)
+    assert choose_layout(tmp_path / "new2", 1) == Layout(SLOT_COUNT)  # slots, one shard
+    single = tmp_path / "single"
+    (single / "ledgers").mkdir(parents=True)
+    with pytest.raises(CompactlogError, match="compactlog migrate --slots"):
+        choose_layout(single, 2)
+    with pytest.raises(CompactlogError, match="at most 8"):
+        choose_layout(tmp_path / "new2", 9)
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "SLOTS").write_text("eight\n")
+    with pytest.raises(CompactlogError, match="SLOTS"):
+        read_layout(tmp_path / "bad")
+
+
+def test_the_peek_reads_field_one_without_parsing() -> None:
+    publish = pb.PublishRequest(topic="prices", records=[pb.Record(key=b"k", value=b"v")])
+    assert topic_of(publish.SerializeToString()) == "prices"
+    read = pb.ReadRequest(max_messages=3, follow=True, topic="x")  # field 1 after others
+    assert topic_of(read.SerializeToString()) == "x"
+    assert topic_of(pb.ListTopicsRequest().SerializeToString()) is None
+    seal = pb.SealLedgerRequest(ledger_id=300, expected_entries=2)
+    assert field_one(seal.SerializeToString()) == 300
+    assert topic_of(b"\x0a\xff") is None  # truncated: the parser will refuse it
+    assert topic_of(b"\xff\xff\xff") is None
+
+
+def test_a_slot_refuses_topics_of_other_slots() -> None:
+    admit = slot_admit(slot_of("a", 8), 8)
+    assert admit(pb.GetTopicRequest(name="a").SerializeToString()) is None
+    refusal = admit(pb.GetTopicRequest(name="b").SerializeToString())
+    assert isinstance(refusal, NotOwner)
+    assert refusal.metadata == {"topic": "b", "slot": str(slot_of("b", 8))}
+    assert admit(pb.ListTopicsRequest().SerializeToString()) is None
