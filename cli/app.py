@@ -30,6 +30,7 @@ from compactlog.cli import admin as cli_admin
 from compactlog.cli import completion as cli_completion
 from compactlog.cli import data as cli_data
 from compactlog.cli import export as cli_export
+from compactlog.cli import history as cli_history
 from compactlog.cli import offline as cli_offline
 from compactlog.cli import produce as cli_produce
 from compactlog.cli import records as cli_records
@@ -116,6 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_produce.add_parser(commands)
     cli_data.add_parsers(commands)
     cli_records.add_parser(commands)
+    cli_history.add_parser(commands)
     cli_export.add_parser(commands)
     cli_offline.add_parsers(commands)
 

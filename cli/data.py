@@ -9,10 +9,11 @@ tombstone too.
 from __future__ import annotations
 
 import argparse
+import datetime
 import re
 from typing import Any
 
-from compactlog.cli.common import UINT64_MAX, connect, non_negative_int
+from compactlog.cli.common import INT64_MAX, UINT64_MAX, connect, non_negative_int
 from compactlog.cli.output import add_json_flag, format_text, message_json, print_message
 from compactlog.client.types import MessageId
 
@@ -47,6 +48,22 @@ def add_parsers(commands: Any) -> None:
         help="stop after N messages (0 = no limit)",
     )
     add_json_flag(read, "one JSON object per line")
+    past = read.add_mutually_exclusive_group()
+    past.add_argument(
+        "--as-of",
+        metavar="LEDGER:ENTRY",
+        type=parse_id,
+        default=None,
+        help="with --compacted: the compacted view as of this id (LEDGER topics)",
+    )
+    past.add_argument(
+        "--as-of-time",
+        metavar="TIME",
+        type=parse_time_ms,
+        default=None,
+        help="with --compacted: as of the last id published at or before TIME "
+        "(ISO 8601, e.g. 2026-11-23T21:00:00Z, or epoch milliseconds)",
+    )
     read.set_defaults(func=read_cmd)
 
 
@@ -61,6 +78,25 @@ def parse_id(text: str) -> MessageId:
             f"message id {text} is out of range (ledger and entry are at most {UINT64_MAX})"
         )
     return MessageId(ledger, entry)
+
+
+def parse_time_ms(text: str) -> int:
+    """argparse type for ``--as-of-time``: epoch milliseconds or an ISO 8601 time (UTC
+    when it names no zone)."""
+    text = text.strip()
+    if text.isdigit():
+        if int(text) > INT64_MAX:
+            raise argparse.ArgumentTypeError(f"expected a time <= {INT64_MAX} ms, got {text}")
+        return int(text)
+    try:
+        when = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected an ISO 8601 time or epoch milliseconds, got {text!r}"
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.UTC)
+    return int(when.timestamp() * 1000)
 
 
 def parse_start(text: str) -> str | MessageId:
@@ -84,6 +120,8 @@ def read_cmd(args: argparse.Namespace) -> int:
             read_compacted=args.compacted,
             follow=args.follow,
             max_messages=args.limit,
+            as_of=args.as_of,
+            as_of_time_ms=args.as_of_time,
         ) as reader:
             for count, msg in enumerate(reader, start=1):
                 print_message(args, msg, ledger, flush=args.follow)

@@ -35,6 +35,7 @@ from compactlog.client.types import (
     CompactionRun,
     CompactionStatus,
     CompactionVerification,
+    Message,
     MessageId,
     TopicInfo,
 )
@@ -291,6 +292,18 @@ class Client(Closeable):
         )
         return cv.id_from_pb(resp.id) if resp.HasField("id") else None
 
+    def get_key_history(self, topic: str, key: bytes, max_messages: int = 0) -> list[Message]:
+        """Every raw message of ``key``, oldest first, tombstones included (at most
+        ``max_messages``, 0 = no limit; a response stops before 4 MiB)."""
+        self._check_open()
+        req = pb.GetKeyHistoryRequest(topic=topic, key=key, max_messages=max_messages)
+        resp = call(
+            "GetKeyHistory",
+            self.address,
+            lambda: self._log.GetKeyHistory(req, timeout=self.timeout),
+        )
+        return [cv.message_from_pb(m) for m in resp.messages]
+
     # -- data ----------------------------------------------------------------------------
 
     def _log_of(self, topic: str) -> pb_grpc.LogStub:
@@ -314,11 +327,16 @@ class Client(Closeable):
         read_compacted: bool = False,
         follow: bool = False,
         max_messages: int = 0,
+        as_of: MessageId | tuple[int, int] | None = None,
+        as_of_time_ms: int | None = None,
     ) -> Reader:
         """Iterate messages from ``start`` (inclusive id, or earliest/latest) or a publish time.
 
         Without ``follow`` the iteration ends after the last message that existed when the
         read began; ``max_messages`` = 0 means no limit. Closing the reader cancels the stream.
+        ``as_of`` (an id) or ``as_of_time_ms`` (the last id published at or before it), with
+        ``read_compacted``: the compacted view as a compaction at that point would have
+        written it (LEDGER topics).
         """
         self._check_open()
         return Reader(
@@ -332,6 +350,8 @@ class Client(Closeable):
             max_messages=max_messages,
             timeout=self.timeout,
             watchdog=self._watchdog,
+            as_of=as_of,
+            as_of_time_ms=as_of_time_ms,
         )
 
     def subscribe(

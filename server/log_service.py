@@ -31,13 +31,14 @@ from compactlog.server.convert import (
 from compactlog.server.errors import rpc_async
 from compactlog.server.handlers import Admit, service_handler
 from compactlog.server.metrics import Metrics
-from compactlog.server.partitioned_log import MergedLog, PartitionedCalls
+from compactlog.server.partitioned_log import MergedLog, PartitionedCalls, merged_key_history
 from compactlog.server.partitioned_publish import RoundRobin, append_spread
 from compactlog.server.partitioned_reading import MergedReadSession
-from compactlog.server.reading import ReadSession, consume_step, response_cap
+from compactlog.server.reading import ReadSession, as_of_point, consume_step, response_cap
 from compactlog.server.waiting import TopicSignals
+from compactlog.storage.key_history import key_history
 from compactlog.storage.names import check_client_subscription
-from compactlog.storage.topic_log import Appended, Pending, TopicLog
+from compactlog.storage.topic_log import Appended, Pending, ReadableLog
 from compactlog.v1 import compactlog_pb2 as pb
 
 T = TypeVar("T")
@@ -172,16 +173,23 @@ class LogService:
     @rpc_async
     async def Read(self, request: pb.ReadRequest, context: Context) -> AsyncIterator[bytes]:
         merged = self.partitioned.merged(request.topic)
-        log: TopicLog | MergedLog = merged if merged is not None else self.broker.log(request.topic)
+        single: ReadableLog | None = None
+        past = as_of_point(request)
+        if past is not None:  # a view of one topic's past (MALFORMED on a partitioned NAME)
+            single = await self._run(self.broker.as_of_view, request.topic, *past)
+        elif merged is None:
+            single = self.broker.log(request.topic)
+        log: ReadableLog | MergedLog = single if single is not None else merged  # type: ignore[assignment]
         compacted = str(request.read_compacted).lower()
         self.metrics.read_requests.labels(log.kind.name, compacted).inc()
         counter = self.metrics.read_messages.labels(log.kind.name, compacted)
         latency = self.metrics.read_batch_latency.labels(log.kind.name)
         session: ReadSession | MergedReadSession
-        if merged is not None:
-            session = await self._run(merged.read_session, request, self.batch_size)
+        if single is not None:
+            session = await self._run(ReadSession, single, request, self.batch_size)
         else:
-            session = await self._run(ReadSession, log, request, self.batch_size)
+            assert merged is not None
+            session = await self._run(merged.read_session, request, self.batch_size)
         # The stream has started (topic found, start set): clients bound their wait for
         # this, not a follow read's wait for new messages (client.deadlines).
         await context.send_initial_metadata(())
@@ -221,7 +229,9 @@ class LogService:
             return await self.partitioned.consume(merged, request)
         log = self.broker.log(request.topic)
         latest = start_position(request.initial_position) == pb.LATEST
-        cursor = await self._run(log.open_cursor, request.subscription, latest)
+        cursor = await self._run(
+            log.open_cursor, request.subscription, latest, request.read_compacted
+        )
         limit = request.max_messages or self.batch_size
         max_bytes = response_cap(request.max_bytes)
         loop = asyncio.get_running_loop()
@@ -275,11 +285,25 @@ class LogService:
             resp.id.partition = log.partition
         return resp
 
+    @rpc_async
+    async def GetKeyHistory(self, request: pb.GetKeyHistoryRequest, context: Context) -> bytes:
+        """Stored message records spliced into the response, as Read does (a partitioned
+        topic's: every partition's, merged)."""
+        merged = self.partitioned.merged(request.topic)
+        if merged is not None:
+            found = await self._run(
+                merged_key_history, merged.logs, request.key, request.max_messages
+            )
+        else:
+            log = self.broker.log(request.topic)
+            found = await self._run(key_history, log, request.key, request.max_messages)
+        return found.to_bytes() + (b"\x10\x01" if found.truncated else b"")
+
 
 # Methods whose handler takes the request's bytes (Publish*) or returns response bytes
 # (Read, Consume): the generated (de)serializer is replaced by a pass-through.
 _RAW_REQUEST = {"Publish", "PublishStream"}
-_RAW_RESPONSE = {"Publish", "PublishStream", "Read", "Consume"}
+_RAW_RESPONSE = {"Publish", "PublishStream", "Read", "Consume", "GetKeyHistory"}
 
 
 def log_handler(service: LogService, admit: Admit | None = None) -> grpc.GenericRpcHandler:

@@ -43,6 +43,9 @@ from compactlog.storage.types import MessageId
 
 COMPACTION_SUBSCRIPTION = "__compaction"
 COMPACTED_LEDGER_PROPERTY = "CompactedTopicLedger"
+# Set ("true") on a subscription whose consumers read the compacted view: the compactor
+# keeps tombstones in the compacted ledger until its mark-delete position passed them.
+READ_COMPACTED_PROPERTY = "ReadCompacted"
 RESERVED_SUBSCRIPTION_PREFIX = "__"
 
 Successor = Callable[[MessageId | None], MessageId | None]
@@ -119,6 +122,20 @@ class Cursor:
             last = max(end for _start, end in cursor.acked)
             cursor.delivered = max(filter(None, [cursor.delivered, last]))
         return cursor
+
+    @property
+    def reads_compacted(self) -> bool:
+        return self.properties.get(READ_COMPACTED_PROPERTY) == "true"
+
+    def set_reads_compacted(self, compacted: bool) -> CursorChange:
+        """Record how the subscription's consumers read (a change of the head, or none)."""
+        if compacted == self.reads_compacted:
+            return CursorChange()
+        if compacted:
+            self.properties[READ_COMPACTED_PROPERTY] = "true"
+        else:
+            self.properties.pop(READ_COMPACTED_PROPERTY, None)
+        return CursorChange(head=True)
 
     # ---- reading ----------------------------------------------------------------------
 

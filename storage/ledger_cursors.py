@@ -46,7 +46,16 @@ class LedgerCursors:
     def topic(self, name: str) -> LedgerTopic:
         raise NotImplementedError
 
-    def open_cursor(self, name: str, subscription: str, latest: bool = False) -> Cursor:
+    def open_cursor(
+        self,
+        name: str,
+        subscription: str,
+        latest: bool = False,
+        read_compacted: bool | None = None,
+    ) -> Cursor:
+        """The subscription's cursor, created at the earliest or latest id on first use.
+        ``read_compacted`` (a Consume's) is recorded with the cursor, durably, when it
+        changes: the compactor keeps tombstones for subscriptions reading compacted."""
         topic = self.topic(name)
         with topic.lock:
             cursor = topic.cursors.get(subscription)
@@ -54,10 +63,18 @@ class LedgerCursors:
                 cursor = Cursor(subscription)
                 if latest:
                     cursor.mark_delete = cursor.read_position = cursor.delivered = topic.lac
+                if read_compacted:
+                    cursor.set_reads_compacted(True)
                 batch = Batch()
                 self._write_change(topic, cursor, CursorChange(head=True), batch)
                 self.db.write(batch, sync=self.fsync)
                 topic.cursors[subscription] = cursor
+            elif read_compacted is not None:
+                change = cursor.set_reads_compacted(read_compacted)
+                if change:
+                    batch = Batch()
+                    self._write_change(topic, cursor, change, batch)
+                    self.db.write(batch, sync=self.fsync)
             return cursor
 
     def _cursor(self, topic: LedgerTopic, subscription: str) -> Cursor:

@@ -49,8 +49,8 @@ class LedgerTopicLog:
         view = compacted_view if compacted else raw_view
         return view(self.store, self.name, start, stop)
 
-    def open_cursor(self, subscription: str, latest: bool) -> Cursor:
-        return self.store.open_cursor(self.name, subscription, latest=latest)
+    def open_cursor(self, subscription: str, latest: bool, read_compacted: bool = False) -> Cursor:
+        return self.store.open_cursor(self.name, subscription, latest, read_compacted)
 
     def delivered(self, cursor: Cursor, last: MessageId | None, rewound: bool = False) -> None:
         cursor.deliver(last, rewound)

@@ -1020,6 +1020,8 @@ class ReadRequest(_message.Message):
     MAX_MESSAGES_FIELD_NUMBER: _builtins.int
     FOLLOW_FIELD_NUMBER: _builtins.int
     MAX_BYTES_FIELD_NUMBER: _builtins.int
+    AS_OF_FIELD_NUMBER: _builtins.int
+    AS_OF_TIME_MS_FIELD_NUMBER: _builtins.int
     topic: _builtins.str
     position: Global___StartPosition.ValueType
     timestamp_ms: _builtins.int
@@ -1033,9 +1035,20 @@ class ReadRequest(_message.Message):
     """The most bytes one response may hold, e.g. the client's gRPC receive limit (0: the
     server's 4 MiB). A message alone over it fails the read with RESOURCE_EXHAUSTED.
     """
+    as_of_time_ms: _builtins.int
+    """The same at the last id published at or before this time (epoch ms); as_of wins when
+    both are set.
+    """
     @_builtins.property
     def message_id(self) -> Global___MessageId:
         """inclusive"""
+
+    @_builtins.property
+    def as_of(self) -> Global___MessageId:
+        """With read_compacted (LEDGER topics): the compacted view of the raw log up to and
+        including this id, as a compaction at that point would have written it, whatever the
+        current horizon (docs/reading-the-past.md). Without read_compacted: INVALID_ARGUMENT.
+        """
 
     def __init__(
         self,
@@ -1048,13 +1061,20 @@ class ReadRequest(_message.Message):
         max_messages: _builtins.int = ...,
         follow: _builtins.bool = ...,
         max_bytes: _builtins.int = ...,
+        as_of: Global___MessageId | None = ...,
+        as_of_time_ms: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["message_id", b"message_id", "position", b"position", "start", b"start", "timestamp_ms", b"timestamp_ms"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_as_of_time_ms", b"_as_of_time_ms", "as_of", b"as_of", "as_of_time_ms", b"as_of_time_ms", "message_id", b"message_id", "position", b"position", "start", b"start", "timestamp_ms", b"timestamp_ms"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["follow", b"follow", "max_bytes", b"max_bytes", "max_messages", b"max_messages", "message_id", b"message_id", "position", b"position", "read_compacted", b"read_compacted", "start", b"start", "timestamp_ms", b"timestamp_ms", "topic", b"topic"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_as_of_time_ms", b"_as_of_time_ms", "as_of", b"as_of", "as_of_time_ms", b"as_of_time_ms", "follow", b"follow", "max_bytes", b"max_bytes", "max_messages", b"max_messages", "message_id", b"message_id", "position", b"position", "read_compacted", b"read_compacted", "start", b"start", "timestamp_ms", b"timestamp_ms", "topic", b"topic"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__as_of_time_ms: _TypeAlias = _typing.Literal["as_of_time_ms"]  # noqa: Y015
+    _WhichOneofArgType__as_of_time_ms: _TypeAlias = _typing.Literal["_as_of_time_ms", b"_as_of_time_ms"]  # noqa: Y015
     _WhichOneofReturnType_start: _TypeAlias = _typing.Literal["position", "message_id", "timestamp_ms"]  # noqa: Y015
     _WhichOneofArgType_start: _TypeAlias = _typing.Literal["start", b"start"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__as_of_time_ms) -> _WhichOneofReturnType__as_of_time_ms | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType_start) -> _WhichOneofReturnType_start | None: ...
 
 Global___ReadRequest: _TypeAlias = ReadRequest  # noqa: Y015
@@ -1243,6 +1263,60 @@ class GetLastMessageIdResponse(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__id) -> _WhichOneofReturnType__id | None: ...
 
 Global___GetLastMessageIdResponse: _TypeAlias = GetLastMessageIdResponse  # noqa: Y015
+
+@_typing.final
+class GetKeyHistoryRequest(_message.Message):
+    """Every raw message of one key, oldest first, tombstones included (LEDGER: through the
+    key index the append path keeps; SEGMENTED: what the log still holds).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    KEY_FIELD_NUMBER: _builtins.int
+    MAX_MESSAGES_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    key: _builtins.bytes
+    max_messages: _builtins.int
+    """0 = no limit (a response still stops before 4 MiB)"""
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+        key: _builtins.bytes = ...,
+        max_messages: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "max_messages", b"max_messages", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetKeyHistoryRequest: _TypeAlias = GetKeyHistoryRequest  # noqa: Y015
+
+@_typing.final
+class GetKeyHistoryResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    TRUNCATED_FIELD_NUMBER: _builtins.int
+    truncated: _builtins.bool
+    """more messages of the key exist than were returned"""
+    @_builtins.property
+    def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___Message]: ...
+    def __init__(
+        self,
+        *,
+        messages: _abc.Iterable[Global___Message] | None = ...,
+        truncated: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["messages", b"messages", "truncated", b"truncated"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetKeyHistoryResponse: _TypeAlias = GetKeyHistoryResponse  # noqa: Y015
 
 @_typing.final
 class LedgerRange(_message.Message):

@@ -738,6 +738,11 @@ class LogStub:
                 request_serializer=compactlog_dot_v1_dot_compactlog__pb2.GetLastMessageIdRequest.SerializeToString,
                 response_deserializer=compactlog_dot_v1_dot_compactlog__pb2.GetLastMessageIdResponse.FromString,
                 _registered_method=True)
+        self.GetKeyHistory = channel.unary_unary(
+                '/compactlog.v1.Log/GetKeyHistory',
+                request_serializer=compactlog_dot_v1_dot_compactlog__pb2.GetKeyHistoryRequest.SerializeToString,
+                response_deserializer=compactlog_dot_v1_dot_compactlog__pb2.GetKeyHistoryResponse.FromString,
+                _registered_method=True)
 
 
 class LogServicer:
@@ -779,6 +784,12 @@ class LogServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetKeyHistory(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LogServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -811,6 +822,11 @@ def add_LogServicer_to_server(servicer, server):
                     servicer.GetLastMessageId,
                     request_deserializer=compactlog_dot_v1_dot_compactlog__pb2.GetLastMessageIdRequest.FromString,
                     response_serializer=compactlog_dot_v1_dot_compactlog__pb2.GetLastMessageIdResponse.SerializeToString,
+            ),
+            'GetKeyHistory': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetKeyHistory,
+                    request_deserializer=compactlog_dot_v1_dot_compactlog__pb2.GetKeyHistoryRequest.FromString,
+                    response_serializer=compactlog_dot_v1_dot_compactlog__pb2.GetKeyHistoryResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -975,6 +991,33 @@ class Log:
             '/compactlog.v1.Log/GetLastMessageId',
             compactlog_dot_v1_dot_compactlog__pb2.GetLastMessageIdRequest.SerializeToString,
             compactlog_dot_v1_dot_compactlog__pb2.GetLastMessageIdResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetKeyHistory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/compactlog.v1.Log/GetKeyHistory',
+            compactlog_dot_v1_dot_compactlog__pb2.GetKeyHistoryRequest.SerializeToString,
+            compactlog_dot_v1_dot_compactlog__pb2.GetKeyHistoryResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -188,6 +188,7 @@ class LogStub:
     Consume: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.ConsumeRequest, _compactlog_pb2.ConsumeResponse]
     Acknowledge: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.AcknowledgeRequest, _compactlog_pb2.AcknowledgeResponse]
     GetLastMessageId: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.GetLastMessageIdRequest, _compactlog_pb2.GetLastMessageIdResponse]
+    GetKeyHistory: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.GetKeyHistoryRequest, _compactlog_pb2.GetKeyHistoryResponse]
 
 @_typing.type_check_only
 class LogAsyncStub(LogStub):
@@ -198,6 +199,7 @@ class LogAsyncStub(LogStub):
     Consume: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.ConsumeRequest, _compactlog_pb2.ConsumeResponse]  # type: ignore[assignment]
     Acknowledge: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.AcknowledgeRequest, _compactlog_pb2.AcknowledgeResponse]  # type: ignore[assignment]
     GetLastMessageId: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.GetLastMessageIdRequest, _compactlog_pb2.GetLastMessageIdResponse]  # type: ignore[assignment]
+    GetKeyHistory: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.GetKeyHistoryRequest, _compactlog_pb2.GetKeyHistoryResponse]  # type: ignore[assignment]
 
 class LogServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -241,6 +243,13 @@ class LogServicer(metaclass=_abc_1.ABCMeta):
         request: _compactlog_pb2.GetLastMessageIdRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_compactlog_pb2.GetLastMessageIdResponse, _abc.Awaitable[_compactlog_pb2.GetLastMessageIdResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def GetKeyHistory(
+        self,
+        request: _compactlog_pb2.GetKeyHistoryRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_compactlog_pb2.GetKeyHistoryResponse, _abc.Awaitable[_compactlog_pb2.GetKeyHistoryResponse]]: ...
 
 def add_LogServicer_to_server(servicer: LogServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 

@@ -32,7 +32,7 @@ from compactlog.compactor.log_cleaner.offset_map import (
     SkimpyOffsetMap,
 )
 from compactlog.compactor.progress import PHASE_ONE, NoControl, Progress, RunControl
-from compactlog.compactor.two_phase.storage import CompactionInput, CompactionStorage
+from compactlog.compactor.two_phase.storage import CompactionInput, CompactionReads
 from compactlog.compactor.two_phase.winners import BitmapWinners, MapWinners, PhaseOneResult
 from compactlog.errors import ResourceExhausted
 from compactlog.storage.codec import HAS_KEY, VALUE_NON_EMPTY
@@ -76,12 +76,14 @@ class _GrowingMap:
 
 
 def find_winners(
-    storage: CompactionStorage,
+    storage: CompactionReads,
     inp: CompactionInput,
     budget_bytes: int,
     control: RunControl | None = None,
+    settle: bool = True,
 ) -> MapWinners:
-    """Map every key of the input to its latest position; stop early if the map fills."""
+    """Map every key of the input to its latest position; stop early if the map fills.
+    ``settle=False`` keeps the offset map for the caller (a past view looks keys up in it)."""
     control = control or NoControl()
     segments = inp.segments
     positions = [0]
@@ -90,7 +92,11 @@ def find_winners(
     total = positions.pop()
     prefix = segments[0].length if segments and segments[0].compacted else 0
     keys = _GrowingMap(budget_bytes, prefix + min(total - prefix, INITIAL_TAIL_KEYS))
-    result = MapWinners(positions=positions, retain_null_key=inp.retain_null_key)
+    result = MapWinners(
+        positions=positions,
+        retain_null_key=inp.retain_null_key,
+        keep_tombstones=inp.tombstones is not None,
+    )
     exchange = keys.map.exchange  # resize keeps the object: the bound method stays valid
     retain = inp.retain_null_key
     read = kept = tombstones = keyless = bytes_in = 0
@@ -138,5 +144,6 @@ def find_winners(
     result.covered = covered
     result.offset_map = keys.map
     result.map_bytes = keys.map.memory_bytes
-    result.peak_bytes = max(keys.peak, result.settle(budget_bytes, covered or total))
+    if settle:
+        result.peak_bytes = max(keys.peak, result.settle(budget_bytes, covered or total))
     return result

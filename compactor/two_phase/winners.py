@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from compactlog.compactor.log_cleaner.offset_map import SkimpyOffsetMap
-from compactlog.compactor.two_phase.storage import CompactionStorage, Segment
+from compactlog.compactor.two_phase.storage import CompactionReads, Segment
 from compactlog.storage.codec import HAS_KEY, VALUE_NON_EMPTY
 
 
@@ -36,7 +36,7 @@ class PhaseOneResult:
     peak_bytes: int = 0
     covered: int | None = None  # input entries covered; None: all of them
 
-    def selection(self, storage: CompactionStorage, index: int, segment: Segment) -> bytearray:
+    def selection(self, storage: CompactionReads, index: int, segment: Segment) -> bytearray:
         """The winners of segment ``index`` as a bitmap (bit = entry - first_entry)."""
         raise NotImplementedError
 
@@ -52,7 +52,7 @@ class BitmapWinners(PhaseOneResult):
     bits: bytearray = field(default_factory=bytearray)
     bases: list[int] = field(default_factory=list)  # per segment: its first byte in ``bits``
 
-    def selection(self, storage: CompactionStorage, index: int, segment: Segment) -> bytearray:
+    def selection(self, storage: CompactionReads, index: int, segment: Segment) -> bytearray:
         base = self.bases[index]
         return self.bits[base : base + ((segment.length + 7) >> 3)]
 
@@ -65,6 +65,9 @@ class MapWinners(PhaseOneResult):
     bits: bytearray | None = None  # one bit per covered position
     positions: list[int] = field(default_factory=list)  # per segment: its first position
     retain_null_key: bool = False
+    # The run may keep tombstones (``TombstoneRetention``): a tombstone that is its key's
+    # latest message is selected too, and phase two decides whether it stays.
+    keep_tombstones: bool = False
     map_bytes: int = 0  # the offset map's table at its largest
 
     def settle(self, budget_bytes: int, covered: int) -> int:
@@ -76,14 +79,16 @@ class MapWinners(PhaseOneResult):
             return 0
         bits = bytearray(size)
         _hashes, offsets, _slots = self.offset_map.table()
+        keep_tombstones = self.keep_tombstones
         for stored in offsets:
-            if stored and not stored & 1:  # stored = (position << 1 | live) + 1: live
-                pos = (stored >> 1) - 1
+            # stored = (position << 1 | live) + 1: even when live
+            if stored and (keep_tombstones or not stored & 1):
+                pos = (stored - 1) >> 1
                 bits[pos >> 3] |= 1 << (pos & 7)
         self.bits, self.offset_map = bits, None
         return self.map_bytes + size
 
-    def selection(self, storage: CompactionStorage, index: int, segment: Segment) -> bytearray:
+    def selection(self, storage: CompactionReads, index: int, segment: Segment) -> bytearray:
         if self.bits is not None:
             return _cut(self.bits, self.positions[index], segment.length)
         assert self.offset_map is not None
@@ -92,10 +97,13 @@ class MapWinners(PhaseOneResult):
         first = segment.first_entry
         base = self.positions[index] - first  # position of entry e: base + e
         retain = self.retain_null_key
+        keep_tombstones = self.keep_tombstones
         for eid, flags, _size, key in storage.read_keys(segment):
             if flags & HAS_KEY:
-                # only a live entry can win, and only if the map holds its own position
-                if not flags & VALUE_NON_EMPTY or get(key) != (base + eid) << 1 | 1:  # type: ignore[arg-type]
+                # a live entry (or a tombstone the run may keep) wins if the map holds
+                # exactly its own position
+                live = 1 if flags & VALUE_NON_EMPTY else 0
+                if not (live or keep_tombstones) or get(key) != (base + eid) << 1 | live:  # type: ignore[arg-type]
                     continue
             elif not retain:
                 continue

@@ -37,7 +37,7 @@ from compactlog.compactor.two_phase.storage import (
 from compactlog.compactor.worker_link import WorkerLink, kill_self
 from compactlog.errors import StorageError
 from compactlog.storage import keys
-from compactlog.storage.ledger_append import compacted_batch
+from compactlog.storage.ledger_append import compacted_batch, live_only
 from compactlog.storage.ledger_scans import StoredBatch
 from compactlog.storage.ledger_secondary import SecondaryLedgerScans
 from compactlog.storage.rocks import SstWriter
@@ -120,7 +120,9 @@ class WorkerCompactionStorage(LedgerReads):
             raise StorageError(f"ledger {ledger_id}: appends must continue at {self.entries}")
         if self.sst is None:
             self.sst = SstWriter(Path(self.job.sst_path))
-        data = compacted_batch(ledger_id, [d for _pos, d, _key, _flags in entries])
+        data = compacted_batch(
+            ledger_id, [d for _pos, d, _key, _flags in entries], live_only(entries)
+        )
         self.sst.put(keys.entry_key(ledger_id, self.entries), data)
         self.entries += len(entries)
         self.bytes += len(data)

@@ -79,7 +79,8 @@ class SegmentedTopicLog:
         """The log as cleaning left it (``compacted`` changes nothing on this kind)."""
         return self.log.batches(start.entry_id, stop.entry_id + 1, clamp=True)
 
-    def open_cursor(self, subscription: str, latest: bool) -> Cursor:
+    def open_cursor(self, subscription: str, latest: bool, read_compacted: bool = False) -> Cursor:
+        """(The cleaner keeps tombstones for ``delete.retention.ms`` whoever reads.)"""
         end = self.log.next_offset
         initial = MessageId(0, end - 1) if latest and end else None
         return self.manager.cursors(self.name).open(subscription, initial)

@@ -45,6 +45,11 @@ CALLS: list[tuple[str, int, Call]] = [
         1,
         lambda s: s.log.GetLastMessageId(pb.GetLastMessageIdRequest(topic=TOPIC), timeout=10),
     ),
+    (
+        "Log.GetKeyHistory",
+        1,
+        lambda s: s.log.GetKeyHistory(pb.GetKeyHistoryRequest(topic=TOPIC, key=b"k"), timeout=10),
+    ),
     ("TopicAdmin.GetTopic", 1, lambda s: s.admin.GetTopic(pb.GetTopicRequest(name=TOPIC))),
     ("TopicAdmin.ListTopics", 1, lambda s: s.admin.ListTopics(pb.ListTopicsRequest())),
     (
