@@ -1,14 +1,13 @@
 """``compactlog history TOPIC KEY``: every raw message of one key, oldest first
-(Log.GetKeyHistory; tombstones print as ``value=null``)."""
+(Log.GetKeyHistory; tombstones print as ``tombstone``, ``cli.output``)."""
 
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
-from compactlog.cli.common import connect
-from compactlog.cli.data import format_text, message_json
+from compactlog.cli.common import connect, non_negative_int
+from compactlog.cli.output import add_json_flag, print_message
 
 
 def add_parser(commands: Any) -> None:
@@ -17,14 +16,17 @@ def add_parser(commands: Any) -> None:
     )
     history.add_argument("topic", metavar="TOPIC")
     history.add_argument("key", metavar="KEY", help="the key, as UTF-8 text")
-    history.add_argument("--limit", type=int, default=0, help="at most N messages (0: all)")
-    history.add_argument("--json", action="store_true", help="one JSON object per line")
+    history.add_argument(
+        "--limit", type=non_negative_int, default=0, help="at most N messages (0: all)"
+    )
+    add_json_flag(history, "one JSON object per line")
     history.set_defaults(func=history_cmd)
 
 
 def history_cmd(args: argparse.Namespace) -> int:
     with connect(args) as client:
-        messages = client.get_key_history(args.topic, args.key.encode(), max(args.limit, 0))
+        ledger = client.get_topic(args.topic).kind == "ledger"
+        messages = client.get_key_history(args.topic, args.key.encode(), args.limit)
     for msg in messages:
-        print(json.dumps(message_json(msg), ensure_ascii=False) if args.json else format_text(msg))
+        print_message(args, msg, ledger, flush=False)
     return 0

@@ -10,11 +10,11 @@ deleted.
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 from compactlog.cli.common import UsageError, connect
 from compactlog.cli.data import parse_start
+from compactlog.cli.output import add_json_flag, emit, print_json, wants_json
 from compactlog.client.types import MessageId, SubscriptionInfo
 
 
@@ -25,7 +25,7 @@ def add_parser(commands: Any) -> None:
 
     listing = verbs.add_parser("list", help="subscriptions of a topic with their backlog")
     listing.add_argument("topic", metavar="TOPIC")
-    listing.add_argument("--json", action="store_true", help="one JSON object a subscription")
+    add_json_flag(listing, "one JSON object a subscription")
     listing.set_defaults(func=list_subscriptions)
 
     delete = verbs.add_parser("delete", help="delete a subscription and its acknowledgements")
@@ -60,9 +60,9 @@ def subscription_json(info: SubscriptionInfo) -> dict[str, Any]:
 def list_subscriptions(args: argparse.Namespace) -> int:
     with connect(args) as client:
         subs = client.list_subscriptions(args.topic)
-    if args.json:
+    if wants_json(args):
         for info in subs:
-            print(json.dumps(subscription_json(info)))
+            print_json(subscription_json(info))
         return 0
     if not subs:
         print(f"no subscriptions on {args.topic}")
@@ -78,7 +78,11 @@ def list_subscriptions(args: argparse.Namespace) -> int:
 def delete_subscription(args: argparse.Namespace) -> int:
     with connect(args) as client:
         client.delete_subscription(args.topic, args.subscription)
-    print(f"deleted subscription {args.subscription} of {args.topic}")
+    emit(
+        args,
+        {"deleted": args.subscription, "topic": args.topic},
+        f"deleted subscription {args.subscription} of {args.topic}",
+    )
     return 0
 
 
@@ -93,8 +97,10 @@ def reset_subscription(args: argparse.Namespace) -> int:
         else:
             info = client.reset_cursor(args.topic, args.subscription, position=args.to)
     mark = "-" if info.mark_delete is None else str(info.mark_delete)
-    print(
+    emit(
+        args,
+        subscription_json(info),
         f"reset subscription {info.name} of {args.topic}: mark-delete {mark}, "
-        f"backlog {info.backlog}"
+        f"backlog {info.backlog}",
     )
     return 0

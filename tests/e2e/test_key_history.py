@@ -213,7 +213,7 @@ def test_cli_history(module_server, unique_topic: str, api: Api) -> None:  # typ
     out = subprocess.run([*cli, unique_topic, "user-1"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     lines = [line.split(" ", 1) for line in out.stdout.splitlines()]
-    assert [rest for _id, rest in lines] == ["key=user-1 value=alice", "key=user-1 value=null"]
+    assert [rest for _id, rest in lines] == ["key=user-1 value=alice", "key=user-1 tombstone"]
     assert [i.split(":")[1] for i, _rest in lines] == ["0", "2"]
     out = subprocess.run(
         [*cli, unique_topic, "user-1", "--limit", "1", "--json"],
