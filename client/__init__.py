@@ -59,6 +59,7 @@ from compactlog.client.types import (
     Message,
     MessageId,
     Record,
+    SubscriptionInfo,
     TopicInfo,
     TopicStats,
 )
@@ -97,6 +98,7 @@ __all__ = [
     "ReservedSubscription",
     "ServerUnreachable",
     "ShuttingDown",
+    "SubscriptionInfo",
     "SubscriptionNotFound",
     "TableView",
     "Timeout",

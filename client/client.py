@@ -27,22 +27,26 @@ import weakref
 from typing import Literal, TypeVar, cast
 
 from compactlog.channels import ChannelSecurity, open_channel, retry_service_config
+from compactlog.client import _convert as cv
 from compactlog.client.admin import AdminCalls
 from compactlog.client.closeable import Closeable
 from compactlog.client.consumer import Consumer
 from compactlog.client.consumer_state import ConsumerState
 from compactlog.client.deadlines import Watchdog
 from compactlog.client.enums import ConsumerType, InitialPosition
-from compactlog.client.errors import AlreadyClosed
+from compactlog.client.errors import AlreadyClosed, call
+from compactlog.client.message import Message
 from compactlog.client.message_id import MessageId
 from compactlog.client.producer import Producer
 from compactlog.client.reader import Reader, StartLike
 from compactlog.client.shard_routes import RoutedLog, Routes
+from compactlog.client.subscriptions import SubscriptionCalls, subscription_type_to_pb
 from compactlog.client.table_view import Source, TableView
 from compactlog.client.topic_producer import TopicProducer
 from compactlog.client.topic_reader import TopicReader
 from compactlog.errors import InvalidArgument
 from compactlog.partitioner import partition_name
+from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 
 DEFAULT_ADDRESS = "127.0.0.1:7650"
@@ -59,7 +63,7 @@ C = TypeVar("C", bound=Closeable)
 _POSITIONS = {"earliest": InitialPosition.Earliest, "latest": InitialPosition.Latest}
 
 
-class Client(AdminCalls, Closeable):
+class Client(AdminCalls, SubscriptionCalls, Closeable):
     """A connection to one server. Use as a context manager or call ``close()``."""
 
     def __init__(
@@ -111,6 +115,19 @@ class Client(AdminCalls, Closeable):
     def _opening(self, thing: C) -> C:
         self._opened.add(thing)
         return thing
+
+    def get_key_history(self, topic: str, key: bytes, max_messages: int = 0) -> list[Message]:
+        """Every raw message of ``key``, oldest first, tombstones included (at most
+        ``max_messages``, 0 = no limit; a response stops before 4 MiB)."""
+        self._check_open()
+        req = pb.GetKeyHistoryRequest(topic=topic, key=key, max_messages=max_messages)
+        log = self._log_of(topic)
+        resp = call(
+            "GetKeyHistory",
+            self.address,
+            lambda: log.GetKeyHistory(req, timeout=self.timeout),
+        )
+        return [cv.message_from_pb(m, topic) for m in resp.messages]
 
     # -- data ----------------------------------------------------------------------------
 
@@ -164,7 +181,7 @@ class Client(AdminCalls, Closeable):
         self,
         topic: str,
         subscription_name: str,
-        consumer_type: ConsumerType | bool = ConsumerType.Exclusive,
+        consumer_type: ConsumerType | str | bool = ConsumerType.Exclusive,
         initial_position: InitialPosition | Literal["earliest", "latest"] = (
             InitialPosition.Earliest
         ),
@@ -173,18 +190,23 @@ class Client(AdminCalls, Closeable):
         negative_ack_redelivery_delay_ms: int = 1000,
         receiver_queue_size: int = 1000,
         *,
+        unacked_messages_timeout_ms: int | None = None,
         read_compacted: bool | None = None,
     ) -> Consumer:
         """A consumer on the durable subscription ``subscription_name``, created now (at
         ``initial_position``) if it does not exist yet.
 
-        ``consumer_type`` and ``consumer_name`` are CONTRACT section 6's; a server that
-        does not know them yet treats every consumer as one Exclusive consumer.
+        ``consumer_type`` (a ``ConsumerType``, or its name: ``"shared"``) and
+        ``consumer_name`` are CONTRACT section 6's; ``unacked_messages_timeout_ms``:
+        messages not acknowledged within it go out again; ``negative_acknowledge``
+        redelivers after ``negative_ack_redelivery_delay_ms``.
         ``read_compacted=`` (and a bool third argument) are this client's older
         spelling of ``is_read_compacted``."""
         self._check_open()
         if isinstance(consumer_type, bool):  # subscribe(topic, name, read_compacted), v1
             is_read_compacted, consumer_type = consumer_type, ConsumerType.Exclusive
+        elif not isinstance(consumer_type, ConsumerType):
+            consumer_type = ConsumerType(int(subscription_type_to_pb(consumer_type)))
         if read_compacted is not None:
             is_read_compacted = read_compacted
         if isinstance(initial_position, str):
@@ -202,6 +224,7 @@ class Client(AdminCalls, Closeable):
             consumer_type=consumer_type,
             consumer_name=consumer_name or "",
             negative_ack_redelivery_delay_ms=negative_ack_redelivery_delay_ms,
+            ack_timeout_ms=unacked_messages_timeout_ms or 0,
         )
         consumer = Consumer(self._log_of(topic), state, self.address, self.timeout)
         consumer.subscribe_now()

@@ -10,6 +10,7 @@ position, as in pulsar-client.
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 from compactlog.client import _convert as cv
@@ -101,10 +102,18 @@ class Consumer(Closeable):
         self._ack(message, cumulative=True)
 
     def negative_acknowledge(self, message: cv.MessageIdLike) -> None:
-        """Not now: the message comes back from ``receive`` after the subscription's
-        ``negative_ack_redelivery_delay_ms`` (``negative_acks``)."""
+        """Not now: the server gives the message out again after
+        ``negative_ack_redelivery_delay_ms`` (on a shared subscription, to any consumer)."""
         self._check_open()
-        self._state.nack(message)
+        self._negative([message])
+
+    def _negative(self, messages: list[cv.MessageIdLike], delay_ms: int | None = None) -> None:
+        req = self._state.nack_request(messages, delay_ms)
+        call(
+            "NegativeAcknowledge",
+            self._address,
+            lambda: self._stub.NegativeAcknowledge(req, timeout=self._timeout),
+        )
 
     def _ack(self, message: cv.MessageIdLike, cumulative: bool) -> None:
         self._check_open()
@@ -117,7 +126,14 @@ class Consumer(Closeable):
         self._state.acked(message, cumulative)
 
     def close(self) -> None:
-        """Stop receiving; buffered messages are dropped unacknowledged. The subscription
-        itself stays (it is durable), so a new consumer resumes from its cursor."""
+        """Stop receiving. The subscription itself stays (it is durable), so a new
+        consumer resumes from its cursor; on a shared subscription the messages buffered
+        here go back to the other consumers at once (otherwise after the server's
+        liveness period), elsewhere they are dropped unacknowledged."""
+        buffered = list(self._state.buffer)
+        if not self._closed and buffered and self._state.consumer_type == ConsumerType.Shared:
+            # Failing that, the server gives them out again once this consumer is gone.
+            with contextlib.suppress(CompactlogError):
+                self._negative(list(buffered), 0)
         self._closed = True
         self._state.clear()

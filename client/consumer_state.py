@@ -1,12 +1,12 @@
 """What a consumer keeps between calls, with no I/O: the local buffer of fetched messages,
-the books of delivered-but-unacknowledged ones, negative acks waiting out their delay,
-and the requests built from that state. ``Consumer`` (threads) and ``aio.AsyncConsumer``
-(asyncio) both drive one of these and only do the calls themselves, so the two cannot
-drift apart.
+the books of delivered-but-unacknowledged ones, and the requests built from that state.
+``Consumer`` (threads) and ``aio.AsyncConsumer`` (asyncio) both drive one of these and only
+do the calls themselves, so the two cannot drift apart.
 
 Each Consume asks for up to ``receiver_queue_size`` messages (pulsar-client's name for
-the prefetch); ``receive`` hands them out one by one. A negatively acknowledged message
-comes back first once its delay has passed (``negative_acks``).
+the prefetch); ``receive`` hands them out one by one. A negative acknowledgement goes to
+the server (``NegativeAcknowledge``), which gives the message out again after the delay, on
+a shared subscription to any of its consumers (CONTRACT section 6).
 """
 
 from __future__ import annotations
@@ -15,11 +15,9 @@ import time
 from collections import deque
 
 from compactlog.client import _convert as cv
-from compactlog.client import wire_compat as wire
 from compactlog.client.enums import ConsumerType, InitialPosition
 from compactlog.client.errors import Timeout
 from compactlog.client.message import Message
-from compactlog.client.negative_acks import NegativeAcks
 from compactlog.errors import InvalidArgument
 from compactlog.v1 import compactlog_pb2 as pb
 
@@ -53,11 +51,14 @@ class ConsumerState:
         consumer_type: ConsumerType = ConsumerType.Exclusive,
         consumer_name: str = "",
         negative_ack_redelivery_delay_ms: int = 1000,
+        ack_timeout_ms: int = 0,
     ) -> None:
         if not subscription:
             raise InvalidArgument("a subscription needs a name")
         if receiver_queue_size < 1:
             raise InvalidArgument("receiver_queue_size must be at least 1")
+        if ack_timeout_ms < 0 or negative_ack_redelivery_delay_ms < 0:
+            raise InvalidArgument("ack timeout and redelivery delay are milliseconds >= 0")
         self.topic = topic
         self.subscription = subscription
         self.read_compacted = read_compacted
@@ -67,7 +68,8 @@ class ConsumerState:
         self.consumer_name = consumer_name
         self.buffer: deque[Message] = deque()
         self._unacked: dict[_Key, Message] = {}  # handed out, not yet acknowledged
-        self._nacked = NegativeAcks(negative_ack_redelivery_delay_ms)
+        self.nack_delay_ms = negative_ack_redelivery_delay_ms
+        self.ack_timeout_ms = ack_timeout_ms
         # A new consumer gets every unacknowledged message again, as in Pulsar.
         self._redeliver = True
 
@@ -82,8 +84,10 @@ class ConsumerState:
             max_messages=max_messages,
             wait_ms=max(0, wait_ms),
             redeliver_unacknowledged=self._redeliver,
+            consumer_name=self.consumer_name,
+            subscription_type=pb.SubscriptionType.ValueType(self.consumer_type.value),
+            ack_timeout_ms=self.ack_timeout_ms,
         )
-        wire.set_consumer(req, self.consumer_type.value, self.consumer_name)
         return req
 
     @staticmethod
@@ -105,9 +109,7 @@ class ConsumerState:
     # -- handing out -------------------------------------------------------------------------
 
     def ready(self) -> bool:
-        """Move due negative acks to the buffer's front; True when one can be handed out."""
-        for msg in reversed(self._nacked.pop_due()):
-            self.buffer.appendleft(msg)
+        """True when a message can be handed out."""
         return bool(self.buffer)
 
     def take(self) -> Message:
@@ -121,13 +123,11 @@ class ConsumerState:
 
     def wait_ms(self, end: float | None, timeout_ms: int | None) -> int:
         """How long the next Consume may wait on the server: until ``end``, or a poll when
-        there is none, and no later than the next negative ack is due. ``Timeout`` once
-        ``end`` has passed."""
+        there is none. ``Timeout`` once ``end`` has passed."""
         wait = POLL_WAIT_MS if end is None else int((end - time.monotonic()) * 1000)
         if wait < 0:
             raise self.timeout_error(timeout_ms)
-        due = self._nacked.seconds_to_next()
-        return wait if due is None else min(wait, int(due * 1000))
+        return wait
 
     def timeout_error(self, timeout_ms: int | None) -> Timeout:
         return Timeout(f"no message on {self.topic}/{self.subscription} within {timeout_ms} ms")
@@ -143,7 +143,7 @@ class ConsumerState:
         )
 
     def acked(self, message: cv.MessageIdLike, cumulative: bool) -> None:
-        """Drop acknowledged messages from the books (and from pending negative acks)."""
+        """Drop acknowledged messages from the books."""
         acked = _key(message)
 
         def covered(k: _Key) -> bool:
@@ -153,17 +153,22 @@ class ConsumerState:
 
         for k in [k for k in self._unacked if covered(k)]:
             del self._unacked[k]
-        if len(self._nacked):
-            self._nacked.discard(lambda msg: covered(_key(msg)))
 
-    def nack(self, message: cv.MessageIdLike) -> None:
-        """Hold a handed-out message for redelivery after the delay; an id this consumer
-        did not hand out (or already acknowledged) is ignored, as pulsar-client does."""
-        held = self._unacked.pop(_key(message), None)
-        if held is not None:
-            self._nacked.add(held)
+    def nack_request(
+        self, messages: list[cv.MessageIdLike], delay_ms: int | None = None
+    ) -> pb.NegativeAcknowledgeRequest:
+        """The server gives these out again after ``delay_ms`` (default: the consumer's
+        ``negative_ack_redelivery_delay_ms``); they leave this consumer's books."""
+        for message in messages:
+            self._unacked.pop(_key(message), None)
+        return pb.NegativeAcknowledgeRequest(
+            topic=self.topic,
+            subscription=self.subscription,
+            ids=[cv.id_to_pb(m) for m in messages],
+            redelivery_delay_ms=self.nack_delay_ms if delay_ms is None else delay_ms,
+            consumer_name=self.consumer_name,
+        )
 
     def clear(self) -> None:
         self.buffer.clear()
         self._unacked.clear()
-        self._nacked.clear()

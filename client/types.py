@@ -23,12 +23,15 @@ __all__ = [
     "Message",
     "MessageId",
     "Record",
+    "SubscriptionInfo",
+    "SubscriptionTypeName",
     "TopicInfo",
     "TopicKindName",
     "TopicStats",
 ]
 
 TopicKindName = Literal["ledger", "segmented"]
+SubscriptionTypeName = Literal["EXCLUSIVE", "SHARED", "FAILOVER"]
 CompactionState = Literal["NOT_RUN", "RUNNING", "SUCCESS", "ERROR", "CANCELLED"]
 
 
@@ -119,3 +122,14 @@ class CompactionVerification:
     problems: tuple[str, ...] = ()
     horizon: MessageId | None = None
     compacted_ledger_id: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionInfo:
+    """One subscription of a topic: its type, mark-delete position (``None``: nothing
+    acknowledged yet) and backlog (messages after it not acknowledged yet)."""
+
+    name: str
+    type: SubscriptionTypeName
+    mark_delete: MessageId | None
+    backlog: int

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 from compactlog.errors import MalformedRequest, MessageTooLargeForReader
 from compactlog.server.convert import start_position
+from compactlog.storage import batch as codec
 from compactlog.storage.cursor import Cursor
 from compactlog.storage.read_range import MAX_RESPONSE_BYTES, Chunk, read_chunks
 from compactlog.storage.topic_log import ReadableLog, TopicLog
@@ -174,6 +175,38 @@ def consume_step(
         if chunk.count:
             check_size(chunk, max_bytes, label)
             return (chunk.to_bytes(), chunk.count), after
+
+
+def redelivery_step(
+    log: TopicLog,
+    cursor: Cursor,
+    ids: list[MessageId],
+    limit: int,
+    compacted: bool,
+    max_bytes: int = MAX_RESPONSE_BYTES,
+) -> tuple[Response | None, set[MessageId], MessageId]:
+    """The messages of ``ids`` (sorted; due again: an ack timeout ran out, a negative
+    acknowledgement) not acknowledged since, one response's worth: ``(response, the ids
+    it holds, the id the scan reached)``. An id up to that point that is not in the
+    response no longer exists (compaction, retention) or was acknowledged."""
+    wanted = set(ids)
+
+    def skip(msg_id: MessageId) -> bool:
+        return msg_id not in wanted or cursor.is_acked(msg_id)
+
+    label = f"topic {log.name!r}"
+    batches = log.batches(ids[0], ids[-1], compacted)
+    for chunk in read_chunks(batches, label, ids[-1], limit, max_bytes=max_bytes, skip=skip):
+        if chunk.count and chunk.last_id is not None:
+            check_size(chunk, max_bytes, label)
+            data = chunk.to_bytes()
+            return (data, chunk.count), set(message_ids(data, label)), chunk.last_id
+    return None, set(), ids[-1]
+
+
+def message_ids(response: bytes, label: str) -> list[MessageId]:
+    """The ids of the messages of a response (spliced stored records)."""
+    return [MessageId(w[0], w[1]) for w in codec.walk(response, label)]
 
 
 def response_cap(requested: int) -> int:

@@ -179,10 +179,10 @@ def peek_length(data: bytes, offset: int = 0) -> int:
 
 @dataclass(frozen=True, slots=True)
 class EncodedRun:
-    """Records of a request encoded for one ledger: a batch payload and its key block."""
+    """Records of a request encoded for one ledger: a batch payload and its key index block."""
 
     payload: bytes
-    key_block: bytes
+    index_block: bytes  # per keyed record: key_hash(key), entry id (storage.key_index)
     count: int
     next_pos: int
     max_event_time_ms: int

@@ -3,8 +3,9 @@
 The hot path: the raw bytes of a ``PublishRequest`` go through the batch codec's
 compiled twin (ids, publish time, event-time defaults) straight into one batch per
 ledger the request touches (one, unless the current ledger rolls over mid-request),
-all in one RocksDB WriteBatch. Ids come back as runs ``(ledger, first entry, count)``,
-never one object per message.
+all in one RocksDB WriteBatch, each batch with its key index block (one more put per
+batch, emitted by the same encoder; ``storage/key_index.py``). Ids come back as runs
+``(ledger, first entry, count)``, never one object per message.
 """
 
 from __future__ import annotations
@@ -108,6 +109,8 @@ def build_append(
             run.max_event_time_ms,
         )
         out.put(keys.entry_key(lid, first), data)
+        if run.index_block:  # the batch's key index, in the same write (storage.key_index)
+            out.put(keys.index_block_key(lid, first), run.index_block)
         cur.entries = last + 1
         cur.bytes += len(data)
         cur.last_publish_ms = now

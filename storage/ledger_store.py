@@ -26,10 +26,12 @@ from compactlog.errors import (
 )
 from compactlog.storage import batch as codec
 from compactlog.storage import keys
-from compactlog.storage.codec import ROLE_COMPACTED, LedgerMeta
+from compactlog.storage.codec import ROLE_COMPACTED, ROLE_RAW, LedgerMeta
 from compactlog.storage.config import LedgerTopicConfig, ServerSettings, effective_topic_config
 from compactlog.storage.cursor import COMPACTED_LEDGER_PROPERTY
 from compactlog.storage.group_commit import GroupCommit
+from compactlog.storage.key_index import build_missing
+from compactlog.storage.key_indexer import IndexedLedger, KeyIndexer
 from compactlog.storage.ledger_across import append_across
 from compactlog.storage.ledger_append import PendingAppend, build_append, compacted_batch, live_only
 from compactlog.storage.ledger_cursors import LedgerCursors
@@ -63,10 +65,19 @@ class LedgerStore(LedgerScans, LedgerCursors):
         self.changes = ChangeListeners()
         try:
             self._load()
+            built = build_missing(
+                self.db, [led.ledger_id for t in self._topics.values() for led in t.ledgers]
+            )
+            if built:
+                log.info("key index built for %d batches written before it existed", built)
         except BaseException:
             self.group_commit.close()
             self.db.close()
             raise
+        self.key_indexer = KeyIndexer(self.db, self._index_state)
+        for lid, meta in self._ledgers.items():
+            if meta.role == ROLE_RAW:
+                self.key_indexer.dirty(lid)  # sealed at start-up: each ends as one run
 
     # ---- start-up -------------------------------------------------------------------
 
@@ -77,6 +88,18 @@ class LedgerStore(LedgerScans, LedgerCursors):
         self._ledgers = state.ledgers
         self._topics = state.topics
         self._offline = state.offline
+
+    def _index_state(self, ledger_id: int) -> IndexedLedger | None:
+        """What the key indexer needs to merge a raw ledger's index safely."""
+        meta = self._ledgers.get(ledger_id)
+        topic = None if meta is None else self._topics.get(meta.topic)
+        if meta is None or topic is None or meta.role != ROLE_RAW:
+            return None
+
+        def alive() -> bool:
+            return not topic.deleted and self._ledgers.get(ledger_id) is meta
+
+        return topic.lock, alive, meta.sealed
 
     def _new_topic(self, name: str, overrides: dict[str, str], incarnation: int = 0) -> LedgerTopic:
         effective = effective_topic_config(
@@ -198,6 +221,7 @@ class LedgerStore(LedgerScans, LedgerCursors):
     def _delete_ledger_ops(self, batch: Batch, ledger_id: int) -> None:
         batch.delete(keys.ledger_meta_key(ledger_id))
         batch.delete_range(*keys.ledger_range(ledger_id))
+        batch.delete_range(*keys.key_index_range(ledger_id))
 
     def ledger(self, ledger_id: int) -> LedgerMeta | None:
         return self._ledgers.get(ledger_id)
@@ -289,6 +313,7 @@ class LedgerStore(LedgerScans, LedgerCursors):
             if topic.deleted:
                 raise TopicNotFound(f"topic {topic.name!r} does not exist", topic=topic.name)
             undo = topic.undo_point()
+            before = topic.current
             try:
                 runs, batch = build_append(topic, request, now, self._allocate_ledger, partition)
                 if runs:
@@ -298,6 +323,7 @@ class LedgerStore(LedgerScans, LedgerCursors):
                 raise
             if not runs:
                 return PendingAppend(self, topic, [], 0)
+            self.key_indexer.appended(before, runs)
             if self.fsync:
                 return PendingAppend(self, topic, runs, self.group_commit.ticket())
             lid, first, count = runs[-1]
@@ -371,6 +397,7 @@ class LedgerStore(LedgerScans, LedgerCursors):
     # ---- lifecycle ------------------------------------------------------------------
 
     def close(self) -> None:
+        self.key_indexer.close()
         self.group_commit.close()
         for topic in list(self._topics.values()):
             topic.closed = True

@@ -88,9 +88,32 @@ class TopicLog(ReadableLog, Protocol):
         """GetLastMessageId: the last message of the raw or the compacted view."""
         ...
 
-    def open_cursor(self, subscription: str, latest: bool, read_compacted: bool = False) -> Cursor:
-        """The subscription's cursor (created at the earliest or latest id on first use);
-        ``read_compacted``: how this Consume reads, recorded with a LEDGER cursor."""
+    def open_cursor(
+        self,
+        subscription: str,
+        latest: bool,
+        read_compacted: bool = False,
+        properties: dict[str, str] | None = None,
+    ) -> Cursor:
+        """The subscription's cursor, created on first use (at the end when ``latest``,
+        with ``properties``); ``read_compacted``: how this Consume reads, recorded with a
+        LEDGER cursor."""
+        ...
+
+    def subscriptions(self) -> list[Cursor]:
+        """Every subscription of the topic, by name (the server's own included)."""
+        ...
+
+    def delete_subscription(self, subscription: str) -> None:
+        """Drop a subscription and its acknowledgements (SubscriptionNotFound if none)."""
+        ...
+
+    def reset_subscription(self, subscription: str, start: MessageId) -> Cursor:
+        """Forget the subscription's acknowledgements; delivery starts again at ``start``."""
+        ...
+
+    def backlog(self, cursor: Cursor) -> int:
+        """Messages after the cursor's mark-delete position not acknowledged yet."""
         ...
 
     def delivered(self, cursor: Cursor, last: MessageId | None, rewound: bool = False) -> None:

@@ -138,9 +138,13 @@ class AsyncConsumer:
         await self._ack(message, cumulative=True)
 
     async def negative_acknowledge(self, message: cv.MessageIdLike) -> None:
-        """As ``Consumer.negative_acknowledge``: back from ``receive`` after the delay."""
+        """As ``Consumer.negative_acknowledge``: the server gives it out again after the
+        delay."""
         self._check_open()
-        self._state.nack(message)
+        link = self._link
+        req = self._state.nack_request([message])
+        call = link.stub.NegativeAcknowledge(req, timeout=link.timeout, metadata=link.metadata)
+        await acall("NegativeAcknowledge", link.address, call)
 
     async def _ack(self, message: cv.MessageIdLike, cumulative: bool) -> None:
         self._check_open()

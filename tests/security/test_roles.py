@@ -47,6 +47,11 @@ CALLS: list[tuple[str, int, Call]] = [
         1,
         lambda s: s.log.GetLastMessageId(pb.GetLastMessageIdRequest(topic=TOPIC), timeout=10),
     ),
+    (
+        "Log.GetKeyHistory",
+        1,
+        lambda s: s.log.GetKeyHistory(pb.GetKeyHistoryRequest(topic=TOPIC, key=b"k"), timeout=10),
+    ),
     ("TopicAdmin.GetTopic", 1, lambda s: s.admin.GetTopic(pb.GetTopicRequest(name=TOPIC))),
     ("TopicAdmin.ListTopics", 1, lambda s: s.admin.ListTopics(pb.ListTopicsRequest())),
     (
@@ -59,6 +64,13 @@ CALLS: list[tuple[str, int, Call]] = [
         1,
         lambda s: s.reflection.ServerReflectionInfo(
             iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=10
+        ),
+    ),
+    (
+        "Log.NegativeAcknowledge",
+        1,
+        lambda s: s.log.NegativeAcknowledge(
+            pb.NegativeAcknowledgeRequest(topic=TOPIC, subscription="dash"), timeout=10
         ),
     ),
     ("Log.Publish", 2, lambda s: s.log.Publish(_one_record(), timeout=10)),
@@ -77,6 +89,19 @@ CALLS: list[tuple[str, int, Call]] = [
         "TopicAdmin.Compact",
         3,
         lambda s: s.admin.Compact(pb.CompactRequest(topic=TOPIC, wait=True), timeout=30),
+    ),
+    (
+        "TopicAdmin.ListSubscriptions",
+        3,
+        lambda s: s.admin.ListSubscriptions(pb.ListSubscriptionsRequest(topic=TOPIC), timeout=10),
+    ),
+    (
+        "TopicAdmin.ResetCursor",
+        3,
+        lambda s: s.admin.ResetCursor(
+            pb.ResetCursorRequest(topic=TOPIC, subscription="nobody", position=pb.LATEST),
+            timeout=10,
+        ),
     ),
     (
         "CompactionEngine.GetTopicLayout",
