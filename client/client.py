@@ -40,7 +40,7 @@ from compactlog.client.message_id import MessageId
 from compactlog.client.producer import Producer
 from compactlog.client.reader import Reader, StartLike
 from compactlog.client.shard_routes import RoutedLog, Routes
-from compactlog.client.subscriptions import SubscriptionCalls, subscription_type_to_pb
+from compactlog.client.subscriptions import SubscriptionCalls
 from compactlog.client.table_view import Source, TableView
 from compactlog.client.topic_producer import TopicProducer
 from compactlog.client.topic_reader import TopicReader
@@ -205,8 +205,6 @@ class Client(AdminCalls, SubscriptionCalls, Closeable):
         self._check_open()
         if isinstance(consumer_type, bool):  # subscribe(topic, name, read_compacted), v1
             is_read_compacted, consumer_type = consumer_type, ConsumerType.Exclusive
-        elif not isinstance(consumer_type, ConsumerType):
-            consumer_type = ConsumerType(int(subscription_type_to_pb(consumer_type)))
         if read_compacted is not None:
             is_read_compacted = read_compacted
         if isinstance(initial_position, str):

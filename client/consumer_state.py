@@ -18,6 +18,7 @@ from compactlog.client import _convert as cv
 from compactlog.client.enums import ConsumerType, InitialPosition
 from compactlog.client.errors import Timeout
 from compactlog.client.message import Message
+from compactlog.client.subscriptions import subscription_type_to_pb
 from compactlog.errors import InvalidArgument
 from compactlog.v1 import compactlog_pb2 as pb
 
@@ -48,7 +49,7 @@ class ConsumerState:
         read_compacted: bool = False,
         initial_position: InitialPosition = InitialPosition.Earliest,
         receiver_queue_size: int = 1000,
-        consumer_type: ConsumerType = ConsumerType.Exclusive,
+        consumer_type: ConsumerType | str = ConsumerType.Exclusive,
         consumer_name: str = "",
         negative_ack_redelivery_delay_ms: int = 1000,
         ack_timeout_ms: int = 0,
@@ -64,6 +65,8 @@ class ConsumerState:
         self.read_compacted = read_compacted
         self.initial = pb.StartPosition.ValueType(initial_position.value)
         self.queue_size = receiver_queue_size
+        if not isinstance(consumer_type, ConsumerType):  # a name: "shared", "Shared", ...
+            consumer_type = ConsumerType(int(subscription_type_to_pb(consumer_type)))
         self.consumer_type = consumer_type
         self.consumer_name = consumer_name
         self.buffer: deque[Message] = deque()

@@ -144,12 +144,14 @@ class AsyncClient:
         self,
         topic: str,
         subscription_name: str,
-        consumer_type: ConsumerType = ConsumerType.Exclusive,
+        consumer_type: ConsumerType | str = ConsumerType.Exclusive,
         initial_position: InitialPosition = InitialPosition.Earliest,
         is_read_compacted: bool = False,
         consumer_name: str | None = None,
         negative_ack_redelivery_delay_ms: int = 1000,
         receiver_queue_size: int = 1000,
+        *,
+        unacked_messages_timeout_ms: int | None = None,
     ) -> AsyncConsumer:
         """As ``Client.subscribe``: the subscription exists when this returns."""
         self._check_open()
@@ -162,6 +164,7 @@ class AsyncClient:
             consumer_type=consumer_type,
             consumer_name=consumer_name or "",
             negative_ack_redelivery_delay_ms=negative_ack_redelivery_delay_ms,
+            ack_timeout_ms=unacked_messages_timeout_ms or 0,
         )
         consumer = AsyncConsumer(self._link, state)
         await consumer.subscribe_now()

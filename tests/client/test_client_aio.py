@@ -10,7 +10,14 @@ from typing import Any
 import grpc
 import pytest
 
-from compactlog.client import ConsumerType, InitialPosition, MessageId, Timeout, TopicNotFound
+from compactlog.client import (
+    Client,
+    ConsumerType,
+    InitialPosition,
+    MessageId,
+    Timeout,
+    TopicNotFound,
+)
 from compactlog.client.aio import AsyncClient
 
 
@@ -51,6 +58,35 @@ def test_produce_subscribe_receive_acknowledge(shared_server, unique_topic: str)
             await producer.close()
 
     run(scenario())
+
+
+def test_unacked_messages_go_out_again_after_the_ack_timeout(
+    shared_server, unique_topic: str
+) -> None:  # type: ignore[no-untyped-def]
+    async def scenario() -> None:
+        async with AsyncClient(shared_server.address, timeout=30) as client:
+            await client.create_topic(unique_topic)
+            consumer = await client.subscribe(
+                unique_topic,
+                "aio-timeout",
+                consumer_type="shared",  # a name, as Client.subscribe takes it
+                consumer_name="me",
+                unacked_messages_timeout_ms=300,
+            )
+            producer = await client.create_producer(unique_topic)
+            sent = await producer.send(b"v", partition_key="k")
+            first = await consumer.receive(timeout_millis=5000)
+            assert first.message_id() == sent  # not acknowledged ...
+            again = await consumer.receive(timeout_millis=5000)
+            assert again.message_id() == sent  # ... so it comes again after 300 ms
+            await consumer.acknowledge(again)
+            await consumer.close()
+            await producer.close()
+
+    run(scenario())
+    with Client(shared_server.address) as admin:
+        [sub] = admin.list_subscriptions(unique_topic)
+    assert sub.type == "SHARED"
 
 
 def test_reader_and_last_ids(shared_server, unique_topic: str) -> None:  # type: ignore[no-untyped-def]
