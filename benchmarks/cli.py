@@ -9,6 +9,8 @@ views they leave, and at the end writes ``report.md``, ``report.json`` and PNG p
     compactlog bench --profile full           # 1M-2M records per workload
     compactlog bench dataplane [--quick]      # publish/read/latency/memory vs bare gRPC
     compactlog bench compaction-latency       # Publish p99 idle vs during a compaction
+    compactlog bench key-history              # GetKeyHistory in a 1M-message topic
+    compactlog bench as-of                    # reading the past vs compaction, compacted read
     compactlog bench capacity                 # 1,000 follow readers + 1,000 consumers
     compactlog bench soak [--seconds N]       # produce, consume, compact, restart; invariants
     compactlog bench partitions               # PublishStream: 4 partitions vs one topic
@@ -154,8 +156,16 @@ def measure_floors(tmp: Path, target: Workload) -> dict[str, float]:
 def main(argv: list[str]) -> int:
     if argv[:1] == ["dataplane"]:  # its own workload, options and report
         return dataplane.main(argv[1:])
+    if argv[:1] == ["as-of"]:
+        from compactlog.bench import bench_as_of
+
+        return bench_as_of.main(argv[1:])
     if argv[:1] == ["compaction-latency"]:
         return compaction_latency.main(argv[1:])
+    if argv[:1] == ["key-history"]:
+        from compactlog.bench import key_history
+
+        return key_history.main(argv[1:])
     if argv[:1] == ["capacity"]:
         from compactlog.bench import capacity
 

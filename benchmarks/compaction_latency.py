@@ -27,14 +27,21 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as dt
-import json
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from compactlog.bench.compaction_latency_runs import KINDS, QUICK, Sample, Settings, one_run
-from compactlog.bench.summary import Target, aggregate, machine, medians, targets_markdown, versions
+from compactlog.bench.summary import (
+    Target,
+    aggregate,
+    machine,
+    medians,
+    print_report,
+    targets_markdown,
+    versions,
+)
 
 
 def rows(med: Sample, kinds: tuple[str, ...], records: int) -> list[Target]:
@@ -157,11 +164,7 @@ def main(argv: list[str]) -> int:
     if s.workdir is not None:
         s.workdir.mkdir(parents=True, exist_ok=True)
     report = run(s)
-    report["command"] = " ".join(["compactlog bench compaction-latency", *argv])
-    print(markdown(report))
-    if args.json is not None:
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
-        print(f"\nJSON: {args.json}")
+    print_report("compactlog bench compaction-latency", argv, report, markdown, args.json)
     return 0
 
 

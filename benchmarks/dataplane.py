@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as dt
-import json
 import sys
 import tempfile
 import time
@@ -54,6 +53,7 @@ from compactlog.bench.summary import (
     aggregate,
     machine,
     medians,
+    print_report,
     targets_markdown,
     versions,
 )
@@ -189,11 +189,7 @@ def main(argv: list[str]) -> int:
     if s.workdir is not None:
         s.workdir.mkdir(parents=True, exist_ok=True)
     report = run(s)
-    report["command"] = " ".join(["compactlog bench dataplane", *argv])
-    print(markdown(report))
-    if args.json is not None:
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
-        print(f"\nJSON: {args.json}")
+    print_report("compactlog bench dataplane", argv, report, markdown, args.json)
     return 0
 
 

@@ -8,11 +8,13 @@ gRPC (``dataplane``) keeps working while those internals change.
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
 import platform
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 PACKAGES = ("compactlog", "rocksdict", "grpcio", "protobuf", "numpy", "matplotlib")
@@ -107,3 +109,19 @@ def versions() -> dict[str, str]:
 def medians(aggs: Mapping[str, Mapping[str, Any]]) -> dict[str, float]:
     """metric -> its median, from ``aggregate``'s output."""
     return {key: float(agg["median"]) for key, agg in aggs.items()}
+
+
+def print_report(
+    command: str,
+    argv: Sequence[str],
+    report: dict[str, Any],
+    markdown: Callable[[dict[str, Any]], str],
+    json_path: Path | None,
+) -> None:
+    """Print a suite's Markdown and, when asked, write its JSON record (every sample):
+    what every ``compactlog bench`` suite ends with."""
+    report["command"] = " ".join([command, *argv])
+    print(markdown(report))
+    if json_path is not None:
+        json_path.write_text(json.dumps(report, indent=2) + "\n")
+        print(f"\nJSON: {json_path}")

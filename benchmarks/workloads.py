@@ -233,7 +233,7 @@ def view_digest(view: View) -> str:
 def pairs(messages: Iterable[Message]) -> Iterator[tuple[bytes | None, bytes | None]]:
     """``(key, value)`` of each message read."""
     for msg in messages:
-        yield msg.key, msg.value
+        yield msg.key, msg.data()
 
 
 @dataclass(frozen=True)

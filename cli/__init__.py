@@ -3,7 +3,9 @@
 It may import all of compactlog (the client library for the verbs that talk to a server,
 the server for ``serve``, the Spark engine for ``--engine spark`` and ``export``, the
 benchmark suite for ``bench``); nothing imports it but ``python -m compactlog``. The verbs
-live in ``topics``, ``data``, ``admin`` and ``export``; ``app`` parses and dispatches.
+live in ``topics``, ``produce``, ``data`` (read), ``records``, ``admin``, ``export``,
+``offline`` and ``completion``; ``app`` parses and dispatches, ``argv`` lets the global
+options stand anywhere, ``output`` prints text or JSON for every verb.
 """
 
 from compactlog._linked import only_as

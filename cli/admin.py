@@ -12,12 +12,12 @@ gRPC). ``cancel`` stops the active run (CANCELLED: nothing of it becomes visible
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import asdict
 from typing import Any
 
 from compactlog.cli.common import connect, server_address, spark_missing, tls_ca, token
+from compactlog.cli.output import add_json_flag, print_json, wants_json
 from compactlog.cli.progress import progress_view
 from compactlog.client.client import Client
 from compactlog.client.types import CompactionRun, CompactionStatus, CompactionVerification
@@ -50,7 +50,7 @@ def add_parser(areas: Any) -> None:
         default=DEFAULT_SPARK_MASTER,
         help=f"Spark master for --engine spark (default {DEFAULT_SPARK_MASTER})",
     )
-    compact.add_argument("--json", action="store_true", help="print the status as JSON")
+    add_json_flag(compact, "print the status as JSON")
     compact.set_defaults(func=compact_cmd)
 
     status = verbs.add_parser(
@@ -58,19 +58,19 @@ def add_parser(areas: Any) -> None:
     )
     status.add_argument("topic", metavar="TOPIC")
     status.add_argument("--wait", action="store_true", help="follow a run in progress")
-    status.add_argument("--json", action="store_true", help="print the status as JSON")
+    add_json_flag(status, "print the status as JSON")
     status.set_defaults(func=status_cmd)
 
     cancel = verbs.add_parser("cancel", help="stop a topic's compaction in progress")
     cancel.add_argument("topic", metavar="TOPIC")
-    cancel.add_argument("--json", action="store_true", help="print the status as JSON")
+    add_json_flag(cancel, "print the status as JSON")
     cancel.set_defaults(func=cancel_cmd, wait=False)
 
     verify = verbs.add_parser(
         "verify", help="recompute a topic's compacted ledger and compare (exit 1 if it differs)"
     )
     verify.add_argument("topic", metavar="TOPIC")
-    verify.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_json_flag(verify, "print the result as JSON")
     verify.set_defaults(func=verify_cmd)
 
 
@@ -120,8 +120,8 @@ def wait_for(client: Client, topic: str) -> CompactionStatus:
 
 
 def _report(args: argparse.Namespace, status: CompactionStatus) -> int:
-    if args.json:
-        print(json.dumps(status_json(args.topic, status)))
+    if wants_json(args):
+        print_json(status_json(args.topic, status))
     else:
         print(format_status(args.topic, status))
     if status.state in ("ERROR", "CANCELLED") and args.wait:
@@ -151,9 +151,9 @@ def compact_cmd(args: argparse.Namespace) -> int:
 def _preview(args: argparse.Namespace) -> int:
     with connect(args) as client:
         run = client.preview_compaction(args.topic)
-    if args.json:
+    if wants_json(args):
         figures = {k: v for k, v in asdict(run).items() if k not in ("duration_ms", "engine")}
-        print(json.dumps({"topic": args.topic, "dry_run": True, **figures}))
+        print_json({"topic": args.topic, "dry_run": True, **figures})
     else:
         print(f"topic:    {args.topic}\ndry run:  {run_figures(run)}")
     return 0
@@ -183,8 +183,8 @@ def verification_json(topic: str, v: CompactionVerification) -> dict[str, Any]:
 def verify_cmd(args: argparse.Namespace) -> int:
     with connect(args) as client:
         v = client.verify_compaction(args.topic)
-    if args.json:
-        print(json.dumps(verification_json(args.topic, v)))
+    if wants_json(args):
+        print_json(verification_json(args.topic, v))
     else:
         lines = [
             f"topic:            {args.topic}",

@@ -1,17 +1,20 @@
 """The ``compactlog`` command line (CONTRACT §4): argument parsing, dispatch, error policy.
 
 Verbs live in ``topics`` (topics ...), ``data`` (produce, read), ``admin`` (admin topics
-compact / compaction-status) and ``export`` (export, through Spark); ``serve`` and
+compact / compaction-status), ``subscriptions`` (subscriptions list / delete / reset) and
+``export`` (export, through Spark); ``serve`` and
 ``bench`` import the server and the benchmark suite only when used, so the other verbs
 stay light. Every failure ends as one line on stderr,
 ``compactlog: error: <message>``, and a non-zero exit: 1 for a failed operation, 2 for a
 usage error or a missing component, 130 for Ctrl-C. Set ``COMPACTLOG_DEBUG=1`` to get the
 traceback of an unexpected error instead.
 
-``--timeout SECONDS`` (env ``COMPACTLOG_TIMEOUT``, default 30) may stand anywhere on the
-command line, before or after the verb: it is the deadline of every call the command makes
-(see ``compactlog.client.deadlines`` for streams), and a call past it fails the command
-with one line and exit 1.
+The global options ``--server``, ``--token``, ``--tls-ca``, ``--timeout`` and ``--output``
+may stand anywhere on the command line, before or after the verb (``cli.argv``).
+``--timeout SECONDS`` (env ``COMPACTLOG_TIMEOUT``, default 30) is the deadline of every call
+the command makes (see ``compactlog.client.deadlines`` for streams), and a call past it fails
+the command with one line and exit 1. ``--output text|json`` picks how data is printed
+(``cli.output``).
 """
 
 from __future__ import annotations
@@ -20,15 +23,21 @@ import argparse
 import importlib.metadata
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
 from compactlog.cli import admin as cli_admin
+from compactlog.cli import completion as cli_completion
 from compactlog.cli import data as cli_data
 from compactlog.cli import export as cli_export
+from compactlog.cli import history as cli_history
 from compactlog.cli import offline as cli_offline
+from compactlog.cli import produce as cli_produce
+from compactlog.cli import records as cli_records
+from compactlog.cli import subscriptions as cli_subscriptions
 from compactlog.cli import topics as cli_topics
+from compactlog.cli.argv import globals_first, split_bench
 from compactlog.cli.common import (
     DEFAULT_DATA_DIR,
     ENV_SERVER,
@@ -40,6 +49,7 @@ from compactlog.cli.common import (
     positive_seconds,
     timeout_seconds,
 )
+from compactlog.cli.output import add_output_option
 from compactlog.client.client import DEFAULT_ADDRESS
 from compactlog.client.errors import Timeout
 from compactlog.errors import CompactlogError
@@ -101,13 +111,18 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"deadline of each call to the server, anywhere on the line (env {ENV_TIMEOUT}, "
         "default 30)",
     )
+    add_output_option(parser)
     parser.add_argument("--version", action="version", version=f"{PROG} {_version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     cli_topics.add_parser(commands)
+    cli_produce.add_parser(commands)
     cli_data.add_parsers(commands)
+    cli_records.add_parser(commands)
+    cli_history.add_parser(commands)
     cli_export.add_parser(commands)
     cli_offline.add_parsers(commands)
+    cli_subscriptions.add_parser(commands)
 
     admin = commands.add_parser("admin", help="administrative operations")
     admin_sub = admin.add_subparsers(dest="admin_command", metavar="AREA", required=True)
@@ -153,6 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
         "bench", help="the benchmark suite (arguments go to it)", add_help=False
     )
     bench.set_defaults(func=_bench_missing_args)
+    cli_completion.add_parser(commands)
     return parser
 
 
@@ -210,50 +226,6 @@ def _bench(argv: list[str]) -> int:
     return int(result or 0)
 
 
-_GLOBAL_WITH_VALUE = ("--server", "--token", "--tls-ca", "--timeout")
-
-
-def _timeout_first(argv: Sequence[str]) -> list[str]:
-    """Move every ``--timeout SECONDS`` (or ``--timeout=SECONDS``) of the command line to
-    its front, where the top-level parser takes it: the option may stand anywhere (up to
-    a ``--``; ``bench``'s arguments are cut off before, they are its own)."""
-    moved: list[str] = []
-    rest: list[str] = []
-    i = 0
-    while i < len(argv):
-        token = argv[i]
-        if token == "--":
-            rest.extend(argv[i:])
-            break
-        if token == "--timeout" and i + 1 < len(argv):
-            moved += argv[i : i + 2]
-            i += 2
-            continue
-        if token.startswith("--timeout="):
-            moved.append(token)
-        else:
-            rest.append(token)
-        i += 1
-    return moved + rest
-
-
-def _split_bench(argv: Sequence[str]) -> tuple[list[str], list[str] | None]:
-    """Cut ``bench``'s own arguments off before argparse, which would try to parse them."""
-    i = 0
-    while i < len(argv):
-        token = argv[i]
-        if token in _GLOBAL_WITH_VALUE:
-            i += 2
-            continue
-        if token.startswith("-"):
-            i += 1
-            continue
-        if token == "bench":
-            return list(argv[: i + 1]), list(argv[i + 1 :])
-        break
-    return list(argv), None
-
-
 def _one_line(message: str) -> str:
     return " ".join(message.split()) or "unknown error"
 
@@ -269,8 +241,8 @@ def main(argv: list[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     args: argparse.Namespace | None = None
     try:
-        head, bench_args = _split_bench(args_list)
-        args = build_parser().parse_args(_timeout_first(head))
+        head, bench_args = split_bench(args_list)
+        args = build_parser().parse_args(globals_first(head))
         if bench_args is not None:
             return _bench(bench_args)
         handler: Handler = args.func

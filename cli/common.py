@@ -84,22 +84,45 @@ def key_value(text: str) -> tuple[str, str]:
     return key, value
 
 
-def non_negative_int(text: str) -> int:
-    """argparse type for counts such as ``--limit``."""
+UINT32_MAX = 2**32 - 1
+UINT64_MAX = 2**64 - 1
+INT64_MAX = 2**63 - 1
+
+
+def whole_number(text: str, low: int = 0, high: int = UINT64_MAX) -> int:
+    """A whole number in ``[low, high]``; ``ArgumentTypeError`` (one readable line) if not.
+
+    The bounds are the wire's (uint32 counts, uint64 ids, int64 times): a number the
+    protobuf field cannot hold is a usage error here, not a ``ValueError`` from protobuf.
+    """
     try:
-        number = int(text)
+        number = int(text.strip())
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if number < 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {number}")
+    if number < low:
+        raise argparse.ArgumentTypeError(f"expected a number >= {low}, got {number}")
+    if number > high:
+        raise argparse.ArgumentTypeError(f"expected a number <= {high}, got {text.strip()}")
     return number
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type for counts such as ``--limit`` (the wire's uint32)."""
+    return whole_number(text, 0, UINT32_MAX)
 
 
 def positive_int(text: str) -> int:
-    number = non_negative_int(text)
-    if number == 0:
-        raise argparse.ArgumentTypeError("expected a number >= 1, got 0")
-    return number
+    return whole_number(text, 1, UINT32_MAX)
+
+
+def offset(text: str) -> int:
+    """argparse type for a SEGMENTED offset (uint64)."""
+    return whole_number(text, 0, UINT64_MAX)
+
+
+def time_ms(text: str) -> int:
+    """argparse type for a timestamp in ms since the epoch (int64, >= 0)."""
+    return whole_number(text, 0, INT64_MAX)
 
 
 EXIT_SPARK_MISSING = 2

@@ -11,6 +11,7 @@ import argparse
 from typing import Any
 
 from compactlog.cli.common import connect, server_address, spark_missing, tls_ca, token
+from compactlog.cli.output import emit
 from compactlog.errors import CompactlogError
 
 DEFAULT_SPARK_MASTER = "local[*]"
@@ -65,5 +66,9 @@ def export_cmd(args: argparse.Namespace) -> int:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise CompactlogError(f"export of {args.topic} failed: {first}") from None
     view = "latest value per key" if args.compacted else "raw log"
-    print(f"exported {rows} rows of {args.topic} ({view}) to {args.path} as {args.format}")
+    emit(
+        args,
+        {"topic": args.topic, "rows": rows, "compacted": args.compacted, "path": args.path},
+        f"exported {rows} rows of {args.topic} ({view}) to {args.path} as {args.format}",
+    )
     return 0

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from compactlog.cli.common import DEFAULT_DATA_DIR
+from compactlog.cli.output import print_json, wants_json
 
 
 def add_parsers(commands: Any) -> None:
@@ -47,15 +48,31 @@ def _check(args: argparse.Namespace) -> int:
     layout = read_layout(data_dir) if data_dir.is_dir() else None
     if layout is None or not layout.sharded:
         report = check_data_dir(data_dir)
-        print_report(report, print)
+        if wants_json(args):
+            print_json({"data_dir": args.data_dir, **_report_json(report)})
+        else:
+            print_report(report, print)
         return 0 if report.ok else 1
-    ok = True
+    slots = []
     for slot in range(layout.slots):  # a data dir of store slots: each slot is a data dir
-        print(f"slot {slot}:")
         report = check_data_dir(slot_dir(data_dir, slot))
-        print_report(report, lambda line: print(f"  {line}"))
-        ok = ok and report.ok
+        slots.append({"slot": slot, **_report_json(report)})
+        if not wants_json(args):
+            print(f"slot {slot}:")
+            print_report(report, lambda line: print(f"  {line}"))
+    ok = all(s["ok"] for s in slots)
+    if wants_json(args):
+        print_json({"data_dir": args.data_dir, "ok": ok, "slots": slots})
     return 0 if ok else 1
+
+
+def _report_json(report: Any) -> dict[str, Any]:
+    return {
+        "ok": report.ok,
+        "problems": report.problems,
+        "notes": report.notes,
+        "counts": report.counts,
+    }
 
 
 def _migrate(args: argparse.Namespace) -> int:

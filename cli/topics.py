@@ -1,14 +1,26 @@
-"""``compactlog topics create | list | describe | delete | set-config``."""
+"""``compactlog topics create | list | describe | delete | set-config``.
+
+``create --if-not-exists`` and ``delete --if-exists`` make scripts idempotent, as
+``kafka-topics.sh`` has them; every verb prints text or, with ``--output json``, one JSON
+object (``list``: one per topic).
+"""
 
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import asdict
 from typing import Any
 
-from compactlog.cli.common import UsageError, connect, key_value
+from compactlog.cli.common import (
+    UsageError,
+    connect,
+    key_value,
+    non_negative_int,
+    positive_int,
+)
+from compactlog.cli.output import add_json_flag, emit, print_json, wants_json
 from compactlog.client.types import TopicInfo
+from compactlog.errors import TopicExists, TopicNotFound
 
 
 def add_parser(commands: Any) -> None:
@@ -36,28 +48,37 @@ def add_parser(commands: Any) -> None:
     create.add_argument(
         "--partitions",
         metavar="N",
-        type=int,
+        type=non_negative_int,
         default=0,
         help="a partitioned topic of N partitions (NAME-partition-0 .. N-1)",
     )
+    create.add_argument(
+        "--if-not-exists", action="store_true", help="succeed if the topic already exists"
+    )
+    add_json_flag(create, "print the topic as JSON")
     create.set_defaults(func=create_topic)
 
     grow = verbs.add_parser("add-partitions", help="grow a partitioned topic to N partitions")
     grow.add_argument("name", metavar="NAME")
-    grow.add_argument("partitions", metavar="N", type=int, help="the new total")
+    grow.add_argument("partitions", metavar="N", type=positive_int, help="the new total")
+    add_json_flag(grow, "print the topic as JSON")
     grow.set_defaults(func=add_partitions)
 
     listing = verbs.add_parser("list", help="list topics")
-    listing.add_argument("--json", action="store_true", help="one JSON object per topic")
+    add_json_flag(listing, "one JSON object per topic")
     listing.set_defaults(func=list_topics)
 
     describe = verbs.add_parser("describe", help="kind, stats and effective config of a topic")
     describe.add_argument("name", metavar="NAME")
-    describe.add_argument("--json", action="store_true", help="print one JSON object")
+    add_json_flag(describe, "print one JSON object")
     describe.set_defaults(func=describe_topic)
 
     delete = verbs.add_parser("delete", help="delete a topic and all its data")
     delete.add_argument("name", metavar="NAME")
+    delete.add_argument(
+        "--if-exists", action="store_true", help="succeed if there is no such topic"
+    )
+    add_json_flag(delete, "print the result as JSON")
     delete.set_defaults(func=delete_topic)
 
     set_config = verbs.add_parser("set-config", help="set (or --remove) topic config keys")
@@ -70,6 +91,7 @@ def add_parser(commands: Any) -> None:
         default=[],
         help="drop a key back to the server default, repeatable",
     )
+    add_json_flag(set_config, "print the topic as JSON")
     set_config.set_defaults(func=set_topic_config)
 
 
@@ -115,27 +137,34 @@ def format_topic(info: TopicInfo) -> str:
 def create_topic(args: argparse.Namespace) -> int:
     config = dict(args.config)
     with connect(args) as client:
-        info = client.create_topic(
-            args.name, kind=args.kind, config=config, partitions=args.partitions
-        )
+        try:
+            info = client.create_topic(
+                args.name, kind=args.kind, config=config, partitions=args.partitions
+            )
+            created = True
+        except TopicExists:
+            if not args.if_not_exists:
+                raise
+            info, created = client.get_topic(args.name), False
+    verb = "created topic" if created else "topic already exists:"
     parts = f", {info.partitions} partitions" if info.partitions else ""
-    print(f"created topic {info.name} ({info.kind}{parts})")
+    emit(args, {"created": created, **topic_json(info)}, f"{verb} {info.name} ({info.kind}{parts})")
     return 0
 
 
 def add_partitions(args: argparse.Namespace) -> int:
     with connect(args) as client:
         info = client.add_partitions(args.name, args.partitions)
-    print(f"topic {info.name} has {info.partitions} partitions")
+    emit(args, topic_json(info), f"topic {info.name} has {info.partitions} partitions")
     return 0
 
 
 def list_topics(args: argparse.Namespace) -> int:
     with connect(args) as client:
         topics = sorted(client.list_topics(), key=lambda t: t.name)
-    if args.json:
+    if wants_json(args):
         for info in topics:
-            print(json.dumps(topic_json(info)))
+            print_json(topic_json(info))
         return 0
     if not topics:
         print("no topics")
@@ -150,14 +179,21 @@ def list_topics(args: argparse.Namespace) -> int:
 def describe_topic(args: argparse.Namespace) -> int:
     with connect(args) as client:
         info = client.get_topic(args.name)
-    print(json.dumps(topic_json(info)) if args.json else format_topic(info))
+    emit(args, topic_json(info), lambda: format_topic(info))
     return 0
 
 
 def delete_topic(args: argparse.Namespace) -> int:
     with connect(args) as client:
-        client.delete_topic(args.name)
-    print(f"deleted topic {args.name}")
+        try:
+            client.delete_topic(args.name)
+            deleted = True
+        except TopicNotFound:
+            if not args.if_exists:
+                raise
+            deleted = False
+    text = f"deleted topic {args.name}" if deleted else f"no topic {args.name} to delete"
+    emit(args, {"name": args.name, "deleted": deleted}, text)
     return 0
 
 
@@ -167,8 +203,10 @@ def set_topic_config(args: argparse.Namespace) -> int:
     with connect(args) as client:
         info = client.update_topic_config(args.name, set=dict(args.settings), remove=args.remove)
     changed = [key for key, _ in args.settings] + list(args.remove)
-    print(
+    emit(
+        args,
+        topic_json(info),
         f"updated topic {info.name}: "
-        + ", ".join(f"{key}={info.config.get(key, '(default)')}" for key in changed)
+        + ", ".join(f"{key}={info.config.get(key, '(default)')}" for key in changed),
     )
     return 0

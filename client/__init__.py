@@ -1,14 +1,16 @@
-"""The compactlog Python client: ``Client`` with admin calls, ``Producer``, ``Reader`` and
-``Consumer`` (pulsar-client naming). The ``compactlog`` CLI is built on it, in
-``compactlog.cli``.
+"""The compactlog Python client, with pulsar-client's names (CONTRACT section 13): ``Client``
+with ``create_producer``, ``subscribe``, ``create_reader``, ``create_table_view`` and the
+admin calls; ``MessageId``, ``ConsumerType``, ``InitialPosition``. ``compactlog.client.aio``
+has the same calls as coroutines. The ``compactlog`` CLI is built on it.
 
-    from compactlog.client import Client
+    from compactlog.client import Client, MessageId
 
     with Client("127.0.0.1:7650") as client:
         client.create_topic("prices")
-        client.producer("prices").send("AAPL", "189.5")
-        for msg in client.reader("prices", read_compacted=True):
-            print(msg.id, msg.key, msg.value)
+        client.create_producer("prices").send(b"189.5", partition_key="AAPL")
+        reader = client.create_reader("prices", MessageId.earliest, is_read_compacted=True)
+        msg = reader.read_next(timeout_millis=1000)
+        print(msg.message_id(), msg.partition_key(), msg.value())
 
 Errors are the classes of ``compactlog.errors`` (re-exported as ``errors``), never raw
 ``grpc.RpcError``: one class per reason of CONTRACT section 5 under ``CompactlogError``
@@ -20,6 +22,7 @@ from compactlog import errors
 from compactlog._linked import only_as
 from compactlog.client.client import DEFAULT_ADDRESS, Client
 from compactlog.client.consumer import Consumer
+from compactlog.client.enums import ConsumerType, InitialPosition
 from compactlog.client.errors import (
     AlreadyClosed,
     CompactionNotRunning,
@@ -45,6 +48,9 @@ from compactlog.client.errors import (
 )
 from compactlog.client.producer import Producer
 from compactlog.client.reader import Reader
+from compactlog.client.table_view import TableView
+from compactlog.client.topic_producer import TopicProducer
+from compactlog.client.topic_reader import TopicReader
 from compactlog.client.types import (
     CompactionProgress,
     CompactionRun,
@@ -53,6 +59,7 @@ from compactlog.client.types import (
     Message,
     MessageId,
     Record,
+    SubscriptionInfo,
     TopicInfo,
     TopicStats,
 )
@@ -73,7 +80,9 @@ __all__ = [
     "CompactlogError",
     "Consumer",
     "ConsumerBusy",
+    "ConsumerType",
     "CorruptData",
+    "InitialPosition",
     "InvalidConfig",
     "InvalidTopicName",
     "MalformedRequest",
@@ -89,11 +98,15 @@ __all__ = [
     "ReservedSubscription",
     "ServerUnreachable",
     "ShuttingDown",
+    "SubscriptionInfo",
     "SubscriptionNotFound",
+    "TableView",
     "Timeout",
     "TopicExists",
     "TopicInfo",
     "TopicNotFound",
+    "TopicProducer",
+    "TopicReader",
     "TopicStats",
     "Unauthenticated",
     "WrongTopicKind",

@@ -124,24 +124,27 @@ def id_to_pb(mid: MessageIdLike) -> pb.MessageId:
     ledger, entry = mid
     if ledger < 0 or entry < 0:
         raise InvalidArgument(f"message ids are non-negative, got {ledger}:{entry}")
-    return pb.MessageId(ledger_id=int(ledger), entry_id=int(entry))
+    return pb.MessageId(
+        ledger_id=int(ledger), entry_id=int(entry), partition=int(getattr(mid, "partition", 0))
+    )
 
 
 def id_from_pb(mid: pb.MessageId) -> MessageId:
-    return MessageId(mid.ledger_id, mid.entry_id)
+    return MessageId(mid.ledger_id, mid.entry_id, mid.partition)
 
 
-def message_from_pb(msg: pb.Message) -> Message:
+def message_from_pb(msg: pb.Message, topic: str = "") -> Message:
     # Positional and without helper calls: this runs once per message read.
     mid = msg.id
     props = msg.properties
     return Message(
-        MessageId(mid.ledger_id, mid.entry_id),
+        MessageId(mid.ledger_id, mid.entry_id, mid.partition),
         msg.key if msg.HasField("key") else None,
         msg.value if msg.HasField("value") else None,
-        dict(props) if props else {},
+        props,
         msg.publish_time_ms,
         msg.event_time_ms,
+        topic,
     )
 
 

@@ -1,5 +1,12 @@
-"""``Client``: one gRPC channel to a compactlog server, the admin calls, and factories for
-producers, readers and consumers (pulsar-client's shape: ``client.producer(topic)``...).
+"""``Client``: one gRPC channel to a compactlog server, the admin calls (``admin``), and
+factories with pulsar-client's names (CONTRACT section 13): ``create_producer``,
+``subscribe``, ``create_reader``, ``create_table_view``. The first names of this client
+stay: ``producer(topic)`` (``send(key, value)``) and ``reader(topic, start=...)`` (an
+iterator), and ``subscribe`` also takes its older arguments (``read_compacted=``,
+``initial_position="earliest"``).
+
+Idempotent calls (reads, admin gets) are retried by gRPC itself when no server answered
+(``UNAVAILABLE``), through the channel's service config (``channels.retry_service_config``).
 
 Every call has a deadline (CONTRACT section 12): unary calls take the client's
 ``timeout`` (seconds, default 30; ``None`` = no deadline, for callers that bound calls
@@ -16,29 +23,29 @@ A server started with ``--auth-tokens`` wants ``token=``; one with ``--tls-cert`
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Literal, cast
+import weakref
+from typing import Literal, TypeVar, cast
 
-import grpc
-
-from compactlog.channels import ChannelSecurity, open_channel
+from compactlog.channels import ChannelSecurity, open_channel, retry_service_config
 from compactlog.client import _convert as cv
+from compactlog.client.admin import AdminCalls
 from compactlog.client.closeable import Closeable
 from compactlog.client.consumer import Consumer
-from compactlog.client.deadlines import StreamWatch, Watchdog
-from compactlog.client.errors import AlreadyClosed, call, cancel, from_rpc_error
+from compactlog.client.consumer_state import ConsumerState
+from compactlog.client.deadlines import Watchdog
+from compactlog.client.enums import ConsumerType, InitialPosition
+from compactlog.client.errors import AlreadyClosed, call
+from compactlog.client.message import Message
+from compactlog.client.message_id import MessageId
 from compactlog.client.producer import Producer
 from compactlog.client.reader import Reader, StartLike
 from compactlog.client.shard_routes import RoutedLog, Routes
-from compactlog.client.types import (
-    CompactionProgress,
-    CompactionRun,
-    CompactionStatus,
-    CompactionVerification,
-    MessageId,
-    TopicInfo,
-)
+from compactlog.client.subscriptions import SubscriptionCalls
+from compactlog.client.table_view import Source, TableView
+from compactlog.client.topic_producer import TopicProducer
+from compactlog.client.topic_reader import TopicReader
 from compactlog.errors import InvalidArgument
+from compactlog.partitioner import partition_name
 from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 
@@ -49,10 +56,14 @@ _CHANNEL_OPTIONS = [
     # Read responses carry batches of messages; the server bounds them, not the client.
     ("grpc.max_receive_message_length", -1),
     ("grpc.max_send_message_length", -1),
+    ("grpc.enable_retries", 1),
+    ("grpc.service_config", retry_service_config()),
 ]
+C = TypeVar("C", bound=Closeable)
+_POSITIONS = {"earliest": InitialPosition.Earliest, "latest": InitialPosition.Latest}
 
 
-class Client(Closeable):
+class Client(AdminCalls, SubscriptionCalls, Closeable):
     """A connection to one server. Use as a context manager or call ``close()``."""
 
     def __init__(
@@ -77,14 +88,18 @@ class Client(Closeable):
             lambda owner: open_channel(owner, security, _CHANNEL_OPTIONS),
             timeout,
         )
+        self._opened: weakref.WeakSet[Closeable] = weakref.WeakSet()  # closed with the client
         self._closed = False
 
     # -- lifecycle -----------------------------------------------------------------------
 
     def close(self) -> None:
-        """Close the channel; open readers' streams end with it."""
+        """Close every producer, consumer, reader and table view made here, then the
+        channel (as pulsar-client's ``close``)."""
         if not self._closed:
             self._closed = True
+            for opened in list(self._opened):
+                opened.close()
             self._watchdog.close()
             self._routes.close()
             self._channel.close()
@@ -93,218 +108,38 @@ class Client(Closeable):
         if self._closed:
             raise AlreadyClosed("the client is closed")
 
-    # -- admin ---------------------------------------------------------------------------
+    def _log_of(self, topic: str) -> pb_grpc.LogStub:
+        """The Log service of ``topic``'s owner (``shard_routes``): straight to the shard."""
+        return cast(pb_grpc.LogStub, RoutedLog(self._routes, topic))
 
-    def create_topic(
-        self,
-        name: str,
-        kind: Literal["ledger", "segmented"] | str = "ledger",
-        config: Mapping[str, object] | None = None,
-        partitions: int = 0,
-    ) -> TopicInfo:
-        """Create a topic (``partitions`` > 1: a partitioned topic, ``NAME-partition-i``);
-        ``TopicExists`` if the name is taken."""
-        self._check_open()
-        req = pb.CreateTopicRequest(
-            name=name,
-            kind=cv.kind_to_pb(kind),
-            config=cv.config_to_pb(config),
-            partitions=partitions,
-        )
-        info = call(
-            "CreateTopic", self.address, lambda: self._admin.CreateTopic(req, timeout=self.timeout)
-        )
-        return cv.topic_from_pb(info)
+    def _opening(self, thing: C) -> C:
+        self._opened.add(thing)
+        return thing
 
-    def add_partitions(self, name: str, partitions: int) -> TopicInfo:
-        """Grow a partitioned topic to ``partitions`` in all (never shrinks)."""
+    def get_key_history(self, topic: str, key: bytes, max_messages: int = 0) -> list[Message]:
+        """Every raw message of ``key``, oldest first, tombstones included (at most
+        ``max_messages``, 0 = no limit; a response stops before 4 MiB)."""
         self._check_open()
-        req = pb.AddPartitionsRequest(name=name, partitions=partitions)
-        info = call(
-            "AddPartitions",
-            self.address,
-            lambda: self._admin.AddPartitions(req, timeout=self.timeout),
-        )
-        return cv.topic_from_pb(info)
-
-    def get_topic(self, name: str) -> TopicInfo:
-        """Name, kind, effective config and stats of one topic."""
-        self._check_open()
-        req = pb.GetTopicRequest(name=name)
-        info = call(
-            "GetTopic", self.address, lambda: self._admin.GetTopic(req, timeout=self.timeout)
-        )
-        return cv.topic_from_pb(info)
-
-    def list_topics(self) -> list[TopicInfo]:
-        self._check_open()
+        req = pb.GetKeyHistoryRequest(topic=topic, key=key, max_messages=max_messages)
+        log = self._log_of(topic)
         resp = call(
-            "ListTopics",
+            "GetKeyHistory",
             self.address,
-            lambda: self._admin.ListTopics(pb.ListTopicsRequest(), timeout=self.timeout),
+            lambda: log.GetKeyHistory(req, timeout=self.timeout),
         )
-        return [cv.topic_from_pb(t) for t in resp.topics]
-
-    def update_topic_config(
-        self,
-        name: str,
-        set: Mapping[str, object] | None = None,
-        remove: Sequence[str] | None = None,
-    ) -> TopicInfo:
-        """Set some keys and drop others (back to the server default) in one call."""
-        self._check_open()
-        req = pb.UpdateTopicConfigRequest(
-            name=name, set=cv.config_to_pb(set), remove=list(remove or ())
-        )
-        info = call(
-            "UpdateTopicConfig",
-            self.address,
-            lambda: self._admin.UpdateTopicConfig(req, timeout=self.timeout),
-        )
-        return cv.topic_from_pb(info)
-
-    def delete_topic(self, name: str) -> None:
-        self._check_open()
-        req = pb.DeleteTopicRequest(name=name)
-        call(
-            "DeleteTopic", self.address, lambda: self._admin.DeleteTopic(req, timeout=self.timeout)
-        )
-
-    def compact(self, topic: str, wait: bool = False) -> CompactionStatus:
-        """Start a compaction; ``wait=True`` returns the finished run's status.
-
-        ``CompactionRunning`` if one is already running for the topic.
-        """
-        self._check_open()
-        req = pb.CompactRequest(topic=topic, wait=False)
-        status = cv.status_from_pb(
-            call("Compact", self.address, lambda: self._admin.Compact(req, timeout=self.timeout))
-        )
-        # Waiting follows the run (updates at least once a second) rather than holding one
-        # call open for as long as it takes: every wait stays under the client's timeout.
-        while wait and status.running:
-            for _update in self.watch_compaction(topic):
-                pass
-            status = self.compaction_status(topic)
-        return status
-
-    def compaction_status(self, topic: str) -> CompactionStatus:
-        self._check_open()
-        req = pb.GetCompactionStatusRequest(topic=topic)
-        status = call(
-            "GetCompactionStatus",
-            self.address,
-            lambda: self._admin.GetCompactionStatus(req, timeout=self.timeout),
-        )
-        return cv.status_from_pb(status)
-
-    def watch_compaction(self, topic: str) -> Iterator[CompactionProgress]:
-        """Progress of the topic's active compaction, at least once a second, ending with
-        the run's final state; with no run active, the current state once. Closing the
-        iterator (or leaving a ``for`` early) cancels the stream."""
-        self._check_open()
-        stream = self._admin.WatchCompaction(pb.WatchCompactionRequest(topic=topic))
-        watch = StreamWatch(
-            self._watchdog, self.timeout, lambda: cancel(stream), f"WatchCompaction {topic}"
-        )
-        try:
-            while True:
-                watch.arm()  # an update is owed at least once a second while a run is active
-                try:
-                    update = next(stream)
-                except StopIteration:
-                    return
-                finally:
-                    watch.disarm()
-                yield cv.progress_from_pb(update)
-        except grpc.RpcError as err:
-            if watch.expired:
-                raise watch.timeout_error() from None
-            raise from_rpc_error(err, "WatchCompaction", self.address) from None
-        finally:
-            cancel(stream)
-
-    def cancel_compaction(self, topic: str) -> CompactionStatus:
-        """Stop the topic's active compaction: state CANCELLED, nothing of the run visible.
-        ``CompactionNotRunning`` when no run is active."""
-        self._check_open()
-        req = pb.CancelCompactionRequest(topic=topic)
-        status = call(
-            "CancelCompaction",
-            self.address,
-            lambda: self._admin.CancelCompaction(req, timeout=self.timeout),
-        )
-        return cv.status_from_pb(status)
-
-    def preview_compaction(self, topic: str) -> CompactionRun:
-        """The figures a compaction started now would have; nothing is written."""
-        self._check_open()
-        req = pb.PreviewCompactionRequest(topic=topic)
-        run = call(
-            "PreviewCompaction",
-            self.address,
-            lambda: self._admin.PreviewCompaction(req, timeout=self.timeout),
-        )
-        return cv.run_from_pb(run)
-
-    def verify_compaction(self, topic: str) -> CompactionVerification:
-        """Recompute the compacted ledger from the raw history and compare (LEDGER)."""
-        self._check_open()
-        req = pb.VerifyCompactionRequest(topic=topic)
-        resp = call(
-            "VerifyCompaction",
-            self.address,
-            lambda: self._admin.VerifyCompaction(req, timeout=self.timeout),
-        )
-        return cv.verification_from_pb(resp)
-
-    def enforce_retention(self, topic: str) -> TopicInfo:
-        """Run the retention check for this topic now rather than at the next interval."""
-        self._check_open()
-        req = pb.EnforceRetentionRequest(topic=topic)
-        info = call(
-            "EnforceRetention",
-            self.address,
-            lambda: self._admin.EnforceRetention(req, timeout=self.timeout),
-        )
-        return cv.topic_from_pb(info)
-
-    def delete_records(self, topic: str, before_offset: int) -> TopicInfo:
-        """SEGMENTED topics: raise the log start offset (Kafka's DeleteRecords)."""
-        self._check_open()
-        req = pb.DeleteRecordsRequest(topic=topic, before_offset=before_offset)
-        info = call(
-            "DeleteRecords",
-            self.address,
-            lambda: self._admin.DeleteRecords(req, timeout=self.timeout),
-        )
-        return cv.topic_from_pb(info)
-
-    def get_last_message_id(self, topic: str, read_compacted: bool = False) -> MessageId | None:
-        """The last message's id, or ``None`` when there is none (empty, or every key deleted)."""
-        self._check_open()
-        req = pb.GetLastMessageIdRequest(topic=topic, read_compacted=read_compacted)
-        resp = call(
-            "GetLastMessageId",
-            self.address,
-            lambda: self._log_of(topic).GetLastMessageId(req, timeout=self.timeout),
-        )
-        return cv.id_from_pb(resp.id) if resp.HasField("id") else None
+        return [cv.message_from_pb(m, topic) for m in resp.messages]
 
     # -- data ----------------------------------------------------------------------------
-
-    def _log_of(self, topic: str) -> pb_grpc.LogStub:
-        """The Log service of ``topic``'s owner (``routing``): straight to the shard."""
-        return cast(pb_grpc.LogStub, RoutedLog(self._routes, topic))
 
     def producer(self, topic: str) -> Producer:
         """A producer for ``topic``; the topic must exist (no auto-creation). For a
         partitioned topic (``GetTopic``) the producer routes records to partitions itself."""
         self._check_open()
         partitions = self.get_topic(topic).partitions
-        return Producer(
+        producer = Producer(
             self._log_of(topic), topic, self.address, self.timeout, self._watchdog, partitions
         )
+        return self._opening(producer)
 
     def reader(
         self,
@@ -314,14 +149,19 @@ class Client(Closeable):
         read_compacted: bool = False,
         follow: bool = False,
         max_messages: int = 0,
+        as_of: MessageId | tuple[int, int] | None = None,
+        as_of_time_ms: int | None = None,
     ) -> Reader:
         """Iterate messages from ``start`` (inclusive id, or earliest/latest) or a publish time.
 
         Without ``follow`` the iteration ends after the last message that existed when the
         read began; ``max_messages`` = 0 means no limit. Closing the reader cancels the stream.
+        ``as_of`` (an id) or ``as_of_time_ms`` (the last id published at or before it), with
+        ``read_compacted``: the compacted view as a compaction at that point would have
+        written it (LEDGER topics).
         """
         self._check_open()
-        return Reader(
+        reader = Reader(
             self._log_of(topic),
             topic,
             self.address,
@@ -332,25 +172,97 @@ class Client(Closeable):
             max_messages=max_messages,
             timeout=self.timeout,
             watchdog=self._watchdog,
+            as_of=as_of,
+            as_of_time_ms=as_of_time_ms,
         )
+        return self._opening(reader)
 
     def subscribe(
         self,
         topic: str,
-        subscription: str,
-        read_compacted: bool = False,
-        initial_position: Literal["earliest", "latest"] = "earliest",
+        subscription_name: str,
+        consumer_type: ConsumerType | str | bool = ConsumerType.Exclusive,
+        initial_position: InitialPosition | Literal["earliest", "latest"] = (
+            InitialPosition.Earliest
+        ),
+        is_read_compacted: bool = False,
+        consumer_name: str | None = None,
+        negative_ack_redelivery_delay_ms: int = 1000,
         receiver_queue_size: int = 1000,
+        *,
+        unacked_messages_timeout_ms: int | None = None,
+        read_compacted: bool | None = None,
     ) -> Consumer:
-        """A consumer on a durable subscription (created on first use at ``initial_position``)."""
+        """A consumer on the durable subscription ``subscription_name``, created now (at
+        ``initial_position``) if it does not exist yet.
+
+        ``consumer_type`` (a ``ConsumerType``, or its name: ``"shared"``) and
+        ``consumer_name`` are CONTRACT section 6's; ``unacked_messages_timeout_ms``:
+        messages not acknowledged within it go out again; ``negative_acknowledge``
+        redelivers after ``negative_ack_redelivery_delay_ms``.
+        ``read_compacted=`` (and a bool third argument) are this client's older
+        spelling of ``is_read_compacted``."""
         self._check_open()
-        return Consumer(
-            self._log_of(topic),
+        if isinstance(consumer_type, bool):  # subscribe(topic, name, read_compacted), v1
+            is_read_compacted, consumer_type = consumer_type, ConsumerType.Exclusive
+        if read_compacted is not None:
+            is_read_compacted = read_compacted
+        if isinstance(initial_position, str):
+            if initial_position not in _POSITIONS:
+                raise InvalidArgument(
+                    f"initial_position must be 'earliest' or 'latest', not {initial_position!r}"
+                )
+            initial_position = _POSITIONS[initial_position]
+        state = ConsumerState(
             topic,
-            subscription,
-            self.address,
-            timeout=self.timeout,
-            read_compacted=read_compacted,
+            subscription_name,
+            read_compacted=is_read_compacted,
             initial_position=initial_position,
             receiver_queue_size=receiver_queue_size,
+            consumer_type=consumer_type,
+            consumer_name=consumer_name or "",
+            negative_ack_redelivery_delay_ms=negative_ack_redelivery_delay_ms,
+            ack_timeout_ms=unacked_messages_timeout_ms or 0,
         )
+        consumer = Consumer(self._log_of(topic), state, self.address, self.timeout)
+        consumer.subscribe_now()
+        return self._opening(consumer)
+
+    def create_producer(self, topic: str) -> TopicProducer:
+        """A producer with pulsar-client's ``send(value, partition_key=...)``."""
+        return self._opening(TopicProducer(self.producer(topic)))
+
+    def create_reader(
+        self,
+        topic: str,
+        start_message_id: MessageId | tuple[int, int],
+        start_message_id_inclusive: bool = False,
+        is_read_compacted: bool = False,
+    ) -> TopicReader:
+        """Read ``topic`` from ``MessageId.earliest``, ``MessageId.latest`` or after an id
+        (that id too when ``start_message_id_inclusive``), following new messages."""
+        self._check_open()
+
+        def open_reader(start: StartLike) -> Reader:
+            return self.reader(topic, start, read_compacted=is_read_compacted, follow=True)
+
+        def last_id() -> MessageId | None:
+            return self.get_last_message_id(topic, read_compacted=is_read_compacted)
+
+        reader = TopicReader(open_reader, start_message_id, start_message_id_inclusive, last_id)
+        return self._opening(reader)
+
+    def create_table_view(self, topic: str) -> TableView:
+        """The latest value of every key of ``topic``, kept up to date by a thread
+        (``table_view``); returns once the compacted view is loaded."""
+        info = self.get_topic(topic)
+        names = [partition_name(topic, i) for i in range(info.partitions)] or [topic]
+        sources = [self._table_source(name) for name in names]
+        table = TableView(topic, sources, empty_is_tombstone=info.kind == "ledger")
+        return self._opening(table)
+
+    def _table_source(self, topic: str) -> Source:
+        def open_read(start: StartLike, compacted: bool, follow: bool) -> Reader:
+            return self.reader(topic, start, read_compacted=compacted, follow=follow)
+
+        return Source(open_read, lambda: self.compaction_status(topic))

@@ -33,13 +33,21 @@ def read_request(
     read_compacted: bool = False,
     follow: bool = False,
     max_messages: int = 0,
+    as_of: MessageId | tuple[int, int] | None = None,
+    as_of_time_ms: int | None = None,
 ) -> pb.ReadRequest:
-    """The ReadRequest for these options; checked here so mistakes fail before any I/O."""
+    """The ReadRequest for these options; checked here so mistakes fail before any I/O.
+    ``as_of`` / ``as_of_time_ms`` read the compacted view of the past (with
+    ``read_compacted``; docs/reading-the-past.md)."""
     if max_messages < 0:
         raise InvalidArgument(f"max_messages must be >= 0, got {max_messages}")
     req = pb.ReadRequest(
         topic=topic, read_compacted=read_compacted, follow=follow, max_messages=max_messages
     )
+    if as_of is not None:
+        req.as_of.CopyFrom(cv.id_to_pb(as_of))
+    if as_of_time_ms is not None:
+        req.as_of_time_ms = as_of_time_ms
     if start_timestamp_ms is not None:
         if start not in ("earliest", None):
             raise InvalidArgument("give either start or start_timestamp_ms, not both")
@@ -47,6 +55,10 @@ def read_request(
     elif start == "earliest":
         req.position = pb.EARLIEST
     elif start == "latest":
+        req.position = pb.LATEST
+    elif start == MessageId.earliest:  # pulsar-client's names for the two ends
+        req.position = pb.EARLIEST
+    elif start == MessageId.latest:
         req.position = pb.LATEST
     elif isinstance(start, tuple) and len(start) == 2:
         req.message_id.CopyFrom(cv.id_to_pb(start))
@@ -72,11 +84,22 @@ class Reader(Closeable):
         max_messages: int = 0,
         timeout: float | None = None,
         watchdog: Watchdog | None = None,
+        as_of: MessageId | tuple[int, int] | None = None,
+        as_of_time_ms: int | None = None,
     ) -> None:
         self._topic = topic
         self._address = address
         self._follow = follow
-        req = read_request(topic, start, start_timestamp_ms, read_compacted, follow, max_messages)
+        req = read_request(
+            topic,
+            start,
+            start_timestamp_ms,
+            read_compacted,
+            follow,
+            max_messages,
+            as_of,
+            as_of_time_ms,
+        )
         self._call = stub.Read(req)
         self._watch = StreamWatch(watchdog, timeout, lambda: cancel(self._call), f"Read {topic}")
         self._messages = self._iterate()
@@ -116,7 +139,7 @@ class Reader(Closeable):
                 finally:
                     self._watch.disarm()
                 for msg in resp.messages:
-                    yield cv.message_from_pb(msg)
+                    yield cv.message_from_pb(msg, self._topic)
         except grpc.RpcError as err:
             if self._watch.expired:
                 raise self._watch.timeout_error() from None

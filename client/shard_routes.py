@@ -135,8 +135,14 @@ class RoutedLog:
     def Acknowledge(self, request: pb.AcknowledgeRequest, **kwargs: Any) -> Any:
         return self._unary("Acknowledge", request, **kwargs)
 
+    def NegativeAcknowledge(self, request: pb.NegativeAcknowledgeRequest, **kwargs: Any) -> Any:
+        return self._unary("NegativeAcknowledge", request, **kwargs)
+
     def GetLastMessageId(self, request: pb.GetLastMessageIdRequest, **kwargs: Any) -> Any:
         return self._unary("GetLastMessageId", request, **kwargs)
+
+    def GetKeyHistory(self, request: pb.GetKeyHistoryRequest, **kwargs: Any) -> Any:
+        return self._unary("GetKeyHistory", request, **kwargs)
 
     def Read(self, request: pb.ReadRequest, **kwargs: Any) -> Any:
         return self._routes.owner(self._topic).Read(request, **kwargs)

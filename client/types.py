@@ -7,10 +7,12 @@ hash and print them without knowing the wire format; ``_convert`` builds them.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
-from compactlog.records import MessageId, Record
+from compactlog.client.message import Message
+from compactlog.client.message_id import MessageId
+from compactlog.records import Record
 
 __all__ = [
     "CompactionProgress",
@@ -21,30 +23,16 @@ __all__ = [
     "Message",
     "MessageId",
     "Record",
+    "SubscriptionInfo",
+    "SubscriptionTypeName",
     "TopicInfo",
     "TopicKindName",
     "TopicStats",
 ]
 
 TopicKindName = Literal["ledger", "segmented"]
+SubscriptionTypeName = Literal["EXCLUSIVE", "SHARED", "FAILOVER"]
 CompactionState = Literal["NOT_RUN", "RUNNING", "SUCCESS", "ERROR", "CANCELLED"]
-
-
-@dataclass(frozen=True, slots=True)
-class Message:
-    """One message as read. ``key``/``value`` are ``None`` when absent (keyless / null)."""
-
-    id: MessageId
-    key: bytes | None
-    value: bytes | None
-    properties: Mapping[str, str] = field(default_factory=dict)
-    publish_time_ms: int = 0
-    event_time_ms: int = 0
-
-    @property
-    def is_tombstone(self) -> bool:
-        """A keyed record with a null value deletes its key on both topic kinds."""
-        return self.key is not None and self.value is None
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,3 +122,14 @@ class CompactionVerification:
     problems: tuple[str, ...] = ()
     horizon: MessageId | None = None
     compacted_ledger_id: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionInfo:
+    """One subscription of a topic: its type, mark-delete position (``None``: nothing
+    acknowledged yet) and backlog (messages after it not acknowledged yet)."""
+
+    name: str
+    type: SubscriptionTypeName
+    mark_delete: MessageId | None
+    backlog: int

@@ -13,6 +13,7 @@ on a loopback server without TLS is a configuration the server allows.
 
 from __future__ import annotations
 
+import json
 import os
 import ssl
 from collections.abc import Callable, Sequence
@@ -44,6 +45,25 @@ class ChannelSecurity:
         """From a token and a CA file path; ``InvalidArgument`` naming the file if unusable.
         The token is stripped (a token file's trailing newline is no part of it)."""
         return cls((token or "").strip() or None, read_ca(tls_ca) if tls_ca else None)
+
+
+def open_aio_channel(
+    address: str, security: ChannelSecurity | None = None, options: ChannelOptions = ()
+) -> grpc.aio.Channel:
+    """An asyncio channel to ``address``, TLS when the security has a CA. The token does
+    not ride on it: asyncio callers pass ``bearer_metadata(security)`` with each call."""
+    security = security or ChannelSecurity()
+    if security.ca_pem is not None:
+        creds = grpc.ssl_channel_credentials(root_certificates=security.ca_pem)
+        return grpc.aio.secure_channel(address, creds, options=list(options))
+    return grpc.aio.insecure_channel(address, options=list(options))
+
+
+def bearer_metadata(security: ChannelSecurity | None) -> tuple[tuple[str, str], ...]:
+    """The call metadata that carries the token (empty without one)."""
+    if security is None or not security.token:
+        return ()
+    return (("authorization", f"Bearer {security.token}"),)
 
 
 def read_ca(path: str | os.PathLike[str]) -> bytes:
@@ -131,3 +151,40 @@ class BearerToken(
         self, continuation: Callable[..., Any], details: Any, requests: Any
     ) -> Any:
         return continuation(self._with_token(details), requests)
+
+
+# Calls that change nothing, so a call that never reached a server (UNAVAILABLE) may be
+# sent again: gRPC's own retry, configured by the service config below, not a loop of
+# ours. A Read is retried only before its first response (gRPC's rule for streams).
+IDEMPOTENT_CALLS: dict[str, tuple[str, ...]] = {
+    "compactlog.v1.TopicAdmin": (
+        "GetTopic",
+        "ListTopics",
+        "GetCompactionStatus",
+        "WatchCompaction",
+        "PreviewCompaction",
+        "VerifyCompaction",
+        "ListSubscriptions",
+        "GetPartitionMap",
+    ),
+    "compactlog.v1.Log": ("Read", "GetLastMessageId", "GetKeyHistory"),
+}
+
+
+def retry_service_config(max_attempts: int = 4) -> str:
+    """The ``grpc.service_config`` (JSON) that retries idempotent calls on UNAVAILABLE:
+    up to ``max_attempts`` tries, 0.1 s backoff doubling to 2 s. Deadlines stay the
+    caller's (each call's ``timeout``), and cover the retries too."""
+    names = [
+        {"service": service, "method": method}
+        for service, methods in IDEMPOTENT_CALLS.items()
+        for method in methods
+    ]
+    policy = {
+        "maxAttempts": max_attempts,
+        "initialBackoff": "0.1s",
+        "maxBackoff": "2s",
+        "backoffMultiplier": 2,
+        "retryableStatusCodes": ["UNAVAILABLE"],
+    }
+    return json.dumps({"methodConfig": [{"name": names, "retryPolicy": policy}]})

@@ -14,6 +14,8 @@ from compactlog.server.broker import Broker
 from compactlog.server.convert import kind_from_pb, topic_info
 from compactlog.server.errors import rpc
 from compactlog.server.partitioned import PartitionedNamespace
+from compactlog.server.subscription_admin import SubscriptionAdmin
+from compactlog.server.subscriptions import Dispatchers
 from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 
@@ -37,9 +39,17 @@ class Compactions(Protocol):
 
 
 class TopicAdminService(pb_grpc.TopicAdminServicer):
-    def __init__(self, broker: Broker, compactions: Compactions | None) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        compactions: Compactions | None,
+        subscriptions: SubscriptionAdmin | None = None,
+    ) -> None:
         self.broker = broker
         self.compactions = compactions
+        self.subscriptions = subscriptions or SubscriptionAdmin(
+            broker, Dispatchers(), lambda _topic: None
+        )
         self.partitioned = PartitionedNamespace(broker)
 
     def _partitions(self, name: str) -> list[str] | None:
@@ -195,6 +205,27 @@ class TopicAdminService(pb_grpc.TopicAdminServicer):
     ) -> pb.TopicInfo:
         self._not_for_partitioned(request.topic, "DeleteRecords")
         return topic_info(self.broker.delete_records(request.topic, request.before_offset))
+
+    # ---- subscriptions (server.subscription_admin) --------------------------------------
+
+    @rpc
+    def ListSubscriptions(
+        self, request: pb.ListSubscriptionsRequest, context: grpc.ServicerContext
+    ) -> pb.ListSubscriptionsResponse:
+        return self.subscriptions.list(request.topic)
+
+    @rpc
+    def DeleteSubscription(
+        self, request: pb.DeleteSubscriptionRequest, context: grpc.ServicerContext
+    ) -> pb.DeleteSubscriptionResponse:
+        self.subscriptions.delete(request.topic, request.subscription)
+        return pb.DeleteSubscriptionResponse()
+
+    @rpc
+    def ResetCursor(
+        self, request: pb.ResetCursorRequest, context: grpc.ServicerContext
+    ) -> pb.SubscriptionInfo:
+        return self.subscriptions.reset(request)
 
     @rpc
     def GetPartitionMap(

@@ -19,16 +19,18 @@ from pathlib import Path
 
 from compactlog.compactor.log_cleaner.log_cleaner import LogCleaner
 from compactlog.compactor.log_cleaner.worker_pass import WorkerPasses
+from compactlog.compactor.two_phase.as_of import AsOfView, last_at_or_before
 from compactlog.compactor.two_phase.worker_runs import WorkerCompactions
 from compactlog.compactor.workers import WorkerPool
 from compactlog.errors import (
     InvalidArgument,
     InvalidConfig,
+    MalformedRequest,
     TopicExists,
     TopicNotFound,
     WrongTopicKind,
 )
-from compactlog.partitioner import parse_partition_name
+from compactlog.partitioner import parse_partition_name, partition_name
 from compactlog.storage.config import (
     TOPIC_KEYS,
     ServerSettings,
@@ -42,7 +44,7 @@ from compactlog.storage.names import check_topic_name
 from compactlog.storage.partitioned_topics import PartitionedTopics
 from compactlog.storage.segmented.manager import SegmentedLogManager
 from compactlog.storage.segmented.topic_log import SegmentedTopicLog
-from compactlog.storage.topic_log import TopicLog
+from compactlog.storage.topic_log import ReadableLog, TopicLog
 from compactlog.storage.types import MessageId, TopicKind
 from compactlog.storage.views import compacted_state
 
@@ -260,6 +262,32 @@ class Broker:
         if self.segments.has_topic(name):
             return SegmentedTopicLog(self.segments, name, partition)
         raise TopicNotFound(f"topic {name!r} does not exist", topic=name)
+
+    def as_of_view(
+        self, name: str, as_of: MessageId | None, as_of_time_ms: int | None
+    ) -> ReadableLog:
+        """The compacted view of a LEDGER topic as of an id, or as of the last id published
+        at or before a time (``as_of`` wins), for one Read (docs/reading-the-past.md).
+        A partitioned ``NAME``'s past is read a partition at a time."""
+        if self.partitioned.get(name) is not None:
+            raise MalformedRequest(
+                f"{name!r} is a partitioned topic: read the past of each partition "
+                f"({partition_name(name, 0)} ...) on its own",
+                request="ReadRequest",
+                field="as_of",
+                topic=name,
+            )
+        if self.kind(name) != TopicKind.LEDGER:
+            raise WrongTopicKind(
+                f"topic {name!r} is a SEGMENTED topic: as_of reads the past of LEDGER "
+                "topics, whose raw history is kept",
+                topic=name,
+                kind="SEGMENTED",
+            )
+        if as_of is None and as_of_time_ms is not None:
+            as_of = last_at_or_before(self.ledgers, name, as_of_time_ms)
+        budget = self.settings.compaction_phase_one_memory_bytes
+        return AsOfView(self.ledgers, name, as_of, budget, self.partition_index(name) or 0)
 
     def on_change(self, callback: Callable[[str], None]) -> None:
         """Call ``callback(topic)`` whenever readers of a topic may have something new;

@@ -19,25 +19,27 @@ from typing import Any, TypeVar
 
 import grpc
 
-from compactlog.errors import ShuttingDown, TopicNotFound
+from compactlog.errors import NotDelivered, ShuttingDown, TopicNotFound
 from compactlog.server.broker import Broker
+from compactlog.server.consuming import Consuming
 from compactlog.server.convert import (
     id_from_pb,
     id_to_pb,
     parse_publish,
     publish_reply,
-    start_position,
 )
 from compactlog.server.errors import rpc_async
 from compactlog.server.handlers import Admit, service_handler
 from compactlog.server.metrics import Metrics
-from compactlog.server.partitioned_log import MergedLog, PartitionedCalls
+from compactlog.server.partitioned_log import MergedLog, PartitionedCalls, merged_key_history
 from compactlog.server.partitioned_publish import RoundRobin, append_spread
 from compactlog.server.partitioned_reading import MergedReadSession
-from compactlog.server.reading import ReadSession, consume_step, response_cap
+from compactlog.server.reading import ReadSession, as_of_point
+from compactlog.server.subscriptions import Dispatchers, subscription_cursor
 from compactlog.server.waiting import TopicSignals
+from compactlog.storage.key_history import key_history
 from compactlog.storage.names import check_client_subscription
-from compactlog.storage.topic_log import Appended, Pending, TopicLog
+from compactlog.storage.topic_log import Appended, Pending, ReadableLog
 from compactlog.v1 import compactlog_pb2 as pb
 
 T = TypeVar("T")
@@ -61,6 +63,7 @@ class LogService:
         signals: TopicSignals,
         batch_size: int,
         appends: Executor | None = None,
+        dispatchers: Dispatchers | None = None,
     ) -> None:
         self.broker = broker
         self.metrics = metrics
@@ -68,6 +71,8 @@ class LogService:
         self.appends = appends or executor
         self.signals = signals
         self.batch_size = batch_size
+        self.dispatchers = dispatchers or Dispatchers()
+        self.consuming = Consuming(self._run, signals, metrics, batch_size, self.dispatchers)
         self._sub_locks: dict[tuple[str, str], asyncio.Lock] = {}
         self.robin = RoundRobin()  # keyless records of partitioned topics
         self.partitioned = PartitionedCalls(self)
@@ -172,16 +177,23 @@ class LogService:
     @rpc_async
     async def Read(self, request: pb.ReadRequest, context: Context) -> AsyncIterator[bytes]:
         merged = self.partitioned.merged(request.topic)
-        log: TopicLog | MergedLog = merged if merged is not None else self.broker.log(request.topic)
+        single: ReadableLog | None = None
+        past = as_of_point(request)
+        if past is not None:  # a view of one topic's past (MALFORMED on a partitioned NAME)
+            single = await self._run(self.broker.as_of_view, request.topic, *past)
+        elif merged is None:
+            single = self.broker.log(request.topic)
+        log: ReadableLog | MergedLog = single if single is not None else merged  # type: ignore[assignment]
         compacted = str(request.read_compacted).lower()
         self.metrics.read_requests.labels(log.kind.name, compacted).inc()
         counter = self.metrics.read_messages.labels(log.kind.name, compacted)
         latency = self.metrics.read_batch_latency.labels(log.kind.name)
         session: ReadSession | MergedReadSession
-        if merged is not None:
-            session = await self._run(merged.read_session, request, self.batch_size)
+        if single is not None:
+            session = await self._run(ReadSession, single, request, self.batch_size)
         else:
-            session = await self._run(ReadSession, log, request, self.batch_size)
+            assert merged is not None
+            session = await self._run(merged.read_session, request, self.batch_size)
         # The stream has started (topic found, start set): clients bound their wait for
         # this, not a follow read's wait for new messages (client.deadlines).
         await context.send_initial_metadata(())
@@ -207,44 +219,14 @@ class LogService:
 
     @rpc_async
     async def Consume(self, request: pb.ConsumeRequest, context: Context) -> bytes:
-        """Up to ``max_messages`` unacknowledged messages, waiting up to ``wait_ms``.
-
-        The read position moves only here at the end, once the response is in hand: a
-        call that fails on the way (a corrupt batch, a deleted topic, a response over the
-        client's ``max_bytes``, a cancel or deadline while waiting) moves no cursor. A
-        response the client refuses after it was sent is, as in Pulsar, a delivered one:
-        ``redeliver_unacknowledged`` gets it again (the client library asks for that
-        after any failed Consume)."""
+        """Up to ``max_messages`` messages for this consumer, waiting up to ``wait_ms``
+        (``server.consuming``: subscription types, redelivery, what moves the cursor)."""
         check_client_subscription(request.subscription, request.topic)
         merged = self.partitioned.merged(request.topic)
         if merged is not None:
             return await self.partitioned.consume(merged, request)
         log = self.broker.log(request.topic)
-        latest = start_position(request.initial_position) == pb.LATEST
-        cursor = await self._run(log.open_cursor, request.subscription, latest)
-        limit = request.max_messages or self.batch_size
-        max_bytes = response_cap(request.max_bytes)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + request.wait_ms / 1000.0
-        key = (request.topic, request.subscription)
-        rewound = request.redeliver_unacknowledged
-        async with self._sub_locks.setdefault(key, asyncio.Lock()):
-            position = cursor.mark_delete if rewound else cursor.read_position
-            response = b""
-            while True:
-                change = self.signals.next_change(log.name)
-                step, position = await self._run(
-                    consume_step, log, cursor, position, limit, request.read_compacted, max_bytes
-                )
-                if step is not None:
-                    response = step[0]
-                    self.metrics.consume_messages.inc(step[1])
-                    break
-                timeout = deadline - loop.time()
-                if timeout <= 0 or log.gone() or not await self.signals.wait(change, timeout):
-                    break
-            log.delivered(cursor, position, rewound)
-            return response
+        return await self.consuming.consume(log, request)
 
     # ---- cursors and ids ----------------------------------------------------------------
 
@@ -257,8 +239,32 @@ class LogService:
         log = self.broker.log(request.topic) if merged is None else merged.of_id(request.id)
         msg_id = id_from_pb(request.id)
         acked = await self._run(log.acknowledge, request.subscription, msg_id, request.cumulative)
+        dispatcher = self.dispatchers.get(log.name, request.subscription)
+        if dispatcher is not None:  # not pending, not due again
+            dispatcher.acknowledged(msg_id, request.cumulative)
         await self._durable(acked)  # a group commit, shared with publishes and other acks
         return pb.AcknowledgeResponse()
+
+    @rpc_async
+    async def NegativeAcknowledge(
+        self, request: pb.NegativeAcknowledgeRequest, context: Context
+    ) -> pb.NegativeAcknowledgeResponse:
+        """The messages go out again after the delay (memory only, as in Pulsar). Ids
+        acknowledged already are left alone; an id never delivered is NOT_DELIVERED."""
+        check_client_subscription(request.subscription, request.topic)
+        log = self.broker.log(request.topic)
+        ids = [id_from_pb(i) for i in request.ids]
+        cursor = await self._run(subscription_cursor, log, request.subscription)
+        try:
+            for msg_id in ids:
+                cursor.check_delivered(msg_id, lambda _id: True)
+        except NotDelivered as exc:
+            exc.metadata["topic"] = log.name
+            raise
+        dispatcher = self.dispatchers.of(log.name, cursor)
+        dispatcher.negative([i for i in ids if not cursor.is_acked(i)], request.redelivery_delay_ms)
+        self.signals.notify(log.name)  # waiting consumers take the new due time
+        return pb.NegativeAcknowledgeResponse()
 
     @rpc_async
     async def GetLastMessageId(
@@ -275,11 +281,25 @@ class LogService:
             resp.id.partition = log.partition
         return resp
 
+    @rpc_async
+    async def GetKeyHistory(self, request: pb.GetKeyHistoryRequest, context: Context) -> bytes:
+        """Stored message records spliced into the response, as Read does (a partitioned
+        topic's: every partition's, merged)."""
+        merged = self.partitioned.merged(request.topic)
+        if merged is not None:
+            found = await self._run(
+                merged_key_history, merged.logs, request.key, request.max_messages
+            )
+        else:
+            log = self.broker.log(request.topic)
+            found = await self._run(key_history, log, request.key, request.max_messages)
+        return found.to_bytes() + (b"\x10\x01" if found.truncated else b"")
+
 
 # Methods whose handler takes the request's bytes (Publish*) or returns response bytes
 # (Read, Consume): the generated (de)serializer is replaced by a pass-through.
 _RAW_REQUEST = {"Publish", "PublishStream"}
-_RAW_RESPONSE = {"Publish", "PublishStream", "Read", "Consume"}
+_RAW_RESPONSE = {"Publish", "PublishStream", "Read", "Consume", "GetKeyHistory"}
 
 
 def log_handler(service: LogService, admit: Admit | None = None) -> grpc.GenericRpcHandler:

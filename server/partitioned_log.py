@@ -9,6 +9,7 @@ names (``MessageId.partition``); GetLastMessageId lists every partition's last i
 from __future__ import annotations
 
 import asyncio
+import heapq
 from typing import TYPE_CHECKING
 
 from compactlog.partitioner import partition_name
@@ -19,7 +20,9 @@ from compactlog.server.partitioned_reading import (
     merged_consume_step,
 )
 from compactlog.server.reading import response_cap
+from compactlog.storage import batch as codec
 from compactlog.storage.cursor import Cursor
+from compactlog.storage.key_history import KeyHistory, key_history
 from compactlog.storage.topic_log import TopicLog
 from compactlog.storage.types import MessageId, TopicKind
 from compactlog.v1 import compactlog_pb2 as pb
@@ -65,6 +68,22 @@ class MergedLog:
         return resp
 
 
+def merged_key_history(logs: list[TopicLog], key: bytes, limit: int) -> KeyHistory:
+    """GetKeyHistory on ``NAME``: every partition's answer (a key lives in one partition
+    unless partitions were added since), merged by publish time, each partition's own
+    order kept."""
+    answers = [key_history(log, key, limit) for log in logs]
+    found = KeyHistory(truncated=any(a.truncated for a in answers))
+
+    def publish_time(record: bytes) -> int:
+        return codec.decode_message(record).publish_time_ms
+
+    for record in heapq.merge(*(a.records for a in answers), key=publish_time):
+        if not found.add(record, limit):
+            break
+    return found
+
+
 class PartitionedCalls:
     """The partitioned side of one ``LogService``."""
 
@@ -89,7 +108,11 @@ class PartitionedCalls:
         latest = start_position(request.initial_position) == pb.LATEST
         cursors: list[Cursor] = []
         for log in merged.logs:
-            cursors.append(await service._run(log.open_cursor, request.subscription, latest))
+            cursors.append(
+                await service._run(
+                    log.open_cursor, request.subscription, latest, request.read_compacted
+                )
+            )
         limit = request.max_messages or service.batch_size
         max_bytes = response_cap(request.max_bytes)
         loop = asyncio.get_running_loop()

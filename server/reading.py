@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from compactlog.errors import MessageTooLargeForReader
+from compactlog.errors import MalformedRequest, MessageTooLargeForReader
 from compactlog.server.convert import start_position
+from compactlog.storage import batch as codec
 from compactlog.storage.cursor import Cursor
 from compactlog.storage.read_range import MAX_RESPONSE_BYTES, Chunk, read_chunks
-from compactlog.storage.topic_log import TopicLog
+from compactlog.storage.topic_log import ReadableLog, TopicLog
 from compactlog.storage.types import MessageId
 from compactlog.v1 import compactlog_pb2 as pb
 
@@ -28,7 +29,34 @@ Response = tuple[bytes, int]  # response bytes, message count
 STEP_BYTES = 2 * 1024 * 1024
 
 
-def start_of(log: TopicLog, req: pb.ReadRequest) -> MessageId:
+def as_of_point(req: pb.ReadRequest) -> tuple[MessageId | None, int | None] | None:
+    """A Read of the past: ``(as_of, as_of_time_ms)`` (None: a Read of the present).
+    ``as_of`` reads the compacted view, so it needs ``read_compacted``; the view is fixed,
+    so a ``follow`` has nothing to wait for."""
+    has_id, has_time = req.HasField("as_of"), req.HasField("as_of_time_ms")
+    if not has_id and not has_time:
+        return None
+    field = "as_of" if has_id else "as_of_time_ms"
+    if not req.read_compacted:
+        raise MalformedRequest(
+            f"{field} reads the compacted view of the past: set read_compacted",
+            request="ReadRequest",
+            field=field,
+            topic=req.topic,
+        )
+    if req.follow:
+        raise MalformedRequest(
+            f"{field} reads a view that no longer changes: follow does not apply",
+            request="ReadRequest",
+            field="follow",
+            topic=req.topic,
+        )
+    if has_id:
+        return MessageId(req.as_of.ledger_id, req.as_of.entry_id), None
+    return None, req.as_of_time_ms
+
+
+def start_of(log: ReadableLog, req: pb.ReadRequest) -> MessageId:
     which = req.WhichOneof("start")
     if which == "message_id":
         return log.check_start(MessageId(req.message_id.ledger_id, req.message_id.entry_id))
@@ -42,7 +70,7 @@ def start_of(log: TopicLog, req: pb.ReadRequest) -> MessageId:
 class ReadSession:
     """One Read call's position in a topic's raw or compacted view."""
 
-    def __init__(self, log: TopicLog, req: pb.ReadRequest, per_response: int) -> None:
+    def __init__(self, log: ReadableLog, req: pb.ReadRequest, per_response: int) -> None:
         self.log = log
         self.compacted = req.read_compacted
         self.per_response = per_response
@@ -147,6 +175,38 @@ def consume_step(
         if chunk.count:
             check_size(chunk, max_bytes, label)
             return (chunk.to_bytes(), chunk.count), after
+
+
+def redelivery_step(
+    log: TopicLog,
+    cursor: Cursor,
+    ids: list[MessageId],
+    limit: int,
+    compacted: bool,
+    max_bytes: int = MAX_RESPONSE_BYTES,
+) -> tuple[Response | None, set[MessageId], MessageId]:
+    """The messages of ``ids`` (sorted; due again: an ack timeout ran out, a negative
+    acknowledgement) not acknowledged since, one response's worth: ``(response, the ids
+    it holds, the id the scan reached)``. An id up to that point that is not in the
+    response no longer exists (compaction, retention) or was acknowledged."""
+    wanted = set(ids)
+
+    def skip(msg_id: MessageId) -> bool:
+        return msg_id not in wanted or cursor.is_acked(msg_id)
+
+    label = f"topic {log.name!r}"
+    batches = log.batches(ids[0], ids[-1], compacted)
+    for chunk in read_chunks(batches, label, ids[-1], limit, max_bytes=max_bytes, skip=skip):
+        if chunk.count and chunk.last_id is not None:
+            check_size(chunk, max_bytes, label)
+            data = chunk.to_bytes()
+            return (data, chunk.count), set(message_ids(data, label)), chunk.last_id
+    return None, set(), ids[-1]
+
+
+def message_ids(response: bytes, label: str) -> list[MessageId]:
+    """The ids of the messages of a response (spliced stored records)."""
+    return [MessageId(w[0], w[1]) for w in codec.walk(response, label)]
 
 
 def response_cap(requested: int) -> int:

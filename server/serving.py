@@ -27,6 +27,7 @@ from compactlog.server.outside_runs import make_outside_runs
 from compactlog.server.periodic import Periodic
 from compactlog.server.reflection import enable_server_reflection
 from compactlog.server.security import Guard
+from compactlog.server.subscription_admin import SubscriptionAdmin
 from compactlog.server.waiting import TopicSignals
 from compactlog.storage.config import ServerSettings
 from compactlog.v1 import compactlog_pb2 as pb
@@ -68,7 +69,9 @@ def build_server(
     server.add_generic_rpc_handlers((log_handler(service, admit),))
     compactions = make_compactions(broker, settings, metrics)
     stopping = signals.stopping.is_set
-    admin = TopicAdminService(broker, compactions)
+    broker.on_delete(service.dispatchers.forget)
+    subscriptions = SubscriptionAdmin(broker, service.dispatchers, signals.notify)
+    admin = TopicAdminService(broker, compactions, subscriptions)
     engine = CompactionEngineService(make_outside_runs(broker, compactions), compactions)
     server.add_generic_rpc_handlers(
         (

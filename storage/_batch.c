@@ -8,6 +8,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define HAS_KEY 1
@@ -54,13 +55,22 @@ static int buf_varint(Buf *b, uint64_t n) {
     return buf_put(b, tmp, varint_encode(tmp, n));
 }
 
+static void malformed(const char *what) { PyErr_SetString(MalformedPayload, what); }
+
+/* The key index's hash of a key (storage/key_index.py): FNV-1a 64 folded to 32 bits,
+ * never 0 (0 marks a keyless record in an index block). */
+static uint32_t index_hash(const unsigned char *p, Py_ssize_t n) {
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (Py_ssize_t i = 0; i < n; i++) { h ^= p[i]; h *= 0x100000001b3ULL; }
+    uint32_t folded = (uint32_t)(h ^ (h >> 32));
+    return folded ? folded : 1;
+}
+
 static int buf_u32be(Buf *b, uint32_t v) {
     unsigned char t[4] = {(unsigned char)(v >> 24), (unsigned char)(v >> 16),
                           (unsigned char)(v >> 8), (unsigned char)v};
     return buf_put(b, t, 4);
 }
-
-static void malformed(const char *what) { PyErr_SetString(MalformedPayload, what); }
 
 /* Reads a varint at *p (< end); returns 0 and advances *p, or -1 with an exception set. */
 static int read_varint(const unsigned char *buf, Py_ssize_t *p, Py_ssize_t end, uint64_t *out) {
@@ -136,7 +146,7 @@ static PyObject *encode_records(PyObject *self, PyObject *args) {
     Py_ssize_t end = view.len, p = pos, count = 0;
     Buf payload = {0}, keys = {0}, body = {0};
     int64_t max_event = INT64_MIN;
-    Py_ssize_t max_size = -1, max_index = -1;
+    Py_ssize_t max_size = -1, max_index = -1, keyed = 0;
     PyObject *result = NULL;
     if (pos < 0 || pos > end) { malformed("position outside the request"); goto done; }
     while (p < end && count < max_count && payload.len < room) {
@@ -154,7 +164,6 @@ static PyObject *encode_records(PyObject *self, PyObject *args) {
         body.len = 0;
         if (buf_put(&body, idbuf, idlen) < 0) goto done;
         Py_ssize_t key_s = -1, key_e = -1, key_f = -1, val_f = -1, val_e = -1;
-        int flags = 0;
         uint64_t event = 0;
         /* first pass: locate key/value (last wins) and event time */
         Py_ssize_t r = rs;
@@ -169,12 +178,11 @@ static PyObject *encode_records(PyObject *self, PyObject *args) {
             if (field == 1 && wire == 2) {
                 Py_ssize_t s = fs;
                 if (read_varint(req, &s, re, &vn) < 0) goto done;
-                key_f = fs; key_s = s; key_e = fe; flags |= HAS_KEY;
+                key_f = fs; key_s = s; key_e = fe;
             } else if (field == 2 && wire == 2) {
                 Py_ssize_t s = fs;
                 if (read_varint(req, &s, re, &vn) < 0) goto done;
                 val_f = fs; val_e = fe;
-                flags = (flags & HAS_KEY) | VALUE_PRESENT | (vn ? VALUE_NON_EMPTY : 0);
             } else if (field == 4 && wire == 0) {
                 Py_ssize_t s = fs;
                 if (read_varint(req, &s, re, &event) < 0) goto done;
@@ -214,11 +222,9 @@ static PyObject *encode_records(PyObject *self, PyObject *args) {
         if (buf_byte(&payload, 0x0A) < 0 || buf_varint(&payload, (uint64_t)body.len) < 0 ||
             buf_put(&payload, body.data, body.len) < 0)
             goto done;
-        Py_ssize_t klen = key_f >= 0 ? key_e - key_s : 0;
-        if (buf_byte(&keys, (unsigned char)flags) < 0 || buf_u32be(&keys, (uint32_t)body.len) < 0 ||
-            buf_u32be(&keys, (uint32_t)klen) < 0 ||
-            (klen && buf_put(&keys, req + key_s, klen) < 0))
+        if (buf_u32be(&keys, key_f >= 0 ? index_hash(req + key_s, key_e - key_s) : 0) < 0)
             goto done;
+        keyed += key_f >= 0;
         Py_ssize_t size = body.len - idlen;
         if (size > max_size) { max_size = size; max_index = count; }
         if ((int64_t)event > max_event) max_event = (int64_t)event;
@@ -235,7 +241,7 @@ static PyObject *encode_records(PyObject *self, PyObject *args) {
         p = nxt;
     }
     result = Py_BuildValue("(y#y#nnLnn)", payload.data ? (char *)payload.data : "", payload.len,
-                           keys.data ? (char *)keys.data : "", keys.len, count, p,
+                           keys.data ? (char *)keys.data : "", keyed ? keys.len : 0, count, p,
                            (long long)max_event, max_size, max_index);
 done:
     PyMem_Free(payload.data);
@@ -452,6 +458,147 @@ done:
     return result;
 }
 
+/* key_hash(key) -> the index hash of a key */
+static PyObject *key_hash(PyObject *self, PyObject *arg) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    uint32_t h = index_hash(view.buf, view.len);
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(h);
+}
+
+/* Run entries: hash u32 + entry id u64, big-endian (12 bytes). */
+#define RUN_ENTRY 12
+
+typedef struct { uint64_t hash, entry; } IndexEntry;
+
+static int entry_lt(const IndexEntry *a, const IndexEntry *b) {
+    return a->hash < b->hash || (a->hash == b->hash && a->entry < b->entry);
+}
+
+static uint64_t load_be(const unsigned char *p, int n) {
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++) v = (v << 8) | p[i];
+    return v;
+}
+
+static void store_be(unsigned char *p, uint64_t v, int n) {
+    for (int i = n - 1; i >= 0; i--) { p[i] = (unsigned char)v; v >>= 8; }
+}
+
+/* block_entries(block, first_entry) -> run entries of a batch's index block (keyless
+ * records, hash 0, have none) */
+static PyObject *block_entries(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    unsigned long long first;
+    if (!PyArg_ParseTuple(args, "y*K", &view, &first)) return NULL;
+    if (view.len % 4) {
+        PyBuffer_Release(&view);
+        malformed("key index block is not a whole number of hashes");
+        return NULL;
+    }
+    const unsigned char *src = view.buf;
+    Py_ssize_t n = view.len / 4, keyed = 0;
+    for (Py_ssize_t i = 0; i < n; i++) keyed += load_be(src + 4 * i, 4) != 0;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, keyed * RUN_ENTRY);
+    if (!out) { PyBuffer_Release(&view); return NULL; }
+    unsigned char *dst = (unsigned char *)PyBytes_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint64_t h = load_be(src + 4 * i, 4);
+        if (!h) continue;
+        store_be(dst, h, 4);
+        store_be(dst + 4, first + (uint64_t)i, 8);
+        dst += RUN_ENTRY;
+    }
+    PyBuffer_Release(&view);
+    return out;
+}
+
+/* Quicksort (median of three, insertion sort below 16, recursion on the smaller side). */
+static void sort_entries(IndexEntry *a, Py_ssize_t n) {
+    while (n > 16) {
+        IndexEntry *lo = a, *mid = a + n / 2, *hi = a + n - 1, t;
+        if (entry_lt(mid, lo)) { t = *mid; *mid = *lo; *lo = t; }
+        if (entry_lt(hi, mid)) { t = *hi; *hi = *mid; *mid = t; }
+        if (entry_lt(mid, lo)) { t = *mid; *mid = *lo; *lo = t; }
+        IndexEntry pivot = *mid;
+        Py_ssize_t i = 0, j = n - 1;
+        for (;;) {
+            while (entry_lt(&a[i], &pivot)) i++;
+            while (entry_lt(&pivot, &a[j])) j--;
+            if (i >= j) break;
+            t = a[i]; a[i] = a[j]; a[j] = t;
+            i++; j--;
+        }
+        Py_ssize_t left = j + 1;
+        if (left < n - left) { sort_entries(a, left); a += left; n -= left; }
+        else { sort_entries(a + left, n - left); n = left; }
+    }
+    for (Py_ssize_t i = 1; i < n; i++) {
+        IndexEntry v = a[i];
+        Py_ssize_t j = i;
+        while (j > 0 && entry_lt(&v, &a[j - 1])) { a[j] = a[j - 1]; j--; }
+        a[j] = v;
+    }
+}
+
+/* Hashes are uniform: one counting pass puts each entry in its bucket by the top bits of
+ * its hash (about one entry a bucket), then each bucket is sorted on its own (quicksort,
+ * so that a key with many entries, one bucket, stays n log n). Result in out[]. */
+static int bucket_sort(const IndexEntry *in, IndexEntry *out, Py_ssize_t n) {
+    int bits = 4;
+    while (bits < 16 && ((Py_ssize_t)1 << bits) < n) bits++;
+    size_t buckets = (size_t)1 << bits;
+    Py_ssize_t *start = PyMem_RawCalloc(buckets + 1, sizeof(Py_ssize_t));
+    if (!start) return -1;
+    for (Py_ssize_t i = 0; i < n; i++) start[(in[i].hash >> (32 - bits)) + 1]++;
+    for (size_t b = 0; b < buckets; b++) start[b + 1] += start[b];
+    for (Py_ssize_t i = 0; i < n; i++) out[start[in[i].hash >> (32 - bits)]++] = in[i];
+    Py_ssize_t from = 0; /* start[b] is now the end of bucket b */
+    for (size_t b = 0; b < buckets; b++) {
+        if (start[b] - from > 1) sort_entries(out + from, start[b] - from);
+        from = start[b];
+    }
+    PyMem_RawFree(start);
+    return 0;
+}
+
+/* sort_index(entries) -> run entries (hash u32, entry u64) in byte order.
+ * The sort runs without the GIL: the key indexer's merges never stall a publish. */
+static PyObject *sort_index(PyObject *self, PyObject *arg) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    if (view.len % RUN_ENTRY) {
+        PyBuffer_Release(&view);
+        malformed("key index run is not a whole number of entries");
+        return NULL;
+    }
+    Py_ssize_t n = view.len / RUN_ENTRY;
+    IndexEntry *entries = PyMem_RawMalloc((size_t)(n ? 2 * n : 1) * sizeof(IndexEntry));
+    if (!entries) { PyBuffer_Release(&view); return PyErr_NoMemory(); }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, view.len);
+    if (!out) { PyMem_RawFree(entries); PyBuffer_Release(&view); return NULL; }
+    const unsigned char *src = view.buf;
+    unsigned char *dst = (unsigned char *)PyBytes_AS_STRING(out);
+    IndexEntry *sorted = entries + n;
+    int failed;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        entries[i].hash = load_be(src + RUN_ENTRY * i, 4);
+        entries[i].entry = load_be(src + RUN_ENTRY * i + 4, 8);
+    }
+    failed = bucket_sort(entries, sorted, n);
+    for (Py_ssize_t i = 0; !failed && i < n; i++) {
+        store_be(dst + RUN_ENTRY * i, sorted[i].hash, 4);
+        store_be(dst + RUN_ENTRY * i + 4, sorted[i].entry, 8);
+    }
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(entries);
+    if (failed) { Py_DECREF(out); PyBuffer_Release(&view); return PyErr_NoMemory(); }
+    PyBuffer_Release(&view);
+    return out;
+}
+
 /* Kafka's Utils.murmur2 (seed 0x9747b28c), as an unsigned 32-bit value. */
 static uint32_t murmur2(const unsigned char *data, Py_ssize_t length) {
     const uint32_t m = 0x5bd1e995;
@@ -551,6 +698,9 @@ done:
 }
 
 static PyMethodDef methods[] = {
+    {"key_hash", key_hash, METH_O, "The key index's hash of a key."},
+    {"block_entries", block_entries, METH_VARARGS, "Run entries of an index block."},
+    {"sort_index", sort_index, METH_O, "Key index run entries in byte order."},
     {"encode_records", encode_records, METH_VARARGS, "Records of a PublishRequest as messages."},
     {"walk", walk, METH_VARARGS, "Message records of a payload."},
     {"span", span, METH_VARARGS, "Byte range of the records in an id range."},

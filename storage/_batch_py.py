@@ -136,6 +136,39 @@ def _message(
     return bytes(out), flags, key, signed
 
 
+_FNV_OFFSET = 0xCBF29CE484222325
+_FNV_PRIME = 0x100000001B3
+RUN_ENTRY = 12  # a key index run entry: hash u32, entry id u64 (big-endian)
+
+
+def key_hash(key: bytes) -> int:
+    """The key index's hash of a key: FNV-1a 64 folded to 32 bits, never 0 (0 marks a
+    keyless record in an index block). Equal keys, equal hashes; a collision is
+    resolved by comparing the stored key."""
+    h = _FNV_OFFSET
+    for b in key:
+        h = ((h ^ b) * _FNV_PRIME) & (_U64 - 1)
+    return ((h ^ (h >> 32)) & 0xFFFFFFFF) or 1
+
+
+def block_entries(block: bytes, first_entry: int) -> bytes:
+    """Run entries of a batch's index block (one u32 hash a record; 0: keyless)."""
+    if len(block) % 4:
+        raise MalformedPayload("key index block is not a whole number of hashes")
+    return b"".join(
+        block[i : i + 4] + (first_entry + i // 4).to_bytes(8, "big")
+        for i in range(0, len(block), 4)
+        if block[i : i + 4] != bytes(4)
+    )
+
+
+def sort_index(entries: bytes) -> bytes:
+    """Key index run entries (hash u32, entry id u64) in byte order."""
+    if len(entries) % RUN_ENTRY:
+        raise MalformedPayload("key index run is not a whole number of entries")
+    return b"".join(sorted(entries[i : i + RUN_ENTRY] for i in range(0, len(entries), RUN_ENTRY)))
+
+
 def encode_records(
     request: bytes,
     pos: int,
@@ -149,10 +182,13 @@ def encode_records(
     """Encode the Records of ``request[pos:]`` (PublishRequest field 2) as message records.
 
     Stops after ``max_count`` records, or after the record that brings the payload to
-    ``room`` bytes or more. Returns ``(payload, key block, count, next pos, max event
+    ``room`` bytes or more. Returns ``(payload, index block, count, next pos, max event
     time, largest record size, its index)``; sizes are the message bytes without the id
     field (what ``max.message.bytes`` limits). Fields other than 2 are skipped. A
-    ``partition`` other than 0 goes into every id (``MessageId.partition``).
+    ``partition`` other than 0 goes into every id (``MessageId.partition``). The index
+    block holds ``key_hash(key)`` of each record, 0 for a keyless one (big-endian u32),
+    and is empty when no record has a key: what ``storage.key_index`` stores beside the
+    batch.
     """
     if partition < 0:
         raise ValueError("partition must be >= 0")
@@ -175,17 +211,12 @@ def encode_records(
             continue
         _n, rs = read_varint(request, q, end)
         ident = id_field(ledger_id, first_entry + count, partition)
-        body, flags, key, event = _message(request, rs, nxt, ident, publish_ms)
+        body, _flags, key, event = _message(request, rs, nxt, ident, publish_ms)
         payload.append(0x0A)
         put_varint(payload, len(body))
         payload += body
         size = len(body) - len(ident)
-        keyblock += (
-            bytes([flags])
-            + len(body).to_bytes(4, "big")
-            + (len(key) if key is not None else 0).to_bytes(4, "big")
-            + (key or b"")
-        )
+        keyblock += (key_hash(key) if key is not None else 0).to_bytes(4, "big")
         if size > max_size:
             max_size, max_index = size, count
         max_event = max(max_event, event)
@@ -197,7 +228,8 @@ def encode_records(
         if tag >> 3 == 2 and tag & 7 == 2:
             break
         p = _skip(request, q, end, tag & 7)
-    return bytes(payload), bytes(keyblock), count, p, max_event, max_size, max_index
+    index = bytes(keyblock) if keyblock.strip(b"\0") else b""  # none for a keyless batch
+    return bytes(payload), index, count, p, max_event, max_size, max_index
 
 
 def _record_at(payload: bytes, p: int, end: int) -> tuple[int, int]:

@@ -13,6 +13,9 @@ Batch (all integers big-endian)::
        4    4  crc               u32  CRC-32C (Castagnoli) of bytes 8 .. 4+length
        8    1  magic             u8   BATCH_MAGIC (2); 1 was the per-record format
        9    1  attributes        u8   bit0 COMPACTED: ids ascend but need not be contiguous
+                                          bit1 LIVE_ONLY: every message has a key and a
+                                          non-empty value (set by the two-phase compactor
+                                          on batches with no tombstone or keyless message)
       10    2  reserved          u16  0
       12    4  count             u32  messages in the payload (>= 1)
       16    8  first_ledger      u64  id of the first message (SEGMENTED: 0)
@@ -74,6 +77,7 @@ VALUE_PRESENT = _batch_py.VALUE_PRESENT
 
 BATCH_MAGIC = 2
 COMPACTED = 1
+LIVE_ONLY = 2
 NO_HORIZON = -1
 HEADER = struct.Struct(">IIBBHIQQQQqqq")
 HEADER_SIZE = HEADER.size  # 72
@@ -175,10 +179,10 @@ def peek_length(data: bytes, offset: int = 0) -> int:
 
 @dataclass(frozen=True, slots=True)
 class EncodedRun:
-    """Records of a request encoded for one ledger: a batch payload and its key block."""
+    """Records of a request encoded for one ledger: a batch payload and its key index block."""
 
     payload: bytes
-    key_block: bytes
+    index_block: bytes  # per keyed record: key_hash(key), entry id (storage.key_index)
     count: int
     next_pos: int
     max_event_time_ms: int

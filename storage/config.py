@@ -96,6 +96,13 @@ LEDGER_KEYS = _keys(
     ConfigKey("retention.ms", _int(-1), -1, "age after which consumed ledgers go; -1 = forever"),
     ConfigKey("retention.bytes", _int(-1), -1, "size above which consumed ledgers go; -1 = no cap"),
     ConfigKey("max.message.bytes", _int(1), 1048576, "largest record accepted"),
+    ConfigKey(
+        "delete.retention.ms",
+        _int(0),
+        0,
+        "how long compaction keeps a tombstone after its publish time (besides keeping it "
+        "for subscriptions reading compacted that have not passed it)",
+    ),
 )
 
 SEGMENTED_KEYS = _keys(
@@ -251,6 +258,7 @@ class LedgerTopicConfig:
     retention_ms: int = -1
     retention_bytes: int = -1
     max_message_bytes: int = 1048576
+    delete_retention_ms: int = 0
 
     @classmethod
     def from_effective(cls, effective: Mapping[str, str]) -> LedgerTopicConfig:

@@ -43,7 +43,13 @@ from compactlog.storage.types import MessageId
 
 COMPACTION_SUBSCRIPTION = "__compaction"
 COMPACTED_LEDGER_PROPERTY = "CompactedTopicLedger"
+# Set ("true") on a subscription whose consumers read the compacted view: the compactor
+# keeps tombstones in the compacted ledger until its mark-delete position passed them.
+READ_COMPACTED_PROPERTY = "ReadCompacted"
 RESERVED_SUBSCRIPTION_PREFIX = "__"
+# The subscription type (EXCLUSIVE, SHARED, FAILOVER) a subscription was created with,
+# kept among its properties so that it survives a restart; absent: EXCLUSIVE.
+SUBSCRIPTION_TYPE_PROPERTY = "subscriptionType"
 
 Successor = Callable[[MessageId | None], MessageId | None]
 
@@ -120,6 +126,20 @@ class Cursor:
             cursor.delivered = max(filter(None, [cursor.delivered, last]))
         return cursor
 
+    @property
+    def reads_compacted(self) -> bool:
+        return self.properties.get(READ_COMPACTED_PROPERTY) == "true"
+
+    def set_reads_compacted(self, compacted: bool) -> CursorChange:
+        """Record how the subscription's consumers read (a change of the head, or none)."""
+        if compacted == self.reads_compacted:
+            return CursorChange()
+        if compacted:
+            self.properties[READ_COMPACTED_PROPERTY] = "true"
+        else:
+            self.properties.pop(READ_COMPACTED_PROPERTY, None)
+        return CursorChange(head=True)
+
     # ---- reading ----------------------------------------------------------------------
 
     def is_acked(self, msg_id: MessageId) -> bool:
@@ -188,6 +208,20 @@ class Cursor:
         self.mark_delete = mark
         self.acked.drop_through(mark, change.ranges)
         change.head = True
+
+    def reset(self, mark: MessageId | None) -> CursorChange:
+        """An administrator's reset (Pulsar's resetCursor): every acknowledgement is
+        forgotten, the mark-delete position is ``mark`` (None: before the first message)
+        and delivery starts again right after it. ``delivered`` only rises, so acks of
+        messages given out before the reset still count."""
+        change = CursorChange(head=True)
+        for start, _end in list(self.acked):
+            change.ranges[start] = None
+        self.acked = AckedRanges()
+        self.mark_delete = mark
+        self.deliver(mark, rewound=True)
+        self._head_dirty = False
+        return change
 
     def set_position(self, mark: MessageId | None, properties: dict[str, str]) -> CursorChange:
         """The compactor's commit: a new position and properties at once."""

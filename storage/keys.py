@@ -16,6 +16,13 @@ numeric order and one ledger is one contiguous key range).
                                                           beyond mark-delete: start -> end
     b"S" topic                           -> JSON          compaction status and last run
     b"B" set_aside_ms:u64 original key   -> value         a value that failed validation, kept
+    b"\\x00key_index"                    -> b"1"          raw ledgers carry a key index (below)
+    b"X" ledger_id:u64 0x00 first_entry:u64
+                                         -> index block   the key index of the batch at
+                                                          E ledger first_entry (written with it)
+    b"X" ledger_id:u64 0x01 run_first:u64 hash:u32 entry:u64
+                                         -> index chunk   a merged run of a ledger's key index,
+                                                          sorted; the key names its last entry
 
 A batch holds consecutive entries of one ledger; the batch holding entry ``e`` is the
 last key at or before ``E ledger e`` (a seek-for-prev). In a compacted ledger the key's
@@ -76,6 +83,42 @@ def ledger_range(ledger_id: int) -> tuple[bytes, bytes]:
         _ENTRY.pack(b"E", ledger_id, 0),
         _LEDGER.pack(b"E", ledger_id + 1) if ledger_id < MAX_ID else b"F",
     )
+
+
+KEY_INDEX_KEY = b"\x00key_index"
+KEY_INDEX_VERSION = b"1"
+_X_LEDGER = struct.Struct(">cQ")
+_X_BLOCK = struct.Struct(">cQBQ")
+_X_CHUNK = struct.Struct(">cQBQIQ")
+INDEX_BLOCK, INDEX_RUN = 0, 1
+
+
+def key_index_range(ledger_id: int) -> tuple[bytes, bytes]:
+    """Every key index record of one ledger (deleted with the ledger)."""
+    end = _X_LEDGER.pack(b"X", ledger_id + 1) if ledger_id < MAX_ID else b"Y"
+    return _X_LEDGER.pack(b"X", ledger_id), end
+
+
+def key_index_all() -> tuple[bytes, bytes]:
+    return b"X", b"Y"
+
+
+def index_block_key(ledger_id: int, first_entry: int) -> bytes:
+    return _X_BLOCK.pack(b"X", ledger_id, INDEX_BLOCK, first_entry)
+
+
+def index_run_prefix(ledger_id: int, run_first: int) -> bytes:
+    return _X_BLOCK.pack(b"X", ledger_id, INDEX_RUN, run_first)
+
+
+def index_chunk_key(ledger_id: int, run_first: int, last_hash: int, last_entry: int) -> bytes:
+    return _X_CHUNK.pack(b"X", ledger_id, INDEX_RUN, run_first, last_hash, last_entry)
+
+
+def parse_index_key(key: bytes) -> tuple[int, int, int]:
+    """``(ledger id, INDEX_BLOCK or INDEX_RUN, first entry or run_first)`` of an X key."""
+    _x, ledger_id, level, first = _X_BLOCK.unpack_from(key)
+    return ledger_id, level, first
 
 
 LEGACY_KEY_BLOCK_PREFIX = b"K"  # format 1 only: per-batch key blocks

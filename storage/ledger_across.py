@@ -44,9 +44,11 @@ def append_across(
         undo: list[tuple[LedgerTopic, UndoPoint]] = []
         batch = Batch()
         every: list[list[IdRun]] = []
+        before: list[LedgerMeta | None] = []
         try:
             for topic, (_name, request, partition) in zip(topics, parts, strict=True):
                 undo.append((topic, topic.undo_point()))
+                before.append(topic.current)
                 runs, _ = build_append(topic, request, now, allocate, partition, batch)
                 every.append(runs)
             if batch.ops:
@@ -55,6 +57,8 @@ def append_across(
             for topic, point in reversed(undo):
                 topic.rollback(point)  # memory must not run ahead of disk
             raise
+        for current, runs in zip(before, every, strict=True):
+            store.key_indexer.appended(current, runs)
         ticket = store.group_commit.ticket() if store.fsync and batch.ops else 0
         out = []
         for topic, runs in zip(topics, every, strict=True):

@@ -3,8 +3,9 @@
 The hot path: the raw bytes of a ``PublishRequest`` go through the batch codec's
 compiled twin (ids, publish time, event-time defaults) straight into one batch per
 ledger the request touches (one, unless the current ledger rolls over mid-request),
-all in one RocksDB WriteBatch. Ids come back as runs ``(ledger, first entry, count)``,
-never one object per message.
+all in one RocksDB WriteBatch, each batch with its key index block (one more put per
+batch, emitted by the same encoder; ``storage/key_index.py``). Ids come back as runs
+``(ledger, first entry, count)``, never one object per message.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING
 from compactlog.errors import RecordTooLarge
 from compactlog.storage import batch as codec
 from compactlog.storage import keys
-from compactlog.storage.codec import ROLE_RAW, LedgerMeta
+from compactlog.storage.codec import HAS_KEY, ROLE_RAW, VALUE_NON_EMPTY, LedgerMeta
 from compactlog.storage.rocks import Batch
 from compactlog.storage.types import MessageId
 
@@ -108,6 +109,8 @@ def build_append(
             run.max_event_time_ms,
         )
         out.put(keys.entry_key(lid, first), data)
+        if run.index_block:  # the batch's key index, in the same write (storage.key_index)
+            out.put(keys.index_block_key(lid, first), run.index_block)
         cur.entries = last + 1
         cur.bytes += len(data)
         cur.last_publish_ms = now
@@ -120,9 +123,10 @@ def build_append(
     return runs, out
 
 
-def compacted_batch(ledger_id: int, messages: Sequence[bytes]) -> bytes:
+def compacted_batch(ledger_id: int, messages: Sequence[bytes], live_only: bool = False) -> bytes:
     """One COMPACTED batch of ``Message`` bytes that carry their original ids (a compacted
-    ledger's append, in the server or in a compaction worker's SST file)."""
+    ledger's append, in the server or in a compaction worker's SST file); ``live_only``:
+    the writer knows every message has a key and a non-empty value (``LIVE_ONLY``)."""
     payload = codec.frame_messages(messages)
     walked = codec.walk(payload, f"ledger {ledger_id}")
     return compacted_records_batch(
@@ -130,15 +134,17 @@ def compacted_batch(ledger_id: int, messages: Sequence[bytes]) -> bytes:
         len(messages),
         MessageId(walked[0][0], walked[0][1]),
         MessageId(walked[-1][0], walked[-1][1]),
+        live_only,
     )
 
 
 def compacted_records_batch(
-    records: bytes, count: int, first_id: MessageId, last_id: MessageId
+    records: bytes, count: int, first_id: MessageId, last_id: MessageId, live_only: bool = False
 ) -> bytes:
     """``compacted_batch`` of messages already framed as payload records, their first and
     last ids known (phase two's per-batch path): the same bytes."""
-    return codec.pack(records, count, first_id, last_id, 0, 0, attributes=codec.COMPACTED)
+    attributes = codec.COMPACTED | (codec.LIVE_ONLY if live_only else 0)
+    return codec.pack(records, count, first_id, last_id, 0, 0, attributes=attributes)
 
 
 def ids_of(runs: Sequence[IdRun]) -> list[MessageId]:
@@ -181,3 +187,11 @@ class PendingAppend:
 
     def wait(self) -> list[MessageId]:
         return ids_of(self.wait_runs())
+
+
+LIVE = HAS_KEY | VALUE_NON_EMPTY
+
+
+def live_only(entries: Sequence[tuple[int, bytes, bytes | None, int]]) -> bool:
+    """Whether every ``(position, data, key, flags)`` entry is a keyed, non-empty value."""
+    return all(flags & LIVE == LIVE for _pos, _data, _key, flags in entries)

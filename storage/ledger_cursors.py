@@ -46,18 +46,37 @@ class LedgerCursors:
     def topic(self, name: str) -> LedgerTopic:
         raise NotImplementedError
 
-    def open_cursor(self, name: str, subscription: str, latest: bool = False) -> Cursor:
+    def open_cursor(
+        self,
+        name: str,
+        subscription: str,
+        latest: bool = False,
+        read_compacted: bool | None = None,
+        properties: dict[str, str] | None = None,
+    ) -> Cursor:
+        """The subscription's cursor, created (with ``properties``) at the earliest or
+        latest id on first use. ``read_compacted`` (a Consume's) is recorded with the
+        cursor, durably, when it changes: the compactor keeps tombstones for subscriptions
+        reading compacted."""
         topic = self.topic(name)
         with topic.lock:
             cursor = topic.cursors.get(subscription)
             if cursor is None:
-                cursor = Cursor(subscription)
+                cursor = Cursor(subscription, properties=dict(properties or {}))
                 if latest:
                     cursor.mark_delete = cursor.read_position = cursor.delivered = topic.lac
+                if read_compacted:
+                    cursor.set_reads_compacted(True)
                 batch = Batch()
                 self._write_change(topic, cursor, CursorChange(head=True), batch)
                 self.db.write(batch, sync=self.fsync)
                 topic.cursors[subscription] = cursor
+            elif read_compacted is not None:
+                change = cursor.set_reads_compacted(read_compacted)
+                if change:
+                    batch = Batch()
+                    self._write_change(topic, cursor, change, batch)
+                    self.db.write(batch, sync=self.fsync)
             return cursor
 
     def _cursor(self, topic: LedgerTopic, subscription: str) -> Cursor:
@@ -115,6 +134,43 @@ class LedgerCursors:
             self._write_change(topic, cursor, change, batch)
             self.db.write(batch)  # the WAL; synced by the group commit
             return cursor, self.group_commit.ticket() if self.fsync else 0
+
+    def delete_cursor(self, name: str, subscription: str) -> None:
+        """Drop a subscription: its head and every range record, in one synced write."""
+        topic = self.topic(name)
+        with topic.lock:
+            self._cursor(topic, subscription)
+            batch = Batch()
+            batch.delete(keys.cursor_key(name, subscription))
+            prefix = keys.ack_range_prefix(name, subscription)
+            batch.delete_range(prefix, prefix[:-1] + b"\x01")
+            self.db.write(batch, sync=True)
+            del topic.cursors[subscription]
+
+    def reset_cursor(self, name: str, subscription: str, start: MessageId) -> Cursor:
+        """Move the subscription so that delivery starts again at ``start`` (inclusive),
+        its acknowledgements forgotten; one synced write."""
+        topic = self.topic(name)
+        with topic.lock:
+            cursor = self._cursor(topic, subscription)
+            change = cursor.reset(topic.predecessor(start))
+            batch = Batch()
+            self._write_change(topic, cursor, change, batch)
+            self.db.write(batch, sync=True)
+            return cursor
+
+    def backlog(self, name: str, cursor: Cursor) -> int:
+        """Messages after the mark-delete position not acknowledged individually."""
+        topic = self.topic(name)
+        with topic.lock:
+            mark = cursor.mark_delete
+            total = 0
+            for led in topic.ledgers:
+                if mark is None or led.ledger_id > mark.ledger_id:
+                    total += led.entries
+                elif led.ledger_id == mark.ledger_id:
+                    total += max(0, led.entries - mark.entry_id - 1)
+            return max(0, total - cursor.acked.ids())
 
     def commit_cursor(
         self,

@@ -218,4 +218,5 @@ def _collect_orphans(state: LoadedLedgers, batch: Batch) -> None:
         log.info("deleting ledger %d of %r: no topic references it", lid, meta.topic)
         batch.delete(keys.ledger_meta_key(lid))
         batch.delete_range(*keys.ledger_range(lid))
+        batch.delete_range(*keys.key_index_range(lid))
         del state.ledgers[lid]

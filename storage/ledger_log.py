@@ -49,8 +49,27 @@ class LedgerTopicLog:
         view = compacted_view if compacted else raw_view
         return view(self.store, self.name, start, stop)
 
-    def open_cursor(self, subscription: str, latest: bool) -> Cursor:
-        return self.store.open_cursor(self.name, subscription, latest=latest)
+    def open_cursor(
+        self,
+        subscription: str,
+        latest: bool,
+        read_compacted: bool = False,
+        properties: dict[str, str] | None = None,
+    ) -> Cursor:
+        return self.store.open_cursor(self.name, subscription, latest, read_compacted, properties)
+
+    def subscriptions(self) -> list[Cursor]:
+        with self.topic.lock:
+            return [self.topic.cursors[name] for name in sorted(self.topic.cursors)]
+
+    def delete_subscription(self, subscription: str) -> None:
+        self.store.delete_cursor(self.name, subscription)
+
+    def reset_subscription(self, subscription: str, start: MessageId) -> Cursor:
+        return self.store.reset_cursor(self.name, subscription, start)
+
+    def backlog(self, cursor: Cursor) -> int:
+        return self.store.backlog(self.name, cursor)
 
     def delivered(self, cursor: Cursor, last: MessageId | None, rewound: bool = False) -> None:
         cursor.deliver(last, rewound)

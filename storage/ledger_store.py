@@ -26,12 +26,14 @@ from compactlog.errors import (
 )
 from compactlog.storage import batch as codec
 from compactlog.storage import keys
-from compactlog.storage.codec import ROLE_COMPACTED, LedgerMeta
+from compactlog.storage.codec import ROLE_COMPACTED, ROLE_RAW, LedgerMeta
 from compactlog.storage.config import LedgerTopicConfig, ServerSettings, effective_topic_config
 from compactlog.storage.cursor import COMPACTED_LEDGER_PROPERTY
 from compactlog.storage.group_commit import GroupCommit
+from compactlog.storage.key_index import build_missing
+from compactlog.storage.key_indexer import IndexedLedger, KeyIndexer
 from compactlog.storage.ledger_across import append_across
-from compactlog.storage.ledger_append import PendingAppend, build_append, compacted_batch
+from compactlog.storage.ledger_append import PendingAppend, build_append, compacted_batch, live_only
 from compactlog.storage.ledger_cursors import LedgerCursors
 from compactlog.storage.ledger_load import load_ledgers
 from compactlog.storage.ledger_scans import KeyEntry, LedgerScans, StoredBatch
@@ -63,10 +65,19 @@ class LedgerStore(LedgerScans, LedgerCursors):
         self.changes = ChangeListeners()
         try:
             self._load()
+            built = build_missing(
+                self.db, [led.ledger_id for t in self._topics.values() for led in t.ledgers]
+            )
+            if built:
+                log.info("key index built for %d batches written before it existed", built)
         except BaseException:
             self.group_commit.close()
             self.db.close()
             raise
+        self.key_indexer = KeyIndexer(self.db, self._index_state)
+        for lid, meta in self._ledgers.items():
+            if meta.role == ROLE_RAW:
+                self.key_indexer.dirty(lid)  # sealed at start-up: each ends as one run
 
     # ---- start-up -------------------------------------------------------------------
 
@@ -77,6 +88,18 @@ class LedgerStore(LedgerScans, LedgerCursors):
         self._ledgers = state.ledgers
         self._topics = state.topics
         self._offline = state.offline
+
+    def _index_state(self, ledger_id: int) -> IndexedLedger | None:
+        """What the key indexer needs to merge a raw ledger's index safely."""
+        meta = self._ledgers.get(ledger_id)
+        topic = None if meta is None else self._topics.get(meta.topic)
+        if meta is None or topic is None or meta.role != ROLE_RAW:
+            return None
+
+        def alive() -> bool:
+            return not topic.deleted and self._ledgers.get(ledger_id) is meta
+
+        return topic.lock, alive, meta.sealed
 
     def _new_topic(self, name: str, overrides: dict[str, str], incarnation: int = 0) -> LedgerTopic:
         effective = effective_topic_config(
@@ -198,6 +221,7 @@ class LedgerStore(LedgerScans, LedgerCursors):
     def _delete_ledger_ops(self, batch: Batch, ledger_id: int) -> None:
         batch.delete(keys.ledger_meta_key(ledger_id))
         batch.delete_range(*keys.ledger_range(ledger_id))
+        batch.delete_range(*keys.key_index_range(ledger_id))
 
     def ledger(self, ledger_id: int) -> LedgerMeta | None:
         return self._ledgers.get(ledger_id)
@@ -222,7 +246,9 @@ class LedgerStore(LedgerScans, LedgerCursors):
         first = entries[0][0]
         if first != meta.entries or entries[-1][0] != first + len(entries) - 1:
             raise StorageError(f"ledger {ledger_id}: appends must continue at {meta.entries}")
-        data = compacted_batch(ledger_id, [data for _pos, data, _key, _flags in entries])
+        data = compacted_batch(
+            ledger_id, [data for _pos, data, _key, _flags in entries], live_only(entries)
+        )
         self.append_compacted(ledger_id, first, len(entries), data)
 
     def append_compacted(self, ledger_id: int, first: int, count: int, data: bytes) -> None:
@@ -296,6 +322,7 @@ class LedgerStore(LedgerScans, LedgerCursors):
             if topic.deleted:
                 raise TopicNotFound(f"topic {topic.name!r} does not exist", topic=topic.name)
             undo = topic.undo_point()
+            before = topic.current
             try:
                 runs, batch = build_append(topic, request, now, self._allocate_ledger, partition)
                 if runs:
@@ -305,6 +332,7 @@ class LedgerStore(LedgerScans, LedgerCursors):
                 raise
             if not runs:
                 return PendingAppend(self, topic, [], 0)
+            self.key_indexer.appended(before, runs)
             if self.fsync:
                 return PendingAppend(self, topic, runs, self.group_commit.ticket())
             lid, first, count = runs[-1]
@@ -378,6 +406,7 @@ class LedgerStore(LedgerScans, LedgerCursors):
     # ---- lifecycle ------------------------------------------------------------------
 
     def close(self) -> None:
+        self.key_indexer.close()
         self.group_commit.close()
         for topic in list(self._topics.values()):
             topic.closed = True

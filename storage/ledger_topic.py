@@ -162,6 +162,17 @@ class LedgerTopic:
                 return MessageId(led.ledger_id, 0)
         return None
 
+    def predecessor(self, msg_id: MessageId) -> MessageId | None:
+        """The last stored id before ``msg_id`` (None: there is none), the mark-delete
+        position from which delivery starts at ``msg_id``."""
+        if msg_id.entry_id > 0:  # an id past its ledger's end works as well (successor)
+            return MessageId(msg_id.ledger_id, msg_id.entry_id - 1)
+        before = bisect.bisect_left(self._ids, msg_id.ledger_id)
+        for led in reversed(self.ledgers[:before]):
+            if led.entries:
+                return MessageId(led.ledger_id, led.entries - 1)
+        return None
+
     def compacted_ledger_id(self) -> int | None:
         cursor = self.cursors.get(COMPACTION_SUBSCRIPTION)
         if cursor is None or COMPACTED_LEDGER_PROPERTY not in cursor.properties:

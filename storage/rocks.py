@@ -206,6 +206,28 @@ class RocksReads:
         self._check_status(it, end)
         return None
 
+    def seeker(self, end: bytes) -> Seeker:
+        """One point-in-time iterator below ``end`` that may be sought many times (a key
+        index lookup sees one ledger's index as one consistent state)."""
+        return Seeker(self._iter(end))
+
+
+class Seeker:
+    """A live iterator sought again and again; each scan runs to its caller's stop."""
+
+    def __init__(self, it: RdictIter) -> None:
+        self._it = it
+
+    def scan_from(self, begin: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """Items from ``begin`` on (up to the seeker's end); the caller stops early or
+        drains it before seeking again. An unreadable block is ``CorruptData``."""
+        it = self._it
+        it.seek(begin)
+        while it.valid():
+            yield it.key(), it.value()
+            it.next()
+        RocksReads._check_status(it, begin)
+
 
 class RocksDB(RocksReads):
     """A RocksDB directory opened read-write by this process (or read-only, for tools)."""

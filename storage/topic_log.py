@@ -49,7 +49,9 @@ class AlreadyDurable:
         done(None)
 
 
-class TopicLog(Protocol):
+class ReadableLog(Protocol):
+    """What a Read walks: a topic's views, or a view of its past (``as_of``)."""
+
     name: str
     kind: TopicKind
     partition: int  # i on partition NAME-partition-i of a partitioned topic, else 0
@@ -60,10 +62,6 @@ class TopicLog(Protocol):
 
     def visible_end(self) -> MessageId | None:
         """An id at or after the last message a reader may see now (None: nothing yet)."""
-        ...
-
-    def last_id(self, compacted: bool) -> MessageId | None:
-        """GetLastMessageId: the last message of the raw or the compacted view."""
         ...
 
     def earliest(self) -> MessageId: ...
@@ -84,7 +82,39 @@ class TopicLog(Protocol):
         """Checked batches holding the view's messages ``start <= id <= stop``."""
         ...
 
-    def open_cursor(self, subscription: str, latest: bool) -> Cursor: ...
+
+class TopicLog(ReadableLog, Protocol):
+    def last_id(self, compacted: bool) -> MessageId | None:
+        """GetLastMessageId: the last message of the raw or the compacted view."""
+        ...
+
+    def open_cursor(
+        self,
+        subscription: str,
+        latest: bool,
+        read_compacted: bool = False,
+        properties: dict[str, str] | None = None,
+    ) -> Cursor:
+        """The subscription's cursor, created on first use (at the end when ``latest``,
+        with ``properties``); ``read_compacted``: how this Consume reads, recorded with a
+        LEDGER cursor."""
+        ...
+
+    def subscriptions(self) -> list[Cursor]:
+        """Every subscription of the topic, by name (the server's own included)."""
+        ...
+
+    def delete_subscription(self, subscription: str) -> None:
+        """Drop a subscription and its acknowledgements (SubscriptionNotFound if none)."""
+        ...
+
+    def reset_subscription(self, subscription: str, start: MessageId) -> Cursor:
+        """Forget the subscription's acknowledgements; delivery starts again at ``start``."""
+        ...
+
+    def backlog(self, cursor: Cursor) -> int:
+        """Messages after the cursor's mark-delete position not acknowledged yet."""
+        ...
 
     def delivered(self, cursor: Cursor, last: MessageId | None, rewound: bool = False) -> None:
         """Record that delivery reached ``last`` (``rewound``: a delivery that began again

@@ -60,6 +60,32 @@ EARLIEST: StartPosition.ValueType  # 0
 LATEST: StartPosition.ValueType  # 1
 Global___StartPosition: _TypeAlias = StartPosition  # noqa: Y015
 
+class _SubscriptionType:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _SubscriptionTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_SubscriptionType.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    EXCLUSIVE: _SubscriptionType.ValueType  # 0
+    """one consumer name at a time; another is CONSUMER_BUSY while it is live"""
+    SHARED: _SubscriptionType.ValueType  # 1
+    """messages spread over the consumers, each to one at a time"""
+    FAILOVER: _SubscriptionType.ValueType  # 2
+    """one active consumer (first by name among the live ones), others stand by"""
+
+class SubscriptionType(_SubscriptionType, metaclass=_SubscriptionTypeEnumTypeWrapper):
+    """Pulsar's subscription types (CONTRACT section 6; docs/subscriptions.md). A subscription
+    keeps the type it was created with.
+    """
+
+EXCLUSIVE: SubscriptionType.ValueType  # 0
+"""one consumer name at a time; another is CONSUMER_BUSY while it is live"""
+SHARED: SubscriptionType.ValueType  # 1
+"""messages spread over the consumers, each to one at a time"""
+FAILOVER: SubscriptionType.ValueType  # 2
+"""one active consumer (first by name among the live ones), others stand by"""
+Global___SubscriptionType: _TypeAlias = SubscriptionType  # noqa: Y015
+
 @_typing.final
 class MessageId(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
@@ -958,6 +984,157 @@ class GetPartitionMapResponse(_message.Message):
 Global___GetPartitionMapResponse: _TypeAlias = GetPartitionMapResponse  # noqa: Y015
 
 @_typing.final
+class SubscriptionInfo(_message.Message):
+    """---- Subscriptions (CONTRACT section 6) ------------------------------------------------"""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    TYPE_FIELD_NUMBER: _builtins.int
+    MARK_DELETE_FIELD_NUMBER: _builtins.int
+    BACKLOG_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    type: Global___SubscriptionType.ValueType
+    backlog: _builtins.int
+    """messages after mark_delete not acknowledged yet"""
+    @_builtins.property
+    def mark_delete(self) -> Global___MessageId:
+        """absent: nothing acknowledged yet (from the earliest)"""
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        type: Global___SubscriptionType.ValueType = ...,
+        mark_delete: Global___MessageId | None = ...,
+        backlog: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["mark_delete", b"mark_delete"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["backlog", b"backlog", "mark_delete", b"mark_delete", "name", b"name", "type", b"type"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SubscriptionInfo: _TypeAlias = SubscriptionInfo  # noqa: Y015
+
+@_typing.final
+class ListSubscriptionsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListSubscriptionsRequest: _TypeAlias = ListSubscriptionsRequest  # noqa: Y015
+
+@_typing.final
+class ListSubscriptionsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SUBSCRIPTIONS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def subscriptions(self) -> _containers.RepeatedCompositeFieldContainer[Global___SubscriptionInfo]:
+        """by name; the server's own `__` ones too"""
+
+    def __init__(
+        self,
+        *,
+        subscriptions: _abc.Iterable[Global___SubscriptionInfo] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["subscriptions", b"subscriptions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListSubscriptionsResponse: _TypeAlias = ListSubscriptionsResponse  # noqa: Y015
+
+@_typing.final
+class DeleteSubscriptionRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    SUBSCRIPTION_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    subscription: _builtins.str
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+        subscription: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["subscription", b"subscription", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteSubscriptionRequest: _TypeAlias = DeleteSubscriptionRequest  # noqa: Y015
+
+@_typing.final
+class DeleteSubscriptionResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteSubscriptionResponse: _TypeAlias = DeleteSubscriptionResponse  # noqa: Y015
+
+@_typing.final
+class ResetCursorRequest(_message.Message):
+    """Move a subscription's cursor: every acknowledgement is forgotten and delivery starts
+    again at the position (a message_id reset is inclusive; a timestamp reset starts at the
+    first message published at or after it). Returns the subscription as it is now.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    SUBSCRIPTION_FIELD_NUMBER: _builtins.int
+    POSITION_FIELD_NUMBER: _builtins.int
+    MESSAGE_ID_FIELD_NUMBER: _builtins.int
+    TIMESTAMP_MS_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    subscription: _builtins.str
+    position: Global___StartPosition.ValueType
+    timestamp_ms: _builtins.int
+    @_builtins.property
+    def message_id(self) -> Global___MessageId: ...
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+        subscription: _builtins.str = ...,
+        position: Global___StartPosition.ValueType = ...,
+        message_id: Global___MessageId | None = ...,
+        timestamp_ms: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["message_id", b"message_id", "position", b"position", "target", b"target", "timestamp_ms", b"timestamp_ms"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["message_id", b"message_id", "position", b"position", "subscription", b"subscription", "target", b"target", "timestamp_ms", b"timestamp_ms", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_target: _TypeAlias = _typing.Literal["position", "message_id", "timestamp_ms"]  # noqa: Y015
+    _WhichOneofArgType_target: _TypeAlias = _typing.Literal["target", b"target"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_target) -> _WhichOneofReturnType_target | None: ...
+
+Global___ResetCursorRequest: _TypeAlias = ResetCursorRequest  # noqa: Y015
+
+@_typing.final
 class PublishRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -1020,6 +1197,8 @@ class ReadRequest(_message.Message):
     MAX_MESSAGES_FIELD_NUMBER: _builtins.int
     FOLLOW_FIELD_NUMBER: _builtins.int
     MAX_BYTES_FIELD_NUMBER: _builtins.int
+    AS_OF_FIELD_NUMBER: _builtins.int
+    AS_OF_TIME_MS_FIELD_NUMBER: _builtins.int
     topic: _builtins.str
     position: Global___StartPosition.ValueType
     timestamp_ms: _builtins.int
@@ -1033,9 +1212,20 @@ class ReadRequest(_message.Message):
     """The most bytes one response may hold, e.g. the client's gRPC receive limit (0: the
     server's 4 MiB). A message alone over it fails the read with RESOURCE_EXHAUSTED.
     """
+    as_of_time_ms: _builtins.int
+    """The same at the last id published at or before this time (epoch ms); as_of wins when
+    both are set.
+    """
     @_builtins.property
     def message_id(self) -> Global___MessageId:
         """inclusive"""
+
+    @_builtins.property
+    def as_of(self) -> Global___MessageId:
+        """With read_compacted (LEDGER topics): the compacted view of the raw log up to and
+        including this id, as a compaction at that point would have written it, whatever the
+        current horizon (docs/reading-the-past.md). Without read_compacted: INVALID_ARGUMENT.
+        """
 
     def __init__(
         self,
@@ -1048,13 +1238,20 @@ class ReadRequest(_message.Message):
         max_messages: _builtins.int = ...,
         follow: _builtins.bool = ...,
         max_bytes: _builtins.int = ...,
+        as_of: Global___MessageId | None = ...,
+        as_of_time_ms: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["message_id", b"message_id", "position", b"position", "start", b"start", "timestamp_ms", b"timestamp_ms"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_as_of_time_ms", b"_as_of_time_ms", "as_of", b"as_of", "as_of_time_ms", b"as_of_time_ms", "message_id", b"message_id", "position", b"position", "start", b"start", "timestamp_ms", b"timestamp_ms"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["follow", b"follow", "max_bytes", b"max_bytes", "max_messages", b"max_messages", "message_id", b"message_id", "position", b"position", "read_compacted", b"read_compacted", "start", b"start", "timestamp_ms", b"timestamp_ms", "topic", b"topic"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_as_of_time_ms", b"_as_of_time_ms", "as_of", b"as_of", "as_of_time_ms", b"as_of_time_ms", "follow", b"follow", "max_bytes", b"max_bytes", "max_messages", b"max_messages", "message_id", b"message_id", "position", b"position", "read_compacted", b"read_compacted", "start", b"start", "timestamp_ms", b"timestamp_ms", "topic", b"topic"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__as_of_time_ms: _TypeAlias = _typing.Literal["as_of_time_ms"]  # noqa: Y015
+    _WhichOneofArgType__as_of_time_ms: _TypeAlias = _typing.Literal["_as_of_time_ms", b"_as_of_time_ms"]  # noqa: Y015
     _WhichOneofReturnType_start: _TypeAlias = _typing.Literal["position", "message_id", "timestamp_ms"]  # noqa: Y015
     _WhichOneofArgType_start: _TypeAlias = _typing.Literal["start", b"start"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__as_of_time_ms) -> _WhichOneofReturnType__as_of_time_ms | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType_start) -> _WhichOneofReturnType_start | None: ...
 
 Global___ReadRequest: _TypeAlias = ReadRequest  # noqa: Y015
@@ -1091,6 +1288,9 @@ class ConsumeRequest(_message.Message):
     WAIT_MS_FIELD_NUMBER: _builtins.int
     REDELIVER_UNACKNOWLEDGED_FIELD_NUMBER: _builtins.int
     MAX_BYTES_FIELD_NUMBER: _builtins.int
+    CONSUMER_NAME_FIELD_NUMBER: _builtins.int
+    SUBSCRIPTION_TYPE_FIELD_NUMBER: _builtins.int
+    ACK_TIMEOUT_MS_FIELD_NUMBER: _builtins.int
     topic: _builtins.str
     subscription: _builtins.str
     read_compacted: _builtins.bool
@@ -1106,6 +1306,12 @@ class ConsumeRequest(_message.Message):
     """
     max_bytes: _builtins.int
     """As ReadRequest.max_bytes. A Consume that fails, this way or any other, moves no cursor."""
+    consumer_name: _builtins.str
+    """Who consumes (CONTRACT section 6): empty is a name like any other."""
+    subscription_type: Global___SubscriptionType.ValueType
+    """must match the subscription's own type"""
+    ack_timeout_ms: _builtins.int
+    """Unacknowledged messages of this consumer go out again after this long (0: never)."""
     def __init__(
         self,
         *,
@@ -1117,10 +1323,13 @@ class ConsumeRequest(_message.Message):
         wait_ms: _builtins.int = ...,
         redeliver_unacknowledged: _builtins.bool = ...,
         max_bytes: _builtins.int = ...,
+        consumer_name: _builtins.str = ...,
+        subscription_type: Global___SubscriptionType.ValueType = ...,
+        ack_timeout_ms: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["initial_position", b"initial_position", "max_bytes", b"max_bytes", "max_messages", b"max_messages", "read_compacted", b"read_compacted", "redeliver_unacknowledged", b"redeliver_unacknowledged", "subscription", b"subscription", "topic", b"topic", "wait_ms", b"wait_ms"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ack_timeout_ms", b"ack_timeout_ms", "consumer_name", b"consumer_name", "initial_position", b"initial_position", "max_bytes", b"max_bytes", "max_messages", b"max_messages", "read_compacted", b"read_compacted", "redeliver_unacknowledged", b"redeliver_unacknowledged", "subscription", b"subscription", "subscription_type", b"subscription_type", "topic", b"topic", "wait_ms", b"wait_ms"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1191,6 +1400,59 @@ class AcknowledgeResponse(_message.Message):
 Global___AcknowledgeResponse: _TypeAlias = AcknowledgeResponse  # noqa: Y015
 
 @_typing.final
+class NegativeAcknowledgeRequest(_message.Message):
+    """Pulsar's negative acknowledgement: the messages go out again (to any consumer of the
+    subscription) once `redelivery_delay_ms` has passed. Held in memory, as in Pulsar: after
+    a restart every unacknowledged message is delivered again anyway.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    SUBSCRIPTION_FIELD_NUMBER: _builtins.int
+    IDS_FIELD_NUMBER: _builtins.int
+    REDELIVERY_DELAY_MS_FIELD_NUMBER: _builtins.int
+    CONSUMER_NAME_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    subscription: _builtins.str
+    redelivery_delay_ms: _builtins.int
+    """0: at once"""
+    consumer_name: _builtins.str
+    @_builtins.property
+    def ids(self) -> _containers.RepeatedCompositeFieldContainer[Global___MessageId]: ...
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+        subscription: _builtins.str = ...,
+        ids: _abc.Iterable[Global___MessageId] | None = ...,
+        redelivery_delay_ms: _builtins.int = ...,
+        consumer_name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["consumer_name", b"consumer_name", "ids", b"ids", "redelivery_delay_ms", b"redelivery_delay_ms", "subscription", b"subscription", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NegativeAcknowledgeRequest: _TypeAlias = NegativeAcknowledgeRequest  # noqa: Y015
+
+@_typing.final
+class NegativeAcknowledgeResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NegativeAcknowledgeResponse: _TypeAlias = NegativeAcknowledgeResponse  # noqa: Y015
+
+@_typing.final
 class GetLastMessageIdRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -1243,6 +1505,60 @@ class GetLastMessageIdResponse(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__id) -> _WhichOneofReturnType__id | None: ...
 
 Global___GetLastMessageIdResponse: _TypeAlias = GetLastMessageIdResponse  # noqa: Y015
+
+@_typing.final
+class GetKeyHistoryRequest(_message.Message):
+    """Every raw message of one key, oldest first, tombstones included (LEDGER: through the
+    key index the append path keeps; SEGMENTED: what the log still holds).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    KEY_FIELD_NUMBER: _builtins.int
+    MAX_MESSAGES_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    key: _builtins.bytes
+    max_messages: _builtins.int
+    """0 = no limit (a response still stops before 4 MiB)"""
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+        key: _builtins.bytes = ...,
+        max_messages: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "max_messages", b"max_messages", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetKeyHistoryRequest: _TypeAlias = GetKeyHistoryRequest  # noqa: Y015
+
+@_typing.final
+class GetKeyHistoryResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MESSAGES_FIELD_NUMBER: _builtins.int
+    TRUNCATED_FIELD_NUMBER: _builtins.int
+    truncated: _builtins.bool
+    """more messages of the key exist than were returned"""
+    @_builtins.property
+    def messages(self) -> _containers.RepeatedCompositeFieldContainer[Global___Message]: ...
+    def __init__(
+        self,
+        *,
+        messages: _abc.Iterable[Global___Message] | None = ...,
+        truncated: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["messages", b"messages", "truncated", b"truncated"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetKeyHistoryResponse: _TypeAlias = GetKeyHistoryResponse  # noqa: Y015
 
 @_typing.final
 class LedgerRange(_message.Message):

@@ -109,6 +109,21 @@ class TopicAdminStub:
                 request_serializer=compactlog_dot_v1_dot_compactlog__pb2.GetPartitionMapRequest.SerializeToString,
                 response_deserializer=compactlog_dot_v1_dot_compactlog__pb2.GetPartitionMapResponse.FromString,
                 _registered_method=True)
+        self.ListSubscriptions = channel.unary_unary(
+                '/compactlog.v1.TopicAdmin/ListSubscriptions',
+                request_serializer=compactlog_dot_v1_dot_compactlog__pb2.ListSubscriptionsRequest.SerializeToString,
+                response_deserializer=compactlog_dot_v1_dot_compactlog__pb2.ListSubscriptionsResponse.FromString,
+                _registered_method=True)
+        self.DeleteSubscription = channel.unary_unary(
+                '/compactlog.v1.TopicAdmin/DeleteSubscription',
+                request_serializer=compactlog_dot_v1_dot_compactlog__pb2.DeleteSubscriptionRequest.SerializeToString,
+                response_deserializer=compactlog_dot_v1_dot_compactlog__pb2.DeleteSubscriptionResponse.FromString,
+                _registered_method=True)
+        self.ResetCursor = channel.unary_unary(
+                '/compactlog.v1.TopicAdmin/ResetCursor',
+                request_serializer=compactlog_dot_v1_dot_compactlog__pb2.ResetCursorRequest.SerializeToString,
+                response_deserializer=compactlog_dot_v1_dot_compactlog__pb2.SubscriptionInfo.FromString,
+                _registered_method=True)
 
 
 class TopicAdminServicer:
@@ -204,6 +219,24 @@ class TopicAdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListSubscriptions(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteSubscription(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResetCursor(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TopicAdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -281,6 +314,21 @@ def add_TopicAdminServicer_to_server(servicer, server):
                     servicer.GetPartitionMap,
                     request_deserializer=compactlog_dot_v1_dot_compactlog__pb2.GetPartitionMapRequest.FromString,
                     response_serializer=compactlog_dot_v1_dot_compactlog__pb2.GetPartitionMapResponse.SerializeToString,
+            ),
+            'ListSubscriptions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSubscriptions,
+                    request_deserializer=compactlog_dot_v1_dot_compactlog__pb2.ListSubscriptionsRequest.FromString,
+                    response_serializer=compactlog_dot_v1_dot_compactlog__pb2.ListSubscriptionsResponse.SerializeToString,
+            ),
+            'DeleteSubscription': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteSubscription,
+                    request_deserializer=compactlog_dot_v1_dot_compactlog__pb2.DeleteSubscriptionRequest.FromString,
+                    response_serializer=compactlog_dot_v1_dot_compactlog__pb2.DeleteSubscriptionResponse.SerializeToString,
+            ),
+            'ResetCursor': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResetCursor,
+                    request_deserializer=compactlog_dot_v1_dot_compactlog__pb2.ResetCursorRequest.FromString,
+                    response_serializer=compactlog_dot_v1_dot_compactlog__pb2.SubscriptionInfo.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -698,6 +746,87 @@ class TopicAdmin:
             metadata,
             _registered_method=True)
 
+    @staticmethod
+    def ListSubscriptions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/compactlog.v1.TopicAdmin/ListSubscriptions',
+            compactlog_dot_v1_dot_compactlog__pb2.ListSubscriptionsRequest.SerializeToString,
+            compactlog_dot_v1_dot_compactlog__pb2.ListSubscriptionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteSubscription(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/compactlog.v1.TopicAdmin/DeleteSubscription',
+            compactlog_dot_v1_dot_compactlog__pb2.DeleteSubscriptionRequest.SerializeToString,
+            compactlog_dot_v1_dot_compactlog__pb2.DeleteSubscriptionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResetCursor(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/compactlog.v1.TopicAdmin/ResetCursor',
+            compactlog_dot_v1_dot_compactlog__pb2.ResetCursorRequest.SerializeToString,
+            compactlog_dot_v1_dot_compactlog__pb2.SubscriptionInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
 
 class LogStub:
     """Missing associated documentation comment in .proto file."""
@@ -733,10 +862,20 @@ class LogStub:
                 request_serializer=compactlog_dot_v1_dot_compactlog__pb2.AcknowledgeRequest.SerializeToString,
                 response_deserializer=compactlog_dot_v1_dot_compactlog__pb2.AcknowledgeResponse.FromString,
                 _registered_method=True)
+        self.NegativeAcknowledge = channel.unary_unary(
+                '/compactlog.v1.Log/NegativeAcknowledge',
+                request_serializer=compactlog_dot_v1_dot_compactlog__pb2.NegativeAcknowledgeRequest.SerializeToString,
+                response_deserializer=compactlog_dot_v1_dot_compactlog__pb2.NegativeAcknowledgeResponse.FromString,
+                _registered_method=True)
         self.GetLastMessageId = channel.unary_unary(
                 '/compactlog.v1.Log/GetLastMessageId',
                 request_serializer=compactlog_dot_v1_dot_compactlog__pb2.GetLastMessageIdRequest.SerializeToString,
                 response_deserializer=compactlog_dot_v1_dot_compactlog__pb2.GetLastMessageIdResponse.FromString,
+                _registered_method=True)
+        self.GetKeyHistory = channel.unary_unary(
+                '/compactlog.v1.Log/GetKeyHistory',
+                request_serializer=compactlog_dot_v1_dot_compactlog__pb2.GetKeyHistoryRequest.SerializeToString,
+                response_deserializer=compactlog_dot_v1_dot_compactlog__pb2.GetKeyHistoryResponse.FromString,
                 _registered_method=True)
 
 
@@ -773,7 +912,19 @@ class LogServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def NegativeAcknowledge(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetLastMessageId(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetKeyHistory(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -807,10 +958,20 @@ def add_LogServicer_to_server(servicer, server):
                     request_deserializer=compactlog_dot_v1_dot_compactlog__pb2.AcknowledgeRequest.FromString,
                     response_serializer=compactlog_dot_v1_dot_compactlog__pb2.AcknowledgeResponse.SerializeToString,
             ),
+            'NegativeAcknowledge': grpc.unary_unary_rpc_method_handler(
+                    servicer.NegativeAcknowledge,
+                    request_deserializer=compactlog_dot_v1_dot_compactlog__pb2.NegativeAcknowledgeRequest.FromString,
+                    response_serializer=compactlog_dot_v1_dot_compactlog__pb2.NegativeAcknowledgeResponse.SerializeToString,
+            ),
             'GetLastMessageId': grpc.unary_unary_rpc_method_handler(
                     servicer.GetLastMessageId,
                     request_deserializer=compactlog_dot_v1_dot_compactlog__pb2.GetLastMessageIdRequest.FromString,
                     response_serializer=compactlog_dot_v1_dot_compactlog__pb2.GetLastMessageIdResponse.SerializeToString,
+            ),
+            'GetKeyHistory': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetKeyHistory,
+                    request_deserializer=compactlog_dot_v1_dot_compactlog__pb2.GetKeyHistoryRequest.FromString,
+                    response_serializer=compactlog_dot_v1_dot_compactlog__pb2.GetKeyHistoryResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -959,6 +1120,33 @@ class Log:
             _registered_method=True)
 
     @staticmethod
+    def NegativeAcknowledge(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/compactlog.v1.Log/NegativeAcknowledge',
+            compactlog_dot_v1_dot_compactlog__pb2.NegativeAcknowledgeRequest.SerializeToString,
+            compactlog_dot_v1_dot_compactlog__pb2.NegativeAcknowledgeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def GetLastMessageId(request,
             target,
             options=(),
@@ -975,6 +1163,33 @@ class Log:
             '/compactlog.v1.Log/GetLastMessageId',
             compactlog_dot_v1_dot_compactlog__pb2.GetLastMessageIdRequest.SerializeToString,
             compactlog_dot_v1_dot_compactlog__pb2.GetLastMessageIdResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetKeyHistory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/compactlog.v1.Log/GetKeyHistory',
+            compactlog_dot_v1_dot_compactlog__pb2.GetKeyHistoryRequest.SerializeToString,
+            compactlog_dot_v1_dot_compactlog__pb2.GetKeyHistoryResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -49,6 +49,9 @@ class TopicAdminStub:
     VerifyCompaction: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.VerifyCompactionRequest, _compactlog_pb2.VerifyCompactionResponse]
     AddPartitions: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.AddPartitionsRequest, _compactlog_pb2.TopicInfo]
     GetPartitionMap: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.GetPartitionMapRequest, _compactlog_pb2.GetPartitionMapResponse]
+    ListSubscriptions: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.ListSubscriptionsRequest, _compactlog_pb2.ListSubscriptionsResponse]
+    DeleteSubscription: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.DeleteSubscriptionRequest, _compactlog_pb2.DeleteSubscriptionResponse]
+    ResetCursor: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.ResetCursorRequest, _compactlog_pb2.SubscriptionInfo]
 
 @_typing.type_check_only
 class TopicAdminAsyncStub(TopicAdminStub):
@@ -68,6 +71,9 @@ class TopicAdminAsyncStub(TopicAdminStub):
     VerifyCompaction: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.VerifyCompactionRequest, _compactlog_pb2.VerifyCompactionResponse]  # type: ignore[assignment]
     AddPartitions: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.AddPartitionsRequest, _compactlog_pb2.TopicInfo]  # type: ignore[assignment]
     GetPartitionMap: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.GetPartitionMapRequest, _compactlog_pb2.GetPartitionMapResponse]  # type: ignore[assignment]
+    ListSubscriptions: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.ListSubscriptionsRequest, _compactlog_pb2.ListSubscriptionsResponse]  # type: ignore[assignment]
+    DeleteSubscription: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.DeleteSubscriptionRequest, _compactlog_pb2.DeleteSubscriptionResponse]  # type: ignore[assignment]
+    ResetCursor: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.ResetCursorRequest, _compactlog_pb2.SubscriptionInfo]  # type: ignore[assignment]
 
 class TopicAdminServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -175,6 +181,27 @@ class TopicAdminServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_compactlog_pb2.GetPartitionMapResponse, _abc.Awaitable[_compactlog_pb2.GetPartitionMapResponse]]: ...
 
+    @_abc_1.abstractmethod
+    def ListSubscriptions(
+        self,
+        request: _compactlog_pb2.ListSubscriptionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_compactlog_pb2.ListSubscriptionsResponse, _abc.Awaitable[_compactlog_pb2.ListSubscriptionsResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def DeleteSubscription(
+        self,
+        request: _compactlog_pb2.DeleteSubscriptionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_compactlog_pb2.DeleteSubscriptionResponse, _abc.Awaitable[_compactlog_pb2.DeleteSubscriptionResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def ResetCursor(
+        self,
+        request: _compactlog_pb2.ResetCursorRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_compactlog_pb2.SubscriptionInfo, _abc.Awaitable[_compactlog_pb2.SubscriptionInfo]]: ...
+
 def add_TopicAdminServicer_to_server(servicer: TopicAdminServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 
 class LogStub:
@@ -187,7 +214,9 @@ class LogStub:
     Read: _grpc.UnaryStreamMultiCallable[_compactlog_pb2.ReadRequest, _compactlog_pb2.ReadResponse]
     Consume: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.ConsumeRequest, _compactlog_pb2.ConsumeResponse]
     Acknowledge: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.AcknowledgeRequest, _compactlog_pb2.AcknowledgeResponse]
+    NegativeAcknowledge: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.NegativeAcknowledgeRequest, _compactlog_pb2.NegativeAcknowledgeResponse]
     GetLastMessageId: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.GetLastMessageIdRequest, _compactlog_pb2.GetLastMessageIdResponse]
+    GetKeyHistory: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.GetKeyHistoryRequest, _compactlog_pb2.GetKeyHistoryResponse]
 
 @_typing.type_check_only
 class LogAsyncStub(LogStub):
@@ -197,7 +226,9 @@ class LogAsyncStub(LogStub):
     Read: _aio.UnaryStreamMultiCallable[_compactlog_pb2.ReadRequest, _compactlog_pb2.ReadResponse]  # type: ignore[assignment]
     Consume: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.ConsumeRequest, _compactlog_pb2.ConsumeResponse]  # type: ignore[assignment]
     Acknowledge: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.AcknowledgeRequest, _compactlog_pb2.AcknowledgeResponse]  # type: ignore[assignment]
+    NegativeAcknowledge: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.NegativeAcknowledgeRequest, _compactlog_pb2.NegativeAcknowledgeResponse]  # type: ignore[assignment]
     GetLastMessageId: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.GetLastMessageIdRequest, _compactlog_pb2.GetLastMessageIdResponse]  # type: ignore[assignment]
+    GetKeyHistory: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.GetKeyHistoryRequest, _compactlog_pb2.GetKeyHistoryResponse]  # type: ignore[assignment]
 
 class LogServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -236,11 +267,25 @@ class LogServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_compactlog_pb2.AcknowledgeResponse, _abc.Awaitable[_compactlog_pb2.AcknowledgeResponse]]: ...
 
     @_abc_1.abstractmethod
+    def NegativeAcknowledge(
+        self,
+        request: _compactlog_pb2.NegativeAcknowledgeRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_compactlog_pb2.NegativeAcknowledgeResponse, _abc.Awaitable[_compactlog_pb2.NegativeAcknowledgeResponse]]: ...
+
+    @_abc_1.abstractmethod
     def GetLastMessageId(
         self,
         request: _compactlog_pb2.GetLastMessageIdRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_compactlog_pb2.GetLastMessageIdResponse, _abc.Awaitable[_compactlog_pb2.GetLastMessageIdResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def GetKeyHistory(
+        self,
+        request: _compactlog_pb2.GetKeyHistoryRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_compactlog_pb2.GetKeyHistoryResponse, _abc.Awaitable[_compactlog_pb2.GetKeyHistoryResponse]]: ...
 
 def add_LogServicer_to_server(servicer: LogServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 

@@ -273,17 +273,18 @@ static PyObject *exchange_batch(PyObject *self, PyObject *args) {
     return Py_BuildValue("(LLLLLLL)", read, kept, tombs, keyless, bytes_in, size, stop);
 }
 
-/* winner_bits(hashes, offsets, payload, at, first, last, base, retain, bits, bits_first)
- *   -> bits set: phase two's selection through phase one's map (when no bitmap fits): an
- *   entry wins when it is live and the map holds exactly its own position, live; a keyless
- *   one when `retain`. Bit = position - bits_first. */
+/* winner_bits(hashes, offsets, payload, at, first, last, base, retain, tombstones, bits,
+ *   bits_first) -> bits set: phase two's selection through phase one's map (when no bitmap
+ *   fits): an entry wins when it is live (or a tombstone, when `tombstones`) and the map
+ *   holds exactly its own position and liveness; a keyless one when `retain`.
+ *   Bit = position - bits_first. */
 static PyObject *winner_bits(PyObject *self, PyObject *args) {
     PyObject *h, *o;
     Py_buffer v, b;
     long long at, first, last, base, bits_first, set = 0;
-    int retain;
-    if (!PyArg_ParseTuple(args, "OOy*LLLLpw*L", &h, &o, &v, &at, &first, &last, &base, &retain,
-                          &b, &bits_first))
+    int retain, tombstones;
+    if (!PyArg_ParseTuple(args, "OOy*LLLLppw*L", &h, &o, &v, &at, &first, &last, &base, &retain,
+                          &tombstones, &b, &bits_first))
         return NULL;
     Table t;
     if (table_open(&t, h, o) < 0) { PyBuffer_Release(&v); PyBuffer_Release(&b); return NULL; }
@@ -295,9 +296,10 @@ static PyObject *winner_bits(PyObject *self, PyObject *args) {
         long long pos = at + i, off = pos - bits_first;
         if (pos < first || pos > last) continue;
         if (r->flags & HAS_KEY) {
-            if (!(r->flags & VALUE_NON_EMPTY)) continue;
+            long long live = (r->flags & VALUE_NON_EMPTY) ? 1 : 0;
+            if (!live && !tombstones) continue;
             long long found = table_get(t.hashes.buf, t.offsets.buf, t.slots, r->digest);
-            if (found != ((base + pos) << 1 | 1)) continue;
+            if (found != ((base + pos) << 1 | live)) continue;
         } else if (!retain) {
             continue;
         }
@@ -320,7 +322,8 @@ static Py_ssize_t put_varint(uint8_t *out, uint64_t n) {
 }
 
 /* select_batch(payload, at, first, last, bits, bits_first, limit) -> (records, count,
- *   message bytes, first ledger, first entry, last ledger, last entry, next position) */
+ *   message bytes, first ledger, first entry, last ledger, last entry, next position,
+ *   not live: records taken that are keyless or tombstones) */
 static PyObject *select_batch(PyObject *self, PyObject *args) {
     Py_buffer v, b;
     long long at, first, last, bits_first, limit;
@@ -331,7 +334,7 @@ static PyObject *select_batch(PyObject *self, PyObject *args) {
     uint8_t *framed = PyMem_Malloc((size_t)v.len + 16);
     if (!framed) { PyErr_NoMemory(); goto done; }
     unsigned long long fl = 0, fe = 0, ll = 0, le = 0;
-    long long count = 0, body_bytes = 0, pos = at - 1, next = -1;
+    long long count = 0, body_bytes = 0, pos = at - 1, next = -1, dead = 0;
     Py_ssize_t n = 0;
     Rec r;
     for (Py_ssize_t p = 0; p < v.len; p = r.end) {
@@ -349,11 +352,12 @@ static PyObject *select_batch(PyObject *self, PyObject *args) {
         ll = r.ledger, le = r.entry;
         count++;
         body_bytes += len;
+        if ((r.flags & (HAS_KEY | VALUE_NON_EMPTY)) != (HAS_KEY | VALUE_NON_EMPTY)) dead++;
         if (count >= limit) next = pos + 1;
     }
     if (next < 0) next = pos + 1;
-    out = Py_BuildValue("(y#LLKKKKL)", (const char *)framed, n, count, body_bytes, fl, fe, ll, le,
-                        next);
+    out = Py_BuildValue("(y#LLKKKKLL)", (const char *)framed, n, count, body_bytes, fl, fe, ll,
+                        le, next, dead);
 done:
     PyMem_Free(framed);
     PyBuffer_Release(&v);
@@ -361,18 +365,20 @@ done:
     return out;
 }
 
-/* live_bitmap(offsets, bits) -> positions set: every live entry (value + 1 even) of a
- * phase-one table, value = position << 1 | live, as bit `position` of `bits`. */
+/* live_bitmap(offsets, bits, tombstones) -> positions set: every live entry (value + 1
+ * even) of a phase-one table, and every tombstone too when `tombstones`, value = position
+ * << 1 | live, as bit `position` of `bits`. */
 static PyObject *live_bitmap(PyObject *self, PyObject *args) {
     Py_buffer o, b;
-    if (!PyArg_ParseTuple(args, "y*w*", &o, &b)) return NULL;
+    int tombstones;
+    if (!PyArg_ParseTuple(args, "y*w*p", &o, &b, &tombstones)) return NULL;
     const int64_t *offsets = o.buf;
     uint8_t *bits = b.buf;
     Py_ssize_t slots = o.len / 8, set = 0, s = 0;
     for (; s < slots; s++) {
         int64_t stored = offsets[s];
-        if (!stored || stored & 1) continue;
-        int64_t pos = (stored >> 1) - 1;
+        if (!stored || (!tombstones && (stored & 1))) continue;
+        int64_t pos = (stored - 1) >> 1;
         if ((pos >> 3) >= b.len) break;
         bits[pos >> 3] |= (uint8_t)(1 << (pos & 7));
         set++;

@@ -24,6 +24,8 @@ from compactlog.compactor.log_cleaner._offset_map_py import FULL, NEW, _find, md
 from compactlog.storage.batch import HAS_KEY, VALUE_NON_EMPTY, VALUE_PRESENT, codec
 from compactlog.storage.batch import put_varint as _put_varint
 
+LIVE = HAS_KEY | VALUE_NON_EMPTY  # a keyed record with a non-empty value
+
 Walked = list[tuple[int, int, int, bytes | None, int, int]]
 
 
@@ -148,24 +150,27 @@ def winner_bits(
     last: int,
     base: int,
     retain: bool,
+    tombstones: bool,
     bits: bytearray,
     bits_first: int,
 ) -> int:
     """Phase two's selection through phase one's map (when no bitmap fits): set bit
-    ``position - bits_first`` of each entry at ``first..last`` that is live and whose key
-    the map holds at exactly ``(base + position) << 1 | 1``, and of keyless entries when
-    ``retain``; the count set."""
+    ``position - bits_first`` of each entry at ``first..last`` that is live (or a
+    tombstone, when ``tombstones``) and whose key the map holds at exactly
+    ``(base + position) << 1 | live``, and of keyless entries when ``retain``; the count
+    set."""
     count = 0
     nbits = len(bits)
     for pos, (_l, _e, flags, key, _s, _e2) in enumerate(_walk(payload), at):
         if pos < first or pos > last:
             continue
         if key is not None and flags & HAS_KEY:
-            if not flags & VALUE_NON_EMPTY:
+            live = 1 if flags & VALUE_NON_EMPTY else 0
+            if not (live or tombstones):
                 continue
             slot = _find(hashes, offsets, md5(key).digest())
             found = offsets[slot] - 1 if slot >= 0 else -1
-            if found != (base + pos) << 1 | 1:
+            if found != (base + pos) << 1 | live:
                 continue
         elif not retain:
             continue
@@ -185,17 +190,18 @@ def select_batch(
     bits: bytes | bytearray,
     bits_first: int,
     limit: int,
-) -> tuple[bytes, int, int, int, int, int, int, int]:
+) -> tuple[bytes, int, int, int, int, int, int, int, int]:
     """The records at positions ``first..last`` whose bit ``position - bits_first`` is set,
     at most ``limit`` of them, framed as payload records (``0x0A varint(n)`` + message):
     ``(records, count, message bytes, first ledger, first entry, last ledger, last entry,
-    next position)``; next is where a call for more would start."""
+    next position, not live)``; next is where a call for more would start, not live the
+    records taken that are keyless or tombstones (a batch without any is ``LIVE_ONLY``)."""
     out = bytearray()
-    count = body_bytes = fl = fe = ll = le = 0
+    count = body_bytes = fl = fe = ll = le = dead = 0
     pos = at - 1
     nxt = -1
     nbits = len(bits)
-    for lid, eid, _f, _k, s, e in _walk(payload):
+    for lid, eid, flags, _k, s, e in _walk(payload):
         pos += 1
         if nxt >= 0 or pos < first or pos > last:
             continue
@@ -214,18 +220,20 @@ def select_batch(
         ll, le = lid, eid
         count += 1
         body_bytes += len(body)
+        dead += flags & LIVE != LIVE
         if count >= limit:
             nxt = pos + 1
-    return bytes(out), count, body_bytes, fl, fe, ll, le, pos + 1 if nxt < 0 else nxt
+    return bytes(out), count, body_bytes, fl, fe, ll, le, pos + 1 if nxt < 0 else nxt, dead
 
 
-def live_bitmap(offsets: array[int], bits: bytearray) -> int:
+def live_bitmap(offsets: array[int], bits: bytearray, tombstones: bool) -> int:
     """Set bit ``position`` of ``bits`` for every live entry of a phase-one table (stored
-    value + 1 = ``(position << 1 | live) + 1``); the count set."""
+    value + 1 = ``(position << 1 | live) + 1``), and every tombstone when ``tombstones``;
+    the count set."""
     count = 0
     for stored in offsets:
-        if stored and not stored & 1:
-            pos = (stored >> 1) - 1
+        if stored and (tombstones or not stored & 1):
+            pos = (stored - 1) >> 1
             bits[pos >> 3] |= 1 << (pos & 7)
             count += 1
     return count

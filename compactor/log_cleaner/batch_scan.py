@@ -26,8 +26,8 @@ Survived = tuple[bytes, int, int, int, int, int, int, int]
 # exchange_batch: (read, kept, tombstones, keyless, bytes_in, size, stop)
 Exchanged = tuple[int, int, int, int, int, int, int]
 # select_batch: (records, count, message bytes, first ledger, first entry, last ledger,
-# last entry, next position)
-Selected = tuple[bytes, int, int, int, int, int, int, int]
+# last entry, next position, not live)
+Selected = tuple[bytes, int, int, int, int, int, int, int, int]
 
 
 class ScanTwin(Protocol):
@@ -73,7 +73,7 @@ class ScanTwin(Protocol):
         limit: int,
     ) -> Selected: ...
 
-    def live_bitmap(self, offsets: array[int], bits: bytearray) -> int: ...
+    def live_bitmap(self, offsets: array[int], bits: bytearray, tombstones: bool) -> int: ...
 
     def winner_bits(
         self,
@@ -85,6 +85,7 @@ class ScanTwin(Protocol):
         last: int,
         base: int,
         retain: bool,
+        tombstones: bool,
         bits: bytearray,
         bits_first: int,
     ) -> int: ...
@@ -167,9 +168,10 @@ def select_batch(
         raise CorruptData(f"{where}: {exc}", position=where) from None
 
 
-def live_bitmap(m: SkimpyOffsetMap, bits: bytearray) -> int:
-    """Phase one's live winners as bits of ``bits`` (``_batch_scan_py.live_bitmap``)."""
-    return twin.live_bitmap(m.table()[1], bits)
+def live_bitmap(m: SkimpyOffsetMap, bits: bytearray, tombstones: bool = False) -> int:
+    """Phase one's live winners (and winning tombstones when ``tombstones``: a run that
+    may keep them) as bits of ``bits`` (``_batch_scan_py.live_bitmap``)."""
+    return twin.live_bitmap(m.table()[1], bits, tombstones)
 
 
 def winner_bits(
@@ -180,6 +182,7 @@ def winner_bits(
     last: int,
     base: int,
     retain: bool,
+    tombstones: bool,
     bits: bytearray,
     where: str,
 ) -> int:
@@ -188,7 +191,7 @@ def winner_bits(
     hashes, offsets, _slots = m.table()
     try:
         return twin.winner_bits(
-            hashes, offsets, payload, at, first, last, base, retain, bits, first
+            hashes, offsets, payload, at, first, last, base, retain, tombstones, bits, first
         )
     except MalformedPayload as exc:
         raise CorruptData(f"{where}: {exc}", position=where) from None

@@ -169,7 +169,7 @@ class TwoPhaseCompactor:
             self.storage.delete_ledger(inp.previous_ledger)
         self.fault("after_delete")
         control.report(Progress(COMMIT, 1, 1, meter.bytes_read, meter.bytes_written))
-        run = self._figures(winners, meter.bytes_written, started, phase_one_done)
+        run = self._figures(winners, meter, meter.bytes_written, started, phase_one_done)
         log.info(
             "compacted %s: read %d kept %d into ledger %d, horizon %s in %d ms",
             topic,
@@ -191,7 +191,7 @@ class TwoPhaseCompactor:
         phase_one_done = time.monotonic()
         meter = PhaseTwoMeter(control, inp.entries)
         bytes_out = sum(map(len, winners_in_order(self.storage, inp, winners, meter)))
-        return self._figures(winners, bytes_out, started, phase_one_done)
+        return self._figures(winners, meter, bytes_out, started, phase_one_done)
 
     def _phase_one(
         self, inp: CompactionInput, control: RunControl
@@ -213,14 +213,21 @@ class TwoPhaseCompactor:
         return inp, winners
 
     def _figures(
-        self, winners: PhaseOneResult, bytes_out: int, started: float, phase_one_done: float
+        self,
+        winners: PhaseOneResult,
+        meter: PhaseTwoMeter,
+        bytes_out: int,
+        started: float,
+        phase_one_done: float,
     ) -> CompactionRun:
+        """The run's figures; tombstones kept for readers count as kept, not removed."""
         done = time.monotonic()
+        kept = winners.kept + meter.tombstones_kept
         return CompactionRun(
             read=winners.read,
-            kept=winners.kept,
-            removed=winners.read - winners.kept,
-            tombstones=winners.tombstones,
+            kept=kept,
+            removed=winners.read - kept,
+            tombstones=winners.tombstones - meter.tombstones_kept,
             keyless_dropped=winners.keyless_dropped,
             bytes_in=winners.bytes_in,
             bytes_out=bytes_out,
@@ -237,7 +244,8 @@ class TwoPhaseCompactor:
     ) -> None:
         """Phase two: append the winners verbatim, in id order."""
         storage = self.storage
-        if isinstance(storage, BatchStorage):
+        # A run that may keep tombstones asks each winning one (winners_in_order).
+        if isinstance(storage, BatchStorage) and inp.tombstones is None:
             copier = WinnerCopier(storage, ledger_id, APPEND_BATCH)
             copier.on_first_append = lambda: self.fault("after_append")
             copier.copy(inp, winners, meter)

@@ -11,7 +11,7 @@ bytes with their original id, for raw and compacted ledgers alike.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from compactlog.compactor.two_phase.storage import (
     CompactionInput,
@@ -19,12 +19,17 @@ from compactlog.compactor.two_phase.storage import (
     NewEntry,
     Segment,
     StoredPayload,
+    TombstoneRetention,
     tail_segments,
 )
 from compactlog.errors import CommitConflict, DataLoss, TopicNotFound
 from compactlog.storage import batch as batch_codec
 from compactlog.storage.codec import ROLE_COMPACTED
-from compactlog.storage.cursor import COMPACTED_LEDGER_PROPERTY, COMPACTION_SUBSCRIPTION
+from compactlog.storage.cursor import (
+    COMPACTED_LEDGER_PROPERTY,
+    COMPACTION_SUBSCRIPTION,
+    Cursor,
+)
 from compactlog.storage.ledger_append import compacted_records_batch
 from compactlog.storage.ledger_scans import LedgerScans
 from compactlog.storage.ledger_store import LedgerStore
@@ -62,6 +67,17 @@ def backlog_bytes(store: LedgerStore, topic_name: str) -> int:
             else:
                 total += led.bytes
         return total
+
+
+def compacted_readers_at(cursors: Iterable[Cursor]) -> MessageId | None:
+    """The lowest mark-delete position of the subscriptions reading compacted (one that
+    acknowledged nothing yet: before every id); None when there is none."""
+    marks = [
+        c.mark_delete or MessageId(0, 0)
+        for c in cursors
+        if c.reads_compacted and c.name != COMPACTION_SUBSCRIPTION
+    ]
+    return min(marks) if marks else None
 
 
 class LedgerReads:
@@ -173,6 +189,8 @@ class LedgerStoreCompactionStorage(LedgerReads):
             ledgers = [(led.ledger_id, led.entries) for led in t.ledgers]
             retain = t.config.compaction_retain_null_key
             incarnation = t.incarnation
+            readers_at = compacted_readers_at(t.cursors.values())
+            delete_retention_ms = t.config.delete_retention_ms
         segments: list[Segment] = []
         if previous is not None:
             meta = store.ledger(previous)
@@ -188,8 +206,10 @@ class LedgerStoreCompactionStorage(LedgerReads):
         if stop is not None and (prev_horizon is None or stop > prev_horizon):
             horizon = stop
             segments += tail_segments(ledgers, prev_horizon, stop)
+        now_ms = int(store.clock() * 1000)
+        tombstones = TombstoneRetention.of(readers_at, delete_retention_ms, now_ms, horizon)
         return CompactionInput(
-            topic, previous, prev_horizon, horizon, tuple(segments), retain, incarnation
+            topic, previous, prev_horizon, horizon, tuple(segments), retain, incarnation, tombstones
         )
 
     # ---- writes ---------------------------------------------------------------------
@@ -208,8 +228,9 @@ class LedgerStoreCompactionStorage(LedgerReads):
         count: int,
         first_id: MessageId,
         last_id: MessageId,
+        live_only: bool,
     ) -> None:
-        data = compacted_records_batch(records, count, first_id, last_id)
+        data = compacted_records_batch(records, count, first_id, last_id, live_only)
         self.store.append_compacted(ledger_id, position, count, data)
 
     def seal(self, ledger_id: int) -> None:

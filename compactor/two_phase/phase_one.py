@@ -40,7 +40,7 @@ from compactlog.compactor.progress import PHASE_ONE, NoControl, Progress, RunCon
 from compactlog.compactor.two_phase.storage import (
     BatchStorage,
     CompactionInput,
-    CompactionStorage,
+    CompactionReads,
     Segment,
 )
 from compactlog.compactor.two_phase.winners import BitmapWinners, MapWinners, PhaseOneResult
@@ -130,7 +130,7 @@ def _map_batches(
 
 
 def _map_entries(
-    storage: CompactionStorage, seg: Segment, base: int, keys: _GrowingMap, retain: bool,
+    storage: CompactionReads, seg: Segment, base: int, keys: _GrowingMap, retain: bool,
     t: _Tally, control: RunControl,
 ) -> int | None:  # fmt: skip
     """One segment, entry by entry (storages without stored batches)."""
@@ -159,12 +159,14 @@ def _map_entries(
 
 
 def find_winners(
-    storage: CompactionStorage,
+    storage: CompactionReads,
     inp: CompactionInput,
     budget_bytes: int,
     control: RunControl | None = None,
+    settle: bool = True,
 ) -> MapWinners:
-    """Map every key of the input to its latest position; stop early if the map fills."""
+    """Map every key of the input to its latest position; stop early if the map fills.
+    ``settle=False`` keeps the offset map for the caller (a past view looks keys up in it)."""
     control = control or NoControl()
     segments = inp.segments
     positions = [0]
@@ -173,7 +175,11 @@ def find_winners(
     total = positions.pop()
     prefix = segments[0].length if segments and segments[0].compacted else 0
     keys = _GrowingMap(budget_bytes, prefix + min(total - prefix, INITIAL_TAIL_KEYS))
-    result = MapWinners(positions=positions, retain_null_key=inp.retain_null_key)
+    result = MapWinners(
+        positions=positions,
+        retain_null_key=inp.retain_null_key,
+        keep_tombstones=inp.tombstones is not None,
+    )
     t = _Tally(total)
     covered: int | None = None
     for seg, base in zip(segments, positions, strict=True):
@@ -198,5 +204,6 @@ def find_winners(
     result.covered = covered
     result.offset_map = keys.map
     result.map_bytes = keys.map.memory_bytes
-    result.peak_bytes = max(keys.peak, result.settle(budget_bytes, covered or total))
+    if settle:
+        result.peak_bytes = max(keys.peak, result.settle(budget_bytes, covered or total))
     return result

@@ -22,11 +22,13 @@ from compactlog.compactor.two_phase.phase_one import PhaseOneResult
 from compactlog.compactor.two_phase.storage import (
     BatchStorage,
     CompactionInput,
-    CompactionStorage,
+    CompactionReads,
     Segment,
+    TombstoneRetention,
 )
 from compactlog.errors import DataLoss
 from compactlog.storage.types import MessageId
+from compactlog.v1 import compactlog_pb2 as pb
 
 CHECK_EVERY = 4096  # winners between progress reports and cancel checks
 
@@ -40,6 +42,7 @@ class PhaseTwoMeter:
     done: int = 0  # input entries passed
     bytes_read: int = 0
     bytes_written: int = 0
+    tombstones_kept: int = 0  # winners that are tombstones the run's retention keeps
 
     def report(self) -> None:
         self.control.report(
@@ -49,12 +52,15 @@ class PhaseTwoMeter:
 
 
 def winners_in_order(
-    storage: CompactionStorage,
+    storage: CompactionReads,
     inp: CompactionInput,
     winners: PhaseOneResult,
     meter: PhaseTwoMeter,
 ) -> Iterator[bytes]:
-    """The winners' entry bytes in id order (input order)."""
+    """The winners' entry bytes in id order (input order). When the run keeps tombstones,
+    each winning tombstone is asked ``TombstoneRetention.keeps`` (by its id and publish
+    time, read from its bytes); the others are left out here."""
+    retention = inp.tombstones
     position = 0
     for index, seg in enumerate(inp.segments):
         meter.report()
@@ -68,6 +74,11 @@ def winners_in_order(
                     since = 0
                     meter.done = position + eid - seg.first_entry
                     meter.report()
+                if retention is not None:
+                    kept = kept_tombstone(data, retention)
+                    if kept is False:
+                        continue
+                    meter.tombstones_kept += kept is True
                 yield data
         position += seg.length
         meter.done = position
@@ -77,10 +88,12 @@ def winners_in_order(
 class WinnerCopier:
     """Phase two over a ``BatchStorage``: each stored batch's winners in one call, packed
     into output batches of exactly ``batch_size`` entries (the last one fewer), the same
-    bytes as appending the winners one by one. ``first_append`` runs after the first."""
+    bytes as appending the winners one by one. ``first_append`` runs after the first.
+    An output batch whose records are all keyed and live carries ``LIVE_ONLY``."""
 
     def __init__(self, storage: BatchStorage, ledger_id: int, batch_size: int) -> None:
         self.storage, self.ledger_id, self.batch_size = storage, ledger_id, batch_size
+        self.not_live = 0  # keyless records (or tombstones) in the batch being packed
         self.records = bytearray()
         self.count = self.appended = 0
         self.first_id = self.last_id = MessageId(0, 0)
@@ -112,7 +125,7 @@ class WinnerCopier:
             pos = max(at, seg.first_entry)
             while True:
                 room = self.batch_size - self.count
-                records, n, nbytes, fl, fe, ll, le, pos = select_batch(
+                records, n, nbytes, fl, fe, ll, le, pos, dead = select_batch(
                     payload, at, pos, seg.last_entry, bits, seg.first_entry, room, where
                 )
                 if n:
@@ -120,6 +133,7 @@ class WinnerCopier:
                         self.first_id = MessageId(fl, fe)
                     self.records += records
                     self.count += n
+                    self.not_live += dead
                     self.last_id = MessageId(ll, le)
                     hits += n
                     since += n
@@ -145,9 +159,18 @@ class WinnerCopier:
             self.count,
             self.first_id,
             self.last_id,
+            self.not_live == 0,
         )
         self.appended += self.count
-        self.records, self.count = bytearray(), 0
+        self.records, self.count, self.not_live = bytearray(), 0, 0
         hook, self.on_first_append = self.on_first_append, None
         if hook is not None:
             hook()
+
+
+def kept_tombstone(data: bytes, retention: TombstoneRetention) -> bool | None:
+    """None: ``data`` is no tombstone; else whether the run's retention keeps it."""
+    msg = pb.Message.FromString(data)
+    if not msg.HasField("key") or (msg.HasField("value") and msg.value):
+        return None
+    return retention.keeps(MessageId(msg.id.ledger_id, msg.id.entry_id), msg.publish_time_ms)

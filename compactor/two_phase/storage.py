@@ -34,6 +34,42 @@ class Segment(NamedTuple):
 
 
 @dataclass(frozen=True)
+class TombstoneRetention:
+    """Which tombstones a run keeps in its compacted ledger (reader-aware retention).
+
+    A tombstone that is the latest message of its key stays while a durable subscription
+    reading compacted has not passed it (its mark-delete position is before the
+    tombstone), so a slow reader never misses a deletion; or while it is younger than the
+    topic's ``delete.retention.ms`` by publish time, for readers without a subscription.
+    The server fixes both bounds when the run begins; they travel with the input to the
+    worker. Without a ``TombstoneRetention`` a run drops every tombstone.
+    """
+
+    readers_at: MessageId | None  # lowest such mark-delete (None: no such subscription)
+    published_after_ms: int | None  # now - delete.retention.ms (None: the setting is 0)
+
+    def keeps(self, msg_id: MessageId, publish_time_ms: int) -> bool:
+        if self.readers_at is not None and msg_id > self.readers_at:
+            return True
+        return self.published_after_ms is not None and publish_time_ms > self.published_after_ms
+
+    @staticmethod
+    def of(
+        readers_at: MessageId | None,
+        delete_retention_ms: int,
+        now_ms: int,
+        horizon: MessageId | None,
+    ) -> TombstoneRetention | None:
+        """The retention of a run ending at ``horizon``; None when it keeps nothing."""
+        if readers_at is not None and horizon is not None and readers_at >= horizon:
+            readers_at = None  # every such subscription passed the whole input
+        if readers_at is None and delete_retention_ms <= 0:
+            return None
+        after = now_ms - delete_retention_ms if delete_retention_ms > 0 else None
+        return TombstoneRetention(readers_at, after)
+
+
+@dataclass(frozen=True)
 class CompactionInput:
     """The snapshot a run works on; later publishes wait for the next run."""
 
@@ -46,6 +82,7 @@ class CompactionInput:
     # Which topic of this name the snapshot is of (deleted and created again, a name
     # means another topic); 0 = not known to this storage, not checked.
     incarnation: int = 0
+    tombstones: TombstoneRetention | None = None  # None: every tombstone goes
 
     @property
     def nothing_to_do(self) -> bool:
@@ -97,14 +134,8 @@ KeyEntry = tuple[int, int, int, bytes | None]
 NewEntry = tuple[int, bytes, bytes | None, int]
 
 
-class CompactionStorage(Protocol):
-    """Read a topic through ``__compaction`` up to a snapshot; write and commit a ledger."""
-
-    def begin(self, topic: str) -> CompactionInput:
-        """Snapshot the input; create the ``__compaction`` cursor at the earliest id if
-        missing (so retention keeps what the compactor needs). DataLoss when the current
-        compacted ledger is gone."""
-        ...
+class CompactionReads(Protocol):
+    """The reads both phases make: what a run, a preview and a past view (``as_of``) share."""
 
     def read_keys(self, segment: Segment, reverse: bool = False) -> Iterator[KeyEntry]:
         """Keys, flags and sizes of a segment's entries without reading payloads."""
@@ -116,6 +147,16 @@ class CompactionStorage(Protocol):
         """``(entry id, bytes)`` in id order; with ``select`` only the entries whose bit
         (``entry - first_entry``, little-endian within each byte) is set. DataLoss when a
         selected entry is missing."""
+        ...
+
+
+class CompactionStorage(CompactionReads, Protocol):
+    """Read a topic through ``__compaction`` up to a snapshot; write and commit a ledger."""
+
+    def begin(self, topic: str) -> CompactionInput:
+        """Snapshot the input; create the ``__compaction`` cursor at the earliest id if
+        missing (so retention keeps what the compactor needs). DataLoss when the current
+        compacted ledger is gone."""
         ...
 
     def create_ledger(self, topic: str) -> int: ...
@@ -166,8 +207,10 @@ class BatchStorage(Protocol):
         count: int,
         first_id: MessageId,
         last_id: MessageId,
+        live_only: bool,
     ) -> None:
         """Append ``count`` payload records (``Message`` bytes with their original ids,
         each framed as a batch payload frames it) as one COMPACTED batch at ``position``;
-        the same bytes ``append`` makes of the same messages."""
+        the same bytes ``append`` makes of the same messages (``live_only``: the caller
+        knows each is keyed with a non-empty value, ``LIVE_ONLY``)."""
         ...

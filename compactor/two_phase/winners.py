@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from compactlog.compactor.log_cleaner.batch_scan import live_bitmap, winner_bits
 from compactlog.compactor.log_cleaner.offset_map import SkimpyOffsetMap
-from compactlog.compactor.two_phase.storage import BatchStorage, CompactionStorage, Segment
+from compactlog.compactor.two_phase.storage import BatchStorage, CompactionReads, Segment
 from compactlog.storage.codec import HAS_KEY, VALUE_NON_EMPTY
 
 
@@ -37,7 +37,7 @@ class PhaseOneResult:
     peak_bytes: int = 0
     covered: int | None = None  # input entries covered; None: all of them
 
-    def selection(self, storage: CompactionStorage, index: int, segment: Segment) -> bytearray:
+    def selection(self, storage: CompactionReads, index: int, segment: Segment) -> bytearray:
         """The winners of segment ``index`` as a bitmap (bit = entry - first_entry)."""
         raise NotImplementedError
 
@@ -53,7 +53,7 @@ class BitmapWinners(PhaseOneResult):
     bits: bytearray = field(default_factory=bytearray)
     bases: list[int] = field(default_factory=list)  # per segment: its first byte in ``bits``
 
-    def selection(self, storage: CompactionStorage, index: int, segment: Segment) -> bytearray:
+    def selection(self, storage: CompactionReads, index: int, segment: Segment) -> bytearray:
         base = self.bases[index]
         return self.bits[base : base + ((segment.length + 7) >> 3)]
 
@@ -66,6 +66,9 @@ class MapWinners(PhaseOneResult):
     bits: bytearray | None = None  # one bit per covered position
     positions: list[int] = field(default_factory=list)  # per segment: its first position
     retain_null_key: bool = False
+    # The run may keep tombstones (``TombstoneRetention``): a tombstone that is its key's
+    # latest message is selected too, and phase two decides whether it stays.
+    keep_tombstones: bool = False
     map_bytes: int = 0  # the offset map's table at its largest
 
     def settle(self, budget_bytes: int, covered: int) -> int:
@@ -76,11 +79,11 @@ class MapWinners(PhaseOneResult):
         if self.offset_map.memory_bytes + size > budget_bytes:
             return 0
         bits = bytearray(size)
-        live_bitmap(self.offset_map, bits)  # stored = (position << 1 | live) + 1, live
+        live_bitmap(self.offset_map, bits, self.keep_tombstones)
         self.bits, self.offset_map = bits, None
         return self.map_bytes + size
 
-    def selection(self, storage: CompactionStorage, index: int, segment: Segment) -> bytearray:
+    def selection(self, storage: CompactionReads, index: int, segment: Segment) -> bytearray:
         if self.bits is not None:
             return _cut(self.bits, self.positions[index], segment.length)
         assert self.offset_map is not None
@@ -89,17 +92,20 @@ class MapWinners(PhaseOneResult):
         first = segment.first_entry
         base = self.positions[index] - first  # position of entry e: base + e
         retain = self.retain_null_key
+        keep_tombstones = self.keep_tombstones
         if isinstance(storage, BatchStorage):  # one call per stored batch
             for at, payload, where in storage.stored_batches(segment):
                 winner_bits(
                     self.offset_map, payload, at, first, segment.last_entry, base, retain,
-                    bits, where,
+                    keep_tombstones, bits, where,
                 )  # fmt: skip
             return bits
         for eid, flags, _size, key in storage.read_keys(segment):
             if flags & HAS_KEY:
-                # only a live entry can win, and only if the map holds its own position
-                if not flags & VALUE_NON_EMPTY or get(key) != (base + eid) << 1 | 1:  # type: ignore[arg-type]
+                # a live entry (or a tombstone the run may keep) wins if the map holds
+                # exactly its own position
+                live = 1 if flags & VALUE_NON_EMPTY else 0
+                if not (live or keep_tombstones) or get(key) != (base + eid) << 1 | live:  # type: ignore[arg-type]
                     continue
             elif not retain:
                 continue

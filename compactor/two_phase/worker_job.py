@@ -37,7 +37,7 @@ from compactlog.compactor.two_phase.storage import (
 from compactlog.compactor.worker_link import WorkerLink, kill_self
 from compactlog.errors import StorageError
 from compactlog.storage import keys
-from compactlog.storage.ledger_append import compacted_batch, compacted_records_batch
+from compactlog.storage.ledger_append import compacted_batch, compacted_records_batch, live_only
 from compactlog.storage.ledger_scans import StoredBatch
 from compactlog.storage.ledger_secondary import SecondaryLedgerScans
 from compactlog.storage.rocks import SstWriter
@@ -119,9 +119,8 @@ class WorkerCompactionStorage(LedgerReads):
     def append(self, ledger_id: int, entries: Sequence[NewEntry]) -> None:
         if ledger_id != self.job.ledger_id or not entries or entries[0][0] != self.entries:
             raise StorageError(f"ledger {ledger_id}: appends must continue at {self.entries}")
-        self._put(
-            compacted_batch(ledger_id, [d for _pos, d, _key, _flags in entries]), len(entries)
-        )
+        messages = [d for _pos, d, _key, _flags in entries]
+        self._put(compacted_batch(ledger_id, messages, live_only(entries)), len(entries))
 
     def append_records(
         self,
@@ -131,10 +130,11 @@ class WorkerCompactionStorage(LedgerReads):
         count: int,
         first_id: MessageId,
         last_id: MessageId,
+        live_only: bool,
     ) -> None:
         if ledger_id != self.job.ledger_id or count < 1 or position != self.entries:
             raise StorageError(f"ledger {ledger_id}: appends must continue at {self.entries}")
-        self._put(compacted_records_batch(records, count, first_id, last_id), count)
+        self._put(compacted_records_batch(records, count, first_id, last_id, live_only), count)
 
     def _put(self, data: bytes, count: int) -> None:
         if self.sst is None:

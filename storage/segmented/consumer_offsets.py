@@ -213,15 +213,56 @@ class SegmentCursors:
 
     # ---- the cursors ------------------------------------------------------------------
 
-    def open(self, subscription: str, initial_mark: MessageId | None) -> Cursor:
-        """The subscription's cursor, created at ``initial_mark`` on first use."""
+    def open(
+        self,
+        subscription: str,
+        initial_mark: MessageId | None,
+        properties: dict[str, str] | None = None,
+    ) -> Cursor:
+        """The subscription's cursor, created at ``initial_mark`` (with ``properties``)
+        on first use."""
         with self._lock:
             cursor = self._cursors.get(subscription)
             if cursor is None:
-                cursor = Cursor(subscription, initial_mark, read_position=initial_mark)
+                cursor = Cursor(
+                    subscription,
+                    initial_mark,
+                    properties=dict(properties or {}),
+                    read_position=initial_mark,
+                )
                 cursor.delivered = initial_mark
                 self._cursors[subscription] = cursor
                 self._record(cursor, CursorChange(head=True), sync=True)
+            return cursor
+
+    def all(self) -> list[Cursor]:
+        with self._lock:
+            return [self._cursors[name] for name in sorted(self._cursors)]
+
+    def _existing(self, subscription: str, topic: str) -> Cursor:
+        cursor = self._cursors.get(subscription)
+        if cursor is None:
+            raise SubscriptionNotFound(
+                f"subscription {subscription!r} does not exist"
+                + (f" on {topic!r}" if topic else ""),
+                topic=topic or None,
+                subscription=subscription,
+            )
+        return cursor
+
+    def delete(self, subscription: str, topic: str = "") -> None:
+        """Drop a subscription: the journal has no line for that, so the state is written
+        as a new snapshot without it (a rare, administrative change)."""
+        with self._lock:
+            self._existing(subscription, topic)
+            del self._cursors[subscription]
+            self._snapshot()
+
+    def reset(self, subscription: str, mark: MessageId | None, topic: str = "") -> Cursor:
+        """Reset the cursor to ``mark`` (``Cursor.reset``), synced before returning."""
+        with self._lock:
+            cursor = self._existing(subscription, topic)
+            self._record(cursor, cursor.reset(mark), sync=True)
             return cursor
 
     def acknowledge(

@@ -79,10 +79,34 @@ class SegmentedTopicLog:
         """The log as cleaning left it (``compacted`` changes nothing on this kind)."""
         return self.log.batches(start.entry_id, stop.entry_id + 1, clamp=True)
 
-    def open_cursor(self, subscription: str, latest: bool) -> Cursor:
+    def open_cursor(
+        self,
+        subscription: str,
+        latest: bool,
+        read_compacted: bool = False,
+        properties: dict[str, str] | None = None,
+    ) -> Cursor:
+        """(The cleaner keeps tombstones for ``delete.retention.ms`` whoever reads.)"""
         end = self.log.next_offset
         initial = MessageId(0, end - 1) if latest and end else None
-        return self.manager.cursors(self.name).open(subscription, initial)
+        return self.manager.cursors(self.name).open(subscription, initial, properties)
+
+    def subscriptions(self) -> list[Cursor]:
+        return self.manager.cursors(self.name).all()
+
+    def delete_subscription(self, subscription: str) -> None:
+        self.manager.cursors(self.name).delete(subscription, self.name)
+
+    def reset_subscription(self, subscription: str, start: MessageId) -> Cursor:
+        mark = MessageId(0, start.entry_id - 1) if start.entry_id > 0 else None
+        return self.manager.cursors(self.name).reset(subscription, mark, self.name)
+
+    def backlog(self, cursor: Cursor) -> int:
+        """Kafka's lag: offsets between the committed position and the log end offset
+        (offsets the cleaner removed count, as they do in Kafka), less individual acks."""
+        mark = cursor.mark_delete
+        first = max(self.log.log_start_offset, 0 if mark is None else mark.entry_id + 1)
+        return max(0, self.log.next_offset - first - cursor.acked.ids())
 
     def delivered(self, cursor: Cursor, last: MessageId | None, rewound: bool = False) -> None:
         cursor.deliver(last, rewound)

@@ -84,17 +84,17 @@ def test_produce_flags_and_read(run_cli: RunCli, unique_topic: str) -> None:
     assert code == 0
     first = out.strip()
     assert ":" in first
-    assert run_cli("produce", unique_topic, "--key", "a")[0] == 0  # null value: a tombstone
+    assert run_cli("produce", unique_topic, "--key", "a", "--tombstone")[0] == 0
     assert run_cli("produce", unique_topic, "--value", "no key")[0] == 0
-    assert run_cli("produce", unique_topic, "--key", "e", "--value", "")[0] == 0
+    assert run_cli("produce", unique_topic, "--key", "n", "--value", "null")[0] == 0
 
     code, out, _ = run_cli("read", unique_topic)
     lines = out.splitlines()
     assert code == 0 and len(lines) == 4
     assert lines[0] == f"{first} key=a value=1"
-    assert lines[1].endswith(" key=a value=null")
-    assert lines[2].endswith(" key=null value=no key")
-    assert lines[3].endswith(" key=e value=")
+    assert lines[1].endswith(" key=a tombstone")
+    assert lines[2].endswith(" key=<null> value=no key")
+    assert lines[3].endswith(" key=n value=null")  # the string "null", not a tombstone
 
     code, out, _ = run_cli("read", unique_topic, "--json", "--limit", "1")
     (record,) = [json.loads(line) for line in out.splitlines()]
@@ -105,6 +105,8 @@ def test_produce_flags_and_read(run_cli: RunCli, unique_topic: str) -> None:
     second = lines[1].split()[0]
     code, out, _ = run_cli("read", unique_topic, "--from", second, "--limit", "2")
     assert [line.split()[0] for line in out.splitlines()] == [second, lines[2].split()[0]]
+    code, out, _ = run_cli("read", unique_topic, "--from", second, "--limit", "1", "--json")
+    assert json.loads(out)["tombstone"] is True and json.loads(out)["value"] is None
     code, out, _ = run_cli("read", unique_topic, "--from", "latest")
     assert code == 0 and out == ""
 
@@ -145,14 +147,21 @@ def test_produce_json_lines(run_cli: RunCli, unique_topic: str, shared_server) -
     ]
 
 
-def test_invalid_json_line_sends_nothing(run_cli: RunCli, unique_topic: str) -> None:
+def test_invalid_json_line_stops_after_what_came_before(run_cli: RunCli, unique_topic: str) -> None:
     run_cli("topics", "create", unique_topic)
-    data = b'{"key": "a", "value": "1"}\n{"key": "b", "value": "2"}\n{"key": "c", value}\n'
+    data = (
+        b'{"key": "a", "value": "1"}\n{"key": "b", "value": "2"}\n{"key": "c", value}\n'
+        b'{"key": "d", "value": "4"}\n'
+    )
     code, out, err = run_cli("produce", unique_topic, stdin=data)
     assert code == 2 and out == ""
-    assert "line 3" in one_error_line(err)
+    line = one_error_line(err)
+    assert "line 3" in line and f"produced 2 messages to {unique_topic} before it" in line
     code, out, _ = run_cli("read", unique_topic)
-    assert code == 0 and out == ""
+    assert code == 0 and [m.split(" ", 1)[1] for m in out.splitlines()] == [
+        "key=a value=1",
+        "key=b value=2",
+    ]
 
 
 def test_cli_errors(run_cli: RunCli, unique_topic: str) -> None:
@@ -258,3 +267,55 @@ def test_compact_dry_run_cancel_and_verify(run_cli: RunCli, unique_topic: str) -
     code, out, _ = run_cli("admin", "topics", "verify", unique_topic, "--json")
     result = json.loads(out)
     assert code == 0 and result["ok"] and result["checked"] == 2 and len(result["digest"]) == 64
+
+
+def test_output_json_from_every_command_that_prints_data(
+    run_cli: RunCli, unique_topic: str
+) -> None:
+    """``--output json`` (anywhere on the line): every line on stdout is one JSON object."""
+    t, kafka = unique_topic, unique_topic + "-kafka"
+    stdin = b'{"key": "a", "value": "1"}\n{"key": "a", "value": "2"}\n{"key": "b", "value": null}\n'
+    commands: list[tuple[list[str], bytes | None]] = [
+        (["topics", "create", t], None),
+        (["topics", "create", kafka, "--kind", "segmented"], None),
+        (["topics", "list"], None),
+        (["topics", "describe", t], None),
+        (["topics", "set-config", t, "retention.ms=60000"], None),
+        (["produce", t, "--key", "c", "--value", "3"], None),
+        (["produce", t], stdin),
+        (["produce", kafka, "--key", "k", "--value", "v"], None),
+        (["read", t], None),
+        (["admin", "topics", "compact", t, "--dry-run"], None),
+        (["admin", "topics", "compact", t, "--wait"], None),
+        (["admin", "topics", "compaction-status", t], None),
+        (["admin", "topics", "verify", t], None),
+        (["read", t, "--compacted"], None),
+        (["records", "delete-before", kafka, "1"], None),
+        (["topics", "delete", kafka], None),
+    ]
+    seen: dict[str, list[dict[str, object]]] = {}
+    for argv, data in commands:
+        code, out, err = run_cli(*argv, "--output", "json", stdin=data)
+        assert code == 0, (argv, err)
+        assert out.strip(), argv
+        seen[" ".join(argv)] = [json.loads(line) for line in out.splitlines()]
+    ids = [r["id"] for r in seen[f"read {t}"]]
+    assert seen[f"produce {t} --key c --value 3"] == [
+        {"topic": t, "id": ids[0], "tombstone": False}
+    ]
+    assert seen[f"produce {t}"] == [
+        {"topic": t, "produced": 3, "first_id": ids[1], "last_id": ids[3]}
+    ]
+    assert [r["tombstone"] for r in seen[f"read {t}"]] == [False, False, False, True]
+    assert [r["key"] for r in seen[f"read {t} --compacted"]] == ["c", "a"]
+    assert seen[f"admin topics verify {t}"][0]["ok"] is True
+    assert seen[f"records delete-before {kafka} 1"][0]["stats"]["log_start_offset"] == 1
+    assert seen[f"topics delete {kafka}"] == [{"name": kafka, "deleted": True}]
+
+
+def test_a_bad_first_line_sends_nothing(run_cli: RunCli, unique_topic: str) -> None:
+    run_cli("topics", "create", unique_topic)
+    code, out, err = run_cli("produce", unique_topic, stdin=b'{"key": 2}\n{"value": "1"}\n')
+    assert code == 2 and out == ""
+    assert f"produced 0 messages to {unique_topic} before it" in one_error_line(err)
+    assert run_cli("read", unique_topic)[1] == ""

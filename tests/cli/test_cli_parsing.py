@@ -13,7 +13,10 @@ import pytest
 
 from compactlog.cli import admin as cli_admin
 from compactlog.cli import app as cli
+from compactlog.cli import argv as cli_argv
 from compactlog.cli import data as cli_data
+from compactlog.cli import json_lines, stdin_batches
+from compactlog.cli import output as cli_output
 from compactlog.cli import progress as cli_progress
 from compactlog.cli import topics as cli_topics
 from compactlog.cli.common import UsageError, key_value, server_address
@@ -118,6 +121,19 @@ def test_key_value() -> None:
         (["topics", "set-config", "t"], "at least one"),
         (["topics", "create", "t", "--kind", "queue"], "--kind"),
         (["produce", "t", "--value", "v", "--null-value"], "not allowed"),
+        (["produce", "t", "--value", "v", "--tombstone"], "not allowed"),
+        (["produce", "t", "--key", "k"], "--key needs --value"),
+        (["produce", "t", "--tombstone"], "--tombstone needs --key"),
+        (["produce", "t", "--key", "k", "--value", "v", "--event-time-ms", "1" + "0" * 19], "<="),
+        (["read", "t", "--from", "99999999999999999999999:0"], "out of range"),
+        (["read", "t", "--from", "1:18446744073709551616"], "out of range"),
+        (["read", "t", "--limit", "99999999999"], "--limit"),
+        (["records", "delete-before", "t", "-1"], "OFFSET"),
+        (["records", "delete-before", "t", "18446744073709551616"], "<="),
+        (["topics", "list", "--output", "yaml"], "--output"),
+        (["completion", "tcsh"], "SHELL"),
+        (["topics", "create", "t", "--partitions", "99999999999"], "--partitions"),
+        (["topics", "add-partitions", "t", "0"], ">= 1"),
         (["frobnicate"], "invalid choice"),
         ([], "required"),
     ],
@@ -141,14 +157,21 @@ def test_help_and_version(run_cli: RunCli) -> None:
 
 def test_parse_record_shapes() -> None:
     line = '{"key": "k", "value": "v", "properties": {"a": "b"}, "event_time_ms": 7}'
-    assert cli_data.parse_record(line, 1) == Record(b"k", b"v", {"a": "b"}, 7)
-    assert cli_data.parse_record('{"key": "k"}', 1) == Record(b"k", None, {}, 0)
-    assert cli_data.parse_record('{"key": null, "value": ""}', 1) == Record(None, b"", {}, 0)
-    assert cli_data.parse_record('{"value_b64": "AAEC"}', 1).value == b"\x00\x01\x02"
-    assert cli_data.parse_record('{"value": "AAEC", "value_b64": true}', 1).value == b"\x00\x01\x02"
-    assert cli_data.parse_record('{"key_b64": "/w=="}', 1).key == b"\xff"
+    assert json_lines.parse_record(line, 1) == Record(b"k", b"v", {"a": "b"}, 7)
+    assert json_lines.parse_record('{"key": "k", "value": null}', 1) == Record(b"k", None, {}, 0)
+    assert json_lines.parse_record('{"key": "k", "tombstone": true}', 1) == Record(
+        b"k", None, {}, 0
+    )
+    assert json_lines.parse_record('{"value": "v"}', 1) == Record(None, b"v", {}, 0)
+    assert json_lines.parse_record("{}", 1) == Record(None, None, {}, 0)
+    assert json_lines.parse_record('{"key": null, "value": ""}', 1) == Record(None, b"", {}, 0)
+    assert json_lines.parse_record('{"value_b64": "AAEC"}', 1).value == b"\x00\x01\x02"
+    assert (
+        json_lines.parse_record('{"value": "AAEC", "value_b64": true}', 1).value == b"\x00\x01\x02"
+    )
+    assert json_lines.parse_record('{"key_b64": "/w==", "value": "v"}', 1).key == b"\xff"
     ignored = '{"id": "1:0", "key": "k", "value": "v", "publish_time_ms": 5}'
-    assert cli_data.parse_record(ignored, 1) == Record(b"k", b"v", {}, 0)
+    assert json_lines.parse_record(ignored, 1) == Record(b"k", b"v", {}, 0)
 
 
 @pytest.mark.parametrize(
@@ -163,30 +186,66 @@ def test_parse_record_shapes() -> None:
         ('{"properties": {"a": 1}}', "properties"),
         ('{"event_time_ms": -1}', "event_time_ms"),
         ('{"event_time_ms": "soon"}', "event_time_ms"),
+        ('{"event_time_ms": 9223372036854775808}', "event_time_ms"),
+        ('{"key": "k"}', "needs a 'value'"),  # a tombstone is never sent by omission
+        ('{"key": "k", "vaule": "v"}', "unknown field 'vaule'"),
+        ('{"tombstone": true}', "needs a 'key'"),
+        ('{"key": "k", "value": "v", "tombstone": true}', "has no value"),
+        ('{"key": "k", "tombstone": 1}', "true or false"),
     ],
 )
 def test_parse_record_errors_name_the_line(line: str, fragment: str) -> None:
     with pytest.raises(UsageError, match=fragment) as info:
-        cli_data.parse_record(line, 17)
+        json_lines.parse_record(line, 17)
     assert str(info.value).startswith("line 17: ")
 
 
-def test_parse_lines_skips_blank_and_counts_lines() -> None:
-    data = b'{"key": "a"}\n\n   \n{"key": "b"}\n'
-    assert [r.key for r in cli_data.parse_lines(io.BytesIO(data))] == [b"a", b"b"]
+def _batches(data: bytes, size: int = 1000, max_bytes: int = 1 << 20) -> list[list[bytes | None]]:
+    return [
+        [r.key for r in batch]
+        for batch in stdin_batches.record_batches(io.BytesIO(data), size, max_bytes)
+    ]
+
+
+def test_stdin_batches_skip_blank_lines_and_count_every_line() -> None:
+    data = b'{"key": "a", "value": "1"}\n\n   \n{"key": "b", "value": "2"}'  # no final newline
+    assert _batches(data) == [[b"a", b"b"]]
     with pytest.raises(UsageError, match=r"^line 3: invalid JSON"):
-        cli_data.parse_lines(io.BytesIO(b'{"key": "a"}\n\n{oops\n'))
+        _batches(b'{"key": "a", "value": "1"}\n\n{oops\n')
     with pytest.raises(UsageError, match=r"^line 2: not UTF-8"):
-        cli_data.parse_lines(io.BytesIO(b'{"key": "a"}\n{"key": "\xff"}\n'))
+        _batches(b'{"key": "a", "value": "1"}\n{"key": "\xff"}\n')
 
 
-def test_invalid_stdin_sends_nothing(run_cli: RunCli, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Port 1 refuses connections: had anything been sent, the error would be "not reachable".
-    stdin = io.TextIOWrapper(io.BytesIO(b'{"key": "a", "value": "1"}\n{"key": 2}\n'))
+def test_stdin_batches_are_bounded_by_count_and_bytes() -> None:
+    lines = b"".join(b'{"key": "k%d", "value": "v"}\n' % i for i in range(7))
+    assert [len(b) for b in _batches(lines, size=3)] == [3, 3, 1]
+    assert [len(b) for b in _batches(lines, max_bytes=60)] == [2, 2, 2, 1]
+    big = b'{"key": "big", "value": "%s"}\n' % (b"x" * 100)
+    assert [len(b) for b in _batches(big + lines.splitlines(True)[0], max_bytes=60)] == [1, 1]
+
+
+def test_a_bad_line_sends_what_came_before_it() -> None:
+    stream = stdin_batches.record_batches(
+        io.BytesIO(b'{"key": "a", "value": "1"}\n{"value": "2"}\n{"key": "c"}\n{"value": 4}\n'),
+        1000,
+        1 << 20,
+    )
+    assert [r.key for r in next(stream)] == [b"a", None]
+    with pytest.raises(UsageError, match=r"^line 3: "):
+        next(stream)
+
+
+def test_stdin_produce_meets_the_server_before_reading_a_line(
+    run_cli: RunCli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The producer looks the topic up first, so `tail -f | compactlog produce` against a
+    # wrong address or topic fails at once, not when the first line arrives.
+    stdin = io.TextIOWrapper(io.BytesIO(b'{"key": 2}\n{"key": "a", "value": "1"}\n'))
     monkeypatch.setattr(sys, "stdin", stdin)
     code, out, err = run_cli("--server", "127.0.0.1:1", "produce", "t")
-    assert code == 2 and out == ""
-    assert_one_error_line(err, "line 2")
+    assert code == 1 and out == ""
+    assert_one_error_line(err, "server 127.0.0.1:1 is not reachable")
+    assert stdin.buffer.tell() == 0  # not a byte of stdin read
 
 
 # -- output formats -------------------------------------------------------------------------
@@ -194,23 +253,27 @@ def test_invalid_stdin_sends_nothing(run_cli: RunCli, monkeypatch: pytest.Monkey
 
 def test_text_and_json_output_round_trip() -> None:
     msg = Message(MessageId(2, 9), b"k", b"\x00\xff", {"p": "q"}, 100, 50)
-    assert cli_data.format_text(msg) == "2:9 key=k value=b64:AP8="
-    data = cli_data.message_json(msg)
+    assert cli_output.format_text(msg) == "2:9 key=k value=b64:AP8="
+    data = cli_output.message_json(msg)
     assert data == {
         "id": "2:9",
         "key": "k",
         "value": "AP8=",
         "value_b64": True,
+        "tombstone": False,
         "properties": {"p": "q"},
         "publish_time_ms": 100,
         "event_time_ms": 50,
     }
-    back = cli_data.parse_record(json.dumps(data), 1)
+    back = json_lines.parse_record(json.dumps(data), 1)
     assert back == Record(b"k", b"\x00\xff", {"p": "q"}, 50)
-    tomb = Message(MessageId(1, 0), None, None)
-    assert cli_data.format_text(tomb) == "1:0 key=null value=null"
-    assert cli_data.message_json(tomb)["key"] is None
-    assert cli_data.format_text(Message(MessageId(1, 1), b"a\nb", b"")) == "1:1 key=b64:YQpi value="
+    keyless_null = Message(MessageId(1, 0), None, None)
+    assert cli_output.format_text(keyless_null) == "1:0 key=<null> value=<null>"
+    assert cli_output.message_json(keyless_null)["key"] is None
+    assert not cli_output.message_json(keyless_null)["tombstone"]
+    assert (
+        cli_output.format_text(Message(MessageId(1, 1), b"a\nb", b"")) == "1:1 key=b64:YQpi value="
+    )
 
 
 def test_progress_is_a_rich_bar_on_a_terminal_and_plain_lines_otherwise() -> None:
@@ -312,13 +375,13 @@ def test_spark_engine_missing(run_cli: RunCli, monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_bench_gets_the_remaining_arguments(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert cli._split_bench(["--server", "h:1", "bench", "--size", "10", "read"]) == (
+    assert cli_argv.split_bench(["--server", "h:1", "bench", "--size", "10", "read"]) == (
         ["--server", "h:1", "bench"],
         ["--size", "10", "read"],
     )
-    assert cli._split_bench(["read", "bench"]) == (["read", "bench"], None)
+    assert cli_argv.split_bench(["read", "bench"]) == (["read", "bench"], None)
     argv = ["--token", "bench", "--tls-ca", "bench", "bench", "-x"]  # values are not verbs
-    assert cli._split_bench(argv) == (argv[:5], ["-x"])
+    assert cli_argv.split_bench(argv) == (argv[:5], ["-x"])
     seen: list[list[str]] = []
 
     class FakeBench:
@@ -389,14 +452,14 @@ def test_serve_passes_its_options(monkeypatch: pytest.MonkeyPatch) -> None:
     ],
 )
 def test_timeout_anywhere_on_the_line(argv: list[str]) -> None:
-    head, bench = cli._split_bench(argv)
+    head, bench = cli_argv.split_bench(argv)
     assert bench is None
-    args = cli.build_parser().parse_args(cli._timeout_first(head))
+    args = cli.build_parser().parse_args(cli_argv.globals_first(head))
     assert args.timeout == 2.5
 
 
 def test_timeout_before_bench_and_bench_keeps_its_own() -> None:
-    head, bench = cli._split_bench(["--timeout", "3", "bench", "soak", "--timeout", "9"])
+    head, bench = cli_argv.split_bench(["--timeout", "3", "bench", "soak", "--timeout", "9"])
     assert head == ["--timeout", "3", "bench"] and bench == ["soak", "--timeout", "9"]
 
 
@@ -419,3 +482,83 @@ def test_bad_timeout_is_a_usage_error(run_cli: RunCli, value: str) -> None:
     code, _, err = run_cli("topics", "list", "--timeout", value)
     assert code == 2
     assert_one_error_line(err, "--timeout")
+
+
+def test_tombstones_never_read_like_the_string_null() -> None:
+    tomb = Message(MessageId(1, 4), b"k", None)
+    string_null = Message(MessageId(1, 5), b"k", b"null")
+    assert cli_output.format_text(tomb) == "1:4 key=k tombstone"
+    assert cli_output.format_text(string_null) == "1:5 key=k value=null"
+    assert cli_output.message_json(tomb)["tombstone"] is True
+    assert cli_output.message_json(string_null)["tombstone"] is False
+    # LEDGER topics: an empty value on a keyed message is a tombstone too (Pulsar).
+    empty = Message(MessageId(1, 6), b"k", b"")
+    assert cli_output.format_text(empty) == "1:6 key=k value="
+    assert cli_output.format_text(empty, ledger=True) == "1:6 key=k tombstone"
+    assert cli_output.message_json(empty, ledger=True)["tombstone"] is True
+    back = json_lines.parse_record(json.dumps(cli_output.message_json(empty, ledger=True)), 1)
+    assert back == Record(b"k", b"", {}, 0)
+    # A value that reads like a marker is printed in base64, so text stays unambiguous.
+    for tricky in (b"<null>", b"b64:AA=="):
+        line = cli_output.format_text(Message(MessageId(1, 7), tricky, tricky))
+        assert line.count("b64:") == 2 and "<null>" not in line
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [
+            "--server",
+            "h:1",
+            "--token",
+            "s",
+            "--tls-ca",
+            "ca.pem",
+            "--timeout",
+            "2.5",
+            "--output",
+            "json",
+            "topics",
+            "list",
+        ],
+        [
+            "topics",
+            "list",
+            "--server",
+            "h:1",
+            "--token",
+            "s",
+            "--tls-ca",
+            "ca.pem",
+            "--timeout",
+            "2.5",
+            "--output",
+            "json",
+        ],
+        [
+            "topics",
+            "--server=h:1",
+            "list",
+            "--token=s",
+            "--tls-ca=ca.pem",
+            "--timeout=2.5",
+            "--output=json",
+        ],
+    ],
+    ids=["before", "after", "between, with ="],
+)
+def test_global_options_anywhere(argv: list[str]) -> None:
+    from compactlog.cli.common import timeout_seconds, tls_ca, token
+
+    args = cli.build_parser().parse_args(cli_argv.globals_first(argv))
+    assert server_address(args) == "h:1" and token(args) == "s" and tls_ca(args) == "ca.pem"
+    assert timeout_seconds(args) == 2.5 and cli_output.wants_json(args)
+    assert args.func is cli_topics.list_topics
+
+
+def test_output_json_or_the_old_json_flag() -> None:
+    parser = cli.build_parser()
+    assert not cli_output.wants_json(parser.parse_args(["topics", "describe", "t"]))
+    assert cli_output.wants_json(parser.parse_args(["topics", "describe", "t", "--json"]))
+    assert cli_output.wants_json(parser.parse_args(["--output", "json", "read", "t"]))
+    assert not cli_output.wants_json(parser.parse_args(["--output", "text", "read", "t"]))

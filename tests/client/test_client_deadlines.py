@@ -19,6 +19,7 @@ import pytest
 
 from compactlog.client import Client, Message, Timeout
 from compactlog.client.consumer import Consumer
+from compactlog.client.consumer_state import ConsumerState
 from compactlog.client.deadlines import Watchdog
 from compactlog.errors import ResourceExhausted
 from compactlog.v1 import compactlog_pb2 as pb
@@ -123,7 +124,7 @@ def test_after_a_failed_consume_the_consumer_asks_for_redelivery() -> None:
     """The server moves no cursor for a failed call, but a response lost or refused after
     it was sent counts as delivered there: the next Consume rewinds to mark-delete."""
     stub = FailingOnceStub()
-    consumer = Consumer(stub, "t", "s", "h:1", timeout=1)  # type: ignore[arg-type]
+    consumer = Consumer(stub, ConsumerState("t", "s"), "h:1", timeout=1)  # type: ignore[arg-type]
     assert consumer.batch_receive(timeout_ms=0) == []
     with pytest.raises(ResourceExhausted):
         consumer.batch_receive(timeout_ms=0)

@@ -48,7 +48,9 @@ def test_flags_carry_token_and_ca(run_cli: RunCli, tls_files: TlsFiles) -> None:
     ca = str(tls_files.ca)
     code, _, err = run_cli("--token", ADMIN, "--tls-ca", ca, "topics", "create", topic)
     assert code == 0, err
-    code, _, err = run_cli("--token", CLIENT, "--tls-ca", ca, "produce", topic, "--key", "k")
+    code, _, err = run_cli(
+        "--token", CLIENT, "--tls-ca", ca, "produce", topic, "--key", "k", "--value", "v"
+    )
     assert code == 0, err
     code, out, err = run_cli("--token", READER, "--tls-ca", ca, "read", topic)
     assert code == 0 and "key=k" in out, err

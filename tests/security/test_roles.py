@@ -5,6 +5,7 @@ client library's exception classes."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterator
 
 import grpc
@@ -13,6 +14,7 @@ from grpc_health.v1 import health_pb2
 from grpc_reflection.v1alpha import reflection_pb2
 
 from compactlog.client import Client
+from compactlog.client.aio import AsyncClient
 from compactlog.client.errors import ServerUnreachable
 from compactlog.errors import PermissionDenied, TopicNotFound, Unauthenticated
 from compactlog.v1 import compactlog_pb2 as pb
@@ -45,6 +47,11 @@ CALLS: list[tuple[str, int, Call]] = [
         1,
         lambda s: s.log.GetLastMessageId(pb.GetLastMessageIdRequest(topic=TOPIC), timeout=10),
     ),
+    (
+        "Log.GetKeyHistory",
+        1,
+        lambda s: s.log.GetKeyHistory(pb.GetKeyHistoryRequest(topic=TOPIC, key=b"k"), timeout=10),
+    ),
     ("TopicAdmin.GetTopic", 1, lambda s: s.admin.GetTopic(pb.GetTopicRequest(name=TOPIC))),
     ("TopicAdmin.ListTopics", 1, lambda s: s.admin.ListTopics(pb.ListTopicsRequest())),
     (
@@ -57,6 +64,13 @@ CALLS: list[tuple[str, int, Call]] = [
         1,
         lambda s: s.reflection.ServerReflectionInfo(
             iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=10
+        ),
+    ),
+    (
+        "Log.NegativeAcknowledge",
+        1,
+        lambda s: s.log.NegativeAcknowledge(
+            pb.NegativeAcknowledgeRequest(topic=TOPIC, subscription="dash"), timeout=10
         ),
     ),
     ("Log.Publish", 2, lambda s: s.log.Publish(_one_record(), timeout=10)),
@@ -75,6 +89,19 @@ CALLS: list[tuple[str, int, Call]] = [
         "TopicAdmin.Compact",
         3,
         lambda s: s.admin.Compact(pb.CompactRequest(topic=TOPIC, wait=True), timeout=30),
+    ),
+    (
+        "TopicAdmin.ListSubscriptions",
+        3,
+        lambda s: s.admin.ListSubscriptions(pb.ListSubscriptionsRequest(topic=TOPIC), timeout=10),
+    ),
+    (
+        "TopicAdmin.ResetCursor",
+        3,
+        lambda s: s.admin.ResetCursor(
+            pb.ResetCursorRequest(topic=TOPIC, subscription="nobody", position=pb.LATEST),
+            timeout=10,
+        ),
     ),
     (
         "CompactionEngine.GetTopicLayout",
@@ -203,3 +230,21 @@ def test_tls_needs_the_ca_that_signed_the_server(
     port = guarded.address.rpartition(":")[2]
     by_name = stubs(f"localhost:{port}", ADMIN)
     assert TOPIC in [t.name for t in by_name.admin.ListTopics(list_topics, timeout=10).topics]
+
+
+def test_async_client_sends_the_token_over_tls(guarded: ServerProcess, tls_files: TlsFiles) -> None:
+    async def scenario() -> None:
+        address, ca = guarded.address, tls_files.ca
+        async with AsyncClient(address, tls_ca=ca) as anonymous:
+            with pytest.raises(Unauthenticated):
+                await anonymous.get_topic(TOPIC)
+        async with AsyncClient(address, token=READER, tls_ca=ca) as reader:
+            assert (await reader.get_topic(TOPIC)).name == TOPIC
+            producer = await reader.create_producer(TOPIC)
+            with pytest.raises(PermissionDenied):
+                await producer.send(b"v", partition_key="k")
+        async with AsyncClient(address, token=CLIENT, tls_ca=ca) as client:
+            producer = await client.create_producer(TOPIC)
+            assert await producer.send(b"v", partition_key="k") is not None
+
+    asyncio.run(scenario())

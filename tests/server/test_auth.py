@@ -17,7 +17,14 @@ from compactlog.v1 import compactlog_pb2 as pb
 
 # CONTRACT section 10, word for word
 READER_CALLS = {
-    "Log": {"Read", "Consume", "Acknowledge", "GetLastMessageId", "GetKeyHistory"},
+    "Log": {
+        "Read",
+        "Consume",
+        "Acknowledge",
+        "NegativeAcknowledge",
+        "GetLastMessageId",
+        "GetKeyHistory",
+    },
     "TopicAdmin": {
         "GetTopic",
         "ListTopics",

@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 
 import pytest
 
-from compactlog.server import log_service
+from compactlog.server import consuming
 from compactlog.server.broker import Broker
 from compactlog.server.log_service import LogService
 from compactlog.server.metrics import Metrics
@@ -53,7 +53,7 @@ class GatedStep:
         self.entered = threading.Event()
         self.release = threading.Event()
         self.finished = threading.Event()
-        self.real = log_service.consume_step
+        self.real = consuming.consume_step
 
     def __call__(self, *args: Any) -> Any:
         self.entered.set()
@@ -85,7 +85,7 @@ async def _scenario(
         publish = pb.PublishRequest(topic=topic, records=RECORDS).SerializeToString()
         await service.Publish(publish, Context())
         req = pb.ConsumeRequest(topic=topic, subscription="s", max_messages=3)
-        log_service.consume_step = gate  # type: ignore[assignment]
+        consuming.consume_step = gate  # type: ignore[assignment]
         try:
             call = asyncio.ensure_future(service.Consume(req, Context()))
             await loop.run_in_executor(None, gate.entered.wait, 10)
@@ -95,7 +95,7 @@ async def _scenario(
             gate.release.set()
             await loop.run_in_executor(None, gate.finished.wait, 10)
         finally:
-            log_service.consume_step = gate.real
+            consuming.consume_step = gate.real
         reply = await service.Consume(req, Context())
     return [m.id.entry_id for m in pb.ConsumeResponse.FromString(reply).messages]
 

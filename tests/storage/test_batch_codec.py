@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import random
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -89,15 +90,14 @@ def key_flags(key: bytes | None, value: bytes | None) -> int:
     return (batch.HAS_KEY if key is not None else 0) | (present if value is not None else 0)
 
 
-def key_block(first: int, block: bytes) -> list[tuple[int, int, int, bytes | None]]:
-    """(entry, flags, size, key) per entry: flags u8, size u32, klen u32, key (big-endian)."""
-    out, pos = [], 0
-    while pos < len(block):
-        flags, size, klen = struct.unpack_from(">BII", block, pos)
-        key = block[pos + 9 : pos + 9 + klen]
-        out.append((first + len(out), flags, size, key if flags & batch.HAS_KEY else None))
-        pos += 9 + klen
-    return out
+def index_hashes(block: bytes) -> list[int]:
+    """The index block's hash of each record (big-endian u32; 0: keyless)."""
+    return [struct.unpack_from(">I", block, pos)[0] for pos in range(0, len(block), 4)]
+
+
+def run_entries(run: bytes) -> list[tuple[int, int]]:
+    """(hash u32, entry u64) per run entry."""
+    return [struct.unpack_from(">IQ", run, pos) for pos in range(0, len(run), 12)]
 
 
 def _size_without_id(msg: pb.Message) -> int:
@@ -257,9 +257,10 @@ def test_encode_records_matches_protobuf(
     assert list(pb.ReadResponse.FromString(run.payload).messages) == want
     if all(len(r.properties or {}) <= 1 for r in recs):  # else protobuf's map order is its own
         assert run.payload == pb.ReadResponse(messages=want).SerializeToString()
-    assert key_block(first, run.key_block) == [
-        (first + i, key_flags(r.key, r.value), m.ByteSize(), r.key)
-        for i, (r, m) in enumerate(zip(recs, want, strict=True))
+    hashes = [PY.key_hash(r.key) if r.key is not None else 0 for r in recs]
+    assert index_hashes(run.index_block) == (hashes if any(hashes) else [])
+    assert run_entries(twin.block_entries(run.index_block, first)) == [
+        (h, first + i) for i, h in enumerate(hashes) if h
     ]
     sizes = [_size_without_id(m) for m in want]
     assert run.max_size == max(sizes, default=-1)
@@ -293,7 +294,10 @@ def test_split_calls_concatenate_to_one(
         assert run.count == max_count or len(run.payload) >= room
         pos = run.next_pos
     assert b"".join(p.payload for p in parts) == whole.payload
-    assert b"".join(p.key_block for p in parts) == whole.key_block
+    starts = [first + sum(q.count for q in parts[:i]) for i in range(len(parts))]
+    assert b"".join(
+        twin.block_entries(p.index_block, at) for p, at in zip(parts, starts, strict=True)
+    ) == twin.block_entries(whole.index_block, first)
     assert sum(p.count for p in parts) == whole.count == len(recs)
     assert max(p.max_event_time_ms for p in parts) == whole.max_event_time_ms
     assert max(p.max_size for p in parts) == whole.max_size
@@ -487,6 +491,64 @@ def test_id_runs_match_protobuf(twin: ModuleType, runs: list[tuple[int, int, int
     got = twin.id_runs(runs)
     assert got == PY.id_runs(runs) == batch.id_runs(runs) == want.SerializeToString()
     assert pb.PublishResponse.FromString(got) == want
+
+
+# ---- key index helpers ------------------------------------------------------------------
+
+
+@FAST
+@given(st.binary(max_size=40))
+def test_key_hash_is_folded_fnv1a_in_both_twins(twin: ModuleType, key: bytes) -> None:
+    assert twin.key_hash(key) == PY.key_hash(key) == twin.key_hash(memoryview(key))
+    assert 0 < twin.key_hash(key) < 2**32
+
+
+def test_key_hash_known_values(twin: ModuleType) -> None:
+    def folded(h: int) -> int:  # FNV-1a 64 test vectors, folded to 32 bits
+        return (h ^ (h >> 32)) & 0xFFFFFFFF
+
+    assert twin.key_hash(b"") == folded(0xCBF29CE484222325)
+    assert twin.key_hash(b"a") == folded(0xAF63DC4C8601EC8C)
+    assert twin.key_hash(b"foobar") == folded(0x85944171F73967E8)
+
+
+RUN = st.lists(st.tuples(st.integers(0, 2**32 - 1), st.integers(0, 2**64 - 1)), max_size=40)
+
+
+@FAST
+@given(RUN)
+def test_sort_index_sorts_entries(twin: ModuleType, entries: list[tuple[int, int]]) -> None:
+    run = b"".join(struct.pack(">IQ", h, e) for h, e in entries)
+    assert twin.sort_index(run) == PY.sort_index(run)
+    assert run_entries(twin.sort_index(run)) == sorted(entries)
+
+
+@pytest.mark.parametrize("distinct_hashes", [3, 1000, 2**32])
+def test_sort_index_sorts_large_runs(twin: ModuleType, distinct_hashes: int) -> None:
+    rng = random.Random(distinct_hashes)
+    entries = [(rng.randrange(distinct_hashes), rng.randrange(2**64)) for _ in range(5000)]
+    run = b"".join(struct.pack(">IQ", h, e) for h, e in entries)
+    assert run_entries(twin.sort_index(run)) == sorted(entries)
+    assert twin.sort_index(twin.sort_index(run)) == twin.sort_index(run)
+
+
+@FAST
+@given(st.lists(st.integers(0, 2**32 - 1), max_size=20), st.integers(0, 2**63))
+def test_block_entries_skip_keyless_records(
+    twin: ModuleType, hashes: list[int], first: int
+) -> None:
+    block = b"".join(struct.pack(">I", h) for h in hashes)
+    assert twin.block_entries(block, first) == PY.block_entries(block, first)
+    assert run_entries(twin.block_entries(block, first)) == [
+        (h, first + i) for i, h in enumerate(hashes) if h
+    ]
+
+
+def test_torn_index_data_is_refused(twin: ModuleType) -> None:
+    with pytest.raises(PY.MalformedPayload):
+        twin.sort_index(b"x" * 13)
+    with pytest.raises(PY.MalformedPayload):
+        twin.block_entries(b"x" * 5, 0)
 
 
 @pytest.mark.parametrize("partition", [1, 7, 2**31 - 1])

@@ -7,14 +7,17 @@ import fcntl
 import gc
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from compactlog.errors import StoreLocked
+from compactlog.storage import keys
 from compactlog.storage.check import check_data_dir
 from compactlog.storage.config import ServerSettings
 from compactlog.storage.ledger_store import LedgerStore
+from compactlog.storage.rocks import Batch
 from compactlog.storage.segmented import SegmentedLogManager
 from compactlog.storage.types import Record
 
@@ -89,3 +92,41 @@ def test_the_cli_exits_non_zero_on_problems(data_dir: Path) -> None:
     damaged = run()
     assert damaged.returncode == 1
     assert "PROBLEM" in damaged.stdout and "00000000000000000000.log" in damaged.stdout
+
+
+def _tamper_key_index(data_dir: Path, change: Callable[[LedgerStore], None]) -> None:
+    store = LedgerStore(data_dir / "ledgers", SETTINGS)
+    store.key_indexer.close()  # no merge races the change
+    change(store)
+    store.db.flush()
+    store.close()
+    gc.collect()
+
+
+def test_the_key_index_is_checked_against_the_batches(data_dir: Path) -> None:
+    report = check_data_dir(data_dir)
+    assert report.ok and report.counts["key index records"] >= 3
+
+    def drop_one_block(store: LedgerStore) -> None:
+        key = next(
+            store.db.scan_keys(*keys.key_index_range(store.topic("led").ledgers[-1].ledger_id))
+        )
+        store.db.write(_deleting(key))
+
+    _tamper_key_index(data_dir, drop_one_block)
+    text = "\n".join(check_data_dir(data_dir).problems)
+    assert "key index" in text and "missing from it" in text
+
+
+def test_a_key_index_without_a_ledger_is_a_problem(data_dir: Path) -> None:
+    _tamper_key_index(data_dir, lambda s: s.db.put(keys.index_block_key(999, 0), bytes(16)))
+    assert (
+        "ledger 999: key index records stored without a ledger meta"
+        in check_data_dir(data_dir).problems
+    )
+
+
+def _deleting(key: bytes) -> Batch:
+    batch = Batch()
+    batch.delete(key)
+    return batch

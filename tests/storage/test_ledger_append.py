@@ -35,7 +35,7 @@ def test_wire_and_domain_requests_store_the_same_messages() -> None:
     d = batch.encode_request(domain, 0, 3, 7, 1000)
     assert w.count == d.count == len(CASES)
     assert pb.ReadResponse.FromString(w.payload) == pb.ReadResponse.FromString(d.payload)
-    assert w.key_block == d.key_block  # flags, sizes and keys
+    assert w.index_block == d.index_block  # the key hashes of the key index
     got = pb.ReadResponse.FromString(w.payload).messages
     assert [(m.id.ledger_id, m.id.entry_id) for m in got] == [(3, 7 + i) for i in range(6)]
     assert [m.HasField("value") for m in got] == [r.value is not None for r in CASES]

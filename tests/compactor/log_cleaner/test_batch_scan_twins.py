@@ -93,6 +93,7 @@ def test_map_batch_and_survivors_agree(
     span=st.integers(0, 40),
     cap=st.integers(0, 30),
     retain=st.booleans(),
+    tombstones=st.booleans(),
 )
 def test_exchange_batch_agrees(
     records: list[tuple[bytes | None, bytes | None, int]],
@@ -102,6 +103,7 @@ def test_exchange_batch_agrees(
     span: int,
     cap: int,
     retain: bool,
+    tombstones: bool,
 ) -> None:
     payload = payload_of(records, 3)
     hashes, offsets = table(slots)
@@ -111,7 +113,9 @@ def test_exchange_batch_agrees(
     # a second batch over the same table: updates and FULL from a table in use
     both("exchange_batch", hashes, offsets, payload, at, 0, 99, 1000, out[5], cap + 2, retain)
     bitmaps = [bytearray(1 << 10) for _ in TWINS]
-    counts = [t.live_bitmap(array("q", offsets), bitmaps[i]) for i, t in enumerate(TWINS)]
+    counts = [
+        t.live_bitmap(array("q", offsets), bitmaps[i], tombstones) for i, t in enumerate(TWINS)
+    ]
     assert counts[0] == counts[1] and bitmaps[0] == bitmaps[1]
 
 
@@ -179,6 +183,7 @@ def test_the_wrapper_names_the_batch_in_corrupt_data() -> None:
     span=st.integers(0, 30),
     base=st.integers(0, 4),
     retain=st.booleans(),
+    tombstones=st.booleans(),
     bits_first=st.integers(0, 8),
 )
 def test_winner_bits_agree_with_phase_one_map(
@@ -188,6 +193,7 @@ def test_winner_bits_agree_with_phase_one_map(
     span: int,
     base: int,
     retain: bool,
+    tombstones: bool,
     bits_first: int,
 ) -> None:
     payload = payload_of(records, 2)
@@ -198,7 +204,7 @@ def test_winner_bits_agree_with_phase_one_map(
     bitmaps = [bytearray(8) for _ in TWINS]
     counts = [
         t.winner_bits(hashes, offsets, payload, at, first, first + span, base, retain,
-                      bitmaps[i], bits_first)
+                      tombstones, bitmaps[i], bits_first)
         for i, t in enumerate(TWINS)
     ]  # fmt: skip
     assert counts[0] == counts[1] and bitmaps[0] == bitmaps[1]

@@ -1,0 +1,106 @@
+"""``compactlog subscriptions list | delete | reset TOPIC ...`` (CONTRACT section 6).
+
+``list`` prints one line a subscription (name, type, mark-delete position, backlog);
+``reset`` moves a subscription to ``--to earliest|latest|LEDGER:ENTRY`` (the message
+itself delivered again) or ``--timestamp MS`` (the first message published at or after
+it). The server's own subscriptions (``__compaction``) are listed but cannot be moved or
+deleted.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from compactlog.cli.common import UsageError, connect
+from compactlog.cli.data import parse_start
+from compactlog.cli.output import add_json_flag, emit, print_json, wants_json
+from compactlog.client.types import MessageId, SubscriptionInfo
+
+
+def add_parser(commands: Any) -> None:
+    """Register ``subscriptions`` and its verbs on the top-level subparsers."""
+    subs = commands.add_parser("subscriptions", help="list, delete, reset subscriptions")
+    verbs = subs.add_subparsers(dest="subscriptions_command", metavar="VERB", required=True)
+
+    listing = verbs.add_parser("list", help="subscriptions of a topic with their backlog")
+    listing.add_argument("topic", metavar="TOPIC")
+    add_json_flag(listing, "one JSON object a subscription")
+    listing.set_defaults(func=list_subscriptions)
+
+    delete = verbs.add_parser("delete", help="delete a subscription and its acknowledgements")
+    delete.add_argument("topic", metavar="TOPIC")
+    delete.add_argument("subscription", metavar="SUBSCRIPTION")
+    delete.set_defaults(func=delete_subscription)
+
+    reset = verbs.add_parser("reset", help="move a subscription's cursor")
+    reset.add_argument("topic", metavar="TOPIC")
+    reset.add_argument("subscription", metavar="SUBSCRIPTION")
+    target = reset.add_mutually_exclusive_group(required=True)
+    target.add_argument(
+        "--to",
+        metavar="earliest|latest|LEDGER:ENTRY",
+        type=parse_start,
+        help="where delivery starts again (a message id is delivered again itself)",
+    )
+    target.add_argument(
+        "--timestamp",
+        metavar="MS",
+        type=int,
+        help="start at the first message published at or after this time (ms since epoch)",
+    )
+    reset.set_defaults(func=reset_subscription)
+
+
+def subscription_json(info: SubscriptionInfo) -> dict[str, Any]:
+    mark = None if info.mark_delete is None else str(info.mark_delete)
+    return {"name": info.name, "type": info.type, "mark_delete": mark, "backlog": info.backlog}
+
+
+def list_subscriptions(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        subs = client.list_subscriptions(args.topic)
+    if wants_json(args):
+        for info in subs:
+            print_json(subscription_json(info))
+        return 0
+    if not subs:
+        print(f"no subscriptions on {args.topic}")
+        return 0
+    width = max(len("NAME"), *(len(s.name) for s in subs))
+    print(f"{'NAME':<{width}}  {'TYPE':<9}  {'MARK-DELETE':>14}  {'BACKLOG':>10}")
+    for s in subs:
+        mark = "-" if s.mark_delete is None else str(s.mark_delete)
+        print(f"{s.name:<{width}}  {s.type:<9}  {mark:>14}  {s.backlog:>10}")
+    return 0
+
+
+def delete_subscription(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        client.delete_subscription(args.topic, args.subscription)
+    emit(
+        args,
+        {"deleted": args.subscription, "topic": args.topic},
+        f"deleted subscription {args.subscription} of {args.topic}",
+    )
+    return 0
+
+
+def reset_subscription(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        if args.timestamp is not None:
+            if args.timestamp < 0:
+                raise UsageError("--timestamp is milliseconds since the epoch, >= 0")
+            info = client.reset_cursor(args.topic, args.subscription, timestamp_ms=args.timestamp)
+        elif isinstance(args.to, MessageId):
+            info = client.reset_cursor(args.topic, args.subscription, message_id=args.to)
+        else:
+            info = client.reset_cursor(args.topic, args.subscription, position=args.to)
+    mark = "-" if info.mark_delete is None else str(info.mark_delete)
+    emit(
+        args,
+        subscription_json(info),
+        f"reset subscription {info.name} of {args.topic}: mark-delete {mark}, "
+        f"backlog {info.backlog}",
+    )
+    return 0

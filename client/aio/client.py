@@ -1,0 +1,193 @@
+"""``AsyncClient``: one ``grpc.aio`` channel, with ``Client``'s pulsar-client names as
+coroutines (``create_producer``, ``subscribe``, ``create_reader``) and the admin calls a
+program needs beside them. Same deadlines (``timeout``), same retries of idempotent
+calls (the channel's service config), same error classes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Literal, Self
+
+from compactlog.channels import (
+    ChannelSecurity,
+    bearer_metadata,
+    open_aio_channel,
+    retry_service_config,
+)
+from compactlog.client import _convert as cv
+from compactlog.client.aio.streams import (
+    AsyncConsumer,
+    AsyncProducer,
+    AsyncReader,
+    _Link,
+    acall,
+)
+from compactlog.client.consumer_state import ConsumerState
+from compactlog.client.enums import ConsumerType, InitialPosition
+from compactlog.client.errors import AlreadyClosed
+from compactlog.client.message_id import MessageId
+from compactlog.client.types import CompactionStatus, TopicInfo
+from compactlog.errors import InvalidArgument
+from compactlog.v1 import compactlog_pb2 as pb
+from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
+
+__all__ = ["AsyncClient"]
+
+_CHANNEL_OPTIONS = [
+    ("grpc.max_receive_message_length", -1),
+    ("grpc.max_send_message_length", -1),
+    ("grpc.enable_retries", 1),
+    ("grpc.service_config", retry_service_config()),
+]
+_WAIT_POLL_S = 0.1  # compact(wait=True) polls the status this often
+
+
+class AsyncClient:
+    """A connection to one server for asyncio code; ``async with`` or ``await close()``."""
+
+    def __init__(
+        self,
+        address: str = "127.0.0.1:7650",
+        token: str | None = None,
+        tls_ca: str | os.PathLike[str] | None = None,
+        timeout: float | None = 30.0,
+    ) -> None:
+        if timeout is not None and not timeout > 0:
+            raise InvalidArgument(f"timeout must be a number of seconds > 0, not {timeout!r}")
+        self.address = address
+        self.timeout = timeout
+        security = ChannelSecurity.of(token, tls_ca)
+        self._metadata = bearer_metadata(security)
+        self._channel = open_aio_channel(address, security, _CHANNEL_OPTIONS)
+        self._admin = pb_grpc.TopicAdminStub(self._channel)  # a TopicAdminAsyncStub
+        stub = pb_grpc.LogStub(self._channel)  # a LogAsyncStub on an aio channel
+        self._link = _Link(stub, address, timeout, self._metadata)
+        self._closed = False
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            await self._channel.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise AlreadyClosed("the client is closed")
+
+    # -- admin -----------------------------------------------------------------------------
+
+    async def create_topic(
+        self,
+        name: str,
+        kind: Literal["ledger", "segmented"] | str = "ledger",
+        config: Mapping[str, object] | None = None,
+    ) -> TopicInfo:
+        self._check_open()
+        req = pb.CreateTopicRequest(
+            name=name, kind=cv.kind_to_pb(kind), config=cv.config_to_pb(config)
+        )
+        call = self._admin.CreateTopic(req, timeout=self.timeout, metadata=self._metadata)
+        return cv.topic_from_pb(await acall("CreateTopic", self.address, call))
+
+    async def get_topic(self, name: str) -> TopicInfo:
+        self._check_open()
+        req = pb.GetTopicRequest(name=name)
+        call = self._admin.GetTopic(req, timeout=self.timeout, metadata=self._metadata)
+        return cv.topic_from_pb(await acall("GetTopic", self.address, call))
+
+    async def compaction_status(self, topic: str) -> CompactionStatus:
+        self._check_open()
+        req = pb.GetCompactionStatusRequest(topic=topic)
+        call = self._admin.GetCompactionStatus(req, timeout=self.timeout, metadata=self._metadata)
+        return cv.status_from_pb(await acall("GetCompactionStatus", self.address, call))
+
+    async def compact(self, topic: str, wait: bool = False) -> CompactionStatus:
+        """Start a compaction; ``wait=True`` polls until the run has finished."""
+        self._check_open()
+        req = pb.CompactRequest(topic=topic, wait=False)
+        call = self._admin.Compact(req, timeout=self.timeout, metadata=self._metadata)
+        status = cv.status_from_pb(await acall("Compact", self.address, call))
+        while wait and status.running:
+            await asyncio.sleep(_WAIT_POLL_S)
+            status = await self.compaction_status(topic)
+        return status
+
+    async def get_last_message_id(
+        self, topic: str, read_compacted: bool = False
+    ) -> MessageId | None:
+        self._check_open()
+        req = pb.GetLastMessageIdRequest(topic=topic, read_compacted=read_compacted)
+        call = self._link.stub.GetLastMessageId(req, timeout=self.timeout, metadata=self._metadata)
+        resp = await acall("GetLastMessageId", self.address, call)
+        return cv.id_from_pb(resp.id) if resp.HasField("id") else None
+
+    # -- data ------------------------------------------------------------------------------
+
+    async def create_producer(self, topic: str) -> AsyncProducer:
+        self._check_open()
+        return AsyncProducer(self._link, topic)
+
+    async def subscribe(
+        self,
+        topic: str,
+        subscription_name: str,
+        consumer_type: ConsumerType | str = ConsumerType.Exclusive,
+        initial_position: InitialPosition = InitialPosition.Earliest,
+        is_read_compacted: bool = False,
+        consumer_name: str | None = None,
+        negative_ack_redelivery_delay_ms: int = 1000,
+        receiver_queue_size: int = 1000,
+        *,
+        unacked_messages_timeout_ms: int | None = None,
+    ) -> AsyncConsumer:
+        """As ``Client.subscribe``: the subscription exists when this returns."""
+        self._check_open()
+        state = ConsumerState(
+            topic,
+            subscription_name,
+            read_compacted=is_read_compacted,
+            initial_position=initial_position,
+            receiver_queue_size=receiver_queue_size,
+            consumer_type=consumer_type,
+            consumer_name=consumer_name or "",
+            negative_ack_redelivery_delay_ms=negative_ack_redelivery_delay_ms,
+            ack_timeout_ms=unacked_messages_timeout_ms or 0,
+        )
+        consumer = AsyncConsumer(self._link, state)
+        await consumer.subscribe_now()
+        return consumer
+
+    async def create_reader(
+        self,
+        topic: str,
+        start_message_id: MessageId | tuple[int, int],
+        start_message_id_inclusive: bool = False,
+        is_read_compacted: bool = False,
+    ) -> AsyncReader:
+        """As ``Client.create_reader``."""
+        self._check_open()
+
+        async def last_id() -> MessageId | None:
+            return await self.get_last_message_id(topic, read_compacted=is_read_compacted)
+
+        return AsyncReader(
+            self._link,
+            topic,
+            start_message_id,
+            start_message_id_inclusive,
+            is_read_compacted,
+            last_id,
+        )

@@ -1,0 +1,229 @@
+"""``AsyncProducer``, ``AsyncConsumer``, ``AsyncReader``: the asyncio twins of
+``TopicProducer``, ``Consumer`` and ``TopicReader``, doing the same requests with ``await``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import TypeVar
+
+import grpc
+
+from compactlog.client import _convert as cv
+from compactlog.client.consumer_state import ConsumerState
+from compactlog.client.errors import AlreadyClosed, Timeout, from_rpc_error
+from compactlog.client.message import Message
+from compactlog.client.message_id import MessageId
+from compactlog.client.reader import StartLike, read_request
+from compactlog.client.topic_producer import record_of
+from compactlog.client.topic_reader import more_to_read, skipped_start, start_of
+from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
+
+__all__ = ["AsyncConsumer", "AsyncProducer", "AsyncReader", "acall"]
+
+T = TypeVar("T")
+Metadata = tuple[tuple[str, str], ...]
+
+_QUEUE_MESSAGES = 1000  # messages an AsyncReader reads ahead of read_next
+
+
+async def acall(method: str, address: str, call: Awaitable[T]) -> T:
+    """Await one unary call with its ``RpcError`` translated, as ``errors.call`` does."""
+    try:
+        return await call
+    except grpc.RpcError as err:
+        raise from_rpc_error(err, method, address) from None
+
+
+class _Link:
+    """What every stream object needs of its client: the Log stub, address, deadline and
+    call metadata (the token)."""
+
+    def __init__(
+        self, stub: pb_grpc.LogAsyncStub, address: str, timeout: float | None, metadata: Metadata
+    ) -> None:
+        self.stub = stub
+        self.address = address
+        self.timeout = timeout
+        self.metadata = metadata
+
+
+class AsyncProducer:
+    """Sends to one topic; ``await send(...)`` is durable when it returns."""
+
+    def __init__(self, link: _Link, topic: str) -> None:
+        self._link = link
+        self._topic = topic
+        self._closed = False
+
+    def topic(self) -> str:
+        return self._topic
+
+    async def send(
+        self,
+        value: cv.BytesLike,
+        partition_key: str | bytes | None = None,
+        properties: Mapping[str, str] | None = None,
+        event_timestamp: int | None = None,
+    ) -> MessageId:
+        """As ``TopicProducer.send``."""
+        record = record_of(value, partition_key, properties, event_timestamp)
+        return (await self.send_batch([record]))[0]
+
+    async def send_batch(self, records: Iterable[cv.RecordLike]) -> list[MessageId]:
+        """Records in one all-or-nothing request; ids in request order."""
+        if self._closed:
+            raise AlreadyClosed("the producer is closed")
+        link = self._link
+        req = cv.publish_request(self._topic, records)
+        call = link.stub.Publish(req, timeout=link.timeout, metadata=link.metadata)
+        resp = await acall("Publish", link.address, call)
+        return [cv.id_from_pb(i) for i in resp.ids]
+
+    async def close(self) -> None:
+        self._closed = True
+
+
+class AsyncConsumer:
+    """One consumer of a subscription; the books are a ``ConsumerState``."""
+
+    def __init__(self, link: _Link, state: ConsumerState) -> None:
+        self._link = link
+        self._state = state
+        self._closed = False
+
+    def topic(self) -> str:
+        return self._state.topic
+
+    def subscription_name(self) -> str:
+        return self._state.subscription
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise AlreadyClosed("the consumer is closed")
+
+    async def subscribe_now(self) -> None:
+        await self._fetch(0)
+
+    async def _fetch(self, wait_ms: int) -> None:
+        link, state = self._link, self._state
+        req = state.consume_request(state.queue_size, wait_ms)
+        deadline = state.deadline(wait_ms, link.timeout)
+        try:
+            call = link.stub.Consume(req, timeout=deadline, metadata=link.metadata)
+            resp = await acall("Consume", link.address, call)
+        except BaseException:
+            state.fetch_failed()
+            raise
+        state.fetched(resp)
+
+    async def receive(self, timeout_millis: int | None = None) -> Message:
+        """The next message; ``Timeout`` after ``timeout_millis`` (None: wait forever)."""
+        self._check_open()
+        state = self._state
+        end = state.end_of(timeout_millis)
+        while not state.ready():
+            await self._fetch(state.wait_ms(end, timeout_millis))
+            self._check_open()
+            if end is not None and time.monotonic() >= end and not state.ready():
+                raise state.timeout_error(timeout_millis)
+        return state.take()
+
+    async def acknowledge(self, message: cv.MessageIdLike) -> None:
+        await self._ack(message, cumulative=False)
+
+    async def acknowledge_cumulative(self, message: cv.MessageIdLike) -> None:
+        await self._ack(message, cumulative=True)
+
+    async def negative_acknowledge(self, message: cv.MessageIdLike) -> None:
+        """As ``Consumer.negative_acknowledge``: the server gives it out again after the
+        delay."""
+        self._check_open()
+        link = self._link
+        req = self._state.nack_request([message])
+        call = link.stub.NegativeAcknowledge(req, timeout=link.timeout, metadata=link.metadata)
+        await acall("NegativeAcknowledge", link.address, call)
+
+    async def _ack(self, message: cv.MessageIdLike, cumulative: bool) -> None:
+        self._check_open()
+        link = self._link
+        req = self._state.ack_request(message, cumulative)
+        call = link.stub.Acknowledge(req, timeout=link.timeout, metadata=link.metadata)
+        await acall("Acknowledge", link.address, call)
+        self._state.acked(message, cumulative)
+
+    async def close(self) -> None:
+        self._closed = True
+        self._state.clear()
+
+
+class AsyncReader:
+    """Reads a topic from a start id on (``TopicReader``'s rules), following new messages."""
+
+    def __init__(
+        self,
+        link: _Link,
+        topic: str,
+        start_message_id: MessageId | tuple[int, int],
+        inclusive: bool,
+        read_compacted: bool,
+        last_id: Callable[[], Awaitable[MessageId | None]],
+    ) -> None:
+        self._topic = topic
+        self._start: StartLike = start_of(start_message_id)
+        self._skip = skipped_start(self._start, inclusive)
+        self._last_id = last_id
+        self._read: MessageId | None = None
+        self._queue: asyncio.Queue[Message | BaseException] = asyncio.Queue(_QUEUE_MESSAGES)
+        req = read_request(topic, self._start, read_compacted=read_compacted, follow=True)
+        self._call = link.stub.Read(req, metadata=link.metadata)
+        self._address = link.address
+        self._pump = asyncio.get_running_loop().create_task(self._drain())
+        self._closed = False
+
+    def topic(self) -> str:
+        return self._topic
+
+    async def _drain(self) -> None:
+        try:
+            async for resp in self._call:
+                for wire in resp.messages:
+                    msg = cv.message_from_pb(wire, self._topic)
+                    if self._skip is not None:
+                        if msg.id == self._skip:
+                            continue
+                        self._skip = None
+                    await self._queue.put(msg)
+            await self._queue.put(AlreadyClosed("the read ended"))
+        except grpc.RpcError as err:
+            await self._queue.put(from_rpc_error(err, "Read", self._address))
+
+    async def read_next(self, timeout_millis: int | None = None) -> Message:
+        """The next message; ``Timeout`` after ``timeout_millis`` (None: wait forever)."""
+        if self._closed:
+            raise AlreadyClosed("the reader is closed")
+        seconds = None if timeout_millis is None else timeout_millis / 1000
+        try:
+            item = await asyncio.wait_for(self._queue.get(), seconds)
+        except TimeoutError:
+            raise Timeout(f"no message on {self._topic} within {timeout_millis} ms") from None
+        if isinstance(item, BaseException):
+            self._queue.put_nowait(item)  # every later read_next fails the same way
+            raise item
+        self._read = item.id
+        return item
+
+    async def has_message_available(self) -> bool:
+        if not self._queue.empty():
+            return True
+        return more_to_read(await self._last_id(), self._read, self._start, self._skip is not None)
+
+    async def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._call.cancel()
+            self._pump.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._pump

@@ -1,0 +1,177 @@
+"""What a consumer keeps between calls, with no I/O: the local buffer of fetched messages,
+the books of delivered-but-unacknowledged ones, and the requests built from that state.
+``Consumer`` (threads) and ``aio.AsyncConsumer`` (asyncio) both drive one of these and only
+do the calls themselves, so the two cannot drift apart.
+
+Each Consume asks for up to ``receiver_queue_size`` messages (pulsar-client's name for
+the prefetch); ``receive`` hands them out one by one. A negative acknowledgement goes to
+the server (``NegativeAcknowledge``), which gives the message out again after the delay, on
+a shared subscription to any of its consumers (CONTRACT section 6).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+
+from compactlog.client import _convert as cv
+from compactlog.client.enums import ConsumerType, InitialPosition
+from compactlog.client.errors import Timeout
+from compactlog.client.message import Message
+from compactlog.client.subscriptions import subscription_type_to_pb
+from compactlog.errors import InvalidArgument
+from compactlog.v1 import compactlog_pb2 as pb
+
+__all__ = ["ConsumerState"]
+
+# A receive without timeout polls with this server-side wait, so the call stays short
+# enough to notice a closed consumer or Ctrl-C, and long enough to cost nothing when idle.
+POLL_WAIT_MS = 1000
+# Slack on top of the server-side wait before the client gives up on a Consume call.
+DEADLINE_SLACK_S = 10.0
+
+_Key = tuple[int, int, int]  # ledger, entry, partition: a delivered message in the books
+
+
+def _key(mid: cv.MessageIdLike) -> _Key:
+    if isinstance(mid, Message):
+        mid = mid.id
+    return (mid[0], mid[1], getattr(mid, "partition", 0))
+
+
+class ConsumerState:
+    """One consumer's buffer and books; every method returns at once."""
+
+    def __init__(
+        self,
+        topic: str,
+        subscription: str,
+        read_compacted: bool = False,
+        initial_position: InitialPosition = InitialPosition.Earliest,
+        receiver_queue_size: int = 1000,
+        consumer_type: ConsumerType | str = ConsumerType.Exclusive,
+        consumer_name: str = "",
+        negative_ack_redelivery_delay_ms: int = 1000,
+        ack_timeout_ms: int = 0,
+    ) -> None:
+        if not subscription:
+            raise InvalidArgument("a subscription needs a name")
+        if receiver_queue_size < 1:
+            raise InvalidArgument("receiver_queue_size must be at least 1")
+        if ack_timeout_ms < 0 or negative_ack_redelivery_delay_ms < 0:
+            raise InvalidArgument("ack timeout and redelivery delay are milliseconds >= 0")
+        self.topic = topic
+        self.subscription = subscription
+        self.read_compacted = read_compacted
+        self.initial = pb.StartPosition.ValueType(initial_position.value)
+        self.queue_size = receiver_queue_size
+        if not isinstance(consumer_type, ConsumerType):  # a name: "shared", "Shared", ...
+            consumer_type = ConsumerType(int(subscription_type_to_pb(consumer_type)))
+        self.consumer_type = consumer_type
+        self.consumer_name = consumer_name
+        self.buffer: deque[Message] = deque()
+        self._unacked: dict[_Key, Message] = {}  # handed out, not yet acknowledged
+        self.nack_delay_ms = negative_ack_redelivery_delay_ms
+        self.ack_timeout_ms = ack_timeout_ms
+        # A new consumer gets every unacknowledged message again, as in Pulsar.
+        self._redeliver = True
+
+    # -- fetching ------------------------------------------------------------------------
+
+    def consume_request(self, max_messages: int, wait_ms: int) -> pb.ConsumeRequest:
+        req = pb.ConsumeRequest(
+            topic=self.topic,
+            subscription=self.subscription,
+            read_compacted=self.read_compacted,
+            initial_position=self.initial,
+            max_messages=max_messages,
+            wait_ms=max(0, wait_ms),
+            redeliver_unacknowledged=self._redeliver,
+            consumer_name=self.consumer_name,
+            subscription_type=pb.SubscriptionType.ValueType(self.consumer_type.value),
+            ack_timeout_ms=self.ack_timeout_ms,
+        )
+        return req
+
+    @staticmethod
+    def deadline(wait_ms: int, timeout: float | None) -> float:
+        """The Consume call's deadline: the server-side wait plus the client's timeout."""
+        return wait_ms / 1000 + (timeout if timeout is not None else DEADLINE_SLACK_S)
+
+    def fetched(self, resp: pb.ConsumeResponse) -> None:
+        self._redeliver = False
+        self.buffer.extend(cv.message_from_pb(m, self.topic) for m in resp.messages)
+
+    def fetch_failed(self) -> None:
+        """The server moves no cursor for a call that failed there, but a response lost on
+        the way (or refused here) counts as delivered: start again at the mark-delete
+        position, as pulsar-client does on reconnect. The buffer is empty then, so nothing
+        is held twice; acknowledged messages never come again."""
+        self._redeliver = True
+
+    # -- handing out -------------------------------------------------------------------------
+
+    def ready(self) -> bool:
+        """True when a message can be handed out."""
+        return bool(self.buffer)
+
+    def take(self) -> Message:
+        """The next message (``ready()`` was True), now in the unacknowledged books."""
+        msg = self.buffer.popleft()
+        self._unacked[_key(msg)] = msg
+        return msg
+
+    def end_of(self, timeout_ms: int | None) -> float | None:
+        return None if timeout_ms is None else time.monotonic() + timeout_ms / 1000
+
+    def wait_ms(self, end: float | None, timeout_ms: int | None) -> int:
+        """How long the next Consume may wait on the server: until ``end``, or a poll when
+        there is none. ``Timeout`` once ``end`` has passed."""
+        wait = POLL_WAIT_MS if end is None else int((end - time.monotonic()) * 1000)
+        if wait < 0:
+            raise self.timeout_error(timeout_ms)
+        return wait
+
+    def timeout_error(self, timeout_ms: int | None) -> Timeout:
+        return Timeout(f"no message on {self.topic}/{self.subscription} within {timeout_ms} ms")
+
+    # -- acknowledging -----------------------------------------------------------------------
+
+    def ack_request(self, message: cv.MessageIdLike, cumulative: bool) -> pb.AcknowledgeRequest:
+        return pb.AcknowledgeRequest(
+            topic=self.topic,
+            subscription=self.subscription,
+            id=cv.id_to_pb(message),
+            cumulative=cumulative,
+        )
+
+    def acked(self, message: cv.MessageIdLike, cumulative: bool) -> None:
+        """Drop acknowledged messages from the books."""
+        acked = _key(message)
+
+        def covered(k: _Key) -> bool:
+            if cumulative:
+                return k[2] == acked[2] and k[:2] <= acked[:2]
+            return k == acked
+
+        for k in [k for k in self._unacked if covered(k)]:
+            del self._unacked[k]
+
+    def nack_request(
+        self, messages: list[cv.MessageIdLike], delay_ms: int | None = None
+    ) -> pb.NegativeAcknowledgeRequest:
+        """The server gives these out again after ``delay_ms`` (default: the consumer's
+        ``negative_ack_redelivery_delay_ms``); they leave this consumer's books."""
+        for message in messages:
+            self._unacked.pop(_key(message), None)
+        return pb.NegativeAcknowledgeRequest(
+            topic=self.topic,
+            subscription=self.subscription,
+            ids=[cv.id_to_pb(m) for m in messages],
+            redelivery_delay_ms=self.nack_delay_ms if delay_ms is None else delay_ms,
+            consumer_name=self.consumer_name,
+        )
+
+    def clear(self) -> None:
+        self.buffer.clear()
+        self._unacked.clear()

@@ -1,0 +1,143 @@
+"""``TopicReader``: what ``client.create_reader(topic, start_message_id, ...)`` returns,
+pulsar-client's Reader: ``read_next(timeout_millis=None)``, ``has_message_available()``.
+
+Under it is one ``follow`` Read stream (``reader.Reader``) drained by a thread of its own
+into a bounded queue, so ``read_next`` can wait with a timeout, which a blocking gRPC
+iterator cannot. The start follows pulsar-client: ``MessageId.earliest``,
+``MessageId.latest``, or an id, after which reading begins (that id itself too with
+``start_message_id_inclusive=True``). A start id that compaction removed reads from the
+next surviving message, as the server does for every start.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable
+
+from compactlog.client.closeable import Closeable
+from compactlog.client.errors import AlreadyClosed, Timeout
+from compactlog.client.message import Message
+from compactlog.client.message_id import MessageId
+from compactlog.client.reader import Reader, StartLike
+
+__all__ = ["TopicReader", "more_to_read", "skipped_start", "start_of"]
+
+_QUEUE_MESSAGES = 1000  # messages read ahead of read_next (pulsar-client's receiver queue)
+_END = object()  # the stream ended (it only does when closed or failed)
+
+LastId = Callable[[], MessageId | None]
+
+
+def start_of(start_message_id: MessageId | tuple[int, int]) -> StartLike:
+    """The Read start for a pulsar-client start id."""
+    mid = MessageId.of(start_message_id)
+    if mid == MessageId.earliest:
+        return "earliest"
+    if mid == MessageId.latest:
+        return "latest"
+    return mid
+
+
+def skipped_start(start: StartLike, inclusive: bool) -> MessageId | None:
+    """The start id a reader drops when the server sends it (not ``inclusive``)."""
+    return start if isinstance(start, MessageId) and not inclusive else None
+
+
+def more_to_read(
+    last: MessageId | None, read: MessageId | None, start: StartLike, skipping: bool
+) -> bool:
+    """``has_message_available`` from the topic's ``last`` id: after the last id ``read``,
+    or, before any, at or after the start (after it while the start is still skipped)."""
+    if last is None:
+        return False
+    if read is not None:
+        return (last.ledger_id, last.entry_id) > (read.ledger_id, read.entry_id)
+    if start == "earliest":
+        return True
+    if start == "latest":
+        return False
+    assert isinstance(start, MessageId)
+    after = (last.ledger_id, last.entry_id) > (start.ledger_id, start.entry_id)
+    return after or (not skipping and last == start)
+
+
+class TopicReader(Closeable):
+    """Reads a topic from a start id on, raw or compacted; keeps no server-side cursor."""
+
+    def __init__(
+        self,
+        open_reader: Callable[[StartLike], Reader],
+        start_message_id: MessageId | tuple[int, int],
+        inclusive: bool,
+        last_id: LastId,
+    ) -> None:
+        start = start_of(start_message_id)
+        self._start = start
+        self._skip = skipped_start(start, inclusive)
+        self._last_id = last_id
+        self._reader = open_reader(start)
+        self._topic = self._reader.topic()
+        self._queue: queue.Queue[Message | BaseException | object] = queue.Queue(_QUEUE_MESSAGES)
+        self._closed = threading.Event()
+        self._failure: BaseException | None = None
+        self._read: MessageId | None = None  # the last id handed out
+        self._pump = threading.Thread(target=self._drain, name="compactlog-reader", daemon=True)
+        self._pump.start()
+
+    def topic(self) -> str:
+        return self._topic
+
+    def _drain(self) -> None:
+        try:
+            for msg in self._reader:
+                if self._skip is not None:
+                    if msg.id == self._skip:
+                        continue  # the start id itself: not inclusive
+                    self._skip = None
+                if not self._put(msg):
+                    return
+            self._put(_END)
+        except BaseException as exc:  # handed to the caller of read_next
+            self._put(exc)
+
+    def _put(self, item: Message | BaseException | object) -> bool:
+        while not self._closed.is_set():
+            try:
+                self._queue.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def read_next(self, timeout_millis: int | None = None) -> Message:
+        """The next message; waits forever, or raises ``Timeout`` after ``timeout_millis``."""
+        if self._closed.is_set():
+            raise AlreadyClosed("the reader is closed")
+        if self._failure is not None:
+            raise self._failure
+        try:
+            item = self._queue.get(
+                timeout=None if timeout_millis is None else timeout_millis / 1000
+            )
+        except queue.Empty:
+            raise Timeout(f"no message on {self._topic} within {timeout_millis} ms") from None
+        if isinstance(item, Message):
+            self._read = item.id
+            return item
+        self._failure = item if isinstance(item, BaseException) else AlreadyClosed("the read ended")
+        raise self._failure
+
+    def has_message_available(self) -> bool:
+        """True when ``read_next`` has a message now or one the server holds is still to
+        come (the topic's last id lies after the last one read)."""
+        if not self._queue.empty():
+            return True
+        return more_to_read(self._last_id(), self._read, self._start, self._skip is not None)
+
+    def close(self) -> None:
+        """Cancel the stream; a ``read_next`` after this raises ``AlreadyClosed``."""
+        if not self._closed.is_set():
+            self._closed.set()
+            self._reader.close()
+            self._pump.join(timeout=5)

@@ -1,0 +1,16 @@
+"""``compactlog bench as-of``: a tiny run prints every row with its ratio."""
+
+from __future__ import annotations
+
+import pytest
+
+from compactlog.bench import cli as bench_cli
+
+
+def test_a_tiny_run_prints_every_row(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["as-of", "--messages", "3000", "--keys", "300", "--batch", "100", "--runs", "1"]
+    assert bench_cli.main(argv) == 0
+    out = capsys.readouterr().out
+    for row in ("before the horizon", "at the horizon", "past the horizon"):
+        assert row in out
+    assert out.count("(target <=") == 3
