@@ -86,6 +86,13 @@ class CompactionEngineService(pb_grpc.CompactionEngineServicer):
             id_to_pb(inp.horizon, out.horizon)
         for seg in inp.segments:
             segment_to_pb(seg, out.segments.add())
+        if inp.tombstones is not None:
+            kept = out.tombstones
+            kept.SetInParent()
+            if inp.tombstones.readers_at is not None:
+                id_to_pb(inp.tombstones.readers_at, kept.readers_at)
+            if inp.tombstones.published_after_ms is not None:
+                kept.published_after_ms = inp.tombstones.published_after_ms
         return out
 
     @rpc

@@ -1734,6 +1734,7 @@ class CompactionPlan(_message.Message):
     HORIZON_FIELD_NUMBER: _builtins.int
     SEGMENTS_FIELD_NUMBER: _builtins.int
     RETAIN_NULL_KEY_FIELD_NUMBER: _builtins.int
+    TOMBSTONES_FIELD_NUMBER: _builtins.int
     topic: _builtins.str
     previous_ledger: _builtins.int
     retain_null_key: _builtins.bool
@@ -1743,6 +1744,10 @@ class CompactionPlan(_message.Message):
     def horizon(self) -> Global___MessageId: ...
     @_builtins.property
     def segments(self) -> _containers.RepeatedCompositeFieldContainer[Global___LedgerRange]: ...
+    @_builtins.property
+    def tombstones(self) -> Global___TombstoneRetention:
+        """Reader-aware tombstone retention of the run; absent: every tombstone goes."""
+
     def __init__(
         self,
         *,
@@ -1752,10 +1757,11 @@ class CompactionPlan(_message.Message):
         horizon: Global___MessageId | None = ...,
         segments: _abc.Iterable[Global___LedgerRange] | None = ...,
         retain_null_key: _builtins.bool = ...,
+        tombstones: Global___TombstoneRetention | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_horizon", b"_horizon", "_previous_horizon", b"_previous_horizon", "_previous_ledger", b"_previous_ledger", "horizon", b"horizon", "previous_horizon", b"previous_horizon", "previous_ledger", b"previous_ledger"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_horizon", b"_horizon", "_previous_horizon", b"_previous_horizon", "_previous_ledger", b"_previous_ledger", "_tombstones", b"_tombstones", "horizon", b"horizon", "previous_horizon", b"previous_horizon", "previous_ledger", b"previous_ledger", "tombstones", b"tombstones"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_horizon", b"_horizon", "_previous_horizon", b"_previous_horizon", "_previous_ledger", b"_previous_ledger", "horizon", b"horizon", "previous_horizon", b"previous_horizon", "previous_ledger", b"previous_ledger", "retain_null_key", b"retain_null_key", "segments", b"segments", "topic", b"topic"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_horizon", b"_horizon", "_previous_horizon", b"_previous_horizon", "_previous_ledger", b"_previous_ledger", "_tombstones", b"_tombstones", "horizon", b"horizon", "previous_horizon", b"previous_horizon", "previous_ledger", b"previous_ledger", "retain_null_key", b"retain_null_key", "segments", b"segments", "tombstones", b"tombstones", "topic", b"topic"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__horizon: _TypeAlias = _typing.Literal["horizon"]  # noqa: Y015
     _WhichOneofArgType__horizon: _TypeAlias = _typing.Literal["_horizon", b"_horizon"]  # noqa: Y015
@@ -1763,14 +1769,52 @@ class CompactionPlan(_message.Message):
     _WhichOneofArgType__previous_horizon: _TypeAlias = _typing.Literal["_previous_horizon", b"_previous_horizon"]  # noqa: Y015
     _WhichOneofReturnType__previous_ledger: _TypeAlias = _typing.Literal["previous_ledger"]  # noqa: Y015
     _WhichOneofArgType__previous_ledger: _TypeAlias = _typing.Literal["_previous_ledger", b"_previous_ledger"]  # noqa: Y015
+    _WhichOneofReturnType__tombstones: _TypeAlias = _typing.Literal["tombstones"]  # noqa: Y015
+    _WhichOneofArgType__tombstones: _TypeAlias = _typing.Literal["_tombstones", b"_tombstones"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__horizon) -> _WhichOneofReturnType__horizon | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__previous_horizon) -> _WhichOneofReturnType__previous_horizon | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__previous_ledger) -> _WhichOneofReturnType__previous_ledger | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__tombstones) -> _WhichOneofReturnType__tombstones | None: ...
 
 Global___CompactionPlan: _TypeAlias = CompactionPlan  # noqa: Y015
+
+@_typing.final
+class TombstoneRetention(_message.Message):
+    """Which winning tombstones a run keeps: those after the lowest mark-delete of a
+    subscription reading compacted, or published after now - delete.retention.ms.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    READERS_AT_FIELD_NUMBER: _builtins.int
+    PUBLISHED_AFTER_MS_FIELD_NUMBER: _builtins.int
+    published_after_ms: _builtins.int
+    @_builtins.property
+    def readers_at(self) -> Global___MessageId: ...
+    def __init__(
+        self,
+        *,
+        readers_at: Global___MessageId | None = ...,
+        published_after_ms: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_published_after_ms", b"_published_after_ms", "_readers_at", b"_readers_at", "published_after_ms", b"published_after_ms", "readers_at", b"readers_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_published_after_ms", b"_published_after_ms", "_readers_at", b"_readers_at", "published_after_ms", b"published_after_ms", "readers_at", b"readers_at"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__published_after_ms: _TypeAlias = _typing.Literal["published_after_ms"]  # noqa: Y015
+    _WhichOneofArgType__published_after_ms: _TypeAlias = _typing.Literal["_published_after_ms", b"_published_after_ms"]  # noqa: Y015
+    _WhichOneofReturnType__readers_at: _TypeAlias = _typing.Literal["readers_at"]  # noqa: Y015
+    _WhichOneofArgType__readers_at: _TypeAlias = _typing.Literal["_readers_at", b"_readers_at"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__published_after_ms) -> _WhichOneofReturnType__published_after_ms | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__readers_at) -> _WhichOneofReturnType__readers_at | None: ...
+
+Global___TombstoneRetention: _TypeAlias = TombstoneRetention  # noqa: Y015
 
 @_typing.final
 class ReadKeysRequest(_message.Message):

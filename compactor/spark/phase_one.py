@@ -4,7 +4,8 @@ Input is the ``compactlog_keys`` source over the run's segments (keys, flags, si
 no payloads). One shuffle groups by key (keyless entries form the null group) and keeps
 the greatest ``(seg, pos)`` with its flags, the entry count, bytes and tombstones; that
 table — one row per distinct key, on the executors — is all Spark holds. The winners
-(latest entry of a key, unless a tombstone; every keyless entry when
+(latest entry of a key, unless a tombstone — a winning tombstone too when the run may keep
+it, for phase two to ask ``TombstoneRetention``; every keyless entry when
 ``compaction.retain.null.key``) become bitmap chunks on the executors, and only those
 chunks reach the driver: one bit per input entry (``BitmapWinners``), which the
 compactor's phase two reads as it reads the local engine's offset map, whatever the key
@@ -100,9 +101,12 @@ class SparkPhaseOne:
         groups = groups.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             totals = self._totals(groups)
-            winners = groups.where(
-                F.col("key").isNotNull() & (F.col("w.flags").bitwiseAND(VALUE_NON_EMPTY) != 0)
-            ).select(F.col("w.seg").alias("seg"), F.col("w.pos").alias("pos"))
+            won = F.col("key").isNotNull()
+            if inp.tombstones is None:  # else phase two asks the run's retention of each
+                won = won & (F.col("w.flags").bitwiseAND(VALUE_NON_EMPTY) != 0)
+            winners = groups.where(won).select(
+                F.col("w.seg").alias("seg"), F.col("w.pos").alias("pos")
+            )
             if inp.retain_null_key:
                 winners = winners.unionByName(
                     keys.where(F.col("key").isNull()).select("seg", "pos")

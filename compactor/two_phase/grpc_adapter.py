@@ -23,9 +23,16 @@ from compactlog import channels
 from compactlog.channels import ChannelSecurity
 from compactlog.compactor.two_phase.compactor import CompactionRun
 from compactlog.compactor.two_phase.phase_one import PhaseOneResult
-from compactlog.compactor.two_phase.storage import CompactionInput, KeyEntry, NewEntry, Segment
+from compactlog.compactor.two_phase.storage import (
+    CompactionInput,
+    KeyEntry,
+    NewEntry,
+    Segment,
+    TombstoneRetention,
+)
 from compactlog.errors import CommitConflict, CompactlogError
 from compactlog.rpc_errors import cancel, translate_errors
+from compactlog.storage.codec import HAS_KEY, VALUE_NON_EMPTY
 from compactlog.storage.types import MessageId
 from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
@@ -65,6 +72,16 @@ def plan_from_pb(plan: pb.CompactionPlan) -> CompactionInput:
             Segment(r.ledger_id, r.first_entry, r.last_entry, r.compacted) for r in plan.segments
         ),
         retain_null_key=plan.retain_null_key,
+        tombstones=_retention_from_pb(plan.tombstones) if plan.HasField("tombstones") else None,
+    )
+
+
+def _retention_from_pb(kept: pb.TombstoneRetention) -> TombstoneRetention:
+    return TombstoneRetention(
+        MessageId(kept.readers_at.ledger_id, kept.readers_at.entry_id)
+        if kept.HasField("readers_at")
+        else None,
+        kept.published_after_ms if kept.HasField("published_after_ms") else None,
     )
 
 
@@ -121,6 +138,7 @@ class GrpcCompactionStorage:
         self._started = 0.0
         self._ledger: int | None = None
         self._stream: _AppendStream | None = None
+        self._tombstones_kept = 0
         self._bytes_out = 0
         self.phase_one: PhaseOneResult | None = None  # set by whoever ran phase one
 
@@ -142,6 +160,7 @@ class GrpcCompactionStorage:
         self._input = plan_from_pb(plan)
         self._started = time.monotonic()
         self._ledger, self._stream, self._bytes_out, self.phase_one = None, None, 0, None
+        self._tombstones_kept = 0
         return self._input
 
     def read_keys(self, segment: Segment, reverse: bool = False) -> Iterator[KeyEntry]:
@@ -181,6 +200,10 @@ class GrpcCompactionStorage:
             ledger_id=ledger_id, first_entry_id=entries[0][0], entries=[e[1] for e in entries]
         )
         self._bytes_out += sum(len(e[1]) for e in entries)
+        # tombstones the run's retention kept: kept, not removed, in the commit's figures
+        self._tombstones_kept += sum(
+            1 for e in entries if e[3] & HAS_KEY and not e[3] & VALUE_NON_EMPTY
+        )
         with self._call("AppendEntries"):
             self._stream.send(req)
 
@@ -247,11 +270,12 @@ class GrpcCompactionStorage:
         """The figures the server records with the commit (the compactor builds its own
         ``CompactionRun`` only after the commit)."""
         w = self.phase_one
+        held = self._tombstones_kept if w else 0
         run = CompactionRun(
             read=w.read if w else 0,
-            kept=w.kept if w else 0,
-            removed=(w.read - w.kept) if w else 0,
-            tombstones=w.tombstones if w else 0,
+            kept=(w.kept + held) if w else 0,
+            removed=(w.read - w.kept - held) if w else 0,
+            tombstones=(w.tombstones - held) if w else 0,
             keyless_dropped=w.keyless_dropped if w else 0,
             bytes_in=w.bytes_in if w else 0,
             bytes_out=self._bytes_out,

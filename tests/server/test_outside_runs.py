@@ -110,15 +110,21 @@ def test_lapsed_lease_and_abort_delete_the_ledger(runs: Any) -> None:
     assert store.ledger(other) is None and rec.calls[-1][2] == "boom"
 
 
-def test_grpc_adapter_run_equals_local_run(shared_server: Any, unique_topic: str) -> None:
+@pytest.mark.parametrize("retention_ms", [0, 3_600_000], ids=["drop", "keep-tombstones"])
+def test_grpc_adapter_run_equals_local_run(
+    shared_server: Any, unique_topic: str, retention_ms: int
+) -> None:
+    """Also with reader-aware tombstone retention: the plan carries it to the outside run,
+    which keeps the young tombstone as the in-server run does."""
     channel = __import__("grpc").insecure_channel(shared_server.address)
     admin, log = pb_grpc.TopicAdminStub(channel), pb_grpc.LogStub(channel)
     engine = pb_grpc.CompactionEngineStub(channel)
     twins = [unique_topic + "-a", unique_topic + "-b"]
     records = [pb.Record(key=b"k%d" % (i % 7), value=b"v%d" % i) for i in range(60)]
     records += [pb.Record(value=b"x"), pb.Record(key=b"k3")]
+    config = {"ledger.max.entries": "9", "delete.retention.ms": str(retention_ms)}
     for name in twins:
-        admin.CreateTopic(pb.CreateTopicRequest(name=name, config={"ledger.max.entries": "9"}))
+        admin.CreateTopic(pb.CreateTopicRequest(name=name, config=config))
         log.Publish(pb.PublishRequest(topic=name, records=records))
     local = admin.Compact(pb.CompactRequest(topic=twins[0], wait=True)).last_run
     storage = GrpcCompactionStorage(shared_server.address, engine="outside")
@@ -133,7 +139,8 @@ def test_grpc_adapter_run_equals_local_run(shared_server: Any, unique_topic: str
         views.append([(m.key, m.value) for r in log.Read(req) for m in r.messages])
         lay = engine.GetTopicLayout(pb.GetTopicLayoutRequest(topic=name))
         assert not lay.pending
-    assert views[0] == views[1] and len(views[0]) == 6
+    assert views[0] == views[1] and len(views[0]) == (7 if retention_ms else 6)
+    assert ((b"k3", b"") in views[0]) == bool(retention_ms)  # the tombstone, kept or not
     run = result.run
     assert (run.read, run.kept, run.tombstones, run.keyless_dropped, run.bytes_out) == (
         local.read,

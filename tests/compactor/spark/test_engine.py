@@ -139,3 +139,28 @@ def test_both_engines_compacted_views_have_one_digest(
     assert local.ok and remote.ok and local.checked == remote.checked > 0
     assert local.compacted_ledger_id == remote.compacted_ledger_id
     assert local.digest == remote.digest
+
+
+def test_spark_keeps_the_tombstones_the_run_retains(
+    spark: Any, shared_server: Any, api: Any
+) -> None:
+    """Reader-aware retention reaches an outside run through its plan: with a long
+    ``delete.retention.ms`` the Spark run keeps each key's winning tombstone, as a local
+    run over a twin topic does, and counts it kept, not removed."""
+    a: Api = api(shared_server.address)
+    rng = random.Random(19)
+    records = random_records(rng, 600, 40)
+    records += [pb.Record(key=b"key-%d" % k) for k in range(0, 40, 3)]  # certain tombstones
+    twins = ("eng-keep-spark", "eng-keep-local")
+    for name in twins:
+        a.create(name, ledger_max_entries="150", delete_retention_ms="3600000")
+        a.publish(name, records)
+    assert run_spark_compaction(a.address, twins[0], spark=spark).committed
+    a.admin.Compact(pb.CompactRequest(topic=twins[1], wait=True))
+    views = [[row[2:4] for row in a.read(name, compacted=True)] for name in twins]
+    assert views[0] == views[1]
+    assert sum(1 for key, value in views[0] if key is not None and not value) >= 14
+    runs = [a.status(name).last_run for name in twins]
+    assert runs[0].engine == "spark" and runs[1].engine == "local"
+    for field in ("read", "kept", "removed", "tombstones", "keyless_dropped"):
+        assert getattr(runs[0], field) == getattr(runs[1], field), field
