@@ -212,9 +212,11 @@ def test_segmented_pass_is_watched_as_cleaning_and_can_be_cancelled(
     assert stubs.admin.Compact(pb.CompactRequest(topic="s")).state == S.RUNNING
     seen: list[pb.CompactionProgress] = []
     stream = stubs.admin.WatchCompaction(pb.WatchCompactionRequest(topic="s"), timeout=60)
-    reader = threading.Thread(target=lambda: seen.extend(stream), daemon=True)
+    reader = threading.Thread(target=lambda: [seen.append(u) for u in stream], daemon=True)
     reader.start()
-    time.sleep(1.5)
+    deadline = time.monotonic() + 30  # the worker starts first: slow on a loaded machine
+    while not any(u.done for u in seen) and time.monotonic() < deadline:
+        time.sleep(0.05)
     status = stubs.admin.CancelCompaction(pb.CancelCompactionRequest(topic="s"), timeout=30)
     reader.join(10)
     assert status.state == S.CANCELLED
