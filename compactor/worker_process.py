@@ -43,9 +43,9 @@ def serve(conn: Connection) -> int:
 
 def main(argv: list[str]) -> int:
     fd, parent = int(argv[0]), int(argv[1])
+    lower_priority()  # first: the threads started from here on inherit it
     die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is the server's to handle
-    lower_priority()
     logging.basicConfig(
         level=os.environ.get("COMPACTLOG_LOG_LEVEL", "INFO"),
         format=f"%(asctime)s %(levelname)s worker-{os.getpid()} %(name)s: %(message)s",
