@@ -141,6 +141,7 @@ def past_batches(store: LedgerStore, past: PastInput, budget_bytes: int) -> Iter
                 f"the compacted view of {inp.topic!r} as of {past.stop} holds more keys "
                 f"than compaction.phase.one.memory.bytes={budget_bytes} maps; raise the limit",
                 topic=inp.topic,
+                key="compaction.phase.one.memory.bytes",
                 limit=budget_bytes,
             )
     if past.compacted is not None:

@@ -60,8 +60,14 @@ INITIAL_TAIL_KEYS = 4096  # room for raw-tail keys before the map first grows
 REPORT_EVERY = 4096  # entries between progress reports and cancel checks
 
 
+MEMORY_KEY = "compaction.phase.one.memory.bytes"
+
+
 class PhaseOneMemoryExceeded(ResourceExhausted):
-    """The offset map cannot hold even the previous compacted ledger's keys."""
+    """The offset map cannot hold even the previous compacted ledger's keys. A limit of the
+    server's config, not a defect: the reason says so (metadata ``key``, ``limit``)."""
+
+    reason = "INVALID_CONFIG"
 
 
 class _GrowingMap:
@@ -195,7 +201,10 @@ def find_winners(
             f"compaction of {inp.topic!r}: phase one needs more than "
             f"compaction.phase.one.memory.bytes={budget_bytes} for the {keys.map.size} keys "
             "of the compacted ledger and the next raw entry; raise the limit or compact "
-            "with the Spark engine"
+            "with the Spark engine",
+            topic=inp.topic,
+            key=MEMORY_KEY,
+            limit=budget_bytes,
         )
     control.report(Progress(PHASE_ONE, t.read, total, bytes_read=t.bytes_in))
     result.read, result.kept, result.tombstones = t.read, t.kept, t.tombstones

@@ -466,3 +466,20 @@ def test_the_client_library_raises_the_reason_classes(
             client.subscribe(t, "__compaction").receive(timeout_ms=100)
         with pytest.raises(errors.Timeout):
             consumer.receive(timeout_ms=50)
+
+
+def test_a_past_view_over_the_memory_budget_names_the_setting(server_factory: Any) -> None:
+    """RESOURCE_EXHAUSTED for a limit of the server's config, with a contract reason
+    (INVALID_CONFIG naming the key), never the reason of a defect."""
+    srv = server_factory(config='"compaction.phase.one.memory.bytes" = 1024\n')
+    made = Api(srv.address)
+    try:
+        made.create("big")
+        made.publish("big", 500)
+        req = pb.ReadRequest(topic="big", read_compacted=True, as_of_time_ms=1 << 50)
+        with pytest.raises(grpc.RpcError) as info:
+            list(made.log.Read(req, timeout=30))
+        metadata = {"topic": "big", "key": "compaction.phase.one.memory.bytes", "limit": "1024"}
+        check(info.value, S.RESOURCE_EXHAUSTED, "INVALID_CONFIG", metadata, "Read")
+    finally:
+        made.channel.close()
