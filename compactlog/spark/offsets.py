@@ -16,12 +16,18 @@ not name take the option's default (earliest for a start, latest for an end). Ka
 
 The streaming checkpoint holds the same shape with every position resolved, e.g.
 ``{"prices": {"-1": "3:121"}}``; ``to_offset``/``from_offset`` convert it.
+
+A streaming query started with ``startingOffsets = "snapshot"`` (snapshot-plus-tail
+bootstrap) has a first offset whose positions are the word ``snapshot``
+(``snapshot_offset``): the micro-batch that starts there reads the compacted view of
+everything before its end, and every batch after it the log from that end on
+(``from_checkpoint`` tells the marked topic partitions apart).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal, NamedTuple
 
@@ -30,6 +36,7 @@ from compactlog.records import MessageId
 
 EARLIEST: Final = "earliest"
 LATEST: Final = "latest"
+SNAPSHOT: Final = "snapshot"
 NOT_PARTITIONED = -1
 
 Named = Literal["earliest", "latest"]
@@ -153,8 +160,32 @@ def to_offset(offsets: Mapping[TopicPartition, MessageId]) -> dict[str, dict[str
 
 def from_offset(offset: Mapping[str, Mapping[str, str]]) -> Offsets:
     """The checkpoint's dict back into positions."""
+    positions, marked = from_checkpoint(offset)
+    if marked:
+        raise InvalidArgument(f"{sorted(marked)[0].log!r} has no position yet ({SNAPSHOT!r})")
+    return positions
+
+
+def snapshot_offset(tps: Iterable[TopicPartition]) -> dict[str, dict[str, str]]:
+    """The first offset of a ``snapshot`` query: every topic partition marked."""
+    out: dict[str, dict[str, str]] = {}
+    for tp in sorted(tps):
+        out.setdefault(tp.topic, {})[str(tp.partition)] = SNAPSHOT
+    return out
+
+
+def from_checkpoint(
+    offset: Mapping[str, Mapping[str, str]],
+) -> tuple[Offsets, frozenset[TopicPartition]]:
+    """A streaming offset: the positions, and the topic partitions still at
+    ``snapshot`` (their compacted view not read yet)."""
     out: Offsets = {}
+    marked: set[TopicPartition] = set()
     for topic, parts in offset.items():
         for partition, text in parts.items():
-            out[TopicPartition(topic, int(partition))] = parse_position(text)
-    return out
+            tp = TopicPartition(topic, int(partition))
+            if text == SNAPSHOT:
+                marked.add(tp)
+            else:
+                out[tp] = parse_position(text)
+    return out, frozenset(marked)

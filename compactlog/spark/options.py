@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from compactlog.errors import InvalidArgument
 from compactlog.spark.connection import Connection
-from compactlog.spark.offsets import EARLIEST, LATEST, Named, OffsetSpec, parse_spec
+from compactlog.spark.offsets import EARLIEST, LATEST, SNAPSHOT, Named, OffsetSpec, parse_spec
 
 DEFAULT_ENTRIES_PER_PARTITION = 100_000
 _BOOLEANS = {"true": True, "false": False}
@@ -68,6 +68,8 @@ class ReadOptions:
     starting: OffsetSpec
     ending: OffsetSpec
     entries_per_partition: int
+    # streaming, startingOffsets = "snapshot": the compacted view first, then the log
+    snapshot: bool = False
 
     @classmethod
     def parse(cls, options: Mapping[str, str], streaming: bool) -> ReadOptions:
@@ -80,15 +82,25 @@ class ReadOptions:
         if streaming and low.get("endingoffsets", "").strip():
             raise InvalidArgument("option 'endingOffsets' applies to batch queries only")
         first: Named = LATEST if streaming else EARLIEST
+        starting_text = low.get("startingoffsets")
+        snapshot = (starting_text or "").strip().lower() == SNAPSHOT
+        if snapshot and not streaming:
+            raise InvalidArgument(
+                f"startingOffsets {SNAPSHOT!r} applies to streaming queries (a batch query "
+                "reads the compacted view with readCompacted=true)"
+            )
+        if snapshot:
+            starting_text = EARLIEST
         return cls(
             conn=connection(low),
             topics=topics,
             compacted=_flag(low, "readCompacted"),
-            starting=parse_spec("startingOffsets", low.get("startingoffsets"), first, topics),
+            starting=parse_spec("startingOffsets", starting_text, first, topics),
             ending=parse_spec("endingOffsets", low.get("endingoffsets"), LATEST, topics),
             entries_per_partition=_positive(
                 low, "entriesPerPartition", DEFAULT_ENTRIES_PER_PARTITION
             ),
+            snapshot=snapshot,
         )
 
 

@@ -29,7 +29,13 @@ from pyspark.sql.types import StructType
 from compactlog.errors import InvalidArgument, TopicNotFound
 from compactlog.records import MessageId
 from compactlog.spark.connection import Connection, ServerCalls
-from compactlog.spark.offsets import Offsets, TopicPartition, from_offset, to_offset
+from compactlog.spark.offsets import (
+    Offsets,
+    TopicPartition,
+    from_checkpoint,
+    snapshot_offset,
+    to_offset,
+)
 from compactlog.spark.options import ReadOptions, WriteOptions
 from compactlog.spark.planning import LogShape, ReadRange, discover, plan, resolve
 from compactlog.spark.rows import SCHEMA, record_batches
@@ -138,7 +144,10 @@ class TopicStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  #
 
     def initialOffset(self) -> dict[str, Any]:
         with self.opts.conn.calls() as calls:
-            return to_offset(resolve(self.opts.starting, self._shapes(calls)))
+            shapes = self._shapes(calls)
+        if self.opts.snapshot:
+            return snapshot_offset(shapes)
+        return to_offset(resolve(self.opts.starting, shapes))
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = self._latest()
@@ -149,7 +158,7 @@ class TopicStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  #
         """Every topic partition's latest position, never behind ``start`` (Spark compares
         offsets as text: no new message, the same text), nor past the availableNow target."""
         latest = self._target if self._target is not None else self._latest()
-        begin = from_offset(start or {})
+        begin, _marked = from_checkpoint(start or {})
         out: dict[TopicPartition, MessageId] = dict(begin)
         for tp, position in latest.items():
             out[tp] = max(position, begin.get(tp, position))
@@ -158,16 +167,21 @@ class TopicStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  #
     def partitions(
         self, start: Mapping[str, Any], end: Mapping[str, Any]
     ) -> Sequence[InputPartition]:
-        begin, stop = from_offset(start), from_offset(end)
-        if begin == stop:
+        (begin, marked), (stop, _) = from_checkpoint(start), from_checkpoint(end)
+        if begin == stop and not marked:
             return []
         opts = self.opts
+        size = opts.entries_per_partition
         with opts.conn.calls() as calls:
             shapes = self._shapes(calls)
             missing = sorted(tp.log for tp in stop if tp not in shapes)
             if missing:
                 raise TopicNotFound(f"topic partition {missing[0]!r} of this query is gone")
-            ranges = plan(calls, shapes, begin, stop, opts.compacted, opts.entries_per_partition)
+            # the bootstrap: what came before the first batch's end, as the compacted view
+            snap = {tp: stop[tp] for tp in marked if tp in stop}
+            ranges = plan(calls, shapes, {}, snap, True, size)
+            tail = {tp: end for tp, end in stop.items() if tp not in marked}
+            ranges += plan(calls, shapes, begin, tail, opts.compacted, size)
         return [RangePartition(r) for r in ranges]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
