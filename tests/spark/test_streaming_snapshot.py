@@ -48,8 +48,7 @@ def sink_rows(pipe: Pipeline) -> list[Row]:
     df = pipe.spark.read.schema(SCHEMA).parquet(pipe.out)
     got = df.select("topic", "ledger_id", "entry_id", "key", "value").collect()
     return sorted(
-        (r[0], r[1], r[2], None if r[3] is None else bytes(r[3]), r[4] and bytes(r[4]))
-        for r in got
+        (r[0], r[1], r[2], None if r[3] is None else bytes(r[3]), r[4] and bytes(r[4])) for r in got
     )
 
 
