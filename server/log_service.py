@@ -31,7 +31,12 @@ from compactlog.server.convert import (
 from compactlog.server.errors import rpc_async
 from compactlog.server.handlers import Admit, service_handler
 from compactlog.server.metrics import Metrics
-from compactlog.server.partitioned_log import MergedLog, PartitionedCalls, merged_key_history
+from compactlog.server.partitioned_log import (
+    MergedLog,
+    MergedPast,
+    PartitionedCalls,
+    merged_key_history,
+)
 from compactlog.server.partitioned_publish import RoundRobin, append_spread
 from compactlog.server.partitioned_reading import MergedReadSession
 from compactlog.server.reading import ReadSession, as_of_point
@@ -176,14 +181,16 @@ class LogService:
 
     @rpc_async
     async def Read(self, request: pb.ReadRequest, context: Context) -> AsyncIterator[bytes]:
-        merged = self.partitioned.merged(request.topic)
+        merged: MergedLog | MergedPast | None = self.partitioned.merged(request.topic)
         single: ReadableLog | None = None
         past = as_of_point(request)
-        if past is not None:  # a view of one topic's past (MALFORMED on a partitioned NAME)
+        if past is not None and isinstance(merged, MergedLog):  # every partition's past
+            merged = await self._run(self.partitioned.past, merged, *past)
+        elif past is not None:  # a view of one topic's past
             single = await self._run(self.broker.as_of_view, request.topic, *past)
         elif merged is None:
             single = self.broker.log(request.topic)
-        log: ReadableLog | MergedLog = single if single is not None else merged  # type: ignore[assignment]
+        log: ReadableLog | MergedLog | MergedPast = single if single is not None else merged  # type: ignore[assignment]
         compacted = str(request.read_compacted).lower()
         self.metrics.read_requests.labels(log.kind.name, compacted).inc()
         counter = self.metrics.read_messages.labels(log.kind.name, compacted)

@@ -12,6 +12,7 @@ import asyncio
 import heapq
 from typing import TYPE_CHECKING
 
+from compactlog.errors import MalformedRequest, WrongTopicKind
 from compactlog.partitioner import partition_name
 from compactlog.server.convert import id_to_pb, start_position
 from compactlog.server.partitioned_reading import (
@@ -23,7 +24,7 @@ from compactlog.server.reading import response_cap
 from compactlog.storage import batch as codec
 from compactlog.storage.cursor import Cursor
 from compactlog.storage.key_history import KeyHistory, key_history
-from compactlog.storage.topic_log import TopicLog
+from compactlog.storage.topic_log import ReadableLog, TopicLog
 from compactlog.storage.types import MessageId, TopicKind
 from compactlog.v1 import compactlog_pb2 as pb
 
@@ -68,6 +69,23 @@ class MergedLog:
         return resp
 
 
+class MergedPast:
+    """A partitioned topic's past (a Read with ``as_of_time_ms`` on ``NAME``): each
+    partition's compacted view as of the last id it had at that time, merged as a Read of
+    the present is."""
+
+    def __init__(self, name: str, kind: TopicKind, views: list[ReadableLog]) -> None:
+        self.name = name
+        self.kind = kind
+        self.views = views
+
+    def gone(self) -> bool:
+        return any(view.gone() for view in self.views)
+
+    def read_session(self, req: pb.ReadRequest, per_response: int) -> MergedReadSession:
+        return MergedReadSession(self.name, self.views, req, per_response)
+
+
 def merged_key_history(logs: list[TopicLog], key: bytes, limit: int) -> KeyHistory:
     """GetKeyHistory on ``NAME``: every partition's answer (a key lives in one partition
     unless partitions were added since), merged by publish time, each partition's own
@@ -99,6 +117,32 @@ class PartitionedCalls:
             return None
         logs = [broker.log(partition_name(name, i)) for i in range(topic.partitions)]
         return MergedLog(name, topic.kind, logs)
+
+    def past(
+        self, merged: MergedLog, as_of: MessageId | None, as_of_time_ms: int | None
+    ) -> MergedPast:
+        """``as_of_time_ms`` on ``NAME`` reads every partition's past at that time; an
+        ``as_of`` id names one partition's log position, so it is refused here (read
+        that partition's past on ``NAME-partition-i``)."""
+        name = merged.name
+        if as_of is not None:
+            raise MalformedRequest(
+                f"{name!r} is a partitioned topic: as_of names a position of one partition; "
+                f"read that partition ({partition_name(name, 0)} ...) or use as_of_time_ms",
+                request="ReadRequest",
+                field="as_of",
+                topic=name,
+            )
+        if merged.kind != TopicKind.LEDGER:
+            raise WrongTopicKind(
+                f"topic {name!r} is a SEGMENTED topic: as_of reads the past of LEDGER "
+                "topics, whose raw history is kept",
+                topic=name,
+                kind="SEGMENTED",
+            )
+        broker = self.service.broker
+        views = [broker.as_of_view(log.name, None, as_of_time_ms) for log in merged.logs]
+        return MergedPast(name, merged.kind, views)
 
     async def consume(self, merged: MergedLog, request: pb.ConsumeRequest) -> bytes:
         """``LogService.Consume`` over every partition: one cursor a partition, taken in

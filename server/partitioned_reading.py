@@ -21,7 +21,7 @@ from compactlog.errors import InvalidArgument, MessageTooLargeForReader
 from compactlog.server.reading import STEP_BYTES, ReadSession, Response, consume_step
 from compactlog.storage.cursor import Cursor
 from compactlog.storage.read_range import MAX_RESPONSE_BYTES
-from compactlog.storage.topic_log import TopicLog
+from compactlog.storage.topic_log import ReadableLog, TopicLog
 from compactlog.storage.types import MessageId
 from compactlog.v1 import compactlog_pb2 as pb
 
@@ -50,7 +50,7 @@ class MergedReadSession:
     """One Read call over every partition (the ``ReadSession`` interface)."""
 
     def __init__(
-        self, name: str, logs: Sequence[TopicLog], req: pb.ReadRequest, per_response: int
+        self, name: str, logs: Sequence[ReadableLog], req: pb.ReadRequest, per_response: int
     ) -> None:
         if req.WhichOneof("start") == "message_id":
             check_partition(name, req.message_id.partition, len(logs))

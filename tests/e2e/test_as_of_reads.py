@@ -96,6 +96,36 @@ def test_as_of_time_reads_the_last_id_published_at_or_before_it(
     assert [v for _i, _k, v in read_as_of(api, unique_topic, as_of_time_ms=t1 + 10_000)] == [b"2"]
 
 
+def test_as_of_time_on_a_partitioned_topic_reads_every_partitions_past(
+    shared_server: Any, ledger_api: Callable[[str], Api], unique_topic: str
+) -> None:
+    """Each partition's view as of the last id it had at that time, merged as a Read of
+    the present is: the latest value of every key then, whichever partition it is in."""
+    api = ledger_api(shared_server.address)
+    api.admin.CreateTopic(pb.CreateTopicRequest(name=unique_topic, partitions=3))
+    keys = [b"k%d" % i for i in range(12)]
+    api.publish(unique_topic, *((k, b"old") for k in keys))
+    api.publish(unique_topic, (keys[0], None), (keys[1], b"newer"))  # a delete, an update
+    time.sleep(0.02)
+    req = pb.ReadRequest(topic=unique_topic, read_compacted=True)
+    then = max(m.publish_time_ms for r in api.log.Read(req) for m in r.messages)
+    time.sleep(0.02)
+    api.publish(unique_topic, *((k, b"later") for k in keys))
+    api.admin.Compact(pb.CompactRequest(topic=unique_topic, wait=True))
+    past = read_as_of(api, unique_topic, as_of_time_ms=then)
+    assert sorted((k, v) for _i, k, v in past) == sorted(
+        [(keys[1], b"newer")] + [(k, b"old") for k in keys[2:]]
+    )
+    per_partition = [
+        row
+        for i in range(3)
+        for row in read_as_of(api, f"{unique_topic}-partition-{i}", as_of_time_ms=then)
+    ]
+    assert sorted(past) == sorted(per_partition)
+    now = read_as_of(api, unique_topic, as_of_time_ms=then + 60_000)
+    assert sorted(v for _i, _k, v in now) == [b"later"] * 12
+
+
 def test_as_of_refusals(
     shared_server: Any, ledger_api: Callable[[str], Api], connect: Any, unique_topic: str
 ) -> None:
@@ -122,13 +152,18 @@ def test_as_of_refusals(
     parts = unique_topic + "-parts"
     api.admin.CreateTopic(pb.CreateTopicRequest(name=parts, partitions=2))
     api.publish(parts + "-partition-1", (b"a", b"1"))
-    on_name = pb.ReadRequest(topic=parts, read_compacted=True, as_of_time_ms=1 << 50)
-    assert reason_of(lambda: list(api.log.Read(on_name))) == (
+    by_id = pb.ReadRequest(topic=parts, read_compacted=True, as_of=pb.MessageId(ledger_id=1))
+    assert reason_of(lambda: list(api.log.Read(by_id))) == (  # an id is one partition's
         grpc.StatusCode.INVALID_ARGUMENT,
         "MALFORMED_REQUEST",
     )
-    past = read_as_of(api, parts + "-partition-1", as_of_time_ms=1 << 50)
-    assert [(k, v) for _i, k, v in past] == [(b"a", b"1")]
+    seg_parts = unique_topic + "-segparts"
+    api.admin.CreateTopic(pb.CreateTopicRequest(name=seg_parts, partitions=2, kind=pb.SEGMENTED))
+    on_seg_name = pb.ReadRequest(topic=seg_parts, read_compacted=True, as_of_time_ms=1)
+    assert reason_of(lambda: list(api.log.Read(on_seg_name))) == (
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "WRONG_TOPIC_KIND",
+    )
     missing = pb.ReadRequest(topic=unique_topic + "-no", read_compacted=True, as_of_time_ms=1)
     assert reason_of(lambda: list(api.log.Read(missing))) == (
         grpc.StatusCode.NOT_FOUND,
