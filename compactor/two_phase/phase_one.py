@@ -7,7 +7,7 @@ digest to ``position << 1 | live`` (live: the value is non-empty) in a ``SkimpyO
 bytes whatever its length. The digest is taken as the key's identity, as Kafka takes it
 (two keys with one MD5 would share an entry; see ``offset_map``).
 
-Storages of stored batches (``BatchStorage``: the ledger adapters) are read one call per
+Storages of stored batches (``BatchReads``: the ledger reads) are read one call per
 batch (``batch_scan.exchange_batch``, compiled): no record costs a Python loop step.
 
 Phase two asks ``selection`` for each segment's winners (``winners.MapWinners``): an
@@ -38,7 +38,7 @@ from compactlog.compactor.log_cleaner.offset_map import (
 )
 from compactlog.compactor.progress import PHASE_ONE, NoControl, Progress, RunControl
 from compactlog.compactor.two_phase.storage import (
-    BatchStorage,
+    BatchReads,
     CompactionInput,
     CompactionReads,
     Segment,
@@ -111,7 +111,7 @@ class _Tally:
 
 
 def _map_batches(
-    storage: BatchStorage, seg: Segment, base: int, keys: _GrowingMap, retain: bool, t: _Tally,
+    storage: BatchReads, seg: Segment, base: int, keys: _GrowingMap, retain: bool, t: _Tally,
     control: RunControl,
 ) -> int | None:  # fmt: skip
     """One segment, one call per stored batch; the covered position if the map filled."""
@@ -190,7 +190,7 @@ def find_winners(
     covered: int | None = None
     for seg, base in zip(segments, positions, strict=True):
         base -= seg.first_entry  # position of entry e: base + e
-        if isinstance(storage, BatchStorage):
+        if isinstance(storage, BatchReads):
             covered = _map_batches(storage, seg, base, keys, inp.retain_null_key, t, control)
         else:
             covered = _map_entries(storage, seg, base, keys, inp.retain_null_key, t, control)

@@ -188,16 +188,23 @@ StoredPayload = tuple[int, memoryview, str]
 
 
 @runtime_checkable
-class BatchStorage(Protocol):
-    """What a storage of stored batches adds, so that the compactor's per-record work runs
-    one call per batch (``log_cleaner.batch_scan``) instead of one loop step per record:
-    the ledger adapters (in the server and in a worker) have it; the in-memory twin and
-    the gRPC adapter do not, and are read entry by entry."""
+class BatchReads(Protocol):
+    """What a storage of stored batches adds to its reads, so that phase one and phase
+    two's selection run one call per batch (``log_cleaner.batch_scan``) instead of one
+    loop step per record: the ledger reads (a run's, in the server or in a worker, and a
+    past view's) have it; the in-memory twin and the gRPC adapter do not, and are read
+    entry by entry."""
 
     def stored_batches(self, segment: Segment) -> Iterator[StoredPayload]:
         """The checked batch payloads holding the segment's entries, in order; DataLoss
         when an entry is missing (as ``read_keys``)."""
         ...
+
+
+@runtime_checkable
+class BatchStorage(BatchReads, Protocol):
+    """A run's storage that also appends records as they are framed: phase two copies
+    each stored batch's winners in one call (``phase_two.WinnerCopier``)."""
 
     def append_records(
         self,

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from compactlog.compactor.log_cleaner.batch_scan import live_bitmap, winner_bits
 from compactlog.compactor.log_cleaner.offset_map import SkimpyOffsetMap
-from compactlog.compactor.two_phase.storage import BatchStorage, CompactionReads, Segment
+from compactlog.compactor.two_phase.storage import BatchReads, CompactionReads, Segment
 from compactlog.storage.codec import HAS_KEY, VALUE_NON_EMPTY
 
 
@@ -93,7 +93,7 @@ class MapWinners(PhaseOneResult):
         base = self.positions[index] - first  # position of entry e: base + e
         retain = self.retain_null_key
         keep_tombstones = self.keep_tombstones
-        if isinstance(storage, BatchStorage):  # one call per stored batch
+        if isinstance(storage, BatchReads):  # one call per stored batch
             for at, payload, where in storage.stored_batches(segment):
                 winner_bits(
                     self.offset_map, payload, at, first, segment.last_entry, base, retain,
