@@ -227,6 +227,49 @@ done:
     return out;
 }
 
+/* unsuperseded(hashes, offsets, payload, retain) -> (records, count, first ledger,
+ *   first entry, last ledger, last entry): the records of one batch of a compacted ledger
+ *   that a run over it and a later raw part keeps, where the table maps the raw part's
+ *   keys: keyed with a non-empty value and a key the table does not hold, or keyless when
+ *   `retain`; the records as they are framed in the payload. */
+static PyObject *unsuperseded(PyObject *self, PyObject *args) {
+    PyObject *h, *o, *out = NULL;
+    Py_buffer v;
+    int retain;
+    if (!PyArg_ParseTuple(args, "OOy*p", &h, &o, &v, &retain)) return NULL;
+    Table t;
+    if (table_open(&t, h, o) < 0) { PyBuffer_Release(&v); return NULL; }
+    const uint8_t *buf = v.buf;
+    Walk w;
+    if (walk_all(buf, v.len, &t, &w) < 0) goto done;
+    uint8_t *kept_bytes = PyMem_Malloc(v.len > 0 ? (size_t)v.len : 1);
+    if (!kept_bytes) { PyErr_NoMemory(); walk_free(&w); goto done; }
+    unsigned long long fl = 0, fe = 0, ll = 0, le = 0;
+    long long count = 0;
+    Py_ssize_t n = 0;
+    for (Py_ssize_t i = 0; i < w.n; i++) {
+        const Rec *r = &w.recs[i];
+        if (r->flags & HAS_KEY) {
+            if (!(r->flags & VALUE_NON_EMPTY)) continue;
+            if (table_get(t.hashes.buf, t.offsets.buf, t.slots, r->digest) >= 0) continue;
+        } else if (!retain) {
+            continue;
+        }
+        memcpy(kept_bytes + n, buf + r->start, (size_t)(r->end - r->start));
+        n += r->end - r->start;
+        if (!count) fl = r->ledger, fe = r->entry;
+        ll = r->ledger, le = r->entry;
+        count++;
+    }
+    out = Py_BuildValue("(y#LKKKK)", (const char *)kept_bytes, n, count, fl, fe, ll, le);
+    PyMem_Free(kept_bytes);
+    walk_free(&w);
+done:
+    table_close(&t);
+    PyBuffer_Release(&v);
+    return out;
+}
+
 /* exchange_batch(hashes, offsets, payload, at, first, last, base, size, max_entries, retain)
  *   -> (read, kept, tombstones, keyless, bytes_in, size, stop) */
 static PyObject *exchange_batch(PyObject *self, PyObject *args) {
@@ -399,6 +442,7 @@ static PyMethodDef methods[] = {
     {"select_batch", select_batch, METH_VARARGS, "Phase two: one batch's selected records."},
     {"winner_bits", winner_bits, METH_VARARGS, "Phase two: one batch's winners as bits."},
     {"live_bitmap", live_bitmap, METH_VARARGS, "Phase one's live winners as a bitmap."},
+    {"unsuperseded", unsuperseded, METH_VARARGS, "A compacted batch's records a merge keeps."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -101,6 +101,33 @@ def survivors(
     return b"".join(parts), kept, first, last, tomb_kept, len(walked), keyless, removed
 
 
+def unsuperseded(
+    hashes: bytearray, offsets: array[int], payload: bytes | memoryview, retain: bool
+) -> tuple[bytes, int, int, int, int, int]:
+    """The records of one batch of a compacted ledger that a run over it and a later raw
+    part keeps, the map holding the raw part's keys: keyed with a non-empty value and a
+    key the map does not hold, or keyless when ``retain``. ``(their bytes as framed,
+    count, first ledger, first entry, last ledger, last entry)``."""
+    parts: list[bytes | memoryview] = []
+    view = memoryview(payload)
+    count = fl = fe = ll = le = 0
+    for lid, eid, flags, key, s, e in _walk(payload):
+        if key is not None and flags & HAS_KEY:
+            if flags & LIVE != LIVE:
+                continue
+            slot = _find(hashes, offsets, md5(key).digest())
+            if slot >= 0 and offsets[slot]:  # the raw part holds the key again
+                continue
+        elif not retain:
+            continue
+        parts.append(view[s:e])
+        if not count:
+            fl, fe = lid, eid
+        ll, le = lid, eid
+        count += 1
+    return b"".join(parts), count, fl, fe, ll, le
+
+
 def exchange_batch(
     hashes: bytearray,
     offsets: array[int],

@@ -28,6 +28,8 @@ Exchanged = tuple[int, int, int, int, int, int, int]
 # select_batch: (records, count, message bytes, first ledger, first entry, last ledger,
 # last entry, next position, not live)
 Selected = tuple[bytes, int, int, int, int, int, int, int, int]
+# unsuperseded: (records, count, first ledger, first entry, last ledger, last entry)
+Kept = tuple[bytes, int, int, int, int, int]
 
 
 class ScanTwin(Protocol):
@@ -74,6 +76,10 @@ class ScanTwin(Protocol):
     ) -> Selected: ...
 
     def live_bitmap(self, offsets: array[int], bits: bytearray, tombstones: bool) -> int: ...
+
+    def unsuperseded(
+        self, hashes: bytearray, offsets: array[int], payload: Buffer, retain: bool
+    ) -> Kept: ...
 
     def winner_bits(
         self,
@@ -164,6 +170,16 @@ def select_batch(
     """Phase two over one batch (``_batch_scan_py.select_batch``)."""
     try:
         return twin.select_batch(payload, at, first, last, bits, bits_first, limit)
+    except MalformedPayload as exc:
+        raise CorruptData(f"{where}: {exc}", position=where) from None
+
+
+def unsuperseded(m: SkimpyOffsetMap, payload: Buffer, retain: bool, where: str) -> Kept:
+    """A compacted batch's records a merge with a later raw part keeps, ``m`` mapping the
+    raw part's keys (``_batch_scan_py.unsuperseded``)."""
+    hashes, offsets, _slots = m.table()
+    try:
+        return twin.unsuperseded(hashes, offsets, payload, retain)
     except MalformedPayload as exc:
         raise CorruptData(f"{where}: {exc}", position=where) from None
 

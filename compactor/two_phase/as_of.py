@@ -29,10 +29,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from compactlog.compactor.log_cleaner.offset_map import SkimpyOffsetMap
+from compactlog.compactor.log_cleaner.batch_scan import select_batch, unsuperseded
+from compactlog.compactor.log_cleaner.offset_map import BYTES_PER_ENTRY, SkimpyOffsetMap
 from compactlog.compactor.progress import NoControl
 from compactlog.compactor.two_phase.ledger_adapter import LedgerReads
 from compactlog.compactor.two_phase.phase_one import (
+    LOAD_FACTOR,
     MapWinners,
     PhaseOneMemoryExceeded,
     find_winners,
@@ -40,7 +42,6 @@ from compactlog.compactor.two_phase.phase_one import (
 from compactlog.compactor.two_phase.storage import CompactionInput, tail_segments
 from compactlog.errors import DataLoss
 from compactlog.storage import batch as codec
-from compactlog.storage.codec import HAS_KEY, VALUE_NON_EMPTY
 from compactlog.storage.ledger_store import LedgerStore
 from compactlog.storage.ledger_topic import LedgerTopic
 from compactlog.storage.read_range import ViewBatch, read_chunks
@@ -49,7 +50,6 @@ from compactlog.storage.views import CompactedState, compacted_state
 
 BATCH_MESSAGES = 1000  # winners spliced into one view batch
 EARLIEST = MessageId(0, 0)
-LIVE_KEYED = HAS_KEY | VALUE_NON_EMPTY
 
 Framed = tuple[bytes | memoryview, codec.BatchHeader]
 
@@ -159,31 +159,27 @@ def _merged(
     retain: bool,
 ) -> Iterator[Framed]:
     """The compacted ledger's batches without the messages a run over it would drop:
-    keys the raw part holds again, tombstones, keyless messages unless retained."""
+    keys the raw part holds again, tombstones, keyless messages unless retained; a batch
+    that loses none goes out as stored (one compiled call a batch: ``unsuperseded``)."""
     if state.entries == 0:
         return
     where = f"compacted ledger {state.ledger_id}"
-    get = superseded.getter() if superseded is not None and superseded.size else None
+    held = superseded is not None and superseded.size > 0  # the raw part holds keys
+    table = superseded if superseded is not None and held else _no_keys()
     expected = 0
     for at, data, header in store.batches(state.ledger_id, 0, state.entries - 1):
         if at != expected:
             break
         expected = at + header.count
-        if get is None and header.attributes & codec.LIVE_ONLY:
+        if not held and header.attributes & codec.LIVE_ONLY:
             yield data, header  # nothing in it for a run to drop
             continue
         payload = codec.payload_of(data, header)
-        walked = codec.walk(payload, where)
-        kept = [
-            w
-            for w in walked
-            if ((w[2] & LIVE_KEYED) == LIVE_KEYED and (get is None or get(w[3]) < 0))  # type: ignore[arg-type]
-            or (retain and not w[2] & HAS_KEY)
-        ]
-        if len(kept) == len(walked):
+        records, n, fl, fe, ll, le = unsuperseded(table, payload, retain, where)
+        if n == header.count:
             yield data, header
-        elif kept:
-            yield _batch(b"".join(payload[w[4] : w[5]] for w in kept), kept)
+        elif n:
+            yield _batch(records, n, MessageId(fl, fe), MessageId(ll, le))
     if expected != state.entries:
         raise DataLoss(
             f"compacted ledger {state.ledger_id} lacks entry {expected}",
@@ -192,17 +188,43 @@ def _merged(
         )
 
 
+def _no_keys() -> SkimpyOffsetMap:
+    """An offset map holding no key (a raw part with none): only the rule drops."""
+    return SkimpyOffsetMap(BYTES_PER_ENTRY * 8, LOAD_FACTOR)
+
+
+class _Pending:
+    """Winners of several stored batches, framed, until they make a view batch."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+        self.count = 0
+        self.first = self.last = EARLIEST
+
+    def add(self, records: bytes, n: int, first: MessageId, last: MessageId) -> None:
+        if not self.count:
+            self.first = first
+        self.parts.append(records)
+        self.count += n
+        self.last = last
+
+    def take(self) -> Framed:
+        out = _batch(b"".join(self.parts), self.count, self.first, self.last)
+        self.parts, self.count = [], 0
+        return out
+
+
 def _raw_winners(
     store: LedgerStore, reads: LedgerReads, inp: CompactionInput, winners: MapWinners
 ) -> Iterator[Framed]:
     """Phase two over the raw part: each segment's winners (``selection``, phase two's
-    rule) spliced from the stored batches as they are framed there, in id order; a stored
-    batch whose messages all win goes out whole."""
-    records: list[codec.Walked] = []
-    parts: list[memoryview] = []
+    rule) spliced from the stored batches as they are framed there (``select_batch``, one
+    compiled call a batch), in id order; a stored batch whose messages all win goes out
+    whole."""
+    pending = _Pending()
     for index, seg in enumerate(inp.segments):
         bits = winners.selection(reads, index, seg)
-        wanted = sum(bin(b).count("1") for b in bits)
+        wanted = int.from_bytes(bits, "little").bit_count()
         if not wanted:
             continue
         first, length, hits = seg.first_entry, seg.length, 0
@@ -210,27 +232,26 @@ def _raw_winners(
         for at, data, header in store.batches(seg.ledger_id, first, seg.last_entry):
             lo = at - first
             if lo >= 0 and lo + header.count <= length and _all_set(bits, lo, header.count):
-                if records:  # what came before it first, in id order
-                    yield _batch(b"".join(parts), records)
-                    records, parts = [], []
+                if pending.count:  # what came before it first, in id order
+                    yield pending.take()
                 yield data, header  # every message of it wins: the stored batch as it is
                 hits += header.count
                 continue
             payload = codec.payload_of(data, header)
-            for off, w in enumerate(codec.walk(payload, where), at - first):
-                if 0 <= off < length and bits[off >> 3] >> (off & 7) & 1:
-                    records.append(w)
-                    parts.append(payload[w[4] : w[5]])
-                    hits += 1
-            if len(records) >= BATCH_MESSAGES:
-                yield _batch(b"".join(parts), records)
-                records, parts = [], []
+            records, n, _bytes, fl, fe, ll, le, _next, _dead = select_batch(
+                payload, at, first, seg.last_entry, bits, first, header.count, where
+            )
+            if n:
+                pending.add(records, n, MessageId(fl, fe), MessageId(ll, le))
+                hits += n
+            if pending.count >= BATCH_MESSAGES:
+                yield pending.take()
         if hits != wanted:
             raise DataLoss(
                 f"ledger {seg.ledger_id} lacks {wanted - hits} entries", ledger=seg.ledger_id
             )
-    if records:
-        yield _batch(b"".join(parts), records)
+    if pending.count:
+        yield pending.take()
 
 
 def _all_set(bits: bytearray, start: int, count: int) -> bool:
@@ -240,12 +261,11 @@ def _all_set(bits: bytearray, start: int, count: int) -> bool:
     return (window >> (start & 7)) & mask == mask
 
 
-def _batch(payload: bytes, walked: list[codec.Walked]) -> Framed:
-    """A COMPACTED batch of framed message records, and its header."""
-    first, last = MessageId(*walked[0][:2]), MessageId(*walked[-1][:2])
-    data = codec.pack(payload, len(walked), first, last, 0, 0, attributes=codec.COMPACTED)
+def _batch(payload: bytes, count: int, first: MessageId, last: MessageId) -> Framed:
+    """A COMPACTED batch of ``count`` framed message records, and its header."""
+    data = codec.pack(payload, count, first, last, 0, 0, attributes=codec.COMPACTED)
     header = codec.BatchHeader(
-        len(data), codec.COMPACTED, len(walked), first, last, 0, 0, codec.NO_HORIZON
+        len(data), codec.COMPACTED, count, first, last, 0, 0, codec.NO_HORIZON
     )
     return data, header
 

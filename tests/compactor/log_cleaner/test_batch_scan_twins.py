@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compactlog.compactor.log_cleaner import _batch_scan_py, batch_scan
+from compactlog.compactor.log_cleaner import _batch_scan_py, _offset_map_py, batch_scan
 from compactlog.errors import CorruptData
 from compactlog.storage import batch
 from compactlog.storage.types import Record
@@ -208,3 +208,32 @@ def test_winner_bits_agree_with_phase_one_map(
         for i, t in enumerate(TWINS)
     ]  # fmt: skip
     assert counts[0] == counts[1] and bitmaps[0] == bitmaps[1]
+
+
+@settings(max_examples=150)
+@given(
+    compacted=RECORDS,
+    raw=st.lists(st.sampled_from([b"", b"a", b"b", b"key-1"]), max_size=4),
+    retain=st.booleans(),
+)
+def test_unsuperseded_agrees_and_keeps_what_the_rule_keeps(
+    compacted: list[tuple[bytes | None, bytes | None, int]], raw: list[bytes], retain: bool
+) -> None:
+    """A compacted batch merged with a raw part whose keys the table maps: both twins
+    keep exactly the live keyed records whose key the raw part lacks, and the keyless
+    ones when retained, framed as they were."""
+    hashes, offsets = table(13)
+    for i, key in enumerate(raw):  # the raw part's keys, as phase one maps them
+        _offset_map_py.exchange(hashes, offsets, key, i << 1 | 1, True)
+    payload = payload_of(compacted, 2)
+    (records, count, fl, fe, ll, le), _ = both("unsuperseded", hashes, offsets, payload, retain)
+    walked = batch.walk(payload, "test")
+    expected = [
+        w
+        for w, (key, value, _step) in zip(walked, compacted, strict=True)
+        if (key is not None and value and key not in raw) or (key is None and retain)
+    ]
+    assert count == len(expected)
+    assert records == b"".join(payload[w[4] : w[5]] for w in expected)
+    if expected:
+        assert (fl, fe, ll, le) == (*expected[0][:2], *expected[-1][:2])
