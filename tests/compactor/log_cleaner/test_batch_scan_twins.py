@@ -159,12 +159,16 @@ def test_select_batch_agrees_and_frames_as_frame_messages(
 @pytest.mark.parametrize("cut", [1, 2, 5])
 def test_malformed_payloads_raise_the_same_error(cut: int) -> None:
     payload = payload_of([(b"a", b"1", 1), (b"b", b"2", 1)], 0)[:-cut]
-    errors = []
-    for t in TWINS:
-        with pytest.raises(batch.MalformedPayload) as exc:
-            t.survivors(*table(7), payload, False)
-        errors.append(str(exc.value))
-    assert errors[0] == errors[1]
+    for call in (
+        lambda t: t.survivors(*table(7), payload, False),
+        lambda t: t.unsuperseded(*table(7), payload, True),
+    ):
+        errors = []
+        for t in TWINS:
+            with pytest.raises(batch.MalformedPayload) as exc:
+                call(t)
+            errors.append(str(exc.value))
+        assert errors[0] == errors[1]
 
 
 def test_the_wrapper_names_the_batch_in_corrupt_data() -> None:
@@ -173,6 +177,8 @@ def test_the_wrapper_names_the_batch_in_corrupt_data() -> None:
     m = SkimpyOffsetMap(24 * 101, 0.9)
     with pytest.raises(CorruptData, match="segment 0, byte 72"):
         batch_scan.map_batch(m, b"\x0b\x00", 0, 10, "segment 0, byte 72")
+    with pytest.raises(CorruptData, match="compacted ledger 9"):
+        batch_scan.unsuperseded(m, b"\x0b\x00", False, "compacted ledger 9")
 
 
 @settings(max_examples=150)
