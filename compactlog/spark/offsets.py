@@ -15,7 +15,7 @@ not name take the option's default (earliest for a start, latest for an end). Ka
 ``-2`` (earliest) and ``-1`` (latest) are accepted as position values too.
 
 The streaming checkpoint holds the same shape with every position resolved, e.g.
-``{"prices": {"-1": "3:121"}}``; ``to_offset``/``from_offset`` convert it.
+``{"prices": {"-1": "3:121"}}``; ``to_offset``/``from_checkpoint`` convert it.
 
 A streaming query started with ``startingOffsets = "snapshot"`` (snapshot-plus-tail
 bootstrap) has a first offset whose positions are the word ``snapshot``
@@ -156,14 +156,6 @@ def to_offset(offsets: Mapping[TopicPartition, MessageId]) -> dict[str, dict[str
     for tp in sorted(offsets):
         out.setdefault(tp.topic, {})[str(tp.partition)] = str(offsets[tp])
     return out
-
-
-def from_offset(offset: Mapping[str, Mapping[str, str]]) -> Offsets:
-    """The checkpoint's dict back into positions."""
-    positions, marked = from_checkpoint(offset)
-    if marked:
-        raise InvalidArgument(f"{sorted(marked)[0].log!r} has no position yet ({SNAPSHOT!r})")
-    return positions
 
 
 def snapshot_offset(tps: Iterable[TopicPartition]) -> dict[str, dict[str, str]]:

@@ -13,9 +13,10 @@ from compactlog.errors import InvalidArgument
 from compactlog.records import MessageId
 from compactlog.spark.offsets import (
     TopicPartition,
-    from_offset,
+    from_checkpoint,
     parse_position,
     parse_spec,
+    snapshot_offset,
     to_offset,
 )
 from compactlog.spark.options import ReadOptions, WriteOptions, topic_names
@@ -47,7 +48,10 @@ def test_positions_in_json() -> None:
     assert spec.bound(TopicPartition("c", -1)) == "earliest"  # not named: the default
     offsets = {TopicPartition("b", 1): MessageId(2, 0), TopicPartition("a", -1): MessageId(1, 9)}
     assert to_offset(offsets) == {"a": {"-1": "1:9"}, "b": {"1": "2:0"}}
-    assert from_offset(to_offset(offsets)) == offsets
+    assert from_checkpoint(to_offset(offsets)) == (offsets, frozenset())
+    marked = snapshot_offset([TopicPartition("a", -1), TopicPartition("b", 0)])
+    assert marked == {"a": {"-1": "snapshot"}, "b": {"0": "snapshot"}}
+    assert from_checkpoint(marked) == ({}, {TopicPartition("a", -1), TopicPartition("b", 0)})
     assert TopicPartition("t", 3).log == "t-partition-3"
     assert TopicPartition("t", -1).log == "t"
 
