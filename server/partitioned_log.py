@@ -12,7 +12,7 @@ import asyncio
 import heapq
 from typing import TYPE_CHECKING
 
-from compactlog.errors import MalformedRequest, WrongTopicKind
+from compactlog.errors import MalformedRequest
 from compactlog.partitioner import partition_name
 from compactlog.server.convert import id_to_pb, start_position
 from compactlog.server.partitioned_reading import (
@@ -133,14 +133,7 @@ class PartitionedCalls:
                 field="as_of",
                 topic=name,
             )
-        if merged.kind != TopicKind.LEDGER:
-            raise WrongTopicKind(
-                f"topic {name!r} is a SEGMENTED topic: as_of reads the past of LEDGER "
-                "topics, whose raw history is kept",
-                topic=name,
-                kind="SEGMENTED",
-            )
-        broker = self.service.broker
+        broker = self.service.broker  # its as_of_view refuses SEGMENTED partitions
         views = [broker.as_of_view(log.name, None, as_of_time_ms) for log in merged.logs]
         return MergedPast(name, merged.kind, views)
 
