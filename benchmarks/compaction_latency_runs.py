@@ -10,6 +10,7 @@ Results are flat ``Sample`` dicts (``<kind>.<metric>``, ``floor.<...>``).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import statistics
 import sys
@@ -26,6 +27,7 @@ from compactlog.bench.procstats import ServerProcess
 from compactlog.bench.rawlog import RawLog, acked, publish_request
 from compactlog.bench.summary import percentile
 from compactlog.bench.workloads import Workload, segmented_compact_config
+from compactlog.compactor.worker_cores import CoreSplit, confine_threads
 from compactlog.storage.config import ServerSettings
 from compactlog.storage.ledger_store import LedgerStore
 from compactlog.v1 import compactlog_pb2 as pb
@@ -108,12 +110,28 @@ def _during(log: RawLog) -> tuple[list[float], pb.CompactionStatus, float]:
     return lat, done[0], time.perf_counter() - started
 
 
+@contextlib.contextmanager
+def off_the_worker_cores() -> Iterator[None]:
+    """The probe stands in for a client on another machine: it keeps off the cores the
+    server's compaction worker runs on (``compaction.worker.own.cores``, the default), at
+    idle and during the run alike, and gets its cores back after."""
+    split = CoreSplit.plan(workers=1)
+    if split is None:
+        yield
+        return
+    confine_threads(split.server)
+    try:
+        yield
+    finally:
+        confine_threads(split.usable)
+
+
 def measure_server(kind: str, s: Settings, tmp: Path) -> Sample:
     data_dir = tmp / f"{kind}-data"
     proc = ServerProcess(data_dir)
     m: Sample = {}
     try:
-        with RawLog(proc.address) as log:
+        with off_the_worker_cores(), RawLog(proc.address) as log:
             admin = pb_grpc.TopicAdminStub(log.channel)
             config = segmented_compact_config(s.workload) if kind == "segmented" else {}
             for name, cfg in ((TOPIC, config), (PROBE, {})):

@@ -2,7 +2,7 @@
 
 It reports progress, asks the server a question, sleeps while honouring a cancel, fails on
 request, and answers with what the worker's process looks like from inside (pid, nice
-value, I/O priority), so that the pool can be checked end to end with real processes.
+value, I/O priority, cores), so that the pool can be checked end to end with real processes.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ class ProbeAnswer:
     parent: int
     nice: int
     io_priority: tuple[int, int] | None
+    cores: frozenset[int]
     reply: object
 
 
@@ -43,4 +44,11 @@ class ProbeJob:
             time.sleep(0.01)
         if self.fail:
             raise InvalidArgument(self.fail)
-        return ProbeAnswer(os.getpid(), os.getppid(), os.nice(0), io_priority(), reply)
+        return ProbeAnswer(
+            os.getpid(),
+            os.getppid(),
+            os.nice(0),
+            io_priority(),
+            frozenset(os.sched_getaffinity(0)),
+            reply,
+        )

@@ -17,6 +17,7 @@ import traceback
 from multiprocessing.connection import Connection
 from typing import Any
 
+from compactlog.compactor.worker_cores import confine_self
 from compactlog.compactor.worker_link import CANCEL, Done, Failed, WorkerLink, portable
 from compactlog.compactor.worker_os import die_with_parent, lower_priority
 
@@ -43,7 +44,8 @@ def serve(conn: Connection) -> int:
 
 def main(argv: list[str]) -> int:
     fd, parent = int(argv[0]), int(argv[1])
-    lower_priority()  # first: the threads started from here on inherit it
+    confine_self(argv[2] if len(argv) > 2 else "")  # first, with the priority: the
+    lower_priority()  # threads started from here on inherit both
     die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is the server's to handle
     logging.basicConfig(

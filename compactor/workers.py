@@ -37,6 +37,7 @@ from multiprocessing.connection import Connection
 from typing import Protocol
 
 from compactlog.compactor.progress import Progress, RunCancelled
+from compactlog.compactor.worker_cores import CoreSplit, server_steps_off
 from compactlog.compactor.worker_link import CANCEL, Done, Failed, Reply, Report, Request, portable
 from compactlog.errors import Unavailable
 
@@ -76,7 +77,8 @@ class _Worker:
 class _Launcher:
     """The one thread that starts worker processes (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, cores: str) -> None:
+        self.cores = cores  # ``CoreSplit.worker_arg``: "" when workers are not pinned
         self._requests: queue.Queue[Future[_Worker] | None] = queue.Queue()
         self._thread = threading.Thread(target=self._loop, name="compaction-workers", daemon=True)
         self._thread.start()
@@ -93,18 +95,20 @@ class _Launcher:
     def _loop(self) -> None:
         while (request := self._requests.get()) is not None:
             try:
-                request.set_result(self._start())
+                request.set_result(self._start(self.cores))
             except BaseException as exc:
                 request.set_exception(exc)
 
     @staticmethod
-    def _start() -> _Worker:
+    def _start(cores: str) -> _Worker:
         ours, theirs = socket.socketpair()
         with theirs:
             fd = theirs.fileno()
             args = [sys.executable, "-m", "compactlog.compactor.worker_process"]
             proc = subprocess.Popen(
-                [*args, str(fd), str(os.getpid())], pass_fds=(fd,), stdin=subprocess.DEVNULL
+                [*args, str(fd), str(os.getpid()), cores],
+                pass_fds=(fd,),
+                stdin=subprocess.DEVNULL,
             )
         return _Worker(proc, Connection(ours.detach()))
 
@@ -127,8 +131,9 @@ def _how_it_ended(proc: subprocess.Popen[bytes]) -> str:
 class WorkerPool:
     """Up to ``size`` worker processes, started on demand; one job each at a time."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, cores: CoreSplit | None = None) -> None:
         self.size = max(1, size)
+        self.cores = cores  # workers on cores of their own (``worker_cores``), or None
         self._cond = threading.Condition()
         self._idle: list[_Worker] = []
         self._all: set[_Worker] = set()
@@ -147,7 +152,8 @@ class WorkerPool:
         worker = self._acquire(control)
         keep = False
         try:
-            value = self._drive(worker, job, on_request, control, label)
+            with server_steps_off(self.cores):
+                value = self._drive(worker, job, on_request, control, label)
             keep = True
             return value
         except WorkerCrashed:
@@ -213,7 +219,7 @@ class WorkerPool:
                 if len(self._all) + self._starting < self.size:
                     self._starting += 1
                     if self._launcher is None:
-                        self._launcher = _Launcher()
+                        self._launcher = _Launcher(self.cores.worker_arg() if self.cores else "")
                     launcher = self._launcher
                     break
                 if control.cancelled:

@@ -21,6 +21,7 @@ from compactlog.compactor.log_cleaner.log_cleaner import LogCleaner
 from compactlog.compactor.log_cleaner.worker_pass import WorkerPasses
 from compactlog.compactor.two_phase.as_of import AsOfView, last_at_or_before
 from compactlog.compactor.two_phase.worker_runs import WorkerCompactions
+from compactlog.compactor.worker_cores import CoreSplit
 from compactlog.compactor.workers import WorkerPool
 from compactlog.errors import (
     InvalidArgument,
@@ -81,7 +82,8 @@ class Broker:
         self.ledgers = LedgerStore(data_dir / "ledgers", settings, clock)
         self.work_dir = data_dir / WORK_DIR
         WorkerCompactions.clear_work_dir(self.work_dir)
-        self.workers = WorkerPool(settings.worker_processes)
+        cores = CoreSplit.plan(settings.worker_processes, settings.compaction_worker_own_cores)
+        self.workers = WorkerPool(settings.worker_processes, cores)
         try:
             self.segments = SegmentedLogManager(data_dir / "segments", settings, clock)
             passes = WorkerPasses(self.workers, settings)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import logging
 import os
@@ -102,7 +103,10 @@ def main(argv: list[str] | None = None) -> int:
     brokers: dict[int, Broker] = {}
     try:
         guard = Guard.open(security, SHARD_LISTEN)
-        settings = ServerSettings.load(_path(args.config))
+        # every shard's workers would take the same last cores: no own cores with shards
+        settings = dataclasses.replace(
+            ServerSettings.load(_path(args.config)), compaction_worker_own_cores=False
+        )
         for slot in slots:
             home = slot_dir(data_dir, slot)
             locks.append(lock_data_dir(home))

@@ -176,6 +176,12 @@ SERVER_KEYS = _keys(
         0,
         "worker processes that run compactions and cleaner passes; 0 = max(1, log.cleaner.threads)",
     ),
+    ConfigKey(
+        "compaction.worker.own.cores",
+        _bool,
+        True,
+        "workers run on the last cores, and the server off them while a run lasts",
+    ),
     ConfigKey("read.batch.max.messages", _int(1, 1_000_000), 1000, "messages per Read response"),
     ConfigKey(
         "ledger.wal.recovery.mode",
@@ -315,6 +321,7 @@ class ServerSettings:
     compaction_max_concurrent: int = 2
     compaction_phase_one_memory_bytes: int = 1073741824
     compaction_workers: int = 0
+    compaction_worker_own_cores: bool = True
     read_batch_max_messages: int = 1000
     ledger_wal_recovery_mode: str = "absolute-consistency"
     log_segment_open_files_max: int = 256
