@@ -44,6 +44,10 @@ from compactlog.cli.common import (
     ENV_TIMEOUT,
     ENV_TLS_CA,
     ENV_TOKEN,
+    EXIT_BROKEN_PIPE,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
     PROG,
     UsageError,
     positive_seconds,
@@ -53,11 +57,6 @@ from compactlog.cli.output import add_output_option
 from compactlog.client.client import DEFAULT_ADDRESS
 from compactlog.client.errors import Timeout
 from compactlog.errors import CompactlogError
-
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130
-EXIT_BROKEN_PIPE = 141
 
 Handler = Callable[[argparse.Namespace], int]
 

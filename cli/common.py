@@ -18,6 +18,11 @@ ENV_TLS_CA = "COMPACTLOG_TLS_CA"
 ENV_TIMEOUT = "COMPACTLOG_TIMEOUT"
 DEFAULT_TIMEOUT_S = 30.0
 
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report Ctrl-C
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE
+
 
 class UsageError(Exception):
     """A mistake in the command line found after parsing (exit 2, like argparse's own)."""

@@ -12,15 +12,25 @@ JSON lines on stdin (no ``--key``/``--value``/``--tombstone``/``--null-value``):
 ``cli.json_lines`` for the line format and ``cli.stdin_batches`` for how lines become
 batches. They go out over one PublishStream as they arrive, so ``tail -f | compactlog
 produce T`` delivers each line at once; each batch is atomic, the input as a whole is not.
+
+Ctrl-C while streaming is the Kafka console producer's close, not an abort: reading stops,
+the batches already sent get their replies (within ``--timeout``) and are counted in the
+summary, and the command exits 130. A second Ctrl-C leaves at once, and the summary then
+counts only the batches acknowledged so far.
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from compactlog.cli.common import (
+    EXIT_INTERRUPTED,
     UsageError,
     connect,
     key_value,
@@ -128,18 +138,40 @@ def _produce_one(args: argparse.Namespace) -> int:
     return 0
 
 
+@contextmanager
+def _first_interrupt_stops(stop: threading.Event) -> Iterator[None]:
+    """The first SIGINT sets ``stop``; the next one raises ``KeyboardInterrupt`` as usual."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers belong to the main thread: Ctrl-C stays an abort here
+        return
+
+    def first(signum: int, frame: Any) -> None:
+        stop.set()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    previous = signal.signal(signal.SIGINT, first)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def _produce_stream(args: argparse.Namespace) -> int:
     ids: list[MessageId] = []
-    batches = record_batches(sys.stdin.buffer, args.batch_size, args.batch_bytes)
+    stop = threading.Event()
+    batches = record_batches(sys.stdin.buffer, args.batch_size, args.batch_bytes, stop)
     try:
-        with connect(args) as client:
+        with _first_interrupt_stops(stop), connect(args) as client:
             for batch_ids in client.producer(args.topic).send_stream(batches):
                 ids.extend(batch_ids)
     except BadLine as exc:  # what came before the bad line is published
         raise BadLine(f"{exc}; {_summary(args.topic, ids)} before it") from None
     except KeyboardInterrupt:
-        sys.stderr.write(f"\n{_summary(args.topic, ids)} before the interrupt")
+        sys.stderr.write(f"\n{_summary(args.topic, ids)} before the second interrupt")
         raise
+    if stop.is_set():
+        sys.stderr.write(f"\n{_summary(args.topic, ids)} before the interrupt\n")
+        return EXIT_INTERRUPTED
     if wants_json(args):
         first, last = (str(ids[0]), str(ids[-1])) if ids else (None, None)
         print_json({"topic": args.topic, "produced": len(ids), "first_id": first, "last_id": last})

@@ -10,6 +10,9 @@ A malformed line stops the input there: every record before it is sent (in the b
 was filling), nothing from it on. The line numbers count every line, blank ones included.
 Streams without a file descriptor (tests' in-memory stdin) are read line by line, batched
 by count and size only.
+
+``stop`` ends the input early (the first Ctrl-C of ``compactlog produce``): the complete
+lines already read go out, an unterminated last line does not, nothing more is read.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import io
 import os
 import select
+import threading
 from collections.abc import Iterator
 from typing import IO
 
@@ -24,6 +28,7 @@ from compactlog.cli.json_lines import BadLine, decode_line
 from compactlog.client.types import Record
 
 READ_BYTES = 1 << 16
+STOP_POLL_SECONDS = 0.1
 
 
 class LineBatcher:
@@ -48,9 +53,9 @@ class LineBatcher:
         for raw in lines:
             yield from self._line(raw)
 
-    def finish(self) -> Iterator[list[Record]]:
+    def finish(self, complete_lines_only: bool = False) -> Iterator[list[Record]]:
         """At the end of input: the unterminated last line, then what is left."""
-        if self.tail:
+        if self.tail and not complete_lines_only:
             raw, self.tail = self.tail, b""
             yield from self._line(raw)
         if self.records:
@@ -81,26 +86,34 @@ def _file_descriptor(stream: IO[bytes]) -> int | None:
         return None
 
 
-def _chunks(stream: IO[bytes]) -> Iterator[tuple[bytes, bool]]:
+def _chunks(stream: IO[bytes], stop: threading.Event) -> Iterator[tuple[bytes, bool]]:
     """(bytes read, whether the input has nothing more ready now) until the end of input."""
     fd = _file_descriptor(stream)
     if fd is None:
         for line in stream:
+            if stop.is_set():
+                return
             yield line, False
         return
-    while True:
-        chunk = os.read(fd, READ_BYTES)  # blocks until something arrives, b"" at the end
+    while not stop.is_set():
+        ready, _, _ = select.select([fd], [], [], STOP_POLL_SECONDS)
+        if not ready:
+            continue
+        chunk = os.read(fd, READ_BYTES)  # select said ready: no wait; b"" at the end
         if not chunk:
             return
         ready, _, _ = select.select([fd], [], [], 0)
         yield chunk, not ready
 
 
-def record_batches(stream: IO[bytes], max_records: int, max_bytes: int) -> Iterator[list[Record]]:
+def record_batches(
+    stream: IO[bytes], max_records: int, max_bytes: int, stop: threading.Event | None = None
+) -> Iterator[list[Record]]:
     """Batches of the records on ``stream``, each yielded as soon as it should go out."""
+    stop = stop or threading.Event()
     batcher = LineBatcher(max_records, max_bytes)
-    for chunk, idle in _chunks(stream):
+    for chunk, idle in _chunks(stream, stop):
         yield from batcher.feed(chunk)
         if idle and batcher.records:
             yield batcher.take()
-    yield from batcher.finish()
+    yield from batcher.finish(complete_lines_only=stop.is_set())

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -233,6 +235,20 @@ def test_a_bad_line_sends_what_came_before_it() -> None:
     assert [r.key for r in next(stream)] == [b"a", None]
     with pytest.raises(UsageError, match=r"^line 3: "):
         next(stream)
+
+
+def test_stop_ends_an_open_pipe_with_its_complete_lines_and_drops_a_half_line() -> None:
+    read_end, write_end = os.pipe()
+    stop = threading.Event()
+    with os.fdopen(read_end, "rb", buffering=0) as stream:
+        batches = stdin_batches.record_batches(stream, 1000, 1 << 20, stop)
+        os.write(write_end, b'{"key": "a", "value": "1"}\n')
+        assert [r.key for r in next(batches)] == [b"a"]  # the pipe stays open: sent at once
+        os.write(write_end, b'{"key": "b", "value": "2"}\n{"key": "half')
+        threading.Timer(0.3, stop.set).start()  # Ctrl-C while the writer still holds the pipe
+        rest = [[r.key for r in batch] for batch in batches]
+        os.close(write_end)
+    assert rest == [[b"b"]]
 
 
 def test_stdin_produce_meets_the_server_before_reading_a_line(
