@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from compactlog.errors import MalformedRequest
 from compactlog.partitioner import partition_name
@@ -32,10 +32,13 @@ if TYPE_CHECKING:
     from compactlog.server.log_service import LogService
 
 
-class MergedLog:
-    """A partitioned topic as the Log service reads it."""
+L = TypeVar("L", bound=ReadableLog)
 
-    def __init__(self, name: str, kind: TopicKind, logs: list[TopicLog]) -> None:
+
+class Merged(Generic[L]):
+    """A partitioned topic read as one: its partitions' views, merged by a Read."""
+
+    def __init__(self, name: str, kind: TopicKind, logs: list[L]) -> None:
         self.name = name
         self.kind = kind
         self.logs = logs
@@ -45,6 +48,16 @@ class MergedLog:
 
     def read_session(self, req: pb.ReadRequest, per_response: int) -> MergedReadSession:
         return MergedReadSession(self.name, self.logs, req, per_response)
+
+
+class MergedPast(Merged[ReadableLog]):
+    """A partitioned topic's past (a Read with ``as_of_time_ms`` on ``NAME``): each
+    partition's compacted view as of the last id it had at that time, merged as a Read of
+    the present is."""
+
+
+class MergedLog(Merged[TopicLog]):
+    """A partitioned topic as the Log service reads it (its present: every call)."""
 
     def of_id(self, msg_id: pb.MessageId) -> TopicLog:
         """The partition an id of this topic belongs to (Acknowledge)."""
@@ -67,23 +80,6 @@ class MergedLog:
             id_to_pb(best[0], resp.id)
             resp.id.partition = best[1]
         return resp
-
-
-class MergedPast:
-    """A partitioned topic's past (a Read with ``as_of_time_ms`` on ``NAME``): each
-    partition's compacted view as of the last id it had at that time, merged as a Read of
-    the present is."""
-
-    def __init__(self, name: str, kind: TopicKind, views: list[ReadableLog]) -> None:
-        self.name = name
-        self.kind = kind
-        self.views = views
-
-    def gone(self) -> bool:
-        return any(view.gone() for view in self.views)
-
-    def read_session(self, req: pb.ReadRequest, per_response: int) -> MergedReadSession:
-        return MergedReadSession(self.name, self.views, req, per_response)
 
 
 def merged_key_history(logs: list[TopicLog], key: bytes, limit: int) -> KeyHistory:
