@@ -83,40 +83,13 @@ class Producer(Closeable):
         """
         if self._closed:
             raise AlreadyClosed("the producer is closed")
-        # The request iterator runs on a gRPC thread: a bad record there would be lost, so
-        # convert on a thread of ours and hand requests over through a bounded queue.
-        requests: queue.Queue[pb.PublishRequest | None] = queue.Queue(maxsize=16)
-        responses = self._stub.PublishStream(iter(requests.get, None))
-        failure: list[BaseException] = []
-        stop = threading.Event()
+        feed = _RequestFeed()
+        responses = self._stub.PublishStream(feed.requests())
         watch = StreamWatch(
             self._watchdog, self._timeout, lambda: cancel(responses), f"PublishStream {self._topic}"
         )
         owed = _Owed(watch)  # replies outstanding (the end of the stream counts as one)
-
-        def put(item: pb.PublishRequest | None) -> bool:
-            while not stop.is_set():
-                try:
-                    requests.put(item, timeout=0.1)
-                    owed.sent()
-                    return True
-                except queue.Full:
-                    continue
-            return False
-
-        def feed() -> None:
-            try:
-                for batch in batches:
-                    req = cv.publish_request(self._topic, batch)
-                    if not put(req):
-                        return
-            except BaseException as exc:  # re-raised on the caller's thread below
-                failure.append(exc)  # half-close: earlier batches still get their replies
-            finally:
-                put(None)
-
-        feeder = threading.Thread(target=feed, name="compactlog-publish-stream", daemon=True)
-        feeder.start()
+        feed.start(self._topic, batches, owed)
         try:
             with translate_errors("PublishStream", self._address):
                 try:
@@ -126,17 +99,58 @@ class Producer(Closeable):
                 except Exception:
                     if watch.expired:
                         raise watch.timeout_error() from None
-                    if failure:
-                        raise failure[0] from None
+                    if feed.failure:
+                        raise feed.failure[0] from None
                     raise
-            if failure:
-                raise failure[0]
+            if feed.failure:
+                raise feed.failure[0]
         finally:
             watch.disarm()
-            stop.set()
+            feed.stop()
             cancel(responses)  # a no-op once the call has finished
-            with contextlib.suppress(queue.Full):
-                requests.put_nowait(None)  # wake gRPC's request thread if it waits on get()
+
+
+class _RequestFeed:
+    """The request side of one PublishStream. The request iterator runs on a gRPC thread,
+    where a bad record would be lost, so batches are converted on a thread of ours and
+    handed over through a bounded queue; a conversion error half-closes the stream (the
+    batches before it still get their replies) and is kept for the caller's thread."""
+
+    def __init__(self) -> None:
+        self._queue: queue.Queue[pb.PublishRequest | None] = queue.Queue(maxsize=16)
+        self._stopped = threading.Event()
+        self.failure: list[BaseException] = []
+
+    def requests(self) -> Iterator[pb.PublishRequest]:
+        return iter(self._queue.get, None)
+
+    def start(self, topic: str, batches: Iterable[Iterable[cv.RecordLike]], owed: _Owed) -> None:
+        def put(item: pb.PublishRequest | None) -> bool:
+            while not self._stopped.is_set():
+                try:
+                    self._queue.put(item, timeout=0.1)
+                    owed.sent()
+                    return True
+                except queue.Full:
+                    continue
+            return False
+
+        def feed() -> None:
+            try:
+                for batch in batches:
+                    if not put(cv.publish_request(topic, batch)):
+                        return
+            except BaseException as exc:  # re-raised on the caller's thread
+                self.failure.append(exc)
+            finally:
+                put(None)
+
+        threading.Thread(target=feed, name="compactlog-publish-stream", daemon=True).start()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        with contextlib.suppress(queue.Full):
+            self._queue.put_nowait(None)  # wake gRPC's request thread if it waits on get()
 
 
 class _Owed:
