@@ -98,29 +98,35 @@ def build_append(
             break
         if run.max_size > limit:
             raise _too_large(topic.name, done + run.max_size_index, run.max_size, limit)
-        lid = cur.ledger_id
-        last = first + run.count - 1
-        data = codec.pack(
-            run.payload,
-            run.count,
-            MessageId(lid, first),
-            MessageId(lid, last),
-            now,
-            run.max_event_time_ms,
-        )
-        out.put(keys.entry_key(lid, first), data)
-        if run.index_block:  # the batch's key index, in the same write (storage.key_index)
-            out.put(keys.index_block_key(lid, first), run.index_block)
-        cur.entries = last + 1
-        cur.bytes += len(data)
-        cur.last_publish_ms = now
-        out.put(keys.ledger_meta_key(lid), cur.encode())
-        runs.append((lid, first, run.count))
+        runs.append(_put_run(out, cur, first, run, now))
         done += run.count
         pos = run.next_pos
     if rolled:
         out.put(keys.topic_key(topic.name), topic.record())
     return runs, out
+
+
+def _put_run(out: Batch, cur: LedgerMeta, first: int, run: codec.EncodedRun, now: int) -> IdRun:
+    """One encoded run as a stored batch of ledger ``cur`` at entry ``first``: its bytes,
+    its key index block and the ledger's advanced record, all into ``out``."""
+    lid = cur.ledger_id
+    last = first + run.count - 1
+    data = codec.pack(
+        run.payload,
+        run.count,
+        MessageId(lid, first),
+        MessageId(lid, last),
+        now,
+        run.max_event_time_ms,
+    )
+    out.put(keys.entry_key(lid, first), data)
+    if run.index_block:  # the batch's key index, in the same write (storage.key_index)
+        out.put(keys.index_block_key(lid, first), run.index_block)
+    cur.entries = last + 1
+    cur.bytes += len(data)
+    cur.last_publish_ms = now
+    out.put(keys.ledger_meta_key(lid), cur.encode())
+    return lid, first, run.count
 
 
 def compacted_batch(ledger_id: int, messages: Sequence[bytes], live_only: bool = False) -> bytes:
