@@ -158,54 +158,14 @@ def _migrate_ledgers(path: Path, log: Callable[[str], None]) -> _LedgerTotals:
         return totals
     db = RocksDB(path)
     try:
-        fmt = db.get(keys.FORMAT_KEY)
-        if fmt is None:
-            if db.last_key(*keys.ledger_meta_range()) is not None:
-                raise StorageError(f"{path} holds ledgers but no format key")
-            log(f"{path}: empty ledger store, nothing to convert")
+        if not _needs_conversion(db, path, totals, log):
             return totals
-        totals.fmt = fmt.decode(errors="replace")
-        if fmt == keys.FORMAT_VERSION:
-            log(f"{path}: ledgers already in format {totals.fmt}")
-            return totals
-        if fmt != keys.LEGACY_FORMAT_VERSION:
-            raise StorageError(
-                f"{path}: ledger format {totals.fmt!r} has no migration to format "
-                f"{keys.FORMAT_VERSION.decode()}"
-            )
         with closing(db.scan(*keys.ledger_meta_range())) as scan:
             metas = [LedgerMeta.decode(keys.ledger_id_of_meta_key(k), v) for k, v in scan]
         log(f"{path}: converting {len(metas)} ledger(s) from format 1 to format 2")
         for meta in metas:
-            if meta.role not in (ROLE_RAW, ROLE_COMPACTED):
-                raise StorageError(f"{path}: ledger {meta.ledger_id} has unknown role {meta.role}")
-            if not _has_key_blocks(db, meta.ledger_id):
-                totals.already += 1
-                continue
-            done = LedgerConverter(db, meta).run()
-            db.write(done.batch)
-            _ledger_written(meta.ledger_id)
-            totals.converted += 1
-            totals.entries += done.entries
-            totals.batches += done.batches
-            totals.bytes_before += meta.bytes
-            totals.bytes_after += done.meta.bytes
-            kind = "compacted" if meta.role == ROLE_COMPACTED else "raw"
-            log(
-                f"  ledger {meta.ledger_id} ({kind}, topic {meta.topic!r}): "
-                f"{done.entries} entries -> {done.batches} batch(es), "
-                f"{meta.bytes} -> {done.meta.bytes} bytes"
-            )
-        final = Batch()
-        orphans = _orphan_ledgers(db)
-        for lid in orphans:
-            # Format-1 leftovers of a ledger without a meta: nothing reads them.
-            final.delete_range(*keys.ledger_range(lid))
-            final.delete_range(*key_block_range(lid))
-            log(f"  ledger {lid}: no meta, its format-1 entries removed")
-        totals.orphans = len(orphans)
-        final.put(keys.FORMAT_KEY, keys.FORMAT_VERSION)
-        db.write(final, sync=True)
+            _convert_ledger(db, path, meta, totals, log)
+        _finish_format_2(db, totals, log)
         log(
             f"{path}: format 2: {totals.converted} ledger(s), {totals.entries} entries in "
             f"{totals.batches} batch(es) ({totals.bytes_before} -> {totals.bytes_after} bytes)"
@@ -215,6 +175,69 @@ def _migrate_ledgers(path: Path, log: Callable[[str], None]) -> _LedgerTotals:
         return totals
     finally:
         db.close()
+
+
+def _needs_conversion(
+    db: RocksDB, path: Path, totals: _LedgerTotals, log: Callable[[str], None]
+) -> bool:
+    """Whether the store is in format 1 (to convert); says why not, or refuses a format
+    it has no migration from."""
+    fmt = db.get(keys.FORMAT_KEY)
+    if fmt is None:
+        if db.last_key(*keys.ledger_meta_range()) is not None:
+            raise StorageError(f"{path} holds ledgers but no format key")
+        log(f"{path}: empty ledger store, nothing to convert")
+        return False
+    totals.fmt = fmt.decode(errors="replace")
+    if fmt == keys.FORMAT_VERSION:
+        log(f"{path}: ledgers already in format {totals.fmt}")
+        return False
+    if fmt != keys.LEGACY_FORMAT_VERSION:
+        raise StorageError(
+            f"{path}: ledger format {totals.fmt!r} has no migration to format "
+            f"{keys.FORMAT_VERSION.decode()}"
+        )
+    return True
+
+
+def _convert_ledger(
+    db: RocksDB, path: Path, meta: LedgerMeta, totals: _LedgerTotals, log: Callable[[str], None]
+) -> None:
+    """One ledger to format 2 in one write (a ledger converted by an earlier, interrupted
+    run has no key blocks left and is counted as such)."""
+    if meta.role not in (ROLE_RAW, ROLE_COMPACTED):
+        raise StorageError(f"{path}: ledger {meta.ledger_id} has unknown role {meta.role}")
+    if not _has_key_blocks(db, meta.ledger_id):
+        totals.already += 1
+        return
+    done = LedgerConverter(db, meta).run()
+    db.write(done.batch)
+    _ledger_written(meta.ledger_id)
+    totals.converted += 1
+    totals.entries += done.entries
+    totals.batches += done.batches
+    totals.bytes_before += meta.bytes
+    totals.bytes_after += done.meta.bytes
+    kind = "compacted" if meta.role == ROLE_COMPACTED else "raw"
+    log(
+        f"  ledger {meta.ledger_id} ({kind}, topic {meta.topic!r}): "
+        f"{done.entries} entries -> {done.batches} batch(es), "
+        f"{meta.bytes} -> {done.meta.bytes} bytes"
+    )
+
+
+def _finish_format_2(db: RocksDB, totals: _LedgerTotals, log: Callable[[str], None]) -> None:
+    """Remove format-1 leftovers of ledgers without a meta, then say format 2 (synced)."""
+    final = Batch()
+    orphans = _orphan_ledgers(db)
+    for lid in orphans:
+        # Format-1 leftovers of a ledger without a meta: nothing reads them.
+        final.delete_range(*keys.ledger_range(lid))
+        final.delete_range(*key_block_range(lid))
+        log(f"  ledger {lid}: no meta, its format-1 entries removed")
+    totals.orphans = len(orphans)
+    final.put(keys.FORMAT_KEY, keys.FORMAT_VERSION)
+    db.write(final, sync=True)
 
 
 # ---- the data dir -------------------------------------------------------------------
