@@ -15,84 +15,20 @@ from __future__ import annotations
 import array
 
 from compactlog.partitioner import murmur2, to_positive
-
-HAS_KEY = 1
-VALUE_NON_EMPTY = 2
-VALUE_PRESENT = 4
+from compactlog.storage.protowire import (
+    MalformedPayload,
+    id_field,
+    put_varint,
+    read_varint,
+    skip_field,
+)
 
 _U64 = 1 << 64
 _I64 = 1 << 63
 
-
-class MalformedPayload(ValueError):
-    """Bytes that are not the wire encoding this codec reads."""
-
-
-def read_varint(buf: bytes, p: int, end: int) -> tuple[int, int]:
-    """The varint at ``buf[p:end]`` and the position after it (protobuf wire format)."""
-    result = 0
-    shift = 0
-    while True:
-        if p >= end or shift > 63:
-            raise MalformedPayload("truncated or overlong varint")
-        b = buf[p]
-        p += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result & (_U64 - 1), p
-        shift += 7
-
-
-def put_varint(out: bytearray, n: int) -> None:
-    """Append ``n`` (taken as unsigned 64-bit) as a varint."""
-    n &= _U64 - 1
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-
-
-def _varint_size(n: int) -> int:
-    n &= _U64 - 1
-    size = 1
-    while n >= 0x80:
-        n >>= 7
-        size += 1
-    return size
-
-
-def _skip(buf: bytes, p: int, end: int, wire: int) -> int:
-    """Position after a field's value of wire type ``wire`` starting at ``p``."""
-    if wire == 0:
-        return read_varint(buf, p, end)[1]
-    if wire == 1:
-        q = p + 8
-    elif wire == 5:
-        q = p + 4
-    elif wire == 2:
-        n, p = read_varint(buf, p, end)
-        q = p + n
-    else:
-        raise MalformedPayload(f"unsupported wire type {wire}")
-    if q > end:
-        raise MalformedPayload("field runs past its message")
-    return q
-
-
-def id_field(ledger_id: int, entry_id: int, partition: int = 0) -> bytes:
-    """``Message.id`` (field 1) as protobuf writes it: zero fields omitted. ``partition``
-    (``MessageId.partition``, field 3) is set on the messages of a partitioned topic."""
-    body = bytearray()
-    if ledger_id:
-        body.append(0x08)
-        put_varint(body, ledger_id)
-    if entry_id:
-        body.append(0x10)
-        put_varint(body, entry_id)
-    if partition:
-        body.append(0x18)
-        put_varint(body, partition)
-    return bytes([0x0A, len(body)]) + bytes(body)
+HAS_KEY = 1
+VALUE_NON_EMPTY = 2
+VALUE_PRESENT = 4
 
 
 def _message(
@@ -109,7 +45,7 @@ def _message(
     while p < re:
         tag, p = read_varint(record, p, re)
         field, wire = tag >> 3, tag & 7
-        q = _skip(record, p, re, wire)
+        q = skip_field(record, p, re, wire)
         if field == 1 and wire == 2:  # key -> Message.key (2); the last one wins
             n, s = read_varint(record, p, re)
             key = record[s:q]
@@ -205,7 +141,7 @@ def encode_records(
     while p < end and count < max_count and len(payload) < room:
         tag, q = read_varint(request, p, end)
         field, wire = tag >> 3, tag & 7
-        nxt = _skip(request, q, end, wire)
+        nxt = skip_field(request, q, end, wire)
         if field != 2 or wire != 2:
             p = nxt
             continue
@@ -227,7 +163,7 @@ def encode_records(
         tag, q = read_varint(request, p, end)
         if tag >> 3 == 2 and tag & 7 == 2:
             break
-        p = _skip(request, q, end, tag & 7)
+        p = skip_field(request, q, end, tag & 7)
     index = bytes(keyblock) if keyblock.strip(b"\0") else b""  # none for a keyless batch
     return bytes(payload), index, count, p, max_event, max_size, max_index
 
@@ -251,7 +187,7 @@ def _parse_id(buf: bytes, p: int, end: int) -> tuple[int, int]:
         elif tag == 0x10:
             entry_id, p = read_varint(buf, p, end)
         else:
-            p = _skip(buf, p, end, tag & 7)
+            p = skip_field(buf, p, end, tag & 7)
     return ledger_id, entry_id
 
 
@@ -273,7 +209,7 @@ def walk(
         while q < me:
             tag, q = read_varint(payload, q, me)
             field, wire = tag >> 3, tag & 7
-            r = _skip(payload, q, me, wire)
+            r = skip_field(payload, q, me, wire)
             if field == 1 and wire == 2:
                 _n, s = read_varint(payload, q, me)
                 ledger_id, entry_id = _parse_id(payload, s, r)
@@ -294,7 +230,7 @@ def _record_id(payload: bytes, ms: int, me: int) -> tuple[int, int]:
     q = ms
     while q < me:
         tag, q = read_varint(payload, q, me)
-        r = _skip(payload, q, me, tag & 7)
+        r = skip_field(payload, q, me, tag & 7)
         if tag == 0x0A:
             _n, s = read_varint(payload, q, me)
             return _parse_id(payload, s, r)
@@ -363,7 +299,7 @@ def route_records(
     p = 0
     while p < end:
         tag, q = read_varint(request, p, end)
-        nxt = _skip(request, q, end, tag & 7)
+        nxt = skip_field(request, q, end, tag & 7)
         if tag != 0x12:
             p = nxt
             continue
@@ -371,7 +307,7 @@ def route_records(
         key: bytes | None = None
         while r < nxt:
             t, r = read_varint(request, r, nxt)
-            fe = _skip(request, r, nxt, t & 7)
+            fe = skip_field(request, r, nxt, t & 7)
             if t == 0x0A:
                 _kn, s = read_varint(request, r, nxt)
                 key = bytes(request[s:fe])

@@ -53,8 +53,8 @@ import crc32c
 
 from compactlog.errors import CorruptData, InvalidArgument, MalformedRequest
 from compactlog.storage import _batch_py
-from compactlog.storage._batch_py import id_field, put_varint, read_varint
 from compactlog.storage.message_decode import decode_message
+from compactlog.storage.protowire import id_field, put_varint, read_varint
 from compactlog.storage.types import MessageId, Record, StoredMessage
 
 
@@ -71,7 +71,7 @@ def _load_twin() -> tuple[ModuleType, bool]:
 
 
 codec, COMPILED = _load_twin()
-MalformedPayload = _batch_py.MalformedPayload
+MalformedPayload = _batch_py.MalformedPayload  # the class both twins raise
 HAS_KEY = _batch_py.HAS_KEY
 VALUE_NON_EMPTY = _batch_py.VALUE_NON_EMPTY
 VALUE_PRESENT = _batch_py.VALUE_PRESENT

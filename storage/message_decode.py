@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from compactlog.storage._batch_py import read_varint
+from compactlog.storage.protowire import read_varint
 from compactlog.storage.types import MessageId, StoredMessage
 
 
