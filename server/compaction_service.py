@@ -4,8 +4,8 @@ LEDGER topics run the TwoPhaseCompactor in a compaction worker process
 (``compactor.two_phase.worker_runs``; the server only fixes the input, ingests and
 commits): one run per topic at a time (a second Compact is ALREADY_EXISTS), at most
 ``compaction.max.concurrent`` runs server-wide (more wait for a slot, RUNNING meanwhile),
-status persisted so it survives restarts. SEGMENTED topics run one LogCleaner pass
-(``clean_now``, in a worker too). A preview runs phase one's reads in this process
+status persisted so it survives restarts. SEGMENTED topics run a LogCleaner pass
+(``cleaner_passes``). A preview runs phase one's reads in this process
 (``self.compactor``: nothing is written).
 
 The monitor (Pulsar's ``compactionThreshold`` check) runs every
@@ -28,9 +28,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
 
-from compactlog.compactor.progress import LocalRunControl, RunCancelled, RunControl
+from compactlog.compactor.progress import LocalRunControl, RunCancelled
 from compactlog.compactor.two_phase import CompactionRun, FaultHook, TwoPhaseCompactor
 from compactlog.compactor.two_phase.faults import fault_from_env
 from compactlog.compactor.two_phase.ledger_adapter import (
@@ -48,6 +47,12 @@ from compactlog.errors import (
 from compactlog.server import compaction_insight as insight
 from compactlog.server.admin_service import Compactions
 from compactlog.server.broker import Broker
+from compactlog.server.cleaner_passes import (
+    CleanerPass,
+    SegmentCleaner,
+    cleaner_run,
+    cleaner_status,
+)
 from compactlog.server.compaction_metrics import CompactionMetrics
 from compactlog.server.compaction_status import CompactionState, CompactionStatus
 from compactlog.server.metrics import Metrics
@@ -60,32 +65,7 @@ from compactlog.v1 import compactlog_pb2 as pb
 
 log = logging.getLogger(__name__)
 
-CLEANER_ENGINE = "log-cleaner"
 SHUTDOWN_WAIT_S = 10.0
-
-
-class CleanerPass(Protocol):
-    """What a LogCleaner pass reports (``compactor.log_cleaner.CleanerPassResult``)."""
-
-    read: int
-    kept: int
-    removed: int
-    tombstones: int
-    keyless_dropped: int
-    bytes_in: int
-    bytes_out: int
-    duration_ms: int
-    error: str | None
-
-
-class SegmentCleaner(Protocol):
-    def clean_now(self, name: str, control: RunControl | None = None) -> CleanerPass: ...
-
-    def last_result(self, name: str) -> CleanerPass | None: ...
-
-    def abort(self, name: str) -> bool: ...
-
-    def on_pass(self, listener: Callable[[str, Any], None]) -> None: ...
 
 
 @dataclass
@@ -177,7 +157,7 @@ class CompactionService:
             if status.state == CompactionState.NOT_RUN and self.cleaner is not None:
                 result = self.cleaner.last_result(topic)
                 if result is not None:
-                    status = _cleaner_status(status.to(CompactionState.RUNNING), result)
+                    status = cleaner_status(status.to(CompactionState.RUNNING), result)
             return status.to_pb()
         t = self.store.topic(topic)
         with t.lock:
@@ -290,14 +270,14 @@ class CompactionService:
         if result.error and control is not None and control.cancelled:
             self._finish(topic, slot, cancelled)
             return
-        self._finish(topic, slot, _cleaner_status(slot.status, result))
+        self._finish(topic, slot, cleaner_status(slot.status, result))
 
     def _cleaner_pass(self, topic: str, result: CleanerPass) -> None:
         """Every LogCleaner pass, background or explicit, counts in the topic's figures."""
         if result.error:
             self.metrics.failed(topic, result.duration_ms / 1000.0)
         else:
-            self.metrics.succeeded_run(topic, _cleaner_run(result))
+            self.metrics.succeeded_run(topic, cleaner_run(result))
 
     def _finish(self, topic: str, slot: _Slot, status: CompactionStatus) -> None:
         try:
@@ -382,27 +362,6 @@ class CompactionService:
         deadline = time.monotonic() + SHUTDOWN_WAIT_S
         for slot in slots:
             slot.idle.wait(max(0.0, deadline - time.monotonic()))
-
-
-def _cleaner_run(result: CleanerPass) -> CompactionRun:
-    return CompactionRun(
-        read=result.read,
-        kept=result.kept,
-        removed=result.removed,
-        tombstones=result.tombstones,
-        keyless_dropped=result.keyless_dropped,
-        bytes_in=result.bytes_in,
-        bytes_out=result.bytes_out,
-        duration_ms=result.duration_ms,
-        engine=CLEANER_ENGINE,
-    )
-
-
-def _cleaner_status(status: CompactionStatus, result: CleanerPass) -> CompactionStatus:
-    run = _cleaner_run(result)
-    if result.error:
-        return status.to(CompactionState.ERROR, error=result.error, run=run)
-    return status.to(CompactionState.SUCCESS, run=run)
 
 
 def make_compactions(broker: Broker, settings: ServerSettings, metrics: Metrics) -> Compactions:

@@ -1,9 +1,9 @@
 """The one module that touches rocksdict.
 
 Everything else sees ``RocksDB``: bytes in, bytes out, range scans bounded on both
-sides, atomic batches, and our own error types instead of rocksdict's plain
-``Exception`` ("IO error…", "Corruption…"). Raw mode throughout, so keys sort by
-RocksDB's byte-wise comparator and other RocksDB tools can read the store.
+sides, atomic batches, and our own error types (``storage.rocks_errors``). Raw mode
+throughout, so keys sort by RocksDB's byte-wise comparator and other RocksDB tools can
+read the store.
 
 Compaction workers (other processes) read the server's store through a
 ``SecondaryRocksDB`` (RocksDB's secondary instance: it tails the primary's MANIFEST and
@@ -49,29 +49,11 @@ from rocksdict import (
     WriteOptions,
 )
 
-from compactlog.errors import (
-    CompactlogError,
-    CorruptData,
-    StorageError,
-    StoreClosed,
-    StoreLocked,
-)
+from compactlog.errors import StorageError, StoreClosed, StoreLocked
+from compactlog.storage.rocks_errors import open_error, wrap_error
 from compactlog.storage.writeback import Writeback
 
 WAL_RECOVERY_MODES = ("absolute-consistency", "point-in-time")
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())
-
-
-def _wrap(exc: Exception, what: str = "") -> CompactlogError:
-    """rocksdict's plain exception as ours; a checksum or format failure is CorruptData."""
-    text = _one_line(exc)
-    where = f" ({what})" if what else ""
-    if text.startswith("Corruption") or "checksum mismatch" in text:
-        return CorruptData(f"RocksDB{where}: {text}")
-    return StorageError(f"RocksDB{where}: {text}")
 
 
 class Batch:
@@ -143,7 +125,7 @@ class RocksReads:
         except StoreClosed:
             raise
         except Exception as exc:
-            raise _wrap(exc, f"reading key {key[:40]!r}") from None
+            raise wrap_error(exc, f"reading key {key[:40]!r}") from None
 
     def _iter(self, upper: bytes | None) -> RdictIter:
         return self.db.iter(self._read_options(upper))
@@ -154,7 +136,7 @@ class RocksReads:
         try:
             it.status()
         except Exception as exc:
-            raise _wrap(exc, f"scanning from key {begin[:40]!r}") from None
+            raise wrap_error(exc, f"scanning from key {begin[:40]!r}") from None
 
     def scan(self, begin: bytes, end: bytes) -> Iterator[tuple[bytes, bytes]]:
         """Items with begin <= key < end, in key order.
@@ -247,7 +229,7 @@ class RocksDB(RocksReads):
         except Exception as exc:
             if "lock" in str(exc).lower():
                 raise StoreLocked(f"{path} is in use by another process") from None
-            raise _open_error(path, exc) from None
+            raise open_error(path, exc) from None
         self._sync_opts = WriteOptions()
         self._sync_opts.sync = True
         self._close_lock = threading.Lock()
@@ -261,7 +243,7 @@ class RocksDB(RocksReads):
         except StoreClosed:
             raise
         except Exception as exc:
-            raise _wrap(exc) from None
+            raise wrap_error(exc) from None
 
     def put(self, key: bytes, value: bytes) -> None:
         batch = Batch()
@@ -278,7 +260,7 @@ class RocksDB(RocksReads):
         except StoreClosed:
             raise
         except Exception as exc:
-            raise _wrap(exc) from None
+            raise wrap_error(exc) from None
 
     def flush(self) -> None:
         """Write the memtable to a table file (SST) and wait for it."""
@@ -287,7 +269,7 @@ class RocksDB(RocksReads):
         except StoreClosed:
             raise
         except Exception as exc:
-            raise _wrap(exc) from None
+            raise wrap_error(exc) from None
 
     def ingest(self, sst: Path) -> None:
         """Add the keys of an SST file (``SstWriter``) in one atomic step, moving the file
@@ -301,13 +283,13 @@ class RocksDB(RocksReads):
         except StoreClosed:
             raise
         except Exception as exc:
-            raise _wrap(exc, f"ingesting {sst.name}") from None
+            raise wrap_error(exc, f"ingesting {sst.name}") from None
 
     def compact_range(self, begin: bytes, end: bytes) -> None:
         try:
             self.db.compact_range(begin, end)
         except Exception as exc:
-            raise _wrap(exc) from None
+            raise wrap_error(exc) from None
 
     def close(self) -> None:
         """Flush and release the LOCK (live iterators keep it: collect them first)."""
@@ -322,16 +304,6 @@ class RocksDB(RocksReads):
             finally:
                 del db
                 gc.collect()
-
-
-def _open_error(path: Path, exc: Exception) -> CompactlogError:
-    text = _one_line(exc)
-    if text.startswith("Corruption") or "checksum mismatch" in text:
-        return CorruptData(
-            f"RocksDB store {path} is damaged and was not opened ({text}); nothing was "
-            "changed or dropped: inspect it with `compactlog check DATA_DIR`"
-        )
-    return StorageError(f"RocksDB store {path} cannot be opened: {text}")
 
 
 class SecondaryRocksDB(RocksReads):
@@ -353,7 +325,7 @@ class SecondaryRocksDB(RocksReads):
         try:
             self._db = Rdict(str(path), opts, access_type=AccessType.secondary(str(secondary_path)))
         except Exception as exc:
-            raise _open_error(path, exc) from None
+            raise open_error(path, exc) from None
 
     def catch_up(self) -> None:
         """Apply what the primary wrote since the last catch-up."""
@@ -362,7 +334,7 @@ class SecondaryRocksDB(RocksReads):
         except StoreClosed:
             raise
         except Exception as exc:
-            raise _wrap(exc, "catching up with the primary") from None
+            raise wrap_error(exc, "catching up with the primary") from None
 
     def close(self) -> None:
         if self._db is None:
@@ -389,7 +361,7 @@ class SstWriter:
         try:
             self._writer.open(str(path))
         except Exception as exc:
-            raise _wrap(exc, f"creating {path.name}") from None
+            raise wrap_error(exc, f"creating {path.name}") from None
         self.keys = 0
         self._writeback = Writeback(path, bytes_per_sync)
 
@@ -397,7 +369,7 @@ class SstWriter:
         try:
             self._writer[key] = value
         except Exception as exc:
-            raise _wrap(exc, f"writing {self.path.name}") from None
+            raise wrap_error(exc, f"writing {self.path.name}") from None
         self.keys += 1
         self._writeback.wrote(len(key) + len(value))
 
@@ -406,7 +378,7 @@ class SstWriter:
         try:
             self._writer.finish()
         except Exception as exc:
-            raise _wrap(exc, f"finishing {self.path.name}") from None
+            raise wrap_error(exc, f"finishing {self.path.name}") from None
         finally:
             self._writeback.close()
         return self.path.stat().st_size
