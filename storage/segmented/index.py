@@ -25,6 +25,9 @@ import struct
 from array import array
 from pathlib import Path
 
+INDEX_EXT = ".index"
+TIMEINDEX_EXT = ".timeindex"
+
 _OFFSET_ENTRY = struct.Struct(">II")
 _TIME_ENTRY = struct.Struct(">qI")
 

@@ -25,18 +25,12 @@ from compactlog.errors import OffsetOutOfRange, StoreClosed, TopicNotFound
 from compactlog.storage import batch
 from compactlog.storage.config import SegmentedTopicConfig
 from compactlog.storage.read_range import Chunk, ViewBatch, read_chunks
-from compactlog.storage.segmented import retention, state_file
+from compactlog.storage.segmented import state_file
 from compactlog.storage.segmented.append import AppendResult, pack_request
-from compactlog.storage.segmented.files import unlink_quietly
+from compactlog.storage.segmented.log_retention import LogRetention
 from compactlog.storage.segmented.reads import decode, pieces, resuming
 from compactlog.storage.segmented.recovery import recover_log_dir
-from compactlog.storage.segmented.segment import (
-    DELETED,
-    EXTENSIONS,
-    SWAP,
-    IndexParams,
-    LogSegment,
-)
+from compactlog.storage.segmented.segment import SWAP, IndexParams, LogSegment
 from compactlog.storage.segmented.state_file import BadStateFile
 from compactlog.storage.segmented.stats import SegmentedStats, log_stats
 from compactlog.storage.types import MessageId, Record, StoredMessage
@@ -62,8 +56,9 @@ def _view(segments: Sequence[LogSegment]) -> _View:
     return _View(tuple(s.base_offset for s in segments), tuple(segments))
 
 
-class Log:
-    """Append, read, roll, flush and retention of one topic; swap target of the cleaner."""
+class Log(LogRetention):
+    """Append, read, roll, flush and retention (``log_retention.py``) of one topic; swap
+    target of the cleaner."""
 
     def __init__(
         self, directory: Path, config: SegmentedTopicConfig, clock: Callable[[], float]
@@ -137,6 +132,10 @@ class Log:
     @property
     def segments(self) -> tuple[LogSegment, ...]:
         return self._view.segments
+
+    def _set_segments(self, segments: Sequence[LogSegment]) -> None:
+        """A new segment list, for ``log_retention.py`` (under the lock)."""
+        self._view = _view(segments)
 
     @property
     def active_segment(self) -> LogSegment:
@@ -311,79 +310,6 @@ class Log:
             return log_stats(
                 view.segments, start, lambda: pieces(next(self._chunks(start, end, 1, 1), None))[2]
             )
-
-    # ---- retention ---------------------------------------------------------------------
-    def delete_old_segments(self) -> int:
-        """Apply retention by time and size (delete policy) and by log start offset."""
-        with self._lock:
-            self._check_open()
-            now = self.now_ms()
-            cfg = self.config
-            deleted = 0
-            if cfg.delete and cfg.retention_ms >= 0:
-                deleted += self._delete_prefix(retention.by_time(now, cfg.retention_ms), "time")
-            if cfg.delete and cfg.retention_bytes >= 0:
-                over = retention.by_size(self.segments, cfg.retention_bytes)
-                deleted += self._delete_prefix(over, "size")
-            deleted += self._delete_below_log_start()
-            self.delete_expired_files(now)
-            return deleted
-
-    def _delete_below_log_start(self) -> int:
-        below = retention.below(self.log_start_offset, self.next_offset)
-        return self._delete_prefix(below, "log start offset")
-
-    def _delete_prefix(self, predicate: retention.Predicate, reason: str) -> int:
-        segs = list(self.segments)
-        doomed = retention.doomed_prefix(segs, predicate)
-        if not doomed:
-            return 0
-        if doomed[-1] is segs[-1]:
-            self.roll()  # every segment qualifies: keep one empty active segment
-        self._view = _view([s for s in self.segments if s not in doomed])
-        first_base = self.segments[0].base_offset
-        if first_base > self.log_start_offset:
-            self._set_log_start(first_base)
-        for seg in doomed:
-            self._async_delete(seg)
-        log.info("%s: deleted %d segment(s) by %s retention", self.name, len(doomed), reason)
-        return len(doomed)
-
-    def delete_records(self, before_offset: int) -> None:
-        """Raise the log start offset (DeleteRecords) and drop the segments wholly below it."""
-        with self._lock:
-            self._check_open()
-            if before_offset > self.next_offset:
-                raise OffsetOutOfRange(
-                    f"offset {before_offset} is beyond the log end offset "
-                    f"{self.next_offset} of {self.name}",
-                    topic=self.name,
-                    offset=before_offset,
-                    log_end_offset=self.next_offset,
-                )
-            if before_offset > self.log_start_offset:
-                self._set_log_start(before_offset)
-                self._delete_below_log_start()
-
-    def _async_delete(self, seg: LogSegment) -> None:
-        """Rename to ``.deleted`` now, unlink after ``file.delete.delay.ms``."""
-        seg.close_index_files()
-        seg.rename(DELETED)
-        paths = [seg.path(ext) for ext in EXTENSIONS]
-        due = self.now_ms() + self.config.file_delete_delay_ms
-        self._pending_deletes.append((due, seg, paths))
-
-    def delete_expired_files(self, now_ms: int | None = None, force: bool = False) -> None:
-        with self._lock:
-            now = self.now_ms() if now_ms is None else now_ms
-            due = [(s, p) for t, s, p in self._pending_deletes if force or t <= now]
-            self._pending_deletes = [
-                (t, s, p) for t, s, p in self._pending_deletes if not (force or t <= now)
-            ]
-        for seg, paths in due:
-            seg.release()  # an evicted descriptor must not keep the unlinked file's space
-            for path in paths:
-                unlink_quietly(path)
 
     # ---- cleaner support ---------------------------------------------------------------
     def replace_segments(self, new: LogSegment, old: Sequence[LogSegment]) -> None:

@@ -24,7 +24,6 @@ lookup fall back to a scan from the start of the segment, never skip records.
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import threading
 from collections.abc import Iterator
@@ -32,18 +31,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from compactlog.errors import CorruptData, TopicNotFound
-from compactlog.storage.batch import HEADER_SIZE, select
-from compactlog.storage.segmented import lookups
+from compactlog.storage.batch import select
+from compactlog.storage.segmented import lookups, segment_recovery
 from compactlog.storage.segmented.handles import HANDLES, new_key
-from compactlog.storage.segmented.index import IndexCorrupt, OffsetIndex, TimeIndex
+from compactlog.storage.segmented.index import (
+    INDEX_EXT,
+    TIMEINDEX_EXT,
+    IndexCorrupt,
+    OffsetIndex,
+    TimeIndex,
+)
 from compactlog.storage.segmented.scan import READ_CHUNK, Checked, iter_batches
 from compactlog.storage.types import MessageId
 
-log = logging.getLogger(__name__)
-
 LOG_EXT = ".log"
-INDEX_EXT = ".index"
-TIMEINDEX_EXT = ".timeindex"
 EXTENSIONS = (LOG_EXT, INDEX_EXT, TIMEINDEX_EXT)
 CLEANED = ".cleaned"
 SWAP = ".swap"
@@ -202,94 +203,13 @@ class LogSegment:
         return seg
 
     def _load_indexes(self) -> None:
-        """Trust the index files after a sanity check: the last offset entry must point at
-        a batch of its offset, the last time entry at a batch of its timestamp, and the
-        batches after the last offset entry are checked."""
-        self.offset_index = OffsetIndex.load(
-            self.path(INDEX_EXT), self.base_offset, self.params.max_index_bytes, self.size
-        )
-        entry_offset, pos = self.offset_index.lookup(self.offset_index.last_offset())
-        max_ts, max_off = -1, self.base_offset
-        last = self.base_offset - 1
-        try:
-            for _b, _p, header, at in self.batches(pos, self.size):
-                first = header.first_id.entry_id
-                if at == pos and pos and first != entry_offset:
-                    raise IndexCorrupt(f"{self.path(INDEX_EXT)}: last entry points elsewhere")
-                if first <= last or header.first_id.ledger_id or header.last_id.ledger_id:
-                    raise IndexCorrupt(f"{self.path()}: offsets out of order")
-                last = header.last_id.entry_id
-                if header.max_event_time_ms > max_ts:
-                    max_ts, max_off = header.max_event_time_ms, first
-            if self.size:
-                first_batch = next(self.batches(0, self.size, chunk=HEADER_SIZE))
-                self.first_timestamp = first_batch[2].max_event_time_ms
-            self.next_offset = last + 1 if last >= self.base_offset else self.base_offset
-            self.time_index = TimeIndex.load(
-                self.path(TIMEINDEX_EXT),
-                self.base_offset,
-                self.params.max_index_bytes,
-                self.next_offset,
-            )
-            entries = self.time_index.entries
-            if entries and not lookups.time_entry_holds(
-                self, self.time_index.timestamps[-1], self.time_index.offsets[-1], self.size
-            ):
-                raise IndexCorrupt(f"{self.path(TIMEINDEX_EXT)}: last entry does not match")
-        except CorruptData as exc:
-            raise IndexCorrupt(str(exc)) from None
-        if not self.index_trusted:
-            raise IndexCorrupt(f"{self.path(INDEX_EXT)}: an entry does not match its batch")
-        self.max_timestamp, self.offset_of_max_timestamp = max_ts, max_off
-        if self.time_index.last_timestamp() >= max_ts and self.time_index.entries:
-            self.max_timestamp = self.time_index.last_timestamp()
-            self.offset_of_max_timestamp = self.time_index.offsets[-1]
-        self._count = None
+        """Trust the index files after a sanity check (``segment_recovery.load_indexes``)."""
+        segment_recovery.load_indexes(self)
 
     def recover(self, recovery_point: int) -> bool:
-        """Rebuild both indexes by a checked scan; return True if the file was truncated.
-
-        The first bad batch (torn, flipped, or offsets not above the previous batch's) ends
-        the scan. Kafka truncates there; so do we, but only in the tail: when every offset
-        before the bad batch is below ``recovery_point``, the bad bytes hold offsets that
-        were fsynced, so they are no torn write. They are kept (``damaged_at``), reads of
-        them raise ``CorruptData``, and start-up deletes nothing it could not read.
-        """
-        self._new_indexes()
-        self.index_trusted = True
-        self.next_offset, self.max_timestamp = self.base_offset, -1
-        self.offset_of_max_timestamp = self.base_offset
-        self.first_timestamp, self._count, self.bytes_since_last_index_entry = None, 0, 0
-        valid = 0
-        last = self.base_offset - 1
-        try:
-            for _b, _p, header, pos in self.batches(0, self.size):
-                first = header.first_id.entry_id
-                if first <= last or header.first_id.ledger_id or header.last_id.ledger_id:
-                    raise CorruptData(
-                        f"{self.where}, byte {pos}: offset {first} after {last}",
-                        position=f"{self.where}, byte {pos}",
-                    )
-                last = header.last_id.entry_id
-                self.index_batch(
-                    first, last, header.count, header.max_event_time_ms, pos, header.size
-                )
-                valid = pos + header.size
-        except CorruptData as exc:
-            if last + 1 < recovery_point:
-                self.damaged_at = valid
-                log.error("%s; kept: it holds offsets below the recovery point", exc)
-            else:
-                log.warning("%s; truncating the segment at byte %d", exc, valid)
-        truncated = valid < self.size and self.damaged_at is None
-        if truncated:
-            with self._fd() as fd:
-                os.ftruncate(fd, valid)
-            self.size = valid
-        self.time_index.maybe_append(
-            self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True
-        )
-        return truncated
+        """Rebuild both indexes by a checked scan, truncating a torn tail; return True if
+        the file was truncated (``segment_recovery.recover``)."""
+        return segment_recovery.recover(self, recovery_point)
 
     def rename(self, new_suffix: str) -> None:
         """Rename the three files; the log file goes last so recovery keys on it."""
