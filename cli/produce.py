@@ -152,8 +152,8 @@ def _first_interrupt_stops(stop: threading.Event) -> Iterator[None]:
     previous = signal.signal(signal.SIGINT, first)
     try:
         yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    finally:  # None: the handler before was not set from Python and cannot be put back
+        signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
 
 
 def _produce_stream(args: argparse.Namespace) -> int:
