@@ -14,12 +14,18 @@ hands whole slots to other processes: nothing is copied, nothing can be lost or 
 <data dir>/slots/0/ ... 7/ one ordinary data dir each (ledgers/, segments/, LOCK.server)
 ```
 
-Placement: ``slot(NAME) = crc32(NAME) % slots``, and the partitions of a partitioned topic
-(``NAME-partition-i``) live in ``NAME``'s slot: a publish to ``NAME`` is all-or-nothing
-across its partitions (CONTRACT section 9), which one store's atomic write gives and two
-processes could not, and ``NAME``'s own record (its partition count) sits beside them.
-Topics spread over the shards; one topic's partitions do not (docs/scaling.md says what
-spreading them would take).
+Placement, fixed per data dir (the ``PLACEMENT`` file; absent means ``topic``):
+
+- ``topic`` (the default): ``slot(NAME) = crc32(NAME) % slots``, and the partitions of a
+  partitioned topic (``NAME-partition-i``) live in ``NAME``'s slot: a publish to ``NAME``
+  is all-or-nothing across its partitions (CONTRACT section 9) through one store's atomic
+  write, and ``NAME``'s record (its partition count) sits beside them. Topics spread over
+  the shards; one topic's partitions do not.
+- ``partition``: partition ``i`` lives in slot ``(crc32(NAME) + i) % slots``, so the
+  partitions of one topic spread evenly over the slots (and so over the shards); every
+  slot holding a partition keeps ``NAME``'s record, and the front answers calls on
+  ``NAME`` by asking those slots (docs/scaling.md). Other names are placed as under
+  ``topic``; partition 0 is always in ``NAME``'s own slot.
 
 A data dir without ``SLOTS`` is the single-store layout of a server without shards (the
 store at its root); ``--shards 1`` keeps serving it as it always did.
@@ -30,6 +36,7 @@ from __future__ import annotations
 import re
 import zlib
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 
 from compactlog.errors import CompactlogError
@@ -37,14 +44,38 @@ from compactlog.errors import CompactlogError
 SLOT_COUNT = 8  # slots of a new sharded data dir: shards can be any of 1..8
 SLOTS_FILE = "SLOTS"
 SLOTS_DIR = "slots"
+PLACEMENT_FILE = "PLACEMENT"
 _PARTITION = re.compile(r"(.+)-partition-(\d{1,9})")
 
 
-def slot_of(topic: str, slots: int) -> int:
+class Placement(Enum):
+    """Where partitions go (module docstring); the value is what ``PLACEMENT`` holds."""
+
+    TOPIC = "topic"
+    PARTITION = "partition"
+
+
+def slot_of(topic: str, slots: int, placement: Placement = Placement.TOPIC) -> int:
     """The slot that holds ``topic`` (stable across processes, versions and restarts)."""
     match = _PARTITION.fullmatch(topic)
-    home = match.group(1) if match is not None else topic
-    return zlib.crc32(home.encode("utf-8", "surrogatepass")) % slots
+    if match is None:
+        return _hash(topic) % slots
+    if placement is Placement.PARTITION:
+        return (_hash(match.group(1)) + int(match.group(2))) % slots
+    return _hash(match.group(1)) % slots
+
+
+def slots_of_partitions(name: str, partitions: int, slots: int, placement: Placement) -> list[int]:
+    """The slots that hold some partition of ``name`` (``NAME``'s own slot first): the
+    slots that keep its record and answer for it."""
+    home = _hash(name) % slots
+    if placement is Placement.TOPIC:
+        return [home]
+    return [(home + i) % slots for i in range(min(partitions, slots))]
+
+
+def _hash(name: str) -> int:
+    return zlib.crc32(name.encode("utf-8", "surrogatepass"))
 
 
 def shard_of(slot: int, shards: int) -> int:
@@ -65,6 +96,7 @@ class Layout:
     """What a data dir holds: the single store at its root, or ``slots`` store slots."""
 
     slots: int  # 0: the single-store layout
+    placement: Placement = Placement.TOPIC
 
     @property
     def sharded(self) -> bool:
@@ -81,15 +113,27 @@ def read_layout(data_dir: Path) -> Layout | None:
         text = path.read_text(encoding="ascii", errors="replace")
         if not re.fullmatch(r"[1-9][0-9]{0,3}\n", text):
             raise CompactlogError(f"{path}: expected a slot count and a newline, found {text!r}")
-        return Layout(int(text))
+        return Layout(int(text), _read_placement(data_dir))
     if any((data_dir / mark).exists() for mark in _SINGLE_STORE_MARKS):
         return Layout(0)
     return None
 
 
-def choose_layout(data_dir: Path, shards: int) -> Layout:
+def _read_placement(data_dir: Path) -> Placement:
+    path = data_dir / PLACEMENT_FILE
+    if not path.exists():
+        return Placement.TOPIC
+    text = path.read_text(encoding="ascii", errors="replace")
+    for placement in Placement:
+        if text == placement.value + "\n":
+            return placement
+    raise CompactlogError(f"{path}: expected 'topic' or 'partition' and a newline, found {text!r}")
+
+
+def choose_layout(data_dir: Path, shards: int, placement: Placement = Placement.TOPIC) -> Layout:
     """The layout to serve ``data_dir`` with ``shards`` processes; creates a new sharded
-    layout in an empty data dir. Refuses, in one line, what it cannot serve."""
+    layout in an empty data dir, its partitions placed by ``placement`` (an existing
+    layout keeps its own). Refuses, in one line, what it cannot serve."""
     if shards < 1:
         raise CompactlogError(f"--shards must be at least 1, not {shards}")
     layout = read_layout(data_dir)
@@ -100,10 +144,10 @@ def choose_layout(data_dir: Path, shards: int) -> Layout:
             raise CompactlogError(f"--shards {shards}: at most {SLOT_COUNT} shards")
         for slot in range(SLOT_COUNT):
             slot_dir(data_dir, slot).mkdir(parents=True, exist_ok=True)
-        tmp = data_dir / (SLOTS_FILE + ".tmp")
-        tmp.write_text(f"{SLOT_COUNT}\n", encoding="ascii")
-        tmp.replace(data_dir / SLOTS_FILE)  # the layout exists once this name does
-        return Layout(SLOT_COUNT)
+        if placement is not Placement.TOPIC:
+            _write(data_dir / PLACEMENT_FILE, placement.value + "\n")
+        _write(data_dir / SLOTS_FILE, f"{SLOT_COUNT}\n")  # the layout exists once SLOTS does
+        return Layout(SLOT_COUNT, placement)
     if not layout.sharded and shards > 1:
         raise CompactlogError(
             f"data dir {data_dir} holds one store (the layout of a server without shards); "
@@ -116,3 +160,9 @@ def choose_layout(data_dir: Path, shards: int) -> Layout:
             f"so at most {layout.slots} shards"
         )
     return layout
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="ascii")
+    tmp.replace(path)

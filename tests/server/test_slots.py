@@ -12,9 +12,11 @@ from compactlog.server.wire_peek import field_one, topic_of
 from compactlog.storage.slots import (
     SLOT_COUNT,
     Layout,
+    Placement,
     choose_layout,
     read_layout,
     slot_of,
+    slots_of_partitions,
     slots_of_shard,
 )
 from compactlog.v1 import compactlog_pb2 as pb
@@ -68,3 +70,23 @@ def test_a_slot_refuses_topics_of_other_slots() -> None:
     assert isinstance(refusal, NotOwner)
     assert refusal.metadata == {"topic": "b", "slot": str(slot_of("b", 8))}
     assert admit(pb.ListTopicsRequest().SerializeToString()) is None
+
+
+def test_partition_placement_spreads_a_topics_partitions_over_the_slots(tmp_path: Path) -> None:
+    spread = Placement.PARTITION
+    home = slot_of("orders", 8, spread)
+    assert home == slot_of("orders", 8) == 6  # names that are not partitions: as before
+    assert [slot_of(f"orders-partition-{i}", 8, spread) for i in range(10)] == [
+        (6 + i) % 8 for i in range(10)
+    ]
+    assert slots_of_partitions("orders", 3, 8, spread) == [6, 7, 0]
+    assert slots_of_partitions("orders", 20, 8, spread) == [6, 7, 0, 1, 2, 3, 4, 5]
+    assert slots_of_partitions("orders", 3, 8, Placement.TOPIC) == [6]
+    assert choose_layout(tmp_path / "d", 2, spread) == Layout(SLOT_COUNT, spread)
+    assert (tmp_path / "d" / "PLACEMENT").read_text() == "partition\n"
+    assert choose_layout(tmp_path / "d", 2) == Layout(SLOT_COUNT, spread)  # the dir's own
+    assert choose_layout(tmp_path / "t", 2) == Layout(SLOT_COUNT, Placement.TOPIC)
+    assert not (tmp_path / "t" / "PLACEMENT").exists()  # topic placement: no file, as before
+    (tmp_path / "d" / "PLACEMENT").write_text("spread\n")
+    with pytest.raises(CompactlogError, match="PLACEMENT"):
+        read_layout(tmp_path / "d")
