@@ -27,8 +27,9 @@ from typing import Any
 
 import grpc
 
+from compactlog.server.front_secret import FRONT_KEY
 from compactlog.server.wire_peek import field_one
-from compactlog.storage.slots import slot_of
+from compactlog.storage.slots import Placement, slot_of
 from compactlog.v1 import compactlog_pb2 as pb
 
 _SERVICES = ("Log", "TopicAdmin", "CompactionEngine")
@@ -41,16 +42,27 @@ _HOP_BY_HOP = ("user-agent", "content-type", "te", "grpc-", ":")
 
 
 def _forwarded(metadata: Any) -> tuple[tuple[str, Any], ...]:
-    """The caller's metadata worth passing on (the token, custom keys), not the transport's."""
-    return tuple((k, v) for k, v in (metadata or ()) if not k.startswith(_HOP_BY_HOP))
+    """The caller's metadata worth passing on (the token, custom keys), not the transport's
+    nor a front mark (only the front itself sets one: ``Owners.front_mark``)."""
+    return tuple(
+        (k, v) for k, v in (metadata or ()) if not k.startswith(_HOP_BY_HOP) and k != FRONT_KEY
+    )
 
 
 class Owners:
     """Slot -> the owning shard's address and a channel to it (replaced on a restart)."""
 
-    def __init__(self, slot_count: int, tls_root: bytes | None) -> None:
+    def __init__(
+        self,
+        slot_count: int,
+        tls_root: bytes | None,
+        placement: Placement = Placement.TOPIC,
+        secret: str | None = None,
+    ) -> None:
         self.slot_count = slot_count
         self.tls_root = tls_root
+        self.placement = placement
+        self.secret = secret  # sent on calls the front fans out (front_secret)
         self.addresses: dict[int, str] = {}
         self.channels: dict[int, grpc.aio.Channel] = {}
         self.ledgers: dict[int, int] = {}  # compacted ledger id -> slot (outside runs)
@@ -78,10 +90,17 @@ class Owners:
     def slot(self, method: str, request: bytes) -> int:
         value = field_one(request)
         if isinstance(value, bytes):
-            return slot_of(value.decode("utf-8", "replace"), self.slot_count)
+            return self.slot_of(value.decode("utf-8", "replace"))
         if isinstance(value, int) and method in _LEDGER_METHODS:
             return self.ledgers.get(value, 0)
         return 0  # names no topic: any slot answers it (a malformed request, say)
+
+    def slot_of(self, topic: str) -> int:
+        return slot_of(topic, self.slot_count, self.placement)
+
+    def front_mark(self) -> tuple[tuple[str, str], ...]:
+        """The metadata that tells a slot a call comes from this front (front_secret)."""
+        return ((FRONT_KEY, self.secret),) if self.secret else ()
 
     async def close(self) -> None:
         await asyncio.gather(*(c.close() for c in self.channels.values()))
@@ -222,7 +241,7 @@ class FrontHandler(grpc.GenericRpcHandler):
         )
         for entry in answer.partitions:
             if not entry.address:
-                entry.address = self.owners.addresses[slot_of(entry.topic, self.owners.slot_count)]
+                entry.address = self.owners.addresses[self.owners.slot_of(entry.topic)]
         return answer.SerializeToString()
 
     def _publish_stream(
