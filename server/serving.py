@@ -20,7 +20,7 @@ from compactlog.errors import CompactlogError
 from compactlog.server.admin_service import TopicAdminService
 from compactlog.server.broker import Broker
 from compactlog.server.engine_service import CompactionEngineService
-from compactlog.server.handlers import Admit, service_handler
+from compactlog.server.handlers import Admit, AdmitInterceptor, service_handler
 from compactlog.server.log_service import LogService, log_handler
 from compactlog.server.metrics import Metrics
 from compactlog.server.outside_runs import make_outside_runs
@@ -53,8 +53,9 @@ def build_server(
     from compactlog.server.compaction_service import make_compactions
 
     guard = guard or Guard.plain()
+    admitting = [AdmitInterceptor()] if admit is not None else []
     server = grpc.aio.server(
-        interceptors=guard.interceptors(),
+        interceptors=[*guard.interceptors(), *admitting],
         migration_thread_pool=futures.ThreadPoolExecutor(RPC_THREADS, thread_name_prefix="rpc"),
         maximum_concurrent_rpcs=MAX_CONCURRENT_RPCS,
         options=[

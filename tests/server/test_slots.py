@@ -65,11 +65,11 @@ def test_the_peek_reads_field_one_without_parsing() -> None:
 
 def test_a_slot_refuses_topics_of_other_slots() -> None:
     admit = slot_admit(slot_of("a", 8), 8)
-    assert admit(pb.GetTopicRequest(name="a").SerializeToString()) is None
-    refusal = admit(pb.GetTopicRequest(name="b").SerializeToString())
+    assert admit(pb.GetTopicRequest(name="a").SerializeToString(), "GetTopicRequest", ()) is None
+    refusal = admit(pb.GetTopicRequest(name="b").SerializeToString(), "GetTopicRequest", ())
     assert isinstance(refusal, NotOwner)
     assert refusal.metadata == {"topic": "b", "slot": str(slot_of("b", 8))}
-    assert admit(pb.ListTopicsRequest().SerializeToString()) is None
+    assert admit(pb.ListTopicsRequest().SerializeToString(), "ListTopicsRequest", ()) is None
 
 
 def test_partition_placement_spreads_a_topics_partitions_over_the_slots(tmp_path: Path) -> None:
