@@ -49,11 +49,13 @@ def build_server(
     listen: str,
     guard: Guard | None = None,
     admit: Admit | None = None,
+    admit_metadata: bool = False,
 ) -> tuple[grpc.aio.Server, int]:
     from compactlog.server.compaction_service import make_compactions
 
     guard = guard or Guard.plain()
-    admitting = [AdmitInterceptor()] if admit is not None else []
+    # Only an admission that reads the call's metadata pays for the interceptor's step.
+    admitting = [AdmitInterceptor()] if admit is not None and admit_metadata else []
     server = grpc.aio.server(
         interceptors=[*guard.interceptors(), *admitting],
         migration_thread_pool=futures.ThreadPoolExecutor(RPC_THREADS, thread_name_prefix="rpc"),
@@ -131,12 +133,14 @@ class ServedStore:
         guard: Guard,
         metrics: Metrics | None = None,
         admit: Admit | None = None,
+        admit_metadata: bool = False,
     ) -> None:
         self.broker = broker
         self.settings = settings
         self.guard = guard
         self.metrics = metrics or Metrics()
         self.admit = admit
+        self.admit_metadata = admit_metadata  # admit reads the metadata (the front's mark)
         self.signals: TopicSignals | None = None
         self.server: grpc.aio.Server | None = None
         self.port = 0
@@ -168,6 +172,7 @@ class ServedStore:
             listen,
             self.guard,
             self.admit,
+            self.admit_metadata,
         )
         return self.port
 

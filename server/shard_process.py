@@ -161,7 +161,8 @@ def main(argv: list[str] | None = None) -> int:
             slot: slot_admit(slot, args.slot_count, placement, secret, _has_record(broker))
             for slot, broker in brokers.items()
         }
-        return asyncio.run(_serve(brokers, settings, guard, admits))
+        spread = placement is Placement.PARTITION  # admission reads the front's mark
+        return asyncio.run(_serve(brokers, settings, guard, admits, spread))
     finally:
         for lock in locks:
             lock.close()
@@ -177,13 +178,19 @@ def _has_record(broker: Broker) -> Callable[[str], bool]:
 
 
 async def _serve(
-    brokers: dict[int, Broker], settings: ServerSettings, guard: Guard, admits: dict[int, Admit]
+    brokers: dict[int, Broker],
+    settings: ServerSettings,
+    guard: Guard,
+    admits: dict[int, Admit],
+    admit_metadata: bool,
 ) -> int:
     loop = asyncio.get_running_loop()
     served: dict[int, ServedStore] = {}
     try:
         for slot, broker in brokers.items():
-            store = ServedStore(broker, settings, guard, admit=admits[slot])
+            store = ServedStore(
+                broker, settings, guard, admit=admits[slot], admit_metadata=admit_metadata
+            )
             served[slot] = store
             store.bind(SHARD_LISTEN)
     except CompactlogError as exc:

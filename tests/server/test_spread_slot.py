@@ -151,6 +151,18 @@ def test_reads_and_last_ids_cover_local_partitions_with_true_indices(orders: Sha
     assert out_of_range.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
+def test_compaction_and_key_history_of_the_name_cover_local_partitions(orders: Shard) -> None:
+    seven = orders.slots[7]
+    compact = pb.CompactRequest(topic=NAME, wait=True)
+    status = seven.admin.Compact(compact, timeout=60, metadata=MARK)
+    assert status.state == pb.CompactionStatus.SUCCESS and len(status.partitions) == 1
+    history = pb.GetKeyHistoryRequest(topic=NAME, key=key_of(1))
+    found = seven.log.GetKeyHistory(history, timeout=30, metadata=MARK).messages
+    assert found and {m.id.partition for m in found} == {1}
+    absent = pb.GetKeyHistoryRequest(topic=NAME, key=key_of(0))  # partition 0: slot 6's
+    assert not seven.log.GetKeyHistory(absent, timeout=30, metadata=MARK).messages
+
+
 def test_a_publish_to_the_name_is_served_only_when_every_record_is_local(orders: Shard) -> None:
     seven = orders.slots[7]
     local = pb.PublishRequest(topic=NAME, records=[pb.Record(key=key_of(1), value=b"more")])
