@@ -15,6 +15,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -22,9 +23,14 @@ import pytest
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
+from compactlog.errors import TopicExists
 from compactlog.partitioner import partition_for_key
+from compactlog.server.broker import Broker
 from compactlog.server.front_secret import FRONT_KEY, SECRET_ENV
+from compactlog.server.partitioned import PartitionedNamespace
+from compactlog.storage.config import ServerSettings
 from compactlog.storage.slots import Placement, choose_layout, slot_of
+from compactlog.storage.types import TopicKind
 from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 
@@ -224,3 +230,37 @@ def test_delete_through_one_slot_leaves_the_other_slots_part(shard: Shard) -> No
     kept = seven.admin.GetTopic(pb.GetTopicRequest(name=name), timeout=30, metadata=MARK)
     assert kept.partitions == 3
     assert seven.admin.GetTopic(pb.GetTopicRequest(name=f"{name}-partition-1"), timeout=30)
+
+
+def test_a_slots_namespace_configures_its_own_partitions(tmp_path: Path) -> None:
+    """In-process: slot 7 of 8 holds partition 1 (and, once grown past 8, partition 9)
+    of ``orders``; the config it reports and gives new partitions is its lowest one's."""
+    broker = Broker(tmp_path, ServerSettings(topic_defaults={}), holds=slot_holds(7))
+    try:
+        space = PartitionedNamespace(broker)
+        space.create(NAME, TopicKind.SEGMENTED, {"retention.ms": "1000"}, 3)
+        assert broker.topic_names() == [f"{NAME}-partition-1"]
+        space.update_config(NAME, {"retention.ms": "2000"}, [])
+        grown = space.add_partitions(NAME, 10)
+        assert broker.topic_names() == [f"{NAME}-partition-1", f"{NAME}-partition-9"]
+        assert (grown.partitions, grown.config["retention.ms"]) == (10, "2000")
+        assert broker.overrides(f"{NAME}-partition-9") == {"retention.ms": "2000"}
+        assert space.local(NAME) == [(1, f"{NAME}-partition-1"), (9, f"{NAME}-partition-9")]
+        elsewhere = f"x-partition-{(next_here(7) + 1) % 8}"  # a name of another slot
+        broker.create_topic(elsewhere, TopicKind.LEDGER, {})
+        with pytest.raises(TopicExists):  # every name is checked, not only the local ones
+            space.create("x", TopicKind.LEDGER, {}, 8)
+        assert space.get("x") is None
+        space.delete(NAME)
+        assert broker.topic_names() == [elsewhere]
+    finally:
+        broker.close()
+
+
+def slot_holds(slot: int) -> Callable[[str], bool]:
+    return lambda name: slot_of(name, 8, Placement.PARTITION) == slot
+
+
+def next_here(slot: int) -> int:
+    """The partition of ``x`` that lives in ``slot``."""
+    return (slot - slot_of("x", 8)) % 8
