@@ -174,6 +174,11 @@ def test_a_publish_to_the_name_is_served_only_when_every_record_is_local(orders:
     local = pb.PublishRequest(topic=NAME, records=[pb.Record(key=key_of(1), value=b"more")])
     ids = seven.log.Publish(local, timeout=30, metadata=MARK).ids
     assert [i.partition for i in ids] == [1]
+    streamed = seven.log.PublishStream(iter([local, local]), timeout=30, metadata=MARK)
+    assert [[i.partition for i in r.ids] for r in streamed] == [[1], [1]]
+    with pytest.raises(grpc.RpcError) as unmarked:  # a stream's requests are admitted too
+        list(seven.log.PublishStream(iter([local]), timeout=30))
+    assert unmarked.value.code() == grpc.StatusCode.UNAVAILABLE
     spanning = pb.PublishRequest(
         topic=NAME, records=[pb.Record(key=key_of(p), value=b"x") for p in (1, 2)]
     )
