@@ -24,11 +24,14 @@ from grpc_status import rpc_status
 from compactlog.partitioner import partition_for_key
 from compactlog.server.front import FrontHandler, Owners
 from compactlog.server.front_partitions import PartitionedIndex
+from compactlog.server.front_secret import FRONT_KEY, SECRET_ENV
 from compactlog.storage.partitioned_topics import PartitionedTopic
-from compactlog.storage.slots import SLOT_COUNT, Placement
+from compactlog.storage.slots import SLOT_COUNT, Placement, shard_of, slot_of, slots_of_partitions
 from compactlog.storage.types import TopicKind
 from compactlog.v1 import compactlog_pb2 as pb
+from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 from tests.conftest import ServerProcess, Stubs
+from tests.e2e.test_shards import shard_pids
 
 PARTITIONS = 4
 
@@ -211,3 +214,76 @@ def test_in_process_stream_mixes_spread_and_plain(
     api, create = in_process
     create("mixed")
     check_stream_mixes_spread_and_plain(api, "mixed", "plain")
+
+
+# ---- a real sharded server with partition placement -------------------------------------
+
+SPREAD_CONFIG = '"shards.placement" = "partition"\n'
+
+
+@pytest.fixture
+def spread(server_factory: Callable[..., ServerProcess]) -> ServerProcess:
+    """``serve --shards 2`` with partition placement."""
+    srv: ServerProcess = server_factory(config=SPREAD_CONFIG, extra_args=["--shards", "2"])
+    return srv
+
+
+def environ(pid: int) -> dict[str, str]:
+    with open(f"/proc/{pid}/environ", "rb") as handle:
+        pairs = handle.read().decode("utf-8", "replace").split("\0")
+    return dict(p.split("=", 1) for p in pairs if "=" in p)
+
+
+def _slot_address(api: Stubs, slot: int) -> str:
+    """The address of ``slot``, from the partition map of a plain topic created in it."""
+    name = next(f"probe-{i}" for i in range(1000) if slot_of(f"probe-{i}", SLOT_COUNT) == slot)
+    try:
+        api.admin.CreateTopic(pb.CreateTopicRequest(name=name), timeout=30)
+    except grpc.RpcError as exc:
+        assert exc.code() == grpc.StatusCode.ALREADY_EXISTS  # type: ignore[attr-defined]
+    request = pb.GetPartitionMapRequest(topic=name)
+    (entry,) = api.admin.GetPartitionMap(request, timeout=30).partitions
+    return entry.address
+
+
+def create_spread(srv: ServerProcess, names: dict[str, Any]) -> Stubs:
+    """Partitioned topics (name -> kind) of PARTITIONS partitions, made as the front makes
+    them: CreateTopic with its mark at every slot holding a partition; then the server
+    restarted, so that its front reads them. Stubs on the new front; the partitions of
+    each topic are owned by both shards."""
+    api = Stubs(srv.address)
+    (secret,) = {environ(pid)[SECRET_ENV] for pid in shard_pids(srv)}
+    mark = ((FRONT_KEY, secret),)
+    for name, kind in names.items():
+        request = pb.CreateTopicRequest(name=name, kind=kind, partitions=PARTITIONS)
+        for slot in slots_of_partitions(name, PARTITIONS, SLOT_COUNT, Placement.PARTITION):
+            with grpc.insecure_channel(_slot_address(api, slot)) as channel:
+                pb_grpc.TopicAdminStub(channel).CreateTopic(request, timeout=30, metadata=mark)
+    api.close()
+    srv.restart()
+    api = Stubs(srv.address)
+    for name in names:
+        slots = {
+            slot_of(f"{name}-partition-{p}", SLOT_COUNT, Placement.PARTITION) for p in range(4)
+        }
+        assert {shard_of(slot, 2) for slot in slots} == {0, 1}  # spread over both shards
+    return api
+
+
+def test_sharded_keyed_publish_lands_by_murmur2(spread: ServerProcess) -> None:
+    api = create_spread(spread, {"prices": pb.LEDGER, "segs": pb.SEGMENTED})
+    check_keyed_publish_lands_by_murmur2(api, "prices")
+    check_keyed_publish_lands_by_murmur2(api, "segs")
+    api.close()
+
+
+def test_sharded_a_record_too_large_stores_nothing(spread: ServerProcess) -> None:
+    api = create_spread(spread, {"big": pb.LEDGER})
+    check_too_large_stores_nothing(api, "big")
+    api.close()
+
+
+def test_sharded_stream_mixes_spread_and_plain(spread: ServerProcess) -> None:
+    api = create_spread(spread, {"mixed": pb.LEDGER})
+    check_stream_mixes_spread_and_plain(api, "mixed", "plain")
+    api.close()
