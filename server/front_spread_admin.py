@@ -202,15 +202,35 @@ class SpreadAdmin:
     async def _add_partitions(
         self, name: str, held: PartitionedTopic | None, request: bytes, context: Ctx
     ) -> bytes:
+        """``NAME``'s own slot grows first (it refuses a shrink or a bad count); then every
+        other slot of the new total, a slot new to ``NAME`` (no record yet) by a
+        CreateTopic of its partitions with partition 0's kind and config."""
         assert held is not None  # routed here only for a name in the index
         method = _ADMIN + "AddPartitions"
         async with self.lock:
             total = pb.AddPartitionsRequest.FromString(request).partitions
             grown = dataclasses.replace(held, partitions=max(total, held.partitions))
-            answers = await self._home_first(self._slots(grown), method, request, context)
+            slots = self._slots(grown)
+            first = await self._all(slots[:1], method, request, context)
+            home = pb.TopicInfo.FromString(first[0])
+            create = pb.CreateTopicRequest(
+                name=name, kind=home.kind, config=home.config, partitions=grown.partitions
+            ).SerializeToString()
+            others = await asyncio.gather(
+                *(self._grow(slot, request, create, context) for slot in slots[1:])
+            )
             self.index.put(grown)
-        infos = [pb.TopicInfo.FromString(b) for b in answers]
+        infos = [home, *(pb.TopicInfo.FromString(b) for b in others)]
         return merge_topic_infos(infos, grown.partitions).SerializeToString()
+
+    async def _grow(self, slot: int, request: bytes, create: bytes, context: Ctx) -> bytes:
+        """One slot's AddPartitions; a slot without ``NAME``'s record gets ``create``."""
+        try:
+            return await self._ask(slot, _ADMIN + "AddPartitions", request, context)
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() != grpc.StatusCode.NOT_FOUND:
+                await _relay(context, exc)
+        return (await self._all([slot], _ADMIN + "CreateTopic", create, context))[0]
 
     async def _describe(
         self, name: str, held: PartitionedTopic | None, request: bytes, context: Ctx

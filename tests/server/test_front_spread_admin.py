@@ -13,7 +13,13 @@ from typing import Any
 import grpc
 import pytest
 
-from compactlog.errors import CompactlogError, NotOwner, TopicExists, TopicNotFound
+from compactlog.errors import (
+    CompactlogError,
+    InvalidArgument,
+    NotOwner,
+    TopicExists,
+    TopicNotFound,
+)
 from compactlog.partitioner import partition_name
 from compactlog.rpc_errors import error_info
 from compactlog.server.errors import error_status
@@ -66,6 +72,12 @@ class FakeSlot:
         self.records[request.name] = request.partitions
         return self.info(request.name)
 
+    def grow(self, request: pb.AddPartitionsRequest) -> pb.TopicInfo:
+        if request.partitions < self.require(request.name):
+            raise InvalidArgument("never shrink", topic=request.name)
+        self.records[request.name] = request.partitions
+        return self.info(request.name)
+
     def delete(self, request: pb.DeleteTopicRequest) -> pb.DeleteTopicResponse:
         self.require(request.name)
         del self.records[request.name]
@@ -95,6 +107,7 @@ class FakeSlot:
             "CreateTopic": self.create,
             "GetTopic": lambda r: self.info(r.name) if self.require(r.name) else None,
             "DeleteTopic": self.delete,
+            "AddPartitions": self.grow,
             "Compact": self.compact,
             "GetCompactionStatus": lambda r: self.status(r.topic),
         }
@@ -261,5 +274,26 @@ def test_reads_skip_a_slot_without_the_record_but_not_every_slot(
         with pytest.raises(grpc.aio.AioRpcError) as missing:
             await admin.GetTopic(pb.GetTopicRequest(name="t"))
         assert reason(missing.value) == "TOPIC_NOT_FOUND"
+
+    run(test)
+
+
+def test_add_partitions_creates_the_topic_in_slots_new_to_it() -> None:
+    async def test(cluster: Cluster, admin: pb_grpc.TopicAdminStub) -> None:
+        await admin.CreateTopic(pb.CreateTopicRequest(name="t", partitions=2))
+        grown = await admin.AddPartitions(pb.AddPartitionsRequest(name="t", partitions=4))
+        assert grown.partitions == 4 and grown.stats.entries == 4
+        old, new = holders(cluster, "t", 4)[:2], holders(cluster, "t", 4)[2:]
+        assert all(s.records == {"t": 4} for s in old + new)
+        assert all(s.marked[-1] == ("AddPartitions", True) for s in old)
+        for slot in new:  # asked to grow, had no record: created with the full count
+            assert slot.marked == [("AddPartitions", True), ("CreateTopic", True)]
+        assert (
+            len((await admin.GetPartitionMap(pb.GetPartitionMapRequest(topic="t"))).partitions) == 4
+        )
+        with pytest.raises(grpc.aio.AioRpcError) as shrink:
+            await admin.AddPartitions(pb.AddPartitionsRequest(name="t", partitions=3))
+        assert shrink.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert all(s.records == {"t": 4} for s in old + new)
 
     run(test)
