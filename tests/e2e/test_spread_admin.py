@@ -151,3 +151,32 @@ def test_compaction_of_a_spread_topic_aggregates_every_partition(
         lambda: api.admin.CancelCompaction(pb.CancelCompactionRequest(topic=NAME), timeout=30)
     )
     assert cancel.code() == grpc.StatusCode.FAILED_PRECONDITION  # none running anywhere
+
+
+def test_a_create_one_shard_refuses_is_undone_and_the_index_survives_a_restart(
+    spread: tuple[ServerProcess, Api],
+) -> None:
+    srv, api = spread
+    blocker = f"{NAME}-partition-2"  # an ordinary topic, in the slot of partition 2
+    api.admin.CreateTopic(pb.CreateTopicRequest(name=blocker), timeout=30)
+    refused = failure(
+        lambda: api.admin.CreateTopic(pb.CreateTopicRequest(name=NAME, partitions=4), timeout=30)
+    )
+    assert refused.code() == grpc.StatusCode.ALREADY_EXISTS and blocker in (refused.details() or "")
+    assert records_on_disk(srv.data_dir) == {}
+    assert [n for n in api.names() if n.startswith(NAME)] == [blocker]
+    assert failure(lambda: api.topic(NAME)).code() == grpc.StatusCode.NOT_FOUND
+
+    api.admin.DeleteTopic(pb.DeleteTopicRequest(name=blocker), timeout=30)
+    api.admin.CreateTopic(pb.CreateTopicRequest(name=NAME, partitions=3), timeout=30)
+    for i in range(3):
+        api.publish(f"{NAME}-partition-{i}", "k", "l")
+    api.channel.close()
+    srv.restart()  # the front reads its index back from the slots' records
+    again = Api(srv.address)
+    try:
+        info = again.topic(NAME)
+        assert (info.partitions, info.stats.entries) == (3, 6)
+        assert len({a for _, _, a in again.partition_map(NAME)}) >= 2
+    finally:
+        again.channel.close()
