@@ -21,9 +21,11 @@ before (``FrontHandler``).
   can leave it so) as long as some slot answers; any other error is relayed.
 - ``Compact`` first checks that no partition is compacting (``ALREADY_EXISTS`` then, and
   nothing started), so a refusal cannot leave some partitions started.
-- ``GetPartitionMap`` comes from the index alone; Watch, Preview, Verify and
-  DeleteRecords act on one partition and are ``INVALID_ARGUMENT`` on ``NAME``, as in a
-  single store.
+- ``GetPartitionMap`` comes from the index alone. Any other TopicAdmin call on ``NAME``
+  (Preview, Verify, DeleteRecords, subscriptions) goes to ``NAME``'s own slot with the
+  mark, which answers as a single store does (``INVALID_ARGUMENT``: they act on one
+  partition; ``TOPIC_NOT_FOUND``: ``NAME`` has no log of its own). ``WatchCompaction``
+  on ``NAME`` the front refuses itself, with the slot's words.
 """
 
 from __future__ import annotations
@@ -53,9 +55,6 @@ from compactlog.v1 import compactlog_pb2 as pb
 _ADMIN = "/compactlog.v1.TopicAdmin/"
 _DELETE = _ADMIN + "DeleteTopic"
 _STATUS = _ADMIN + "GetCompactionStatus"
-_ONE_PARTITION = frozenset(
-    {"WatchCompaction", "PreviewCompaction", "VerifyCompaction", "DeleteRecords"}
-)
 Unary = Callable[[bytes, Any], Awaitable[bytes]]
 UnaryStream = Callable[[bytes, Any], AsyncIterator[bytes]]
 Result = bytes | grpc.aio.AioRpcError
@@ -86,11 +85,10 @@ class SpreadAdmin:
 
     def around(self, method: str, handle: Unary) -> Unary:
         """``handle`` (the front's usual routing) for calls on other topics; this
-        front's own answer for a call on a spread ``NAME``."""
-        short = method.removeprefix(_ADMIN)
-        answer = self._answers.get(short) if short != method else None
-        if answer is None and short not in _ONE_PARTITION:
+        front's own answer for a TopicAdmin call on a spread ``NAME``."""
+        if not method.startswith(_ADMIN):
             return handle
+        answer = self._answers.get(method.removeprefix(_ADMIN)) or self._home(method)
 
         async def routed(request: bytes, context: Ctx) -> bytes:
             name = topic_of(request)
@@ -98,8 +96,6 @@ class SpreadAdmin:
             if name is None or not (held or _creates_partitioned(method, request)):
                 return await handle(request, context)
             try:
-                if answer is None:
-                    raise _one_partition_only(name, short)
                 return await answer(name, held, request, context)
             except CompactlogError as exc:
                 await _abort(context, exc, method)
@@ -110,7 +106,7 @@ class SpreadAdmin:
     def around_stream(self, method: str, handle: UnaryStream) -> UnaryStream:
         """``WatchCompaction`` on ``NAME`` is refused as a single store refuses it."""
         short = method.removeprefix(_ADMIN)
-        if short not in _ONE_PARTITION:
+        if short != "WatchCompaction":
             return handle
 
         async def routed(request: bytes, context: Ctx) -> AsyncIterator[bytes]:
@@ -176,6 +172,19 @@ class SpreadAdmin:
     def _slots(self, topic: PartitionedTopic) -> list[int]:
         return self.index.slots(topic.name, topic.partitions)
 
+    def _home(self, method: str) -> Answer:
+        """Any other call on ``NAME``: its own slot answers, given the mark, as a single
+        store does (``TOPIC_NOT_FOUND`` for subscriptions of ``NAME``, ``INVALID_ARGUMENT``
+        for Preview, Verify and DeleteRecords, which act on one partition)."""
+
+        async def home(
+            name: str, held: PartitionedTopic | None, request: bytes, context: Ctx
+        ) -> bytes:
+            assert held is not None
+            return (await self._all(self._slots(held)[:1], method, request, context))[0]
+
+        return home
+
     # ---- the answers --------------------------------------------------------------------
 
     async def _create(
@@ -184,7 +193,7 @@ class SpreadAdmin:
         method = _ADMIN + "CreateTopic"
         async with self.lock:
             if held is not None:  # NAME's slot says it exists, as a single store does
-                return (await self._all(self._slots(held)[:1], method, request, context))[0]
+                return await self._home(method)(name, held, request, context)
             partitions = pb.CreateTopicRequest.FromString(request).partitions
             slots = self.index.slots(name, partitions)
             home = await self._all(slots[:1], method, request, context)
@@ -336,6 +345,7 @@ def _not_running(result: Result) -> bool:
 
 
 def _one_partition_only(name: str, what: str) -> InvalidArgument:
+    """As ``TopicAdminService`` refuses it: a streaming call the front does not relay."""
     return InvalidArgument(
         f"topic {name!r} is partitioned: {what} applies to one partition ({name}-partition-i)",
         topic=name,

@@ -145,6 +145,14 @@ def test_compaction_of_a_spread_topic_aggregates_every_partition(
         one = pb.GetCompactionStatusRequest(topic=f"{NAME}-partition-{i}")
         assert api.admin.GetCompactionStatus(one, timeout=30).state == after.partitions[i].state
 
+    for call, request in (  # NAME's own slot answers, as a single store does
+        (api.admin.PreviewCompaction, pb.PreviewCompactionRequest(topic=NAME)),
+        (api.admin.DeleteRecords, pb.DeleteRecordsRequest(topic=NAME)),
+    ):
+        refused = failure(lambda: call(request, timeout=30))  # noqa: B023
+        assert refused.code() == grpc.StatusCode.INVALID_ARGUMENT
+    listing = pb.ListSubscriptionsRequest(topic=NAME)
+    assert failure(lambda: api.admin.ListSubscriptions(listing)).code() == grpc.StatusCode.NOT_FOUND
     watch = api.admin.WatchCompaction(pb.WatchCompactionRequest(topic=NAME), timeout=30)
     assert failure(lambda: list(watch)).code() == grpc.StatusCode.INVALID_ARGUMENT
     cancel = failure(

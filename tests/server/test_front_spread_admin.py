@@ -78,6 +78,10 @@ class FakeSlot:
         self.records[request.name] = request.partitions
         return self.info(request.name)
 
+    def one_partition(self, request: Any) -> pb.CompactionRun:
+        self.require(request.topic)
+        raise InvalidArgument(f"topic {request.topic!r} is partitioned: applies to one partition")
+
     def delete(self, request: pb.DeleteTopicRequest) -> pb.DeleteTopicResponse:
         self.require(request.name)
         del self.records[request.name]
@@ -108,6 +112,8 @@ class FakeSlot:
             "GetTopic": lambda r: self.info(r.name) if self.require(r.name) else None,
             "DeleteTopic": self.delete,
             "AddPartitions": self.grow,
+            "PreviewCompaction": self.one_partition,
+            "VerifyCompaction": self.one_partition,
             "Compact": self.compact,
             "GetCompactionStatus": lambda r: self.status(r.topic),
         }
@@ -248,6 +254,8 @@ def test_other_topics_and_one_partition_calls_are_routed_as_before(
                 await call(request)
             assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
             assert "applies to one partition" in (refused.value.details() or "")
+        home = holders(cluster, "t", 2)[0]  # NAME's own slot answered them, marked
+        assert home.marked[-2:] == [("PreviewCompaction", True), ("VerifyCompaction", True)]
         watch = admin.WatchCompaction(pb.WatchCompactionRequest(topic="t"))
         with pytest.raises(grpc.aio.AioRpcError) as refused:
             await watch.read()
