@@ -95,8 +95,8 @@ def merge_compaction(
 ) -> pb.CompactionStatus:
     """The aggregate status of ``name`` from its slots' aggregates (slot -> answer):
     each slot's partition statuses are given their indices, all are sorted by index and
-    folded by ``partitioned_compaction.aggregate`` (its ``last_error`` names partitions by
-    their place in the list, which is then their index)."""
+    folded by ``partitioned_compaction.aggregate`` (its ``last_error`` names the true
+    indices, also when a slot without the record gave no answer)."""
     indexed: list[tuple[int, pb.CompactionStatus]] = []
     for slot, answer in answers.items():
         held = partitions_in_slot(name, partitions, slot, slot_count, placement)
@@ -110,7 +110,7 @@ def merge_compaction(
             )
         indexed.extend(zip(held, statuses, strict=True))
     indexed.sort(key=lambda entry: entry[0])
-    return aggregate([status for _, status in indexed])
+    return aggregate([status for _, status in indexed], [i for i, _ in indexed])
 
 
 def partition_map(

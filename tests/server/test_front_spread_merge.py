@@ -161,3 +161,11 @@ def test_the_partition_map_names_every_partition_and_its_address() -> None:
         (i, f"t-partition-{i}", address_of(f"t-partition-{i}")) for i in range(3)
     ]
     assert len({p.address for p in answer.partitions}) == 3
+
+
+def test_errors_name_true_indices_when_a_slot_gave_no_answer() -> None:
+    statuses = [status(i, State.ERROR, f"bad {i}") for i in range(4)]
+    answers = slot_answers("t", 4, statuses)
+    del answers[slots_of_partitions("t", 4, 8, SPREAD)[1]]  # no record of t there
+    merged = merge_compaction(answers, "t", 4, 8, SPREAD)
+    assert merged.last_error == "partition 0: bad 0; partition 2: bad 2; partition 3: bad 3"
