@@ -24,6 +24,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from compactlog.errors import CompactlogError
 from compactlog.server import front_secret
 from compactlog.server.front import FrontHandler, Owners
+from compactlog.server.front_partitions import PartitionedIndex
 from compactlog.server.reflection import enable_server_reflection
 from compactlog.server.security import Guard
 from compactlog.server.serving import (
@@ -44,7 +45,9 @@ def _fail(message: str) -> int:
     return 1
 
 
-def _front_server(owners: Owners, listen: str, guard: Guard) -> tuple[grpc.aio.Server, int]:
+def _front_server(
+    owners: Owners, listen: str, guard: Guard, index: PartitionedIndex | None = None
+) -> tuple[grpc.aio.Server, int]:
     server = grpc.aio.server(
         interceptors=guard.interceptors(),
         migration_thread_pool=futures.ThreadPoolExecutor(4, thread_name_prefix="front"),
@@ -55,7 +58,7 @@ def _front_server(owners: Owners, listen: str, guard: Guard) -> tuple[grpc.aio.S
             ("grpc.so_reuseport", 0),
         ],
     )
-    server.add_generic_rpc_handlers((FrontHandler(owners),))
+    server.add_generic_rpc_handlers((FrontHandler(owners, index),))
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = [
@@ -73,6 +76,14 @@ def _front_server(owners: Owners, listen: str, guard: Guard) -> tuple[grpc.aio.S
     if port == 0:
         raise CompactlogError(f"cannot listen on {listen}: address in use or invalid")
     return server, port
+
+
+def _index(data_dir: Path, layout: Layout) -> PartitionedIndex | None:
+    """The partitioned topics the front answers for: only under partition placement
+    (under topic placement ``NAME``'s slot holds every partition and answers alone)."""
+    if layout.placement is not Placement.PARTITION:
+        return None
+    return PartitionedIndex.load(data_dir, layout.slots, layout.placement)
 
 
 def run_front(
@@ -102,7 +113,7 @@ async def _serve_front(
     )
     supervisor = ShardSupervisor(spec, owners.update, on_fatal)
     try:
-        server, port = _front_server(owners, listen, guard)
+        server, port = _front_server(owners, listen, guard, _index(data_dir, layout))
         await supervisor.start()
     except CompactlogError as exc:
         await supervisor.stop()
