@@ -7,10 +7,16 @@ they are, and so does any error status with its ``ErrorInfo`` trailer. What one 
 cannot answer, the front answers itself:
 
 - ``ListTopics``: asked of every slot, merged by name;
+- TopicAdmin calls on a partitioned topic whose partitions are spread over the slots
+  (partition placement, given an ``index``): asked of every slot holding a partition,
+  merged (``front_spread_admin``);
 - ``GetPartitionMap``: the owner's map, with the slot's address for "the address asked";
-- ``PublishStream``: each request goes to its topic's owner over one stream per owner;
-  responses come back in request order (each owner keeps its own order; the front
-  remembers which owner each request went to);
+- ``Publish`` to such a spread partitioned topic: split by partition, each part sent to
+  its partition's slot (``front_spread_publish``);
+- ``PublishStream``: each request goes to its topic's owner over one stream per owner
+  (a spread partitioned topic's parts to their slots' streams); responses come back in
+  request order (each owner keeps its own order; the front remembers which owner each
+  request went to);
 - ``AppendEntries``/``SealLedger`` (outside compaction runs) name a ledger, not a topic:
   ``CreateCompactedLedger``'s answer tells the front which slot the ledger is in.
 
@@ -33,6 +39,7 @@ from compactlog.server.front_relay import Ctx
 from compactlog.server.front_relay import forwarded as _forwarded
 from compactlog.server.front_relay import relay as _relay
 from compactlog.server.front_secret import FRONT_KEY
+from compactlog.server.front_spread_merge import merge_topic_lists
 from compactlog.server.front_spread_publish import (
     CONFIG_CHANGES,
     PUBLISH,
@@ -113,9 +120,12 @@ class FrontHandler(grpc.GenericRpcHandler):
     reflection) fall through to the front's own handlers."""
 
     def __init__(self, owners: Owners, index: PartitionedIndex | None = None) -> None:
+        from compactlog.server.front_spread_admin import SpreadAdmin  # it builds on this
+
         self.owners = owners
-        self.index = index  # partition placement: the partitioned topics the front splits
-        self.spread = SpreadPublish(owners, index) if index is not None and index.spread else None
+        self.index = index  # partition placement's partitioned topics; None: topic placement
+        self.spread = SpreadAdmin(owners, index) if index is not None else None
+        self.spread_publish = SpreadPublish(owners, index) if index is not None else None
         self.shapes: dict[str, tuple[bool, bool]] = {}
         for name in _SERVICES:
             service = pb.DESCRIPTOR.services_by_name[name]
@@ -128,22 +138,29 @@ class FrontHandler(grpc.GenericRpcHandler):
         shape = self.shapes.get(method)
         if shape is None:
             return None
-        if self.spread is not None:
+        if self.spread_publish is not None:
             if method == PUBLISH:
-                return grpc.unary_unary_rpc_method_handler(self.spread.unary(self._unary(method)))
+                publish = self.spread_publish.unary(self._unary(method))
+                return grpc.unary_unary_rpc_method_handler(publish)
             if method in CONFIG_CHANGES:
-                self.spread.limits.forget()
+                self.spread_publish.limits.forget()
         if method.endswith("/ListTopics"):
             return grpc.unary_unary_rpc_method_handler(self._list_topics)
-        if method.endswith("/GetPartitionMap"):
-            return grpc.unary_unary_rpc_method_handler(self._partition_map)
         if shape == (True, True):
             return grpc.stream_stream_rpc_method_handler(self._publish_stream(method))
         if shape == (True, False):
             return grpc.stream_unary_rpc_method_handler(self._stream_unary(method))
         if shape == (False, True):
-            return grpc.unary_stream_rpc_method_handler(self._unary_stream(method))
-        return grpc.unary_unary_rpc_method_handler(self._unary(method))
+            stream = self._unary_stream(method)
+            if self.spread is not None:
+                stream = self.spread.around_stream(method, stream)
+            return grpc.unary_stream_rpc_method_handler(stream)
+        unary: Callable[[bytes, Any], Awaitable[bytes]] = self._unary(method)
+        if method.endswith("/GetPartitionMap"):
+            unary = self._partition_map
+        if self.spread is not None:
+            unary = self.spread.around(method, unary)
+        return grpc.unary_unary_rpc_method_handler(unary)
 
     # ---- one owner -------------------------------------------------------------------
 
@@ -159,14 +176,18 @@ class FrontHandler(grpc.GenericRpcHandler):
 
         return handle
 
-    async def _call(self, slot: int, method: str, request: bytes, context: Ctx) -> bytes:
+    async def _call(
+        self, slot: int, method: str, request: bytes, context: Ctx, marked: bool = False
+    ) -> bytes:
+        """The slot's answer (``marked``: with the front's mark, ``front_secret``)."""
         stub: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes]
         stub = self.owners.channels[slot].unary_unary(method)
+        mark = self.owners.front_mark() if marked else ()
         try:
             response: bytes = await stub(
                 request,
                 timeout=context.time_remaining(),
-                metadata=_forwarded(context.invocation_metadata()),
+                metadata=mark + _forwarded(context.invocation_metadata()),
             )
         except grpc.aio.AioRpcError as exc:
             await _relay(context, exc)
@@ -222,15 +243,16 @@ class FrontHandler(grpc.GenericRpcHandler):
     # ---- answered by the front ---------------------------------------------------------
 
     async def _list_topics(self, request: bytes, context: Ctx) -> bytes:
+        """Every slot's list; a spread partitioned topic, listed by each slot holding a
+        partition, is merged into one entry (``front_spread_merge``)."""
         method = "/compactlog.v1.TopicAdmin/ListTopics"
+        slots = sorted(self.owners.channels)
         answers = await asyncio.gather(
-            *(self._call(slot, method, request, context) for slot in sorted(self.owners.channels))
+            *(self._call(slot, method, request, context, marked=True) for slot in slots)
         )
-        merged = pb.ListTopicsResponse()
-        for answer in answers:
-            merged.topics.extend(pb.ListTopicsResponse.FromString(answer).topics)
-        merged.topics.sort(key=lambda t: t.name)
-        return merged.SerializeToString()
+        lists = [pb.ListTopicsResponse.FromString(answer) for answer in answers]
+        order = self.index.slots if self.index is not None else None
+        return merge_topic_lists(lists, order, slots).SerializeToString()
 
     async def _partition_map(self, request: bytes, context: Ctx) -> bytes:
         """The owner's map (it holds the topic and its partitions), each entry given the
@@ -249,7 +271,7 @@ class FrontHandler(grpc.GenericRpcHandler):
         self, method: str
     ) -> Callable[[AsyncIterator[bytes], Any], AsyncIterator[bytes]]:
         async def handle(requests: AsyncIterator[bytes], context: Ctx) -> AsyncIterator[bytes]:
-            relay = OrderedStreams(self.owners, method, context, self.spread)
+            relay = OrderedStreams(self.owners, method, context, self.spread_publish)
             async for response in relay.run(requests):
                 yield response
 

@@ -46,7 +46,7 @@ def _fail(message: str) -> int:
 
 
 def _front_server(
-    owners: Owners, index: PartitionedIndex | None, listen: str, guard: Guard
+    owners: Owners, listen: str, guard: Guard, index: PartitionedIndex | None = None
 ) -> tuple[grpc.aio.Server, int]:
     server = grpc.aio.server(
         interceptors=guard.interceptors(),
@@ -79,8 +79,8 @@ def _front_server(
 
 
 def _index(data_dir: Path, layout: Layout) -> PartitionedIndex | None:
-    """The partitioned topics the front answers for itself: only under partition
-    placement, where their partitions span slots (``front_partitions``)."""
+    """The partitioned topics the front answers for: only under partition placement
+    (under topic placement ``NAME``'s slot holds every partition and answers alone)."""
     if layout.placement is not Placement.PARTITION:
         return None
     return PartitionedIndex.load(data_dir, layout.slots, layout.placement)
@@ -113,7 +113,7 @@ async def _serve_front(
     )
     supervisor = ShardSupervisor(spec, owners.update, on_fatal)
     try:
-        server, port = _front_server(owners, _index(data_dir, layout), listen, guard)
+        server, port = _front_server(owners, listen, guard, _index(data_dir, layout))
         await supervisor.start()
     except CompactlogError as exc:
         await supervisor.stop()

@@ -24,14 +24,11 @@ from grpc_status import rpc_status
 from compactlog.partitioner import partition_for_key
 from compactlog.server.front import FrontHandler, Owners
 from compactlog.server.front_partitions import PartitionedIndex
-from compactlog.server.front_secret import FRONT_KEY, SECRET_ENV
 from compactlog.storage.partitioned_topics import PartitionedTopic
-from compactlog.storage.slots import SLOT_COUNT, Placement, shard_of, slot_of, slots_of_partitions
+from compactlog.storage.slots import SLOT_COUNT, Placement, shard_of, slot_of
 from compactlog.storage.types import TopicKind
 from compactlog.v1 import compactlog_pb2 as pb
-from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 from tests.conftest import ServerProcess, Stubs
-from tests.e2e.test_shards import shard_pids
 
 PARTITIONS = 4
 
@@ -228,44 +225,18 @@ def spread(server_factory: Callable[..., ServerProcess]) -> ServerProcess:
     return srv
 
 
-def environ(pid: int) -> dict[str, str]:
-    with open(f"/proc/{pid}/environ", "rb") as handle:
-        pairs = handle.read().decode("utf-8", "replace").split("\0")
-    return dict(p.split("=", 1) for p in pairs if "=" in p)
-
-
-def _slot_address(api: Stubs, slot: int) -> str:
-    """The address of ``slot``, from the partition map of a plain topic created in it."""
-    name = next(f"probe-{i}" for i in range(1000) if slot_of(f"probe-{i}", SLOT_COUNT) == slot)
-    try:
-        api.admin.CreateTopic(pb.CreateTopicRequest(name=name), timeout=30)
-    except grpc.RpcError as exc:
-        assert exc.code() == grpc.StatusCode.ALREADY_EXISTS  # type: ignore[attr-defined]
-    request = pb.GetPartitionMapRequest(topic=name)
-    (entry,) = api.admin.GetPartitionMap(request, timeout=30).partitions
-    return entry.address
-
-
 def create_spread(srv: ServerProcess, names: dict[str, Any]) -> Stubs:
-    """Partitioned topics (name -> kind) of PARTITIONS partitions, made as the front makes
-    them: CreateTopic with its mark at every slot holding a partition; then the server
-    restarted, so that its front reads them. Stubs on the new front; the partitions of
-    each topic are owned by both shards."""
+    """Partitioned topics (name -> kind) of PARTITIONS partitions, created through the
+    front; stubs on it. Each topic's partitions are owned by both shards."""
     api = Stubs(srv.address)
-    (secret,) = {environ(pid)[SECRET_ENV] for pid in shard_pids(srv)}
-    mark = ((FRONT_KEY, secret),)
     for name, kind in names.items():
         request = pb.CreateTopicRequest(name=name, kind=kind, partitions=PARTITIONS)
-        for slot in slots_of_partitions(name, PARTITIONS, SLOT_COUNT, Placement.PARTITION):
-            with grpc.insecure_channel(_slot_address(api, slot)) as channel:
-                pb_grpc.TopicAdminStub(channel).CreateTopic(request, timeout=30, metadata=mark)
-    api.close()
-    srv.restart()
-    api = Stubs(srv.address)
-    for name in names:
-        slots = {
-            slot_of(f"{name}-partition-{p}", SLOT_COUNT, Placement.PARTITION) for p in range(4)
-        }
+        api.admin.CreateTopic(request, timeout=30)
+        entries = api.admin.GetPartitionMap(
+            pb.GetPartitionMapRequest(topic=name), timeout=30
+        ).partitions
+        assert [e.partition for e in entries] == list(range(PARTITIONS))
+        slots = {slot_of(e.topic, SLOT_COUNT, Placement.PARTITION) for e in entries}
         assert {shard_of(slot, 2) for slot in slots} == {0, 1}  # spread over both shards
     return api
 
@@ -286,4 +257,15 @@ def test_sharded_a_record_too_large_stores_nothing(spread: ServerProcess) -> Non
 def test_sharded_stream_mixes_spread_and_plain(spread: ServerProcess) -> None:
     api = create_spread(spread, {"mixed": pb.LEDGER})
     check_stream_mixes_spread_and_plain(api, "mixed", "plain")
+    api.close()
+
+
+def test_sharded_publish_follows_added_partitions(spread: ServerProcess) -> None:
+    api = create_spread(spread, {"grow": pb.LEDGER})
+    grown = pb.AddPartitionsRequest(name="grow", partitions=6)
+    api.admin.AddPartitions(grown, timeout=30)
+    records = keyed(range(60))
+    reply = api.log.Publish(pb.PublishRequest(topic="grow", records=records), timeout=30)
+    assert [i.partition for i in reply.ids] == [partition_for_key(r.key, 6) for r in records]
+    assert {i.partition for i in reply.ids} == set(range(6))
     api.close()
