@@ -29,9 +29,11 @@ def test_each_partitions_generator_sends_the_keys_routed_there() -> None:
 
 @pytest.mark.slow
 def test_bench_shards_quick(capsys: pytest.CaptureFixture[str]) -> None:
-    assert shards.main(["--shards", "1,2", "--requests", "5", "--batch", "10"]) == 0
+    argv = ["--shards", "1,2", "--requests", "5", "--batch", "10", "--partitioned"]
+    assert shards.main(argv) == 0
     out = capsys.readouterr().out
-    assert "vs 1 shard" in out
+    assert "vs 1 shard" in out and "1 topic x 4 parts" in out
     lines = [line.split() for line in out.splitlines() if line.strip()[:1].isdigit()]
     assert [line[0] for line in lines] == ["1", "2"]
-    assert lines[0][2] == "1.00x"
+    assert lines[0][2] == "1.00x" and lines[0][-1] == "1.00x"
+    assert all(len(line) == 7 for line in lines)  # the partitioned figure beside the others
