@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
@@ -31,6 +31,10 @@ from compactlog.server.front_secret import FRONT_KEY
 from compactlog.server.wire_peek import field_one
 from compactlog.storage.slots import Placement, slot_of
 from compactlog.v1 import compactlog_pb2 as pb
+
+if TYPE_CHECKING:
+    from compactlog.server.front_partitions import PartitionedIndex
+    from compactlog.server.front_spread_log import SpreadLog
 
 _SERVICES = ("Log", "TopicAdmin", "CompactionEngine")
 _LEDGER_METHODS = frozenset(
@@ -116,10 +120,19 @@ async def _relay(context: Ctx, exc: grpc.aio.AioRpcError) -> None:
 
 class FrontHandler(grpc.GenericRpcHandler):
     """Routes ``compactlog.v1`` calls (see the module docstring); other services (health,
-    reflection) fall through to the front's own handlers."""
+    reflection) fall through to the front's own handlers. ``index``: the partitioned
+    topics of a partition placement, whose calls on ``NAME`` the front answers itself
+    (``front_spread_log``); None under topic placement (``NAME``'s owner answers)."""
 
-    def __init__(self, owners: Owners) -> None:
+    def __init__(self, owners: Owners, index: PartitionedIndex | None = None) -> None:
         self.owners = owners
+        self.index = index
+        self.spread: SpreadLog | None = None
+        if index is not None and index.spread:
+            # Imported here: front_spread_log builds on this module's Owners and _relay.
+            from compactlog.server.front_spread_log import SpreadLog
+
+            self.spread = SpreadLog(owners, index)
         self.shapes: dict[str, tuple[bool, bool]] = {}
         for name in _SERVICES:
             service = pb.DESCRIPTOR.services_by_name[name]
@@ -148,6 +161,9 @@ class FrontHandler(grpc.GenericRpcHandler):
 
     def _unary(self, method: str) -> Callable[[bytes, Any], Awaitable[bytes]]:
         async def handle(request: bytes, context: Ctx) -> bytes:
+            spread = self.spread.spread(method, request) if self.spread else None
+            if self.spread is not None and spread is not None:
+                return await self.spread.unary[method](method, spread, request, context)
             slot = self.owners.slot(method, request)
             response = await self._call(slot, method, request, context)
             if method == _CREATE_LEDGER:
@@ -174,6 +190,11 @@ class FrontHandler(grpc.GenericRpcHandler):
 
     def _unary_stream(self, method: str) -> Callable[[bytes, Any], AsyncIterator[bytes]]:
         async def handle(request: bytes, context: Ctx) -> AsyncIterator[bytes]:
+            spread = self.spread.spread(method, request) if self.spread else None
+            if self.spread is not None and spread is not None:
+                async for response in self.spread.read(spread, request, context):
+                    yield response
+                return
             slot = self.owners.slot(method, request)
             callable_: grpc.aio.UnaryStreamMultiCallable[bytes, bytes]
             callable_ = self.owners.channels[slot].unary_stream(method)

@@ -23,6 +23,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from compactlog.errors import CompactlogError
 from compactlog.server.front import FrontHandler, Owners
+from compactlog.server.front_partitions import PartitionedIndex
 from compactlog.server.reflection import enable_server_reflection
 from compactlog.server.security import Guard
 from compactlog.server.serving import (
@@ -32,7 +33,7 @@ from compactlog.server.serving import (
     check_listen_address,
 )
 from compactlog.server.shard_supervisor import ShardSpec, ShardSupervisor
-from compactlog.storage.slots import Layout
+from compactlog.storage.slots import Layout, Placement
 from compactlog.v1 import compactlog_pb2 as pb
 
 log = logging.getLogger("compactlog")
@@ -43,7 +44,9 @@ def _fail(message: str) -> int:
     return 1
 
 
-def _front_server(owners: Owners, listen: str, guard: Guard) -> tuple[grpc.aio.Server, int]:
+def _front_server(
+    owners: Owners, listen: str, guard: Guard, index: PartitionedIndex | None = None
+) -> tuple[grpc.aio.Server, int]:
     server = grpc.aio.server(
         interceptors=guard.interceptors(),
         migration_thread_pool=futures.ThreadPoolExecutor(4, thread_name_prefix="front"),
@@ -54,7 +57,7 @@ def _front_server(owners: Owners, listen: str, guard: Guard) -> tuple[grpc.aio.S
             ("grpc.so_reuseport", 0),
         ],
     )
-    server.add_generic_rpc_handlers((FrontHandler(owners),))
+    server.add_generic_rpc_handlers((FrontHandler(owners, index),))
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = [
@@ -97,7 +100,10 @@ async def _serve_front(
     spec = ShardSpec(data_dir, layout.slots, shards, config, guard.options)
     supervisor = ShardSupervisor(spec, owners.update, on_fatal)
     try:
-        server, port = _front_server(owners, listen, guard)
+        index = None
+        if layout.placement is Placement.PARTITION:
+            index = PartitionedIndex.load(data_dir, layout.slots, layout.placement)
+        server, port = _front_server(owners, listen, guard, index)
         await supervisor.start()
     except CompactlogError as exc:
         await supervisor.stop()
