@@ -9,8 +9,9 @@ caller's metadata and deadline with it) and merges the answers (``front_spread_m
 - ``Read``: one stream a slot, responses forwarded as they come (each slot keeps its
   partitions' order; slots interleave); ``max_messages`` is shared, the response that
   crosses it is cut and the other streams cancelled.
-- ``Consume``: every slot at once, ``max_messages`` split; the first non-empty answers
-  are concatenated and the slots still waiting cancelled (a cancelled Consume moves no
+- ``Consume``: every slot at once, ``max_messages`` split: first without waiting (every
+  answer kept), then, when none had messages, waiting: the first non-empty answers are
+  concatenated and the slots still waiting cancelled (a cancelled Consume moves no
   cursor: CONTRACT section 12). Which slot comes first in the answer rotates.
 - ``Acknowledge``/``NegativeAcknowledge``: to the slot of the partition each id names.
 - ``GetLastMessageId``, ``GetKeyHistory``, the subscription calls: every slot, merged.
@@ -145,17 +146,25 @@ class SpreadLog:
         return answers[0]
 
     async def _consume(self, method: str, spread: Spread, request: bytes, ctx: Ctx) -> bytes:
-        """Every slot at once; the non-empty answers in hand once the first comes,
-        concatenated from this call's first slot on (the next call starts one later)."""
+        """Two rounds, concatenated from this call's first slot on (the next call starts
+        one later). First every slot without waiting, every answer kept: no answer is
+        cancelled while a slot may be sending messages it counted as delivered. Then,
+        when all were empty, every slot waiting ``wait_ms``: the first answers with
+        messages are taken and the slots still waiting cancelled."""
         slots = self.index.slots(*spread)
         turn = self._turns.get(spread[0], 0) % len(slots)
         self._turns[spread[0]] = turn + 1
         slots = slots[turn:] + slots[:turn]
         parsed = pb.ConsumeRequest.FromString(request)
-        if parsed.max_messages:
-            parsed.max_messages = math.ceil(parsed.max_messages / len(slots))
-            request = parsed.SerializeToString()
-        tasks = [asyncio.ensure_future(self._ask(s, method, request, ctx)) for s in slots]
+        parsed.max_messages = math.ceil(parsed.max_messages / len(slots))
+        wait_ms, parsed.wait_ms = parsed.wait_ms, 0
+        at_once = parsed.SerializeToString()
+        answers = await self._all(ctx, method, [(s, at_once) for s in slots])
+        if any(answers) or not wait_ms:
+            return b"".join(answers)
+        parsed.wait_ms = wait_ms
+        waiting = parsed.SerializeToString()
+        tasks = [asyncio.ensure_future(self._ask(s, method, waiting, ctx)) for s in slots]
         try:
             return await _first_answers(tasks)
         except grpc.aio.AioRpcError as exc:

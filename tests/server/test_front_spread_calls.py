@@ -35,7 +35,8 @@ class Slot:
 
     partition: int
     asked: list[tuple[str, bytes, dict[str, Any]]] = field(default_factory=list)
-    consume: bytes = b""
+    consume: bytes = b""  # the answer of a Consume that waits, after consume_delay
+    at_once: bytes = b""  # the answer of a Consume that does not wait
     consume_delay: float = 0.0
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -68,6 +69,8 @@ class Slot:
         async def handle(request: bytes, context: Any) -> bytes:
             self._record(method, request, context)
             if method.endswith("/Consume"):
+                if not pb.ConsumeRequest.FromString(request).wait_ms:
+                    return self.at_once
                 try:
                     await asyncio.sleep(self.consume_delay)
                 except asyncio.CancelledError:
@@ -186,11 +189,34 @@ def test_consume_takes_the_first_answers_and_cancels_the_waiting(max_messages: i
             slot.consume_delay = 30.0
         by_partition[1].consume_delay = 0.0
         by_partition[1].consume = pb.ConsumeResponse(messages=[msg(1, 0)]).SerializeToString()
-        request = pb.ConsumeRequest(topic=NAME, subscription="s", max_messages=max_messages)
+        request = pb.ConsumeRequest(
+            topic=NAME, subscription="s", max_messages=max_messages, wait_ms=10_000
+        )
         answer = await channel.unary_unary(LOG + "Consume")(request.SerializeToString())
         assert [m.id.partition for m in pb.ConsumeResponse.FromString(answer).messages] == [1]
         await asyncio.wait_for(by_partition[0].cancelled.wait(), 5.0)
-        sent = pb.ConsumeRequest.FromString(by_partition[2].asked[0][1])
-        assert sent.max_messages == (3 if max_messages else 0)
+        first, then = (pb.ConsumeRequest.FromString(a[1]) for a in by_partition[2].asked)
+        assert first.max_messages == then.max_messages == (3 if max_messages else 0)
+        assert (first.wait_ms, then.wait_ms) == (0, 10_000)
+
+    asyncio.run(with_front(scenario))
+
+
+def test_consume_keeps_every_answer_of_the_round_without_waiting() -> None:
+    async def scenario(channel: grpc.aio.Channel, slots: dict[int, Slot]) -> None:
+        for slot in slots.values():
+            if slot.partition in (0, 2):
+                slot.at_once = pb.ConsumeResponse(
+                    messages=[msg(slot.partition, 0)]
+                ).SerializeToString()
+        request = pb.ConsumeRequest(topic=NAME, subscription="s", wait_ms=10_000)
+        firsts = []
+        for _ in range(PARTITIONS):
+            answer = await channel.unary_unary(LOG + "Consume")(request.SerializeToString())
+            got = [m.id.partition for m in pb.ConsumeResponse.FromString(answer).messages]
+            assert sorted(got) == [0, 2]
+            firsts.append(got[0])
+        assert sorted(set(firsts)) == [0, 2]  # the first slot asked rotates
+        assert all(len(slot.asked) == PARTITIONS for slot in slots.values())  # no waiting
 
     asyncio.run(with_front(scenario))
