@@ -52,11 +52,12 @@ class TopicAdminService(pb_grpc.TopicAdminServicer):
         )
         self.partitioned = PartitionedNamespace(broker)
 
-    def _partitions(self, name: str) -> list[str] | None:
-        """The partition topics of ``name`` when it is a partitioned topic, else None."""
+    def _partitions(self, name: str) -> list[tuple[int, str]] | None:
+        """``(i, NAME-partition-i)`` of the partitions of ``name`` this store holds when
+        it is a partitioned topic (``PartitionedNamespace.local``), else None."""
         if self.partitioned.get(name) is None:
             return None
-        return self.partitioned.partition_names(name)
+        return self.partitioned.local(name)
 
     def _not_for_partitioned(self, name: str, what: str) -> None:
         if self.partitioned.get(name) is not None:
@@ -194,7 +195,7 @@ class TopicAdminService(pb_grpc.TopicAdminServicer):
     ) -> pb.TopicInfo:
         names = self._partitions(request.topic)
         if names is not None:
-            for name in names:
+            for _i, name in names:
                 self.broker.enforce_retention(name)
             return self._describe(request.topic)
         return topic_info(self.broker.enforce_retention(request.topic))
@@ -237,7 +238,7 @@ class TopicAdminService(pb_grpc.TopicAdminServicer):
         if names is None:
             self.broker.kind(request.topic)  # TOPIC_NOT_FOUND
             return partition_map([(-1, request.topic)])
-        return partition_map(list(enumerate(names)))
+        return partition_map(names)
 
 
 def partition_map(entries: list[tuple[int, str]], address: str = "") -> pb.GetPartitionMapResponse:

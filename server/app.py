@@ -33,7 +33,7 @@ from compactlog.server.serving import (  # noqa: F401 - re-exported
 )
 from compactlog.server.sharded_app import run_front
 from compactlog.storage.config import ServerSettings
-from compactlog.storage.slots import choose_layout
+from compactlog.storage.slots import Placement, choose_layout
 
 log = logging.getLogger("compactlog")
 
@@ -85,7 +85,7 @@ def run(
     except OSError as exc:
         return _fail(f"cannot use data dir {data_dir}: {exc.strerror or exc}")
     try:
-        layout = choose_layout(data_dir, shards)
+        layout = choose_layout(data_dir, shards, Placement(settings.shards_placement))
         if layout.sharded and metrics_listen:
             raise CompactlogError("--metrics-listen is not available with store slots (--shards)")
     except CompactlogError as exc:

@@ -74,10 +74,18 @@ WORK_DIR = "compaction-work"
 
 class Broker:
     def __init__(
-        self, data_dir: Path, settings: ServerSettings, clock: Callable[[], float] = time.time
+        self,
+        data_dir: Path,
+        settings: ServerSettings,
+        clock: Callable[[], float] = time.time,
+        holds: Callable[[str], bool] | None = None,
     ) -> None:
         self.settings = settings
         self.clock = clock
+        # Which topic names this store holds: every one, but in a store slot under
+        # partition placement, where a partitioned topic's partitions spread over slots
+        # and the calls on NAME here act on the local ones (storage/slots.py).
+        self.holds: Callable[[str], bool] = holds or (lambda _name: True)
         self.partitioned = PartitionedTopics(data_dir)  # partition counts (docs/partitions.md)
         self.ledgers = LedgerStore(data_dir / "ledgers", settings, clock)
         self.work_dir = data_dir / WORK_DIR
@@ -131,6 +139,10 @@ class Broker:
         if self.partitioned.empty:
             return None
         return self.partitioned.partition_of(name, parse_partition_name(name))
+
+    def held_partitions(self, name: str, partitions: int) -> list[int]:
+        """The indices of ``name``'s partitions this store holds, in order."""
+        return [i for i in range(partitions) if self.holds(partition_name(name, i))]
 
     def parent_of(self, name: str) -> str | None:
         """The partitioned topic ``name`` is a partition of, if it is one."""

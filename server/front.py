@@ -7,6 +7,10 @@ they are, and so does any error status with its ``ErrorInfo`` trailer. What one 
 cannot answer, the front answers itself:
 
 - ``ListTopics``: asked of every slot, merged by name;
+- TopicAdmin calls on a partitioned topic whose partitions are spread over the slots
+  (partition placement, given an ``index``): asked of every slot holding a partition,
+  merged (``front_spread_admin``); Log calls but Publish on one, the same
+  (``front_spread_log``);
 - ``GetPartitionMap``: the owner's map, with the slot's address for "the address asked";
 - ``PublishStream``: each request goes to its topic's owner over one stream per owner;
   responses come back in request order (each owner keeps its own order; the front
@@ -23,18 +27,16 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import grpc
 
+from compactlog.server.front_partitions import PartitionedIndex
 from compactlog.server.front_secret import FRONT_KEY
+from compactlog.server.front_spread_merge import merge_topic_lists
 from compactlog.server.wire_peek import field_one
 from compactlog.storage.slots import Placement, slot_of
 from compactlog.v1 import compactlog_pb2 as pb
-
-if TYPE_CHECKING:
-    from compactlog.server.front_partitions import PartitionedIndex
-    from compactlog.server.front_spread_log import SpreadLog
 
 _SERVICES = ("Log", "TopicAdmin", "CompactionEngine")
 _LEDGER_METHODS = frozenset(
@@ -120,19 +122,16 @@ async def _relay(context: Ctx, exc: grpc.aio.AioRpcError) -> None:
 
 class FrontHandler(grpc.GenericRpcHandler):
     """Routes ``compactlog.v1`` calls (see the module docstring); other services (health,
-    reflection) fall through to the front's own handlers. ``index``: the partitioned
-    topics of a partition placement, whose calls on ``NAME`` the front answers itself
-    (``front_spread_log``); None under topic placement (``NAME``'s owner answers)."""
+    reflection) fall through to the front's own handlers."""
 
     def __init__(self, owners: Owners, index: PartitionedIndex | None = None) -> None:
-        self.owners = owners
-        self.index = index
-        self.spread: SpreadLog | None = None
-        if index is not None and index.spread:
-            # Imported here: front_spread_log builds on this module's Owners and _relay.
-            from compactlog.server.front_spread_log import SpreadLog
+        from compactlog.server.front_spread_admin import SpreadAdmin  # it builds on this
+        from compactlog.server.front_spread_log import SpreadLog  # so does this
 
-            self.spread = SpreadLog(owners, index)
+        self.owners = owners
+        self.index = index  # partition placement's partitioned topics; None: topic placement
+        self.spread = SpreadAdmin(owners, index) if index is not None else None
+        self.spread_log = SpreadLog(owners, index) if index is not None else None
         self.shapes: dict[str, tuple[bool, bool]] = {}
         for name in _SERVICES:
             service = pb.DESCRIPTOR.services_by_name[name]
@@ -147,23 +146,30 @@ class FrontHandler(grpc.GenericRpcHandler):
             return None
         if method.endswith("/ListTopics"):
             return grpc.unary_unary_rpc_method_handler(self._list_topics)
-        if method.endswith("/GetPartitionMap"):
-            return grpc.unary_unary_rpc_method_handler(self._partition_map)
         if shape == (True, True):
             return grpc.stream_stream_rpc_method_handler(self._publish_stream(method))
         if shape == (True, False):
             return grpc.stream_unary_rpc_method_handler(self._stream_unary(method))
         if shape == (False, True):
-            return grpc.unary_stream_rpc_method_handler(self._unary_stream(method))
-        return grpc.unary_unary_rpc_method_handler(self._unary(method))
+            stream = self._unary_stream(method)
+            if self.spread is not None:
+                stream = self.spread.around_stream(method, stream)
+            if self.spread_log is not None:
+                stream = self.spread_log.around_stream(method, stream)
+            return grpc.unary_stream_rpc_method_handler(stream)
+        unary: Callable[[bytes, Any], Awaitable[bytes]] = self._unary(method)
+        if method.endswith("/GetPartitionMap"):
+            unary = self._partition_map
+        if self.spread is not None:
+            unary = self.spread.around(method, unary)
+        if self.spread_log is not None:
+            unary = self.spread_log.around(method, unary)
+        return grpc.unary_unary_rpc_method_handler(unary)
 
     # ---- one owner -------------------------------------------------------------------
 
     def _unary(self, method: str) -> Callable[[bytes, Any], Awaitable[bytes]]:
         async def handle(request: bytes, context: Ctx) -> bytes:
-            spread = self.spread.spread(method, request) if self.spread else None
-            if self.spread is not None and spread is not None:
-                return await self.spread.unary[method](method, spread, request, context)
             slot = self.owners.slot(method, request)
             response = await self._call(slot, method, request, context)
             if method == _CREATE_LEDGER:
@@ -174,14 +180,18 @@ class FrontHandler(grpc.GenericRpcHandler):
 
         return handle
 
-    async def _call(self, slot: int, method: str, request: bytes, context: Ctx) -> bytes:
+    async def _call(
+        self, slot: int, method: str, request: bytes, context: Ctx, marked: bool = False
+    ) -> bytes:
+        """The slot's answer (``marked``: with the front's mark, ``front_secret``)."""
         stub: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes]
         stub = self.owners.channels[slot].unary_unary(method)
+        mark = self.owners.front_mark() if marked else ()
         try:
             response: bytes = await stub(
                 request,
                 timeout=context.time_remaining(),
-                metadata=_forwarded(context.invocation_metadata()),
+                metadata=mark + _forwarded(context.invocation_metadata()),
             )
         except grpc.aio.AioRpcError as exc:
             await _relay(context, exc)
@@ -190,11 +200,6 @@ class FrontHandler(grpc.GenericRpcHandler):
 
     def _unary_stream(self, method: str) -> Callable[[bytes, Any], AsyncIterator[bytes]]:
         async def handle(request: bytes, context: Ctx) -> AsyncIterator[bytes]:
-            spread = self.spread.spread(method, request) if self.spread else None
-            if self.spread is not None and spread is not None:
-                async for response in self.spread.read(spread, request, context):
-                    yield response
-                return
             slot = self.owners.slot(method, request)
             callable_: grpc.aio.UnaryStreamMultiCallable[bytes, bytes]
             callable_ = self.owners.channels[slot].unary_stream(method)
@@ -242,15 +247,16 @@ class FrontHandler(grpc.GenericRpcHandler):
     # ---- answered by the front ---------------------------------------------------------
 
     async def _list_topics(self, request: bytes, context: Ctx) -> bytes:
+        """Every slot's list; a spread partitioned topic, listed by each slot holding a
+        partition, is merged into one entry (``front_spread_merge``)."""
         method = "/compactlog.v1.TopicAdmin/ListTopics"
+        slots = sorted(self.owners.channels)
         answers = await asyncio.gather(
-            *(self._call(slot, method, request, context) for slot in sorted(self.owners.channels))
+            *(self._call(slot, method, request, context, marked=True) for slot in slots)
         )
-        merged = pb.ListTopicsResponse()
-        for answer in answers:
-            merged.topics.extend(pb.ListTopicsResponse.FromString(answer).topics)
-        merged.topics.sort(key=lambda t: t.name)
-        return merged.SerializeToString()
+        lists = [pb.ListTopicsResponse.FromString(answer) for answer in answers]
+        order = self.index.slots if self.index is not None else None
+        return merge_topic_lists(lists, order, slots).SerializeToString()
 
     async def _partition_map(self, request: bytes, context: Ctx) -> bytes:
         """The owner's map (it holds the topic and its partitions), each entry given the

@@ -14,7 +14,10 @@ caller's metadata and deadline with it) and merges the answers (``front_spread_m
   concatenated and the slots still waiting cancelled (a cancelled Consume moves no
   cursor: CONTRACT section 12). Which slot comes first in the answer rotates.
 - ``Acknowledge``/``NegativeAcknowledge``: to the slot of the partition each id names.
-- ``GetLastMessageId``, ``GetKeyHistory``, the subscription calls: every slot, merged.
+- ``GetLastMessageId``, ``GetKeyHistory``: every slot, merged.
+
+The subscription calls of TopicAdmin on ``NAME`` are ``front_spread_admin``'s (``NAME``'s
+own slot refuses them as a single store does: they act on one partition's cursor).
 
 Publish is not here (the front routes records by partition elsewhere); a name that is not
 a spread partitioned topic goes to its one owner as before (``front``).
@@ -30,36 +33,64 @@ from typing import Any
 import grpc
 
 from compactlog.partitioner import partition_name
-from compactlog.server import front_spread_merge as merge
+from compactlog.server import front_spread_log_merge as merge
 from compactlog.server.front import Ctx, Owners, _forwarded, _relay
 from compactlog.server.front_partitions import PartitionedIndex
+from compactlog.server.front_spread_admin import Unary, UnaryStream
 from compactlog.server.wire_peek import topic_of
 from compactlog.v1 import compactlog_pb2 as pb
 
 _LOG = "/compactlog.v1.Log/"
-_ADMIN = "/compactlog.v1.TopicAdmin/"
 READ = _LOG + "Read"
 Spread = tuple[str, int]  # NAME and its partition count
 
 
 class SpreadLog:
-    """The Log calls (and subscription admin) the front answers for a spread ``NAME``."""
+    """The Log calls the front answers for a spread ``NAME``."""
 
     def __init__(self, owners: Owners, index: PartitionedIndex) -> None:
         self.owners = owners
         self.index = index
         self._turns: dict[str, int] = {}
-        merged: Callable[[Callable[[list[bytes]], bytes]], _Unary] = self._merged
         self.unary: dict[str, _Unary] = {
-            _LOG + "GetLastMessageId": merged(merge.last_ids),
+            _LOG + "GetLastMessageId": self._merged(merge.last_ids),
             _LOG + "GetKeyHistory": self._key_history,
             _LOG + "Consume": self._consume,
             _LOG + "Acknowledge": self._acknowledge,
             _LOG + "NegativeAcknowledge": self._negative_acknowledge,
-            _ADMIN + "ListSubscriptions": merged(merge.list_subscriptions),
-            _ADMIN + "DeleteSubscription": merged(lambda answers: answers[0]),
-            _ADMIN + "ResetCursor": merged(merge.reset_cursor),
         }
+
+    # ---- the hooks in FrontHandler -------------------------------------------------------
+
+    def around(self, method: str, handle: Unary) -> Unary:
+        """``handle`` (the front's usual routing) for calls on other topics; this
+        front's own answer for a Log call of this module on a spread ``NAME``."""
+        answer = self.unary.get(method)
+        if answer is None:
+            return handle
+
+        async def routed(request: bytes, context: Ctx) -> bytes:
+            spread = self.spread(method, request)
+            if answer is None or spread is None:
+                return await handle(request, context)
+            return await answer(method, spread, request, context)
+
+        return routed
+
+    def around_stream(self, method: str, handle: UnaryStream) -> UnaryStream:
+        """The same for ``Read``, a server stream."""
+        if method != READ:
+            return handle
+
+        async def routed(request: bytes, context: Ctx) -> AsyncIterator[bytes]:
+            spread = self.spread(method, request)
+            responses = (
+                handle(request, context) if spread is None else self.read(spread, request, context)
+            )
+            async for response in responses:
+                yield response
+
+        return routed
 
     def spread(self, method: str, request: bytes) -> Spread | None:
         """``NAME`` and its partition count when ``method`` on ``request`` is answered

@@ -1,117 +1,125 @@
-"""How the front merges the slots' answers to one call on a spread partitioned ``NAME``.
+"""The front's merges of the slots' answers on a spread partitioned topic.
 
-Under partition placement each slot answers a call on ``NAME`` for the partitions it
-holds (``front_spread_log``); these pure functions make the slots' answers one answer,
-as a single server's ``partitioned_log`` would have given it. Message lists stay wire
-bytes where the merge allows (a Read or Consume response is ``repeated Message messages``
-in field 1 and nothing else, so responses concatenate and a prefix of whole fields is a
-response): the front counts and cuts them with a tag walk, never a parse of the records.
+Under partition placement (``storage/slots.py``) the partitions of ``NAME`` live in
+several slots; each slot holding one keeps ``NAME``'s record and answers a call on
+``NAME`` for its own partitions only (true partition indices, summed figures). The front
+(``front_spread_admin``) asks every such slot and folds the answers here into the one
+answer a single store would give, so a client cannot tell where the partitions are:
+
+- ``TopicInfo``: the figures summed, the config of ``NAME``'s own slot (it holds
+  partition 0, whose config ``NAME`` reports), the full partition count, offline reasons
+  joined. ``ListTopics`` merges its entries of one name with the same function.
+- ``CompactionStatus``: the slots' per-partition statuses put back in partition order and
+  folded by the slot's own rule (``partitioned_compaction.aggregate``), so the aggregate
+  is the one a single store computes.
+- ``GetPartitionMap``: built from the index alone (no slot knows the other slots).
+
+Pure functions over protobuf messages: unit-tested without a server.
 """
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
-from compactlog.storage.key_history import KeyHistory
-from compactlog.storage.message_decode import decode_message
-from compactlog.storage.protowire import read_varint, skip_field
+from compactlog.errors import CompactlogError
+from compactlog.partitioner import partition_name
+from compactlog.server.partitioned_compaction import aggregate
+from compactlog.storage.slots import Placement, slot_of
 from compactlog.v1 import compactlog_pb2 as pb
 
-_MESSAGES = (
-    1  # field number of ``messages`` in ReadResponse, ConsumeResponse, GetKeyHistoryResponse
-)
+_SUMMED_STATS = ("entries", "bytes", "ledgers", "segments", "compacted_entries", "compacted_bytes")
 
 
-def message_spans(data: bytes) -> Iterator[tuple[int, int]]:
-    """(start, end) of each ``messages`` field in a response's bytes, tag included."""
-    pos, end = 0, len(data)
-    while pos < end:
-        start = pos
-        tag, pos = read_varint(data, pos, end)
-        pos = skip_field(data, pos, end, tag & 7)
-        if tag >> 3 == _MESSAGES:
-            yield start, pos
+def merge_topic_infos(infos: Sequence[pb.TopicInfo], partitions: int) -> pb.TopicInfo:
+    """One ``TopicInfo`` of ``NAME`` from its slots' answers, ``NAME``'s own slot first
+    (its config is partition 0's). First/last ids are per partition, so left unset, as a
+    single store leaves them (``PartitionedNamespace.describe``)."""
+    if not infos:
+        raise CompactlogError("no slot answered for the partitioned topic")
+    first = infos[0]
+    out = pb.TopicInfo(name=first.name, kind=first.kind, partitions=partitions)
+    out.config.update(first.config)
+    for field in _SUMMED_STATS:
+        setattr(out.stats, field, sum(getattr(info.stats, field) for info in infos))
+    reasons = [info.offline_reason for info in infos if info.offline_reason]
+    out.offline_reason = "; ".join(reasons)
+    out.offline = any(info.offline for info in infos)
+    return out
 
 
-def count_messages(data: bytes) -> int:
-    """How many messages a Read/Consume response holds (a tag walk)."""
-    return sum(1 for _ in message_spans(data))
+def merge_topic_lists(
+    answers: Sequence[pb.ListTopicsResponse],
+    order: Callable[[str, int], Sequence[int]] | None = None,
+    slots: Sequence[int] = (),
+) -> pb.ListTopicsResponse:
+    """Every slot's list (``answers[k]`` from ``slots[k]``) as one, by name. Without
+    ``order`` (topic placement) a name is in one slot only; with it, the entries of one
+    name (a spread partitioned topic) are merged by ``merge_topic_infos``, in the order
+    ``order(name, partitions)`` gives the slots (``PartitionedIndex.slots``)."""
+    by_name: dict[str, list[tuple[int, pb.TopicInfo]]] = {}
+    for k, answer in enumerate(answers):
+        slot = slots[k] if k < len(slots) else k
+        for info in answer.topics:
+            by_name.setdefault(info.name, []).append((slot, info))
+    merged = pb.ListTopicsResponse()
+    for name in sorted(by_name):
+        entries = by_name[name]
+        if order is None or len(entries) == 1:
+            merged.topics.extend(info for _, info in entries)
+            continue
+        partitions = max(info.partitions for _, info in entries)
+        rank = {slot: i for i, slot in enumerate(order(name, partitions))}
+        entries.sort(key=lambda entry: rank.get(entry[0], len(rank)))
+        merged.topics.append(merge_topic_infos([info for _, info in entries], partitions))
+    return merged
 
 
-def cut(data: bytes, limit: int) -> tuple[bytes, int]:
-    """A Read response cut to at most ``limit`` messages (a shared ``max_messages``):
-    the bytes to send and how many messages they hold."""
-    count = 0
-    for _start, end in message_spans(data):
-        count += 1
-        if count == limit:
-            return data[:end], count
-    return data, count
+def partitions_in_slot(
+    name: str, partitions: int, slot: int, slot_count: int, placement: Placement
+) -> list[int]:
+    """The indices of ``name``'s partitions that ``slot`` holds, in order (the order of
+    the ``partitions`` a slot's ``CompactionStatus`` lists)."""
+    return [
+        i
+        for i in range(partitions)
+        if slot_of(partition_name(name, i), slot_count, placement) == slot
+    ]
 
 
-def _id_key(msg_id: pb.MessageId) -> tuple[int, int, int]:
-    return msg_id.ledger_id, msg_id.entry_id, msg_id.partition
+def merge_compaction(
+    answers: Mapping[int, pb.CompactionStatus],
+    name: str,
+    partitions: int,
+    slot_count: int,
+    placement: Placement,
+) -> pb.CompactionStatus:
+    """The aggregate status of ``name`` from its slots' aggregates (slot -> answer):
+    each slot's partition statuses are given their indices, all are sorted by index and
+    folded by ``partitioned_compaction.aggregate`` (its ``last_error`` names the true
+    indices, also when a slot without the record gave no answer)."""
+    indexed: list[tuple[int, pb.CompactionStatus]] = []
+    for slot, answer in answers.items():
+        held = partitions_in_slot(name, partitions, slot, slot_count, placement)
+        statuses = list(answer.partitions)
+        if not statuses and len(held) == 1:  # a slot may answer one partition plainly
+            statuses = [answer]
+        if len(statuses) != len(held):
+            raise CompactlogError(
+                f"slot {slot} answered {len(statuses)} partition statuses of {name!r}, "
+                f"it holds {len(held)}"
+            )
+        indexed.extend(zip(held, statuses, strict=True))
+    indexed.sort(key=lambda entry: entry[0])
+    return aggregate([status for _, status in indexed], [i for i, _ in indexed])
 
 
-def last_ids(answers: Iterable[bytes]) -> bytes:
-    """GetLastMessageId on ``NAME``: every slot's ``partitions`` (sorted by partition);
-    ``id`` the greatest of the slots' own ``id``s, as ``MergedLog.last_ids`` picks it."""
-    merged = pb.GetLastMessageIdResponse()
-    for answer in answers:
-        part = pb.GetLastMessageIdResponse.FromString(answer)
-        merged.partitions.extend(part.partitions)
-        if part.HasField("id") and (
-            not merged.HasField("id") or _id_key(part.id) > _id_key(merged.id)
-        ):
-            merged.id.CopyFrom(part.id)
-    merged.partitions.sort(key=lambda i: i.partition)
-    return merged.SerializeToString()
-
-
-def key_history(answers: Sequence[bytes], limit: int) -> bytes:
-    """GetKeyHistory on ``NAME``: the slots' records merged by publish time (each
-    partition's own order kept), under the same limits a single server applies
-    (``KeyHistory.add``: ``max_messages`` and the response byte cap)."""
-    parsed = [pb.GetKeyHistoryResponse.FromString(answer) for answer in answers]
-    found = KeyHistory(truncated=any(p.truncated for p in parsed))
-    records = [[answer[s:e] for s, e in message_spans(answer)] for answer in answers]
-
-    def publish_time(record: bytes) -> int:
-        return decode_message(record).publish_time_ms
-
-    for record in heapq.merge(*records, key=publish_time):
-        if not found.add(record, limit):
-            break
-    out = found.to_bytes()
-    return out + b"\x10\x01" if found.truncated else out  # field 2, ``truncated``
-
-
-def subscriptions(infos: Iterable[pb.SubscriptionInfo]) -> list[pb.SubscriptionInfo]:
-    """One ``SubscriptionInfo`` a name from the slots' (one cursor a partition): the
-    backlogs summed; type and ``mark_delete`` those of the first slot that lists it
-    (``NAME``'s own slot is asked first, so partition 0's when it has the name)."""
-    merged: dict[str, pb.SubscriptionInfo] = {}
-    for info in infos:
-        held = merged.get(info.name)
-        if held is None:
-            merged[info.name] = held = pb.SubscriptionInfo()
-            held.CopyFrom(info)
-        else:
-            held.backlog += info.backlog
-    return [merged[name] for name in sorted(merged)]
-
-
-def list_subscriptions(answers: Iterable[bytes]) -> bytes:
-    infos = (
-        info
-        for answer in answers
-        for info in pb.ListSubscriptionsResponse.FromString(answer).subscriptions
+def partition_map(
+    name: str, partitions: int, address_of: Callable[[str], str]
+) -> pb.GetPartitionMapResponse:
+    """Every partition of ``name`` with the address of the process holding it."""
+    return pb.GetPartitionMapResponse(
+        partitions=[
+            pb.PartitionAddress(partition=i, topic=topic, address=address_of(topic))
+            for i, topic in ((i, partition_name(name, i)) for i in range(partitions))
+        ]
     )
-    return pb.ListSubscriptionsResponse(subscriptions=subscriptions(infos)).SerializeToString()
-
-
-def reset_cursor(answers: Iterable[bytes]) -> bytes:
-    """ResetCursor on ``NAME``: the subscription as every slot has it now, merged."""
-    merged = subscriptions(pb.SubscriptionInfo.FromString(answer) for answer in answers)
-    return merged[0].SerializeToString() if merged else b""

@@ -15,8 +15,8 @@ splice stored batches).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
-from typing import Any
+from collections.abc import Awaitable, Callable, Collection, Sequence
+from typing import Any, TypeAlias
 
 import grpc
 
@@ -36,9 +36,48 @@ def _same(data: bytes) -> bytes:
     return data
 
 
-Admit = Callable[[bytes], CompactlogError | None]
-"""A check of a request's bytes before it is parsed: the error that refuses it, or None
-(a shard's slot server refuses topics of other slots with it: ``storage/slots.py``)."""
+Metadata: TypeAlias = Sequence[tuple[str, Any]]
+"""A call's invocation metadata (``(key, str | bytes)`` pairs)."""
+
+Admit = Callable[[bytes, str, Metadata], CompactlogError | None]
+"""A check of a request before it is parsed, given its bytes, its message's name (e.g.
+``CreateTopicRequest``) and the call's metadata: the error that refuses it, or None (a
+shard's slot server refuses topics of other slots with it: ``storage/slots.py``, and,
+under partition placement, calls on a spread topic that lack the front's mark:
+``server/front_secret.py``)."""
+
+
+class CheckedDeserializer:
+    """``parse``, with a failure (or a call while shutting down, or one ``admit``
+    refuses) as a ``Refused``. gRPC calls it with the bytes alone; ``AdmitInterceptor``
+    binds each call's metadata to it when ``admit`` needs them."""
+
+    def __init__(
+        self,
+        message: str,
+        parse: Callable[[bytes], Any],
+        stopping: Callable[[], bool],
+        admit: Admit | None = None,
+    ) -> None:
+        self.message = message
+        self.parse = parse
+        self.stopping = stopping
+        self.admit = admit
+
+    def __call__(self, data: bytes, metadata: Metadata = ()) -> Any:
+        message = self.message
+        if self.stopping():
+            return Refused(ShuttingDown("the server is shutting down"))
+        if self.admit is not None:
+            refusal = self.admit(data, message, metadata)
+            if refusal is not None:
+                return Refused(refusal)
+        try:
+            return self.parse(data)
+        except Exception as exc:  # DecodeError, or upb's errors on invalid UTF-8 and nesting
+            return Refused(
+                MalformedRequest(f"malformed {message} ({len(data)} bytes): {exc}", request=message)
+            )
 
 
 def checked_deserializer(
@@ -46,24 +85,34 @@ def checked_deserializer(
     parse: Callable[[bytes], Any],
     stopping: Callable[[], bool],
     admit: Admit | None = None,
-) -> Callable[[bytes], Any]:
-    """``parse``, with a failure (or a call while shutting down) as a ``Refused``."""
+) -> CheckedDeserializer:
+    return CheckedDeserializer(message, parse, stopping, admit)
 
-    def deserialize(data: bytes) -> Any:
-        if stopping():
-            return Refused(ShuttingDown("the server is shutting down"))
-        if admit is not None:
-            refusal = admit(data)
-            if refusal is not None:
-                return Refused(refusal)
-        try:
-            return parse(data)
-        except Exception as exc:  # DecodeError, or upb's errors on invalid UTF-8 and nesting
-            return Refused(
-                MalformedRequest(f"malformed {message} ({len(data)} bytes): {exc}", request=message)
-            )
 
-    return deserialize
+Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"
+
+
+class AdmitInterceptor(grpc.aio.ServerInterceptor):
+    """Hands each call's metadata to its ``CheckedDeserializer`` (a deserializer sees
+    only bytes, and admission asks whether the call carries the front's mark). Goes
+    after the auth interceptor, so an unauthenticated call is refused as such first."""
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Handler | None]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> Handler | None:
+        handler = await continuation(handler_call_details)
+        deserialize = getattr(handler, "request_deserializer", None)
+        if not isinstance(deserialize, CheckedDeserializer) or deserialize.admit is None:
+            return handler
+        metadata = tuple(handler_call_details.invocation_metadata or ())
+
+        def with_metadata(data: bytes) -> Any:
+            return deserialize(data, metadata)
+
+        bound: Handler = handler._replace(request_deserializer=with_metadata)  # type: ignore[union-attr]
+        return bound
 
 
 def service_handler(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import Executor
 from typing import Any, TypeVar
 
@@ -44,7 +44,8 @@ from compactlog.server.subscriptions import Dispatchers, subscription_cursor
 from compactlog.server.waiting import TopicSignals
 from compactlog.storage.key_history import key_history
 from compactlog.storage.names import check_client_subscription
-from compactlog.storage.topic_log import Appended, Pending, ReadableLog
+from compactlog.storage.topic_log import Appended, Pending, ReadableLog, TopicLog
+from compactlog.storage.types import MessageId
 from compactlog.v1 import compactlog_pb2 as pb
 
 T = TypeVar("T")
@@ -259,19 +260,37 @@ class LogService:
         """The messages go out again after the delay (memory only, as in Pulsar). Ids
         acknowledged already are left alone; an id never delivered is NOT_DELIVERED."""
         check_client_subscription(request.subscription, request.topic)
-        log = self.broker.log(request.topic)
-        ids = [id_from_pb(i) for i in request.ids]
-        cursor = await self._run(subscription_cursor, log, request.subscription)
-        try:
-            for msg_id in ids:
-                cursor.check_delivered(msg_id, lambda _id: True)
-        except NotDelivered as exc:
-            exc.metadata["topic"] = log.name
-            raise
-        dispatcher = self.dispatchers.of(log.name, cursor)
-        dispatcher.negative([i for i in ids if not cursor.is_acked(i)], request.redelivery_delay_ms)
-        self.signals.notify(log.name)  # waiting consumers take the new due time
+        groups = self._by_log(request.topic, request.ids)
+        cursors = [
+            await self._run(subscription_cursor, log, request.subscription) for log, _ in groups
+        ]
+        for (log, ids), cursor in zip(groups, cursors, strict=True):  # all checked first
+            try:
+                for msg_id in ids:
+                    cursor.check_delivered(msg_id, lambda _id: True)
+            except NotDelivered as exc:
+                exc.metadata["topic"] = log.name
+                raise
+        for (log, ids), cursor in zip(groups, cursors, strict=True):
+            dispatcher = self.dispatchers.of(log.name, cursor)
+            delay = request.redelivery_delay_ms
+            dispatcher.negative([i for i in ids if not cursor.is_acked(i)], delay)
+            self.signals.notify(log.name)  # waiting consumers take the new due time
         return pb.NegativeAcknowledgeResponse()
+
+    def _by_log(
+        self, topic: str, ids: Sequence[pb.MessageId]
+    ) -> list[tuple[TopicLog, list[MessageId]]]:
+        """The ids by the log they belong to: the topic's, or on a partitioned ``NAME``
+        the partition each names (one held elsewhere: ``NOT_OWNER``)."""
+        merged = self.partitioned.merged(topic)
+        if merged is None:
+            return [(self.broker.log(topic), [id_from_pb(i) for i in ids])]
+        groups: dict[str, tuple[TopicLog, list[MessageId]]] = {}
+        for pb_id in ids:
+            log = merged.of_id(pb_id)
+            groups.setdefault(log.name, (log, []))[1].append(id_from_pb(pb_id))
+        return list(groups.values())
 
     @rpc_async
     async def GetLastMessageId(

@@ -5,6 +5,11 @@ read, compacted and configured like any other) plus its partition count, kept in
 ``storage.partitioned_topics`` (``<data dir>/partitioned-topics.json``). ``NAME`` holds
 no data; the calls here act on every partition. The order of writes (partitions first,
 then the count; on delete the count first) is drawn in that module's docstring.
+
+"Every partition" is every partition **this store holds** (``Broker.holds``): all of
+them, except in a store slot under partition placement (``storage/slots.py``), where the
+partitions spread over slots; each slot holding some keeps ``NAME``'s record with the full
+count and answers for its own partitions, by their true indices, and the front merges.
 """
 
 from __future__ import annotations
@@ -38,10 +43,17 @@ class PartitionedNamespace:
             raise TopicNotFound(f"partitioned topic {name!r} does not exist", topic=name)
         return topic
 
-    def partition_names(self, name: str) -> list[str]:
-        """``NAME-partition-0`` .. in partition order."""
+    def local(self, name: str) -> list[tuple[int, str]]:
+        """``(i, NAME-partition-i)`` of the partitions this store holds, in order."""
         topic = self.require(name)
-        return [partition_name(name, i) for i in range(topic.partitions)]
+        return [
+            (i, partition_name(name, i))
+            for i in self.broker.held_partitions(name, topic.partitions)
+        ]
+
+    def partition_names(self, name: str) -> list[str]:
+        """``NAME-partition-i`` of the partitions this store holds, in partition order."""
+        return [part for _i, part in self.local(name)]
 
     # ---- namespace ------------------------------------------------------------------
 
@@ -80,7 +92,8 @@ class PartitionedNamespace:
                 )
             _check_count(name, total)
             if total > topic.partitions:
-                config = broker.overrides(partition_name(name, 0))
+                held = self.partition_names(name)  # the lowest one's config: partition 0's
+                config = broker.overrides(held[0]) if held else {}
                 self._create_partitions(name, topic.kind, config, topic.partitions, total)
                 broker.partitioned.put(dataclasses.replace(topic, partitions=total))
         return self.describe(name)
@@ -88,13 +101,14 @@ class PartitionedNamespace:
     def _create_partitions(
         self, name: str, kind: TopicKind, config: dict[str, str], first: int, total: int
     ) -> None:
-        """Every name checked and free first, so a bad one creates nothing."""
+        """Every name checked and free first, so a bad one creates nothing; only the
+        partitions this store holds are created here."""
         names = [partition_name(name, i) for i in range(first, total)]
         for part in names:
             check_topic_name(part)
             if self.broker.has_name(part):
                 raise TopicExists(f"topic {part!r} already exists", topic=part)
-        for part in names:
+        for part in filter(self.broker.holds, names):
             self.broker.create_topic(part, kind, config)
 
     def update_config(
@@ -119,8 +133,9 @@ class PartitionedNamespace:
     # ---- description ----------------------------------------------------------------
 
     def describe(self, name: str) -> TopicDescription:
-        """The partitions' figures summed; the config is partition 0's (UpdateTopicConfig
-        on ``NAME`` keeps them equal); first and last ids are per partition, so unset."""
+        """The (held) partitions' figures summed; the config is the lowest one's, partition
+        0's but in a slot without it (UpdateTopicConfig on ``NAME`` keeps them equal); first
+        and last ids are per partition, so unset; ``partitions`` is the full count."""
         topic = self.require(name)
         parts = [self.broker.describe(part) for part in self.partition_names(name)]
         config = parts[0].config if parts else {}

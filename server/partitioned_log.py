@@ -4,6 +4,10 @@
 signals, ``gone``, the kind for metrics) and knows its partitions' ``TopicLog``s; the
 merging itself is ``partitioned_reading``. Acknowledge goes to the partition the id
 names (``MessageId.partition``); GetLastMessageId lists every partition's last id.
+
+The partitions are the ones this store holds (``Broker.held_partitions``), each with its
+true index: all of them, but in a store slot under partition placement only the slot's
+own; an id naming a partition held by another slot is ``NOT_OWNER`` there.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import asyncio
 import heapq
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from compactlog.errors import MalformedRequest
+from compactlog.errors import MalformedRequest, NotOwner
 from compactlog.partitioner import partition_name
 from compactlog.server.convert import id_to_pb, start_position
 from compactlog.server.partitioned_reading import (
@@ -36,18 +40,24 @@ L = TypeVar("L", bound=ReadableLog)
 
 
 class Merged(Generic[L]):
-    """A partitioned topic read as one: its partitions' views, merged by a Read."""
+    """A partitioned topic read as one: its (held) partitions' views, ``(index, view)``
+    in partition order, out of ``partitions`` in all, merged by a Read."""
 
-    def __init__(self, name: str, kind: TopicKind, logs: list[L]) -> None:
+    def __init__(self, name: str, kind: TopicKind, parts: list[tuple[int, L]], partitions: int):
         self.name = name
         self.kind = kind
-        self.logs = logs
+        self.parts = parts
+        self.partitions = partitions
+
+    @property
+    def logs(self) -> list[L]:
+        return [log for _i, log in self.parts]
 
     def gone(self) -> bool:
         return any(log.gone() for log in self.logs)
 
     def read_session(self, req: pb.ReadRequest, per_response: int) -> MergedReadSession:
-        return MergedReadSession(self.name, self.logs, req, per_response)
+        return MergedReadSession(self.name, self.parts, self.partitions, req, per_response)
 
 
 class MergedPast(Merged[ReadableLog]):
@@ -61,14 +71,23 @@ class MergedLog(Merged[TopicLog]):
 
     def of_id(self, msg_id: pb.MessageId) -> TopicLog:
         """The partition an id of this topic belongs to (Acknowledge)."""
-        return self.logs[check_partition(self.name, msg_id.partition, len(self.logs))]
+        index = check_partition(self.name, msg_id.partition, self.partitions)
+        for i, log in self.parts:
+            if i == index:
+                return log
+        raise NotOwner(
+            f"partition {index} of topic {self.name} is held by another store slot: "
+            "call the server's main address",
+            topic=self.name,
+            partition=str(index),
+        )
 
     def last_ids(self, compacted: bool) -> pb.GetLastMessageIdResponse:
         """Each partition's last id; ``id``: the greatest of them (ledger ids grow
         store-wide, so on LEDGER topics that is the partition written last)."""
         resp = pb.GetLastMessageIdResponse()
         best: tuple[MessageId, int] | None = None
-        for i, log in enumerate(self.logs):
+        for i, log in self.parts:
             last = log.last_id(compacted)
             if last is None:
                 continue
@@ -111,8 +130,9 @@ class PartitionedCalls:
         topic = broker.partitioned.get(name)
         if topic is None:
             return None
-        logs = [broker.log(partition_name(name, i)) for i in range(topic.partitions)]
-        return MergedLog(name, topic.kind, logs)
+        held = broker.held_partitions(name, topic.partitions)
+        parts = [(i, broker.log(partition_name(name, i))) for i in held]
+        return MergedLog(name, topic.kind, parts, topic.partitions)
 
     def past(
         self, merged: MergedLog, as_of: MessageId | None, as_of_time_ms: int | None
@@ -130,8 +150,8 @@ class PartitionedCalls:
                 topic=name,
             )
         broker = self.service.broker  # its as_of_view refuses SEGMENTED partitions
-        views = [broker.as_of_view(log.name, None, as_of_time_ms) for log in merged.logs]
-        return MergedPast(name, merged.kind, views)
+        views = [(i, broker.as_of_view(log.name, None, as_of_time_ms)) for i, log in merged.parts]
+        return MergedPast(name, merged.kind, views, merged.partitions)
 
     async def consume(self, merged: MergedLog, request: pb.ConsumeRequest) -> bytes:
         """``LogService.Consume`` over every partition: one cursor a partition, taken in
@@ -152,6 +172,8 @@ class PartitionedCalls:
         deadline = loop.time() + request.wait_ms / 1000.0
         key = (request.topic, request.subscription)
         rewound = request.redeliver_unacknowledged
+        if not cursors:  # no partition of it in this store (a slot's record alone)
+            return b""
         async with service._sub_locks.setdefault(key, asyncio.Lock()):
             positions = [c.mark_delete if rewound else c.read_position for c in cursors]
             first = self._turns.get(key, 0) % len(cursors)

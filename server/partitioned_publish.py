@@ -10,6 +10,11 @@ parts after every part was encoded and checked (``SegmentedLogManager.append_acr
 bad record stores nothing; a crash between two parts' file appends can leave the earlier
 parts, see docs/partitions.md). The reply lists the ids in request order, each with its
 partition.
+
+In a store slot under partition placement (``storage/slots.py``) the slot holds some of
+the partitions only: a publish whose records all route to them is served here as
+everywhere; one that routes a record elsewhere is ``NOT_OWNER`` (the front splits a
+publish spanning slots itself, one part a partition).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
+from compactlog.errors import NotOwner
 from compactlog.partitioner import partition_name
 from compactlog.server.broker import Broker
 from compactlog.storage.batch import id_field, route_records
@@ -93,6 +99,14 @@ def append_spread(
     partitions."""
     parts, order = robin.route(topic.name, raw, topic.partitions)
     chosen = [p for p, part in enumerate(parts) if part]
+    foreign = [p for p in chosen if not broker.holds(partition_name(topic.name, p))]
+    if foreign:
+        raise NotOwner(
+            f"records of this publish to {topic.name} go to partitions held by other store "
+            f"slots ({', '.join(map(str, foreign))}): publish to the server's main address",
+            topic=topic.name,
+            partition=foreign[0],
+        )
     wire = [(partition_name(topic.name, p), parts[p], p) for p in chosen]
     appended: Sequence[Appended]
     if topic.kind == TopicKind.LEDGER:

@@ -11,6 +11,11 @@ Starts: a position or a timestamp applies to every partition; a ``message_id`` s
 names its partition (``MessageId.partition``): that partition is read from the id, the
 others from their earliest message (as Pulsar seeks only the partition a message id
 belongs to).
+
+The partitions merged are ``(index, log)`` pairs out of ``partitions`` in all: every
+partition, or in a store slot under partition placement (``storage/slots.py``) those the
+slot holds. An id naming a partition held elsewhere reads every local one from its
+earliest message (the front asks that partition's slot with the id).
 """
 
 from __future__ import annotations
@@ -50,13 +55,18 @@ class MergedReadSession:
     """One Read call over every partition (the ``ReadSession`` interface)."""
 
     def __init__(
-        self, name: str, logs: Sequence[ReadableLog], req: pb.ReadRequest, per_response: int
+        self,
+        name: str,
+        parts: Sequence[tuple[int, ReadableLog]],
+        partitions: int,
+        req: pb.ReadRequest,
+        per_response: int,
     ) -> None:
         if req.WhichOneof("start") == "message_id":
-            check_partition(name, req.message_id.partition, len(logs))
+            check_partition(name, req.message_id.partition, partitions)
         self.remaining = req.max_messages or -1
         self.sessions = [
-            ReadSession(log, partition_request(req, i), per_response) for i, log in enumerate(logs)
+            ReadSession(log, partition_request(req, i), per_response) for i, log in parts
         ]
         self._turn = 0
         self._failed: Exception | None = None

@@ -20,7 +20,7 @@ from compactlog.errors import CompactlogError
 from compactlog.server.admin_service import TopicAdminService
 from compactlog.server.broker import Broker
 from compactlog.server.engine_service import CompactionEngineService
-from compactlog.server.handlers import Admit, service_handler
+from compactlog.server.handlers import Admit, AdmitInterceptor, service_handler
 from compactlog.server.log_service import LogService, log_handler
 from compactlog.server.metrics import Metrics
 from compactlog.server.outside_runs import make_outside_runs
@@ -49,12 +49,15 @@ def build_server(
     listen: str,
     guard: Guard | None = None,
     admit: Admit | None = None,
+    admit_metadata: bool = False,
 ) -> tuple[grpc.aio.Server, int]:
     from compactlog.server.compaction_service import make_compactions
 
     guard = guard or Guard.plain()
+    # Only an admission that reads the call's metadata pays for the interceptor's step.
+    admitting = [AdmitInterceptor()] if admit is not None and admit_metadata else []
     server = grpc.aio.server(
-        interceptors=guard.interceptors(),
+        interceptors=[*guard.interceptors(), *admitting],
         migration_thread_pool=futures.ThreadPoolExecutor(RPC_THREADS, thread_name_prefix="rpc"),
         maximum_concurrent_rpcs=MAX_CONCURRENT_RPCS,
         options=[
@@ -130,12 +133,14 @@ class ServedStore:
         guard: Guard,
         metrics: Metrics | None = None,
         admit: Admit | None = None,
+        admit_metadata: bool = False,
     ) -> None:
         self.broker = broker
         self.settings = settings
         self.guard = guard
         self.metrics = metrics or Metrics()
         self.admit = admit
+        self.admit_metadata = admit_metadata  # admit reads the metadata (the front's mark)
         self.signals: TopicSignals | None = None
         self.server: grpc.aio.Server | None = None
         self.port = 0
@@ -167,6 +172,7 @@ class ServedStore:
             listen,
             self.guard,
             self.admit,
+            self.admit_metadata,
         )
         return self.port
 

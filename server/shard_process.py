@@ -2,7 +2,8 @@
 
 Started by the front (``server/shard_supervisor.py``) as
 ``python -m compactlog.server.shard_process --data-dir D --slots 0,2,4,6 --slot-count 8
---parent-pid P [--config F] [--auth-tokens F --tls-cert F --tls-key F]``. It
+--parent-pid P --placement topic|partition [--config F] [--auth-tokens F --tls-cert F
+--tls-key F]``, the front's secret (``front_secret``) in its environment. It
 
 1. arranges to die with the front (``PR_SET_PDEATHSIG`` and a watchdog on the parent
    pid, as compaction workers do: ``compactor/worker_os.py``);
@@ -26,6 +27,7 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
@@ -33,37 +35,69 @@ from compactlog.compactor.worker_os import die_with_parent
 from compactlog.errors import CompactlogError, NotOwner
 from compactlog.server.app import lock_data_dir
 from compactlog.server.broker import Broker
-from compactlog.server.handlers import Admit
+from compactlog.server.front_secret import SECRET_ENV, from_front
+from compactlog.server.handlers import Admit, Metadata
 from compactlog.server.security import Guard, SecurityOptions
 from compactlog.server.serving import ServedStore
 from compactlog.server.wire_peek import topic_of
 from compactlog.storage.config import ServerSettings
-from compactlog.storage.slots import slot_dir, slot_of
+from compactlog.storage.slots import Placement, slot_dir, slot_of
+from compactlog.v1 import compactlog_pb2 as pb
 
 log = logging.getLogger("compactlog.shard")
 
 SHARD_LISTEN = "127.0.0.1:0"
 
 
-def slot_admit(slot: int, slots: int) -> Admit:
+def slot_admit(
+    slot: int,
+    slots: int,
+    placement: Placement = Placement.TOPIC,
+    secret: str | None = None,
+    partitioned: Callable[[str], bool] = lambda _name: False,
+) -> Admit:
     """Refuse a request whose topic lives in another slot (``NOT_OWNER``, retriable): a
-    client with a stale map must not create or miss a topic in the wrong store."""
+    client with a stale map must not create or miss a topic in the wrong store.
 
-    def admit(data: bytes) -> CompactlogError | None:
+    Under partition placement a slot holds some partitions of a spread ``NAME`` and
+    answers a call on ``NAME`` for those only, so only the front may ask it (the front
+    merges every slot's part): a call from the front (``front_secret``) is admitted for
+    any name; one without the mark on a partitioned ``NAME`` this slot keeps a record of
+    (``partitioned``), or creating one, is refused."""
+    spread = placement is Placement.PARTITION
+
+    def admit(data: bytes, message: str, metadata: Metadata) -> CompactlogError | None:
         topic = topic_of(data)
-        if topic is None:
+        if topic is None or (spread and from_front(metadata, secret)):
             return None
-        home = slot_of(topic, slots)
-        if home == slot:
-            return None
-        return NotOwner(
-            f"topic {topic} lives in store slot {home}, not in slot {slot} served here: "
-            "ask GetPartitionMap for its owner",
-            topic=topic,
-            slot=home,
-        )
+        home = slot_of(topic, slots, placement)
+        if home != slot:
+            return NotOwner(
+                f"topic {topic} lives in store slot {home}, not in slot {slot} served here: "
+                "ask GetPartitionMap for its owner",
+                topic=topic,
+                slot=home,
+            )
+        if spread and (partitioned(topic) or _creates_partitioned(data, message)):
+            return NotOwner(
+                f"topic {topic}'s partitions span several shards: call the server's main address",
+                topic=topic,
+                slot=home,
+            )
+        return None
 
     return admit
+
+
+def _creates_partitioned(data: bytes, message: str) -> bool:
+    """A CreateTopic of a partitioned topic (a request that does not parse is left to
+    the parser's own refusal)."""
+    if message != "CreateTopicRequest":
+        return False
+    try:
+        return pb.CreateTopicRequest.FromString(data).partitions >= 2
+    except Exception:
+        return False
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
@@ -73,6 +107,9 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--slot-count", type=int, required=True)
     parser.add_argument("--parent-pid", type=int, required=True)
     parser.add_argument("--shard", type=int, default=0)
+    parser.add_argument(
+        "--placement", choices=[p.value for p in Placement], default=Placement.TOPIC.value
+    )
     parser.add_argument("--config", default=None)
     parser.add_argument("--auth-tokens", default=None)
     parser.add_argument("--tls-cert", default=None)
@@ -99,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
         tls_key=_path(args.tls_key),
     )
     data_dir = Path(args.data_dir)
+    placement = Placement(args.placement)
+    secret = os.environ.pop(SECRET_ENV, None)  # the front's mark; not passed on further
     locks: list[IO[str]] = []
     brokers: dict[int, Broker] = {}
     try:
@@ -110,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         for slot in slots:
             home = slot_dir(data_dir, slot)
             locks.append(lock_data_dir(home))
-            brokers[slot] = Broker(home, settings)
+            brokers[slot] = Broker(home, settings, holds=_holds(slot, args.slot_count, placement))
     except Exception as exc:  # one line for the front to report, never a traceback
         for broker in brokers.values():
             broker.close()
@@ -118,20 +157,40 @@ def main(argv: list[str] | None = None) -> int:
         print(f"compactlog: error: shard {args.shard}: {message}", file=sys.stderr, flush=True)
         return 1
     try:
-        return asyncio.run(_serve(brokers, settings, guard, args.slot_count))
+        admits = {
+            slot: slot_admit(slot, args.slot_count, placement, secret, _has_record(broker))
+            for slot, broker in brokers.items()
+        }
+        spread = placement is Placement.PARTITION  # admission reads the front's mark
+        return asyncio.run(_serve(brokers, settings, guard, admits, spread))
     finally:
         for lock in locks:
             lock.close()
 
 
+def _holds(slot: int, slot_count: int, placement: Placement) -> Callable[[str], bool]:
+    """Which topic names the slot's store holds (its Broker serves local partitions)."""
+    return lambda name: slot_of(name, slot_count, placement) == slot
+
+
+def _has_record(broker: Broker) -> Callable[[str], bool]:
+    return lambda name: broker.partitioned.get(name) is not None
+
+
 async def _serve(
-    brokers: dict[int, Broker], settings: ServerSettings, guard: Guard, slot_count: int
+    brokers: dict[int, Broker],
+    settings: ServerSettings,
+    guard: Guard,
+    admits: dict[int, Admit],
+    admit_metadata: bool,
 ) -> int:
     loop = asyncio.get_running_loop()
     served: dict[int, ServedStore] = {}
     try:
         for slot, broker in brokers.items():
-            store = ServedStore(broker, settings, guard, admit=slot_admit(slot, slot_count))
+            store = ServedStore(
+                broker, settings, guard, admit=admits[slot], admit_metadata=admit_metadata
+            )
             served[slot] = store
             store.bind(SHARD_LISTEN)
     except CompactlogError as exc:

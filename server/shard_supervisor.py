@@ -29,8 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from compactlog.errors import CompactlogError
+from compactlog.server.front_secret import SECRET_ENV
 from compactlog.server.security import SecurityOptions
-from compactlog.storage.slots import slots_of_shard
+from compactlog.storage.slots import Placement, slots_of_shard
 
 log = logging.getLogger("compactlog.shards")
 
@@ -49,6 +50,8 @@ class ShardSpec:
     shards: int
     config: Path | None
     security: SecurityOptions
+    placement: Placement = Placement.TOPIC
+    secret: str | None = None  # the front's mark (front_secret), handed over in the env
 
     def command(self, shard: int) -> list[str]:
         slots = ",".join(str(s) for s in slots_of_shard(shard, self.shards, self.slot_count))
@@ -66,6 +69,8 @@ class ShardSpec:
             str(os.getpid()),
             "--shard",
             str(shard),
+            "--placement",
+            self.placement.value,
         ]
         for flag, value in (
             ("--config", self.config),
@@ -76,6 +81,15 @@ class ShardSpec:
             if value is not None:
                 args += [flag, str(value)]
         return args
+
+    def environment(self) -> dict[str, str]:
+        """The shard's environment: the front's own, plus the secret (never in argv,
+        which ``ps`` shows to every user)."""
+        env = dict(os.environ)
+        env.pop(SECRET_ENV, None)
+        if self.secret:
+            env[SECRET_ENV] = self.secret
+        return env
 
 
 @dataclass
@@ -134,7 +148,9 @@ class ShardSupervisor:
 
     def _spawn(self, index: int) -> subprocess.Popen[bytes]:
         # From the event loop's thread, the main thread: see the module docstring.
-        return subprocess.Popen(self.spec.command(index), stdout=subprocess.PIPE)
+        return subprocess.Popen(
+            self.spec.command(index), stdout=subprocess.PIPE, env=self.spec.environment()
+        )
 
     async def start(self) -> None:
         """Start every shard at once and wait for all to be ready; on a failure the

@@ -22,6 +22,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from compactlog.errors import CompactlogError
+from compactlog.server import front_secret
 from compactlog.server.front import FrontHandler, Owners
 from compactlog.server.front_partitions import PartitionedIndex
 from compactlog.server.reflection import enable_server_reflection
@@ -77,6 +78,14 @@ def _front_server(
     return server, port
 
 
+def _index(data_dir: Path, layout: Layout) -> PartitionedIndex | None:
+    """The partitioned topics the front answers for: only under partition placement
+    (under topic placement ``NAME``'s slot holds every partition and answers alone)."""
+    if layout.placement is not Placement.PARTITION:
+        return None
+    return PartitionedIndex.load(data_dir, layout.slots, layout.placement)
+
+
 def run_front(
     data_dir: Path, layout: Layout, shards: int, listen: str, config: Path | None, guard: Guard
 ) -> int:
@@ -88,7 +97,9 @@ async def _serve_front(
 ) -> int:
     loop = asyncio.get_running_loop()
     tls_root = guard.options.tls_cert.read_bytes() if guard.options.tls_cert else None
-    owners = Owners(layout.slots, tls_root)
+    # Under partition placement a slot answers calls on a spread NAME only from this front.
+    secret = front_secret.new_secret() if layout.placement is Placement.PARTITION else None
+    owners = Owners(layout.slots, tls_root, layout.placement, secret)
     stop = asyncio.Event()
     fatal: list[str] = []
 
@@ -97,13 +108,12 @@ async def _serve_front(
         fatal.append(message)
         stop.set()
 
-    spec = ShardSpec(data_dir, layout.slots, shards, config, guard.options)
+    spec = ShardSpec(
+        data_dir, layout.slots, shards, config, guard.options, layout.placement, secret
+    )
     supervisor = ShardSupervisor(spec, owners.update, on_fatal)
     try:
-        index = None
-        if layout.placement is Placement.PARTITION:
-            index = PartitionedIndex.load(data_dir, layout.slots, layout.placement)
-        server, port = _front_server(owners, listen, guard, index)
+        server, port = _front_server(owners, listen, guard, _index(data_dir, layout))
         await supervisor.start()
     except CompactlogError as exc:
         await supervisor.stop()

@@ -195,6 +195,12 @@ SERVER_KEYS = _keys(
         256,
         "segment files held open at once, all topics together (an LRU of descriptors)",
     ),
+    ConfigKey(
+        "shards.placement",
+        _choice("topic", "partition"),
+        "topic",
+        "where a new sharded data dir (serve --shards N) puts partitions (storage/slots.py)",
+    ),
 )
 
 
@@ -325,6 +331,7 @@ class ServerSettings:
     read_batch_max_messages: int = 1000
     ledger_wal_recovery_mode: str = "absolute-consistency"
     log_segment_open_files_max: int = 256
+    shards_placement: str = "topic"  # read when a sharded data dir is created (storage.slots)
     topic_defaults: Mapping[str, str] | None = None
 
     @property

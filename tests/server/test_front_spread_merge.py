@@ -1,162 +1,171 @@
-"""The front's merges of the slots' answers on a spread partitioned topic, over
-hand-built responses (``server/front_spread_merge.py``, ``front_spread_log``)."""
+"""The front's merges of the slots' answers on a spread partitioned topic, over hand-built
+answers (``server/front_spread_merge.py``); the real fan-out is in
+``tests/e2e/test_spread_admin.py``."""
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
+from compactlog.errors import CompactlogError
 from compactlog.partitioner import partition_name
-from compactlog.server import front_spread_merge as merge
-from compactlog.server.front import Owners
-from compactlog.server.front_partitions import PartitionedIndex
-from compactlog.server.front_spread_log import READ, SpreadLog, _first_answers
-from compactlog.storage.partitioned_topics import PartitionedTopic
-from compactlog.storage.slots import Placement, slot_of
-from compactlog.storage.types import TopicKind
+from compactlog.server.front_spread_merge import (
+    merge_compaction,
+    merge_topic_infos,
+    merge_topic_lists,
+    partition_map,
+    partitions_in_slot,
+)
+from compactlog.server.partitioned_compaction import aggregate
+from compactlog.storage.slots import Placement, slot_of, slots_of_partitions
 from compactlog.v1 import compactlog_pb2 as pb
 
+SPREAD = Placement.PARTITION
+State = pb.CompactionStatus
 
-def message(partition: int, entry: int, publish: int = 0, key: bytes = b"k") -> pb.Message:
-    return pb.Message(
-        id=pb.MessageId(ledger_id=1, entry_id=entry, partition=partition),
-        key=key,
-        value=b"v" * entry,
-        publish_time_ms=publish,
+
+def info(name: str, entries: int, config: str, partitions: int = 3) -> pb.TopicInfo:
+    out = pb.TopicInfo(name=name, kind=pb.SEGMENTED, partitions=partitions)
+    out.config["retention.ms"] = config
+    s = out.stats
+    s.entries, s.bytes, s.ledgers, s.segments = entries, 10 * entries, 1, 2
+    s.compacted_entries, s.compacted_bytes = entries // 2, 5 * entries
+    return out
+
+
+def test_topic_infos_sum_the_figures_and_take_the_own_slots_config() -> None:
+    merged = merge_topic_infos([info("t", 4, "own"), info("t", 6, "other")], partitions=7)
+    assert merged.name == "t" and merged.kind == pb.SEGMENTED and merged.partitions == 7
+    assert dict(merged.config) == {"retention.ms": "own"}
+    s = merged.stats
+    assert (s.entries, s.bytes, s.ledgers, s.segments) == (10, 100, 2, 4)
+    assert (s.compacted_entries, s.compacted_bytes) == (5, 50)
+    assert not merged.offline and not merged.offline_reason
+    assert not s.HasField("first_id") and not s.HasField("last_id")
+
+
+def test_offline_reasons_are_joined() -> None:
+    bad = info("t", 0, "x")
+    bad.offline, bad.offline_reason = True, "t-partition-1: bad checksum"
+    worse = info("t", 0, "y")
+    worse.offline, worse.offline_reason = True, "t-partition-2: missing segment"
+    merged = merge_topic_infos([info("t", 1, "z"), bad, worse], partitions=3)
+    assert merged.offline
+    assert merged.offline_reason == "t-partition-1: bad checksum; t-partition-2: missing segment"
+
+
+def test_no_answer_is_an_error_not_an_empty_topic() -> None:
+    with pytest.raises(CompactlogError):
+        merge_topic_infos([], partitions=2)
+
+
+def test_lists_without_an_order_are_joined_by_name() -> None:
+    a = pb.ListTopicsResponse(topics=[info("b", 1, "x"), info("d", 1, "x")])
+    b = pb.ListTopicsResponse(topics=[info("a", 1, "x"), info("c", 1, "x")])
+    merged = merge_topic_lists([a, b])
+    assert [t.name for t in merged.topics] == ["a", "b", "c", "d"]
+
+
+def test_lists_merge_one_spread_name_with_the_same_merge_in_slot_order() -> None:
+    name, partitions = "prices", 4
+    order = slots_of_partitions(name, partitions, 8, SPREAD)
+    slots = sorted(order)
+    # Every slot holding a partition lists NAME with its own figures; the own slot's
+    # config is "own". The slots answer in slot number order, not in NAME's order.
+    answers = []
+    for slot in slots:
+        own = slot == order[0]
+        topics = [info(name, 1 + slot, "own" if own else f"slot {slot}", partitions)]
+        topics.append(info(f"solo-{slot}", 1, "x", 0))
+        answers.append(pb.ListTopicsResponse(topics=topics))
+    merged = merge_topic_lists(answers, lambda n, p: slots_of_partitions(n, p, 8, SPREAD), slots)
+    names = [t.name for t in merged.topics]
+    assert names == sorted([name, *(f"solo-{s}" for s in slots)])
+    entry = merged.topics[names.index(name)]
+    expected = merge_topic_infos(
+        [info(name, 1 + s, "own" if s == order[0] else f"slot {s}", partitions) for s in order],
+        partitions,
     )
+    assert entry == expected
+    assert entry.config["retention.ms"] == "own"
+    assert entry.stats.entries == sum(1 + s for s in slots)
 
 
-def read_response(*messages: pb.Message) -> bytes:
-    return pb.ReadResponse(messages=messages).SerializeToString()
+@pytest.mark.parametrize("partitions", [2, 4, 8, 11, 20])
+def test_partitions_in_slot_cover_every_partition_once(partitions: int) -> None:
+    held = {
+        slot: partitions_in_slot("t", partitions, slot, 8, SPREAD)
+        for slot in slots_of_partitions("t", partitions, 8, SPREAD)
+    }
+    assert sorted(i for indices in held.values() for i in indices) == list(range(partitions))
+    for slot, indices in held.items():
+        assert indices == sorted(indices)
+        assert all(slot_of(partition_name("t", i), 8, SPREAD) == slot for i in indices)
 
 
-def test_count_and_cut_walk_the_wire_bytes() -> None:
-    data = read_response(*(message(i % 3, i) for i in range(5)))
-    assert merge.count_messages(data) == 5
-    assert merge.count_messages(b"") == 0
-    head, count = merge.cut(data, 3)
-    assert count == 3
-    assert [m.id.entry_id for m in pb.ReadResponse.FromString(head).messages] == [0, 1, 2]
-    assert merge.cut(data, 9) == (data, 5)
-    # Concatenated responses are one response (what Consume's merge relies on).
-    both = read_response(message(0, 1)) + read_response(message(1, 2))
-    assert [m.id.partition for m in pb.ConsumeResponse.FromString(both).messages] == [0, 1]
-
-
-def test_last_ids_sorted_by_partition_and_the_greatest_id() -> None:
-    a = pb.GetLastMessageIdResponse(
-        id=pb.MessageId(ledger_id=3, entry_id=4, partition=2),
-        partitions=[pb.MessageId(ledger_id=3, entry_id=4, partition=2)],
-    )
-    b = pb.GetLastMessageIdResponse(
-        id=pb.MessageId(ledger_id=5, entry_id=1, partition=1),
-        partitions=[
-            pb.MessageId(ledger_id=5, entry_id=1, partition=1),
-            pb.MessageId(ledger_id=2, entry_id=9, partition=0),
-        ],
-    )
-    empty = pb.GetLastMessageIdResponse()
-    merged = pb.GetLastMessageIdResponse.FromString(
-        merge.last_ids([x.SerializeToString() for x in (a, empty, b)])
-    )
-    assert [p.partition for p in merged.partitions] == [0, 1, 2]
-    assert (merged.id.ledger_id, merged.id.entry_id, merged.id.partition) == (5, 1, 1)
-    none = pb.GetLastMessageIdResponse.FromString(merge.last_ids([b"", b""]))
-    assert not none.HasField("id") and not none.partitions
-
-
-def history(*messages: pb.Message, truncated: bool = False) -> bytes:
-    return pb.GetKeyHistoryResponse(messages=messages, truncated=truncated).SerializeToString()
-
-
-def test_key_history_merged_by_publish_time_with_its_limit() -> None:
-    one = history(message(0, 1, publish=10), message(0, 2, publish=30))
-    two = history(message(1, 3, publish=20), message(1, 4, publish=40))
-    merged = pb.GetKeyHistoryResponse.FromString(merge.key_history([one, two], 0))
-    assert [m.publish_time_ms for m in merged.messages] == [10, 20, 30, 40]
-    assert not merged.truncated
-    cut = pb.GetKeyHistoryResponse.FromString(merge.key_history([one, two], 3))
-    assert [m.publish_time_ms for m in cut.messages] == [10, 20, 30]
-    assert cut.truncated
-    flagged = pb.GetKeyHistoryResponse.FromString(
-        merge.key_history([history(truncated=True), two], 0)
-    )
-    assert flagged.truncated and len(flagged.messages) == 2
-
-
-def test_subscriptions_merged_by_name_backlogs_summed() -> None:
-    mark = pb.MessageId(ledger_id=1, entry_id=2)
-    first = pb.ListSubscriptionsResponse(
-        subscriptions=[
-            pb.SubscriptionInfo(name="b", type=pb.SHARED, backlog=2, mark_delete=mark),
-            pb.SubscriptionInfo(name="a", backlog=1),
-        ]
-    )
-    second = pb.ListSubscriptionsResponse(
-        subscriptions=[pb.SubscriptionInfo(name="b", type=pb.SHARED, backlog=5)]
-    )
-    merged = pb.ListSubscriptionsResponse.FromString(
-        merge.list_subscriptions([first.SerializeToString(), second.SerializeToString()])
-    )
-    assert [(s.name, s.backlog) for s in merged.subscriptions] == [("a", 1), ("b", 7)]
-    assert merged.subscriptions[1].mark_delete == mark
-    assert merged.subscriptions[1].type == pb.SHARED
-    reset = pb.SubscriptionInfo.FromString(
-        merge.reset_cursor([s.SerializeToString() for s in second.subscriptions] * 2)
-    )
-    assert (reset.name, reset.backlog) == ("b", 10)
-
-
-def spread_log() -> SpreadLog:
-    index = PartitionedIndex(8, Placement.PARTITION)
-    index.put(PartitionedTopic("orders", 4, TopicKind.LEDGER))
-    return SpreadLog(Owners(8, None, Placement.PARTITION, "secret"), index)
-
-
-def test_the_calls_answered_for_a_spread_name_only() -> None:
-    log = spread_log()
-    read = pb.ReadRequest(topic="orders").SerializeToString()
-    assert log.spread(READ, read) == ("orders", 4)
-    other = pb.ReadRequest(topic="plain").SerializeToString()
-    assert log.spread(READ, other) is None
-    publish = pb.PublishRequest(topic="orders").SerializeToString()
-    assert log.spread("/compactlog.v1.Log/Publish", publish) is None
-    ack = "/compactlog.v1.Log/Acknowledge"
-    assert log.spread(ack, pb.AcknowledgeRequest(topic="orders").SerializeToString())
-    for i in range(4):
-        assert log.slot_of_partition(("orders", 4), i) == slot_of(
-            partition_name("orders", i), 8, Placement.PARTITION
+def slot_answers(
+    name: str, partitions: int, statuses: list[pb.CompactionStatus]
+) -> dict[int, pb.CompactionStatus]:
+    """What each slot answers: the aggregate of its own partitions (as the slot does)."""
+    return {
+        slot: aggregate(
+            [statuses[i] for i in partitions_in_slot(name, partitions, slot, 8, SPREAD)]
         )
-    assert log.slot_of_partition(("orders", 4), 9) == slot_of("orders", 8)
+        for slot in reversed(slots_of_partitions(name, partitions, 8, SPREAD))
+    }
 
 
-def test_first_answers_takes_what_is_in_hand_once_one_has_messages() -> None:
-    async def scenario() -> tuple[bytes, bytes, bool]:
-        loop = asyncio.get_running_loop()
-        empty, full, waiting = (loop.create_future() for _ in range(3))
-        empty.set_result(b"")
-        full.set_result(b"A")
-        got = await _first_answers([empty, waiting, full])
-        waiting.cancel()
-        nothing = [loop.create_future() for _ in range(2)]
-        for future in nothing:
-            future.set_result(b"")
-        return got, await _first_answers(nothing), waiting.cancelled()
-
-    assert asyncio.run(scenario()) == (b"A", b"", True)
+def status(i: int, state: State.State.ValueType, error: str = "") -> pb.CompactionStatus:
+    out = pb.CompactionStatus(state=state, last_error=error)
+    out.last_run.read, out.last_run.kept, out.last_run.duration_ms = 100 + i, i, 10 * i
+    out.last_run.engine = "python"
+    return out
 
 
-def test_first_answers_raises_an_error_before_any_messages() -> None:
-    async def scenario() -> bytes:
-        loop = asyncio.get_running_loop()
-        failed = loop.create_future()
-        failed.set_exception(RuntimeError("slot down"))
-        waiting = loop.create_future()
-        try:
-            return await _first_answers([failed, waiting])
-        finally:
-            waiting.cancel()
+@pytest.mark.parametrize("partitions", [4, 11])
+def test_compaction_statuses_fold_in_partition_order_by_the_slots_rule(partitions: int) -> None:
+    states = [State.SUCCESS] * partitions
+    states[1], states[partitions - 1] = State.ERROR, State.RUNNING
+    statuses = [status(i, s, "disk full" if s == State.ERROR else "") for i, s in enumerate(states)]
+    merged = merge_compaction(slot_answers("t", partitions, statuses), "t", partitions, 8, SPREAD)
+    assert merged == aggregate(statuses)  # what a single store answers
+    assert list(merged.partitions) == statuses
+    assert merged.state == State.RUNNING
+    assert merged.last_error == "partition 1: disk full"
+    assert merged.last_run.read == sum(100 + i for i in range(partitions))
+    assert merged.last_run.duration_ms == 10 * (partitions - 1)
 
-    with pytest.raises(RuntimeError, match="slot down"):
-        asyncio.run(scenario())
+
+def test_a_slot_answering_one_partition_plainly_is_taken_as_that_partition() -> None:
+    statuses = [status(i, State.SUCCESS) for i in range(2)]
+    answers = {
+        slot: statuses[partitions_in_slot("t", 2, slot, 8, SPREAD)[0]]
+        for slot in slots_of_partitions("t", 2, 8, SPREAD)
+    }
+    assert merge_compaction(answers, "t", 2, 8, SPREAD) == aggregate(statuses)
+
+
+def test_a_slot_answering_the_wrong_count_is_an_error() -> None:
+    answers = slot_answers("t", 11, [status(i, State.SUCCESS) for i in range(11)])
+    slot = next(s for s, a in answers.items() if len(a.partitions) == 2)
+    del answers[slot].partitions[1]
+    with pytest.raises(CompactlogError, match=f"slot {slot} answered 1"):
+        merge_compaction(answers, "t", 11, 8, SPREAD)
+
+
+def test_the_partition_map_names_every_partition_and_its_address() -> None:
+    def address_of(topic: str) -> str:
+        return f"127.0.0.1:{7000 + slot_of(topic, 8, SPREAD)}"
+
+    answer = partition_map("t", 3, address_of)
+    assert [(p.partition, p.topic, p.address) for p in answer.partitions] == [
+        (i, f"t-partition-{i}", address_of(f"t-partition-{i}")) for i in range(3)
+    ]
+    assert len({p.address for p in answer.partitions}) == 3
+
+
+def test_errors_name_true_indices_when_a_slot_gave_no_answer() -> None:
+    statuses = [status(i, State.ERROR, f"bad {i}") for i in range(4)]
+    answers = slot_answers("t", 4, statuses)
+    del answers[slots_of_partitions("t", 4, 8, SPREAD)[1]]  # no record of t there
+    merged = merge_compaction(answers, "t", 4, 8, SPREAD)
+    assert merged.last_error == "partition 0: bad 0; partition 2: bad 2; partition 3: bad 3"

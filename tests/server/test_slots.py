@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from compactlog.errors import CompactlogError, NotOwner
+from compactlog.server.front_secret import FRONT_KEY
 from compactlog.server.shard_process import slot_admit
 from compactlog.server.wire_peek import field_one, topic_of
 from compactlog.storage.slots import (
@@ -65,11 +66,11 @@ def test_the_peek_reads_field_one_without_parsing() -> None:
 
 def test_a_slot_refuses_topics_of_other_slots() -> None:
     admit = slot_admit(slot_of("a", 8), 8)
-    assert admit(pb.GetTopicRequest(name="a").SerializeToString()) is None
-    refusal = admit(pb.GetTopicRequest(name="b").SerializeToString())
+    assert admit(pb.GetTopicRequest(name="a").SerializeToString(), "GetTopicRequest", ()) is None
+    refusal = admit(pb.GetTopicRequest(name="b").SerializeToString(), "GetTopicRequest", ())
     assert isinstance(refusal, NotOwner)
     assert refusal.metadata == {"topic": "b", "slot": str(slot_of("b", 8))}
-    assert admit(pb.ListTopicsRequest().SerializeToString()) is None
+    assert admit(pb.ListTopicsRequest().SerializeToString(), "ListTopicsRequest", ()) is None
 
 
 def test_partition_placement_spreads_a_topics_partitions_over_the_slots(tmp_path: Path) -> None:
@@ -90,3 +91,28 @@ def test_partition_placement_spreads_a_topics_partitions_over_the_slots(tmp_path
     (tmp_path / "d" / "PLACEMENT").write_text("spread\n")
     with pytest.raises(CompactlogError, match="PLACEMENT"):
         read_layout(tmp_path / "d")
+
+
+def test_under_partition_placement_a_spread_topic_answers_only_its_front() -> None:
+    admit = slot_admit(6, 8, Placement.PARTITION, "s3cret", lambda name: name == "orders")
+    mark = ((FRONT_KEY, "s3cret"),)
+
+    def get(name: str, metadata: tuple[tuple[str, str], ...] = ()) -> CompactlogError | None:
+        return admit(pb.GetTopicRequest(name=name).SerializeToString(), "GetTopicRequest", metadata)
+
+    assert get("orders", mark) is None
+    refusal = get("orders")
+    assert isinstance(refusal, NotOwner) and "span several shards" in str(refusal)
+    assert isinstance(get("orders", ((FRONT_KEY, "wrong"),)), NotOwner)
+    assert get("orders-partition-0") is None  # a partition: its own slot answers anyone
+    assert isinstance(get("orders-partition-1"), NotOwner)  # slot 7's
+    assert get("orders-partition-1", mark) is None  # the front may ask any slot anything
+    name = next(f"t{i}" for i in range(100) if slot_of(f"t{i}", 8) == 6)
+    for partitions, refused in ((0, False), (2, True)):
+        create = pb.CreateTopicRequest(name=name, partitions=partitions).SerializeToString()
+        assert isinstance(admit(create, "CreateTopicRequest", ()), NotOwner) is refused
+        assert admit(create, "CreateTopicRequest", mark) is None
+    # Topic placement: a partitioned topic lives whole in its slot, no mark needed.
+    whole = slot_admit(6, 8, Placement.TOPIC, "s3cret", lambda name: True)
+    request = pb.GetTopicRequest(name="orders").SerializeToString()
+    assert whole(request, "GetTopicRequest", ()) is None
