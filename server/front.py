@@ -9,7 +9,8 @@ cannot answer, the front answers itself:
 - ``ListTopics``: asked of every slot, merged by name;
 - TopicAdmin calls on a partitioned topic whose partitions are spread over the slots
   (partition placement, given an ``index``): asked of every slot holding a partition,
-  merged (``front_spread_admin``);
+  merged (``front_spread_admin``); Log calls but Publish on one, the same
+  (``front_spread_log``);
 - ``GetPartitionMap``: the owner's map, with the slot's address for "the address asked";
 - ``PublishStream``: each request goes to its topic's owner over one stream per owner;
   responses come back in request order (each owner keeps its own order; the front
@@ -125,10 +126,12 @@ class FrontHandler(grpc.GenericRpcHandler):
 
     def __init__(self, owners: Owners, index: PartitionedIndex | None = None) -> None:
         from compactlog.server.front_spread_admin import SpreadAdmin  # it builds on this
+        from compactlog.server.front_spread_log import SpreadLog  # so does this
 
         self.owners = owners
         self.index = index  # partition placement's partitioned topics; None: topic placement
         self.spread = SpreadAdmin(owners, index) if index is not None else None
+        self.spread_log = SpreadLog(owners, index) if index is not None else None
         self.shapes: dict[str, tuple[bool, bool]] = {}
         for name in _SERVICES:
             service = pb.DESCRIPTOR.services_by_name[name]
@@ -151,12 +154,16 @@ class FrontHandler(grpc.GenericRpcHandler):
             stream = self._unary_stream(method)
             if self.spread is not None:
                 stream = self.spread.around_stream(method, stream)
+            if self.spread_log is not None:
+                stream = self.spread_log.around_stream(method, stream)
             return grpc.unary_stream_rpc_method_handler(stream)
         unary: Callable[[bytes, Any], Awaitable[bytes]] = self._unary(method)
         if method.endswith("/GetPartitionMap"):
             unary = self._partition_map
         if self.spread is not None:
             unary = self.spread.around(method, unary)
+        if self.spread_log is not None:
+            unary = self.spread_log.around(method, unary)
         return grpc.unary_unary_rpc_method_handler(unary)
 
     # ---- one owner -------------------------------------------------------------------
