@@ -9,7 +9,8 @@ cannot answer, the front answers itself:
 - ``ListTopics``: asked of every slot, merged by name;
 - TopicAdmin calls on a partitioned topic whose partitions are spread over the slots
   (partition placement, given an ``index``): asked of every slot holding a partition,
-  merged (``front_spread_admin``);
+  merged (``front_spread_admin``); Log calls but Publish on one, the same
+  (``front_spread_log``);
 - ``GetPartitionMap``: the owner's map, with the slot's address for "the address asked";
 - ``Publish`` to such a spread partitioned topic: split by partition, each part sent to
   its partition's slot (``front_spread_publish``);
@@ -40,13 +41,7 @@ from compactlog.server.front_relay import forwarded as _forwarded
 from compactlog.server.front_relay import relay as _relay
 from compactlog.server.front_secret import FRONT_KEY
 from compactlog.server.front_spread_merge import merge_topic_lists
-from compactlog.server.front_spread_publish import (
-    CONFIG_CHANGES,
-    PUBLISH,
-    SpreadPending,
-    SpreadPublish,
-    fail,
-)
+from compactlog.server.front_spread_publish import SpreadPending, SpreadPublish, fail
 from compactlog.server.wire_peek import field_one
 from compactlog.storage.slots import Placement, slot_of
 from compactlog.v1 import compactlog_pb2 as pb
@@ -121,10 +116,12 @@ class FrontHandler(grpc.GenericRpcHandler):
 
     def __init__(self, owners: Owners, index: PartitionedIndex | None = None) -> None:
         from compactlog.server.front_spread_admin import SpreadAdmin  # it builds on this
+        from compactlog.server.front_spread_log import SpreadLog  # so does this
 
         self.owners = owners
         self.index = index  # partition placement's partitioned topics; None: topic placement
         self.spread = SpreadAdmin(owners, index) if index is not None else None
+        self.spread_log = SpreadLog(owners, index) if index is not None else None
         self.spread_publish = SpreadPublish(owners, index) if index is not None else None
         self.shapes: dict[str, tuple[bool, bool]] = {}
         for name in _SERVICES:
@@ -138,12 +135,6 @@ class FrontHandler(grpc.GenericRpcHandler):
         shape = self.shapes.get(method)
         if shape is None:
             return None
-        if self.spread_publish is not None:
-            if method == PUBLISH:
-                publish = self.spread_publish.unary(self._unary(method))
-                return grpc.unary_unary_rpc_method_handler(publish)
-            if method in CONFIG_CHANGES:
-                self.spread_publish.limits.forget()
         if method.endswith("/ListTopics"):
             return grpc.unary_unary_rpc_method_handler(self._list_topics)
         if shape == (True, True):
@@ -154,12 +145,18 @@ class FrontHandler(grpc.GenericRpcHandler):
             stream = self._unary_stream(method)
             if self.spread is not None:
                 stream = self.spread.around_stream(method, stream)
+            if self.spread_log is not None:
+                stream = self.spread_log.around_stream(method, stream)
             return grpc.unary_stream_rpc_method_handler(stream)
         unary: Callable[[bytes, Any], Awaitable[bytes]] = self._unary(method)
         if method.endswith("/GetPartitionMap"):
             unary = self._partition_map
         if self.spread is not None:
             unary = self.spread.around(method, unary)
+        if self.spread_log is not None:
+            unary = self.spread_log.around(method, unary)
+        if self.spread_publish is not None:
+            unary = self.spread_publish.around(method, unary)
         return grpc.unary_unary_rpc_method_handler(unary)
 
     # ---- one owner -------------------------------------------------------------------

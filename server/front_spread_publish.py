@@ -233,6 +233,15 @@ class SpreadPublish:
         )
         return reply
 
+    def around(
+        self, method: str, unary: Callable[[bytes, Ctx], Awaitable[bytes]]
+    ) -> Callable[[bytes, Ctx], Awaitable[bytes]]:
+        """The front's handler of unary ``method``: Publish split here when it names a
+        spread topic; a config-changing admin call drops the cached limits first."""
+        if method in CONFIG_CHANGES:
+            self.limits.forget()
+        return self.unary(unary) if method == PUBLISH else unary
+
     def unary(
         self, plain: Callable[[bytes, Ctx], Awaitable[bytes]]
     ) -> Callable[[bytes, Ctx], Awaitable[bytes]]:

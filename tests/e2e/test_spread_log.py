@@ -1,0 +1,134 @@
+"""Log reads on a partitioned topic whose partitions spread over the shards
+(``shards.placement = "partition"``): a real ``serve --shards 2``, the front asking
+every slot holding a partition and merging (``server/front_spread_log.py``)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import grpc
+import pytest
+
+from compactlog.partitioner import partition_name
+from compactlog.storage.slots import SLOT_COUNT, Placement, slot_of
+from compactlog.v1 import compactlog_pb2 as pb
+from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
+from tests.conftest import ServerProcess
+
+NAME, PARTITIONS, EACH = "spread", 4, 5
+PLACEMENT = '"shards.placement" = "partition"\n'
+
+
+class Api:
+    def __init__(self, address: str) -> None:
+        self.channel = grpc.insecure_channel(address)
+        self.admin = pb_grpc.TopicAdminStub(self.channel)
+        self.log = pb_grpc.LogStub(self.channel)
+
+    def publish(self, partition: int, *records: pb.Record) -> None:
+        request = pb.PublishRequest(topic=partition_name(NAME, partition), records=records)
+        self.log.Publish(request, timeout=30)
+
+    def read(self, **fields: object) -> list[pb.Message]:
+        request = pb.ReadRequest(topic=NAME, **fields)  # type: ignore[arg-type]
+        return [m for r in self.log.Read(request, timeout=30) for m in r.messages]
+
+
+def values(i: int) -> list[bytes]:
+    return [b"p%d-%d" % (i, k) for k in range(EACH)]
+
+
+@pytest.fixture
+def api(server_factory: Callable[..., ServerProcess]) -> Iterator[Api]:
+    """A 2-shard server with partition placement; NAME's 4 partitions in 4 slots, each
+    holding EACH messages published through the front to NAME-partition-i."""
+    srv = server_factory(config=PLACEMENT, extra_args=["--shards", "2"])
+    slots = {slot_of(partition_name(NAME, i), SLOT_COUNT, Placement.PARTITION) for i in range(4)}
+    assert len(slots) == PARTITIONS
+    client = Api(srv.address)
+    client.admin.CreateTopic(pb.CreateTopicRequest(name=NAME, partitions=PARTITIONS), timeout=30)
+    for i in range(PARTITIONS):
+        client.publish(i, *(pb.Record(key=b"k%d" % i, value=v) for v in values(i)))
+    yield client
+    client.channel.close()
+
+
+def by_partition(messages: list[pb.Message]) -> dict[int, list[bytes]]:
+    found: dict[int, list[bytes]] = {}
+    for m in messages:
+        found.setdefault(m.id.partition, []).append(m.value)
+    return found
+
+
+def test_read_covers_every_partition_in_order_and_shares_max_messages(api: Api) -> None:
+    everything = api.read()
+    assert by_partition(everything) == {i: values(i) for i in range(PARTITIONS)}
+    limited = api.read(max_messages=7)
+    assert len(limited) == 7
+    for i, got in by_partition(limited).items():
+        assert got == values(i)[: len(got)]
+    # A message_id start names its partition: read from there, the others from the start.
+    start = [m.id for m in everything if m.id.partition == 2][3]
+    since = by_partition(api.read(message_id=start))
+    assert since == {i: values(i)[3:] if i == 2 else values(i) for i in range(PARTITIONS)}
+    # The partitions are in both shards, and a slot reached directly does not answer NAME.
+    request = pb.GetPartitionMapRequest(topic=NAME)
+    entries = api.admin.GetPartitionMap(request, timeout=30).partitions
+    assert len({e.address for e in entries}) == PARTITIONS
+    direct = Api(entries[0].address)
+    with pytest.raises(grpc.RpcError) as refused:
+        direct.read()
+    assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+    direct.channel.close()
+    # A slot's refusal comes back through the front as the slot gave it.
+    with pytest.raises(grpc.RpcError) as invalid:
+        api.read(as_of=pb.MessageId(entry_id=1))
+    assert invalid.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    last = api.log.GetLastMessageId(pb.GetLastMessageIdRequest(topic=NAME), timeout=30)
+    assert [p.partition for p in last.partitions] == list(range(PARTITIONS))
+    assert all(p.entry_id == EACH - 1 for p in last.partitions)
+    assert last.id in last.partitions
+
+
+def test_follow_sees_new_publishes_on_every_shard(api: Api) -> None:
+    got: list[pb.Message] = []
+    request = pb.ReadRequest(topic=NAME, follow=True, max_messages=PARTITIONS * EACH + 2)
+
+    def follow() -> None:
+        for response in api.log.Read(request, timeout=30):
+            got.extend(response.messages)
+
+    reader = threading.Thread(target=follow)
+    reader.start()
+    api.publish(1, pb.Record(value=b"new-1"))
+    api.publish(3, pb.Record(value=b"new-3"))
+    reader.join(30)
+    assert not reader.is_alive()
+    merged = by_partition(got)
+    assert merged[1] == [*values(1), b"new-1"] and merged[3] == [*values(3), b"new-3"]
+
+
+def test_consume_and_acknowledge_deliver_every_message_once(api: Api) -> None:
+    seen: list[tuple[int, bytes]] = []
+    for _ in range(40):
+        request = pb.ConsumeRequest(topic=NAME, subscription="s", max_messages=6, wait_ms=200)
+        answer = api.log.Consume(request, timeout=30)
+        if not answer.messages and len(seen) == PARTITIONS * EACH:
+            break
+        for m in answer.messages:
+            seen.append((m.id.partition, m.value))
+            ack = pb.AcknowledgeRequest(topic=NAME, subscription="s", id=m.id)
+            api.log.Acknowledge(ack, timeout=30)
+    assert sorted(seen) == sorted((i, v) for i in range(PARTITIONS) for v in values(i))
+
+
+def test_key_history_merges_the_partitions_by_publish_time(api: Api) -> None:
+    for i in (2, 0, 3):
+        time.sleep(0.005)  # publish times (ms) apart: the merge's order is theirs
+        api.publish(i, pb.Record(key=b"same", value=b"in-%d" % i))
+    request = pb.GetKeyHistoryRequest(topic=NAME, key=b"same")
+    history = api.log.GetKeyHistory(request, timeout=30)
+    assert [m.value for m in history.messages] == [b"in-2", b"in-0", b"in-3"]
+    assert [m.id.partition for m in history.messages] == [2, 0, 3]
