@@ -12,13 +12,23 @@ Two figures per shard count, each beside the 1-shard figure of the same run:
    request to the last SUCCESS.
 
 The 4 topic names are chosen to sit in store slots 0-3, so 2 shards own two each and 4
-shards one each (``storage/slots.py``). Topics, not the partitions of one topic: a
-partitioned topic's partitions share one slot (its publishes are atomic across them).
+shards one each (``storage/slots.py``). Under the default placement a partitioned topic's
+partitions share one slot (its publishes are atomic across them), so these are topics.
+
+3. **Partitioned** (``--partitioned``): the issue's goal, one topic of 4 partitions
+   spread over the shards. The servers are started with ``shards.placement =
+   "partition"`` (partition ``i`` in slot ``(crc32(NAME) + i) % 8``; NAME chosen so its
+   partitions sit in slots 0-3), and one generator per partition sends that partition's
+   pre-built requests (keys that Kafka's partitioner puts there) straight to its owner,
+   found with ``GetPartitionMap`` of ``NAME``, as the client does. Printed beside the
+   4-topic figure: the two should match when the partitions spread as the topics do.
+
 With 1 shard the server runs as it always did, one process on the single-store layout.
 Every server gets a fresh data dir.
 
     compactlog bench shards                       # shards 1, 2, 4, 8
     compactlog bench shards --shards 1,2 --quick  # seconds
+    compactlog bench shards --partitioned         # also one topic of 4 partitions
 """
 
 from __future__ import annotations
@@ -36,7 +46,8 @@ import grpc
 
 from compactlog.bench.procstats import ListeningProcess
 from compactlog.bench.rawlog import RawLog, acked, publish_request
-from compactlog.storage.slots import SLOT_COUNT, slot_of
+from compactlog.partitioner import partition_for_key, partition_name
+from compactlog.storage.slots import SLOT_COUNT, Placement, slot_of
 from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 
@@ -56,6 +67,21 @@ def topic_names(count: int = TOPICS) -> list[str]:
     return [names[s] for s in range(count)]
 
 
+def partitioned_name(partitions: int = TOPICS) -> str:
+    """A name whose partitions sit in slots 0, 1, ..., partitions-1 under partition
+    placement (its own slot 0)."""
+    i = 0
+    while True:
+        name = f"bench-partitioned-{i}"
+        slots = [
+            slot_of(partition_name(name, p), SLOT_COUNT, Placement.PARTITION)
+            for p in range(partitions)
+        ]
+        if slots == list(range(partitions)):
+            return name
+        i += 1
+
+
 @dataclass(frozen=True)
 class Settings:
     shards: tuple[int, ...]
@@ -65,31 +91,46 @@ class Settings:
     keys: int  # distinct keys per topic (compaction input)
     durability: str
     runs: int
+    partitioned: bool = False  # also one topic of TOPICS partitions, partition placement
 
 
 class ShardedServer(ListeningProcess):
-    def __init__(self, data_dir: Path, shards: int, durability: str) -> None:
+    def __init__(self, data_dir: Path, shards: int, durability: str, spread: bool = False) -> None:
         config = data_dir.parent / f"{data_dir.name}.toml"
-        config.write_text(f'"publish.durability" = "{durability}"\n')
+        placement = '"shards.placement" = "partition"\n' if spread else ""
+        config.write_text(f'"publish.durability" = "{durability}"\n{placement}')
         args = [sys.executable, "-m", "compactlog", "serve", "--data-dir", str(data_dir),
                 "--listen", "127.0.0.1:0", "--config", str(config),
                 "--shards", str(shards)]  # fmt: skip
         super().__init__(args, "compactlog listening on ", data_dir.parent / f"{data_dir.name}.log")
 
 
-def _requests(topic: str, s: Settings, seed: int) -> list[bytes]:
+def _keys(s: Settings, partition: int | None) -> list[bytes]:
+    """The keys a generator publishes: all of them for a topic; for partition ``i`` of a
+    partitioned topic those Kafka's partitioner puts in it (what a routing client sends
+    there)."""
+    keys = [b"key-%08d" % k for k in range(s.keys)]
+    if partition is None:
+        return keys
+    return [k for k in keys if partition_for_key(k, TOPICS) == partition]
+
+
+def _requests(topic: str, s: Settings, seed: int, partition: int | None) -> list[bytes]:
     value = b"v" * s.value_bytes
+    keys = _keys(s, partition)
     out = []
     for r in range(s.requests):
-        base = (seed + r * s.batch) % s.keys
-        records = [(b"key-%08d" % ((base + i) % s.keys), value) for i in range(s.batch)]
+        base = (seed + r * s.batch) % len(keys)
+        records = [(keys[(base + i) % len(keys)], value) for i in range(s.batch)]
         out.append(publish_request(topic, records))
     return out
 
 
-def _generator(address: str, topic: str, s: Settings, start: object, out: object) -> None:
+def _generator(
+    address: str, topic: str, partition: int | None, s: Settings, start: object, out: object
+) -> None:
     """One load-generator process: build the requests, wait for the start, send them."""
-    requests = _requests(topic, s, seed=hash(topic) & 0xFFFF)
+    requests = _requests(topic, s, seed=hash(topic) & 0xFFFF, partition=partition)
     with RawLog(address) as log:
         start.wait()  # type: ignore[attr-defined]
         began = time.time()
@@ -116,12 +157,32 @@ def _owners(address: str, topics: list[str]) -> dict[str, str]:
         return owners
 
 
-def measure_publish(address: str, topics: list[str], s: Settings) -> float:
-    """Aggregate records per second of one generator process per topic."""
-    owners = _owners(address, topics)
+def _partition_owners(address: str, name: str) -> dict[str, str]:
+    """Each partition of ``name`` (created first, with TOPICS partitions) and its owner's
+    address, from ``GetPartitionMap`` of ``name`` as the client asks it."""
+    with grpc.insecure_channel(address) as channel:
+        admin = pb_grpc.TopicAdminStub(channel)
+        try:
+            admin.CreateTopic(pb.CreateTopicRequest(name=name, partitions=TOPICS), timeout=60)
+        except grpc.RpcError as exc:
+            if exc.code() != grpc.StatusCode.ALREADY_EXISTS:  # type: ignore[attr-defined]
+                raise
+        entries = admin.GetPartitionMap(pb.GetPartitionMapRequest(topic=name), timeout=60)
+        return {e.topic: e.address or address for e in entries.partitions}
+
+
+def measure_publish(owners: dict[str, str], s: Settings, partitioned: bool = False) -> float:
+    """Aggregate records per second of one generator process per topic (or partition,
+    in order, when ``partitioned``), each sending to the address ``owners`` gives."""
+    topics = list(owners)
     ctx = mp.get_context("spawn")
     start, out = ctx.Event(), ctx.Queue()
-    procs = [ctx.Process(target=_generator, args=(owners[t], t, s, start, out)) for t in topics]
+    procs = [
+        ctx.Process(
+            target=_generator, args=(owners[t], t, i if partitioned else None, s, start, out)
+        )
+        for i, t in enumerate(topics)
+    ]
     for proc in procs:
         proc.start()
     time.sleep(2.0 + 0.2 * s.requests * len(topics) / 100)  # let every generator build
@@ -171,31 +232,45 @@ def warm_up(address: str, topics: list[str]) -> None:
             admin.Compact(pb.CompactRequest(topic=topic, wait=True), timeout=120)
 
 
-def one_server(shards: int, s: Settings, tmp: Path) -> tuple[float, float]:
-    server = ShardedServer(tmp / f"shards-{shards}", shards, s.durability)
+Figures = tuple[float, float, float]  # topics' records/s, compaction s, partitions' records/s
+
+
+def one_server(shards: int, s: Settings, tmp: Path) -> Figures:
+    server = ShardedServer(tmp / f"shards-{shards}", shards, s.durability, s.partitioned)
     try:
         topics = topic_names()
-        _owners(server.address, topics)
+        owners = _owners(server.address, topics)
         warm_up(server.address, topics)
-        rate = measure_publish(server.address, topics, s)
+        rate = measure_publish(owners, s)
+        spread = 0.0
+        if s.partitioned:
+            spread = measure_publish(_partition_owners(server.address, partitioned_name()), s, True)
         seconds = measure_compaction(server.address, topics)
     finally:
         server.stop()
-    return rate, seconds
+    return rate, seconds, spread
 
 
-def _print_table(s: Settings, figures: dict[int, tuple[float, float]]) -> None:
-    base_rate, base_secs = figures.get(1, (0.0, 0.0))
+def _print_table(s: Settings, figures: dict[int, Figures]) -> None:
+    base_rate, base_secs, base_spread = figures.get(1, (0.0, 0.0, 0.0))
     records = TOPICS * s.requests * s.batch
     print(f"\nPublishStream, {TOPICS} topics x {s.requests} requests x {s.batch} records of "
           f"{s.value_bytes} B ({records:,} records), publish.durability={s.durability}, "
           f"median of {s.runs} runs")  # fmt: skip
+    if s.partitioned:
+        print(f"partitions: 1 topic of {TOPICS} partitions (shards.placement = partition), "
+              "the same records, each generator straight to its partition's owner")  # fmt: skip
+    spread_head = f"  {'1 topic x 4 parts':>17}  {'vs 1 shard':>10}" if s.partitioned else ""
     print(f"{'shards':>6}  {'records/s':>12}  {'vs 1 shard':>10}  "
-          f"{'compact 4 topics':>16}  {'vs 1 shard':>10}")  # fmt: skip
-    for shards, (rate, secs) in figures.items():
+          f"{'compact 4 topics':>16}  {'vs 1 shard':>10}{spread_head}")  # fmt: skip
+    for shards, (rate, secs, spread) in figures.items():
         up = f"{rate / base_rate:.2f}x" if base_rate else "-"
         faster = f"{base_secs / secs:.2f}x" if base_secs else "-"
-        print(f"{shards:>6}  {rate:>12,.0f}  {up:>10}  {secs:>15.2f}s  {faster:>10}")
+        line = f"{shards:>6}  {rate:>12,.0f}  {up:>10}  {secs:>15.2f}s  {faster:>10}"
+        if s.partitioned:
+            spread_up = f"{spread / base_spread:.2f}x" if base_spread else "-"
+            line += f"  {spread:>17,.0f}  {spread_up:>10}"
+        print(line)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -208,6 +283,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--durability", choices=("fsync", "wal"), default="fsync")
     parser.add_argument("--runs", type=int, default=1, help="runs (each shard count in turn)")
     parser.add_argument("--quick", action="store_true", help="a small run (seconds)")
+    parser.add_argument(
+        "--partitioned",
+        action="store_true",
+        help="also publish to one topic of 4 partitions (shards.placement = partition)",
+    )
     parser.add_argument("--workdir", type=Path, default=None)
     return parser
 
@@ -225,17 +305,24 @@ def main(argv: list[str]) -> int:
         keys=args.keys,
         durability=args.durability,
         runs=max(1, args.runs),
+        partitioned=args.partitioned,
     )
-    samples: dict[int, list[tuple[float, float]]] = {n: [] for n in s.shards}
+    samples: dict[int, list[Figures]] = {n: [] for n in s.shards}
     for run in range(s.runs):  # shard counts take turns, so load drifts hit all alike
         for n in s.shards:
             with tempfile.TemporaryDirectory(prefix="compactlog-bench-", dir=args.workdir) as t:
-                rate, secs = one_server(n, s, Path(t))
-            samples[n].append((rate, secs))
-            print(f"run {run + 1}, shards {n}: {rate:,.0f} records/s, compaction {secs:.2f} s",
-                  file=sys.stderr)  # fmt: skip
+                got = one_server(n, s, Path(t))
+            samples[n].append(got)
+            rate, secs, spread = got
+            parts = f", {TOPICS} partitions {spread:,.0f} records/s" if s.partitioned else ""
+            print(f"run {run + 1}, shards {n}: {rate:,.0f} records/s, compaction {secs:.2f} s"
+                  f"{parts}", file=sys.stderr)  # fmt: skip
     figures = {
-        n: (statistics.median(r for r, _ in got), statistics.median(c for _, c in got))
+        n: (
+            statistics.median(f[0] for f in got),
+            statistics.median(f[1] for f in got),
+            statistics.median(f[2] for f in got),
+        )
         for n, got in samples.items()
     }
     _print_table(s, figures)

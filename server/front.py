@@ -12,9 +12,12 @@ cannot answer, the front answers itself:
   merged (``front_spread_admin``); Log calls but Publish on one, the same
   (``front_spread_log``);
 - ``GetPartitionMap``: the owner's map, with the slot's address for "the address asked";
-- ``PublishStream``: each request goes to its topic's owner over one stream per owner;
-  responses come back in request order (each owner keeps its own order; the front
-  remembers which owner each request went to);
+- ``Publish`` to such a spread partitioned topic: split by partition, each part sent to
+  its partition's slot (``front_spread_publish``);
+- ``PublishStream``: each request goes to its topic's owner over one stream per owner
+  (a spread partitioned topic's parts to their slots' streams); responses come back in
+  request order (each owner keeps its own order; the front remembers which owner each
+  request went to);
 - ``AppendEntries``/``SealLedger`` (outside compaction runs) name a ledger, not a topic:
   ``CreateCompactedLedger``'s answer tells the front which slot the ledger is in.
 
@@ -31,9 +34,14 @@ from typing import Any
 
 import grpc
 
+from compactlog.errors import CompactlogError
 from compactlog.server.front_partitions import PartitionedIndex
+from compactlog.server.front_relay import Ctx
+from compactlog.server.front_relay import forwarded as _forwarded
+from compactlog.server.front_relay import relay as _relay
 from compactlog.server.front_secret import FRONT_KEY
 from compactlog.server.front_spread_merge import merge_topic_lists
+from compactlog.server.front_spread_publish import SpreadPending, SpreadPublish, fail
 from compactlog.server.wire_peek import field_one
 from compactlog.storage.slots import Placement, slot_of
 from compactlog.v1 import compactlog_pb2 as pb
@@ -43,16 +51,6 @@ _LEDGER_METHODS = frozenset(
     {"/compactlog.v1.CompactionEngine/AppendEntries", "/compactlog.v1.CompactionEngine/SealLedger"}
 )
 _CREATE_LEDGER = "/compactlog.v1.CompactionEngine/CreateCompactedLedger"
-Ctx = grpc.aio.ServicerContext[bytes, bytes]
-_HOP_BY_HOP = ("user-agent", "content-type", "te", "grpc-", ":")
-
-
-def _forwarded(metadata: Any) -> tuple[tuple[str, Any], ...]:
-    """The caller's metadata worth passing on (the token, custom keys), not the transport's
-    nor a front mark (only the front itself sets one: ``Owners.front_mark``)."""
-    return tuple(
-        (k, v) for k, v in (metadata or ()) if not k.startswith(_HOP_BY_HOP) and k != FRONT_KEY
-    )
 
 
 class Owners:
@@ -112,14 +110,6 @@ class Owners:
         await asyncio.gather(*(c.close() for c in self.channels.values()))
 
 
-async def _relay(context: Ctx, exc: grpc.aio.AioRpcError) -> None:
-    trailers = _forwarded(exc.trailing_metadata())
-    trailers += tuple(
-        (k, v) for k, v in (exc.trailing_metadata() or ()) if k == "grpc-status-details-bin"
-    )
-    await context.abort(exc.code(), exc.details() or "", trailers)
-
-
 class FrontHandler(grpc.GenericRpcHandler):
     """Routes ``compactlog.v1`` calls (see the module docstring); other services (health,
     reflection) fall through to the front's own handlers."""
@@ -132,6 +122,7 @@ class FrontHandler(grpc.GenericRpcHandler):
         self.index = index  # partition placement's partitioned topics; None: topic placement
         self.spread = SpreadAdmin(owners, index) if index is not None else None
         self.spread_log = SpreadLog(owners, index) if index is not None else None
+        self.spread_publish = SpreadPublish(owners, index) if index is not None else None
         self.shapes: dict[str, tuple[bool, bool]] = {}
         for name in _SERVICES:
             service = pb.DESCRIPTOR.services_by_name[name]
@@ -164,6 +155,8 @@ class FrontHandler(grpc.GenericRpcHandler):
             unary = self.spread.around(method, unary)
         if self.spread_log is not None:
             unary = self.spread_log.around(method, unary)
+        if self.spread_publish is not None:
+            unary = self.spread_publish.around(method, unary)
         return grpc.unary_unary_rpc_method_handler(unary)
 
     # ---- one owner -------------------------------------------------------------------
@@ -275,7 +268,7 @@ class FrontHandler(grpc.GenericRpcHandler):
         self, method: str
     ) -> Callable[[AsyncIterator[bytes], Any], AsyncIterator[bytes]]:
         async def handle(requests: AsyncIterator[bytes], context: Ctx) -> AsyncIterator[bytes]:
-            relay = OrderedStreams(self.owners, method, context)
+            relay = OrderedStreams(self.owners, method, context, self.spread_publish)
             async for response in relay.run(requests):
                 yield response
 
@@ -283,43 +276,78 @@ class FrontHandler(grpc.GenericRpcHandler):
 
 
 class OrderedStreams:
-    """One PublishStream fanned out to one stream per owner, answered in request order."""
+    """One PublishStream fanned out to one stream per owner, answered in request order.
 
-    def __init__(self, owners: Owners, method: str, context: Ctx) -> None:
+    A request to a spread partitioned topic (``spread``) is split and its parts written
+    to their slots' streams; its place in the order waits for one reply of each. A
+    request the front refuses itself (a record too large) ends the stream there, after
+    the replies of the requests before it."""
+
+    def __init__(
+        self, owners: Owners, method: str, context: Ctx, spread: SpreadPublish | None = None
+    ) -> None:
         self.owners = owners
         self.method = method
         self.context = context
+        self.spread = spread
         self.streams: dict[int, Any] = {}
-        self.order: asyncio.Queue[int | None] = asyncio.Queue()
+        self.order: asyncio.Queue[int | SpreadPending | BaseException | None] = asyncio.Queue()
 
     def _stream(self, slot: int) -> Any:
         call = self.streams.get(slot)
         if call is None:
             call = self.owners.channels[slot].stream_stream(self.method)(
-                metadata=_forwarded(self.context.invocation_metadata()),
+                metadata=_forwarded(self.context.invocation_metadata()) + self.owners.front_mark(),
                 timeout=self.context.time_remaining(),
             )
             self.streams[slot] = call
         return call
 
+    async def _write(self, slot: int, request: bytes) -> None:
+        await self._stream(slot).write(request)
+
+    async def _send(self, request: bytes) -> int | SpreadPending:
+        """Write ``request`` on; what its reply is to be read from."""
+        spread = self.spread
+        topic = spread.topic(request) if spread is not None else None
+        if spread is None or topic is None:
+            slot = self.owners.slot(self.method, request)
+            await self._write(slot, request)
+            return slot
+        return await spread.write(topic, request, self.context, self._write)
+
     async def _pump(self, requests: AsyncIterator[bytes]) -> None:
         try:
             async for request in requests:
-                slot = self.owners.slot(self.method, request)
-                await self._stream(slot).write(request)
-                self.order.put_nowait(slot)
+                try:
+                    self.order.put_nowait(await self._send(request))
+                except (CompactlogError, grpc.aio.AioRpcError) as exc:
+                    self.order.put_nowait(exc)  # answered in its place; nothing after it
+                    break
             for call in self.streams.values():
                 await call.done_writing()
         finally:
             self.order.put_nowait(None)
 
+    async def _next(self, slot: int) -> bytes | None:
+        """The next reply of ``slot``'s stream; None when it ended (its error raised)."""
+        response = await self.streams[slot].read()
+        if response is grpc.aio.EOF:
+            await self.streams[slot].wait_for_connection()
+            return None
+        reply: bytes = response
+        return reply
+
     async def run(self, requests: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         pump = asyncio.ensure_future(self._pump(requests))
         try:
-            while (slot := await self.order.get()) is not None:
-                response = await self.streams[slot].read()
-                if response is grpc.aio.EOF:
-                    await self.streams[slot].wait_for_connection()
+            while (item := await self.order.get()) is not None:
+                if isinstance(item, BaseException):
+                    await fail(self.context, item, "PublishStream")
+                response = await (
+                    self._next(item) if isinstance(item, int) else item.reply(self._next)
+                )
+                if response is None:
                     break
                 yield response
             await pump

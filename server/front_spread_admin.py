@@ -41,8 +41,11 @@ from compactlog.errors import CompactionRunning, CompactlogError, InvalidArgumen
 from compactlog.rpc_errors import error_info
 from compactlog.server.convert import kind_from_pb
 from compactlog.server.errors import error_status
-from compactlog.server.front import Ctx, Owners, _forwarded, _relay
+from compactlog.server.front import Owners
 from compactlog.server.front_partitions import PartitionedIndex
+from compactlog.server.front_relay import Ctx
+from compactlog.server.front_relay import forwarded as _forwarded
+from compactlog.server.front_relay import relay as _relay
 from compactlog.server.front_spread_merge import (
     merge_compaction,
     merge_topic_infos,

@@ -34,8 +34,11 @@ import grpc
 
 from compactlog.partitioner import partition_name
 from compactlog.server import front_spread_log_merge as merge
-from compactlog.server.front import Ctx, Owners, _forwarded, _relay
+from compactlog.server.front import Owners
 from compactlog.server.front_partitions import PartitionedIndex
+from compactlog.server.front_relay import Ctx
+from compactlog.server.front_relay import forwarded as _forwarded
+from compactlog.server.front_relay import relay as _relay
 from compactlog.server.front_spread_admin import Unary, UnaryStream
 from compactlog.server.wire_peek import topic_of
 from compactlog.v1 import compactlog_pb2 as pb

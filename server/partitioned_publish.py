@@ -20,7 +20,7 @@ publish spanning slots itself, one part a partition).
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from compactlog.errors import NotOwner
 from compactlog.partitioner import partition_name
@@ -83,13 +83,18 @@ class SpreadAppend:
             ids[partition] = [
                 (lid, e) for lid, first, n in appended.runs for e in range(first, first + n)
             ]
-        out = bytearray()
-        order = self.order
-        for k in range(0, len(order), 2):
-            partition = order[k]
-            lid, entry = ids[partition][order[k + 1]]
-            out += id_field(lid, entry, partition)
-        return bytes(out) + (b"\x10\x01" if self.synced else b"")
+        return ordered_reply(self.order, lambda p, k: id_field(*ids[p][k], p), self.synced)
+
+
+def ordered_reply(order: memoryview, id_of: Callable[[int, int], bytes], synced: bool) -> bytes:
+    """``PublishResponse`` bytes of a publish split by ``route_records``: for every record
+    in request order (``order``: partition, index in its part), ``id_of(partition, index)``
+    (a ``MessageId`` as field 1, with its partition); ``synced`` only when every part was.
+    One builder for the slot that stored the parts and for the front that sent them on."""
+    out = bytearray()
+    for k in range(0, len(order), 2):
+        out += id_of(order[k], order[k + 1])
+    return bytes(out) + (b"\x10\x01" if synced else b"")
 
 
 def append_spread(

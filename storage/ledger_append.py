@@ -27,7 +27,9 @@ if TYPE_CHECKING:
 IdRun = tuple[int, int, int]  # ledger id, first entry id, count
 
 
-def _too_large(topic: str, index: int, size: int, limit: int) -> RecordTooLarge:
+def too_large(topic: str, index: int, size: int, limit: int) -> RecordTooLarge:
+    """The error of a publish holding a record over ``max.message.bytes`` (also the
+    front's, checking a publish it splits over slots: one wording)."""
     return RecordTooLarge(
         f"record {index} is {size} bytes, over max.message.bytes={limit}; "
         "nothing of this batch was stored",
@@ -97,7 +99,7 @@ def build_append(
         if run.count == 0:
             break
         if run.max_size > limit:
-            raise _too_large(topic.name, done + run.max_size_index, run.max_size, limit)
+            raise too_large(topic.name, done + run.max_size_index, run.max_size, limit)
         runs.append(_put_run(out, cur, first, run, now))
         done += run.count
         pos = run.next_pos

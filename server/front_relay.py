@@ -1,0 +1,35 @@
+"""What every call the front passes on shares: the caller's metadata and its errors.
+
+Kept apart from ``front.py`` so that the modules answering calls on a spread partitioned
+topic (``front_spread_*``) use the same forwarding and relaying as the one-owner paths
+without importing the front (which imports them).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+
+from compactlog.server.front_secret import FRONT_KEY
+
+Ctx = grpc.aio.ServicerContext[bytes, bytes]
+_HOP_BY_HOP = ("user-agent", "content-type", "te", "grpc-", ":")
+
+
+def forwarded(metadata: Any) -> tuple[tuple[str, Any], ...]:
+    """The caller's metadata worth passing on (the token, custom keys), not the transport's
+    nor a front mark (only the front itself sets one: ``Owners.front_mark``)."""
+    return tuple(
+        (k, v) for k, v in (metadata or ()) if not k.startswith(_HOP_BY_HOP) and k != FRONT_KEY
+    )
+
+
+async def relay(context: Ctx, exc: grpc.aio.AioRpcError) -> None:
+    """End the caller's call with a shard's error: its code, message and rich-error
+    trailer (``ErrorInfo``), as the shard sent them."""
+    trailers = forwarded(exc.trailing_metadata())
+    trailers += tuple(
+        (k, v) for k, v in (exc.trailing_metadata() or ()) if k == "grpc-status-details-bin"
+    )
+    await context.abort(exc.code(), exc.details() or "", trailers)
