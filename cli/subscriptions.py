@@ -1,10 +1,12 @@
 """``compactlog subscriptions list | delete | reset TOPIC ...`` (CONTRACT section 6).
 
 ``list`` prints one line a subscription (name, type, mark-delete position, backlog);
-``reset`` moves a subscription to ``--to earliest|latest|LEDGER:ENTRY`` (the message
-itself delivered again) or ``--timestamp MS`` (the first message published at or after
-it). The server's own subscriptions (``__compaction``) are listed but cannot be moved or
-deleted.
+``reset`` moves a subscription to ``--to earliest|latest|LEDGER:ENTRY[:PARTITION]`` (the
+message itself delivered again) or ``--timestamp MS`` (the first message published at or
+after it). The server's own subscriptions (``__compaction``) are listed but cannot be
+moved or deleted. On a partitioned topic ``NAME`` the server answers for every partition
+(docs/subscriptions.md): ``list`` sums, ``delete`` and time/position resets act on all of
+them, an id reset on the partition the id names.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from compactlog.cli.common import UsageError, connect
 from compactlog.cli.data import parse_start
 from compactlog.cli.output import add_json_flag, emit, print_json, wants_json
 from compactlog.client.types import MessageId, SubscriptionInfo
+
+INT32_MAX = 2**31 - 1
 
 
 def add_parser(commands: Any) -> None:
@@ -39,9 +43,10 @@ def add_parser(commands: Any) -> None:
     target = reset.add_mutually_exclusive_group(required=True)
     target.add_argument(
         "--to",
-        metavar="earliest|latest|LEDGER:ENTRY",
-        type=parse_start,
-        help="where delivery starts again (a message id is delivered again itself)",
+        metavar="earliest|latest|LEDGER:ENTRY[:PARTITION]",
+        type=parse_target,
+        help="where delivery starts again (a message id is delivered again itself; on a "
+        "partitioned topic it names its partition, the only one reset)",
     )
     target.add_argument(
         "--timestamp",
@@ -50,6 +55,19 @@ def add_parser(commands: Any) -> None:
         help="start at the first message published at or after this time (ms since epoch)",
     )
     reset.set_defaults(func=reset_subscription)
+
+
+def parse_target(text: str) -> str | MessageId:
+    """argparse type for ``--to``: what ``read --from`` takes, or an id with its partition
+    (``LEDGER:ENTRY:PARTITION``, as ``list`` on ``NAME-partition-i`` prints it)."""
+    head, colon, partition = text.strip().rpartition(":")
+    if colon and head.count(":") == 1 and partition.isdigit():
+        if int(partition) > INT32_MAX:
+            raise argparse.ArgumentTypeError(f"partition {partition} is out of range")
+        start = parse_start(head)
+        if isinstance(start, MessageId):
+            return MessageId(start.ledger_id, start.entry_id, int(partition))
+    return parse_start(text)
 
 
 def subscription_json(info: SubscriptionInfo) -> dict[str, Any]:

@@ -21,11 +21,12 @@ before (``FrontHandler``).
   can leave it so) as long as some slot answers; any other error is relayed.
 - ``Compact`` first checks that no partition is compacting (``ALREADY_EXISTS`` then, and
   nothing started), so a refusal cannot leave some partitions started.
+- The subscription calls (ListSubscriptions, DeleteSubscription, ResetCursor) are
+  ``front_spread_subs``'s, asked through the methods here.
 - ``GetPartitionMap`` comes from the index alone. Any other TopicAdmin call on ``NAME``
-  (Preview, Verify, DeleteRecords, subscriptions) goes to ``NAME``'s own slot with the
-  mark, which answers as a single store does (``INVALID_ARGUMENT``: they act on one
-  partition; ``TOPIC_NOT_FOUND``: ``NAME`` has no log of its own). ``WatchCompaction``
-  on ``NAME`` the front refuses itself, with the slot's words.
+  (Preview, Verify, DeleteRecords) goes to ``NAME``'s own slot with the mark, which
+  answers as a single store does (``INVALID_ARGUMENT``: they act on one partition).
+  ``WatchCompaction`` on ``NAME`` the front refuses itself, with the slot's words.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from compactlog.server.front_spread_merge import (
     merge_topic_infos,
     partition_map,
 )
+from compactlog.server.front_spread_subs import SpreadSubscriptions
 from compactlog.server.wire_peek import topic_of
 from compactlog.storage.partitioned_topics import PartitionedTopic
 from compactlog.v1 import compactlog_pb2 as pb
@@ -83,6 +85,12 @@ class SpreadAdmin:
             "GetCompactionStatus": self._status,
             "CancelCompaction": self._cancel,
         }
+        subscriptions = SpreadSubscriptions(self)
+        self._answers.update(
+            ListSubscriptions=subscriptions.list_subscriptions,
+            DeleteSubscription=subscriptions.delete_subscription,
+            ResetCursor=subscriptions.reset_cursor,
+        )
 
     # ---- the hook in FrontHandler -----------------------------------------------------
 
@@ -175,10 +183,16 @@ class SpreadAdmin:
     def _slots(self, topic: PartitionedTopic) -> list[int]:
         return self.index.slots(topic.name, topic.partitions)
 
+    # What ``front_spread_subs`` asks the slots through: the same calls and rules.
+    fan_out = _fan_out
+    answers = _all
+    found = _found
+    slots = _slots
+
     def _home(self, method: str) -> Answer:
         """Any other call on ``NAME``: its own slot answers, given the mark, as a single
-        store does (``TOPIC_NOT_FOUND`` for subscriptions of ``NAME``, ``INVALID_ARGUMENT``
-        for Preview, Verify and DeleteRecords, which act on one partition)."""
+        store does (``INVALID_ARGUMENT`` for Preview, Verify and DeleteRecords, which act
+        on one partition)."""
 
         async def home(
             name: str, held: PartitionedTopic | None, request: bytes, context: Ctx

@@ -16,8 +16,8 @@ caller's metadata and deadline with it) and merges the answers (``front_spread_m
 - ``Acknowledge``/``NegativeAcknowledge``: to the slot of the partition each id names.
 - ``GetLastMessageId``, ``GetKeyHistory``: every slot, merged.
 
-The subscription calls of TopicAdmin on ``NAME`` are ``front_spread_admin``'s (``NAME``'s
-own slot refuses them as a single store does: they act on one partition's cursor).
+The subscription calls of TopicAdmin on ``NAME`` are ``front_spread_admin``'s (through
+``front_spread_subs``).
 
 Publish is not here (the front routes records by partition elsewhere); a name that is not
 a spread partitioned topic goes to its one owner as before (``front``).

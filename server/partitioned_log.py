@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 
 from compactlog.errors import MalformedRequest, NotOwner
 from compactlog.partitioner import partition_name
+from compactlog.server.broker import Broker
 from compactlog.server.convert import id_to_pb, start_position
 from compactlog.server.partitioned_reading import (
     MergedReadSession,
@@ -101,6 +102,17 @@ class MergedLog(Merged[TopicLog]):
         return resp
 
 
+def merged_log(broker: Broker, name: str) -> MergedLog | None:
+    """``NAME``'s held partitions as one ``MergedLog`` when it is a partitioned topic,
+    else None (the Log service's calls and the subscription admin's alike)."""
+    topic = broker.partitioned.get(name)
+    if topic is None:
+        return None
+    held = broker.held_partitions(name, topic.partitions)
+    parts = [(i, broker.log(partition_name(name, i))) for i in held]
+    return MergedLog(name, topic.kind, parts, topic.partitions)
+
+
 def merged_key_history(logs: list[TopicLog], key: bytes, limit: int) -> KeyHistory:
     """GetKeyHistory on ``NAME``: every partition's answer (a key lives in one partition
     unless partitions were added since), merged by publish time, each partition's own
@@ -126,13 +138,7 @@ class PartitionedCalls:
 
     def merged(self, name: str) -> MergedLog | None:
         """``NAME``'s partitions when it is a partitioned topic, else None."""
-        broker = self.service.broker
-        topic = broker.partitioned.get(name)
-        if topic is None:
-            return None
-        held = broker.held_partitions(name, topic.partitions)
-        parts = [(i, broker.log(partition_name(name, i))) for i in held]
-        return MergedLog(name, topic.kind, parts, topic.partitions)
+        return merged_log(self.service.broker, name)
 
     def past(
         self, merged: MergedLog, as_of: MessageId | None, as_of_time_ms: int | None

@@ -18,6 +18,7 @@ from compactlog.cli import data as cli_data
 from compactlog.cli import json_lines
 from compactlog.cli import output as cli_output
 from compactlog.cli import progress as cli_progress
+from compactlog.cli import subscriptions as cli_subscriptions
 from compactlog.cli import topics as cli_topics
 from compactlog.cli.common import UsageError, key_value, server_address
 from compactlog.client.types import CompactionProgress, Message, MessageId, Record
@@ -101,6 +102,21 @@ def test_parse_start_accepts(text: str) -> None:
 def test_parse_start_rejects(text: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError):
         cli_data.parse_start(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("latest", "latest"), ("1:2", MessageId(1, 2)), ("1:2:3", MessageId(1, 2, 3))],
+)
+def test_reset_target_takes_a_partition(text: str, expected: object) -> None:
+    parsed = cli_subscriptions.parse_target(text)
+    assert repr(parsed) == repr(expected)  # the partition too (ids of 0 and 3 compare apart)
+
+
+@pytest.mark.parametrize("text", ["1:2:", "1:2:x", "latest:1", "1:2:3:4", f"1:2:{2**31}"])
+def test_reset_target_rejects(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError):
+        cli_subscriptions.parse_target(text)
 
 
 def test_key_value() -> None:

@@ -16,6 +16,7 @@ from compactlog.server.front_spread_merge import (
     partitions_in_slot,
 )
 from compactlog.server.partitioned_compaction import aggregate
+from compactlog.server.subscription_admin import merge_subscriptions
 from compactlog.storage.slots import Placement, slot_of, slots_of_partitions
 from compactlog.v1 import compactlog_pb2 as pb
 
@@ -169,3 +170,26 @@ def test_errors_name_true_indices_when_a_slot_gave_no_answer() -> None:
     del answers[slots_of_partitions("t", 4, 8, SPREAD)[1]]  # no record of t there
     merged = merge_compaction(answers, "t", 4, 8, SPREAD)
     assert merged.last_error == "partition 0: bad 0; partition 2: bad 2; partition 3: bad 3"
+
+
+def sub(name: str, backlog: int, type_: int = pb.EXCLUSIVE, mark: int = 0) -> pb.SubscriptionInfo:
+    out = pb.SubscriptionInfo(name=name, type=type_, backlog=backlog)  # type: ignore[arg-type]
+    if mark:
+        out.mark_delete.entry_id = mark
+    return out
+
+
+def test_subscriptions_fold_by_name_with_backlogs_summed() -> None:
+    """The slot folds its partitions' lists with it and the front its slots' lists: the
+    fold of folds is the fold of every partition."""
+    parts = [[sub("s", 1, mark=4), sub("w", 2, pb.SHARED)], [sub("s", 3)], [], [sub("a", 5)]]
+    merged = merge_subscriptions(parts)
+    assert [(m.name, m.type, m.backlog) for m in merged] == [
+        ("a", pb.EXCLUSIVE, 5),
+        ("s", pb.EXCLUSIVE, 4),
+        ("w", pb.SHARED, 2),
+    ]
+    assert not any(m.HasField("mark_delete") for m in merged)  # a position of one partition
+    by_slot = [merge_subscriptions(parts[:2]), merge_subscriptions(parts[2:])]
+    assert merge_subscriptions(by_slot) == merged
+    assert merge_subscriptions([[sub("s", 1, pb.FAILOVER)], [sub("s", 1)]])[0].type == pb.FAILOVER

@@ -269,3 +269,28 @@ def slot_holds(slot: int) -> Callable[[str], bool]:
 def next_here(slot: int) -> int:
     """The partition of ``x`` that lives in ``slot``."""
     return (slot - slot_of("x", 8)) % 8
+
+
+def test_subscription_calls_on_the_name_act_on_local_partitions(orders: Shard) -> None:
+    seven = orders.slots[7]  # partition 1 alone
+    consume = pb.ConsumeRequest(topic=NAME, subscription="admin", max_messages=100)
+    got = seven.log.Consume(consume, timeout=30, metadata=MARK).messages
+    assert got and {m.id.partition for m in got} == {1}
+    listing = pb.ListSubscriptionsRequest(topic=NAME)
+    listed = {
+        s.name: s
+        for s in seven.admin.ListSubscriptions(listing, timeout=30, metadata=MARK).subscriptions
+    }
+    assert listed["admin"].backlog == len(got)
+    own = pb.ResetCursorRequest(topic=NAME, subscription="admin", message_id=got[-1].id)
+    assert seven.admin.ResetCursor(own, timeout=30, metadata=MARK).backlog == 1  # inclusive
+    foreign = pb.ResetCursorRequest(
+        topic=NAME, subscription="admin", message_id=pb.MessageId(ledger_id=1, partition=2)
+    )
+    assert refused(seven.admin.ResetCursor, foreign, metadata=MARK)[0] == "NOT_OWNER"
+    assert refused(seven.admin.ListSubscriptions, listing)[0] == "NOT_OWNER"  # no mark
+    delete = pb.DeleteSubscriptionRequest(topic=NAME, subscription="admin")
+    seven.admin.DeleteSubscription(delete, timeout=30, metadata=MARK)
+    assert refused(seven.admin.DeleteSubscription, delete, metadata=MARK)[0] == (
+        "SUBSCRIPTION_NOT_FOUND"
+    )
