@@ -139,7 +139,7 @@ class SpreadAdmin:
         response: bytes = await stub(request, timeout=context.time_remaining(), metadata=metadata)
         return response
 
-    async def _fan_out(
+    async def fan_out(
         self, slots: Sequence[int], method: str, request: bytes, context: Ctx
     ) -> list[Result]:
         """Every slot's answer or failure, asked side by side."""
@@ -152,11 +152,11 @@ class SpreadAdmin:
                 raise result  # not a status: a bug or a cancelled call
         return [r for r in results if isinstance(r, bytes | grpc.aio.AioRpcError)]
 
-    async def _all(
+    async def answers(
         self, slots: Sequence[int], method: str, request: bytes, context: Ctx
     ) -> list[bytes]:
         """Every slot's answer; the first failure is relayed."""
-        results = await self._fan_out(slots, method, request, context)
+        results = await self.fan_out(slots, method, request, context)
         for result in results:
             if isinstance(result, grpc.aio.AioRpcError):
                 await _relay(context, result)
@@ -166,28 +166,22 @@ class SpreadAdmin:
         self, slots: Sequence[int], method: str, request: bytes, context: Ctx
     ) -> list[bytes]:
         """``NAME``'s own slot (it validates), then the others side by side."""
-        home = await self._all(slots[:1], method, request, context)
-        return home + await self._all(slots[1:], method, request, context)
+        home = await self.answers(slots[:1], method, request, context)
+        return home + await self.answers(slots[1:], method, request, context)
 
-    async def _found(
+    async def found(
         self, slots: Sequence[int], method: str, request: bytes, context: Ctx
     ) -> dict[int, bytes]:
         """The answers of the slots that hold ``NAME``'s record (module docstring)."""
-        results = await self._fan_out(slots, method, request, context)
+        results = await self.fan_out(slots, method, request, context)
         failed = [r for r in results if isinstance(r, grpc.aio.AioRpcError)]
         serious = [e for e in failed if e.code() != grpc.StatusCode.NOT_FOUND]
         if serious or len(failed) == len(results):
             await _relay(context, (serious or failed)[0])
         return {s: r for s, r in zip(slots, results, strict=True) if isinstance(r, bytes)}
 
-    def _slots(self, topic: PartitionedTopic) -> list[int]:
+    def slots(self, topic: PartitionedTopic) -> list[int]:
         return self.index.slots(topic.name, topic.partitions)
-
-    # What ``front_spread_subs`` asks the slots through: the same calls and rules.
-    fan_out = _fan_out
-    answers = _all
-    found = _found
-    slots = _slots
 
     def _home(self, method: str) -> Answer:
         """Any other call on ``NAME``: its own slot answers, given the mark, as a single
@@ -198,7 +192,7 @@ class SpreadAdmin:
             name: str, held: PartitionedTopic | None, request: bytes, context: Ctx
         ) -> bytes:
             assert held is not None
-            return (await self._all(self._slots(held)[:1], method, request, context))[0]
+            return (await self.answers(self.slots(held)[:1], method, request, context))[0]
 
         return home
 
@@ -213,13 +207,13 @@ class SpreadAdmin:
                 return await self._home(method)(name, held, request, context)
             partitions = pb.CreateTopicRequest.FromString(request).partitions
             slots = self.index.slots(name, partitions)
-            home = await self._all(slots[:1], method, request, context)
-            results = await self._fan_out(slots[1:], method, request, context)
+            home = await self.answers(slots[:1], method, request, context)
+            results = await self.fan_out(slots[1:], method, request, context)
             failed = [r for r in results if isinstance(r, grpc.aio.AioRpcError)]
             if failed:  # undo the parts made, then say why
                 made = [s for s, r in zip(slots[1:], results, strict=True) if isinstance(r, bytes)]
                 undo = pb.DeleteTopicRequest(name=name).SerializeToString()
-                await self._fan_out([slots[0], *made], _DELETE, undo, context)
+                await self.fan_out([slots[0], *made], _DELETE, undo, context)
                 await _relay(context, failed[0])
             infos = [pb.TopicInfo.FromString(b) for b in (*home, *results) if isinstance(b, bytes)]
             self.index.put(PartitionedTopic(name, partitions, kind_from_pb(infos[0].kind)))
@@ -236,8 +230,8 @@ class SpreadAdmin:
         async with self.lock:
             total = pb.AddPartitionsRequest.FromString(request).partitions
             grown = dataclasses.replace(held, partitions=max(total, held.partitions))
-            slots = self._slots(grown)
-            first = await self._all(slots[:1], method, request, context)
+            slots = self.slots(grown)
+            first = await self.answers(slots[:1], method, request, context)
             home = pb.TopicInfo.FromString(first[0])
             create = pb.CreateTopicRequest(
                 name=name, kind=home.kind, config=home.config, partitions=grown.partitions
@@ -256,13 +250,13 @@ class SpreadAdmin:
         except grpc.aio.AioRpcError as exc:
             if exc.code() != grpc.StatusCode.NOT_FOUND:
                 await _relay(context, exc)
-        return (await self._all([slot], _ADMIN + "CreateTopic", create, context))[0]
+        return (await self.answers([slot], _ADMIN + "CreateTopic", create, context))[0]
 
     async def _describe(
         self, name: str, held: PartitionedTopic | None, request: bytes, context: Ctx
     ) -> bytes:
         assert held is not None
-        answers = await self._found(self._slots(held), _ADMIN + "GetTopic", request, context)
+        answers = await self.found(self.slots(held), _ADMIN + "GetTopic", request, context)
         infos = [pb.TopicInfo.FromString(b) for b in answers.values()]
         return merge_topic_infos(infos, held.partitions).SerializeToString()
 
@@ -271,7 +265,7 @@ class SpreadAdmin:
             name: str, held: PartitionedTopic | None, request: bytes, context: Ctx
         ) -> bytes:
             assert held is not None
-            answers = await self._home_first(self._slots(held), method, request, context)
+            answers = await self._home_first(self.slots(held), method, request, context)
             infos = [pb.TopicInfo.FromString(b) for b in answers]
             return merge_topic_infos(infos, held.partitions).SerializeToString()
 
@@ -282,7 +276,7 @@ class SpreadAdmin:
     ) -> bytes:
         assert held is not None
         async with self.lock:
-            answers = await self._found(self._slots(held), _DELETE, request, context)
+            answers = await self.found(self.slots(held), _DELETE, request, context)
             self.index.remove(name)
         return next(iter(answers.values()))
 
@@ -306,7 +300,7 @@ class SpreadAdmin:
         self, name: str, held: PartitionedTopic | None, request: bytes, context: Ctx
     ) -> bytes:
         assert held is not None
-        answers = await self._found(self._slots(held), _STATUS, request, context)
+        answers = await self.found(self.slots(held), _STATUS, request, context)
         return self._merged_status(held, answers).SerializeToString()
 
     async def _compact(
@@ -314,15 +308,15 @@ class SpreadAdmin:
     ) -> bytes:
         """Nothing starts while a partition compacts (module docstring)."""
         assert held is not None
-        slots = self._slots(held)
+        slots = self.slots(held)
         ask = pb.GetCompactionStatusRequest(topic=name).SerializeToString()
-        now = self._merged_status(held, await self._found(slots, _STATUS, ask, context))
+        now = self._merged_status(held, await self.found(slots, _STATUS, ask, context))
         for i, partition in enumerate(now.partitions):
             if partition.state == pb.CompactionStatus.RUNNING:
                 raise CompactionRunning(
                     f"a compaction of {name!r} is running (partition {i})", topic=name
                 )
-        answers = await self._all(slots, _ADMIN + "Compact", request, context)
+        answers = await self.answers(slots, _ADMIN + "Compact", request, context)
         return self._merged_status(held, dict(zip(slots, answers, strict=True))).SerializeToString()
 
     async def _cancel(
@@ -330,8 +324,8 @@ class SpreadAdmin:
     ) -> bytes:
         """Every running partition cancelled; COMPACTION_NOT_RUNNING only when none ran."""
         assert held is not None
-        slots = self._slots(held)
-        results = await self._fan_out(slots, _ADMIN + "CancelCompaction", request, context)
+        slots = self.slots(held)
+        results = await self.fan_out(slots, _ADMIN + "CancelCompaction", request, context)
         idle = [s for s, r in zip(slots, results, strict=True) if _not_running(r)]
         for result in results:
             if isinstance(result, grpc.aio.AioRpcError) and (
@@ -340,7 +334,7 @@ class SpreadAdmin:
                 await _relay(context, result)
         answers = {s: r for s, r in zip(slots, results, strict=True) if isinstance(r, bytes)}
         ask = pb.GetCompactionStatusRequest(topic=name).SerializeToString()
-        answers.update(zip(idle, await self._all(idle, _STATUS, ask, context), strict=True))
+        answers.update(zip(idle, await self.answers(idle, _STATUS, ask, context), strict=True))
         return self._merged_status(held, answers).SerializeToString()
 
 
