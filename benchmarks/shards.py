@@ -171,27 +171,32 @@ def _partition_owners(address: str, name: str) -> dict[str, str]:
         return {e.topic: e.address or address for e in entries.partitions}
 
 
-def measure_publish(owners: dict[str, str], s: Settings, partitioned: bool = False) -> float:
-    """Aggregate records per second of one generator process per topic (or partition,
-    in order, when ``partitioned``), each sending to the address ``owners`` gives."""
-    topics = list(owners)
+Target = tuple[str, str, int | None]  # address, topic, partition its keys are for (None: all)
+
+
+def targets_of(owners: dict[str, str], partitioned: bool = False) -> list[Target]:
+    """One generator per topic (or per partition, in order, when ``partitioned``), each
+    sending to the address ``owners`` gives."""
+    return [(owners[t], t, i if partitioned else None) for i, t in enumerate(owners)]
+
+
+def measure_publish(targets: list[Target], s: Settings) -> float:
+    """Aggregate records per second of one generator process per target."""
     ctx = mp.get_context("spawn")
     start, out = ctx.Event(), ctx.Queue()
     procs = [
-        ctx.Process(
-            target=_generator, args=(owners[t], t, i if partitioned else None, s, start, out)
-        )
-        for i, t in enumerate(topics)
+        ctx.Process(target=_generator, args=(address, topic, partition, s, start, out))
+        for address, topic, partition in targets
     ]
     for proc in procs:
         proc.start()
-    time.sleep(2.0 + 0.2 * s.requests * len(topics) / 100)  # let every generator build
+    time.sleep(2.0 + 0.2 * s.requests * len(targets) / 100)  # let every generator build
     start.set()
     results = [out.get(timeout=3600) for _ in procs]
     for proc in procs:
         proc.join()
     records: int = sum(r[3] for r in results)
-    if records != len(topics) * s.requests * s.batch:
+    if records != len(targets) * s.requests * s.batch:
         raise RuntimeError(f"acknowledged {records} records, sent more")
     began: float = min(r[1] for r in results)
     ended: float = max(r[2] for r in results)
@@ -232,7 +237,8 @@ def warm_up(address: str, topics: list[str]) -> None:
             admin.Compact(pb.CompactRequest(topic=topic, wait=True), timeout=120)
 
 
-Figures = tuple[float, float, float]  # topics' records/s, compaction s, partitions' records/s
+# topics' records/s, compaction s, partitions' records/s (routed), spanning requests' records/s
+Figures = tuple[float, float, float, float]
 
 
 def one_server(shards: int, s: Settings, tmp: Path) -> Figures:
@@ -241,18 +247,23 @@ def one_server(shards: int, s: Settings, tmp: Path) -> Figures:
         topics = topic_names()
         owners = _owners(server.address, topics)
         warm_up(server.address, topics)
-        rate = measure_publish(owners, s)
-        spread = 0.0
+        rate = measure_publish(targets_of(owners), s)
+        spread = spanning = 0.0
         if s.partitioned:
-            spread = measure_publish(_partition_owners(server.address, partitioned_name()), s, True)
+            name = partitioned_name()
+            parts = _partition_owners(server.address, name)
+            spread = measure_publish(targets_of(parts, partitioned=True), s)
+            # Every request holds keys of every partition: sent to NAME at the main
+            # address (with shards: split by the front, recorded in its intent log).
+            spanning = measure_publish([(server.address, name, None)] * TOPICS, s)
         seconds = measure_compaction(server.address, topics)
     finally:
         server.stop()
-    return rate, seconds, spread
+    return rate, seconds, spread, spanning
 
 
 def _print_table(s: Settings, figures: dict[int, Figures]) -> None:
-    base_rate, base_secs, base_spread = figures.get(1, (0.0, 0.0, 0.0))
+    base_rate, base_secs, base_spread, base_spanning = figures.get(1, (0.0, 0.0, 0.0, 0.0))
     records = TOPICS * s.requests * s.batch
     print(f"\nPublishStream, {TOPICS} topics x {s.requests} requests x {s.batch} records of "
           f"{s.value_bytes} B ({records:,} records), publish.durability={s.durability}, "
@@ -260,16 +271,24 @@ def _print_table(s: Settings, figures: dict[int, Figures]) -> None:
     if s.partitioned:
         print(f"partitions: 1 topic of {TOPICS} partitions (shards.placement = partition), "
               "the same records, each generator straight to its partition's owner")  # fmt: skip
-    spread_head = f"  {'1 topic x 4 parts':>17}  {'vs 1 shard':>10}" if s.partitioned else ""
+        print(f"spanning: the same topic, {TOPICS} generators to the main address, every "
+              f"request spanning the {TOPICS} partitions (split by the front, intent "
+              "logged)")  # fmt: skip
+    spread_head = (
+        f"  {'1 topic x 4 parts':>17}  {'vs 1 shard':>10}  {'spanning':>10}  {'vs 1 shard':>10}"
+        if s.partitioned
+        else ""
+    )
     print(f"{'shards':>6}  {'records/s':>12}  {'vs 1 shard':>10}  "
           f"{'compact 4 topics':>16}  {'vs 1 shard':>10}{spread_head}")  # fmt: skip
-    for shards, (rate, secs, spread) in figures.items():
+    for shards, (rate, secs, spread, spanning) in figures.items():
         up = f"{rate / base_rate:.2f}x" if base_rate else "-"
         faster = f"{base_secs / secs:.2f}x" if base_secs else "-"
         line = f"{shards:>6}  {rate:>12,.0f}  {up:>10}  {secs:>15.2f}s  {faster:>10}"
         if s.partitioned:
             spread_up = f"{spread / base_spread:.2f}x" if base_spread else "-"
-            line += f"  {spread:>17,.0f}  {spread_up:>10}"
+            spanning_up = f"{spanning / base_spanning:.2f}x" if base_spanning else "-"
+            line += f"  {spread:>17,.0f}  {spread_up:>10}  {spanning:>10,.0f}  {spanning_up:>10}"
         print(line)
 
 
@@ -313,8 +332,12 @@ def main(argv: list[str]) -> int:
             with tempfile.TemporaryDirectory(prefix="compactlog-bench-", dir=args.workdir) as t:
                 got = one_server(n, s, Path(t))
             samples[n].append(got)
-            rate, secs, spread = got
-            parts = f", {TOPICS} partitions {spread:,.0f} records/s" if s.partitioned else ""
+            rate, secs, spread, spanning = got
+            parts = (
+                f", {TOPICS} partitions {spread:,.0f} records/s, spanning {spanning:,.0f}"
+                if s.partitioned
+                else ""
+            )
             print(f"run {run + 1}, shards {n}: {rate:,.0f} records/s, compaction {secs:.2f} s"
                   f"{parts}", file=sys.stderr)  # fmt: skip
     figures = {
@@ -322,6 +345,7 @@ def main(argv: list[str]) -> int:
             statistics.median(f[0] for f in got),
             statistics.median(f[1] for f in got),
             statistics.median(f[2] for f in got),
+            statistics.median(f[3] for f in got),
         )
         for n, got in samples.items()
     }

@@ -40,6 +40,7 @@ from compactlog.server.front_relay import Ctx
 from compactlog.server.front_relay import forwarded as _forwarded
 from compactlog.server.front_relay import relay as _relay
 from compactlog.server.front_secret import FRONT_KEY
+from compactlog.server.front_spanning import Spanning
 from compactlog.server.front_spread_merge import merge_topic_lists
 from compactlog.server.front_spread_publish import SpreadPending, SpreadPublish, fail
 from compactlog.server.wire_peek import field_one
@@ -114,7 +115,12 @@ class FrontHandler(grpc.GenericRpcHandler):
     """Routes ``compactlog.v1`` calls (see the module docstring); other services (health,
     reflection) fall through to the front's own handlers."""
 
-    def __init__(self, owners: Owners, index: PartitionedIndex | None = None) -> None:
+    def __init__(
+        self,
+        owners: Owners,
+        index: PartitionedIndex | None = None,
+        spanning: Spanning | None = None,
+    ) -> None:
         from compactlog.server.front_spread_admin import SpreadAdmin  # it builds on this
         from compactlog.server.front_spread_log import SpreadLog  # so does this
 
@@ -122,7 +128,7 @@ class FrontHandler(grpc.GenericRpcHandler):
         self.index = index  # partition placement's partitioned topics; None: topic placement
         self.spread = SpreadAdmin(owners, index) if index is not None else None
         self.spread_log = SpreadLog(owners, index) if index is not None else None
-        self.spread_publish = SpreadPublish(owners, index) if index is not None else None
+        self.spread_publish = SpreadPublish(owners, index, spanning) if index is not None else None
         self.shapes: dict[str, tuple[bool, bool]] = {}
         for name in _SERVICES:
             service = pb.DESCRIPTOR.services_by_name[name]

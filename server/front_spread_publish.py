@@ -7,14 +7,15 @@ records go to several partitions is split here, in the front, the way a slot spl
 records, round robin per topic for keyless ones), and each part is published to
 ``NAME-partition-i`` at the slot holding it.
 
-All or nothing, as far as one process can give it: every record of every part is checked
-against its partition's ``max.message.bytes`` *before* any part is sent, so a record that
-is too large stores nothing anywhere (``RECORD_TOO_LARGE``, as a single store answers).
-The parts are then sent concurrently; there is no atomic write across slots, so a crash
-or a slot's error after some parts were stored leaves those parts stored and the caller
-with an error (docs/partitions.md). The reply lists the ids in request order, each with
-its partition (``partitioned_publish.ordered_reply``); ``synced`` only when every part
-was synced.
+All or nothing: every record of every part is checked against its partition's
+``max.message.bytes`` *before* any part is sent, so a record that is too large stores
+nothing anywhere (``RECORD_TOO_LARGE``, as a single store answers). A LEDGER publish whose
+parts reach several slots is then recorded in the front's intent log and its parts sent
+marked, so that a crash leaves it stored whole, each record once (``front_spanning``);
+a SEGMENTED one's parts are just sent, and a crash or a slot's error between them leaves
+those parts stored and the caller with an error (docs/partitions.md). The reply lists the
+ids in request order, each with its partition (``partitioned_publish.ordered_reply``);
+``synced`` only when every part was synced.
 
 Limits are asked of each partition (``GetTopic``) and kept a short while
 (``LIMIT_TTL_S``), and dropped whenever a config-changing admin call passes the front, so
@@ -44,10 +45,12 @@ from compactlog.storage import batch as codec
 from compactlog.storage.ledger_append import too_large
 from compactlog.storage.partitioned_topics import PartitionedTopic
 from compactlog.storage.protowire import put_varint, read_varint, skip_field
+from compactlog.storage.types import TopicKind
 from compactlog.v1 import compactlog_pb2 as pb
 
 if TYPE_CHECKING:
     from compactlog.server.front import Owners
+    from compactlog.server.front_spanning import Spanning
 
 PUBLISH = "/compactlog.v1.Log/Publish"
 _GET_TOPIC = "/compactlog.v1.TopicAdmin/GetTopic"
@@ -81,6 +84,10 @@ class Split:
     topic: str
     parts: list[Part]
     order: memoryview
+
+    def named_parts(self) -> list[tuple[str, bytes]]:
+        """``(partition topic, request)`` of every part, as the intent log keeps them."""
+        return [(partition_name(self.topic, p.partition), p.request) for p in self.parts]
 
     def position(self, partition: int, index: int) -> int:
         """The record's position in the request (for an error naming it)."""
@@ -178,9 +185,12 @@ class Limits:
 class SpreadPublish:
     """Publish and PublishStream requests to a spread ``NAME``, split and sent on."""
 
-    def __init__(self, owners: Owners, index: PartitionedIndex) -> None:
+    def __init__(
+        self, owners: Owners, index: PartitionedIndex, spanning: Spanning | None = None
+    ) -> None:
         self.owners = owners
         self.index = index
+        self.spanning = spanning  # LEDGER publishes over several slots: whole across crashes
         self.robin = RoundRobin()
         self.limits = Limits()
 
@@ -219,10 +229,24 @@ class SpreadPublish:
             self.limits.put(topic, limit)
         return limit
 
+    def spans(self, topic: PartitionedTopic, cut: Split) -> Spanning | None:
+        """The intent log's sender when ``cut`` must be made whole across slots: a LEDGER
+        publish with parts in several slots (SEGMENTED stays best-effort)."""
+        if self.spanning is None or topic.kind is not TopicKind.LEDGER:
+            return None
+        return self.spanning if len({part.slot for part in cut.parts}) > 1 else None
+
     async def publish(self, topic: PartitionedTopic, raw: bytes, context: Ctx) -> bytes:
-        """One Publish: checked, then every part sent at once; the first error fails it."""
+        """One Publish: checked, then every part sent at once; the first error fails it.
+        A LEDGER publish over several slots is recorded first (``front_spanning``)."""
         cut = await self.prepare(topic, raw, context)
-        replies = await asyncio.gather(*(self._send(part, context) for part in cut.parts))
+        spanning = self.spans(topic, cut)
+        if spanning is not None:
+            intent = await spanning.begin(cut.named_parts())
+            metadata = self.metadata(context)
+            replies = await spanning.publish(intent, metadata, context.time_remaining())
+        else:
+            replies = await asyncio.gather(*(self._send(part, context) for part in cut.parts))
         return assemble(cut.parts, cut.order, replies)
 
     async def _send(self, part: Part, context: Ctx) -> bytes:
@@ -265,9 +289,15 @@ class SpreadPublish:
         of its slot (``write(slot, request)``), so that each partition keeps the order of
         the caller's requests; the replies are read back in order by ``SpreadPending``."""
         cut = await self.prepare(topic, raw, context)
+        spanning = self.spans(topic, cut)
+        if spanning is None:
+            for part in cut.parts:
+                await write(part.slot, part.request)
+            return SpreadPending(cut)
+        intent = await spanning.begin(cut.named_parts())
         for part in cut.parts:
-            await write(part.slot, part.request)
-        return SpreadPending(cut)
+            await write(part.slot, spanning.marked(intent, part.request))
+        return SpreadPending(cut, lambda: spanning.intents.done(intent.txid))
 
 
 @dataclass(frozen=True)
@@ -275,16 +305,19 @@ class SpreadPending:
     """A spread request written to the slots' streams, waiting for its parts' replies."""
 
     cut: Split
+    whole: Callable[[], None] = lambda: None  # every part stored: forget the intent
 
     async def reply(self, next_of: _NEXT_SLOT) -> bytes | None:
         """The caller's reply from the next reply of each part's slot stream; None when a
-        stream ended without one (the caller's stream ends there too)."""
+        stream ended without one (the caller's stream ends there too; an intent stays
+        open for the redriver)."""
         replies = []
         for part in self.cut.parts:
             reply = await next_of(part.slot)
             if reply is None:
                 return None
             replies.append(reply)
+        self.whole()
         return assemble(self.cut.parts, self.cut.order, replies)
 
 

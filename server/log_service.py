@@ -44,6 +44,7 @@ from compactlog.server.subscriptions import Dispatchers, subscription_cursor
 from compactlog.server.waiting import TopicSignals
 from compactlog.storage.key_history import key_history
 from compactlog.storage.names import check_client_subscription
+from compactlog.storage.spanning import marker_of
 from compactlog.storage.topic_log import Appended, Pending, ReadableLog, TopicLog
 from compactlog.storage.types import MessageId
 from compactlog.v1 import compactlog_pb2 as pb
@@ -81,6 +82,7 @@ class LogService:
         self.consuming = Consuming(self._run, signals, metrics, batch_size, self.dispatchers)
         self._sub_locks: dict[tuple[str, str], asyncio.Lock] = {}
         self.robin = RoundRobin()  # keyless records of partitioned topics
+        self.spanning = False  # a slot of a sharded server: honour spanning-part markers
         self.partitioned = PartitionedCalls(self)
 
     # Finding a topic's TopicLog is a dictionary lookup and stays on the event loop; every
@@ -101,7 +103,7 @@ class LogService:
             spread = append_spread(self.broker, parted, raw, self.robin)
             return spread, parted.kind.name, spread.reply
         log = self.broker.log(request.topic)
-        appended = log.append_request(raw)
+        appended = log.append_request(raw, marker_of(raw) if self.spanning else None)
         return (
             appended,
             log.kind.name,

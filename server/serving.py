@@ -69,6 +69,9 @@ def build_server(
     batch = settings.read_batch_max_messages
     storage, appends = executors
     service = LogService(broker, metrics, storage, signals, batch, appends)
+    # A slot under partition placement stores the front's marked parts of a spanning
+    # publish at most once (storage/spanning.py); admission keeps them to the front.
+    service.spanning = admit is not None and admit_metadata
     server.add_generic_rpc_handlers((log_handler(service, admit),))
     compactions = make_compactions(broker, settings, metrics)
     stopping = signals.stopping.is_set

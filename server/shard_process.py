@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import IO
 
 from compactlog.compactor.worker_os import die_with_parent
-from compactlog.errors import CompactlogError, NotOwner
+from compactlog.errors import CompactlogError, MalformedRequest, NotOwner
 from compactlog.server.app import lock_data_dir
 from compactlog.server.broker import Broker
 from compactlog.server.front_secret import SECRET_ENV, from_front
@@ -42,6 +42,7 @@ from compactlog.server.serving import ServedStore
 from compactlog.server.wire_peek import topic_of
 from compactlog.storage.config import ServerSettings
 from compactlog.storage.slots import Placement, slot_dir, slot_of
+from compactlog.storage.spanning import marker_of
 from compactlog.v1 import compactlog_pb2 as pb
 
 log = logging.getLogger("compactlog.shard")
@@ -68,7 +69,14 @@ def slot_admit(
 
     def admit(data: bytes, message: str, metadata: Metadata) -> CompactlogError | None:
         topic = topic_of(data)
-        if topic is None or (spread and from_front(metadata, secret)):
+        if spread and from_front(metadata, secret):
+            return None
+        if message == "PublishRequest" and marker_of(data) is not None:
+            return MalformedRequest(
+                "a publish marked as part of a spanning publish comes from the server's front only",
+                request=message,
+            )
+        if topic is None:
             return None
         home = slot_of(topic, slots, placement)
         if home != slot:
@@ -142,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     brokers: dict[int, Broker] = {}
     try:
         guard = Guard.open(security, SHARD_LISTEN)
+        if guard.auth is not None and placement is Placement.PARTITION and secret:
+            guard.auth.trusted = lambda metadata: from_front(metadata, secret)
         # every shard's workers would take the same last cores: no own cores with shards
         settings = dataclasses.replace(
             ServerSettings.load(_path(args.config)), compaction_worker_own_cores=False

@@ -24,7 +24,9 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from compactlog.errors import CompactlogError
 from compactlog.server import front_secret
 from compactlog.server.front import FrontHandler, Owners
+from compactlog.server.front_intents import IntentLog
 from compactlog.server.front_partitions import PartitionedIndex
+from compactlog.server.front_spanning import Spanning, channel_of
 from compactlog.server.reflection import enable_server_reflection
 from compactlog.server.security import Guard
 from compactlog.server.serving import (
@@ -34,6 +36,7 @@ from compactlog.server.serving import (
     check_listen_address,
 )
 from compactlog.server.shard_supervisor import ShardSpec, ShardSupervisor
+from compactlog.storage.config import ServerSettings
 from compactlog.storage.slots import Layout, Placement
 from compactlog.v1 import compactlog_pb2 as pb
 
@@ -46,7 +49,11 @@ def _fail(message: str) -> int:
 
 
 def _front_server(
-    owners: Owners, listen: str, guard: Guard, index: PartitionedIndex | None = None
+    owners: Owners,
+    listen: str,
+    guard: Guard,
+    index: PartitionedIndex | None = None,
+    spanning: Spanning | None = None,
 ) -> tuple[grpc.aio.Server, int]:
     server = grpc.aio.server(
         interceptors=guard.interceptors(),
@@ -58,7 +65,7 @@ def _front_server(
             ("grpc.so_reuseport", 0),
         ],
     )
-    server.add_generic_rpc_handlers((FrontHandler(owners, index),))
+    server.add_generic_rpc_handlers((FrontHandler(owners, index, spanning),))
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = [
@@ -84,6 +91,18 @@ def _index(data_dir: Path, layout: Layout) -> PartitionedIndex | None:
     if layout.placement is not Placement.PARTITION:
         return None
     return PartitionedIndex.load(data_dir, layout.slots, layout.placement)
+
+
+def _spanning(
+    data_dir: Path, layout: Layout, config: Path | None, owners: Owners
+) -> Spanning | None:
+    """The intent log of spanning publishes: only under partition placement, where one
+    publish can reach several slots (``front_spanning``); as durable as a publish."""
+    if layout.placement is not Placement.PARTITION:
+        return None
+    fsync = ServerSettings.load(config).publish_durability == "fsync"
+    intents = IntentLog(data_dir, fsync)
+    return Spanning(intents, channel_of(owners.channels, owners.slot_of), owners.front_mark())
 
 
 def run_front(
@@ -112,12 +131,19 @@ async def _serve_front(
         data_dir, layout.slots, shards, config, guard.options, layout.placement, secret
     )
     supervisor = ShardSupervisor(spec, owners.update, on_fatal)
+    spanning: Spanning | None = None
     try:
-        server, port = _front_server(owners, listen, guard, _index(data_dir, layout))
+        spanning = _spanning(data_dir, layout, config, owners)
+        index = _index(data_dir, layout)
+        server, port = _front_server(owners, listen, guard, index, spanning)
         await supervisor.start()
     except CompactlogError as exc:
         await supervisor.stop()
+        if spanning is not None:
+            await spanning.stop()
         return _fail(str(exc))
+    if spanning is not None:
+        spanning.start()  # finishes at once what a crash left open
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
 
@@ -136,6 +162,8 @@ async def _serve_front(
     # The shards end their follow streams and finish in-flight calls while the front
     # stops accepting, so a follow reader behind the front ends at once, as it would.
     await asyncio.gather(server.stop(SHUTDOWN_GRACE_S), supervisor.stop())
+    if spanning is not None:
+        await spanning.stop()
     await owners.close()
     if fatal:
         return _fail(fatal[0])

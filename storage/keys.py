@@ -23,6 +23,10 @@ numeric order and one ledger is one contiguous key range).
     b"X" ledger_id:u64 0x01 run_first:u64 hash:u32 entry:u64
                                          -> index chunk   a merged run of a ledger's key index,
                                                           sorted; the key names its last entry
+    b"P" spanning_id:u64 topic           -> id runs       a part of a spanning publish stored
+                                                          here (storage/spanning.py), written
+                                                          with its records; forgotten below
+                                                          the front's floor
 
 A batch holds consecutive entries of one ledger; the batch holding entry ``e`` is the
 last key at or before ``E ledger e`` (a seek-for-prev). In a compacted ledger the key's
@@ -119,6 +123,15 @@ def parse_index_key(key: bytes) -> tuple[int, int, int]:
     """``(ledger id, INDEX_BLOCK or INDEX_RUN, first entry or run_first)`` of an X key."""
     _x, ledger_id, level, first = _X_BLOCK.unpack_from(key)
     return ledger_id, level, first
+
+
+def spanning_part_key(txid: int, topic: str) -> bytes:
+    return U64.pack(txid).join((b"P", topic.encode()))
+
+
+def spanning_parts_below(floor: int) -> tuple[bytes, bytes]:
+    """The kept parts of every spanning publish below ``floor`` (to forget them)."""
+    return b"P", b"P" + U64.pack(floor)
 
 
 LEGACY_KEY_BLOCK_PREFIX = b"K"  # format 1 only: per-batch key blocks

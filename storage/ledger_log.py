@@ -9,6 +9,7 @@ from compactlog.storage.group_commit import SyncTicket
 from compactlog.storage.ledger_append import PendingAppend
 from compactlog.storage.ledger_store import LedgerStore
 from compactlog.storage.read_range import ViewBatch
+from compactlog.storage.spanning import SpanningPart
 from compactlog.storage.types import MessageId, TopicKind
 from compactlog.storage.views import compacted_view, last_compacted_id, raw_view
 
@@ -77,5 +78,5 @@ class LedgerTopicLog:
     def acknowledge(self, subscription: str, msg_id: MessageId, cumulative: bool) -> SyncTicket:
         return self.store.acknowledge_start(self.name, subscription, msg_id, cumulative)
 
-    def append_request(self, request: bytes) -> PendingAppend:
-        return self.store.append_request_start(self.name, request, self.partition)
+    def append_request(self, request: bytes, part: SpanningPart | None = None) -> PendingAppend:
+        return self.store.append_request_start(self.name, request, self.partition, part)

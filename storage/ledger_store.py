@@ -33,14 +33,16 @@ from compactlog.storage.group_commit import GroupCommit
 from compactlog.storage.key_index import build_missing
 from compactlog.storage.key_indexer import IndexedLedger, KeyIndexer
 from compactlog.storage.ledger_across import append_across
-from compactlog.storage.ledger_append import PendingAppend, build_append
+from compactlog.storage.ledger_append import IdRun, PendingAppend, build_append
 from compactlog.storage.ledger_cursors import LedgerCursors
 from compactlog.storage.ledger_load import load_ledgers
 from compactlog.storage.ledger_scans import KeyEntry, StoredBatch
+from compactlog.storage.ledger_spanning import Forgetting, append_part
 from compactlog.storage.ledger_topic import LedgerTopic
 from compactlog.storage.offline import OfflineTopic
 from compactlog.storage.retention import ledgers_to_delete
 from compactlog.storage.rocks import Batch, RocksDB
+from compactlog.storage.spanning import SpanningPart
 from compactlog.storage.topic_log import ChangeListeners
 from compactlog.storage.types import MessageId, Record, TopicKind
 
@@ -62,6 +64,7 @@ class LedgerStore(CompactedLedgers, LedgerCursors):
         self._offline: dict[str, OfflineTopic] = {}
         self.fsync = settings.publish_durability == "fsync"
         self.group_commit = GroupCommit(self.db.sync_wal)
+        self.spanning_forgetting = Forgetting()  # kept spanning parts (ledger_spanning)
         self.changes = ChangeListeners()
         try:
             self._load()
@@ -242,15 +245,21 @@ class LedgerStore(CompactedLedgers, LedgerCursors):
         """``append_request_start`` for domain records: they take the wire encoder's path."""
         return self.append_request_start(name, codec.records_to_request(records))
 
-    def append_request_start(self, name: str, request: bytes, partition: int = 0) -> PendingAppend:
+    def append_request_start(
+        self, name: str, request: bytes, partition: int = 0, part: SpanningPart | None = None
+    ) -> PendingAppend:
         """Write the records of a raw ``PublishRequest`` to the WAL now; ``wait()`` on the
         result for durability.
 
         Splitting the two lets a stream of publishes overlap the next request's work
-        with the previous one's fsync, so one client gets group commit too.
+        with the previous one's fsync, so one client gets group commit too. ``part``: the
+        request is a marked part of a spanning publish, stored at most once
+        (``storage/ledger_spanning.py``).
         """
-        topic = self.topic(name)
         now = int(self.clock() * 1000)
+        if part is not None:
+            return append_part(self, name, request, partition, part, now, self._allocate_ledger)
+        topic = self.topic(name)
         with topic.lock:
             if topic.deleted:
                 raise TopicNotFound(f"topic {topic.name!r} does not exist", topic=topic.name)
@@ -263,14 +272,21 @@ class LedgerStore(CompactedLedgers, LedgerCursors):
             except BaseException:
                 topic.rollback(undo)  # memory must not run ahead of disk
                 raise
-            if not runs:
-                return PendingAppend(self, topic, [], 0)
-            self.key_indexer.appended(before, runs)
-            if self.fsync:
-                return PendingAppend(self, topic, runs, self.group_commit.ticket())
-            lid, first, count = runs[-1]
-            topic.confirm(MessageId(lid, first + count - 1))
-            return PendingAppend(self, topic, runs, 0)
+            return self.appended(topic, before, runs)
+
+    def appended(
+        self, topic: LedgerTopic, before: LedgerMeta | None, runs: list[IdRun]
+    ) -> PendingAppend:
+        """The pending append of ``runs`` just written (under the topic's lock): indexed,
+        and visible at once or once the group commit syncs it."""
+        if not runs:
+            return PendingAppend(self, topic, [], 0)
+        self.key_indexer.appended(before, runs)
+        if self.fsync:
+            return PendingAppend(self, topic, runs, self.group_commit.ticket())
+        lid, first, count = runs[-1]
+        topic.confirm(MessageId(lid, first + count - 1))
+        return PendingAppend(self, topic, runs, 0)
 
     def append_across_start(self, parts: Sequence[tuple[str, bytes, int]]) -> list[PendingAppend]:
         """Append ``(topic, PublishRequest bytes, partition)`` parts in ONE RocksDB write:

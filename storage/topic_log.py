@@ -20,6 +20,7 @@ from typing import Protocol
 
 from compactlog.storage.cursor import Cursor
 from compactlog.storage.read_range import ViewBatch
+from compactlog.storage.spanning import SpanningPart
 from compactlog.storage.types import MessageId, TopicKind
 
 IdRun = tuple[int, int, int]  # ledger id, first entry id, count
@@ -127,8 +128,10 @@ class TopicLog(ReadableLog, Protocol):
         share a group commit, as appends do)."""
         ...
 
-    def append_request(self, request: bytes) -> Appended:
-        """Append the records of raw ``PublishRequest`` bytes, all or none."""
+    def append_request(self, request: bytes, part: SpanningPart | None = None) -> Appended:
+        """Append the records of raw ``PublishRequest`` bytes, all or none; ``part``: a
+        marked part of a spanning publish, stored at most once (LEDGER only:
+        ``storage/spanning.py``)."""
         ...
 
 

@@ -13,6 +13,7 @@ from compactlog.storage.cursor import Cursor
 from compactlog.storage.read_range import ViewBatch
 from compactlog.storage.segmented.append import AppendResult
 from compactlog.storage.segmented.manager import SegmentedLogManager
+from compactlog.storage.spanning import SpanningPart
 from compactlog.storage.topic_log import AlreadyDurable, Durable, IdRun
 from compactlog.storage.types import MessageId, TopicKind
 
@@ -132,5 +133,11 @@ class SegmentedTopicLog:
         )[2]
         return None if last is None else MessageId(0, last)
 
-    def append_request(self, request: bytes) -> SegmentAppended:
+    def append_request(self, request: bytes, part: SpanningPart | None = None) -> SegmentAppended:
+        if part is not None:  # the front marks parts of LEDGER topics only
+            raise MalformedRequest(
+                f"topic {self.name!r} is SEGMENTED: a spanning publish's marked part is for "
+                "LEDGER topics",
+                request="PublishRequest",
+            )
         return SegmentAppended(self.manager.append_request(self.name, request, self.partition))

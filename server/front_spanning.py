@@ -1,0 +1,187 @@
+"""A spanning publish made whole across crashes: intent first, marked parts, redo.
+
+A publish to a spread LEDGER ``NAME`` whose records go to partitions in several slots
+(``front_spread_publish``) is recorded in the front's intent log (``front_intents``)
+before any part is sent; each part then goes to its slot marked with the spanning id
+(``storage/spanning.py``), so a slot stores it at most once. When every part is stored
+the intent is forgotten. Whatever breaks in between, the intent stays and the parts are
+sent again until each is stored:
+
+- the front crashes: at its next start every open intent is sent again;
+- a shard crashes or restarts: its part is retried until the call's deadline (the
+  supervisor starts the shard again), then by the redriver;
+- a slot refuses a part for good (the partition was deleted, a config lowered behind
+  the front's back): nothing can make the publish whole; the intent is dropped and the
+  error logged (and returned, when a caller still waits).
+
+A part retried concurrently by a caller's call and by the redriver is stored once:
+the slot checks and writes the part under the partition's lock.
+
+Tests crash the front at the steps that matter with ``COMPACTLOG_FRONT_CRASH_AT``:
+``after_intent`` (recorded, nothing sent) or ``after_first_part`` (the first part sent
+alone and stored, the others never sent); the process exits 137 there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import grpc
+
+from compactlog.server.front_intents import Intent, IntentLog
+from compactlog.storage.spanning import SpanningPart, mark
+
+log = logging.getLogger("compactlog.front")
+
+PUBLISH = "/compactlog.v1.Log/Publish"
+# A slot's answer worth another try: it is down, restarting, stopping or overloaded.
+RETRIABLE = frozenset(
+    {
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.CANCELLED,
+        grpc.StatusCode.INTERNAL,
+        grpc.StatusCode.UNKNOWN,
+        grpc.StatusCode.ABORTED,
+    }
+)
+RETRY_FOR_S = 10.0  # how long a caller's call retries a part when it has no deadline
+REDRIVE_EVERY_S = 1.0
+REDRIVE_AFTER_S = 3.0  # an open intent younger than this is its caller's to finish
+_BACKOFF_S = (0.02, 0.05, 0.1, 0.2, 0.5)
+
+Channel = Callable[[str], grpc.aio.Channel]  # partition topic -> its slot's channel
+Metadata = tuple[tuple[str, Any], ...]
+CRASH_ENV = "COMPACTLOG_FRONT_CRASH_AT"
+CRASH_POINTS = ("after_intent", "after_first_part")
+
+
+def _crash(point: str) -> None:
+    print(f"compactlog: crash injected at {point} (pid {os.getpid()})", file=sys.stderr, flush=True)
+    os._exit(137)
+
+
+class Spanning:
+    """Sends spanning publishes' parts and finishes open ones (``redrive``)."""
+
+    def __init__(self, intents: IntentLog, channel: Channel, front_mark: Metadata) -> None:
+        self.intents = intents
+        self.channel = channel
+        self.front_mark = front_mark
+        self._redriver: asyncio.Task[None] | None = None
+        self.crash_at = os.environ.get(CRASH_ENV, "")  # tests only (module docstring)
+
+    async def begin(self, parts: Sequence[tuple[str, bytes]]) -> Intent:
+        """Record the parts; returns once the intent is durable."""
+        loop = asyncio.get_running_loop()
+        intent = await loop.run_in_executor(None, self.intents.begin, parts)
+        if self.crash_at == "after_intent":
+            _crash(self.crash_at)
+        return intent
+
+    def marked(self, intent: Intent, request: bytes) -> bytes:
+        return mark(request, SpanningPart(intent.txid, self.intents.floor()))
+
+    async def publish(
+        self, intent: Intent, metadata: Metadata, time_remaining: float | None
+    ) -> list[bytes]:
+        """Every part sent (retried while the slot is away, within ``time_remaining``);
+        the replies in part order. On an error the intent stays open when the error may
+        pass (the redriver finishes it) and is dropped when it cannot."""
+        deadline = time.monotonic() + (RETRY_FOR_S if time_remaining is None else time_remaining)
+        if self.crash_at == "after_first_part":
+            await self._send(intent, *intent.parts[0], metadata, deadline)
+            _crash(self.crash_at)
+        results = await asyncio.gather(
+            *(
+                self._send(intent, topic, request, metadata, deadline)
+                for topic, request in intent.parts
+            ),
+            return_exceptions=True,
+        )
+        replies: list[bytes] = []
+        for result in results:
+            if isinstance(result, BaseException):
+                self._failed(intent, result)
+                raise result
+            replies.append(result)
+        self.intents.done(intent.txid)
+        return replies
+
+    def _failed(self, intent: Intent, error: BaseException) -> None:
+        if isinstance(error, grpc.aio.AioRpcError) and error.code() in RETRIABLE:
+            return  # left open: the redriver sends it again
+        log.error(
+            "spanning publish %d cannot be made whole (%s): the parts stored stay stored",
+            intent.txid,
+            error.details() if isinstance(error, grpc.aio.AioRpcError) else error,
+        )
+        self.intents.done(intent.txid)
+
+    async def _send(
+        self, intent: Intent, topic: str, request: bytes, metadata: Metadata, deadline: float
+    ) -> bytes:
+        for attempt in range(1_000_000):
+            left = deadline - time.monotonic()
+            stub: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes]
+            stub = self.channel(topic).unary_unary(PUBLISH)
+            try:
+                reply: bytes = await stub(
+                    self.marked(intent, request), timeout=max(left, 0.001), metadata=metadata
+                )
+                return reply
+            except grpc.aio.AioRpcError as exc:
+                pause = _BACKOFF_S[min(attempt, len(_BACKOFF_S) - 1)]
+                if exc.code() not in RETRIABLE or left <= pause:
+                    raise
+                await asyncio.sleep(pause)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def redrive(self, older_than_s: float = REDRIVE_AFTER_S) -> int:
+        """Send every open intent older than ``older_than_s`` again; how many were made
+        whole (or dropped for good)."""
+        now_us = time.time_ns() // 1000
+        finished = 0
+        for intent in self.intents.open_intents():
+            if intent.age_s(now_us) < older_than_s:
+                continue
+            try:
+                await self.publish(intent, self.front_mark, RETRY_FOR_S)
+            except (grpc.aio.AioRpcError, OSError) as exc:
+                log.warning("spanning publish %d is not whole yet: %s", intent.txid, exc)
+                continue
+            finished += 1
+        return finished
+
+    def start(self) -> None:
+        """Finish what a crash left open now, then look again every second."""
+
+        async def loop() -> None:
+            older_than = 0.0  # at start every open intent is a crash's
+            while True:
+                try:
+                    await self.redrive(older_than)
+                except Exception:  # never let the loop die with the front still up
+                    log.exception("spanning publish redrive failed")
+                older_than = REDRIVE_AFTER_S
+                await asyncio.sleep(REDRIVE_EVERY_S)
+
+        self._redriver = asyncio.ensure_future(loop())
+
+    async def stop(self) -> None:
+        if self._redriver is not None:
+            self._redriver.cancel()
+            await asyncio.gather(self._redriver, return_exceptions=True)
+        await asyncio.get_running_loop().run_in_executor(None, self.intents.close)
+
+
+def channel_of(channels: dict[int, grpc.aio.Channel], slot_of: Callable[[str], int]) -> Channel:
+    """The channel of the slot holding a partition topic, as it is now (a restarted shard
+    gets a new one)."""
+    return lambda topic: channels[slot_of(topic)]
