@@ -5,14 +5,19 @@ Python client keep every message, id and compaction status over ``--shards 2 →
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from compactlog.client import Client
-from compactlog.partitioner import partition_for_key
+from compactlog.client import Client, Message, Producer
+from compactlog.errors import CompactlogError
+from compactlog.partitioner import partition_for_key, partition_name
 from compactlog.v1 import compactlog_pb2 as pb
 from tests.conftest import ServerProcess
-from tests.e2e.shards import Api, alive, shard_pids
+from tests.e2e.shards import Api, alive, free_port, shard_pids, wait_for
 
 PLACEMENT = '"shards.placement" = "partition"\n'
 PARTITIONS = 4
@@ -123,3 +128,118 @@ def test_restarts_with_another_shard_count_keep_spread_partitions(
         for name in NAMES:
             assert_exactly_once(read_back(api, name), stored[name])
         api.close()
+
+
+def partition_owners(api: Api, name: str) -> list[str]:
+    request = pb.GetPartitionMapRequest(topic=name)
+    return [e.address for e in api.admin.GetPartitionMap(request, timeout=30).partitions]
+
+
+def assert_direct(owners: list[str], name: str, expected: Stored) -> None:
+    """Each partition read at its owner's own address (the front out of the path)."""
+    for partition, address in enumerate(owners):
+        direct = Api(address)
+        messages = read_back(direct, partition_name(name, partition))
+        direct.close()
+        assert [m.value for m in messages] == [
+            v for (p, _l, _e), v in expected.items() if p == partition
+        ]
+
+
+def send_each_key(producer: Producer, round_: int, into: Stored) -> None:
+    for key in KEYS:
+        value = b"mover-r%d-%s" % (round_, key)
+        mid = producer.send(key, value)
+        assert mid.partition == partition_for_key(key, PARTITIONS)
+        into[(mid.partition, mid[0], mid[1])] = value
+
+
+@contextlib.contextmanager
+def front_stopped(srv: ServerProcess) -> Iterator[None]:
+    """The front process stopped (SIGSTOP), its shards still serving their addresses."""
+    assert srv.proc is not None
+    os.kill(srv.proc.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(srv.proc.pid, signal.SIGCONT)
+
+
+def test_the_client_sends_to_a_partitions_owner_and_follows_it_when_moved(
+    server_factory: Callable[..., ServerProcess], tmp_path: Path
+) -> None:
+    data_dir, listen = tmp_path / "moving", f"127.0.0.1:{free_port()}"
+    srv = spread_server(server_factory, 2, data_dir, "--listen", listen)
+    stored: Stored = {}
+    with Client(srv.address, timeout=10) as client:
+        client.create_topic("mover", partitions=PARTITIONS)
+        api = Api(srv.address)
+        owners = partition_owners(api, "mover")
+        assert len(set(owners)) == PARTITIONS and srv.address not in owners
+        producer = client.producer("mover")
+        send_each_key(producer, 0, stored)  # learns each partition's owner
+        with front_stopped(srv):  # what reaches a partition goes straight to its owner
+            send_each_key(producer, 1, stored)
+            assert_direct(owners, "mover", stored)
+        api.close()
+        assert srv.stop() == 0
+        srv = spread_server(server_factory, 4, data_dir, "--listen", listen)
+        api = Api(srv.address)
+        moved = partition_owners(api, "mover")
+        assert not set(moved) & set(owners)  # every partition has a new owner address
+        send_each_key(producer, 2, stored)  # old owners gone: map asked again, retried once
+        assert set(moved) <= set(client._routes.addresses())
+        assert_direct(moved, "mover", stored)
+        assert_exactly_once(read_back(api, "mover"), stored)
+        api.close()
+
+
+class Follower:
+    """A client's follow Read of ``NAME`` in a thread: the messages seen and how it ended."""
+
+    def __init__(self, client: Client, name: str) -> None:
+        self.reader = client.reader(name, follow=True)
+        self.seen: list[Message] = []
+        self.ended: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            for message in self.reader:
+                self.seen.append(message)
+        except CompactlogError as exc:
+            self.ended = exc
+
+    def values(self) -> list[bytes]:
+        return [m.value for m in self.seen if m.value is not None]
+
+
+def test_a_shard_killed_under_a_follow_of_name_loses_nothing(
+    server_factory: Callable[..., ServerProcess], tmp_path: Path
+) -> None:
+    srv = spread_server(server_factory, 2, tmp_path / "killed")
+    stored: Stored = {}
+    with Client(srv.address, timeout=10) as client:
+        client.create_topic("mover", partitions=PARTITIONS)
+        producer = client.producer("mover")
+        send_each_key(producer, 0, stored)
+        follower = Follower(client, "mover")
+        wait_for(lambda: len(follower.seen) == len(KEYS))
+        victim = shard_pids(srv)[0]
+        os.kill(victim, signal.SIGKILL)
+        wait_for(lambda: any("restarted as pid" in line for line in srv.stderr_lines))
+        send_each_key(producer, 1, stored)  # the restarted shard's slots: followed
+        # The follow either ended with a retryable error or saw the new messages.
+        wait_for(lambda: not follower.thread.is_alive() or len(follower.seen) == len(stored))
+        if follower.thread.is_alive():
+            assert sorted(follower.values()) == sorted(stored.values())
+        else:
+            assert isinstance(follower.ended, CompactlogError) and follower.ended.retriable
+            assert set(follower.values()) <= set(stored.values())
+        follower.reader.close()
+        follower.thread.join(timeout=10)
+        again = client.reader("mover")  # reconnected: every message once
+        read = [(m.id.partition, m.id[0], m.id[1]) for m in again]
+        assert len(read) == len(stored) and set(read) == set(stored)
+        assert all(v is not None for v in stored.values())
