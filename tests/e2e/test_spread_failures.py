@@ -1,7 +1,10 @@
 """A slot's part of a call on a spread partitioned ``NAME`` failing, on a real
-``serve --shards 2`` with partition placement: the front relays the slot's error, and
-the parts still under way are cancelled and awaited (``server/front_tasks.py``), so the
-front's log has no "Task exception was never retrieved" nor a task destroyed pending."""
+``serve --shards 2`` with partition placement: the front relays the slot's error, the
+other slots answer where a single store would, and the server's stderr holds none of
+asyncio's reports of a leaked task ("Task exception was never retrieved", a task
+destroyed pending). asyncio reports those only when the task is collected, so this is
+a smoke test; tests/server/test_front_tasks.py shows in process that the other parts
+are cancelled and awaited (``server/front_tasks.py``)."""
 
 from __future__ import annotations
 
@@ -84,7 +87,17 @@ def test_one_slots_part_failing_leaves_no_task_behind(
             call()
         except grpc.RpcError as exc:
             failed[method] = exc.code()
-    assert failed.get("Read") == grpc.StatusCode.NOT_FOUND, failed
+    # The calls needing every slot fail with that slot's error; the reads of records
+    # skip a slot without NAME's (as after a crash mid-create); AddPartitions finds
+    # partition 2 there already and says so.
+    not_found = grpc.StatusCode.NOT_FOUND
+    assert failed == {
+        "Read": not_found,
+        "GetKeyHistory": not_found,
+        "GetLastMessageId": not_found,
+        "Consume": not_found,
+        "AddPartitions": grpc.StatusCode.ALREADY_EXISTS,
+    }
     api.close()
     assert srv.stop() == 0
     leaks = [line for line in srv.stderr_lines if any(s in line for s in ASYNCIO_LEAKS)]
