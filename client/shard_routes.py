@@ -109,22 +109,27 @@ class Routes:
 
 
 class RoutedLog:
-    """A ``LogStub`` look-alike for one topic: unary calls go to the owner and follow a
-    move once; streams open at the owner."""
+    """A ``LogStub`` look-alike for one topic: unary calls go to the owner of the topic
+    they name (``NAME`` or, from a producer, one of its partitions) and follow a move
+    once; streams open at the owner."""
 
     def __init__(self, routes: Routes, topic: str) -> None:
         self._routes = routes
         self._topic = topic
 
     def _unary(self, name: str, request: Any, **kwargs: Any) -> Any:
-        stub = self._routes.owner(self._topic)
+        # The request's own topic: a producer of a partitioned NAME retargets a request
+        # whose records land on one partition to NAME-partition-i, whose owner may be
+        # another process than NAME's (partition placement spreads the partitions).
+        topic = getattr(request, "topic", "") or self._topic
+        stub = self._routes.owner(topic)
         try:
             return getattr(stub, name)(request, **kwargs)
         except grpc.RpcError as exc:
             if stub is self._routes.main or not _moved(exc):
                 raise
-        self._routes.forget(self._topic)
-        return getattr(self._routes.owner(self._topic), name)(request, **kwargs)
+        self._routes.forget(topic)
+        return getattr(self._routes.owner(topic), name)(request, **kwargs)
 
     def Publish(self, request: pb.PublishRequest, **kwargs: Any) -> Any:
         return self._unary("Publish", request, **kwargs)

@@ -43,6 +43,7 @@ from compactlog.server.front_secret import FRONT_KEY
 from compactlog.server.front_spanning import Spanning
 from compactlog.server.front_spread_merge import merge_topic_lists
 from compactlog.server.front_spread_publish import SpreadPending, SpreadPublish, fail
+from compactlog.server.front_tasks import all_or_first_error
 from compactlog.server.wire_peek import field_one
 from compactlog.storage.slots import Placement, slot_of
 from compactlog.v1 import compactlog_pb2 as pb
@@ -250,8 +251,8 @@ class FrontHandler(grpc.GenericRpcHandler):
         partition, is merged into one entry (``front_spread_merge``)."""
         method = "/compactlog.v1.TopicAdmin/ListTopics"
         slots = sorted(self.owners.channels)
-        answers = await asyncio.gather(
-            *(self._call(slot, method, request, context, marked=True) for slot in slots)
+        answers = await all_or_first_error(
+            self._call(slot, method, request, context, marked=True) for slot in slots
         )
         lists = [pb.ListTopicsResponse.FromString(answer) for answer in answers]
         order = self.index.slots if self.index is not None else None

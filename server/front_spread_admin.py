@@ -238,19 +238,25 @@ class SpreadAdmin:
             ).SerializeToString()
             others = await asyncio.gather(
                 *(self._grow(slot, request, create, context) for slot in slots[1:])
-            )
+            )  # every part ends (its failure returned) before the first failure is relayed
+            for other in others:
+                if isinstance(other, grpc.aio.AioRpcError):
+                    await _relay(context, other)
             self.index.put(grown)
-        infos = [home, *(pb.TopicInfo.FromString(b) for b in others)]
+        infos = [home, *(pb.TopicInfo.FromString(b) for b in others if isinstance(b, bytes))]
         return merge_topic_infos(infos, grown.partitions).SerializeToString()
 
-    async def _grow(self, slot: int, request: bytes, create: bytes, context: Ctx) -> bytes:
+    async def _grow(self, slot: int, request: bytes, create: bytes, context: Ctx) -> Result:
         """One slot's AddPartitions; a slot without ``NAME``'s record gets ``create``."""
         try:
             return await self._ask(slot, _ADMIN + "AddPartitions", request, context)
         except grpc.aio.AioRpcError as exc:
             if exc.code() != grpc.StatusCode.NOT_FOUND:
-                await _relay(context, exc)
-        return (await self.answers([slot], _ADMIN + "CreateTopic", create, context))[0]
+                return exc
+        try:
+            return await self._ask(slot, _ADMIN + "CreateTopic", create, context)
+        except grpc.aio.AioRpcError as exc:
+            return exc
 
     async def _describe(
         self, name: str, held: PartitionedTopic | None, request: bytes, context: Ctx

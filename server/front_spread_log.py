@@ -40,6 +40,7 @@ from compactlog.server.front_relay import Ctx
 from compactlog.server.front_relay import forwarded as _forwarded
 from compactlog.server.front_relay import relay as _relay
 from compactlog.server.front_spread_admin import Unary, UnaryStream
+from compactlog.server.front_tasks import all_or_first_error, settle, start
 from compactlog.server.wire_peek import topic_of
 from compactlog.v1 import compactlog_pb2 as pb
 
@@ -121,15 +122,11 @@ class SpreadLog:
     ) -> list[bytes]:
         """Each (slot, request) asked at once; the answers in order. The first error is
         relayed as the slot gave it and the calls still under way are cancelled."""
-        tasks = [asyncio.ensure_future(self._ask(s, method, r, context)) for s, r in requests]
         try:
-            return list(await asyncio.gather(*tasks))
+            return await all_or_first_error(self._ask(s, method, r, context) for s, r in requests)
         except grpc.aio.AioRpcError as exc:
             await _relay(context, exc)
             raise
-        finally:
-            for task in tasks:
-                task.cancel()
 
     def _merged(self, combine: Callable[[list[bytes]], bytes]) -> _Unary:
         async def handle(method: str, spread: Spread, request: bytes, context: Ctx) -> bytes:
@@ -198,15 +195,14 @@ class SpreadLog:
             return b"".join(answers)
         parsed.wait_ms = wait_ms
         waiting = parsed.SerializeToString()
-        tasks = [asyncio.ensure_future(self._ask(s, method, waiting, ctx)) for s in slots]
+        tasks = start(self._ask(s, method, waiting, ctx) for s in slots)
         try:
             return await _first_answers(tasks)
         except grpc.aio.AioRpcError as exc:
             await _relay(ctx, exc)
             raise
         finally:
-            for task in tasks:
-                task.cancel()
+            await settle(tasks)
 
     async def read(self, spread: Spread, request: bytes, context: Ctx) -> AsyncIterator[bytes]:
         """Read on ``NAME``: every slot's stream, forwarded as responses come."""
@@ -248,17 +244,19 @@ class SpreadRead:
         self.queue: asyncio.Queue[bytes | grpc.aio.AioRpcError | None] = asyncio.Queue(len(slots))
 
     async def _pump(self, call: grpc.aio.UnaryStreamCall[bytes, bytes]) -> None:
+        """The stream's responses, then its error if any, then ``None``. Cancelled (``run``
+        has stopped reading), it puts nothing more: a put on the full queue would wait
+        for ever."""
         try:
             async for response in call:
                 await self.queue.put(response)
         except grpc.aio.AioRpcError as exc:
             await self.queue.put(exc)
-        finally:
-            await self.queue.put(None)
+        await self.queue.put(None)
 
     async def run(self, limit: int) -> AsyncIterator[bytes]:
         """The responses until every stream ended or ``limit`` messages (0: none) went."""
-        pumps = [asyncio.ensure_future(self._pump(call)) for call in self.calls]
+        pumps = start(self._pump(call) for call in self.calls)
         running = len(pumps)
         remaining = limit
         try:
@@ -279,5 +277,4 @@ class SpreadRead:
         finally:
             for call in self.calls:
                 call.cancel()
-            for pump in pumps:
-                pump.cancel()
+            await settle(pumps)

@@ -8,11 +8,8 @@ its shards exit).
 
 from __future__ import annotations
 
-import inspect
 import os
 import signal
-import socket
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,90 +20,18 @@ from grpc_status import rpc_status
 from compactlog.client import Client
 from compactlog.storage.slots import SLOT_COUNT, slot_dir, slot_of
 from compactlog.v1 import compactlog_pb2 as pb
-from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 from tests.conftest import ServerProcess
-
-LEDGER, SEGMENTED = pb.LEDGER, pb.SEGMENTED
-
-
-def children(pid: int) -> list[int]:
-    """Pids whose parent is ``pid`` (from /proc)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as handle:
-                fields = handle.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            found.append(int(entry))
-    return found
-
-
-def shard_pids(srv: ServerProcess) -> list[int]:
-    assert srv.proc is not None
-    return [p for p in children(srv.proc.pid) if "shard_process" in _cmdline(p)]
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as handle:
-            return handle.read().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def wait_for(check: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-class Api:
-    def __init__(self, address: str) -> None:
-        self.channel = grpc.insecure_channel(address)
-        self.admin = pb_grpc.TopicAdminStub(self.channel)
-        self.log = pb_grpc.LogStub(self.channel)
-
-    def create(self, name: str, kind: int = LEDGER) -> None:
-        self.admin.CreateTopic(pb.CreateTopicRequest(name=name, kind=kind), timeout=30)
-
-    def publish(self, topic: str, *values: bytes) -> list[int]:
-        records = [pb.Record(key=v[:1], value=v) for v in values]
-        resp = self.log.Publish(pb.PublishRequest(topic=topic, records=records), timeout=30)
-        return [i.entry_id for i in resp.ids]
-
-    def values(self, topic: str, compacted: bool = False) -> list[bytes]:
-        req = pb.ReadRequest(topic=topic, read_compacted=compacted)
-        return [m.value for r in self.log.Read(req, timeout=30) for m in r.messages]
-
-    def close(self) -> None:
-        self.channel.close()
-
-
-def sharded(
-    server_factory: Callable[..., ServerProcess], shards: int, **kw: object
-) -> ServerProcess:
-    return server_factory(extra_args=["--shards", str(shards)], **kw)
-
+from tests.e2e.shards import (
+    LEDGER,
+    SEGMENTED,
+    Api,
+    alive,
+    free_port,
+    produce,
+    shard_pids,
+    sharded,
+    wait_for,
+)
 
 TOPICS = [(f"led-{i}", LEDGER) for i in range(4)] + [(f"seg-{i}", SEGMENTED) for i in range(4)]
 
@@ -194,20 +119,9 @@ def test_partition_map_without_shards_is_the_address_asked(server: ServerProcess
     ).partitions
     assert (entry.partition, entry.topic, entry.address) == (-1, "solo", "")
     with Client(server.address) as client:
-        _produce(client, "solo", b"v")
+        produce(client, "solo", b"v")
         assert client._routes.addresses() == []  # everything on the one channel
     api.close()
-
-
-def _produce(client: Client, topic: str, value: bytes) -> None:
-    """One message through the client's producer (its ``send`` in main's or in
-    pulsar-client's argument order)."""
-    producer = getattr(client, "create_producer", None) or client.producer
-    send = producer(topic).send
-    if "partition_key" in inspect.signature(send).parameters:
-        send(value)
-    else:
-        send(None, value)
 
 
 def test_the_client_goes_direct_and_follows_a_moved_topic(
@@ -219,19 +133,19 @@ def test_the_client_goes_direct_and_follows_a_moved_topic(
     srv = server_factory(extra_args=["--shards", "2", *listen], data_dir=data_dir)
     with Client(srv.address) as client:
         client.create_topic("mover")
-        _produce(client, "mover", b"1")
+        produce(client, "mover", b"1")
         owner = client._routes.addresses()
         assert len(owner) == 1 and owner[0] != srv.address  # straight to the shard
         srv.stop()
         srv2 = server_factory(extra_args=["--shards", "1", *listen], data_dir=data_dir)
         assert srv2.address == srv.address
-        _produce(client, "mover", b"2")  # old owner gone: map asked again, retried once
+        produce(client, "mover", b"2")  # old owner gone: map asked again, retried once
         assert client._routes.addresses() != owner
         # A shard killed and restarted on a new port: followed the same way.
         (pid,) = shard_pids(srv2)
         os.kill(pid, signal.SIGKILL)
         wait_for(lambda: any("restarted as pid" in line for line in srv2.stderr_lines))
-        _produce(client, "mover", b"3")
+        produce(client, "mover", b"3")
     api = Api(srv2.address)
     assert api.values("mover") == [b"1", b"2", b"3"]
     api.close()
@@ -402,7 +316,7 @@ def test_a_partitioned_topic_lives_in_one_slot_and_keeps_its_messages(
     values = [b"%c%d" % (k, i) for i in range(10) for k in b"abcdefgh"]
     api.publish("orders", *values)  # spans partitions: all or nothing, in one store
     with Client(srv.address) as client:
-        _produce(client, "orders", b"z1")
+        produce(client, "orders", b"z1")
         assert client._routes.addresses() == [entries[0].address]
     api.close()
     srv.stop()

@@ -16,7 +16,7 @@ from compactlog.storage.slots import Placement, read_layout
 from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 from tests.conftest import ServerProcess
-from tests.e2e.test_shards import _cmdline, shard_pids
+from tests.e2e.shards import cmdline, shard_pids
 
 SPREAD = '"shards.placement" = "partition"\n'
 
@@ -41,8 +41,8 @@ def test_partition_placement_makes_a_spread_data_dir_and_its_shards_start(
     (secret,) = secrets
     assert secret is not None and len(secret) == 32
     for pid in pids:
-        cmdline = _cmdline(pid)
-        assert "--placement partition" in cmdline and secret not in cmdline
+        line = cmdline(pid)
+        assert "--placement partition" in line and secret not in line
     # Topics that are not partitioned are served through the front as ever.
     with grpc.insecure_channel(srv.address) as channel:
         admin, log = pb_grpc.TopicAdminStub(channel), pb_grpc.LogStub(channel)
@@ -54,7 +54,7 @@ def test_partition_placement_makes_a_spread_data_dir_and_its_shards_start(
     assert srv.stop() == 0
     # An existing data dir keeps its placement, whatever the config says now.
     again = server_factory(extra_args=["--shards", "2"], data_dir=srv.data_dir)
-    assert all("--placement partition" in _cmdline(pid) for pid in shard_pids(again))
+    assert all("--placement partition" in cmdline(pid) for pid in shard_pids(again))
     assert again.stop() == 0
 
 
