@@ -245,8 +245,14 @@ class SpreadPublish:
             intent = await spanning.begin(cut.named_parts())
             metadata = self.metadata(context)
             replies = await spanning.publish(intent, metadata, context.time_remaining())
-        else:
-            replies = await asyncio.gather(*(self._send(part, context) for part in cut.parts))
+        else:  # every part ends before the caller hears of the first failure
+            ended = await asyncio.gather(
+                *(self._send(part, context) for part in cut.parts), return_exceptions=True
+            )
+            for result in ended:
+                if isinstance(result, BaseException):
+                    raise result
+            replies = [r for r in ended if isinstance(r, bytes)]
         return assemble(cut.parts, cut.order, replies)
 
     async def _send(self, part: Part, context: Ctx) -> bytes:

@@ -21,7 +21,7 @@ import pytest
 from compactlog.partitioner import partition_for_key
 from compactlog.v1 import compactlog_pb2 as pb
 from tests.conftest import ServerProcess, Stubs
-from tests.e2e.test_shards import alive, shard_pids, wait_for
+from tests.e2e.shards import alive, shard_pids, wait_for
 from tests.e2e.test_spread_publish import PARTITIONS, SPREAD_CONFIG, create_spread, keyed
 
 pytestmark = pytest.mark.slow

@@ -19,7 +19,7 @@ from compactlog.partitioner import partition_for_key
 from compactlog.v1 import compactlog_pb2 as pb
 
 from ..conftest import ServerProcess
-from ..e2e.test_shards import alive, shard_pids, wait_for
+from ..e2e.shards import alive, shard_pids, wait_for
 from .conftest import ADMIN, Stubs, status_of
 
 pytestmark = pytest.mark.slow
