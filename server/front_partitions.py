@@ -7,7 +7,9 @@ Each slot holding a partition keeps ``NAME``'s record in its own
 ``partitioned-topics.json``; the front reads them all at start (the union: a crash in the
 middle of a create can leave the record in some slots only, and those still answer for
 what they hold) and keeps the index current as CreateTopic, AddPartitions and DeleteTopic
-pass through it. Under topic placement the index is not used: ``NAME``'s slot answers.
+pass through it. It also names the topics whose slots may disagree (``suspects``: a
+change of them failed half-way), for the repair's next pass (``front_spread_repair``).
+Under topic placement the index is not used: ``NAME``'s slot answers.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ class PartitionedIndex:
         self.slot_count = slot_count
         self.placement = placement
         self._topics: dict[str, PartitionedTopic] = {}
+        self._suspects: set[str] = set()  # names a failed change may have left half-way
         self._lock = threading.Lock()
 
     @classmethod
@@ -52,6 +55,25 @@ class PartitionedIndex:
     def remove(self, name: str) -> None:
         with self._lock:
             self._topics.pop(name, None)
+            self._suspects.discard(name)
+
+    def names(self) -> list[str]:
+        with self._lock:
+            return sorted(self._topics)
+
+    def suspect(self, name: str) -> None:
+        """``name``'s slots may disagree (a change of it failed): the repair looks again."""
+        with self._lock:
+            self._suspects.add(name)
+
+    def cleared(self, name: str) -> None:
+        """``name``'s slots were found to agree."""
+        with self._lock:
+            self._suspects.discard(name)
+
+    def suspects(self) -> list[str]:
+        with self._lock:
+            return sorted(self._suspects)
 
     def slots(self, name: str, partitions: int) -> list[int]:
         """The slots holding some partition of ``name`` (``NAME``'s own slot first)."""

@@ -7,6 +7,7 @@ without importing the front (which imports them).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -33,3 +34,18 @@ async def relay(context: Ctx, exc: grpc.aio.AioRpcError) -> None:
         (k, v) for k, v in (exc.trailing_metadata() or ()) if k == "grpc-status-details-bin"
     )
     await context.abort(exc.code(), exc.details() or "", trailers)
+
+
+@dataclass(frozen=True)
+class SlotCall:
+    """How the front asks a slot: the metadata sent (the front's mark, then the caller's
+    token and custom keys, if a caller is behind it) and the time left (None: no deadline).
+    The front's own work (the spread topics' repair) carries the mark alone."""
+
+    metadata: tuple[tuple[str, Any], ...]
+    timeout: float | None
+
+    @classmethod
+    def of(cls, context: Ctx, mark: tuple[tuple[str, Any], ...]) -> SlotCall:
+        """On behalf of the caller of ``context``."""
+        return cls(mark + forwarded(context.invocation_metadata()), context.time_remaining())

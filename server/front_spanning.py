@@ -19,7 +19,9 @@ the slot checks and writes the part under the partition's lock.
 
 Tests crash the front at the steps that matter with ``COMPACTLOG_FRONT_CRASH_AT``:
 ``after_intent`` (recorded, nothing sent) or ``after_first_part`` (the first part sent
-alone and stored, the others never sent); the process exits 137 there.
+alone and stored, the others never sent); the process exits 137 there. The admin calls
+on a spread ``NAME`` have points of their own (``after_home_create``, ...:
+``front_spread_admin``), each right after ``NAME``'s own slot made its part.
 """
 
 from __future__ import annotations
@@ -59,10 +61,18 @@ _BACKOFF_S = (0.02, 0.05, 0.1, 0.2, 0.5)
 Channel = Callable[[str], grpc.aio.Channel]  # partition topic -> its slot's channel
 Metadata = tuple[tuple[str, Any], ...]
 CRASH_ENV = "COMPACTLOG_FRONT_CRASH_AT"
-CRASH_POINTS = ("after_intent", "after_first_part")
+# The spread admin calls' points are front_spread_admin's: each right after the home slot's part.
+CRASH_POINTS = (
+    "after_intent",
+    "after_first_part",
+    "after_home_create",
+    "after_home_add_partitions",
+    "after_home_config",
+    "after_home_delete",
+)
 
 
-def _crash(point: str) -> None:
+def crash(point: str) -> None:
     print(f"compactlog: crash injected at {point} (pid {os.getpid()})", file=sys.stderr, flush=True)
     os._exit(137)
 
@@ -82,7 +92,7 @@ class Spanning:
         loop = asyncio.get_running_loop()
         intent = await loop.run_in_executor(None, self.intents.begin, parts)
         if self.crash_at == "after_intent":
-            _crash(self.crash_at)
+            crash(self.crash_at)
         return intent
 
     def marked(self, intent: Intent, request: bytes) -> bytes:
@@ -97,7 +107,7 @@ class Spanning:
         deadline = time.monotonic() + (RETRY_FOR_S if time_remaining is None else time_remaining)
         if self.crash_at == "after_first_part":
             await self._send(intent, *intent.parts[0], metadata, deadline)
-            _crash(self.crash_at)
+            crash(self.crash_at)
         results = await asyncio.gather(
             *(
                 self._send(intent, topic, request, metadata, deadline)

@@ -9,18 +9,28 @@ and merges the answers (``front_spread_merge``). Calls on other topics pass thro
 before (``FrontHandler``).
 
 - Calls that change ``NAME`` (CreateTopic with ``partitions >= 2``, AddPartitions,
-  UpdateTopicConfig, EnforceRetention) go to ``NAME``'s own slot first: it validates
-  the request as a single store would (names, counts, config, kind) and a refusal there
-  changes nothing anywhere. The other slots follow side by side. A CreateTopic another
-  slot refuses is undone in the slots that made their part; an AddPartitions or config
-  change cut half-way is finished by sending it again (slots already there do nothing
-  new). Namespace changes of spread topics pass one at a time (``lock``), so two
-  creates of one name cannot undo each other's parts.
+  UpdateTopicConfig, EnforceRetention, DeleteTopic) go to ``NAME``'s own slot (its home,
+  partition 0's) first: it validates the request as a single store would (names, counts,
+  config, kind) and a refusal there changes nothing anywhere. The other slots follow side
+  by side. A CreateTopic another slot refuses is undone in the slots that made their part
+  (the home first). The home's part is the change decided: a change cut half-way by a
+  crash of the front or of a shard (some slots without ``NAME``'s record, with an older
+  count or the old config) converges by itself: the front's repair
+  (``front_spread_repair``) finishes it from the home's record and config (a delete: the
+  home's record gone, the others' parts are deleted) at the front's next start, and, for
+  a change that failed under a living front, on its next pass (every 30 s). EnforceRetention
+  changes no state to compare: send it again. Sending any call again still works (slots
+  already there do nothing new).
+  Namespace and config changes of spread topics, and the repair, pass one at a time
+  (``lock``), so two creates of one name cannot undo each other's parts, nor the repair
+  spread a config a call is replacing. Tests crash the front right after the home's part
+  (``COMPACTLOG_FRONT_CRASH_AT``: ``after_home_create``, ``after_home_add_partitions``,
+  ``after_home_config``, ``after_home_delete``).
 - Calls that read (GetTopic, GetCompactionStatus) and DeleteTopic skip a slot that has
   no record of ``NAME`` (``TOPIC_NOT_FOUND``: a crash in the middle of a create or delete
   can leave it so) as long as some slot answers; any other error is relayed.
-- ``Compact`` first checks that no partition is compacting (``ALREADY_EXISTS`` then, and
-  nothing started), so a refusal cannot leave some partitions started.
+- The compaction calls are ``front_spread_compaction``'s (``Compact`` refuses while any
+  partition compacts, so a refusal cannot leave some partitions started).
 - The subscription calls (ListSubscriptions, DeleteSubscription, ResetCursor) are
   ``front_spread_subs``'s, asked through the methods here.
 - ``GetPartitionMap`` comes from the index alone. Any other TopicAdmin call on ``NAME``
@@ -32,23 +42,24 @@ before (``FrontHandler``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 import grpc
 
-from compactlog.errors import CompactionRunning, CompactlogError, InvalidArgument
-from compactlog.rpc_errors import error_info
+from compactlog.errors import CompactlogError, InvalidArgument
 from compactlog.server.convert import kind_from_pb
 from compactlog.server.errors import error_status
 from compactlog.server.front import Owners
 from compactlog.server.front_partitions import PartitionedIndex
-from compactlog.server.front_relay import Ctx
-from compactlog.server.front_relay import forwarded as _forwarded
+from compactlog.server.front_relay import Ctx, SlotCall
 from compactlog.server.front_relay import relay as _relay
+from compactlog.server.front_spanning import CRASH_ENV, crash
+from compactlog.server.front_spread_compaction import SpreadCompaction
 from compactlog.server.front_spread_merge import (
-    merge_compaction,
     merge_topic_infos,
     partition_map,
 )
@@ -64,6 +75,7 @@ Unary = Callable[[bytes, Any], Awaitable[bytes]]
 UnaryStream = Callable[[bytes, Any], AsyncIterator[bytes]]
 Result = bytes | grpc.aio.AioRpcError
 Answer = Callable[[str, PartitionedTopic | None, bytes, Ctx], Awaitable[bytes]]
+_UNLOCKED = contextlib.nullcontext()
 
 
 class SpreadAdmin:
@@ -72,21 +84,23 @@ class SpreadAdmin:
     def __init__(self, owners: Owners, index: PartitionedIndex) -> None:
         self.owners = owners
         self.index = index
-        self.lock = asyncio.Lock()  # namespace changes of spread topics, one at a time
+        self.lock = asyncio.Lock()  # namespace and config changes of spread topics
+        self.crash_at = os.environ.get(CRASH_ENV, "")  # tests only (front_spanning)
         self._answers: dict[str, Answer] = {
             "CreateTopic": self._create,
             "GetTopic": self._describe,
-            "UpdateTopicConfig": self._change(_ADMIN + "UpdateTopicConfig"),
+            "UpdateTopicConfig": self._change(_ADMIN + "UpdateTopicConfig", "after_home_config"),
             "EnforceRetention": self._change(_ADMIN + "EnforceRetention"),
             "DeleteTopic": self._delete,
             "AddPartitions": self._add_partitions,
             "GetPartitionMap": self._partition_map,
-            "Compact": self._compact,
-            "GetCompactionStatus": self._status,
-            "CancelCompaction": self._cancel,
         }
         subscriptions = SpreadSubscriptions(self)
+        compaction = SpreadCompaction(self)
         self._answers.update(
+            Compact=compaction.compact,
+            GetCompactionStatus=compaction.status,
+            CancelCompaction=compaction.cancel,
             ListSubscriptions=subscriptions.list_subscriptions,
             DeleteSubscription=subscriptions.delete_subscription,
             ResetCursor=subscriptions.reset_cursor,
@@ -131,20 +145,24 @@ class SpreadAdmin:
 
     # ---- calls to the slots -----------------------------------------------------------
 
-    async def _ask(self, slot: int, method: str, request: bytes, context: Ctx) -> bytes:
-        """One slot's answer, with the front's mark; a failure raised as it came."""
+    def call_of(self, context: Ctx) -> SlotCall:
+        """A slot's part of the caller's call: the front's mark, the caller's metadata
+        and deadline."""
+        return SlotCall.of(context, self.owners.front_mark())
+
+    async def ask(self, slot: int, method: str, request: bytes, call: SlotCall) -> bytes:
+        """One slot's answer; a failure raised as it came."""
         stub: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes]
         stub = self.owners.channels[slot].unary_unary(method)
-        metadata = self.owners.front_mark() + _forwarded(context.invocation_metadata())
-        response: bytes = await stub(request, timeout=context.time_remaining(), metadata=metadata)
+        response: bytes = await stub(request, timeout=call.timeout, metadata=call.metadata)
         return response
 
     async def fan_out(
-        self, slots: Sequence[int], method: str, request: bytes, context: Ctx
+        self, slots: Sequence[int], method: str, request: bytes, call: SlotCall
     ) -> list[Result]:
         """Every slot's answer or failure, asked side by side."""
         results = await asyncio.gather(
-            *(self._ask(slot, method, request, context) for slot in slots),
+            *(self.ask(slot, method, request, call) for slot in slots),
             return_exceptions=True,
         )
         for result in results:
@@ -156,29 +174,18 @@ class SpreadAdmin:
         self, slots: Sequence[int], method: str, request: bytes, context: Ctx
     ) -> list[bytes]:
         """Every slot's answer; the first failure is relayed."""
-        results = await self.fan_out(slots, method, request, context)
+        results = await self.fan_out(slots, method, request, self.call_of(context))
         for result in results:
             if isinstance(result, grpc.aio.AioRpcError):
                 await _relay(context, result)
         return [r for r in results if isinstance(r, bytes)]
 
-    async def _home_first(
-        self, slots: Sequence[int], method: str, request: bytes, context: Ctx
-    ) -> list[bytes]:
-        """``NAME``'s own slot (it validates), then the others side by side."""
-        home = await self.answers(slots[:1], method, request, context)
-        return home + await self.answers(slots[1:], method, request, context)
-
     async def found(
         self, slots: Sequence[int], method: str, request: bytes, context: Ctx
     ) -> dict[int, bytes]:
         """The answers of the slots that hold ``NAME``'s record (module docstring)."""
-        results = await self.fan_out(slots, method, request, context)
-        failed = [r for r in results if isinstance(r, grpc.aio.AioRpcError)]
-        serious = [e for e in failed if e.code() != grpc.StatusCode.NOT_FOUND]
-        if serious or len(failed) == len(results):
-            await _relay(context, (serious or failed)[0])
-        return {s: r for s, r in zip(slots, results, strict=True) if isinstance(r, bytes)}
+        results = await self.fan_out(slots, method, request, self.call_of(context))
+        return await _found(slots, results, context)
 
     def slots(self, topic: PartitionedTopic) -> list[int]:
         return self.index.slots(topic.name, topic.partitions)
@@ -208,12 +215,14 @@ class SpreadAdmin:
             partitions = pb.CreateTopicRequest.FromString(request).partitions
             slots = self.index.slots(name, partitions)
             home = await self.answers(slots[:1], method, request, context)
-            results = await self.fan_out(slots[1:], method, request, context)
+            self._crash("after_home_create")
+            results = await self.fan_out(slots[1:], method, request, self.call_of(context))
             failed = [r for r in results if isinstance(r, grpc.aio.AioRpcError)]
-            if failed:  # undo the parts made, then say why
+            if failed:  # undo the parts made (NAME's own slot first), then say why
                 made = [s for s, r in zip(slots[1:], results, strict=True) if isinstance(r, bytes)]
                 undo = pb.DeleteTopicRequest(name=name).SerializeToString()
-                await self.fan_out([slots[0], *made], _DELETE, undo, context)
+                for undone in (slots[:1], made):
+                    await self.fan_out(undone, _DELETE, undo, self.call_of(context))
                 await _relay(context, failed[0])
             infos = [pb.TopicInfo.FromString(b) for b in (*home, *results) if isinstance(b, bytes)]
             self.index.put(PartitionedTopic(name, partitions, kind_from_pb(infos[0].kind)))
@@ -223,38 +232,45 @@ class SpreadAdmin:
         self, name: str, held: PartitionedTopic | None, request: bytes, context: Ctx
     ) -> bytes:
         """``NAME``'s own slot grows first (it refuses a shrink or a bad count); then every
-        other slot of the new total, a slot new to ``NAME`` (no record yet) by a
-        CreateTopic of its partitions with partition 0's kind and config."""
+        other slot of the new total (``grow``)."""
         assert held is not None  # routed here only for a name in the index
         method = _ADMIN + "AddPartitions"
-        async with self.lock:
+        async with self.lock, self._watched(name):
             total = pb.AddPartitionsRequest.FromString(request).partitions
             grown = dataclasses.replace(held, partitions=max(total, held.partitions))
             slots = self.slots(grown)
             first = await self.answers(slots[:1], method, request, context)
             home = pb.TopicInfo.FromString(first[0])
-            create = pb.CreateTopicRequest(
-                name=name, kind=home.kind, config=home.config, partitions=grown.partitions
-            ).SerializeToString()
-            others = await asyncio.gather(
-                *(self._grow(slot, request, create, context) for slot in slots[1:])
-            )  # every part ends (its failure returned) before the first failure is relayed
-            for other in others:
+            self._crash("after_home_add_partitions")
+            others = await self.grow(name, slots[1:], home, self.call_of(context))
+            for other in others:  # every part ended before the first failure is relayed
                 if isinstance(other, grpc.aio.AioRpcError):
                     await _relay(context, other)
             self.index.put(grown)
         infos = [home, *(pb.TopicInfo.FromString(b) for b in others if isinstance(b, bytes))]
         return merge_topic_infos(infos, grown.partitions).SerializeToString()
 
-    async def _grow(self, slot: int, request: bytes, create: bytes, context: Ctx) -> Result:
+    async def grow(
+        self, name: str, slots: Sequence[int], home: pb.TopicInfo, call: SlotCall
+    ) -> list[Result]:
+        """Each of ``slots`` grown to ``home``'s count side by side, every part's answer or
+        failure: an AddPartitions, or for a slot new to ``NAME`` (no record yet) a
+        CreateTopic of its partitions with partition 0's kind and config (``home``'s)."""
+        add = pb.AddPartitionsRequest(name=name, partitions=home.partitions).SerializeToString()
+        create = pb.CreateTopicRequest(
+            name=name, kind=home.kind, config=home.config, partitions=home.partitions
+        ).SerializeToString()
+        return list(await asyncio.gather(*(self._grow(s, add, create, call) for s in slots)))
+
+    async def _grow(self, slot: int, add: bytes, create: bytes, call: SlotCall) -> Result:
         """One slot's AddPartitions; a slot without ``NAME``'s record gets ``create``."""
         try:
-            return await self._ask(slot, _ADMIN + "AddPartitions", request, context)
+            return await self.ask(slot, _ADMIN + "AddPartitions", add, call)
         except grpc.aio.AioRpcError as exc:
             if exc.code() != grpc.StatusCode.NOT_FOUND:
                 return exc
         try:
-            return await self._ask(slot, _ADMIN + "CreateTopic", create, context)
+            return await self.ask(slot, _ADMIN + "CreateTopic", create, call)
         except grpc.aio.AioRpcError as exc:
             return exc
 
@@ -266,12 +282,19 @@ class SpreadAdmin:
         infos = [pb.TopicInfo.FromString(b) for b in answers.values()]
         return merge_topic_infos(infos, held.partitions).SerializeToString()
 
-    def _change(self, method: str) -> Answer:
+    def _change(self, method: str, crash_point: str = "") -> Answer:
+        """A config change (``crash_point`` set) holds ``lock``, so that the repair
+        (``front_spread_repair``) never spreads a config this call is replacing."""
+
         async def change(
             name: str, held: PartitionedTopic | None, request: bytes, context: Ctx
         ) -> bytes:
             assert held is not None
-            answers = await self._home_first(self.slots(held), method, request, context)
+            slots = self.slots(held)
+            async with self.lock if crash_point else _UNLOCKED, self._watched(name):
+                home = await self.answers(slots[:1], method, request, context)
+                self._crash(crash_point)
+                answers = home + await self.answers(slots[1:], method, request, context)
             infos = [pb.TopicInfo.FromString(b) for b in answers]
             return merge_topic_infos(infos, held.partitions).SerializeToString()
 
@@ -280,11 +303,36 @@ class SpreadAdmin:
     async def _delete(
         self, name: str, held: PartitionedTopic | None, request: bytes, context: Ctx
     ) -> bytes:
+        """``NAME``'s own slot first (its record gone, the delete is decided: the repair
+        finishes it), then the others side by side."""
         assert held is not None
-        async with self.lock:
-            answers = await self.found(self.slots(held), _DELETE, request, context)
+        slots = self.slots(held)
+        async with self.lock, self._watched(name):
+            results = await self.fan_out(slots[:1], _DELETE, request, self.call_of(context))
+            if isinstance(results[0], grpc.aio.AioRpcError) and not _not_found(results[0]):
+                await _relay(context, results[0])  # nothing decided: nothing else asked
+            self._crash("after_home_delete")
+            results += await self.fan_out(slots[1:], _DELETE, request, self.call_of(context))
+            answers = await _found(slots, results, context)
             self.index.remove(name)
         return next(iter(answers.values()))
+
+    # ---- what a crash half-way may leave (``front_spread_repair``) ------------------------
+
+    @contextlib.asynccontextmanager
+    async def _watched(self, name: str) -> AsyncIterator[None]:
+        """A change of ``NAME`` that fails (a slot away, say) marks ``NAME`` for the
+        repair's next pass: its slots may be left half-way."""
+        try:
+            yield
+        except BaseException:
+            self.index.suspect(name)
+            raise
+
+    def _crash(self, point: str) -> None:
+        """Tests only: exit at ``point`` (``COMPACTLOG_FRONT_CRASH_AT``, front_spanning)."""
+        if point and self.crash_at == point:
+            crash(point)
 
     async def _partition_map(
         self, name: str, held: PartitionedTopic | None, request: bytes, context: Ctx
@@ -293,55 +341,6 @@ class SpreadAdmin:
         owners = self.owners
         answer = partition_map(name, held.partitions, lambda t: owners.addresses[owners.slot_of(t)])
         return answer.SerializeToString()
-
-    def _merged_status(
-        self, held: PartitionedTopic, answers: dict[int, bytes]
-    ) -> pb.CompactionStatus:
-        statuses = {s: pb.CompactionStatus.FromString(b) for s, b in answers.items()}
-        return merge_compaction(
-            statuses, held.name, held.partitions, self.index.slot_count, self.index.placement
-        )
-
-    async def _status(
-        self, name: str, held: PartitionedTopic | None, request: bytes, context: Ctx
-    ) -> bytes:
-        assert held is not None
-        answers = await self.found(self.slots(held), _STATUS, request, context)
-        return self._merged_status(held, answers).SerializeToString()
-
-    async def _compact(
-        self, name: str, held: PartitionedTopic | None, request: bytes, context: Ctx
-    ) -> bytes:
-        """Nothing starts while a partition compacts (module docstring)."""
-        assert held is not None
-        slots = self.slots(held)
-        ask = pb.GetCompactionStatusRequest(topic=name).SerializeToString()
-        now = self._merged_status(held, await self.found(slots, _STATUS, ask, context))
-        for i, partition in enumerate(now.partitions):
-            if partition.state == pb.CompactionStatus.RUNNING:
-                raise CompactionRunning(
-                    f"a compaction of {name!r} is running (partition {i})", topic=name
-                )
-        answers = await self.answers(slots, _ADMIN + "Compact", request, context)
-        return self._merged_status(held, dict(zip(slots, answers, strict=True))).SerializeToString()
-
-    async def _cancel(
-        self, name: str, held: PartitionedTopic | None, request: bytes, context: Ctx
-    ) -> bytes:
-        """Every running partition cancelled; COMPACTION_NOT_RUNNING only when none ran."""
-        assert held is not None
-        slots = self.slots(held)
-        results = await self.fan_out(slots, _ADMIN + "CancelCompaction", request, context)
-        idle = [s for s, r in zip(slots, results, strict=True) if _not_running(r)]
-        for result in results:
-            if isinstance(result, grpc.aio.AioRpcError) and (
-                len(idle) == len(slots) or not _not_running(result)
-            ):
-                await _relay(context, result)
-        answers = {s: r for s, r in zip(slots, results, strict=True) if isinstance(r, bytes)}
-        ask = pb.GetCompactionStatusRequest(topic=name).SerializeToString()
-        answers.update(zip(idle, await self.answers(idle, _STATUS, ask, context), strict=True))
-        return self._merged_status(held, answers).SerializeToString()
 
 
 def _creates_partitioned(method: str, request: bytes) -> bool:
@@ -354,11 +353,18 @@ def _creates_partitioned(method: str, request: bytes) -> bool:
         return False
 
 
-def _not_running(result: Result) -> bool:
-    if not isinstance(result, grpc.aio.AioRpcError):
-        return False
-    info = error_info(result)
-    return info is not None and info.reason == "COMPACTION_NOT_RUNNING"
+async def _found(slots: Sequence[int], results: list[Result], context: Ctx) -> dict[int, bytes]:
+    """The slots that answered; a failure but ``TOPIC_NOT_FOUND`` relayed, and that one
+    too when no slot answered."""
+    failed = [r for r in results if isinstance(r, grpc.aio.AioRpcError)]
+    serious = [e for e in failed if not _not_found(e)]
+    if serious or len(failed) == len(results):
+        await _relay(context, (serious or failed)[0])
+    return {s: r for s, r in zip(slots, results, strict=True) if isinstance(r, bytes)}
+
+
+def _not_found(error: grpc.aio.AioRpcError) -> bool:
+    return error.code() == grpc.StatusCode.NOT_FOUND
 
 
 def _one_partition_only(name: str, what: str) -> InvalidArgument:

@@ -89,7 +89,7 @@ class SpreadSubscriptions:
         record (TOPIC_NOT_FOUND) has none; any other failure is relayed."""
         ask = pb.ListSubscriptionsRequest(topic=name).SerializeToString()
         lists = []
-        for result in await self.admin.fan_out(slots, LIST, ask, context):
+        for result in await self.admin.fan_out(slots, LIST, ask, self.admin.call_of(context)):
             if isinstance(result, grpc.aio.AioRpcError):
                 if result.code() != grpc.StatusCode.NOT_FOUND:
                     await _relay(context, result)

@@ -27,6 +27,7 @@ from compactlog.server.front import FrontHandler, Owners
 from compactlog.server.front_intents import IntentLog
 from compactlog.server.front_partitions import PartitionedIndex
 from compactlog.server.front_spanning import Spanning, channel_of
+from compactlog.server.front_spread_repair import SpreadRepair
 from compactlog.server.reflection import enable_server_reflection
 from compactlog.server.security import Guard
 from compactlog.server.serving import (
@@ -49,11 +50,7 @@ def _fail(message: str) -> int:
 
 
 def _front_server(
-    owners: Owners,
-    listen: str,
-    guard: Guard,
-    index: PartitionedIndex | None = None,
-    spanning: Spanning | None = None,
+    owners: Owners, listen: str, guard: Guard, handler: FrontHandler
 ) -> tuple[grpc.aio.Server, int]:
     server = grpc.aio.server(
         interceptors=guard.interceptors(),
@@ -65,7 +62,7 @@ def _front_server(
             ("grpc.so_reuseport", 0),
         ],
     )
-    server.add_generic_rpc_handlers((FrontHandler(owners, index, spanning),))
+    server.add_generic_rpc_handlers((handler,))
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = [
@@ -134,8 +131,8 @@ async def _serve_front(
     spanning: Spanning | None = None
     try:
         spanning = _spanning(data_dir, layout, config, owners)
-        index = _index(data_dir, layout)
-        server, port = _front_server(owners, listen, guard, index, spanning)
+        handler = FrontHandler(owners, _index(data_dir, layout), spanning)
+        server, port = _front_server(owners, listen, guard, handler)
         await supervisor.start()
     except CompactlogError as exc:
         await supervisor.stop()
@@ -144,6 +141,9 @@ async def _serve_front(
         return _fail(str(exc))
     if spanning is not None:
         spanning.start()  # finishes at once what a crash left open
+    repair = SpreadRepair(handler.spread) if handler.spread is not None else None
+    if repair is not None:
+        repair.start()  # finishes the admin changes a crash left half-way
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
 
@@ -161,6 +161,8 @@ async def _serve_front(
     log.info("shutting down")
     # The shards end their follow streams and finish in-flight calls while the front
     # stops accepting, so a follow reader behind the front ends at once, as it would.
+    if repair is not None:
+        await repair.stop()
     await asyncio.gather(server.stop(SHUTDOWN_GRACE_S), supervisor.stop())
     if spanning is not None:
         await spanning.stop()
