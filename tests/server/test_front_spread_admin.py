@@ -47,6 +47,8 @@ class FakeSlot:
         self.taken: set[str] = set()
         self.marked: list[tuple[str, bool]] = []  # (method, came with the mark)
         self.compacted: set[str] = set()
+        self.configs: dict[str, dict[str, str]] = {}  # name -> config set on it
+        self.away = False  # every call UNAVAILABLE, as a shard down
 
     def local(self, name: str, partitions: int) -> list[int]:
         return partitions_in_slot(name, partitions, self.slot, 8, SPREAD)
@@ -55,6 +57,7 @@ class FakeSlot:
         partitions = self.records[name]
         out = pb.TopicInfo(name=name, kind=pb.LEDGER, partitions=partitions)
         out.config["slot"] = str(self.slot)
+        out.config.update(self.configs.get(name, {}))
         out.stats.entries = len(self.local(name, partitions))
         return out
 
@@ -70,7 +73,15 @@ class FakeSlot:
             if partition_name(request.name, i) in self.taken:
                 raise TopicExists("a partition exists", topic=partition_name(request.name, i))
         self.records[request.name] = request.partitions
+        self.configs[request.name] = dict(request.config)
         return self.info(request.name)
+
+    def configure(self, request: pb.UpdateTopicConfigRequest) -> pb.TopicInfo:
+        config = self.configs.setdefault(request.name, {})
+        config.update(request.set)
+        for key in request.remove:
+            config.pop(key, None)
+        return self.info(request.name) if self.require(request.name) else pb.TopicInfo()
 
     def grow(self, request: pb.AddPartitionsRequest) -> pb.TopicInfo:
         if request.partitions < self.require(request.name):
@@ -112,6 +123,7 @@ class FakeSlot:
             "GetTopic": lambda r: self.info(r.name) if self.require(r.name) else None,
             "DeleteTopic": self.delete,
             "AddPartitions": self.grow,
+            "UpdateTopicConfig": self.configure,
             "PreviewCompaction": self.one_partition,
             "VerifyCompaction": self.one_partition,
             "Compact": self.compact,
@@ -133,6 +145,8 @@ class FakeSlot:
         async def handle(request: Any, context: Ctx) -> Any:
             marked = from_front(context.invocation_metadata(), SECRET)
             self.marked.append((short, marked))
+            if self.away:
+                await context.abort(grpc.StatusCode.UNAVAILABLE, f"slot {self.slot} is away")
             try:
                 name = getattr(request, "name", "") or getattr(request, "topic", "")
                 if not marked and name in self.records:
@@ -162,7 +176,10 @@ class Cluster:
         self.owners = Owners(8, None, SPREAD, SECRET)
         self.owners.update(addresses)
         front = grpc.aio.server()
-        front.add_generic_rpc_handlers((FrontHandler(self.owners, self.index),))
+        handler = FrontHandler(self.owners, self.index)
+        assert handler.spread is not None
+        self.spread = handler.spread
+        front.add_generic_rpc_handlers((handler,))
         port = front.add_insecure_port("127.0.0.1:0")
         await front.start()
         self.servers.append(front)
