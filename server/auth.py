@@ -108,9 +108,10 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         self.principals = principals
         self.roles = method_roles()
         # A shard's slot: a call with no token but the front's own mark is the front's
-        # own work (completing a spanning publish it accepted: front_spanning), which
-        # the front let in at its door. A caller's call relayed by the front carries
-        # the caller's token and is checked here again.
+        # own work (completing a spanning publish it accepted: front_spanning; finishing
+        # an admin change of a spread topic a crash cut: front_spread_repair), which
+        # the front let in at its door or decided itself. A caller's call relayed by the
+        # front carries the caller's token and is checked here again.
         self.trusted: Callable[[Any], bool] | None = None
 
     async def intercept_service(
