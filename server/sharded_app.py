@@ -6,7 +6,9 @@ health and reflection, and prints the contract's listening line once every shard
 ready. SIGTERM/SIGINT stop the front's port and every shard at once (each shard stops as
 a server does: in-flight calls finish, follow streams end); SIGHUP is passed on so the
 shards re-read the tokens file. A shard that cannot be kept alive stops the server with
-exit 1 and one line naming it.
+exit 1 and one line naming it. Under partition placement, once the shards are ready, the
+front finishes what a crash left: spanning publishes (``front_spanning``) and admin
+changes of spread partitioned topics (``front_spread_repair``).
 """
 
 from __future__ import annotations
@@ -108,10 +110,38 @@ def run_front(
     return asyncio.run(_serve_front(data_dir, layout, shards, listen, config, guard))
 
 
+def _finish_what_a_crash_left(
+    handler: FrontHandler, spanning: Spanning | None
+) -> SpreadRepair | None:
+    """Under partition placement, started: the redrive of spanning publishes a crash left
+    open (at once, then every second) and the repair of spread topics' admin changes a
+    crash cut half-way (at once, then every 30 s); the repair, to stop first."""
+    if spanning is not None:
+        spanning.start()
+    if handler.spread is None:
+        return None
+    repair = SpreadRepair(handler.spread)
+    repair.start()
+    return repair
+
+
+def _on_signals(stop: asyncio.Event, guard: Guard, supervisor: ShardSupervisor) -> None:
+    """SIGTERM/SIGINT stop the server; SIGHUP (with tokens) re-reads them, shards too."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+    def reload() -> None:
+        guard.reload()
+        supervisor.signal_all(signal.SIGHUP)
+
+    if guard.auth is not None:
+        loop.add_signal_handler(signal.SIGHUP, reload)
+
+
 async def _serve_front(
     data_dir: Path, layout: Layout, shards: int, listen: str, config: Path | None, guard: Guard
 ) -> int:
-    loop = asyncio.get_running_loop()
     tls_root = guard.options.tls_cert.read_bytes() if guard.options.tls_cert else None
     # Under partition placement a slot answers calls on a spread NAME only from this front.
     secret = front_secret.new_secret() if layout.placement is Placement.PARTITION else None
@@ -139,30 +169,18 @@ async def _serve_front(
         if spanning is not None:
             await spanning.stop()
         return _fail(str(exc))
-    if spanning is not None:
-        spanning.start()  # finishes at once what a crash left open
-    repair = SpreadRepair(handler.spread) if handler.spread is not None else None
-    if repair is not None:
-        repair.start()  # finishes the admin changes a crash left half-way
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-
-    def reload() -> None:
-        guard.reload()
-        supervisor.signal_all(signal.SIGHUP)
-
-    if guard.auth is not None:
-        loop.add_signal_handler(signal.SIGHUP, reload)
+    repair = _finish_what_a_crash_left(handler, spanning)
+    _on_signals(stop, guard, supervisor)
     await server.start()
     host = listen.rpartition(":")[0]
     print(f"compactlog listening on {host}:{port}", flush=True)
     log.info("serving data dir %s with %d shards over %d slots", data_dir, shards, layout.slots)
     await stop.wait()
     log.info("shutting down")
-    # The shards end their follow streams and finish in-flight calls while the front
-    # stops accepting, so a follow reader behind the front ends at once, as it would.
     if repair is not None:
         await repair.stop()
+    # The shards end their follow streams and finish in-flight calls while the front
+    # stops accepting, so a follow reader behind the front ends at once, as it would.
     await asyncio.gather(server.stop(SHUTDOWN_GRACE_S), supervisor.stop())
     if spanning is not None:
         await spanning.stop()
