@@ -89,8 +89,8 @@ class SpreadAdmin:
         self._answers: dict[str, Answer] = {
             "CreateTopic": self._create,
             "GetTopic": self._describe,
-            "UpdateTopicConfig": self._change(_ADMIN + "UpdateTopicConfig", "after_home_config"),
-            "EnforceRetention": self._change(_ADMIN + "EnforceRetention"),
+            "UpdateTopicConfig": self._change(_ADMIN + "UpdateTopicConfig", config=True),
+            "EnforceRetention": self._change(_ADMIN + "EnforceRetention", config=False),
             "DeleteTopic": self._delete,
             "AddPartitions": self._add_partitions,
             "GetPartitionMap": self._partition_map,
@@ -282,18 +282,18 @@ class SpreadAdmin:
         infos = [pb.TopicInfo.FromString(b) for b in answers.values()]
         return merge_topic_infos(infos, held.partitions).SerializeToString()
 
-    def _change(self, method: str, crash_point: str = "") -> Answer:
-        """A config change (``crash_point`` set) holds ``lock``, so that the repair
-        (``front_spread_repair``) never spreads a config this call is replacing."""
+    def _change(self, method: str, config: bool) -> Answer:
+        """A config change holds ``lock``, so that the repair (``front_spread_repair``)
+        never spreads a config this call is replacing."""
 
         async def change(
             name: str, held: PartitionedTopic | None, request: bytes, context: Ctx
         ) -> bytes:
             assert held is not None
             slots = self.slots(held)
-            async with self.lock if crash_point else _UNLOCKED, self._watched(name):
+            async with self.lock if config else _UNLOCKED, self._watched(name):
                 home = await self.answers(slots[:1], method, request, context)
-                self._crash(crash_point)
+                self._crash("after_home_config" if config else "")
                 answers = home + await self.answers(slots[1:], method, request, context)
             infos = [pb.TopicInfo.FromString(b) for b in answers]
             return merge_topic_infos(infos, held.partitions).SerializeToString()
