@@ -34,7 +34,6 @@ from typing import Any
 
 import grpc
 
-from compactlog.errors import CompactlogError
 from compactlog.server.front_partitions import PartitionedIndex
 from compactlog.server.front_relay import Ctx
 from compactlog.server.front_relay import forwarded as _forwarded
@@ -42,7 +41,8 @@ from compactlog.server.front_relay import relay as _relay
 from compactlog.server.front_secret import FRONT_KEY
 from compactlog.server.front_spanning import Spanning
 from compactlog.server.front_spread_merge import merge_topic_lists
-from compactlog.server.front_spread_publish import SpreadPending, SpreadPublish, fail
+from compactlog.server.front_spread_publish import SpreadPublish
+from compactlog.server.front_streams import OrderedStreams
 from compactlog.server.front_tasks import all_or_first_error
 from compactlog.server.wire_peek import field_one
 from compactlog.storage.slots import Placement, slot_of
@@ -280,87 +280,3 @@ class FrontHandler(grpc.GenericRpcHandler):
                 yield response
 
         return handle
-
-
-class OrderedStreams:
-    """One PublishStream fanned out to one stream per owner, answered in request order.
-
-    A request to a spread partitioned topic (``spread``) is split and its parts written
-    to their slots' streams; its place in the order waits for one reply of each. A
-    request the front refuses itself (a record too large) ends the stream there, after
-    the replies of the requests before it."""
-
-    def __init__(
-        self, owners: Owners, method: str, context: Ctx, spread: SpreadPublish | None = None
-    ) -> None:
-        self.owners = owners
-        self.method = method
-        self.context = context
-        self.spread = spread
-        self.streams: dict[int, Any] = {}
-        self.order: asyncio.Queue[int | SpreadPending | BaseException | None] = asyncio.Queue()
-
-    def _stream(self, slot: int) -> Any:
-        call = self.streams.get(slot)
-        if call is None:
-            call = self.owners.channels[slot].stream_stream(self.method)(
-                metadata=_forwarded(self.context.invocation_metadata()) + self.owners.front_mark(),
-                timeout=self.context.time_remaining(),
-            )
-            self.streams[slot] = call
-        return call
-
-    async def _write(self, slot: int, request: bytes) -> None:
-        await self._stream(slot).write(request)
-
-    async def _send(self, request: bytes) -> int | SpreadPending:
-        """Write ``request`` on; what its reply is to be read from."""
-        spread = self.spread
-        topic = spread.topic(request) if spread is not None else None
-        if spread is None or topic is None:
-            slot = self.owners.slot(self.method, request)
-            await self._write(slot, request)
-            return slot
-        return await spread.write(topic, request, self.context, self._write)
-
-    async def _pump(self, requests: AsyncIterator[bytes]) -> None:
-        try:
-            async for request in requests:
-                try:
-                    self.order.put_nowait(await self._send(request))
-                except (CompactlogError, grpc.aio.AioRpcError) as exc:
-                    self.order.put_nowait(exc)  # answered in its place; nothing after it
-                    break
-            for call in self.streams.values():
-                await call.done_writing()
-        finally:
-            self.order.put_nowait(None)
-
-    async def _next(self, slot: int) -> bytes | None:
-        """The next reply of ``slot``'s stream; None when it ended (its error raised)."""
-        response = await self.streams[slot].read()
-        if response is grpc.aio.EOF:
-            await self.streams[slot].wait_for_connection()
-            return None
-        reply: bytes = response
-        return reply
-
-    async def run(self, requests: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-        pump = asyncio.ensure_future(self._pump(requests))
-        try:
-            while (item := await self.order.get()) is not None:
-                if isinstance(item, BaseException):
-                    await fail(self.context, item, "PublishStream")
-                response = await (
-                    self._next(item) if isinstance(item, int) else item.reply(self._next)
-                )
-                if response is None:
-                    break
-                yield response
-            await pump
-        except grpc.aio.AioRpcError as exc:
-            await _relay(self.context, exc)
-        finally:
-            pump.cancel()
-            for call in self.streams.values():
-                call.cancel()

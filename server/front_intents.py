@@ -110,8 +110,17 @@ class IntentLog:
                 ) from None
 
     def begin(self, parts: Sequence[tuple[str, bytes]]) -> Intent:
-        """Record a spanning publish's parts; returns once the record is as durable as a
-        publish is (blocking: call it off the event loop)."""
+        """``write``, then wait until the record is as durable as a publish is
+        (blocking: call it off the event loop)."""
+        intent, ticket = self.write(parts)
+        if ticket:
+            self.group_commit.wait(ticket)
+        return intent
+
+    def write(self, parts: Sequence[tuple[str, bytes]]) -> tuple[Intent, int]:
+        """Record a spanning publish's parts (in the WAL, not yet synced: quick); the
+        group commit ticket to wait for (0: nothing to wait for, ``publish.durability =
+        wal``)."""
         with self._lock:
             txid = max(self._high + 1, time.time_ns() // 1000)
             self._high = txid
@@ -121,9 +130,7 @@ class IntentLog:
             batch.put(_HIGH_KEY, _U64.pack(txid))
             self.db.write(batch)
             self._open[txid] = intent
-        if self.fsync:
-            self.group_commit.wait(self.group_commit.ticket())
-        return intent
+        return intent, self.group_commit.ticket() if self.fsync else 0
 
     def done(self, txid: int) -> None:
         """Every part is stored (or can never be): forget the intent (idempotent)."""

@@ -72,6 +72,20 @@ CRASH_POINTS = (
 )
 
 
+def _retrieve(future: asyncio.Future[None]) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
+def _settle(future: asyncio.Future[None], error: BaseException | None) -> None:
+    if future.done():
+        return
+    if error is None:
+        future.set_result(None)
+    else:
+        future.set_exception(error)
+
+
 def crash(point: str) -> None:
     print(f"compactlog: crash injected at {point} (pid {os.getpid()})", file=sys.stderr, flush=True)
     os._exit(137)
@@ -87,10 +101,28 @@ class Spanning:
         self._redriver: asyncio.Task[None] | None = None
         self.crash_at = os.environ.get(CRASH_ENV, "")  # tests only (module docstring)
 
+    def record(self, parts: Sequence[tuple[str, bytes]]) -> tuple[Intent, asyncio.Future[None]]:
+        """Record the parts (a quick unsynced write, on the event loop) and a future done
+        once the intent is durable: its sync is shared with every intent recorded
+        meanwhile (the intent log's group commit)."""
+        loop = asyncio.get_running_loop()
+        intent, ticket = self.intents.write(parts)
+        durable: asyncio.Future[None] = loop.create_future()
+        if not ticket:
+            durable.set_result(None)
+            return intent, durable
+
+        def synced(error: BaseException | None) -> None:
+            loop.call_soon_threadsafe(_settle, durable, error)
+
+        durable.add_done_callback(_retrieve)  # a stream cut short may never await it
+        self.intents.group_commit.when_synced(ticket, synced)
+        return intent, durable
+
     async def begin(self, parts: Sequence[tuple[str, bytes]]) -> Intent:
         """Record the parts; returns once the intent is durable."""
-        loop = asyncio.get_running_loop()
-        intent = await loop.run_in_executor(None, self.intents.begin, parts)
+        intent, durable = self.record(parts)
+        await durable
         if self.crash_at == "after_intent":
             crash(self.crash_at)
         return intent

@@ -288,22 +288,21 @@ class SpreadPublish:
 
         return handle
 
-    async def write(
-        self, topic: PartitionedTopic, raw: bytes, context: Ctx, write: Callable[[int, bytes], Any]
-    ) -> SpreadPending:
-        """One request of a PublishStream: checked, then each part written to the stream
-        of its slot (``write(slot, request)``), so that each partition keeps the order of
-        the caller's requests; the replies are read back in order by ``SpreadPending``."""
+    async def stream_parts(
+        self, topic: PartitionedTopic, raw: bytes, context: Ctx
+    ) -> tuple[SpreadPending, Awaitable[None] | None, list[tuple[int, bytes]]]:
+        """One request of a PublishStream, checked and split: what its reply is read
+        from, what its parts must wait for (a spanning LEDGER request's intent, recorded
+        now and synced with others'), and ``(slot, part)`` to write to the slots' streams
+        in request order (``front_streams``), so each partition keeps the order of the
+        caller's requests."""
         cut = await self.prepare(topic, raw, context)
         spanning = self.spans(topic, cut)
         if spanning is None:
-            for part in cut.parts:
-                await write(part.slot, part.request)
-            return SpreadPending(cut)
-        intent = await spanning.begin(cut.named_parts())
-        for part in cut.parts:
-            await write(part.slot, spanning.marked(intent, part.request))
-        return SpreadPending(cut, lambda: spanning.intents.done(intent.txid))
+            return SpreadPending(cut), None, [(p.slot, p.request) for p in cut.parts]
+        intent, durable = spanning.record(cut.named_parts())
+        parts = [(p.slot, spanning.marked(intent, p.request)) for p in cut.parts]
+        return SpreadPending(cut, lambda: spanning.intents.done(intent.txid)), durable, parts
 
 
 @dataclass(frozen=True)
