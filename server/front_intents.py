@@ -142,9 +142,11 @@ class IntentLog:
             self.db.write(batch)
 
     def floor(self) -> int:
-        """No spanning publish below this id is open."""
+        """No spanning publish below this id is open: the first open one, since ids are
+        issued in increasing order and ``_open`` keeps the order they were added in (the
+        ones loaded at start first, in key order)."""
         with self._lock:
-            return min(self._open, default=self._high + 1)
+            return next(iter(self._open), self._high + 1)
 
     def open_intents(self) -> list[Intent]:
         with self._lock:

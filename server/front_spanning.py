@@ -37,7 +37,7 @@ from typing import Any
 import grpc
 
 from compactlog.server.front_intents import Intent, IntentLog
-from compactlog.storage.spanning import SpanningPart, mark
+from compactlog.storage.spanning import SpanningPart
 
 log = logging.getLogger("compactlog.front")
 
@@ -127,8 +127,9 @@ class Spanning:
             crash(self.crash_at)
         return intent
 
-    def marked(self, intent: Intent, request: bytes) -> bytes:
-        return mark(request, SpanningPart(intent.txid, self.intents.floor()))
+    def marker(self, intent: Intent) -> bytes:
+        """The marker of ``intent``'s parts, with the floor as it is now."""
+        return SpanningPart(intent.txid, self.intents.floor()).encode()
 
     async def publish(
         self, intent: Intent, metadata: Metadata, time_remaining: float | None
@@ -175,7 +176,7 @@ class Spanning:
             stub = self.channel(topic).unary_unary(PUBLISH)
             try:
                 reply: bytes = await stub(
-                    self.marked(intent, request), timeout=max(left, 0.001), metadata=metadata
+                    self.marker(intent) + request, timeout=max(left, 0.001), metadata=metadata
                 )
                 return reply
             except grpc.aio.AioRpcError as exc:

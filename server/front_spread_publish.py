@@ -301,7 +301,8 @@ class SpreadPublish:
         if spanning is None:
             return SpreadPending(cut), None, [(p.slot, p.request) for p in cut.parts]
         intent, durable = spanning.record(cut.named_parts())
-        parts = [(p.slot, spanning.marked(intent, p.request)) for p in cut.parts]
+        marker = spanning.marker(intent)
+        parts = [(p.slot, marker + p.request) for p in cut.parts]
         return SpreadPending(cut, lambda: spanning.intents.done(intent.txid)), durable, parts
 
 
