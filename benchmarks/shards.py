@@ -237,8 +237,9 @@ def warm_up(address: str, topics: list[str]) -> None:
             admin.Compact(pb.CompactRequest(topic=topic, wait=True), timeout=120)
 
 
-# topics' records/s, compaction s, partitions' records/s (routed), spanning requests' records/s
-Figures = tuple[float, float, float, float]
+# topics' records/s, compaction s, partitions' records/s (routed), spanning requests'
+# records/s, compaction of the partitioned topic s
+Figures = tuple[float, float, float, float, float]
 
 
 def one_server(shards: int, s: Settings, tmp: Path) -> Figures:
@@ -248,7 +249,7 @@ def one_server(shards: int, s: Settings, tmp: Path) -> Figures:
         owners = _owners(server.address, topics)
         warm_up(server.address, topics)
         rate = measure_publish(targets_of(owners), s)
-        spread = spanning = 0.0
+        spread = spanning = parts_seconds = 0.0
         if s.partitioned:
             name = partitioned_name()
             parts = _partition_owners(server.address, name)
@@ -257,13 +258,15 @@ def one_server(shards: int, s: Settings, tmp: Path) -> Figures:
             # address (with shards: split by the front, recorded in its intent log).
             spanning = measure_publish([(server.address, name, None)] * TOPICS, s)
         seconds = measure_compaction(server.address, topics)
+        if s.partitioned:  # Compact {NAME}: one run a partition, in their slots
+            parts_seconds = measure_compaction(server.address, [name])
     finally:
         server.stop()
-    return rate, seconds, spread, spanning
+    return rate, seconds, spread, spanning, parts_seconds
 
 
 def _print_table(s: Settings, figures: dict[int, Figures]) -> None:
-    base_rate, base_secs, base_spread, base_spanning = figures.get(1, (0.0, 0.0, 0.0, 0.0))
+    base_rate, base_secs, base_spread, base_spanning, base_parts = figures.get(1, (0.0,) * 5)
     records = TOPICS * s.requests * s.batch
     print(f"\nPublishStream, {TOPICS} topics x {s.requests} requests x {s.batch} records of "
           f"{s.value_bytes} B ({records:,} records), publish.durability={s.durability}, "
@@ -276,19 +279,22 @@ def _print_table(s: Settings, figures: dict[int, Figures]) -> None:
               "logged)")  # fmt: skip
     spread_head = (
         f"  {'1 topic x 4 parts':>17}  {'vs 1 shard':>10}  {'spanning':>10}  {'vs 1 shard':>10}"
+        f"  {'compact 1x4':>11}  {'vs 1 shard':>10}"
         if s.partitioned
         else ""
     )
     print(f"{'shards':>6}  {'records/s':>12}  {'vs 1 shard':>10}  "
           f"{'compact 4 topics':>16}  {'vs 1 shard':>10}{spread_head}")  # fmt: skip
-    for shards, (rate, secs, spread, spanning) in figures.items():
+    for shards, (rate, secs, spread, spanning, parts) in figures.items():
         up = f"{rate / base_rate:.2f}x" if base_rate else "-"
         faster = f"{base_secs / secs:.2f}x" if base_secs else "-"
         line = f"{shards:>6}  {rate:>12,.0f}  {up:>10}  {secs:>15.2f}s  {faster:>10}"
         if s.partitioned:
             spread_up = f"{spread / base_spread:.2f}x" if base_spread else "-"
             spanning_up = f"{spanning / base_spanning:.2f}x" if base_spanning else "-"
+            parts_up = f"{base_parts / parts:.2f}x" if parts else "-"
             line += f"  {spread:>17,.0f}  {spread_up:>10}  {spanning:>10,.0f}  {spanning_up:>10}"
+            line += f"  {parts:>10.2f}s  {parts_up:>10}"
         print(line)
 
 
@@ -332,9 +338,10 @@ def main(argv: list[str]) -> int:
             with tempfile.TemporaryDirectory(prefix="compactlog-bench-", dir=args.workdir) as t:
                 got = one_server(n, s, Path(t))
             samples[n].append(got)
-            rate, secs, spread, spanning = got
+            rate, secs, spread, spanning, parts_secs = got
             parts = (
-                f", {TOPICS} partitions {spread:,.0f} records/s, spanning {spanning:,.0f}"
+                f", {TOPICS} partitions {spread:,.0f} records/s, spanning {spanning:,.0f}, "
+                f"compaction {parts_secs:.2f} s"
                 if s.partitioned
                 else ""
             )
@@ -346,6 +353,7 @@ def main(argv: list[str]) -> int:
             statistics.median(f[1] for f in got),
             statistics.median(f[2] for f in got),
             statistics.median(f[3] for f in got),
+            statistics.median(f[4] for f in got),
         )
         for n, got in samples.items()
     }

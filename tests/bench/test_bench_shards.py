@@ -32,9 +32,14 @@ def test_bench_shards_quick(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["--shards", "1,2", "--requests", "5", "--batch", "10", "--partitioned"]
     assert shards.main(argv) == 0
     out = capsys.readouterr().out
-    assert "vs 1 shard" in out and "1 topic x 4 parts" in out and "spanning" in out
+    assert (
+        "vs 1 shard" in out
+        and "1 topic x 4 parts" in out
+        and "spanning" in out
+        and "compact 1x4" in out
+    )
     lines = [line.split() for line in out.splitlines() if line.strip()[:1].isdigit()]
     assert [line[0] for line in lines] == ["1", "2"]
     assert lines[0][2] == "1.00x" and lines[0][-1] == "1.00x"
     # the partitioned and the spanning figures beside the others
-    assert all(len(line) == 9 for line in lines)
+    assert all(len(line) == 11 for line in lines)
