@@ -37,6 +37,7 @@ from typing import Any
 import grpc
 
 from compactlog.server.front_intents import Intent, IntentLog
+from compactlog.server.thread_futures import future_of
 from compactlog.storage.spanning import SpanningPart
 
 log = logging.getLogger("compactlog.front")
@@ -77,15 +78,6 @@ def _retrieve(future: asyncio.Future[None]) -> None:
         future.exception()
 
 
-def _settle(future: asyncio.Future[None], error: BaseException | None) -> None:
-    if future.done():
-        return
-    if error is None:
-        future.set_result(None)
-    else:
-        future.set_exception(error)
-
-
 def crash(point: str) -> None:
     print(f"compactlog: crash injected at {point} (pid {os.getpid()})", file=sys.stderr, flush=True)
     os._exit(137)
@@ -105,18 +97,13 @@ class Spanning:
         """Record the parts (a quick unsynced write, on the event loop) and a future done
         once the intent is durable: its sync is shared with every intent recorded
         meanwhile (the intent log's group commit)."""
-        loop = asyncio.get_running_loop()
         intent, ticket = self.intents.write(parts)
-        durable: asyncio.Future[None] = loop.create_future()
         if not ticket:
+            durable = asyncio.get_running_loop().create_future()
             durable.set_result(None)
             return intent, durable
-
-        def synced(error: BaseException | None) -> None:
-            loop.call_soon_threadsafe(_settle, durable, error)
-
+        durable = future_of(lambda done: self.intents.group_commit.when_synced(ticket, done))
         durable.add_done_callback(_retrieve)  # a stream cut short may never await it
-        self.intents.group_commit.when_synced(ticket, synced)
         return intent, durable
 
     async def begin(self, parts: Sequence[tuple[str, bytes]]) -> Intent:

@@ -41,6 +41,7 @@ from compactlog.server.partitioned_publish import RoundRobin, append_spread
 from compactlog.server.partitioned_reading import MergedReadSession
 from compactlog.server.reading import ReadSession, as_of_point
 from compactlog.server.subscriptions import Dispatchers, subscription_cursor
+from compactlog.server.thread_futures import future_of
 from compactlog.server.waiting import TopicSignals
 from compactlog.storage.key_history import key_history
 from compactlog.storage.names import check_client_subscription
@@ -111,22 +112,7 @@ class LogService:
         )
 
     async def _durable(self, appended: Pending) -> None:
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[None] = loop.create_future()
-
-        def settle(future: asyncio.Future[None], error: BaseException | None) -> None:
-            if future.done():
-                return
-            if error is None:
-                future.set_result(None)
-            else:
-                future.set_exception(error)
-
-        def durable(error: BaseException | None) -> None:
-            loop.call_soon_threadsafe(settle, done, error)
-
-        appended.on_durable(durable)
-        await done
+        await future_of(appended.on_durable)
 
     async def _publish(self, raw: bytes) -> Callable[[], Awaitable[bytes]]:
         """Append now; the returned call waits for durability and gives the reply bytes."""

@@ -87,3 +87,17 @@ def stubs(tls_files: TlsFiles) -> Iterator[StubsFactory]:
     yield make
     for s in made:
         s.close()
+
+
+def spread_with_tokens(
+    server_factory: Callable[..., ServerProcess], tokens_file: Path, crash_at: str
+) -> tuple[ServerProcess, Stubs]:
+    """``serve --shards 2`` with partition placement and tokens, its front set to crash at
+    ``crash_at`` (``COMPACTLOG_FRONT_CRASH_AT``); admin stubs on it."""
+    srv = server_factory(
+        config='"shards.placement" = "partition"\n',
+        extra_args=["--shards", "2", "--auth-tokens", str(tokens_file)],
+        start=False,
+    )
+    srv.start({"COMPACTLOG_FRONT_CRASH_AT": crash_at})
+    return srv, Stubs(srv.address, ADMIN, None)

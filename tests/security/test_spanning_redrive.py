@@ -20,7 +20,7 @@ from compactlog.v1 import compactlog_pb2 as pb
 
 from ..conftest import ServerProcess
 from ..e2e.shards import alive, shard_pids, wait_for
-from .conftest import ADMIN, Stubs, status_of
+from .conftest import ADMIN, Stubs, spread_with_tokens, status_of
 
 pytestmark = pytest.mark.slow
 
@@ -39,13 +39,7 @@ def keys_by_partition(api: Stubs) -> dict[int, list[bytes]]:
 def test_a_crash_left_publish_is_finished_with_tokens_on(
     server_factory: Callable[..., ServerProcess], tokens_file: Path
 ) -> None:
-    srv = server_factory(
-        config='"shards.placement" = "partition"\n',
-        extra_args=["--shards", "2", "--auth-tokens", str(tokens_file)],
-        start=False,
-    )
-    srv.start({"COMPACTLOG_FRONT_CRASH_AT": "after_first_part"})
-    api = Stubs(srv.address, ADMIN, None)
+    srv, api = spread_with_tokens(server_factory, tokens_file, "after_first_part")
     create = pb.CreateTopicRequest(name="prices", kind=pb.LEDGER, partitions=PARTITIONS)
     api.admin.CreateTopic(create, timeout=30)
     pids = shard_pids(srv)

@@ -11,14 +11,13 @@ from pathlib import Path
 import grpc
 import pytest
 
-from compactlog.server.front_spanning import CRASH_ENV
 from compactlog.storage.slots import SLOT_COUNT, Placement, slots_of_partitions
 from compactlog.v1 import compactlog_pb2 as pb
 
 from ..conftest import ServerProcess
 from ..e2e.shards import alive, shard_pids, wait_for
 from ..e2e.test_spread_admin import NAME, records_on_disk
-from .conftest import ADMIN, Stubs, status_of
+from .conftest import ADMIN, Stubs, spread_with_tokens, status_of
 
 pytestmark = pytest.mark.slow
 
@@ -26,13 +25,7 @@ pytestmark = pytest.mark.slow
 def test_an_add_partitions_cut_half_way_is_finished_with_tokens_on(
     server_factory: Callable[..., ServerProcess], tokens_file: Path
 ) -> None:
-    srv = server_factory(
-        config='"shards.placement" = "partition"\n',
-        extra_args=["--shards", "2", "--auth-tokens", str(tokens_file)],
-        start=False,
-    )
-    srv.start({CRASH_ENV: "after_home_add_partitions"})
-    api = Stubs(srv.address, ADMIN, None)
+    srv, api = spread_with_tokens(server_factory, tokens_file, "after_home_add_partitions")
     api.admin.CreateTopic(pb.CreateTopicRequest(name=NAME, partitions=2), timeout=30)
     pids = shard_pids(srv)
     grow = pb.AddPartitionsRequest(name=NAME, partitions=5)
