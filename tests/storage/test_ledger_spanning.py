@@ -7,8 +7,7 @@ parts only below the front's floor.
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -32,25 +31,6 @@ from compactlog.storage.views import view_messages
 from compactlog.v1 import compactlog_pb2 as pb
 
 FIRST, LAST = MessageId(0, 0), MessageId(2**63, 0)
-
-
-@pytest.fixture
-def open_store(tmp_path: Path) -> Iterator[Callable[..., LedgerStore]]:
-    opened: list[LedgerStore] = []
-
-    def make(durability: str = "fsync") -> LedgerStore:
-        for old in opened:
-            old.close()
-        opened.clear()
-        gc.collect()
-        settings = ServerSettings(publish_durability=durability, topic_defaults={})
-        store = LedgerStore(tmp_path / "db", settings)
-        opened.append(store)
-        return store
-
-    yield make
-    for store in opened:
-        store.close()
 
 
 def request(*values: bytes) -> bytes:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -29,43 +29,10 @@ from compactlog.storage.ledger_store import LedgerStore
 from compactlog.storage.rocks import SstWriter
 from compactlog.storage.types import MessageId, Record, StoredMessage
 from compactlog.storage.views import view_messages
+from tests.storage.conftest import Clock
 
 FIRST = MessageId(0, 0)
 LAST = MessageId(2**63, 0)
-
-
-class Clock:
-    def __init__(self, now: float = 1_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def open_store(tmp_path: Path, clock: Clock) -> Iterator[Callable[..., LedgerStore]]:
-    """Open (or reopen) the store in tmp_path; the previous handle is closed first."""
-    opened: list[LedgerStore] = []
-
-    def make(durability: str = "fsync") -> LedgerStore:
-        for old in opened:
-            old.close()
-        opened.clear()
-        gc.collect()
-        store = LedgerStore(
-            tmp_path / "db", ServerSettings(publish_durability=durability, topic_defaults={}), clock
-        )
-        opened.append(store)
-        return store
-
-    yield make
-    for store in opened:
-        store.close()
 
 
 def recs(*pairs: tuple[bytes | None, bytes | None]) -> list[Record]:
