@@ -49,9 +49,6 @@ class Intent:
     txid: int
     parts: tuple[tuple[str, bytes], ...]
 
-    def age_s(self, now_us: int) -> float:
-        return max(0, now_us - self.txid) / 1e6
-
 
 def encode_parts(parts: Sequence[tuple[str, bytes]]) -> bytes:
     out = [_COUNT.pack(len(parts))]

@@ -56,7 +56,6 @@ RETRIABLE = frozenset(
 )
 RETRY_FOR_S = 10.0  # how long a caller's call retries a part when it has no deadline
 REDRIVE_EVERY_S = 1.0
-REDRIVE_AFTER_S = 3.0  # an open intent younger than this is its caller's to finish
 _BACKOFF_S = (0.02, 0.05, 0.1, 0.2, 0.5)
 
 Channel = Callable[[str], grpc.aio.Channel]  # partition topic -> its slot's channel
@@ -91,6 +90,9 @@ class Spanning:
         self.channel = channel
         self.front_mark = front_mark
         self._redriver: asyncio.Task[None] | None = None
+        # Intents a call or stream is still sending: the redriver leaves them alone, so
+        # it never races a live stream's parts (a partition keeps its requests' order).
+        self.live: set[int] = set()
         self.crash_at = os.environ.get(CRASH_ENV, "")  # tests only (module docstring)
 
     def record(self, parts: Sequence[tuple[str, bytes]]) -> tuple[Intent, asyncio.Future[None]]:
@@ -98,6 +100,7 @@ class Spanning:
         once the intent is durable: its sync is shared with every intent recorded
         meanwhile (the intent log's group commit)."""
         intent, ticket = self.intents.write(parts)
+        self.live.add(intent.txid)
         if not ticket:
             durable = asyncio.get_running_loop().create_future()
             durable.set_result(None)
@@ -109,10 +112,18 @@ class Spanning:
     async def begin(self, parts: Sequence[tuple[str, bytes]]) -> Intent:
         """Record the parts; returns once the intent is durable."""
         intent, durable = self.record(parts)
-        await durable
+        try:
+            await durable
+        except BaseException:  # the caller went away: sending it is the redriver's
+            self.release(intent.txid)
+            raise
         if self.crash_at == "after_intent":
             crash(self.crash_at)
         return intent
+
+    def release(self, txid: int) -> None:
+        """Its call or stream has ended: an intent still open is the redriver's now."""
+        self.live.discard(txid)
 
     def marker(self, intent: Intent) -> bytes:
         """The marker of ``intent``'s parts, with the floor as it is now."""
@@ -124,6 +135,15 @@ class Spanning:
         """Every part sent (retried while the slot is away, within ``time_remaining``);
         the replies in part order. On an error the intent stays open when the error may
         pass (the redriver finishes it) and is dropped when it cannot."""
+        self.live.add(intent.txid)
+        try:
+            return await self._publish(intent, metadata, time_remaining)
+        finally:
+            self.release(intent.txid)
+
+    async def _publish(
+        self, intent: Intent, metadata: Metadata, time_remaining: float | None
+    ) -> list[bytes]:
         deadline = time.monotonic() + (RETRY_FOR_S if time_remaining is None else time_remaining)
         if self.crash_at == "after_first_part":
             await self._send(intent, *intent.parts[0], metadata, deadline)
@@ -173,13 +193,13 @@ class Spanning:
                 await asyncio.sleep(pause)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def redrive(self, older_than_s: float = REDRIVE_AFTER_S) -> int:
-        """Send every open intent older than ``older_than_s`` again; how many were made
-        whole (or dropped for good)."""
-        now_us = time.time_ns() // 1000
+    async def redrive(self) -> int:
+        """Send again every open intent no call or stream is sending (in id order, one at
+        a time, so a partition gets them in the order they were accepted); how many were
+        made whole (or dropped for good)."""
         finished = 0
         for intent in self.intents.open_intents():
-            if intent.age_s(now_us) < older_than_s:
+            if intent.txid in self.live:
                 continue
             try:
                 await self.publish(intent, self.front_mark, RETRY_FOR_S)
@@ -193,13 +213,11 @@ class Spanning:
         """Finish what a crash left open now, then look again every second."""
 
         async def loop() -> None:
-            older_than = 0.0  # at start every open intent is a crash's
             while True:
                 try:
-                    await self.redrive(older_than)
+                    await self.redrive()
                 except Exception:  # never let the loop die with the front still up
                     log.exception("spanning publish redrive failed")
-                older_than = REDRIVE_AFTER_S
                 await asyncio.sleep(REDRIVE_EVERY_S)
 
         self._redriver = asyncio.ensure_future(loop())

@@ -303,7 +303,10 @@ class SpreadPublish:
         intent, durable = spanning.record(cut.named_parts())
         marker = spanning.marker(intent)
         parts = [(p.slot, marker + p.request) for p in cut.parts]
-        return SpreadPending(cut, lambda: spanning.intents.done(intent.txid)), durable, parts
+        pending = SpreadPending(
+            cut, lambda: spanning.intents.done(intent.txid), lambda: spanning.release(intent.txid)
+        )
+        return pending, durable, parts
 
 
 @dataclass(frozen=True)
@@ -312,6 +315,7 @@ class SpreadPending:
 
     cut: Split
     whole: Callable[[], None] = lambda: None  # every part stored: forget the intent
+    release: Callable[[], None] = lambda: None  # the stream ended: the redriver's if open
 
     async def reply(self, next_of: _NEXT_SLOT) -> bytes | None:
         """The caller's reply from the next reply of each part's slot stream; None when a
@@ -324,6 +328,7 @@ class SpreadPending:
                 return None
             replies.append(reply)
         self.whole()
+        self.release()
         return assemble(self.cut.parts, self.cut.order, replies)
 
 

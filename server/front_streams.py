@@ -45,6 +45,8 @@ class OrderedStreams:
         self.order: asyncio.Queue[int | SpreadPending | BaseException | None] = asyncio.Queue()
         self.writes: asyncio.Queue[Writes | None] = asyncio.Queue(maxsize=WRITE_AHEAD)
         self.failure: BaseException | None = None  # the writer's, when it could not go on
+        # Spread requests not answered yet (by id), released if the stream ends first.
+        self.spread_pending: dict[int, SpreadPending] = {}
 
     def _stream(self, slot: int) -> Any:
         call = self.streams.get(slot)
@@ -66,6 +68,7 @@ class OrderedStreams:
             await self.writes.put((None, [(slot, request)]))
             return slot
         pending, durable, parts = await spread.stream_parts(topic, request, self.context)
+        self.spread_pending[id(pending)] = pending
         for slot, _data in parts:
             self._stream(slot)
         await self.writes.put((durable, parts))
@@ -117,9 +120,12 @@ class OrderedStreams:
             while (item := await self.order.get()) is not None:
                 if isinstance(item, BaseException):
                     await fail(self.context, item, "PublishStream")
-                response = await (
-                    self._next(item) if isinstance(item, int) else item.reply(self._next)
-                )
+                if isinstance(item, int):
+                    response = await self._next(item)
+                else:
+                    response = await item.reply(self._next)
+                    if response is not None:  # answered: whole, released
+                        self.spread_pending.pop(id(item), None)
                 if response is None:
                     break
                 yield response
@@ -134,3 +140,5 @@ class OrderedStreams:
             pump.cancel()
             for call in self.streams.values():
                 call.cancel()
+            for pending in self.spread_pending.values():  # left open: the redriver's
+                pending.release()

@@ -13,7 +13,8 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterator
 
 import grpc
 import pytest
@@ -133,5 +134,55 @@ def test_a_marked_part_from_a_caller_is_refused(
     assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
     assert by_partition(api, "prices") == expected([])
     slot.close()
+    api.close()
+    srv.stop()
+
+
+def test_a_stream_cut_by_a_killed_shard_leaves_each_request_whole_or_absent(
+    server_factory: Callable[..., ServerProcess],
+) -> None:
+    """A PublishStream of requests each spanning both shards; a shard is killed in the
+    middle. The stream ends with an error; what it had recorded but not finished is the
+    redriver's once the shard is back. Every request ends up stored whole, once, or not
+    at all, and the ones answered before the kill are all there."""
+    srv = server_factory(config=SPREAD_CONFIG, extra_args=["--shards", "2"])
+    api = create_spread(srv, {"prices": pb.LEDGER})
+    api.log.Publish(pb.PublishRequest(topic="prices", records=RECORDS), timeout=30)  # limits
+    requests = [
+        pb.PublishRequest(
+            topic="prices", records=[pb.Record(key=b"r%d-k%d" % (i, j)) for j in range(8)]
+        )
+        for i in range(300)
+    ]
+
+    def slowly() -> Iterator[pb.PublishRequest]:
+        for request in requests:
+            time.sleep(0.003)
+            yield request
+
+    answered = 0
+    with pytest.raises(grpc.RpcError):
+        for _reply in api.log.PublishStream(slowly(), timeout=60):
+            answered += 1
+            if answered == 20:
+                os.kill(shard_pids(srv)[0], signal.SIGKILL)
+    assert 20 <= answered < len(requests)
+
+    def stored() -> Counter[bytes]:
+        keys = [k for p in by_partition(api, "prices").values() for k in p]
+        return Counter(k.split(b"-")[0] for k in keys if k.startswith(b"r"))
+
+    wait_for(lambda: any("restarted as pid" in line for line in srv.stderr_lines))
+    last: Counter[bytes] = Counter()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:  # until the redrive has nothing left to do
+        now = stored()
+        if now == last and all(n == 8 for n in now.values()):
+            break
+        last = now
+        time.sleep(1.0)
+    counts = stored()
+    assert all(n == 8 for n in counts.values()), counts  # whole, each record once
+    assert all(counts[b"r%d" % i] == 8 for i in range(answered))  # answered: stored
     api.close()
     srv.stop()
