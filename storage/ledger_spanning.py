@@ -13,65 +13,41 @@ microseconds), so range tombstones stay few.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from compactlog.errors import TopicNotFound
 from compactlog.storage import keys
-from compactlog.storage.codec import LedgerMeta
-from compactlog.storage.ledger_append import PendingAppend, build_append
+from compactlog.storage.ledger_append import IdRun, PendingAppend
 from compactlog.storage.rocks import Batch
 from compactlog.storage.spanning import SpanningPart, decode_runs, encode_runs
 
 if TYPE_CHECKING:
     from compactlog.storage.ledger_store import LedgerStore
+    from compactlog.storage.ledger_topic import LedgerTopic
 
 FORGET_EVERY = 10_000_000  # ten seconds of spanning ids
 
 
-class Forgetting:
-    """The floor below which this store last forgot kept parts."""
+class SpanningParts:
+    """What a store keeps of the marked parts it stored, and when it last forgot some."""
 
-    def __init__(self) -> None:
-        self.floor = 0
+    def __init__(self, store: LedgerStore) -> None:
+        self.store = store
+        self.forgot_below = 0
 
-    def due(self, floor: int) -> bool:
-        return floor >= self.floor + FORGET_EVERY
+    def kept(self, topic: LedgerTopic, part: SpanningPart) -> PendingAppend | None:
+        """The first append of a part stored before (under the topic's lock), answered
+        once its ids are synced, as a first append would be; None when it is new."""
+        store = self.store
+        kept = store.db.get(keys.spanning_part_key(part.txid, topic.name))
+        if kept is None:
+            return None
+        ticket = store.group_commit.ticket() if store.fsync else 0
+        return PendingAppend(store, topic, decode_runs(kept), ticket)
 
-
-def append_part(
-    store: LedgerStore,
-    name: str,
-    request: bytes,
-    partition: int,
-    part: SpanningPart,
-    now: int,
-    allocate: Callable[[str, int], LedgerMeta],
-) -> PendingAppend:
-    """Append a marked part once; a part stored before answers with its stored ids (once
-    those are synced, as a first append would)."""
-    topic = store.topic(name)
-    key = keys.spanning_part_key(part.txid, name)
-    with topic.lock:
-        if topic.deleted:
-            raise TopicNotFound(f"topic {topic.name!r} does not exist", topic=topic.name)
-        kept = store.db.get(key)
-        if kept is not None:
-            ticket = store.group_commit.ticket() if store.fsync else 0
-            return PendingAppend(store, topic, decode_runs(kept), ticket)
-        undo = topic.undo_point()
-        before = topic.current
-        batch = Batch()
-        try:
-            runs, _ = build_append(topic, request, now, allocate, partition, batch)
-            batch.put(key, encode_runs(runs))
-            forgetting = store.spanning_forgetting
-            if forgetting.due(part.floor):
-                batch.delete_range(*keys.spanning_parts_below(part.floor))
-            store.db.write(batch)
-        except BaseException:
-            topic.rollback(undo)  # memory must not run ahead of disk
-            raise
-        if forgetting.due(part.floor):
-            forgetting.floor = part.floor
-        return store.appended(topic, before, runs)
+    def keep(self, batch: Batch, topic: LedgerTopic, part: SpanningPart, runs: list[IdRun]) -> None:
+        """Put the part's ids into the batch of its records, and forget the parts below
+        the front's floor when that is due."""
+        batch.put(keys.spanning_part_key(part.txid, topic.name), encode_runs(runs))
+        if part.floor >= self.forgot_below + FORGET_EVERY:
+            batch.delete_range(*keys.spanning_parts_below(part.floor))
+            self.forgot_below = part.floor  # the write failing only delays the next one

@@ -37,7 +37,7 @@ from compactlog.storage.ledger_append import IdRun, PendingAppend, build_append
 from compactlog.storage.ledger_cursors import LedgerCursors
 from compactlog.storage.ledger_load import load_ledgers
 from compactlog.storage.ledger_scans import KeyEntry, StoredBatch
-from compactlog.storage.ledger_spanning import Forgetting, append_part
+from compactlog.storage.ledger_spanning import SpanningParts
 from compactlog.storage.ledger_topic import LedgerTopic
 from compactlog.storage.offline import OfflineTopic
 from compactlog.storage.retention import ledgers_to_delete
@@ -64,7 +64,7 @@ class LedgerStore(CompactedLedgers, LedgerCursors):
         self._offline: dict[str, OfflineTopic] = {}
         self.fsync = settings.publish_durability == "fsync"
         self.group_commit = GroupCommit(self.db.sync_wal)
-        self.spanning_forgetting = Forgetting()  # kept spanning parts (ledger_spanning)
+        self.spanning_parts = SpanningParts(self)  # marked parts stored (ledger_spanning)
         self.changes = ChangeListeners()
         try:
             self._load()
@@ -257,16 +257,18 @@ class LedgerStore(CompactedLedgers, LedgerCursors):
         (``storage/ledger_spanning.py``).
         """
         now = int(self.clock() * 1000)
-        if part is not None:
-            return append_part(self, name, request, partition, part, now, self._allocate_ledger)
         topic = self.topic(name)
         with topic.lock:
             if topic.deleted:
                 raise TopicNotFound(f"topic {topic.name!r} does not exist", topic=topic.name)
+            if part is not None and (kept := self.spanning_parts.kept(topic, part)) is not None:
+                return kept  # a repeat of a part stored before: its first ids
             undo = topic.undo_point()
             before = topic.current
             try:
                 runs, batch = build_append(topic, request, now, self._allocate_ledger, partition)
+                if part is not None:
+                    self.spanning_parts.keep(batch, topic, part, runs)
                 if runs:
                     self.db.write(batch)
             except BaseException:
