@@ -27,6 +27,7 @@ on a spread ``NAME`` have points of their own (``after_home_create``, ...:
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import os
 import sys
@@ -177,7 +178,7 @@ class Spanning:
     async def _send(
         self, intent: Intent, topic: str, request: bytes, metadata: Metadata, deadline: float
     ) -> bytes:
-        for attempt in range(1_000_000):
+        for attempt in itertools.count():
             left = deadline - time.monotonic()
             stub: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes]
             stub = self.channel(topic).unary_unary(PUBLISH)
@@ -191,7 +192,7 @@ class Spanning:
                 if exc.code() not in RETRIABLE or left <= pause:
                     raise
                 await asyncio.sleep(pause)
-        raise AssertionError("unreachable")  # pragma: no cover
+        raise AssertionError("unreachable")  # pragma: no cover  (count() never ends)
 
     async def redrive(self) -> int:
         """Send again every open intent no call or stream is sending (in id order, one at

@@ -91,15 +91,21 @@ def configs(api: Api, partitions: int) -> list[dict[str, str]]:
     return [dict(info(api, partition_name(NAME, i)).config) for i in range(partitions)]
 
 
-def test_add_partitions_cut_after_the_home_slot_is_finished_at_start(
-    server_factory: Callable[..., ServerProcess],
-) -> None:
+def created_with_data(server_factory: Callable[..., ServerProcess]) -> ServerProcess:
+    """A spread server holding NAME (4 partitions) with one publish "before" in it."""
     srv = spread_server(server_factory)
     srv.start()
     api = Api(srv.address)
     api.admin.CreateTopic(pb.CreateTopicRequest(name=NAME, partitions=4), timeout=30)
     publish(api, b"before")
     api.close()
+    return srv
+
+
+def test_add_partitions_cut_after_the_home_slot_is_finished_at_start(
+    server_factory: Callable[..., ServerProcess],
+) -> None:
+    srv = created_with_data(server_factory)
     grow = pb.AddPartitionsRequest(name=NAME, partitions=6)
     crash_during(srv, "after_home_add_partitions", lambda a: a.admin.AddPartitions(grow))
     assert not every_slot_holds(srv, 6)  # half-way: only the home slot grew
@@ -176,12 +182,7 @@ def test_a_delete_cut_after_the_home_slot_is_finished(
 ) -> None:
     """DeleteTopic removes the home slot's part first: without it the name is gone as
     far as the front is concerned, so the restarted front deletes the others' parts."""
-    srv = spread_server(server_factory)
-    srv.start()
-    api = Api(srv.address)
-    api.admin.CreateTopic(pb.CreateTopicRequest(name=NAME, partitions=4), timeout=30)
-    publish(api, b"before")
-    api.close()
+    srv = created_with_data(server_factory)
     delete = pb.DeleteTopicRequest(name=NAME)
     crash_during(srv, "after_home_delete", lambda a: a.admin.DeleteTopic(delete))
     assert len(records_on_disk(srv.data_dir)) == 3
