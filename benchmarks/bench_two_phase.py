@@ -3,9 +3,9 @@
 The floor is what any compaction of the topic must at least do: one RocksDB scan of the
 keys (key blocks, every key decoded), one scan of the entries, and one batched write of
 the winners. The issues' targets: compaction within 2x the floor; phase one in an offset
-map of 24 bytes a key (Kafka's layout: 16 B of MD5, 8 B of position). Reported: the map's
-own accounting (bytes an entry, the table's bytes a key) and tracemalloc's peak over the
-whole of phase one.
+map of 24 bytes a key (Kafka's layout: 16 B of key digest, 8 B of position). Reported: the
+map's own accounting (bytes an entry, the table's bytes a key) and tracemalloc's peak over
+the whole of phase one.
 
     .venv/bin/python benchmarks/bench_two_phase.py                      # 1M x 100 B, 100k keys
     .venv/bin/python benchmarks/bench_two_phase.py --messages 100000 --keys 10000 --runs 3
@@ -100,7 +100,7 @@ def main() -> int:
         _cur, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
         table_bytes, entries = winners.map_bytes, winners.distinct_keys
-        entry_bytes = BYTES_PER_ENTRY  # 16 B of MD5 + 8 B of position
+        entry_bytes = BYTES_PER_ENTRY  # 16 B of key digest + 8 B of position
         del winners
         store.close()
     keys_s = median([f[0] for f in floors])
@@ -117,7 +117,7 @@ def main() -> int:
         ("  scan of the entries", f"{scan_s:.3f} s"),
         (f"  batched write of {kept} winners", f"{write_s:.3f} s"),
         ("compaction / floor (target <= 2.0)", f"{compact_s / floor_s:.2f}"),
-        ("offset map, per entry (16 B MD5 + 8 B position)", f"{entry_bytes:.1f} B"),
+        ("offset map, per entry (16 B digest + 8 B position)", f"{entry_bytes:.1f} B"),
         (
             f"offset map table, {entries} keys at {entries / (table_bytes / 24):.0%} load",
             f"{table_bytes / args.keys:.1f} B per distinct key",

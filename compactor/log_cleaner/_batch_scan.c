@@ -3,8 +3,8 @@
  *
  * Each function walks the message records of one checked batch payload (layout in
  * storage/batch.py; the same checks and MalformedPayload messages as storage/_batch.c's
- * walk), hashes keys with MD5 and probes or fills an offset map table (_offset_table.h),
- * so neither the LogCleaner nor the two-phase compactor touches a record in Python:
+ * walk), digests keys (SipHash-2-4-128) and probes or fills an offset map table
+ * (_offset_table.h), so neither the LogCleaner nor the two-phase compactor touches a record in Python:
  *
  *   map_batch       the cleaner's offset map: key -> latest offset in [start, end)
  *   survivors       the cleaner's rewrite: the bytes of the records that survive
@@ -83,7 +83,7 @@ typedef struct {
     Py_ssize_t start, body, end, ks, ke;
     uint64_t ledger, entry;
     int flags;
-    uint8_t digest[16]; /* the key's MD5, when walk_all was given a table */
+    uint8_t digest[16]; /* the key's digest, when walk_all was given a table */
 } Rec;
 
 /* The record at p (< end); -1 with MalformedPayload set when it is not one. */
@@ -123,7 +123,7 @@ static int next_record(const uint8_t *buf, Py_ssize_t p, Py_ssize_t end, Rec *r)
     return 0;
 }
 
-/* Every record of a payload, in order. With a table, each key's MD5 is computed and its
+/* Every record of a payload, in order. With a table, each key's digest is computed and its
  * first slot prefetched before any is probed: a batch's probes then overlap their cache
  * misses instead of paying them one after another (the records are handled in order, as
  * one at a time would). */
@@ -148,9 +148,9 @@ static int walk_all(const uint8_t *buf, Py_ssize_t len, const Table *t, Walk *w)
         Rec *r = &w->recs[w->n];
         if (next_record(buf, p, len, r) < 0) { walk_free(w); return -1; }
         if (t && (r->flags & HAS_KEY)) {
-            md5(buf + r->ks, (size_t)(r->ke - r->ks), r->digest);
+            digest_key(buf + r->ks, (size_t)(r->ke - r->ks), r->digest);
 #if defined(__GNUC__)
-            uint64_t slot = le64(r->digest) % (uint64_t)t->slots;
+            uint64_t slot = first_slot(r->digest, (uint64_t)t->slots);
             __builtin_prefetch((const uint8_t *)t->hashes.buf + (slot << 4));
             __builtin_prefetch((const int64_t *)t->offsets.buf + slot);
 #endif

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from array import array
 
-from compactlog.compactor.log_cleaner._offset_map_py import FULL, NEW, _find, md5
+from compactlog.compactor.log_cleaner._offset_map_py import FULL, NEW, _find, key_digest
 from compactlog.storage.batch import HAS_KEY, VALUE_NON_EMPTY, VALUE_PRESENT, codec
 from compactlog.storage.batch import put_varint as _put_varint
 
@@ -30,7 +30,7 @@ Walked = list[tuple[int, int, int, bytes | None, int, int]]
 
 
 def _exchange(hashes: bytearray, offsets: array[int], key: bytes, value: int, can_add: bool) -> int:
-    digest = md5(key).digest()
+    digest = key_digest(key)
     slot = _find(hashes, offsets, digest)
     if slot < 0:
         return FULL
@@ -87,7 +87,7 @@ def survivors(
         if key is None:
             keyless += 1
             continue
-        slot = _find(hashes, offsets, md5(key).digest())
+        slot = _find(hashes, offsets, key_digest(key))
         found = offsets[slot] - 1 if slot >= 0 else -1
         tombstone = not flags & VALUE_PRESENT
         if off < found or (tombstone and expired):
@@ -115,7 +115,7 @@ def unsuperseded(
         if key is not None and flags & HAS_KEY:
             if flags & LIVE != LIVE:
                 continue
-            slot = _find(hashes, offsets, md5(key).digest())
+            slot = _find(hashes, offsets, key_digest(key))
             if slot >= 0 and offsets[slot]:  # the raw part holds the key again
                 continue
         elif not retain:
@@ -195,7 +195,7 @@ def winner_bits(
             live = 1 if flags & VALUE_NON_EMPTY else 0
             if not (live or tombstones):
                 continue
-            slot = _find(hashes, offsets, md5(key).digest())
+            slot = _find(hashes, offsets, key_digest(key))
             found = offsets[slot] - 1 if slot >= 0 else -1
             if found != (base + pos) << 1 | live:
                 continue

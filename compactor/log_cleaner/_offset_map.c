@@ -1,19 +1,21 @@
 /* The offset map's per-key work, compiled: the twin of _offset_map_py.py.
  *
  * Functions over the map's two buffers, owned by offset_map.SkimpyOffsetMap (the table,
- * its probing and MD5 are in _offset_table.h, shared with _batch_scan.c). A key costs one
+ * its probing and key digest are in _offset_table.h, shared with _batch_scan.c). A key costs one
  * call and no Python object.
  *
  *   exchange(hashes, offsets, key, value, can_add) -> previous value | -1 new | -2 full
  *   get(hashes, offsets, key) -> value | -1
  *   rehash(old_hashes, old_offsets, hashes, offsets) -> entries moved
+ *   digest(key) -> the 16 bytes the map keeps for a key
+ *   siphash128(key16, data) -> SipHash-2-4-128 under any key (its test vectors)
  */
 #include "_offset_table.h"
 
 static int key_digest(PyObject *key, uint8_t digest[16]) {
     Py_buffer k;
     if (PyObject_GetBuffer(key, &k, PyBUF_SIMPLE) < 0) return -1;
-    md5((const uint8_t *)k.buf, (size_t)k.len, digest);
+    digest_key((const uint8_t *)k.buf, (size_t)k.len, digest);
     PyBuffer_Release(&k);
     return 0;
 }
@@ -99,13 +101,38 @@ static PyObject *digest(PyObject *self, PyObject *key) {
     return PyBytes_FromStringAndSize((const char *)out, 16);
 }
 
+static PyObject *siphash(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "siphash128(key16, data)");
+        return NULL;
+    }
+    Py_buffer k, d;
+    if (PyObject_GetBuffer(args[0], &k, PyBUF_SIMPLE) < 0) return NULL;
+    if (k.len != 16) {
+        PyBuffer_Release(&k);
+        PyErr_SetString(PyExc_ValueError, "a SipHash key is 16 bytes");
+        return NULL;
+    }
+    if (PyObject_GetBuffer(args[1], &d, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&k);
+        return NULL;
+    }
+    uint8_t out[16];
+    siphash128((const uint8_t *)k.buf, (const uint8_t *)d.buf, (size_t)d.len, out);
+    PyBuffer_Release(&k);
+    PyBuffer_Release(&d);
+    return PyBytes_FromStringAndSize((const char *)out, 16);
+}
+
 static PyMethodDef methods[] = {
     {"exchange", (PyCFunction)(void (*)(void))exchange, METH_FASTCALL,
      "Map a key to a value; its previous value, -1 (new) or -2 (full)."},
     {"get", (PyCFunction)(void (*)(void))get, METH_FASTCALL, "A key's value, or -1."},
     {"rehash", (PyCFunction)(void (*)(void))rehash, METH_FASTCALL,
      "Move every entry of a table into a larger, empty one."},
-    {"digest", digest, METH_O, "The MD5 of a key (as the map computes it)."},
+    {"digest", digest, METH_O, "A key's digest, as the map keeps it."},
+    {"siphash128", (PyCFunction)(void (*)(void))siphash, METH_FASTCALL,
+     "SipHash-2-4 with a 128-bit output under a 16-byte key."},
     {NULL, NULL, 0, NULL},
 };
 

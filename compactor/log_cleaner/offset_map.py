@@ -1,15 +1,18 @@
 """SkimpyOffsetMap: key hash → latest offset in a fixed memory budget (Kafka's design).
 
-Each entry is 24 bytes: a 16-byte MD5 of the key and an 8-byte offset. Two preallocated
+Each entry is 24 bytes: a 16-byte digest of the key and an 8-byte offset. Two preallocated
 buffers hold them (``bytearray`` of hashes, ``array('q')`` of offsets + 1, 0 meaning an
 empty slot), so the map never grows past ``log.cleaner.dedupe.buffer.size`` whatever the
 key count; it is cleared between passes and the pass stops where it fills.
 
 Open addressing with double hashing over a prime number of slots: the first 8 bytes of the
-digest choose the slot, the next 8 the step, and a prime table size makes every probe
-sequence visit every slot. Two keys with the same MD5 would share an entry, as in Kafka:
+digest choose the slot, the next 8 the step (each scaled into its range by a multiply and a
+shift, ``h * n >> 64``, not a division), and a prime table size makes every probe sequence
+visit every slot. Two keys with the same digest would share an entry, as in Kafka:
 the digest is taken as the key's identity (for n keys the chance of any collision is about
-n² / 2¹²⁹, 10⁻²¹ for a billion keys).
+n² / 2¹²⁹, 10⁻²¹ for a billion keys). The digest is SipHash-2-4's 128-bit output under a
+fixed key (``key_digest``; Kafka's map uses MD5, as this one did until SipHash cut the
+cleaner's and phase one's hashing to about a fifth: ``_offset_table.h``).
 
 The two-phase compactor's phase one uses the same map with two additions: ``exchange``
 (put, returning what the key held, so a caller can keep figures per key) and ``resize``
@@ -31,10 +34,10 @@ from collections.abc import Callable
 from typing import Protocol, cast
 
 from compactlog.compactor.log_cleaner import _offset_map_py
-from compactlog.compactor.log_cleaner._offset_map_py import FULL, NEW, md5
+from compactlog.compactor.log_cleaner._offset_map_py import FULL, NEW
 from compactlog.errors import InvalidConfig
 
-__all__ = ["BYTES_PER_ENTRY", "COMPILED", "FULL", "NEW", "SkimpyOffsetMap", "md5"]
+__all__ = ["BYTES_PER_ENTRY", "COMPILED", "FULL", "NEW", "SkimpyOffsetMap", "key_digest"]
 
 BYTES_PER_ENTRY = 24
 HASH_SIZE = 16
@@ -74,6 +77,7 @@ def _load_twin() -> tuple[Twin, bool]:
 
 
 twin, COMPILED = _load_twin()
+key_digest: Callable[[bytes], bytes] = twin.digest  # the 16 bytes the map keeps for a key
 
 
 def _is_prime(k: int) -> bool:
@@ -119,7 +123,6 @@ class SkimpyOffsetMap:
     def _allocate(self, slots: int) -> None:
         self.slots = slots
         self.max_entries = max(1, int(slots * self.load_factor))
-        self._step_mod = max(slots - 1, 1)
         self._hashes = bytearray(slots * HASH_SIZE)
         self._offsets: array[int] = array("q", [0]) * slots  # one allocation, no copy
 
@@ -175,14 +178,16 @@ class SkimpyOffsetMap:
         """Map ``digest`` to ``offset``; False (and no change) if the map is full and it is new."""
         h1, h2 = _HALVES.unpack(digest)
         slots = self.slots
-        slot: int = h1 % slots
+        slot: int = h1 * slots >> 64
         offsets = self._offsets
         stored = offsets[slot]
         if stored and not self._hashes.startswith(digest, slot << 4):
-            step = 1 + h2 % self._step_mod
+            step = 1 + (h2 * (slots - 1) >> 64)
             hashes = self._hashes
             for _ in range(slots - 1):
-                slot = (slot + step) % slots
+                slot += step
+                if slot >= slots:
+                    slot -= slots
                 stored = offsets[slot]
                 if not stored or hashes.startswith(digest, slot << 4):
                     break
@@ -202,7 +207,7 @@ class SkimpyOffsetMap:
         """The offset mapped to ``digest``, or -1."""
         h1, h2 = _HALVES.unpack(digest)
         slots = self.slots
-        slot: int = h1 % slots
+        slot: int = h1 * slots >> 64
         offsets = self._offsets
         stored = offsets[slot]
         if not stored:
@@ -210,9 +215,11 @@ class SkimpyOffsetMap:
         hashes = self._hashes
         if hashes.startswith(digest, slot << 4):
             return stored - 1
-        step = 1 + h2 % self._step_mod
+        step = 1 + (h2 * (slots - 1) >> 64)
         for _ in range(slots - 1):
-            slot = (slot + step) % slots
+            slot += step
+            if slot >= slots:
+                slot -= slots
             stored = offsets[slot]
             if not stored:
                 return -1
@@ -223,14 +230,14 @@ class SkimpyOffsetMap:
     def table(self) -> tuple[bytearray, array[int], int]:
         """(hashes, offsets + 1, slots) for callers that inline the first probe in a hot loop.
 
-        The first probe of ``get_hash``/``put_hash`` is slot ``first 8 digest bytes % slots``;
+        The first probe of ``get_hash``/``put_hash`` is slot ``first 8 digest bytes * slots >> 64``;
         a hit there is ``offsets[slot] != 0 and hashes.startswith(digest, slot * 16)``.
         Anything else must go through the methods.
         """
         return self._hashes, self._offsets, self.slots
 
     def put(self, key: bytes, offset: int) -> bool:
-        return self.put_hash(md5(key).digest(), offset)
+        return self.put_hash(key_digest(key), offset)
 
     def get(self, key: bytes) -> int:
         return twin.get(self._hashes, self._offsets, key)

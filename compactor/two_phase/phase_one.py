@@ -1,11 +1,11 @@
 """Phase one: the latest position of every key, in an offset map of 24 bytes an entry.
 
 The run's input (previous compacted ledger, then the raw tail) is numbered by *position*,
-0 .. n-1 in input order. Phase one reads keys only, oldest first, and maps each key's MD5
+0 .. n-1 in input order. Phase one reads keys only, oldest first, and maps each key's
 digest to ``position << 1 | live`` (live: the value is non-empty) in a ``SkimpyOffsetMap``
 — Kafka's layout, 16 bytes of digest and 8 of position per entry — so a key costs 24
 bytes whatever its length. The digest is taken as the key's identity, as Kafka takes it
-(two keys with one MD5 would share an entry; see ``offset_map``).
+(two keys with one digest would share an entry; see ``offset_map``).
 
 Storages of stored batches (``BatchReads``: the ledger reads) are read one call per
 batch (``batch_scan.exchange_batch``, compiled): no record costs a Python loop step.

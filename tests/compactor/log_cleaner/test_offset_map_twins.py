@@ -3,7 +3,6 @@ answers and byte-identical tables after any sequence of operations."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 from array import array
 
@@ -25,9 +24,37 @@ def test_the_compiled_twin_is_the_one_in_use() -> None:
         assert offset_map.COMPILED and offset_map.twin is compiled
 
 
+# SipHash-2-4-128 reference vectors (Aumasson and Bernstein): key 00 01 .. 0f, message
+# 00 01 .. (n - 1), for the message lengths that cross the 8-byte word boundaries.
+SIPHASH_VECTORS = {
+    0: "a3817f04ba25a8e66df67214c7550293",
+    1: "da87c1d86b99af44347659119b22fc45",
+    7: "a1f1ebbed8dbc153c0b84aa61ff08239",
+    8: "3b62a9ba6258f5610f83e264f31497b4",
+    15: "5493e99933b0a8117e08ec0f97cfc3d9",
+    16: "6ee2a4ca67b054bbfd3315bf85230577",
+    63: "5150d1772f50834a503e069a973fbd7c",
+}
+
+
+@pytest.mark.parametrize("n", sorted(SIPHASH_VECTORS))
+def test_siphash_matches_the_reference_vectors(n: int) -> None:
+    key, message = bytes(range(16)), bytes(range(n))
+    expected = bytes.fromhex(SIPHASH_VECTORS[n])
+    assert compiled.siphash128(key, message) == expected
+    assert _offset_map_py.siphash128(key, message) == expected
+
+
 @given(st.binary(min_size=0, max_size=300))
-def test_md5_is_rfc_1321(key: bytes) -> None:
-    assert compiled.digest(key) == _offset_map_py.digest(key) == hashlib.md5(key).digest()
+def test_twins_digest_keys_alike_under_the_maps_key(key: bytes) -> None:
+    digest = _offset_map_py.siphash128(_offset_map_py.DIGEST_KEY, key)
+    assert compiled.digest(key) == _offset_map_py.digest(key) == digest
+    assert offset_map.key_digest(key) == digest
+
+
+def test_a_siphash_key_is_sixteen_bytes() -> None:
+    with pytest.raises(ValueError, match="16 bytes"):
+        compiled.siphash128(b"short", b"data")
 
 
 def table(slots: int) -> tuple[bytearray, array[int]]:
@@ -73,7 +100,7 @@ def test_exchange_reports_new_previous_and_full() -> None:
     assert (
         m.exchange(b"c", 2) == NEW
         and m.get(b"a") == 9
-        and m.get_hash(hashlib.md5(b"b").digest()) == 1
+        and m.get_hash(offset_map.key_digest(b"b")) == 1
     )  # the cleaner's digest methods see the same table
     assert not m.resize(24 * 7)
 
