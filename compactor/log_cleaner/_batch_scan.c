@@ -136,6 +136,7 @@ static void walk_free(Walk *w) { PyMem_Free(w->recs); w->recs = NULL; }
 
 static int walk_all(const uint8_t *buf, Py_ssize_t len, const Table *t, Walk *w) {
     Py_ssize_t cap = 64;
+    const uint64_t slots = t ? (uint64_t)t->slots : 1;
     w->n = 0;
     w->recs = PyMem_Malloc((size_t)cap * sizeof(Rec));
     if (!w->recs) { PyErr_NoMemory(); return -1; }
@@ -148,11 +149,13 @@ static int walk_all(const uint8_t *buf, Py_ssize_t len, const Table *t, Walk *w)
         Rec *r = &w->recs[w->n];
         if (next_record(buf, p, len, r) < 0) { walk_free(w); return -1; }
         if (t && (r->flags & HAS_KEY)) {
-            digest_key(buf + r->ks, (size_t)(r->ke - r->ks), r->digest);
+            uint64_t h1 = digest_key(buf + r->ks, (size_t)(r->ke - r->ks), r->digest);
 #if defined(__GNUC__)
-            uint64_t slot = first_slot(r->digest, (uint64_t)t->slots);
+            uint64_t slot = scale(h1, slots);
             __builtin_prefetch((const uint8_t *)t->hashes.buf + (slot << 4));
             __builtin_prefetch((const int64_t *)t->offsets.buf + slot);
+#else
+            (void)h1, (void)slots;
 #endif
         }
     }

@@ -41,7 +41,10 @@ static inline uint64_t le64(const uint8_t *p) {
 }
 
 static inline void put_le64(uint8_t *p, uint64_t v) {
-    for (int j = 0; j < 8; j++) p[j] = (uint8_t)(v >> (8 * j));
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    memcpy(p, &v, 8);
 }
 
 static inline uint64_t rotl64(uint64_t x, unsigned c) { return (x << c) | (x >> (64 - c)); }
@@ -54,8 +57,10 @@ static inline uint64_t rotl64(uint64_t x, unsigned c) { return (x << c) | (x >> 
         v2 += v1; v1 = rotl64(v1, 17); v1 ^= v2; v2 = rotl64(v2, 32);                      \
     } while (0)
 
-/* SipHash-2-4-128 of data[0, len) under `key`. */
-static void siphash128(const uint8_t key[16], const uint8_t *data, size_t len, uint8_t out[16]) {
+/* SipHash-2-4-128 of data[0, len) under `key` into `out`; returns its first half (as a
+ * register: the caller's slot needs no reload of the bytes just stored). */
+static inline uint64_t siphash128(const uint8_t key[16], const uint8_t *data, size_t len,
+                                  uint8_t out[16]) {
     uint64_t k0 = le64(key), k1 = le64(key + 8);
     uint64_t v0 = k0 ^ 0x736f6d6570736575ull, v1 = k1 ^ 0x646f72616e646f6dull ^ 0xee;
     uint64_t v2 = k0 ^ 0x6c7967656e657261ull, v3 = k1 ^ 0x7465646279746573ull;
@@ -75,15 +80,17 @@ static void siphash128(const uint8_t key[16], const uint8_t *data, size_t len, u
     v0 ^= b;
     v2 ^= 0xee;
     for (int r = 0; r < 4; r++) SIPROUND(v0, v1, v2, v3);
-    put_le64(out, v0 ^ v1 ^ v2 ^ v3);
+    uint64_t first = v0 ^ v1 ^ v2 ^ v3;
+    put_le64(out, first);
     v1 ^= 0xdd;
     for (int r = 0; r < 4; r++) SIPROUND(v0, v1, v2, v3);
     put_le64(out + 8, v0 ^ v1 ^ v2 ^ v3);
+    return first;
 }
 
-/* The digest the map takes as a key's identity. */
-static inline void digest_key(const uint8_t *data, size_t len, uint8_t out[16]) {
-    siphash128(DIGEST_KEY, data, len, out);
+/* The digest the map takes as a key's identity; returns its first 8 bytes as a number. */
+static inline uint64_t digest_key(const uint8_t *data, size_t len, uint8_t out[16]) {
+    return siphash128(DIGEST_KEY, data, len, out);
 }
 
 /* ---- the table ------------------------------------------------------------------- */

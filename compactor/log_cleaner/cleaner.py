@@ -45,7 +45,7 @@ from compactlog.storage.segmented import CleaningAborted, LogSegment
 from compactlog.storage.segmented.segment import CLEANED, IndexParams
 
 _MAX_RELATIVE = 2**32 - 1
-PACE_BYTES = 64 * 1024
+PACE_BYTES = 1024 * 1024  # read between throttling, abort checks and progress reports
 # Survivors of one batch: (record bytes, count, first offset, last offset, horizon)
 Survivors = tuple[list[bytes], int, int, int, int]
 
@@ -155,7 +155,7 @@ class Cleaner:
         self.fault = fault
         self.map = offset_map
         self.chunk = max(io_buffer_size, 64 * 1024)
-        self.quantum = PACE_BYTES  # read between throttling, abort checks, progress reports
+        self.quantum = PACE_BYTES
         self.throttler = throttler
         self.is_aborted = is_aborted
         self.control = control or NoControl()
@@ -224,11 +224,12 @@ class Cleaner:
                 if start > seg.base_offset
                 else seg.batches(0, seg.size, self.chunk)
             )
+            seg_where = seg.where
             for buf, p, header, at in scan:
                 last = header.last_id.entry_id
                 if last < start:
                     continue
-                where = f"{seg.where}, byte {at}"
+                where = f"{seg_where}, byte {at}"
                 payload = payload_of(buf, header, p)
                 mapped, stop = map_batch(self.map, payload, start, end, where)
                 stats.map_records += mapped
@@ -287,8 +288,9 @@ class Cleaner:
         since = 0
         for seg in group:
             stats.bytes_in += seg.size
+            seg_where = seg.where
             for buf, p, header, at in seg.batches(0, seg.size, self.chunk):
-                where = f"{seg.where}, byte {at}"
+                where = f"{seg_where}, byte {at}"
                 payload = payload_of(buf, header, p)
                 kept = self._survivors(payload, header, now_ms, horizon, where, tally)
                 if kept is not None:
