@@ -26,8 +26,13 @@ class Throttler:
         self._observed = 0.0
         self.slept = 0.0
 
+    @property
+    def limited(self) -> bool:
+        """False for the default rate (Kafka's Double.MAX_VALUE): nothing to hold."""
+        return self.rate < 1e300
+
     def maybe_throttle(self, nbytes: int) -> None:
-        if self.rate >= 1e300:
+        if not self.limited:
             return
         self._observed += nbytes
         elapsed = self.clock() - self._start

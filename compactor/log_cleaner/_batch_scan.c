@@ -126,7 +126,8 @@ static int next_record(const uint8_t *buf, Py_ssize_t p, Py_ssize_t end, Rec *r)
 /* Every record of a payload, in order. With a table, each key's digest is computed and its
  * first slot prefetched before any is probed: a batch's probes then overlap their cache
  * misses instead of paying them one after another (the records are handled in order, as
- * one at a time would). */
+ * one at a time would). Keys of entries in [skip_lo, skip_hi) are not digested: the
+ * caller answers for them from a bitmap. */
 typedef struct {
     Rec *recs;
     Py_ssize_t n;
@@ -134,7 +135,8 @@ typedef struct {
 
 static void walk_free(Walk *w) { PyMem_Free(w->recs); w->recs = NULL; }
 
-static int walk_all(const uint8_t *buf, Py_ssize_t len, const Table *t, Walk *w) {
+static int walk_all(const uint8_t *buf, Py_ssize_t len, const Table *t, Walk *w,
+                    long long skip_lo, long long skip_hi) {
     Py_ssize_t cap = 64;
     const uint64_t slots = t ? (uint64_t)t->slots : 1;
     w->n = 0;
@@ -148,7 +150,8 @@ static int walk_all(const uint8_t *buf, Py_ssize_t len, const Table *t, Walk *w)
         }
         Rec *r = &w->recs[w->n];
         if (next_record(buf, p, len, r) < 0) { walk_free(w); return -1; }
-        if (t && (r->flags & HAS_KEY)) {
+        long long e = (long long)r->entry;
+        if (t && (r->flags & HAS_KEY) && (e < skip_lo || e >= skip_hi)) {
             uint64_t h1 = digest_key(buf + r->ks, (size_t)(r->ke - r->ks), r->digest);
 #if defined(__GNUC__)
             uint64_t slot = scale(h1, slots);
@@ -162,17 +165,32 @@ static int walk_all(const uint8_t *buf, Py_ssize_t len, const Table *t, Walk *w)
     return 0;
 }
 
-/* map_batch(hashes, offsets, payload, start, end, size, max_entries) -> (mapped, size, stop) */
+/* Bit `off - first` of `bits`, when it is one of them. */
+static inline int in_bits(const Py_buffer *b, long long first, long long off) {
+    return off >= first && ((off - first) >> 3) < b->len;
+}
+
+static inline void set_bit(const Py_buffer *b, long long first, long long off, int on) {
+    uint8_t *byte = (uint8_t *)b->buf + ((off - first) >> 3);
+    uint8_t mask = (uint8_t)(1 << ((off - first) & 7));
+    *byte = on ? (uint8_t)(*byte | mask) : (uint8_t)(*byte & ~mask);
+}
+
+/* map_batch(hashes, offsets, payload, start, end, size, max_entries, bits, bits_first)
+ *   -> (mapped, size, stop); with `bits`, bit `offset - bits_first` is set for the latest
+ *   offset mapped of each key and cleared for the one it replaced (the pass's survivors
+ *   of [start, end) then need no digest and no probe). */
 static PyObject *map_batch(PyObject *self, PyObject *args) {
     PyObject *h, *o;
-    Py_buffer v;
-    long long start, stop_at, size, max_entries, stop = -1, mapped = 0;
-    if (!PyArg_ParseTuple(args, "OOy*LLLL", &h, &o, &v, &start, &stop_at, &size, &max_entries))
+    Py_buffer v, b;
+    long long start, stop_at, size, max_entries, bits_first, stop = -1, mapped = 0;
+    if (!PyArg_ParseTuple(args, "OOy*LLLLw*L", &h, &o, &v, &start, &stop_at, &size, &max_entries,
+                          &b, &bits_first))
         return NULL;
     Table t;
-    if (table_open(&t, h, o) < 0) { PyBuffer_Release(&v); return NULL; }
+    if (table_open(&t, h, o) < 0) { PyBuffer_Release(&v); PyBuffer_Release(&b); return NULL; }
     Walk w;
-    int failed = walk_all(v.buf, v.len, &t, &w) < 0;
+    int failed = walk_all(v.buf, v.len, &t, &w, 0, 0) < 0;
     for (Py_ssize_t i = 0; !failed && i < w.n; i++) {
         const Rec *r = &w.recs[i];
         long long off = (long long)r->entry;
@@ -182,25 +200,34 @@ static PyObject *map_batch(PyObject *self, PyObject *args) {
         if (old == FULL) { stop = off; break; }
         size += old == NEW;
         mapped++;
+        if (old >= 0 && in_bits(&b, bits_first, old)) set_bit(&b, bits_first, old, 0);
+        if (in_bits(&b, bits_first, off)) set_bit(&b, bits_first, off, 1);
     }
     if (!failed) walk_free(&w);
     table_close(&t);
     PyBuffer_Release(&v);
+    PyBuffer_Release(&b);
     return failed ? NULL : Py_BuildValue("(LLL)", mapped, size, stop);
 }
 
-/* survivors(hashes, offsets, payload, expired)
- *   -> (record bytes, kept, first, last, tombstone kept, read, keyless, tombstones removed) */
+/* survivors(hashes, offsets, payload, expired, bits, bits_first, bits_end)
+ *   -> (record bytes, kept, first, last, tombstone kept, read, keyless, tombstones removed)
+ * An entry in [bits_first, bits_end) covered by `bits` (map_batch's) is the latest of its
+ * key when its bit is set; any other is looked up in the table. */
 static PyObject *survivors(PyObject *self, PyObject *args) {
     PyObject *h, *o, *out = NULL;
-    Py_buffer v;
+    Py_buffer v, b;
     int expired;
-    if (!PyArg_ParseTuple(args, "OOy*p", &h, &o, &v, &expired)) return NULL;
+    long long bits_first, bits_end;
+    if (!PyArg_ParseTuple(args, "OOy*pw*LL", &h, &o, &v, &expired, &b, &bits_first, &bits_end))
+        return NULL;
     Table t;
-    if (table_open(&t, h, o) < 0) { PyBuffer_Release(&v); return NULL; }
+    if (table_open(&t, h, o) < 0) { PyBuffer_Release(&v); PyBuffer_Release(&b); return NULL; }
+    long long covered_end = bits_first + (long long)b.len * 8;
+    if (bits_end < covered_end) covered_end = bits_end;
     const uint8_t *buf = v.buf;
     Walk w;
-    if (walk_all(buf, v.len, &t, &w) < 0) goto done;
+    if (walk_all(buf, v.len, &t, &w, bits_first, covered_end) < 0) goto done;
     uint8_t *kept_bytes = PyMem_Malloc(v.len > 0 ? (size_t)v.len : 1);
     if (!kept_bytes) { PyErr_NoMemory(); walk_free(&w); goto done; }
     long long kept = 0, first = 0, last = 0, keyless = 0, removed_tombs = 0;
@@ -210,9 +237,15 @@ static PyObject *survivors(PyObject *self, PyObject *args) {
         const Rec *r = &w.recs[i];
         if (!(r->flags & HAS_KEY)) { keyless++; continue; }
         long long off = (long long)r->entry;
-        long long found = table_get(t.hashes.buf, t.offsets.buf, t.slots, r->digest);
+        int superseded;
+        if (off >= bits_first && off < covered_end) {
+            long long bit = off - bits_first;
+            superseded = !(((const uint8_t *)b.buf)[bit >> 3] >> (bit & 7) & 1);
+        } else {
+            superseded = off < table_get(t.hashes.buf, t.offsets.buf, t.slots, r->digest);
+        }
         int tombstone = !(r->flags & VALUE_PRESENT);
-        if (off < found || (tombstone && expired)) { removed_tombs += tombstone; continue; }
+        if (superseded || (tombstone && expired)) { removed_tombs += tombstone; continue; }
         tomb_kept |= tombstone;
         memcpy(kept_bytes + n, buf + r->start, (size_t)(r->end - r->start));
         n += r->end - r->start;
@@ -227,6 +260,7 @@ static PyObject *survivors(PyObject *self, PyObject *args) {
 done:
     table_close(&t);
     PyBuffer_Release(&v);
+    PyBuffer_Release(&b);
     return out;
 }
 
@@ -244,7 +278,7 @@ static PyObject *unsuperseded(PyObject *self, PyObject *args) {
     if (table_open(&t, h, o) < 0) { PyBuffer_Release(&v); return NULL; }
     const uint8_t *buf = v.buf;
     Walk w;
-    if (walk_all(buf, v.len, &t, &w) < 0) goto done;
+    if (walk_all(buf, v.len, &t, &w, 0, 0) < 0) goto done;
     uint8_t *kept_bytes = PyMem_Malloc(v.len > 0 ? (size_t)v.len : 1);
     if (!kept_bytes) { PyErr_NoMemory(); walk_free(&w); goto done; }
     unsigned long long fl = 0, fe = 0, ll = 0, le = 0;
@@ -287,7 +321,7 @@ static PyObject *exchange_batch(PyObject *self, PyObject *args) {
     if (table_open(&t, h, o) < 0) { PyBuffer_Release(&v); return NULL; }
     long long read = 0, kept = 0, tombs = 0, keyless = 0, bytes_in = 0, stop = -1;
     Walk w;
-    int failed = walk_all(v.buf, v.len, &t, &w) < 0;
+    int failed = walk_all(v.buf, v.len, &t, &w, 0, 0) < 0;
     for (Py_ssize_t i = 0; !failed && i < w.n; i++) {
         const Rec *r = &w.recs[i];
         long long pos = at + i;
@@ -336,7 +370,7 @@ static PyObject *winner_bits(PyObject *self, PyObject *args) {
     if (table_open(&t, h, o) < 0) { PyBuffer_Release(&v); PyBuffer_Release(&b); return NULL; }
     uint8_t *bits = b.buf;
     Walk w;
-    int failed = walk_all(v.buf, v.len, &t, &w) < 0;
+    int failed = walk_all(v.buf, v.len, &t, &w, 0, 0) < 0;
     for (Py_ssize_t i = 0; !failed && i < w.n; i++) {
         const Rec *r = &w.recs[i];
         long long pos = at + i, off = pos - bits_first;

@@ -48,6 +48,10 @@ def _walk(payload: bytes | memoryview) -> Walked:
     return result
 
 
+def _in_bits(bits: bytearray, first: int, off: int) -> bool:
+    return off >= first and (off - first) >> 3 < len(bits)
+
+
 def map_batch(
     hashes: bytearray,
     offsets: array[int],
@@ -56,10 +60,15 @@ def map_batch(
     end: int,
     size: int,
     max_entries: int,
+    bits: bytearray,
+    bits_first: int,
 ) -> tuple[int, int, int]:
     """Map the key of every keyed record with ``start <= offset < end`` to its offset;
     ``(mapped, size, stop)``: stop is the offset of the first key that found the map
-    full (it and the records after it are not mapped), or -1."""
+    full (it and the records after it are not mapped), or -1. Bit ``offset - bits_first``
+    of ``bits`` (where it has one) is set for each offset mapped and cleared for the one
+    it replaced, so the bits set are the latest offset of each key: ``survivors`` reads
+    them instead of digesting and probing."""
     mapped = 0
     for _l, off, flags, key, _s, _e in _walk(payload):
         if key is None or not flags & HAS_KEY or off < start or off >= end:
@@ -69,28 +78,45 @@ def map_batch(
             return mapped, size, off
         size += old == NEW
         mapped += 1
+        if old >= 0 and _in_bits(bits, bits_first, old):
+            bits[(old - bits_first) >> 3] &= ~(1 << ((old - bits_first) & 7)) & 0xFF
+        if _in_bits(bits, bits_first, off):
+            bits[(off - bits_first) >> 3] |= 1 << ((off - bits_first) & 7)
     return mapped, size, -1
 
 
 def survivors(
-    hashes: bytearray, offsets: array[int], payload: bytes | memoryview, expired: bool
+    hashes: bytearray,
+    offsets: array[int],
+    payload: bytes | memoryview,
+    expired: bool,
+    bits: bytearray,
+    bits_first: int,
+    bits_end: int,
 ) -> tuple[bytes, int, int, int, int, int, int, int]:
     """The records that survive: keyed, not superseded by a later offset of their key in
     the map, and not a tombstone whose batch's delete horizon has passed (``expired``).
+    An offset in ``[bits_first, bits_end)`` that ``bits`` covers is the latest of its key
+    when its bit is set (``map_batch``); any other is looked up in the table.
     ``(their bytes, kept, first offset, last offset, 1 if a tombstone is kept, records
     read, keyless dropped, tombstones removed)``."""
     parts: list[bytes | memoryview] = []
     view = memoryview(payload)
+    covered_end = min(bits_end, bits_first + 8 * len(bits))
     kept = first = last = tomb_kept = keyless = removed = 0
     walked = _walk(payload)
     for _l, off, flags, key, s, e in walked:
         if key is None:
             keyless += 1
             continue
-        slot = _find(hashes, offsets, key_digest(key))
-        found = offsets[slot] - 1 if slot >= 0 else -1
+        if bits_first <= off < covered_end:
+            bit = off - bits_first
+            superseded = not bits[bit >> 3] >> (bit & 7) & 1
+        else:
+            slot = _find(hashes, offsets, key_digest(key))
+            superseded = off < (offsets[slot] - 1 if slot >= 0 else -1)
         tombstone = not flags & VALUE_PRESENT
-        if off < found or (tombstone and expired):
+        if superseded or (tombstone and expired):
             removed += tombstone
             continue
         tomb_kept |= tombstone

@@ -44,10 +44,19 @@ class ScanTwin(Protocol):
         end: int,
         size: int,
         max_entries: int,
+        bits: bytearray,
+        bits_first: int,
     ) -> tuple[int, int, int]: ...
 
     def survivors(
-        self, hashes: bytearray, offsets: array[int], payload: Buffer, expired: bool
+        self,
+        hashes: bytearray,
+        offsets: array[int],
+        payload: Buffer,
+        expired: bool,
+        bits: bytearray,
+        bits_first: int,
+        bits_end: int,
     ) -> Survived: ...
 
     def exchange_batch(
@@ -110,27 +119,46 @@ def _load_twin() -> tuple[ScanTwin, bool]:
 twin, COMPILED = _load_twin()
 
 
+NO_BITS = bytearray()  # a pass that keeps no bitmap of the latest offsets
+
+
 def map_batch(
-    m: SkimpyOffsetMap, payload: Buffer, start: int, end: int, where: str
+    m: SkimpyOffsetMap,
+    payload: Buffer,
+    start: int,
+    end: int,
+    where: str,
+    latest: bytearray = NO_BITS,
 ) -> tuple[int, int]:
     """Map the keys of one batch's records with ``start <= offset < end`` (the cleaner's
     ``put``): ``(keys mapped, offset of the first key that did not fit or -1)``;
-    ``m.size`` follows."""
+    ``m.size`` follows. ``latest``, a bitmap of the offsets from ``start`` on, is kept
+    with a bit set for each key's latest offset mapped so far."""
     hashes, offsets, _slots = m.table()
     try:
         mapped, m.size, stop = twin.map_batch(
-            hashes, offsets, payload, start, end, m.size, m.max_entries
+            hashes, offsets, payload, start, end, m.size, m.max_entries, latest, start
         )
     except MalformedPayload as exc:
         raise CorruptData(f"{where}: {exc}", position=where) from None
     return mapped, stop
 
 
-def survivors(m: SkimpyOffsetMap, payload: Buffer, expired: bool, where: str) -> Survived:
-    """The records of one batch that survive cleaning against the map (``_batch_scan_py``)."""
+def survivors(
+    m: SkimpyOffsetMap,
+    payload: Buffer,
+    expired: bool,
+    where: str,
+    latest: bytearray = NO_BITS,
+    mapped: tuple[int, int] = (0, 0),
+) -> Survived:
+    """The records of one batch that survive cleaning against the map (``_batch_scan_py``);
+    an offset in ``mapped`` (``[first, end)``, the offsets the map took) is looked up in
+    ``latest`` (``map_batch``'s, bit 0 for ``first``) instead of being digested and
+    probed."""
     hashes, offsets, _slots = m.table()
     try:
-        return twin.survivors(hashes, offsets, payload, expired)
+        return twin.survivors(hashes, offsets, payload, expired, latest, *mapped)
     except MalformedPayload as exc:
         raise CorruptData(f"{where}: {exc}", position=where) from None
 

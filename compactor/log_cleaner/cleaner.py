@@ -7,7 +7,10 @@ decoded and none costs a Python loop iteration.
 
 1. Build the offset map over the dirty section ``[first dirty, first uncleanable)``: for each
    keyed record, key digest → offset. When the map is full the pass ends its section at the
-   first record that did not fit (``end``); the next pass starts there.
+   first record that did not fit (``end``); the next pass starts there. Beside the map, a
+   bitmap of the section's offsets keeps a bit set for each key's latest offset (one bit
+   an offset, when that is at most an eighth of the map's bytes): the rewrite then answers
+   for a dirty record from its bit, without digesting its key again or probing the map.
 2. Rewrite every segment below ``end`` (the active segment never), grouped so that a group
    fits in ``segment.bytes`` and ``segment.index.bytes``, each group into one ``.cleaned``
    segment named after its first segment, offsets and order kept. A record survives if it has
@@ -33,7 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from compactlog.compactor.log_cleaner.batch_scan import map_batch, survivors
+from compactlog.compactor.log_cleaner.batch_scan import NO_BITS, map_batch, survivors
 from compactlog.compactor.log_cleaner.manager import LogToClean
 from compactlog.compactor.log_cleaner.offset_map import SkimpyOffsetMap
 from compactlog.compactor.log_cleaner.rewrite import BatchWriter
@@ -45,7 +48,11 @@ from compactlog.storage.segmented import CleaningAborted, LogSegment
 from compactlog.storage.segmented.segment import CLEANED, IndexParams
 
 _MAX_RELATIVE = 2**32 - 1
-PACE_BYTES = 1024 * 1024  # read between throttling, abort checks and progress reports
+# Bytes read between throttling, abort checks and progress reports: every 64 KiB under a
+# throttle (``log.cleaner.io.max.bytes.per.second``), which must hold small passes too;
+# without one every 1 MiB (each look costs a lock, a pipe poll in a worker and a report).
+PACE_BYTES = 64 * 1024
+UNTHROTTLED_PACE_BYTES = 1024 * 1024
 # Survivors of one batch: (record bytes, count, first offset, last offset, horizon)
 Survivors = tuple[list[bytes], int, int, int, int]
 
@@ -155,12 +162,14 @@ class Cleaner:
         self.fault = fault
         self.map = offset_map
         self.chunk = max(io_buffer_size, 64 * 1024)
-        self.quantum = PACE_BYTES
+        self.quantum = PACE_BYTES if throttler.limited else UNTHROTTLED_PACE_BYTES
         self.throttler = throttler
         self.is_aborted = is_aborted
         self.control = control or NoControl()
         self.progress = Progress(CLEANING)
         self._rewrite_base = 0
+        self.latest = NO_BITS  # this pass's bitmap of the latest offsets (module docstring)
+        self.mapped = (0, 0)  # the offsets the map took, [first dirty, end)
 
     def _check_aborted(self, name: str) -> None:
         if self.is_aborted(name):
@@ -184,10 +193,13 @@ class Cleaner:
         stats = PassStats()
         start, stop = plan.first_dirty_offset, plan.first_uncleanable_offset
         self.map.fit(stop - start)
+        nbytes = (stop - start + 7) // 8
+        self.latest = bytearray(nbytes) if nbytes <= self.map.memory_bytes // 8 else NO_BITS
         head = plan.log_start_offset
         self.progress = Progress(CLEANING, 0, 2 * (stop - start) + start - head)
         self.control.report(self.progress)
         end = self.build_offset_map(plan, closed, active_base, stats)
+        self.mapped = (start, end)
         mapped = end - start
         self.progress = Progress(CLEANING, mapped, mapped + end - head, self.progress.bytes_read)
         self._rewrite_base = mapped - head  # + offset rewritten = done
@@ -198,11 +210,14 @@ class Cleaner:
         to_clean = [s for s in closed if s.base_offset < end]
         cfg = plan.config
         horizon = plan.now_ms + cfg.delete_retention_ms
-        for group in group_segments_by_size(
-            to_clean, cfg.segment_bytes, cfg.segment_index_bytes, end
-        ):
-            self._check_aborted(plan.name)
-            self.clean_segments(plan, group, horizon, stats, swap)
+        try:
+            for group in group_segments_by_size(
+                to_clean, cfg.segment_bytes, cfg.segment_index_bytes, end
+            ):
+                self._check_aborted(plan.name)
+                self.clean_segments(plan, group, horizon, stats, swap)
+        finally:
+            self.latest, self.mapped = NO_BITS, (0, 0)
         self._report(self.progress.total)
         return stats
 
@@ -231,7 +246,7 @@ class Cleaner:
                     continue
                 where = f"{seg_where}, byte {at}"
                 payload = payload_of(buf, header, p)
-                mapped, stop = map_batch(self.map, payload, start, end, where)
+                mapped, stop = map_batch(self.map, payload, start, end, where, self.latest)
                 stats.map_records += mapped
                 if stop >= 0:
                     return stop
@@ -324,7 +339,7 @@ class Cleaner:
         expired = 0 <= header.delete_horizon_ms <= now_ms
         carried = header.delete_horizon_ms if header.delete_horizon_ms >= 0 else horizon
         data, kept, first, last, tomb_kept, read, keyless, tombstones = survivors(
-            self.map, payload, expired, where
+            self.map, payload, expired, where, self.latest, self.mapped
         )
         tally.read += read
         tally.keyless += keyless

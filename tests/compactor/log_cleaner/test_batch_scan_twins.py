@@ -74,14 +74,24 @@ def test_map_batch_and_survivors_agree(
     cap: int,
 ) -> None:
     payload = payload_of(records, 0)
-    (mapped, size, stop), (hashes, offsets) = both(
-        "map_batch", *table(slots), payload, start, start + span, 0, cap
-    )
+    latest = [bytearray(16) for _ in TWINS]  # offsets start .. start + 127
+    tables = [table(slots) for _ in TWINS]
+    answers = [
+        t.map_batch(*tables[i], payload, start, start + span, 0, cap, latest[i], start)
+        for i, t in enumerate(TWINS)
+    ]
+    assert answers[0] == answers[1] and tables[0] == tables[1] and latest[0] == latest[1]
+    mapped, size, stop = answers[0]
     assert size <= cap and mapped >= size and (stop == -1 or start <= stop < start + span)
+    end = stop if stop >= 0 else start + span
+    hashes, offsets = tables[0]
     for expired in (False, True):
-        out, _ = both("survivors", hashes, offsets, payload, expired)
-        kept_bytes, kept, *_ = out
+        probed, _ = both("survivors", hashes, offsets, payload, expired, bytearray(), 0, 0)
+        kept_bytes, kept, *_ = probed
         assert len(kept_bytes) <= len(payload) and kept <= len(records)
+        # the bitmap answers for the offsets the map took exactly as the map does
+        bitmap, _ = both("survivors", hashes, offsets, payload, expired, latest[0], start, end)
+        assert bitmap == probed
 
 
 @settings(max_examples=150)
@@ -160,7 +170,7 @@ def test_select_batch_agrees_and_frames_as_frame_messages(
 def test_malformed_payloads_raise_the_same_error(cut: int) -> None:
     payload = payload_of([(b"a", b"1", 1), (b"b", b"2", 1)], 0)[:-cut]
     for call in (
-        lambda t: t.survivors(*table(7), payload, False),
+        lambda t: t.survivors(*table(7), payload, False, bytearray(1), 0, 8),
         lambda t: t.unsuperseded(*table(7), payload, True),
     ):
         errors = []
