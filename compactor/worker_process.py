@@ -9,6 +9,7 @@ job that ignores a cancel) ends it early.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import signal
@@ -20,6 +21,13 @@ from typing import Any
 from compactlog.compactor.worker_cores import confine_self
 from compactlog.compactor.worker_link import CANCEL, Done, Failed, WorkerLink, portable
 from compactlog.compactor.worker_os import die_with_parent, lower_priority
+
+# The modules of the jobs a worker runs (both designs'): a job's unpickling would import
+# them, and the first job would wait for it.
+JOB_MODULES = (
+    "compactlog.compactor.log_cleaner.worker_pass",
+    "compactlog.compactor.two_phase.worker_job",
+)
 
 
 def serve(conn: Connection) -> int:
@@ -53,6 +61,8 @@ def main(argv: list[str]) -> int:
         format=f"%(asctime)s %(levelname)s worker-{os.getpid()} %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    for module in JOB_MODULES:  # now, while no job waits for them
+        importlib.import_module(module)
     return serve(Connection(fd))
 
 

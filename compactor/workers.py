@@ -3,8 +3,10 @@
 A run inside the serving process holds the interpreter for as long as it scans, and every
 publish waits its turn (issue 12 measured p99 x20-40 during a run). So the TwoPhaseCompactor's
 phases and the LogCleaner's passes run in a pool of ``compaction.workers`` processes
-(``worker_process``), started lazily and kept for the next run, at lower CPU and I/O
-priority, dying with the server. The server keeps what must stay in one place: the input
+(``worker_process``), started with the server (``warm``, as Kafka starts its cleaner
+threads with the broker: the first run does not wait ~0.3 s for a process to start and
+import) or else when first needed, kept for the next run, at lower CPU and I/O priority,
+dying with the server. The server keeps what must stay in one place: the input
 snapshot and the ledger id (allocated before the run, so ids are never reused), the commit
 (ingest + cursor, or the segment swap), the cleaner's state machine and checkpoint.
 
@@ -145,6 +147,25 @@ class WorkerPool:
         with self._cond:
             return sorted(w.pid for w in self._all)
 
+    def warm(self) -> None:
+        """Start the pool's workers now (each imports the jobs' code while it waits), so
+        the first run starts at once. One that fails to start is logged: a run would
+        start one again, and fail with the reason."""
+        while True:
+            with self._cond:
+                if self._closed or len(self._all) + self._starting >= self.size:
+                    return
+                launcher = self._reserve_start()
+            try:
+                worker = launcher.spawn()
+            except Exception:
+                log.exception("a compaction worker did not start")
+                self._start_ended(None)
+                return
+            self._start_ended(worker)
+            if not self._keep(worker, True):
+                return
+
     # ---- one run -------------------------------------------------------------------
 
     def run(self, job: object, on_request: OnRequest, control: Watched, label: str) -> object:
@@ -162,7 +183,7 @@ class WorkerPool:
             keep = worker.proc.poll() is None
             raise
         finally:
-            self._release(worker, keep)
+            self._keep(worker, keep)
 
     def _drive(
         self, worker: _Worker, job: object, on_request: OnRequest, control: Watched, label: str
@@ -210,41 +231,68 @@ class WorkerPool:
     # ---- processes -----------------------------------------------------------------
 
     def _acquire(self, control: Watched) -> _Worker:
+        dead: list[_Worker] = []
+        try:
+            return self._acquire_live(control, dead)
+        finally:
+            for worker in dead:
+                self._discard(worker)
+
+    def _acquire_live(self, control: Watched, dead: list[_Worker]) -> _Worker:
+        """An idle worker still alive (one that died while idle, say by the OOM killer,
+        goes to ``dead`` and a new one starts in its place), or a new one."""
         with self._cond:
             while True:
                 if self._closed:
                     raise Unavailable("the server is shutting down: no compaction worker")
-                if self._idle:
-                    return self._idle.pop()
+                while self._idle:
+                    worker = self._idle.pop()
+                    if worker.proc.poll() is None:
+                        return worker
+                    self._all.discard(worker)
+                    dead.append(worker)
                 if len(self._all) + self._starting < self.size:
-                    self._starting += 1
-                    if self._launcher is None:
-                        self._launcher = _Launcher(self.cores.worker_arg() if self.cores else "")
-                    launcher = self._launcher
+                    launcher = self._reserve_start()
                     break
                 if control.cancelled:
                     raise RunCancelled("the compaction was cancelled before it started")
                 self._cond.wait(POLL_S)
         try:
             worker = launcher.spawn()
-        finally:
-            with self._cond:
-                self._starting -= 1
-                self._cond.notify_all()
-        with self._cond:
-            self._all.add(worker)
-        log.info("compaction worker %d started", worker.pid)
+        except BaseException:
+            self._start_ended(None)
+            raise
+        self._start_ended(worker)
         return worker
 
-    def _release(self, worker: _Worker, keep: bool) -> None:
+    def _reserve_start(self) -> _Launcher:
+        """Count one start under way (the lock held); the launcher that makes it."""
+        self._starting += 1
+        if self._launcher is None:
+            self._launcher = _Launcher(self.cores.worker_arg() if self.cores else "")
+        return self._launcher
+
+    def _start_ended(self, worker: _Worker | None) -> None:
+        with self._cond:
+            self._starting -= 1
+            if worker is not None:
+                self._all.add(worker)
+            self._cond.notify_all()
+        if worker is not None:
+            log.info("compaction worker %d started", worker.pid)
+
+    def _keep(self, worker: _Worker, keep: bool) -> bool:
+        """Back to the idle ones when ``keep`` and it can serve again; else ended. Whether
+        it was kept."""
         with self._cond:
             if keep and not self._closed and worker.proc.poll() is None:
                 self._idle.append(worker)
                 self._cond.notify_all()
-                return
+                return True
             self._all.discard(worker)
             self._cond.notify_all()
         self._discard(worker)
+        return False
 
     @staticmethod
     def _discard(worker: _Worker) -> None:

@@ -334,7 +334,9 @@ class Broker:
         return self.describe(name)
 
     def start(self) -> None:
-        """Start background work owned by the storage side (the LogCleaner threads)."""
+        """Start background work owned by the storage side: the compaction workers (so
+        the first run does not wait for a process start) and the LogCleaner threads."""
+        self.workers.warm()
         self.cleaner.start()
 
     def close(self) -> None:

@@ -53,6 +53,32 @@ def test_a_job_runs_in_a_lower_priority_child_that_is_reused(pool: WorkerPool) -
     assert pool.pids() == [first.pid]
 
 
+def test_warm_starts_every_worker_before_any_run_and_runs_use_them(pool: WorkerPool) -> None:
+    pool.warm()
+    started = pool.pids()
+    assert len(started) == 2
+    pool.warm()  # the pool is full: nothing more starts
+    assert pool.pids() == started
+    both = {run(pool, ProbeJob()).pid for _ in range(4)}
+    assert both <= set(started) and pool.pids() == started
+    for pid in started:  # idle workers that die (the OOM killer, say) fail no run
+        os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while not all(dead(pid) for pid in started) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    fresh = run(pool, ProbeJob()).pid
+    assert fresh not in started and pool.pids() == [fresh]
+
+
+def dead(pid: int) -> bool:
+    """Exited: gone, or a zombie its parent has not reaped yet (``/proc/PID/stat``)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
 def test_errors_travel_back_as_themselves_and_the_worker_lives_on(pool: WorkerPool) -> None:
     with pytest.raises(InvalidArgument, match="boom"):
         run(pool, ProbeJob(fail="boom"))
