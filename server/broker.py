@@ -333,10 +333,12 @@ class Broker:
         self.segments.delete_records(name, before_offset)
         return self.describe(name)
 
-    def start(self) -> None:
-        """Start background work owned by the storage side: the compaction workers (so
-        the first run does not wait for a process start) and the LogCleaner threads."""
-        self.workers.warm()
+    def start(self, warm_workers: bool = True) -> None:
+        """Start background work owned by the storage side: the compaction workers when
+        ``warm_workers`` (so the first run does not wait for a process start) and the
+        LogCleaner threads."""
+        if warm_workers:
+            self.workers.warm()
         self.cleaner.start()
 
     def close(self) -> None:

@@ -179,10 +179,12 @@ class ServedStore:
         )
         return self.port
 
-    async def start(self) -> None:
+    async def start(self, warm_workers: bool = True) -> None:
+        """Serve; ``warm_workers``: start the compaction workers now (a shard holding
+        several slots leaves them to the first run of each slot's store, as before)."""
         assert self.server is not None, "bind first"
         await self.server.start()
-        self.broker.start()
+        self.broker.start(warm_workers)
         self._retention.start()
 
     async def stop(self) -> None:

@@ -213,8 +213,8 @@ async def _serve(
         loop.add_signal_handler(sig, stop.set)
     if guard.auth is not None:
         loop.add_signal_handler(signal.SIGHUP, guard.reload)
-    for store in served.values():
-        await store.start()
+    for store in served.values():  # one worker pool a slot: each starts with its first run
+        await store.start(warm_workers=len(served) == 1)
     addresses = {str(slot): f"127.0.0.1:{store.port}" for slot, store in served.items()}
     print(json.dumps({"slots": addresses}), flush=True)
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # nobody reads the pipe any more
