@@ -96,8 +96,7 @@ static inline uint64_t digest_key(const uint8_t *data, size_t len, uint8_t out[1
 /* ---- the table ------------------------------------------------------------------- */
 
 /* h scaled into [0, n): the high 64 bits of h * n (Lemire's multiply-shift), which maps a
- * uniform h uniformly onto the slots without a 64-bit division (a division per probe was
- * most of a probe's cost). */
+ * uniform h uniformly onto the slots without a 64-bit division (tens of cycles each). */
 static inline uint64_t scale(uint64_t h, uint64_t n) {
 #if defined(__SIZEOF_INT128__)
     return (uint64_t)(((unsigned __int128)h * n) >> 64);
