@@ -16,7 +16,7 @@ import pytest
 
 from compactlog.server.front_tasks import all_or_first_error
 from compactlog.v1 import compactlog_pb2 as pb
-from tests.server.front_slots import LOG, NAME, Slot, read, with_front
+from tests.server.front_slots import LOG, NAME, Scenario, Slot, read, with_front
 
 LEAKS = ("never retrieved", "destroyed but it is pending", "was never awaited")
 
@@ -24,6 +24,13 @@ LEAKS = ("never retrieved", "destroyed but it is pending", "was never awaited")
 def leaks(caplog: pytest.LogCaptureFixture) -> list[str]:
     gc.collect()  # a task's unretrieved failure is reported when it is collected
     return [r.getMessage() for r in caplog.records if any(s in r.getMessage() for s in LEAKS)]
+
+
+def run_leaking_nothing(caplog: pytest.LogCaptureFixture, scenario: Scenario) -> None:
+    """``scenario`` before the front and its stand-in slots; no task leaked by the end."""
+    caplog.set_level(logging.DEBUG, logger="asyncio")
+    asyncio.run(with_front(scenario))
+    assert leaks(caplog) == []
 
 
 def pumps() -> list[asyncio.Task[object]]:
@@ -88,9 +95,7 @@ def test_a_slot_failing_ends_a_unary_call_and_cancels_the_other_slots(
         assert time.monotonic() - began < 10
         await cancelled_or_never_reached(others)
 
-    caplog.set_level(logging.DEBUG, logger="asyncio")
-    asyncio.run(with_front(scenario))
-    assert leaks(caplog) == []
+    run_leaking_nothing(caplog, scenario)
 
 
 def test_a_slot_failing_ends_a_read_and_cancels_the_other_streams(
@@ -103,9 +108,7 @@ def test_a_slot_failing_ends_a_read_and_cancels_the_other_streams(
         assert failed.value.code() == grpc.StatusCode.NOT_FOUND
         await cancelled_or_never_reached(others)
 
-    caplog.set_level(logging.DEBUG, logger="asyncio")
-    asyncio.run(with_front(scenario))
-    assert leaks(caplog) == []
+    run_leaking_nothing(caplog, scenario)
 
 
 def test_a_read_cut_short_leaves_no_pump_waiting_on_a_full_queue(
@@ -119,6 +122,4 @@ def test_a_read_cut_short_leaves_no_pump_waiting_on_a_full_queue(
         await asyncio.sleep(0.2)
         assert pumps() == []
 
-    caplog.set_level(logging.DEBUG, logger="asyncio")
-    asyncio.run(with_front(scenario))
-    assert leaks(caplog) == []
+    run_leaking_nothing(caplog, scenario)
