@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from array import array
 
-from compactlog.compactor.log_cleaner._offset_map_py import FULL, NEW, _find, key_digest
+from compactlog.compactor.log_cleaner._offset_map_py import FULL, NEW, _find, digest
 from compactlog.storage.batch import HAS_KEY, VALUE_NON_EMPTY, VALUE_PRESENT, codec
 from compactlog.storage.batch import put_varint as _put_varint
 
@@ -30,15 +30,15 @@ Walked = list[tuple[int, int, int, bytes | None, int, int]]
 
 
 def _exchange(hashes: bytearray, offsets: array[int], key: bytes, value: int, can_add: bool) -> int:
-    digest = key_digest(key)
-    slot = _find(hashes, offsets, digest)
+    key_hash = digest(key)
+    slot = _find(hashes, offsets, key_hash)
     if slot < 0:
         return FULL
     stored = offsets[slot]
     if not stored:
         if not can_add:
             return FULL
-        hashes[slot << 4 : (slot << 4) + 16] = digest
+        hashes[slot << 4 : (slot << 4) + 16] = key_hash
     offsets[slot] = value + 1
     return stored - 1 if stored else NEW
 
@@ -113,7 +113,7 @@ def survivors(
             bit = off - bits_first
             superseded = not bits[bit >> 3] >> (bit & 7) & 1
         else:
-            slot = _find(hashes, offsets, key_digest(key))
+            slot = _find(hashes, offsets, digest(key))
             superseded = off < (offsets[slot] - 1 if slot >= 0 else -1)
         tombstone = not flags & VALUE_PRESENT
         if superseded or (tombstone and expired):
@@ -141,7 +141,7 @@ def unsuperseded(
         if key is not None and flags & HAS_KEY:
             if flags & LIVE != LIVE:
                 continue
-            slot = _find(hashes, offsets, key_digest(key))
+            slot = _find(hashes, offsets, digest(key))
             if slot >= 0 and offsets[slot]:  # the raw part holds the key again
                 continue
         elif not retain:
@@ -221,7 +221,7 @@ def winner_bits(
             live = 1 if flags & VALUE_NON_EMPTY else 0
             if not (live or tombstones):
                 continue
-            slot = _find(hashes, offsets, key_digest(key))
+            slot = _find(hashes, offsets, digest(key))
             found = offsets[slot] - 1 if slot >= 0 else -1
             if found != (base + pos) << 1 | live:
                 continue

@@ -19,19 +19,18 @@ from array import array
 
 NEW = -1  # exchange: the key was not in the map (now it is)
 FULL = -2  # exchange: the key is new and may not be added, or no slot is free
-_HALVES = struct.Struct("<QQ").unpack
+_QQ = struct.Struct("<QQ")  # a digest's two halves, a SipHash key's two words
+_HALVES = _QQ.unpack
 
 
 DIGEST_KEY = b"compactlog offsm"
 _M64 = 0xFFFFFFFFFFFFFFFF
-_WORDS = struct.Struct("<QQ").unpack
-_PACK = struct.Struct("<QQ").pack
 
 
 def siphash128(key: bytes, data: bytes) -> bytes:
     """SipHash-2-4 of ``data`` under the 16-byte ``key``, 128-bit output (the two 64-bit
     halves little-endian)."""
-    k0, k1 = _WORDS(key)
+    k0, k1 = _HALVES(key)
     v0 = k0 ^ 0x736F6D6570736575
     v1 = k1 ^ 0x646F72616E646F6D ^ 0xEE
     v2 = k0 ^ 0x6C7967656E657261
@@ -49,7 +48,7 @@ def siphash128(key: bytes, data: bytes) -> bytes:
     first = v0 ^ v1 ^ v2 ^ v3
     v1 ^= 0xDD
     v0, v1, v2, v3 = _rounds(v0, v1, v2, v3, 4)
-    return _PACK(first, v0 ^ v1 ^ v2 ^ v3)
+    return _QQ.pack(first, v0 ^ v1 ^ v2 ^ v3)
 
 
 def _rounds(v0: int, v1: int, v2: int, v3: int, n: int) -> tuple[int, int, int, int]:
@@ -90,22 +89,22 @@ def _find(hashes: bytearray, offsets: array[int], digest: bytes) -> int:
 def exchange(hashes: bytearray, offsets: array[int], key: bytes, value: int, can_add: bool) -> int:
     """Map ``key`` to ``value``; return its previous value, ``NEW``, or ``FULL`` (no change)
     when it is new and ``can_add`` is false or no slot is free."""
-    digest = key_digest(key)
-    slot = _find(hashes, offsets, digest)
+    key_hash = digest(key)
+    slot = _find(hashes, offsets, key_hash)
     if slot < 0:
         return FULL
     stored = offsets[slot]
     if not stored:
         if not can_add:
             return FULL
-        hashes[slot << 4 : (slot << 4) + 16] = digest
+        hashes[slot << 4 : (slot << 4) + 16] = key_hash
     offsets[slot] = value + 1
     return stored - 1 if stored else NEW
 
 
 def get(hashes: bytearray, offsets: array[int], key: bytes) -> int:
     """The value mapped to ``key``, or -1."""
-    slot = _find(hashes, offsets, key_digest(key))
+    slot = _find(hashes, offsets, digest(key))
     return offsets[slot] - 1 if slot >= 0 else -1
 
 
@@ -116,17 +115,14 @@ def rehash(
     moved = 0
     for slot, stored in enumerate(old_offsets):
         if stored:
-            digest = bytes(old_hashes[slot << 4 : (slot << 4) + 16])
-            at = _find(hashes, offsets, digest)
-            hashes[at << 4 : (at << 4) + 16] = digest
+            held = bytes(old_hashes[slot << 4 : (slot << 4) + 16])
+            at = _find(hashes, offsets, held)
+            hashes[at << 4 : (at << 4) + 16] = held
             offsets[at] = stored
             moved += 1
     return moved
 
 
-def key_digest(key: bytes) -> bytes:
+def digest(key: bytes) -> bytes:
     """The 16 bytes the map keeps for ``key``: its SipHash-2-4-128 under ``DIGEST_KEY``."""
     return siphash128(DIGEST_KEY, key)
-
-
-digest = key_digest  # the compiled twin's name
