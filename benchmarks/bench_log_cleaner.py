@@ -6,6 +6,7 @@ sequential write and read of the same number of bytes in the same run: the clean
 beat reading its input once and writing its output once.
 
     .venv/bin/python benchmarks/bench_log_cleaner.py --records 1000000 --keys 100000 --runs 3
+    .venv/bin/python benchmarks/bench_log_cleaner.py --threads 1,2,4,8   # a pass's threads
 """
 
 from __future__ import annotations
@@ -37,10 +38,13 @@ def fill(manager: SegmentedLogManager, topic: str, records: int, keys: int, size
     manager.get_log(topic).roll()
 
 
-def one_run(args: argparse.Namespace, base: Path) -> dict[str, float]:
+def one_run(args: argparse.Namespace, base: Path, threads: int) -> dict[str, float]:
     root = Path(tempfile.mkdtemp(dir=base))
     settings = ServerSettings(
-        topic_defaults={}, log_cleaner_threads=1, log_cleaner_dedupe_buffer_size=args.buffer
+        topic_defaults={},
+        log_cleaner_threads=1,
+        log_cleaner_dedupe_buffer_size=args.buffer,
+        compaction_worker_threads=threads,
     )
     manager = SegmentedLogManager(root, settings, start_threads=False)
     cleaner = LogCleaner(manager, settings)
@@ -86,28 +90,40 @@ def main() -> None:
     parser.add_argument("--buffer", type=int, default=128 * 1024 * 1024, help="dedupe buffer bytes")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument(
+        "--threads",
+        default="1",
+        help="comma-separated thread counts of a pass (compaction.worker.threads), each "
+        "timed on its own copy of the data",
+    )
+    parser.add_argument(
         "--dir", type=Path, default=None, help="where to put the data (default: tmp)"
     )
     args = parser.parse_args()
+    threads = [int(t) for t in args.threads.split(",")]
     base = Path(tempfile.mkdtemp(dir=args.dir))
     try:
-        runs = [one_run(args, base) for _ in range(args.runs)]
+        runs = [[one_run(args, base, t) for t in threads] for _ in range(args.runs)]
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
-    def med(key: str) -> float:
-        return statistics.median(r[key] for r in runs)
+    def med(key: str, i: int | None = None) -> float:
+        return statistics.median(
+            r[j][key] for r in runs for j in range(len(threads)) if i in (None, j)
+        )
 
     print(
         f"LogCleaner pass: {args.records:,} records of {args.record_size} B, {args.keys:,} keys, "
         f"{med('log_mb'):.1f} MB of segments, median of {args.runs} runs"
     )
-    print(f"{'measure':<34}{'records/s':>14}{'MB/s':>10}")
-    label = "cleaner pass (map + rewrite + swap)"
-    print(f"{label:<34}{med('clean_rps'):>14,.0f}{med('clean_mbps'):>10.1f}")
-    print(f"{'append (1000-record batches)':<34}{med('append_rps'):>14,.0f}{'':>10}")
-    print(f"{'floor: sequential write + fsync':<34}{'':>14}{med('write_mbps'):>10.1f}")
-    print(f"{'floor: sequential read':<34}{'':>14}{med('read_mbps'):>10.1f}")
+    print(f"{'measure':<38}{'records/s':>14}{'MB/s':>10}{'/ read floor':>14}")
+    for i, t in enumerate(threads):
+        label = f"cleaner pass, {t} thread{'s' if t > 1 else ''} (map + rewrite)"
+        mbps = med("clean_mbps", i)
+        print(f"{label:<38}{med('clean_rps', i):>14,.0f}{mbps:>10.1f}"
+              f"{mbps / med('read_mbps'):>14.3f}")  # fmt: skip
+    print(f"{'append (1000-record batches)':<38}{med('append_rps'):>14,.0f}")
+    print(f"{'floor: sequential write + fsync':<38}{'':>14}{med('write_mbps'):>10.1f}")
+    print(f"{'floor: sequential read':<38}{'':>14}{med('read_mbps'):>10.1f}")
 
 
 if __name__ == "__main__":

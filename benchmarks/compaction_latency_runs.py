@@ -115,7 +115,8 @@ def off_the_worker_cores() -> Iterator[None]:
     """The probe stands in for a client on another machine: it keeps off the cores the
     server's compaction worker runs on (``compaction.worker.own.cores``, the default), at
     idle and during the run alike, and gets its cores back after."""
-    split = CoreSplit.plan(workers=1)
+    defaults = ServerSettings()  # the server's own: no --config
+    split = CoreSplit.plan(defaults.worker_processes * defaults.pass_threads)
     if split is None:
         yield
         return

@@ -90,7 +90,10 @@ class Broker:
         self.ledgers = LedgerStore(data_dir / "ledgers", settings, clock)
         self.work_dir = data_dir / WORK_DIR
         WorkerCompactions.clear_work_dir(self.work_dir)
-        cores = CoreSplit.plan(settings.worker_processes, settings.compaction_worker_own_cores)
+        cores = CoreSplit.plan(
+            settings.worker_processes * settings.pass_threads,
+            settings.compaction_worker_own_cores,
+        )
         self.workers = WorkerPool(settings.worker_processes, cores)
         try:
             self.segments = SegmentedLogManager(data_dir / "segments", settings, clock)

@@ -170,6 +170,15 @@ def payload_of(data: bytes | memoryview, header: BatchHeader, offset: int = 0) -
     return memoryview(data)[offset + HEADER_SIZE : offset + header.size]
 
 
+def peek_first_entry(data: bytes, offset: int = 0) -> int:
+    """The first entry id a batch at ``offset`` claims, before checking it; -1 when the
+    bytes there are too few or do not start a batch of this format."""
+    if len(data) - offset < HEADER_SIZE:
+        return -1
+    fields = _header_unpack(data, offset)
+    return int(fields[7]) if fields[2] == BATCH_MAGIC else -1
+
+
 def peek_length(data: bytes, offset: int = 0) -> int:
     """The size a batch at ``offset`` claims (length field included), before checking it."""
     return int(LENGTH.unpack_from(data, offset)[0]) + 4

@@ -9,6 +9,7 @@ thread later.
 
 from __future__ import annotations
 
+import os
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
@@ -177,6 +178,13 @@ SERVER_KEYS = _keys(
         "worker processes that run compactions and cleaner passes; 0 = max(1, log.cleaner.threads)",
     ),
     ConfigKey(
+        "compaction.worker.threads",
+        _int(0, 64),
+        0,
+        "threads a cleaner pass reads and scans on; 0 = half the cores the server spares "
+        "each worker, 1 to 4",
+    ),
+    ConfigKey(
         "compaction.worker.own.cores",
         _bool,
         True,
@@ -327,6 +335,7 @@ class ServerSettings:
     compaction_max_concurrent: int = 2
     compaction_phase_one_memory_bytes: int = 1073741824
     compaction_workers: int = 0
+    compaction_worker_threads: int = 0
     compaction_worker_own_cores: bool = True
     read_batch_max_messages: int = 1000
     ledger_wal_recovery_mode: str = "absolute-consistency"
@@ -338,6 +347,17 @@ class ServerSettings:
     def worker_processes(self) -> int:
         """``compaction.workers``, 0 meaning one per cleaner thread (at least one)."""
         return self.compaction_workers or max(1, self.log_cleaner_threads)
+
+    @property
+    def pass_threads(self) -> int:
+        """``compaction.worker.threads``; 0 meaning half of the cores beyond one (the
+        server's) shared among the workers, at least one and at most four: a pass's
+        threads scale its reads and scans (measured: docs/benchmarks.md), and the server
+        keeps most cores for its own traffic."""
+        if self.compaction_worker_threads:
+            return self.compaction_worker_threads
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        return max(1, min(4, ((cores or 1) - 1) // (2 * self.worker_processes)))
 
     def defaults_for(self, kind: TopicKind) -> dict[str, str]:
         """The server-file defaults that apply to topics of this kind."""

@@ -6,7 +6,9 @@
  * walk), digests keys (SipHash-2-4-128) and probes or fills an offset map table
  * (_offset_table.h), so neither the LogCleaner nor the two-phase compactor touches a record in Python:
  *
- *   map_batch       the cleaner's offset map: key -> latest offset in [start, end)
+ *   digest_keys     the cleaner's offset map, first half: (offset, key digest) of each
+ *                   keyed record in [start, end)
+ *   map_digests     its second half: key -> latest offset, in log order
  *   survivors       the cleaner's rewrite: the bytes of the records that survive
  *   exchange_batch  phase one: key -> latest position << 1 | live, with the run's figures
  *   winner_bits     phase two's selection through phase one's map, as bits
@@ -15,6 +17,11 @@
  * A payload is walked whole before any record is acted on (a malformed record anywhere
  * fails the call, as a whole-payload walk would), its keys hashed and their first slots
  * prefetched (walk_all).
+ *
+ * digest_keys, map_digests and survivors run without the GIL: a cleaner pass digests and
+ * rewrites the batches of a log on several threads (cleaner.py), and a walk's error is
+ * therefore a thread's own text (walk_error) that the function raises once it holds the
+ * GIL again.
  */
 #include "_offset_table.h"
 
@@ -24,7 +31,25 @@
 
 static PyObject *MalformedPayload = NULL;
 
-static int bad(const char *what) { PyErr_SetString(MalformedPayload, what); return -1; }
+/* Why this thread's last walk failed; an empty text: memory ran out. */
+static _Thread_local char walk_error[128];
+
+static int bad(const char *what) {
+    snprintf(walk_error, sizeof walk_error, "%s", what);
+    return -1;
+}
+
+static int out_of_memory(void) {
+    walk_error[0] = 0;
+    return -1;
+}
+
+/* The failed walk's MalformedPayload (or MemoryError), with the GIL held. */
+static PyObject *raise_walk_error(void) {
+    if (!walk_error[0]) return PyErr_NoMemory();
+    PyErr_SetString(MalformedPayload, walk_error);
+    return NULL;
+}
 
 static int read_varint(const uint8_t *buf, Py_ssize_t *p, Py_ssize_t end, uint64_t *out) {
     uint64_t result = 0;
@@ -55,7 +80,7 @@ static Py_ssize_t skip_field(const uint8_t *buf, Py_ssize_t p, Py_ssize_t end, i
         if (n > (uint64_t)(end - p)) return bad("field runs past its message");
         return p + (Py_ssize_t)n;
     default:
-        PyErr_Format(MalformedPayload, "unsupported wire type %d", wire);
+        snprintf(walk_error, sizeof walk_error, "unsupported wire type %d", wire);
         return -1;
     }
     return q > end ? bad("field runs past its message") : q;
@@ -89,14 +114,15 @@ typedef struct {
 /* The record at p (< end); -1 with MalformedPayload set when it is not one. */
 static int next_record(const uint8_t *buf, Py_ssize_t p, Py_ssize_t end, Rec *r) {
     if (buf[p] != 0x0A) {
-        PyErr_Format(MalformedPayload, "expected a message record at byte %zd", p);
+        snprintf(walk_error, sizeof walk_error, "expected a message record at byte %zd", p);
         return -1;
     }
     Py_ssize_t ms = p + 1;
     uint64_t n, tag, vn;
     if (read_varint(buf, &ms, end, &n) < 0) return -1;
     if (n > (uint64_t)(end - ms)) {
-        PyErr_Format(MalformedPayload, "message record at byte %zd runs past the payload", p);
+        snprintf(walk_error, sizeof walk_error,
+                 "message record at byte %zd runs past the payload", p);
         return -1;
     }
     Py_ssize_t me = ms + (Py_ssize_t)n, q = ms;
@@ -133,19 +159,19 @@ typedef struct {
     Py_ssize_t n;
 } Walk;
 
-static void walk_free(Walk *w) { PyMem_Free(w->recs); w->recs = NULL; }
+static void walk_free(Walk *w) { PyMem_RawFree(w->recs); w->recs = NULL; }
 
 static int walk_all(const uint8_t *buf, Py_ssize_t len, const Table *t, Walk *w,
                     long long skip_lo, long long skip_hi) {
     Py_ssize_t cap = 64;
     const uint64_t slots = t ? (uint64_t)t->slots : 1;
     w->n = 0;
-    w->recs = PyMem_Malloc((size_t)cap * sizeof(Rec));
-    if (!w->recs) { PyErr_NoMemory(); return -1; }
+    w->recs = PyMem_RawMalloc((size_t)cap * sizeof(Rec));
+    if (!w->recs) return out_of_memory();
     for (Py_ssize_t p = 0; p < len; p = w->recs[w->n++].end) {
         if (w->n == cap) {
-            Rec *more = PyMem_Realloc(w->recs, (size_t)(cap *= 2) * sizeof(Rec));
-            if (!more) { walk_free(w); PyErr_NoMemory(); return -1; }
+            Rec *more = PyMem_RawRealloc(w->recs, (size_t)(cap *= 2) * sizeof(Rec));
+            if (!more) { walk_free(w); return out_of_memory(); }
             w->recs = more;
         }
         Rec *r = &w->recs[w->n];
@@ -176,26 +202,80 @@ static inline void set_bit(const Py_buffer *b, long long first, long long off, i
     *byte = on ? (uint8_t)(*byte | mask) : (uint8_t)(*byte & ~mask);
 }
 
-/* map_batch(hashes, offsets, payload, start, end, size, max_entries, bits, bits_first)
- *   -> (mapped, size, stop); with `bits`, bit `offset - bits_first` is set for the latest
- *   offset mapped of each key and cleared for the one it replaced (the pass's survivors
- *   of [start, end) then need no digest and no probe). */
-static PyObject *map_batch(PyObject *self, PyObject *args) {
+/* digest_keys(payload, start, end) -> bytes: for each keyed record with start <= offset <
+ *   end, in log order, 24 bytes: its offset (int64, little-endian), then its key's digest.
+ *   Without the GIL: threads digest batches side by side while one maps them in order. */
+static PyObject *digest_keys(PyObject *self, PyObject *args) {
+    Py_buffer v;
+    long long start, end;
+    if (!PyArg_ParseTuple(args, "y*LL", &v, &start, &end)) return NULL;
+    const uint8_t *buf = v.buf;
+    uint8_t *out = NULL;
+    Py_ssize_t n = 0;
+    int failed;
+    Walk w;
+    Py_BEGIN_ALLOW_THREADS
+    failed = walk_all(buf, v.len, NULL, &w, 0, 0) < 0;
+    if (!failed) {
+        out = PyMem_RawMalloc((size_t)w.n * 24 + 1);
+        failed = !out && out_of_memory() < 0;
+        for (Py_ssize_t i = 0; out && i < w.n; i++) {
+            const Rec *r = &w.recs[i];
+            long long off = (long long)r->entry;
+            if (!(r->flags & HAS_KEY) || off < start || off >= end) continue;
+            put_le64(out + n, (uint64_t)off);
+            digest_key(buf + r->ks, (size_t)(r->ke - r->ks), out + n + 8);
+            n += 24;
+        }
+        walk_free(&w);
+    }
+    Py_END_ALLOW_THREADS
+    PyObject *result = failed ? raise_walk_error() : PyBytes_FromStringAndSize((char *)out, n);
+    PyMem_RawFree(out);
+    PyBuffer_Release(&v);
+    return result;
+}
+
+/* How many entries ahead map_digests prefetches the slot of: enough to overlap the cache
+ * misses of the table (two a probe), few enough that the lines are still there. */
+#define AHEAD 16
+
+/* map_digests(hashes, offsets, digests, size, max_entries, bits, bits_first)
+ *   -> (mapped, size, stop): digest_keys' entries put in order, each key mapped to its
+ *   latest offset; stop: the offset of the first new key that found the map full (it and
+ *   the entries after it are not mapped), or -1. With `bits`, bit `offset - bits_first` is
+ *   set for each offset mapped and cleared for the one it replaced (the pass's survivors
+ *   then need no digest and no probe). Without the GIL: one thread maps. */
+static PyObject *map_digests(PyObject *self, PyObject *args) {
     PyObject *h, *o;
-    Py_buffer v, b;
-    long long start, stop_at, size, max_entries, bits_first, stop = -1, mapped = 0;
-    if (!PyArg_ParseTuple(args, "OOy*LLLLw*L", &h, &o, &v, &start, &stop_at, &size, &max_entries,
-                          &b, &bits_first))
+    Py_buffer d, b;
+    long long size, max_entries, bits_first, stop = -1, mapped = 0;
+    if (!PyArg_ParseTuple(args, "OOy*LLw*L", &h, &o, &d, &size, &max_entries, &b, &bits_first))
         return NULL;
     Table t;
-    if (table_open(&t, h, o) < 0) { PyBuffer_Release(&v); PyBuffer_Release(&b); return NULL; }
-    Walk w;
-    int failed = walk_all(v.buf, v.len, &t, &w, 0, 0) < 0;
-    for (Py_ssize_t i = 0; !failed && i < w.n; i++) {
-        const Rec *r = &w.recs[i];
-        long long off = (long long)r->entry;
-        if (!(r->flags & HAS_KEY) || off < start || off >= stop_at) continue;
-        long long old = table_exchange(t.hashes.buf, t.offsets.buf, t.slots, r->digest, off,
+    if (table_open(&t, h, o) < 0) { PyBuffer_Release(&d); PyBuffer_Release(&b); return NULL; }
+    if (d.len % 24) {
+        table_close(&t);
+        PyBuffer_Release(&d);
+        PyBuffer_Release(&b);
+        PyErr_SetString(PyExc_ValueError, "map_digests: 24 bytes an entry");
+        return NULL;
+    }
+    const uint8_t *e = d.buf;
+    Py_ssize_t n = d.len / 24;
+    Py_BEGIN_ALLOW_THREADS
+    uint8_t *hashes = t.hashes.buf;
+    int64_t *offsets = t.offsets.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+#if defined(__GNUC__)
+        if (i + AHEAD < n) {
+            uint64_t slot = scale(le64(e + (i + AHEAD) * 24 + 8), (uint64_t)t.slots);
+            __builtin_prefetch(hashes + (slot << 4));
+            __builtin_prefetch(offsets + slot);
+        }
+#endif
+        long long off = (long long)le64(e + i * 24);
+        long long old = table_exchange(hashes, offsets, t.slots, e + i * 24 + 8, off,
                                        size < max_entries);
         if (old == FULL) { stop = off; break; }
         size += old == NEW;
@@ -203,17 +283,18 @@ static PyObject *map_batch(PyObject *self, PyObject *args) {
         if (old >= 0 && in_bits(&b, bits_first, old)) set_bit(&b, bits_first, old, 0);
         if (in_bits(&b, bits_first, off)) set_bit(&b, bits_first, off, 1);
     }
-    if (!failed) walk_free(&w);
+    Py_END_ALLOW_THREADS
     table_close(&t);
-    PyBuffer_Release(&v);
+    PyBuffer_Release(&d);
     PyBuffer_Release(&b);
-    return failed ? NULL : Py_BuildValue("(LLL)", mapped, size, stop);
+    return Py_BuildValue("(LLL)", mapped, size, stop);
 }
 
 /* survivors(hashes, offsets, payload, expired, bits, bits_first, bits_end)
  *   -> (record bytes, kept, first, last, tombstone kept, read, keyless, tombstones removed)
- * An entry in [bits_first, bits_end) covered by `bits` (map_batch's) is the latest of its
- * key when its bit is set; any other is looked up in the table. */
+ * An entry in [bits_first, bits_end) covered by `bits` (map_digests') is the latest of its
+ * key when its bit is set; any other is looked up in the table. Without the GIL: the
+ * rewrite's threads read the table and the bits, and nothing writes them meanwhile. */
 static PyObject *survivors(PyObject *self, PyObject *args) {
     PyObject *h, *o, *out = NULL;
     Py_buffer v, b;
@@ -226,14 +307,20 @@ static PyObject *survivors(PyObject *self, PyObject *args) {
     long long covered_end = bits_first + (long long)b.len * 8;
     if (bits_end < covered_end) covered_end = bits_end;
     const uint8_t *buf = v.buf;
-    Walk w;
-    if (walk_all(buf, v.len, &t, &w, bits_first, covered_end) < 0) goto done;
-    uint8_t *kept_bytes = PyMem_Malloc(v.len > 0 ? (size_t)v.len : 1);
-    if (!kept_bytes) { PyErr_NoMemory(); walk_free(&w); goto done; }
-    long long kept = 0, first = 0, last = 0, keyless = 0, removed_tombs = 0;
-    int tomb_kept = 0;
+    uint8_t *kept_bytes = NULL;
+    long long kept = 0, first = 0, last = 0, keyless = 0, removed_tombs = 0, read = 0;
+    int tomb_kept = 0, failed, walked;
     Py_ssize_t n = 0;
-    for (Py_ssize_t i = 0; i < w.n; i++) {
+    Walk w;
+    Py_BEGIN_ALLOW_THREADS
+    failed = walk_all(buf, v.len, &t, &w, bits_first, covered_end) < 0;
+    walked = !failed;
+    if (walked) {
+        kept_bytes = PyMem_RawMalloc(v.len > 0 ? (size_t)v.len : 1);
+        failed = !kept_bytes && out_of_memory() < 0;
+        read = w.n;
+    }
+    for (Py_ssize_t i = 0; kept_bytes && i < w.n; i++) {
         const Rec *r = &w.recs[i];
         if (!(r->flags & HAS_KEY)) { keyless++; continue; }
         long long off = (long long)r->entry;
@@ -253,11 +340,15 @@ static PyObject *survivors(PyObject *self, PyObject *args) {
         kept++;
         last = off;
     }
-    out = Py_BuildValue("(y#LLLiLLL)", (const char *)kept_bytes, n, kept, first, last, tomb_kept,
-                        (long long)w.n, keyless, removed_tombs);
-    PyMem_Free(kept_bytes);
-    walk_free(&w);
-done:
+    if (walked) walk_free(&w);
+    Py_END_ALLOW_THREADS
+    if (failed) {
+        raise_walk_error();
+    } else {
+        out = Py_BuildValue("(y#LLLiLLL)", (const char *)kept_bytes, n, kept, first, last,
+                            tomb_kept, read, keyless, removed_tombs);
+    }
+    PyMem_RawFree(kept_bytes);
     table_close(&t);
     PyBuffer_Release(&v);
     PyBuffer_Release(&b);
@@ -278,7 +369,7 @@ static PyObject *unsuperseded(PyObject *self, PyObject *args) {
     if (table_open(&t, h, o) < 0) { PyBuffer_Release(&v); return NULL; }
     const uint8_t *buf = v.buf;
     Walk w;
-    if (walk_all(buf, v.len, &t, &w, 0, 0) < 0) goto done;
+    if (walk_all(buf, v.len, &t, &w, 0, 0) < 0) { raise_walk_error(); goto done; }
     uint8_t *kept_bytes = PyMem_Malloc(v.len > 0 ? (size_t)v.len : 1);
     if (!kept_bytes) { PyErr_NoMemory(); walk_free(&w); goto done; }
     unsigned long long fl = 0, fe = 0, ll = 0, le = 0;
@@ -349,7 +440,7 @@ static PyObject *exchange_batch(PyObject *self, PyObject *args) {
     if (!failed) walk_free(&w);
     table_close(&t);
     PyBuffer_Release(&v);
-    if (failed) return NULL;
+    if (failed) return raise_walk_error();
     return Py_BuildValue("(LLLLLLL)", read, kept, tombs, keyless, bytes_in, size, stop);
 }
 
@@ -391,7 +482,7 @@ static PyObject *winner_bits(PyObject *self, PyObject *args) {
     table_close(&t);
     PyBuffer_Release(&v);
     PyBuffer_Release(&b);
-    return failed ? NULL : PyLong_FromLongLong(set);
+    return failed ? raise_walk_error() : PyLong_FromLongLong(set);
 }
 
 static Py_ssize_t put_varint(uint8_t *out, uint64_t n) {
@@ -418,7 +509,7 @@ static PyObject *select_batch(PyObject *self, PyObject *args) {
     Py_ssize_t n = 0;
     Rec r;
     for (Py_ssize_t p = 0; p < v.len; p = r.end) {
-        if (next_record(buf, p, v.len, &r) < 0) goto done;
+        if (next_record(buf, p, v.len, &r) < 0) { raise_walk_error(); goto done; }
         pos++;
         if (next >= 0 || pos < first || pos > last) continue;
         long long off = pos - bits_first;
@@ -473,7 +564,8 @@ static PyObject *live_bitmap(PyObject *self, PyObject *args) {
 }
 
 static PyMethodDef methods[] = {
-    {"map_batch", map_batch, METH_VARARGS, "The cleaner's offset map over one batch."},
+    {"digest_keys", digest_keys, METH_VARARGS, "The offsets and key digests of one batch."},
+    {"map_digests", map_digests, METH_VARARGS, "The cleaner's offset map over digested keys."},
     {"survivors", survivors, METH_VARARGS, "The records of one batch that survive cleaning."},
     {"exchange_batch", exchange_batch, METH_VARARGS, "Phase one over one batch."},
     {"select_batch", select_batch, METH_VARARGS, "Phase two: one batch's selected records."},

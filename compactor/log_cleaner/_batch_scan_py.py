@@ -5,7 +5,9 @@ walk: ids, key flags, keys, byte ranges), hashes keys and probes or fills an off
 table (the two buffers of ``offset_map.SkimpyOffsetMap``, probed as ``_offset_map_py``
 does), and answers for the whole batch, so the callers' loops run once a batch:
 
-- ``map_batch``: the LogCleaner's offset map, key -> latest offset in ``[start, end)``;
+- ``digest_keys`` and ``map_digests``: the LogCleaner's offset map, key -> latest offset
+  in ``[start, end)``, in two halves (the compiled twin digests batches on several
+  threads, and one thread maps them in log order);
 - ``survivors``: the LogCleaner's rewrite, the bytes of the records that survive;
 - ``exchange_batch``: phase one, key -> ``position << 1 | live`` with the run's figures;
 - ``winner_bits``: phase two's selection through phase one's map, as bits;
@@ -18,6 +20,7 @@ function stopped early); the callers name the batch in the ``CorruptData`` they 
 
 from __future__ import annotations
 
+import struct
 from array import array
 
 from compactlog.compactor.log_cleaner._offset_map_py import FULL, NEW, _find, digest
@@ -29,8 +32,9 @@ LIVE = HAS_KEY | VALUE_NON_EMPTY  # a keyed record with a non-empty value
 Walked = list[tuple[int, int, int, bytes | None, int, int]]
 
 
-def _exchange(hashes: bytearray, offsets: array[int], key: bytes, value: int, can_add: bool) -> int:
-    key_hash = digest(key)
+def _exchange(
+    hashes: bytearray, offsets: array[int], key_hash: bytes, value: int, can_add: bool
+) -> int:
     slot = _find(hashes, offsets, key_hash)
     if slot < 0:
         return FULL
@@ -52,28 +56,39 @@ def _in_bits(bits: bytearray, first: int, off: int) -> bool:
     return off >= first and (off - first) >> 3 < len(bits)
 
 
-def map_batch(
+_DIGESTED = struct.Struct("<q16s")  # digest_keys' entry: offset, key digest
+
+
+def digest_keys(payload: bytes | memoryview, start: int, end: int) -> bytes:
+    """For each keyed record with ``start <= offset < end``, in log order, 24 bytes: its
+    offset (int64, little-endian) and its key's digest."""
+    return b"".join(
+        _DIGESTED.pack(off, digest(key))
+        for _l, off, flags, key, _s, _e in _walk(payload)
+        if key is not None and flags & HAS_KEY and start <= off < end
+    )
+
+
+def map_digests(
     hashes: bytearray,
     offsets: array[int],
-    payload: bytes | memoryview,
-    start: int,
-    end: int,
+    digests: bytes,
     size: int,
     max_entries: int,
     bits: bytearray,
     bits_first: int,
 ) -> tuple[int, int, int]:
-    """Map the key of every keyed record with ``start <= offset < end`` to its offset;
-    ``(mapped, size, stop)``: stop is the offset of the first key that found the map
-    full (it and the records after it are not mapped), or -1. Bit ``offset - bits_first``
+    """Map each key of ``digest_keys``' entries, in order, to its offset;
+    ``(mapped, size, stop)``: stop is the offset of the first new key that found the map
+    full (it and the entries after it are not mapped), or -1. Bit ``offset - bits_first``
     of ``bits`` (where it has one) is set for each offset mapped and cleared for the one
     it replaced, so the bits set are the latest offset of each key: ``survivors`` reads
     them instead of digesting and probing."""
+    if len(digests) % _DIGESTED.size:
+        raise ValueError("map_digests: 24 bytes an entry")
     mapped = 0
-    for _l, off, flags, key, _s, _e in _walk(payload):
-        if key is None or not flags & HAS_KEY or off < start or off >= end:
-            continue
-        old = _exchange(hashes, offsets, key, off, size < max_entries)
+    for off, key_hash in _DIGESTED.iter_unpack(digests):
+        old = _exchange(hashes, offsets, key_hash, off, size < max_entries)
         if old == FULL:
             return mapped, size, off
         size += old == NEW
@@ -97,7 +112,7 @@ def survivors(
     """The records that survive: keyed, not superseded by a later offset of their key in
     the map, and not a tombstone whose batch's delete horizon has passed (``expired``).
     An offset in ``[bits_first, bits_end)`` that ``bits`` covers is the latest of its key
-    when its bit is set (``map_batch``); any other is looked up in the table.
+    when its bit is set (``map_digests``); any other is looked up in the table.
     ``(their bytes, kept, first offset, last offset, 1 if a tombstone is kept, records
     read, keyless dropped, tombstones removed)``."""
     parts: list[bytes | memoryview] = []
@@ -176,7 +191,8 @@ def exchange_batch(
             continue
         if key is not None and flags & HAS_KEY:
             live = 1 if flags & VALUE_NON_EMPTY else 0
-            old = _exchange(hashes, offsets, key, (base + pos) << 1 | live, size < max_entries)
+            value = (base + pos) << 1 | live
+            old = _exchange(hashes, offsets, digest(key), value, size < max_entries)
             if old == FULL:
                 return read, kept, tombs, keyless, bytes_in, size, pos
             if old == NEW:

@@ -35,13 +35,13 @@ Kept = tuple[bytes, int, int, int, int, int]
 class ScanTwin(Protocol):
     """The functions both twins provide (``_batch_scan_py`` documents them)."""
 
-    def map_batch(
+    def digest_keys(self, payload: Buffer, start: int, end: int) -> bytes: ...
+
+    def map_digests(
         self,
         hashes: bytearray,
         offsets: array[int],
-        payload: Buffer,
-        start: int,
-        end: int,
+        digests: bytes,
         size: int,
         max_entries: int,
         bits: bytearray,
@@ -122,6 +122,30 @@ twin, COMPILED = _load_twin()
 NO_BITS = bytearray()  # a pass that keeps no bitmap of the latest offsets
 
 
+def digest_keys(payload: Buffer, start: int, end: int, where: str) -> bytes:
+    """The first half of the cleaner's ``put`` over one batch: each keyed record's offset
+    and key digest (24 bytes), for ``start <= offset < end``, in log order. The compiled
+    twin runs without the GIL, so threads digest batches side by side."""
+    try:
+        return twin.digest_keys(payload, start, end)
+    except MalformedPayload as exc:
+        raise CorruptData(f"{where}: {exc}", position=where) from None
+
+
+def map_digests(
+    m: SkimpyOffsetMap, digests: bytes, latest: bytearray = NO_BITS, bits_first: int = 0
+) -> tuple[int, int]:
+    """The second half: map each key of ``digest_keys``' entries to its offset, in order;
+    ``(keys mapped, offset of the first key that did not fit or -1)``; ``m.size``
+    follows. ``latest``, a bitmap of the offsets from ``bits_first`` on, is kept with a
+    bit set for each key's latest offset mapped so far."""
+    hashes, offsets, _slots = m.table()
+    mapped, m.size, stop = twin.map_digests(
+        hashes, offsets, digests, m.size, m.max_entries, latest, bits_first
+    )
+    return mapped, stop
+
+
 def map_batch(
     m: SkimpyOffsetMap,
     payload: Buffer,
@@ -130,18 +154,8 @@ def map_batch(
     where: str,
     latest: bytearray = NO_BITS,
 ) -> tuple[int, int]:
-    """Map the keys of one batch's records with ``start <= offset < end`` (the cleaner's
-    ``put``): ``(keys mapped, offset of the first key that did not fit or -1)``;
-    ``m.size`` follows. ``latest``, a bitmap of the offsets from ``start`` on, is kept
-    with a bit set for each key's latest offset mapped so far."""
-    hashes, offsets, _slots = m.table()
-    try:
-        mapped, m.size, stop = twin.map_batch(
-            hashes, offsets, payload, start, end, m.size, m.max_entries, latest, start
-        )
-    except MalformedPayload as exc:
-        raise CorruptData(f"{where}: {exc}", position=where) from None
-    return mapped, stop
+    """Both halves over one batch, in this thread (``latest`` starts at ``start``)."""
+    return map_digests(m, digest_keys(payload, start, end, where), latest, start)
 
 
 def survivors(
@@ -154,7 +168,7 @@ def survivors(
 ) -> Survived:
     """The records of one batch that survive cleaning against the map (``_batch_scan_py``);
     an offset in ``mapped`` (``[first, end)``, the offsets the map took) is looked up in
-    ``latest`` (``map_batch``'s, bit 0 for ``first``) instead of being digested and
+    ``latest`` (``map_digests``', bit 0 for ``first``) instead of being digested and
     probed."""
     hashes, offsets, _slots = m.table()
     try:

@@ -32,11 +32,20 @@ server, which alone changes the log: ``worker_pass``).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import closing
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
-from compactlog.compactor.log_cleaner.batch_scan import NO_BITS, map_batch, survivors
+from compactlog.compactor.log_cleaner.batch_scan import (
+    COMPILED,
+    NO_BITS,
+    digest_keys,
+    map_digests,
+    survivors,
+)
+from compactlog.compactor.log_cleaner.fanout import Fanout, Piece
 from compactlog.compactor.log_cleaner.manager import LogToClean
 from compactlog.compactor.log_cleaner.offset_map import SkimpyOffsetMap
 from compactlog.compactor.log_cleaner.rewrite import BatchWriter
@@ -55,6 +64,9 @@ PACE_BYTES = 64 * 1024
 UNTHROTTLED_PACE_BYTES = 1024 * 1024
 # Survivors of one batch: (record bytes, count, first offset, last offset, horizon)
 Survivors = tuple[list[bytes], int, int, int, int]
+# A batch of the rewrite: its survivors (None: none), header, (records, keyless dropped,
+# tombstones removed)
+Survived = tuple[Survivors | None, BatchHeader, tuple[int, int, int]]
 
 
 @dataclass
@@ -148,7 +160,9 @@ def group_segments_by_size(
 
 
 class Cleaner:
-    """Runs passes with one offset map; one Cleaner per thread."""
+    """Runs passes with one offset map, one pass at a time. A pass reads and scans on
+    ``threads`` threads (``fanout``) when the compiled scans are there to let go of the
+    GIL and no throttle holds it back; else on its caller's alone."""
 
     def __init__(
         self,
@@ -158,8 +172,11 @@ class Cleaner:
         is_aborted: Callable[[str], bool],
         control: RunControl | None = None,
         fault: Callable[[str], None] = _no_fault,
+        threads: int = 1,
     ) -> None:
         self.fault = fault
+        self.threads = threads if COMPILED and not throttler.limited else 1
+        self.fan = Fanout(1)
         self.map = offset_map
         self.chunk = max(io_buffer_size, 64 * 1024)
         self.quantum = PACE_BYTES if throttler.limited else UNTHROTTLED_PACE_BYTES
@@ -198,6 +215,21 @@ class Cleaner:
         head = plan.log_start_offset
         self.progress = Progress(CLEANING, 0, 2 * (stop - start) + start - head)
         self.control.report(self.progress)
+        with Fanout(self.threads) as self.fan:
+            try:
+                return self._clean(plan, closed, active_base, swap, stats)
+            finally:
+                self.latest, self.mapped, self.fan = NO_BITS, (0, 0), Fanout(1)
+
+    def _clean(
+        self,
+        plan: CleanPlan,
+        closed: Sequence[LogSegment],
+        active_base: int,
+        swap: Swap,
+        stats: PassStats,
+    ) -> PassStats:
+        start, head = plan.first_dirty_offset, plan.log_start_offset
         end = self.build_offset_map(plan, closed, active_base, stats)
         self.mapped = (start, end)
         mapped = end - start
@@ -210,54 +242,62 @@ class Cleaner:
         to_clean = [s for s in closed if s.base_offset < end]
         cfg = plan.config
         horizon = plan.now_ms + cfg.delete_retention_ms
-        try:
-            for group in group_segments_by_size(
-                to_clean, cfg.segment_bytes, cfg.segment_index_bytes, end
-            ):
-                self._check_aborted(plan.name)
-                self.clean_segments(plan, group, horizon, stats, swap)
-        finally:
-            self.latest, self.mapped = NO_BITS, (0, 0)
+        for group in group_segments_by_size(
+            to_clean, cfg.segment_bytes, cfg.segment_index_bytes, end
+        ):
+            self._check_aborted(plan.name)
+            self.clean_segments(plan, group, horizon, stats, swap)
         self._report(self.progress.total)
         return stats
 
     def build_offset_map(
         self, plan: CleanPlan, closed: Sequence[LogSegment], active_base: int, stats: PassStats
     ) -> int:
-        """Map the dirty section; return the offset where it stopped (exclusive). Each
-        batch is one call (``batch_scan.map_batch``): its records never reach Python."""
+        """Map the dirty section; return the offset where it stopped (exclusive). Its
+        pieces are read and digested on the pass's threads (``fanout``); this thread maps
+        the digests in log order (``batch_scan.map_digests``): no record reaches Python."""
         start, end = plan.first_dirty_offset, plan.first_uncleanable_offset
-        ends = [s.base_offset for s in closed[1:]] + [active_base] if closed else []
         since = 0
+        pieces = self._dirty_pieces(closed, active_base, start, end)
+        with closing(self.fan.ordered(partial(self._digested, start, end), pieces)) as done:
+            for piece in done:
+                for digests, last, size in piece:
+                    mapped, stop = map_digests(self.map, digests, self.latest, start)
+                    stats.map_records += mapped
+                    if stop >= 0:
+                        return stop
+                    if last >= end:
+                        return end
+                    since += size
+                    if since >= self.quantum:
+                        self._pace(plan.name, since)
+                        self._report(last + 1 - start, since)
+                        since = 0
+        return end
+
+    def _dirty_pieces(
+        self, closed: Sequence[LogSegment], active_base: int, start: int, end: int
+    ) -> Iterator[Piece]:
+        ends = [s.base_offset for s in closed[1:]] + [active_base] if closed else []
         for seg, seg_end in zip(closed, ends, strict=True):
             if seg_end <= start:
                 continue
             if seg.base_offset >= end:
                 break
-            scan = (
-                seg.batches_from(start, seg.size, self.chunk)
-                if start > seg.base_offset
-                else seg.batches(0, seg.size, self.chunk)
-            )
-            seg_where = seg.where
-            for buf, p, header, at in scan:
-                last = header.last_id.entry_id
-                if last < start:
-                    continue
-                where = f"{seg_where}, byte {at}"
-                payload = payload_of(buf, header, p)
-                mapped, stop = map_batch(self.map, payload, start, end, where, self.latest)
-                stats.map_records += mapped
-                if stop >= 0:
-                    return stop
-                if last >= end:
-                    return end
-                since += header.size
-                if since >= self.quantum:
-                    self._pace(plan.name, since)
-                    self._report(last + 1 - start, since)
-                    since = 0
-        return end
+            yield from self.fan.pieces(seg, seg.size, start)
+
+    def _digested(self, start: int, end: int, piece: Piece) -> Iterator[tuple[bytes, int, int]]:
+        """A piece's batches as ``(digests, last offset, bytes)``, up to the one holding
+        ``end`` (on one of the pass's threads)."""
+        seg_where = piece.seg.where
+        for buf, p, header, at in piece.batches(self.chunk):
+            last = header.last_id.entry_id
+            if last < start:
+                continue
+            payload = payload_of(buf, header, p)
+            yield digest_keys(payload, start, end, f"{seg_where}, byte {at}"), last, header.size
+            if last >= end:
+                return
 
     def _pace(self, name: str, nbytes: int) -> None:
         self.throttler.maybe_throttle(nbytes)
@@ -301,23 +341,25 @@ class Cleaner:
         writer = BatchWriter(cleaned)
         tally = _Tally()
         since = 0
-        for seg in group:
-            stats.bytes_in += seg.size
-            seg_where = seg.where
-            for buf, p, header, at in seg.batches(0, seg.size, self.chunk):
-                where = f"{seg_where}, byte {at}"
-                payload = payload_of(buf, header, p)
-                kept = self._survivors(payload, header, now_ms, horizon, where, tally)
-                if kept is not None:
-                    parts, count, first, last, tomb_horizon = kept
-                    writer.add(parts, count, first, last, header, tomb_horizon)
-                since += header.size
-                if since >= self.quantum:
-                    self._pace(name, since)
-                    self._report(self._rewrite_base + header.last_id.entry_id + 1, since)
-                    since = 0
+        pieces = [piece for seg in group for piece in self.fan.pieces(seg, seg.size)]
+        scan = partial(self._survivors, now_ms, horizon)
+        with closing(self.fan.ordered(scan, pieces)) as done:
+            for piece in done:
+                for kept, header, (read, keyless, tombstones) in piece:
+                    tally.read += read
+                    tally.keyless += keyless
+                    tally.tombstones += tombstones
+                    if kept is not None:
+                        parts, count, first, last, tomb_horizon = kept
+                        writer.add(parts, count, first, last, header, tomb_horizon)
+                    since += header.size
+                    if since >= self.quantum:
+                        self._pace(name, since)
+                        self._report(self._rewrite_base + header.last_id.entry_id + 1, since)
+                        since = 0
         writer.flush()
         cleaned.on_become_inactive()
+        stats.bytes_in += sum(seg.size for seg in group)
         stats.read += tally.read
         stats.kept += writer.records
         stats.removed += tally.read - writer.records
@@ -326,24 +368,24 @@ class Cleaner:
         stats.bytes_out += cleaned.size
         self._report(self.progress.done, written=cleaned.size)
 
-    def _survivors(
-        self,
-        payload: memoryview,
-        header: BatchHeader,
-        now_ms: int,
-        horizon: int,
-        where: str,
-        tally: _Tally,
-    ) -> Survivors | None:
-        """The records of one batch that survive (``batch_scan.survivors``, one call)."""
-        expired = 0 <= header.delete_horizon_ms <= now_ms
-        carried = header.delete_horizon_ms if header.delete_horizon_ms >= 0 else horizon
-        data, kept, first, last, tomb_kept, read, keyless, tombstones = survivors(
-            self.map, payload, expired, where, self.latest, self.mapped
-        )
-        tally.read += read
-        tally.keyless += keyless
-        tally.tombstones += tombstones
-        if not kept:
-            return None
-        return [data], kept, first, last, carried if tomb_kept else NO_HORIZON
+    def _survivors(self, now_ms: int, horizon: int, piece: Piece) -> Iterator[Survived]:
+        """Each batch of a piece with the records that survive in it (one
+        ``batch_scan.survivors`` call a batch, on one of the pass's threads)."""
+        seg_where = piece.seg.where
+        for buf, p, header, at in piece.batches(self.chunk):
+            expired = 0 <= header.delete_horizon_ms <= now_ms
+            carried = header.delete_horizon_ms if header.delete_horizon_ms >= 0 else horizon
+            data, kept, first, last, tomb_kept, read, keyless, tombstones = survivors(
+                self.map,
+                payload_of(buf, header, p),
+                expired,
+                f"{seg_where}, byte {at}",
+                self.latest,
+                self.mapped,
+            )
+            counts = (read, keyless, tombstones)
+            if not kept:
+                yield None, header, counts
+                continue
+            horizon_kept = carried if tomb_kept else NO_HORIZON
+            yield ([data], kept, first, last, horizon_kept), header, counts

@@ -50,6 +50,7 @@ class CleaningJob:
     load_factor: float
     io_buffer_size: int
     io_max_bytes_per_second: float
+    threads: int
 
     def _offset_map(self, cache: dict[Any, Any]) -> SkimpyOffsetMap:
         key = ("offset-map", self.map_bytes, self.load_factor)
@@ -85,6 +86,7 @@ class CleaningJob:
             lambda _name: link.poll_cancel(),
             link,
             fault_from_env(crash=kill_self),
+            self.threads,
         )
         try:
             return cleaner.clean(self.plan, closed, self.active_base, swap)
@@ -134,6 +136,7 @@ class WorkerPasses:
             s.log_cleaner_io_buffer_load_factor,
             s.log_cleaner_io_buffer_size,
             s.log_cleaner_io_max_bytes_per_second,
+            s.pass_threads,
         )
 
         control.report(Progress(CLEANING))  # watchers see the phase while a worker starts

@@ -17,7 +17,14 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from compactlog.errors import CorruptData
-from compactlog.storage.batch import BatchHeader, decode_message, payload_of, walk
+from compactlog.storage.batch import (
+    HEADER_SIZE,
+    BatchHeader,
+    decode_message,
+    payload_of,
+    peek_first_entry,
+    walk,
+)
 from compactlog.storage.segmented.scan import READ_CHUNK, Checked
 
 if TYPE_CHECKING:
@@ -62,6 +69,31 @@ def batches_from(
             seg, "offset index", f"({entry_offset}, {pos}) points at a batch of another offset"
         )
     yield from seg.batches(0, end, chunk)
+
+
+def split_points(seg: LogSegment, start: int, end: int, every: int) -> list[int]:
+    """Batch starts in ``(start, end)`` at least ``every`` bytes apart, so that the pieces
+    between them can be read on several threads: offset-index entries, each checked by
+    the header at its position (it must claim the entry's offset; the pieces' reads then
+    check every batch). An entry that fails makes the index untrusted, and the segment
+    one piece."""
+    if not seg.index_trusted:
+        return []
+    index = seg.offset_index
+    points: list[int] = []
+    last = start
+    for offset, pos in zip(index.offsets, index.positions, strict=True):
+        if pos >= end:
+            break
+        if pos - last < every:
+            continue
+        claimed = peek_first_entry(seg.pread(HEADER_SIZE, pos))
+        if claimed != offset:
+            distrust(seg, "offset index", f"({offset}, {pos}) points at a batch of {claimed}")
+            return []
+        points.append(pos)
+        last = pos
+    return points
 
 
 def header_starting_at(seg: LogSegment, offset: int, end: int) -> BatchHeader | None:

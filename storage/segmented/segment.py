@@ -291,6 +291,11 @@ class LogSegment:
         ``end``, found by the offset index and checked against it (``lookups.py``)."""
         return lookups.batches_from(self, offset, end, chunk)
 
+    def split_points(self, start: int, end: int, every: int) -> list[int]:
+        """Checked batch starts in ``(start, end)``, ``every`` bytes apart or more, where
+        the bytes can be cut into pieces read side by side (``lookups.py``)."""
+        return lookups.split_points(self, start, end, every)
+
     def record_count(self) -> int:
         if self._count is None:
             self._count = sum(h.count for _b, _p, h, _a in self.batches(0, self.size))
