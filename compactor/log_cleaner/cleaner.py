@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from functools import partial
+from itertools import islice
 from pathlib import Path
 
 from compactlog.compactor.log_cleaner.batch_scan import (
@@ -242,11 +243,16 @@ class Cleaner:
         to_clean = [s for s in closed if s.base_offset < end]
         cfg = plan.config
         horizon = plan.now_ms + cfg.delete_retention_ms
-        for group in group_segments_by_size(
-            to_clean, cfg.segment_bytes, cfg.segment_index_bytes, end
-        ):
-            self._check_aborted(plan.name)
-            self.clean_segments(plan, group, horizon, stats, swap)
+        groups = group_segments_by_size(to_clean, cfg.segment_bytes, cfg.segment_index_bytes, end)
+        # one stream over every group's pieces: the threads read the next group's while
+        # this one's segment is finished and swapped
+        pieces = [[p for seg in group for p in self.fan.pieces(seg, seg.size)] for group in groups]
+        scan = partial(self._survivors, plan.now_ms, horizon)
+        with closing(self.fan.ordered(scan, (p for ps in pieces for p in ps))) as sifted:
+            for group, group_pieces in zip(groups, pieces, strict=True):
+                self._check_aborted(plan.name)
+                group_sifted = islice(sifted, len(group_pieces))
+                self.clean_segments(plan, group, horizon, stats, swap, group_sifted)
         self._report(self.progress.total)
         return stats
 
@@ -287,17 +293,26 @@ class Cleaner:
             yield from self.fan.pieces(seg, seg.size, start)
 
     def _digested(self, start: int, end: int, piece: Piece) -> Iterator[tuple[bytes, int, int]]:
-        """A piece's batches as ``(digests, last offset, bytes)``, up to the one holding
-        ``end`` (on one of the pass's threads)."""
+        """A piece's digests as ``(digests, last offset, bytes read)``, a quantum of
+        batches at a time (so this pass's own thread maps them in few calls), up to the
+        batch holding ``end`` (on one of the pass's threads)."""
         seg_where = piece.seg.where
+        parts: list[bytes] = []
+        last = size = 0
         for buf, p, header, at in piece.batches(self.chunk):
             last = header.last_id.entry_id
             if last < start:
                 continue
             payload = payload_of(buf, header, p)
-            yield digest_keys(payload, start, end, f"{seg_where}, byte {at}"), last, header.size
-            if last >= end:
-                return
+            parts.append(digest_keys(payload, start, end, f"{seg_where}, byte {at}"))
+            size += header.size
+            if size >= self.quantum or last >= end:
+                yield b"".join(parts), last, size
+                parts, size = [], 0
+                if last >= end:
+                    return
+        if size:
+            yield b"".join(parts), last, size
 
     def _pace(self, name: str, nbytes: int) -> None:
         self.throttler.maybe_throttle(nbytes)
@@ -310,13 +325,15 @@ class Cleaner:
         horizon: int,
         stats: PassStats,
         swap: Swap,
+        sifted: Iterator[Iterator[Survived]],
     ) -> None:
-        """Rewrite ``group`` into one ``.cleaned`` segment and have ``swap`` put it in."""
+        """Rewrite ``group`` into one ``.cleaned`` segment and have ``swap`` put it in;
+        ``sifted``: the survivors of the group's pieces, in order (``_survivors``)."""
         cleaned = LogSegment.create(
             plan.directory, group[0].base_offset, plan.index_params(), suffix=CLEANED
         )
         try:
-            self._copy_survivors(cleaned, group, plan.now_ms, horizon, stats, plan.name)
+            self._copy_survivors(cleaned, group, sifted, stats, plan.name)
             newest = max(s.last_modified_ms() for s in group)
             cleaned.flush()
             os.utime(cleaned.path(), ns=(newest * 1_000_000, newest * 1_000_000))
@@ -333,30 +350,26 @@ class Cleaner:
         self,
         cleaned: LogSegment,
         group: list[LogSegment],
-        now_ms: int,
-        horizon: int,
+        sifted: Iterator[Iterator[Survived]],
         stats: PassStats,
         name: str,
     ) -> None:
         writer = BatchWriter(cleaned)
         tally = _Tally()
         since = 0
-        pieces = [piece for seg in group for piece in self.fan.pieces(seg, seg.size)]
-        scan = partial(self._survivors, now_ms, horizon)
-        with closing(self.fan.ordered(scan, pieces)) as done:
-            for piece in done:
-                for kept, header, (read, keyless, tombstones) in piece:
-                    tally.read += read
-                    tally.keyless += keyless
-                    tally.tombstones += tombstones
-                    if kept is not None:
-                        parts, count, first, last, tomb_horizon = kept
-                        writer.add(parts, count, first, last, header, tomb_horizon)
-                    since += header.size
-                    if since >= self.quantum:
-                        self._pace(name, since)
-                        self._report(self._rewrite_base + header.last_id.entry_id + 1, since)
-                        since = 0
+        for piece in sifted:
+            for kept, header, (read, keyless, tombstones) in piece:
+                tally.read += read
+                tally.keyless += keyless
+                tally.tombstones += tombstones
+                if kept is not None:
+                    parts, count, first, last, tomb_horizon = kept
+                    writer.add(parts, count, first, last, header, tomb_horizon)
+                since += header.size
+                if since >= self.quantum:
+                    self._pace(name, since)
+                    self._report(self._rewrite_base + header.last_id.entry_id + 1, since)
+                    since = 0
         writer.flush()
         cleaned.on_become_inactive()
         stats.bytes_in += sum(seg.size for seg in group)
