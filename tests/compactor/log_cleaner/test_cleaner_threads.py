@@ -23,6 +23,9 @@ from compactlog.compactor.log_cleaner import LogCleaner, fanout
 from compactlog.compactor.log_cleaner.batch_scan import COMPILED
 from compactlog.compactor.log_cleaner.checkpoint import FILE_NAME, CleanerCheckpoint
 from compactlog.compactor.log_cleaner.fanout import Fanout, Piece
+from compactlog.compactor.log_cleaner.worker_pass import WorkerPasses
+from compactlog.compactor.progress import LocalRunControl, Progress
+from compactlog.compactor.workers import WorkerPool
 from compactlog.storage.config import ServerSettings
 from compactlog.storage.segmented import SegmentedLogManager
 from compactlog.storage.segmented.version import server_file
@@ -176,6 +179,70 @@ def test_a_flipped_byte_in_a_middle_piece_fails_the_pass_and_changes_nothing(
     assert result.error is not None and "CRC" in result.error
     assert files(tmp_path) == before
     assert not list((tmp_path / TOPIC).glob("*.cleaned"))
+
+
+def big_log(root: Path) -> None:
+    """About 12 MB in one segment: three pieces of the real ``PIECE_BYTES``."""
+    s = ServerSettings(topic_defaults={})
+    m = SegmentedLogManager(root, s, clock=lambda: NOW, start_threads=False)
+    m.create_topic(
+        TOPIC, {**CONFIG, "segment.bytes": str(64 << 20), "index.interval.bytes": "4096"}
+    )
+    pad = b"p" * 100
+    for start in range(0, 100_000, 1000):
+        m.append(TOPIC, [Record(b"key-%d" % (i % 3000), pad) for i in range(start, start + 1000)])
+    m.get_log(TOPIC).roll()
+    m.close()
+
+
+def test_a_pass_in_a_worker_process_on_four_threads_writes_what_one_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fanout, "PIECE_BYTES", 4 << 20)  # the worker's own value
+    big_log(tmp_path / "src")
+    after = []
+    pool = WorkerPool(1)
+    try:
+        for threads, passes in ((1, None), (4, pool)):
+            root = tmp_path / f"threads-{threads}"
+            shutil.copytree(tmp_path / "src", root)
+            s = ServerSettings(topic_defaults={}, compaction_worker_threads=threads)
+            m = SegmentedLogManager(root, s, clock=lambda: NOW, start_threads=False)
+            runner = WorkerPasses(passes, s) if passes is not None else None
+            result = LogCleaner(m, s, clock=lambda: NOW, passes=runner).clean_now(TOPIC)
+            assert result.error is None and result.read == 100_000 and result.kept == 3000
+            m.close()
+            after.append(files(root))
+    finally:
+        pool.close()
+    assert after[0] == after[1]
+
+
+def test_a_cancel_during_a_threaded_pass_stops_it_and_leaves_the_log_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    big_log(tmp_path)
+    before = files(tmp_path)
+    s = ServerSettings(topic_defaults={}, compaction_worker_threads=4)
+    m = SegmentedLogManager(tmp_path, s, clock=lambda: NOW, start_threads=False)
+    control = LocalRunControl()
+    reports: list[int] = []
+    real_report = control.report
+
+    def report(progress: Progress) -> None:
+        real_report(progress)
+        reports.append(progress.done)
+        if len(reports) == 4:  # in the middle of the map pass
+            control.cancel()
+
+    monkeypatch.setattr(control, "report", report)
+    result = LogCleaner(m, s, clock=lambda: NOW).clean_now(TOPIC, control)
+    m.close()
+    assert result.error is not None and "cancel" in result.error.lower()
+    assert 0 < reports[-1] < 100_000
+    assert files(tmp_path) == before
+    assert not list((tmp_path / TOPIC).glob("*.cleaned"))
+    assert threading.active_count() < 10  # the pass's threads ended with it
 
 
 # ---- the fanout itself ------------------------------------------------------------------
