@@ -9,6 +9,7 @@ the whole of phase one.
 
     .venv/bin/python benchmarks/bench_two_phase.py                      # 1M x 100 B, 100k keys
     .venv/bin/python benchmarks/bench_two_phase.py --messages 100000 --keys 10000 --runs 3
+    .venv/bin/python benchmarks/bench_two_phase.py --threads 1,2,4    # phase one's threads
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import statistics
 import tempfile
 import time
 import tracemalloc
+from functools import partial
 from pathlib import Path
 
 from compactlog.bench.floors import two_phase_floor
@@ -67,7 +69,14 @@ def main() -> int:
     ap.add_argument("--value-bytes", type=int, default=100)
     ap.add_argument("--batch", type=int, default=1000, help="records per append")
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument(
+        "--threads",
+        default="1",
+        help="comma-separated thread counts phase one digests on (compaction.worker.threads);\n"
+        "the first is reported in full, the others by their times",
+    )
     args = ap.parse_args()
+    threads = [int(n) for n in args.threads.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
         store = LedgerStore(
             Path(tmp) / "ledgers", ServerSettings(publish_durability="wal", topic_defaults={})
@@ -79,20 +88,26 @@ def main() -> int:
             f"in {time.perf_counter() - t:.1f} s"
         )
         storage = LedgerStoreCompactionStorage(store)
-        compactor = TwoPhaseCompactor(storage, 1 << 32)
-        total, one, two, floors = [], [], [], []
+        floors: list[tuple[float, float, float]] = []
+        timed: dict[int, tuple[list[float], list[float], list[float]]] = {}
         kept = 0
         for _ in range(args.runs):
-            reset(store)
-            gc.collect()
-            t = time.perf_counter()
-            result = compactor.compact(TOPIC)
-            total.append(time.perf_counter() - t)
-            one.append(result.run.phase_one_ms / 1000)
-            two.append(result.run.phase_two_ms / 1000)
-            kept = result.run.kept
+            for n in threads:
+                compactor = TwoPhaseCompactor(
+                    storage, 1 << 32, phase_one=partial(find_winners, threads=n)
+                )
+                reset(store)
+                gc.collect()
+                t = time.perf_counter()
+                result = compactor.compact(TOPIC)
+                total, one, two = timed.setdefault(n, ([], [], []))
+                total.append(time.perf_counter() - t)
+                one.append(result.run.phase_one_ms / 1000)
+                two.append(result.run.phase_two_ms / 1000)
+                kept = result.run.kept
             gc.collect()
             floors.append(floor(store, kept))
+        total, one, two = timed[threads[0]]
         reset(store)
         inp = storage.begin(TOPIC)
         tracemalloc.start()
@@ -109,7 +124,10 @@ def main() -> int:
     floor_s = median([sum(f) for f in floors])
     compact_s = median(total)
     rows: list[tuple[str, str]] = [
-        (f"compaction, total (median of {args.runs})", f"{compact_s:.3f} s"),
+        (
+            f"compaction, total (median of {args.runs}), {threads[0]} thread(s)",
+            f"{compact_s:.3f} s",
+        ),
         ("  phase one (keys into the offset map)", f"{median(one):.3f} s"),
         ("  phase two (winners, write, commit)", f"{median(two):.3f} s"),
         ("floor, total", f"{floor_s:.3f} s"),
@@ -128,6 +146,13 @@ def main() -> int:
         ),
         ("phase one peak, tracemalloc", f"{peak / args.keys:.1f} B per distinct key"),
     ]
+    for n in threads[1:]:
+        n_total, n_one, _n_two = timed[n]
+        rows += [
+            (f"compaction, total, {n} threads", f"{median(n_total):.3f} s"),
+            ("  phase one", f"{median(n_one):.3f} s"),
+            ("  floor / compaction", f"{floor_s / median(n_total):.2f}"),
+        ]
     width = max(len(r[0]) for r in rows)
     for name, value in rows:
         print(f"{name:<{width}}  {value:>24}")

@@ -10,7 +10,9 @@
  *                   keyed record in [start, end)
  *   map_digests     its second half: key -> latest offset, in log order
  *   survivors       the cleaner's rewrite: the bytes of the records that survive
- *   exchange_batch  phase one: key -> latest position << 1 | live, with the run's figures
+ *   digest_positions  phase one, first half: each record's size, flags and key digest
+ *   exchange_digested its second half: key -> latest position << 1 | live, with the
+ *                   run's figures
  *   winner_bits     phase two's selection through phase one's map, as bits
  *   select_batch    phase two: the records whose bit is set, framed for a new batch
  *   live_bitmap     phase one's map as a bitmap of the live winners' positions
@@ -398,28 +400,86 @@ done:
     return out;
 }
 
-/* exchange_batch(hashes, offsets, payload, at, first, last, base, size, max_entries, retain)
- *   -> (read, kept, tombstones, keyless, bytes_in, size, stop) */
-static PyObject *exchange_batch(PyObject *self, PyObject *args) {
-    PyObject *h, *o;
+/* digest_positions(payload) -> bytes: for each record of a stored batch, in order, 24
+ *   bytes: its framed size (uint32), its flags (uint32; HAS_KEY, VALUE_NON_EMPTY), its
+ *   key's digest (zeros when it has none), all little-endian. Phase one's first half:
+ *   without the GIL, so threads digest batches side by side while one maps them
+ *   (exchange_digested), in order. */
+static PyObject *digest_positions(PyObject *self, PyObject *args) {
     Py_buffer v;
+    if (!PyArg_ParseTuple(args, "y*", &v)) return NULL;
+    const uint8_t *buf = v.buf;
+    uint8_t *out = NULL;
+    Py_ssize_t n = 0;
+    int failed;
+    Walk w;
+    Py_BEGIN_ALLOW_THREADS
+    failed = walk_all(buf, v.len, NULL, &w, 0, 0) < 0;
+    if (!failed) {
+        out = PyMem_RawCalloc((size_t)w.n + 1, 24);
+        failed = !out && out_of_memory() < 0;
+        for (Py_ssize_t i = 0; out && i < w.n; i++) {
+            const Rec *r = &w.recs[i];
+            uint8_t *e = out + 24 * i;
+            uint32_t size = (uint32_t)(r->end - r->start), flags = (uint32_t)r->flags;
+            memcpy(e, &size, 4);  /* the layout is the machine's: entries never leave it */
+            memcpy(e + 4, &flags, 4);
+            if (r->flags & HAS_KEY) digest_key(buf + r->ks, (size_t)(r->ke - r->ks), e + 8);
+        }
+        n = w.n;
+        walk_free(&w);
+    }
+    Py_END_ALLOW_THREADS
+    PyObject *result =
+        failed ? raise_walk_error() : PyBytes_FromStringAndSize((char *)out, 24 * n);
+    PyMem_RawFree(out);
+    PyBuffer_Release(&v);
+    return result;
+}
+
+/* exchange_digested(hashes, offsets, entries, at, first, last, base, size, max_entries,
+ *   retain) -> (read, kept, tombstones, keyless, bytes_in, size, stop): phase one over
+ *   digest_positions' entries of the batch whose first record is at position `at`, those
+ *   in [first, last]: each key -> (base + position) << 1 | live; stop: the position of the
+ *   first key that found the map full (not counted, nor anything after it), or -1. */
+static PyObject *exchange_digested(PyObject *self, PyObject *args) {
+    PyObject *h, *o;
+    Py_buffer d;
     long long at, first, last, base, size, max_entries;
     int retain;
-    if (!PyArg_ParseTuple(args, "OOy*LLLLLLp", &h, &o, &v, &at, &first, &last, &base, &size,
+    if (!PyArg_ParseTuple(args, "OOy*LLLLLLp", &h, &o, &d, &at, &first, &last, &base, &size,
                           &max_entries, &retain))
         return NULL;
     Table t;
-    if (table_open(&t, h, o) < 0) { PyBuffer_Release(&v); return NULL; }
+    if (table_open(&t, h, o) < 0) { PyBuffer_Release(&d); return NULL; }
+    if (d.len % 24) {
+        table_close(&t);
+        PyBuffer_Release(&d);
+        PyErr_SetString(PyExc_ValueError, "exchange_digested: 24 bytes an entry");
+        return NULL;
+    }
     long long read = 0, kept = 0, tombs = 0, keyless = 0, bytes_in = 0, stop = -1;
-    Walk w;
-    int failed = walk_all(v.buf, v.len, &t, &w, 0, 0) < 0;
-    for (Py_ssize_t i = 0; !failed && i < w.n; i++) {
-        const Rec *r = &w.recs[i];
+    const uint8_t *e = d.buf;
+    Py_ssize_t n = d.len / 24;
+    Py_BEGIN_ALLOW_THREADS
+    uint8_t *hashes = t.hashes.buf;
+    int64_t *offsets = t.offsets.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
         long long pos = at + i;
         if (pos < first || pos > last) continue;
-        if (r->flags & HAS_KEY) {
-            int live = (r->flags & VALUE_NON_EMPTY) ? 1 : 0;
-            long long old = table_exchange(t.hashes.buf, t.offsets.buf, t.slots, r->digest,
+        uint32_t nbytes, flags;
+        memcpy(&nbytes, e + 24 * i, 4);
+        memcpy(&flags, e + 24 * i + 4, 4);
+#if defined(__GNUC__)
+        if (i + AHEAD < n) {
+            uint64_t slot = scale(le64(e + 24 * (i + AHEAD) + 8), (uint64_t)t.slots);
+            __builtin_prefetch(hashes + (slot << 4));
+            __builtin_prefetch(offsets + slot);
+        }
+#endif
+        if (flags & HAS_KEY) {
+            int live = (flags & VALUE_NON_EMPTY) ? 1 : 0;
+            long long old = table_exchange(hashes, offsets, t.slots, e + 24 * i + 8,
                                            (base + pos) << 1 | live, size < max_entries);
             if (old == FULL) { stop = pos; break; }
             if (old == NEW) {
@@ -435,12 +495,11 @@ static PyObject *exchange_batch(PyObject *self, PyObject *args) {
             keyless++;
         }
         read++;
-        bytes_in += r->end - r->start;
+        bytes_in += nbytes;
     }
-    if (!failed) walk_free(&w);
+    Py_END_ALLOW_THREADS
     table_close(&t);
-    PyBuffer_Release(&v);
-    if (failed) return raise_walk_error();
+    PyBuffer_Release(&d);
     return Py_BuildValue("(LLLLLLL)", read, kept, tombs, keyless, bytes_in, size, stop);
 }
 
@@ -567,7 +626,8 @@ static PyMethodDef methods[] = {
     {"digest_keys", digest_keys, METH_VARARGS, "The offsets and key digests of one batch."},
     {"map_digests", map_digests, METH_VARARGS, "The cleaner's offset map over digested keys."},
     {"survivors", survivors, METH_VARARGS, "The records of one batch that survive cleaning."},
-    {"exchange_batch", exchange_batch, METH_VARARGS, "Phase one over one batch."},
+    {"digest_positions", digest_positions, METH_VARARGS, "Phase one: a batch's digests."},
+    {"exchange_digested", exchange_digested, METH_VARARGS, "Phase one over a batch's digests."},
     {"select_batch", select_batch, METH_VARARGS, "Phase two: one batch's selected records."},
     {"winner_bits", winner_bits, METH_VARARGS, "Phase two: one batch's winners as bits."},
     {"live_bitmap", live_bitmap, METH_VARARGS, "Phase one's live winners as a bitmap."},

@@ -9,7 +9,9 @@ does), and answers for the whole batch, so the callers' loops run once a batch:
   in ``[start, end)``, in two halves (the compiled twin digests batches on several
   threads, and one thread maps them in log order);
 - ``survivors``: the LogCleaner's rewrite, the bytes of the records that survive;
-- ``exchange_batch``: phase one, key -> ``position << 1 | live`` with the run's figures;
+- ``digest_positions`` and ``exchange_digested``: phase one, key -> ``position << 1 |
+  live`` with the run's figures, in two halves (digests on several threads, the map in
+  order on one);
 - ``winner_bits``: phase two's selection through phase one's map, as bits;
 - ``select_batch``: phase two, the records whose bit is set, framed for a new batch;
 - ``live_bitmap``: phase one's map turned into a bitmap of the live winners.
@@ -169,10 +171,23 @@ def unsuperseded(
     return b"".join(parts), count, fl, fe, ll, le
 
 
-def exchange_batch(
+_POSITION = struct.Struct("=II16s")  # digest_positions' entry: size, flags, key digest
+_NO_DIGEST = bytes(16)
+
+
+def digest_positions(payload: bytes | memoryview) -> bytes:
+    """For each record of a payload, in order, 24 bytes: its framed size, its flags and
+    its key's digest (zeros when it has none)."""
+    return b"".join(
+        _POSITION.pack(e - s, flags, digest(key) if key is not None else _NO_DIGEST)
+        for _l, _e, flags, key, s, e in _walk(payload)
+    )
+
+
+def exchange_digested(
     hashes: bytearray,
     offsets: array[int],
-    payload: bytes | memoryview,
+    entries: bytes,
     at: int,
     first: int,
     last: int,
@@ -181,18 +196,20 @@ def exchange_batch(
     max_entries: int,
     retain: bool,
 ) -> tuple[int, int, int, int, int, int, int]:
-    """Phase one over the records at positions ``first..last`` of a payload whose first
-    record is at position ``at``: each key -> ``(base + position) << 1 | live``.
-    ``(read, kept, tombstones, keyless, bytes_in, size, stop)``: stop is the position of
-    the first key that found the map full (not counted), or -1."""
+    """Phase one over ``digest_positions``' entries at positions ``first..last`` of a
+    batch whose first record is at position ``at``: each key -> ``(base + position) << 1
+    | live``. ``(read, kept, tombstones, keyless, bytes_in, size, stop)``: stop is the
+    position of the first key that found the map full (not counted), or -1."""
+    if len(entries) % _POSITION.size:
+        raise ValueError("exchange_digested: 24 bytes an entry")
     read = kept = tombs = keyless = bytes_in = 0
-    for pos, (_l, _e, flags, key, s, e) in enumerate(_walk(payload), at):
+    for pos, (nbytes, flags, key_hash) in enumerate(_POSITION.iter_unpack(entries), at):
         if pos < first or pos > last:
             continue
-        if key is not None and flags & HAS_KEY:
+        if flags & HAS_KEY:
             live = 1 if flags & VALUE_NON_EMPTY else 0
             value = (base + pos) << 1 | live
-            old = _exchange(hashes, offsets, digest(key), value, size < max_entries)
+            old = _exchange(hashes, offsets, key_hash, value, size < max_entries)
             if old == FULL:
                 return read, kept, tombs, keyless, bytes_in, size, pos
             if old == NEW:
@@ -206,7 +223,7 @@ def exchange_batch(
         else:
             keyless += 1
         read += 1
-        bytes_in += e - s
+        bytes_in += nbytes
     return read, kept, tombs, keyless, bytes_in, size, -1
 
 

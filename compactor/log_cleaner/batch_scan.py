@@ -23,7 +23,7 @@ from compactlog.storage.batch import MalformedPayload
 Buffer = bytes | bytearray | memoryview
 # survivors: (record bytes, kept, first, last, tombstone kept, read, keyless, tombstones)
 Survived = tuple[bytes, int, int, int, int, int, int, int]
-# exchange_batch: (read, kept, tombstones, keyless, bytes_in, size, stop)
+# exchange_digested: (read, kept, tombstones, keyless, bytes_in, size, stop)
 Exchanged = tuple[int, int, int, int, int, int, int]
 # select_batch: (records, count, message bytes, first ledger, first entry, last ledger,
 # last entry, next position, not live)
@@ -59,11 +59,13 @@ class ScanTwin(Protocol):
         bits_end: int,
     ) -> Survived: ...
 
-    def exchange_batch(
+    def digest_positions(self, payload: Buffer) -> bytes: ...
+
+    def exchange_digested(
         self,
         hashes: bytearray,
         offsets: array[int],
-        payload: Buffer,
+        entries: bytes,
         at: int,
         first: int,
         last: int,
@@ -177,6 +179,35 @@ def survivors(
         raise CorruptData(f"{where}: {exc}", position=where) from None
 
 
+def digest_positions(payload: Buffer, where: str) -> bytes:
+    """Phase one's first half over one batch: each record's size, flags and key digest
+    (``_batch_scan_py.digest_positions``; the compiled twin leaves the GIL, so threads
+    digest batches side by side)."""
+    try:
+        return twin.digest_positions(payload)
+    except MalformedPayload as exc:
+        raise CorruptData(f"{where}: {exc}", position=where) from None
+
+
+def exchange_digested(
+    m: SkimpyOffsetMap,
+    entries: bytes,
+    at: int,
+    first: int,
+    last: int,
+    base: int,
+    retain: bool,
+) -> Exchanged:
+    """Its second half, in order (``_batch_scan_py.exchange_digested``); ``m.size``
+    follows."""
+    hashes, offsets, _slots = m.table()
+    out = twin.exchange_digested(
+        hashes, offsets, entries, at, first, last, base, m.size, m.max_entries, retain
+    )
+    m.size = out[5]
+    return out
+
+
 def exchange_batch(
     m: SkimpyOffsetMap,
     payload: Buffer,
@@ -187,16 +218,8 @@ def exchange_batch(
     retain: bool,
     where: str,
 ) -> Exchanged:
-    """Phase one over one batch (``_batch_scan_py.exchange_batch``); ``m.size`` follows."""
-    hashes, offsets, _slots = m.table()
-    try:
-        out = twin.exchange_batch(
-            hashes, offsets, payload, at, first, last, base, m.size, m.max_entries, retain
-        )
-    except MalformedPayload as exc:
-        raise CorruptData(f"{where}: {exc}", position=where) from None
-    m.size = out[5]
-    return out
+    """Both halves over one batch, in this thread."""
+    return exchange_digested(m, digest_positions(payload, where), at, first, last, base, retain)
 
 
 def select_batch(

@@ -32,6 +32,7 @@ from compactlog.storage.segmented.scan import Checked
 PIECE_BYTES = 4 * 1024 * 1024
 
 R = TypeVar("R")
+U = TypeVar("U")
 
 
 @dataclass(frozen=True)
@@ -87,12 +88,13 @@ class Fanout:
         ]
 
     def ordered(
-        self, scan: Callable[[Piece], Iterator[R]], pieces: Iterable[Piece]
+        self, scan: Callable[[U], Iterator[R]], pieces: Iterable[U]
     ) -> Generator[Iterator[R], None, None]:
-        """``scan`` of each piece, in order. Threaded, a piece is scanned whole on a
-        thread before it is handed back; closing the iterator (the caller stopped or
-        failed) cancels the pieces not started and waits for those running, so that no
-        thread reads a segment after the pass has let it go."""
+        """``scan`` of each piece (a ``Piece``, or any unit of work: phase one's are runs
+        of stored batches), in order. Threaded, a piece is scanned whole on a thread
+        before it is handed back; closing the iterator (the caller stopped or failed)
+        cancels the pieces not started and waits for those running, so that no thread
+        reads a segment after the pass has let it go."""
         if self._pool is None:
             for piece in pieces:
                 yield scan(piece)
@@ -112,5 +114,5 @@ class Fanout:
             wait(ahead)
 
 
-def _whole(scan: Callable[[Piece], Iterator[R]], piece: Piece) -> list[R]:
+def _whole(scan: Callable[[U], Iterator[R]], piece: U) -> list[R]:
     return list(scan(piece))

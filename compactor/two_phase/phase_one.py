@@ -8,7 +8,8 @@ bytes whatever its length. The digest is taken as the key's identity, as Kafka t
 (two keys with one digest would share an entry; see ``offset_map``).
 
 Storages of stored batches (``BatchReads``: the ledger reads) are read one call per
-batch (``batch_scan.exchange_batch``, compiled): no record costs a Python loop step.
+batch (``batch_scan.exchange_batch``: ``digest_positions``, then ``exchange_digested``,
+both compiled): no record costs a Python loop step.
 
 Phase two asks ``selection`` for each segment's winners (``winners.MapWinners``): an
 entry wins when the map holds exactly its own position, live (or, keyless, when
@@ -27,9 +28,16 @@ compacted ledger's keys and one raw entry does the run fail with
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import closing
 from dataclasses import dataclass
 
-from compactlog.compactor.log_cleaner.batch_scan import exchange_batch
+from compactlog.compactor.log_cleaner.batch_scan import (
+    COMPILED,
+    digest_positions,
+    exchange_digested,
+)
+from compactlog.compactor.log_cleaner.fanout import Fanout
 from compactlog.compactor.log_cleaner.offset_map import (
     BYTES_PER_ENTRY,
     FULL,
@@ -58,6 +66,7 @@ __all__ = [
 LOAD_FACTOR = 0.9  # Kafka's log.cleaner.io.buffer.load.factor default
 INITIAL_TAIL_KEYS = 4096  # room for raw-tail keys before the map first grows
 REPORT_EVERY = 4096  # entries between progress reports and cancel checks
+BATCHES_A_UNIT = 8  # stored batches a thread digests at a time (a hand-over costs ~30 us)
 
 
 MEMORY_KEY = "compaction.phase.one.memory.bytes"
@@ -111,28 +120,65 @@ class _Tally:
 
 
 def _map_batches(
-    storage: BatchReads, seg: Segment, base: int, keys: _GrowingMap, retain: bool, t: _Tally,
-    control: RunControl,
+    storage: BatchReads, segments: tuple[Segment, ...], positions: list[int], keys: _GrowingMap,
+    retain: bool, t: _Tally, control: RunControl, fan: Fanout,
 ) -> int | None:  # fmt: skip
-    """One segment, one call per stored batch; the covered position if the map filled."""
-    for at, payload, where in storage.stored_batches(seg):
-        first = max(at, seg.first_entry)
-        while True:
-            read, kept, tombs, keyless, nbytes, _size, stop = exchange_batch(
-                keys.map, payload, at, first, seg.last_entry, base, retain, where
-            )
-            t.read += read
-            t.kept += kept
-            t.tombstones += tombs
-            t.keyless += keyless
-            t.bytes_in += nbytes
-            if stop < 0:
-                break
-            if not keys.grow():
-                return base + stop
-            first = stop
-        t.pace(control)
+    """Every segment, one call per stored batch; the covered position if the map filled.
+    The batches are read here and digested on ``fan``'s threads (``_digested``), in runs
+    of ``BATCHES_A_UNIT`` (one stream over all segments: no thread waits at a segment's
+    end); their digests are mapped here, in order."""
+    units = _runs(_stored(storage, segments), 1 if fan.threads == 1 else BATCHES_A_UNIT)
+    with closing(fan.ordered(_digested, units)) as digested:
+        for unit in digested:
+            for index, at, entries in unit:
+                seg = segments[index]
+                base = positions[index] - seg.first_entry  # position of entry e: base + e
+                first = max(at, seg.first_entry)
+                while True:
+                    read, kept, tombs, keyless, nbytes, _size, stop = exchange_digested(
+                        keys.map, entries, at, first, seg.last_entry, base, retain
+                    )
+                    t.read += read
+                    t.kept += kept
+                    t.tombstones += tombs
+                    t.keyless += keyless
+                    t.bytes_in += nbytes
+                    if stop < 0:
+                        break
+                    if not keys.grow():
+                        return base + stop
+                    first = stop
+                t.pace(control)
     return None
+
+
+# (segment index, position, payload, where) of a stored batch
+Stored = tuple[int, int, memoryview, str]
+
+
+def _stored(storage: BatchReads, segments: tuple[Segment, ...]) -> Iterator[Stored]:
+    for index, seg in enumerate(segments):
+        for at, payload, where in storage.stored_batches(seg):
+            yield index, at, payload, where
+
+
+def _runs(batches: Iterator[Stored], n: int) -> Iterator[list[Stored]]:
+    """The batches in runs of ``n`` (read in this thread, as the fanout asks for them)."""
+    run: list[Stored] = []
+    for batch in batches:
+        run.append(batch)
+        if len(run) == n:
+            yield run
+            run = []
+    if run:
+        yield run
+
+
+def _digested(run: list[Stored]) -> Iterator[tuple[int, int, bytes]]:
+    """Each batch's entries (``digest_positions``: size, flags and key digest a record),
+    on one of the fanout's threads."""
+    for index, at, payload, where in run:
+        yield index, at, digest_positions(payload, where)
 
 
 def _map_entries(
@@ -170,9 +216,11 @@ def find_winners(
     budget_bytes: int,
     control: RunControl | None = None,
     settle: bool = True,
+    threads: int = 1,
 ) -> MapWinners:
     """Map every key of the input to its latest position; stop early if the map fills.
-    ``settle=False`` keeps the offset map for the caller (a past view looks keys up in it)."""
+    ``settle=False`` keeps the offset map for the caller (a past view looks keys up in it).
+    ``threads``: stored batches are digested on that many (compiled scans only)."""
     control = control or NoControl()
     segments = inp.segments
     positions = [0]
@@ -188,14 +236,16 @@ def find_winners(
     )
     t = _Tally(total)
     covered: int | None = None
-    for seg, base in zip(segments, positions, strict=True):
-        base -= seg.first_entry  # position of entry e: base + e
-        if isinstance(storage, BatchReads):
-            covered = _map_batches(storage, seg, base, keys, inp.retain_null_key, t, control)
-        else:
-            covered = _map_entries(storage, seg, base, keys, inp.retain_null_key, t, control)
-        if covered is not None:
-            break
+    retain = inp.retain_null_key
+    if isinstance(storage, BatchReads):
+        with Fanout(threads if COMPILED else 1) as fan:
+            covered = _map_batches(storage, segments, positions, keys, retain, t, control, fan)
+    else:
+        for seg, base in zip(segments, positions, strict=True):
+            base -= seg.first_entry  # position of entry e: base + e
+            covered = _map_entries(storage, seg, base, keys, retain, t, control)
+            if covered is not None:
+                break
     if covered is not None and covered <= prefix:
         raise PhaseOneMemoryExceeded(
             f"compaction of {inp.topic!r}: phase one needs more than "

@@ -24,12 +24,14 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from compactlog.compactor.throttle import Throttler, sleep_checking
 from compactlog.compactor.two_phase.compactor import CompactionResult, TwoPhaseCompactor
 from compactlog.compactor.two_phase.faults import fault_from_env
 from compactlog.compactor.two_phase.ledger_adapter import LedgerReads
+from compactlog.compactor.two_phase.phase_one import find_winners
 from compactlog.compactor.two_phase.storage import (
     CompactionInput,
     NewEntry,
@@ -177,6 +179,7 @@ class LedgerCompactionJob:
     work_dir: str
     phase_one_memory_bytes: int
     io_max_bytes_per_second: float
+    threads: int = 1  # phase one digests on this many (compaction.worker.threads)
 
     def run(self, link: WorkerLink) -> CompactionResult:
         secondary = Path(self.work_dir) / f"secondary-{os.getpid()}"
@@ -187,8 +190,12 @@ class LedgerCompactionJob:
             assert self.input.horizon is not None
             scans.catch_up_to(self.input.horizon)
             storage = WorkerCompactionStorage(scans, self, link)
+            threads = 1 if throttler.limited else self.threads  # reading ahead would not
             compactor = TwoPhaseCompactor(
-                storage, self.phase_one_memory_bytes, fault_from_env(crash=kill_self)
+                storage,
+                self.phase_one_memory_bytes,
+                fault_from_env(crash=kill_self),
+                partial(find_winners, threads=threads),
             )
             return compactor.compact(self.input.topic, link)
         finally:

@@ -64,8 +64,10 @@ class WorkerCompactions:
         phase_one_memory_bytes: int,
         io_max_bytes_per_second: float,
         fault: FaultHook,
+        threads: int = 1,
     ) -> None:
         self.store = store
+        self.threads = threads
         self.local = LedgerStoreCompactionStorage(store)
         self.pool = pool
         self.work_dir = work_dir
@@ -99,6 +101,7 @@ class WorkerCompactions:
             str(self.work_dir),
             self.phase_one_memory_bytes,
             self.io_max_bytes_per_second,
+            self.threads,
         )
         try:
             result = self.pool.run(

@@ -106,7 +106,7 @@ def test_the_offset_map_and_survivors_agree(
     retain=st.booleans(),
     tombstones=st.booleans(),
 )
-def test_exchange_batch_agrees(
+def test_phase_one_exchange_agrees(
     records: list[tuple[bytes | None, bytes | None, int]],
     slots: int,
     at: int,
@@ -117,12 +117,18 @@ def test_exchange_batch_agrees(
     tombstones: bool,
 ) -> None:
     payload = payload_of(records, 3)
+    entries = [t.digest_positions(payload) for t in TWINS]
+    assert entries[0] == entries[1] and len(entries[0]) == 24 * len(records)
     hashes, offsets = table(slots)
     out, (hashes, offsets) = both(
-        "exchange_batch", hashes, offsets, payload, at, first, first + span, 10, 0, cap, retain
-    )
+        "exchange_digested", hashes, offsets, entries[0], at, first, first + span, 10, 0, cap,
+        retain,
+    )  # fmt: skip
     # a second batch over the same table: updates and FULL from a table in use
-    both("exchange_batch", hashes, offsets, payload, at, 0, 99, 1000, out[5], cap + 2, retain)
+    both(
+        "exchange_digested", hashes, offsets, entries[0], at, 0, 99, 1000, out[5], cap + 2,
+        retain,
+    )  # fmt: skip
     bitmaps = [bytearray(1 << 10) for _ in TWINS]
     counts = [
         t.live_bitmap(array("q", offsets), bitmaps[i], tombstones) for i, t in enumerate(TWINS)
@@ -174,6 +180,7 @@ def test_malformed_payloads_raise_the_same_error(cut: int) -> None:
         lambda t: t.survivors(*table(7), payload, False, bytearray(1), 0, 8),
         lambda t: t.unsuperseded(*table(7), payload, True),
         lambda t: t.digest_keys(payload, 0, 10),
+        lambda t: t.digest_positions(payload),
     ):
         errors = []
         for t in TWINS:
@@ -216,8 +223,9 @@ def test_winner_bits_agree_with_phase_one_map(
 ) -> None:
     payload = payload_of(records, 2)
     hashes, offsets = table(101)
+    entries = _batch_scan_py.digest_positions(payload)
     _out, (hashes, offsets) = both(
-        "exchange_batch", hashes, offsets, payload, at, 0, 99, base, 0, 100, retain
+        "exchange_digested", hashes, offsets, entries, at, 0, 99, base, 0, 100, retain
     )
     bitmaps = [bytearray(8) for _ in TWINS]
     counts = [
