@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from compactlog.compactor.log_cleaner import LogCleaner, fanout
 from compactlog.compactor.log_cleaner.batch_scan import COMPILED
@@ -179,6 +181,65 @@ def test_a_flipped_byte_in_a_middle_piece_fails_the_pass_and_changes_nothing(
     assert result.error is not None and "CRC" in result.error
     assert files(tmp_path) == before
     assert not list((tmp_path / TOPIC).glob("*.cleaned"))
+
+
+@pytest.fixture(scope="module")
+def flip_source(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, bytes]]:
+    """A filled log, and the ``.log`` files a one-thread pass over it writes."""
+    src = tmp_path_factory.mktemp("flip") / "src"
+    fill(src, 8)
+    ref = src.parent / "ref"
+    shutil.copytree(src, ref)
+    m, c = open_at(ref, 1, 1 << 20)
+    assert c.clean_now(TOPIC).error is None
+    m.close()
+    return src, logs(ref)
+
+
+def logs(root: Path) -> dict[str, bytes]:
+    return {name: data for name, data in files(root).items() if name.endswith(".log")}
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    ext=st.sampled_from([".log", ".index", ".timeindex"]),
+    which=st.floats(0, 1, exclude_max=True),
+    at=st.floats(0, 1, exclude_max=True),
+    bit=st.integers(0, 7),
+)
+def test_a_flipped_bit_anywhere_is_caught_or_changes_nothing(
+    flip_source: tuple[Path, dict[str, bytes]],
+    tmp_path_factory: pytest.TempPathFactory,
+    ext: str,
+    which: float,
+    at: float,
+    bit: int,
+) -> None:
+    """A threaded pass over files with one bit flipped: in a ``.log`` (every byte is
+    under a batch's length or CRC) the pass fails and changes nothing; in an index (a
+    cache, checked at load and at each use) it writes what a pass over healthy files
+    writes."""
+    src, expected = flip_source
+    root = tmp_path_factory.mktemp("case") / "d"
+    shutil.copytree(src, root)
+    victims = [p for p in sorted((root / TOPIC).glob(f"*{ext}")) if p.stat().st_size]
+    victim = victims[int(which * len(victims))]
+    data = bytearray(victim.read_bytes())
+    data[int(at * len(data))] ^= 1 << bit
+    victim.write_bytes(bytes(data))
+    before = files(root)
+    m, c = open_at(root, 4, 1 << 20)
+    result = c.clean_now(TOPIC)
+    m.close()
+    if ext == ".log":
+        assert result.error is not None
+        assert logs(root) == {n: d for n, d in before.items() if n.endswith(".log")}
+        assert not list((root / TOPIC).glob("*.cleaned"))
+    else:
+        assert result.error is None
+        assert logs(root) == expected
 
 
 def big_log(root: Path) -> None:
