@@ -204,43 +204,85 @@ static inline void set_bit(const Py_buffer *b, long long first, long long off, i
     *byte = on ? (uint8_t)(*byte | mask) : (uint8_t)(*byte & ~mask);
 }
 
-/* digest_keys(payload, start, end) -> bytes: for each keyed record with start <= offset <
- *   end, in log order, 24 bytes: its offset (int64, little-endian), then its key's digest.
- *   Without the GIL: threads digest batches side by side while one maps them in order. */
-static PyObject *digest_keys(PyObject *self, PyObject *args) {
-    Py_buffer v;
-    long long start, end;
-    if (!PyArg_ParseTuple(args, "y*LL", &v, &start, &end)) return NULL;
-    const uint8_t *buf = v.buf;
+/* One record's entry of ENTRY bytes at `out`: its bytes written (0: the record has none). */
+#define ENTRY 24
+typedef Py_ssize_t (*EntryOf)(const uint8_t *buf, const Rec *r, uint8_t *out, const void *arg);
+
+/* The entries of every record of a payload, walked and made without the GIL (threads
+ * digest batches side by side while one maps them in order); MalformedPayload for a
+ * payload that does not walk. Releases `v`. */
+static PyObject *walk_entries(Py_buffer *v, EntryOf entry_of, const void *arg) {
+    const uint8_t *buf = v->buf;
     uint8_t *out = NULL;
     Py_ssize_t n = 0;
     int failed;
     Walk w;
     Py_BEGIN_ALLOW_THREADS
-    failed = walk_all(buf, v.len, NULL, &w, 0, 0) < 0;
+    failed = walk_all(buf, v->len, NULL, &w, 0, 0) < 0;
     if (!failed) {
-        out = PyMem_RawMalloc((size_t)w.n * 24 + 1);
+        out = PyMem_RawCalloc((size_t)w.n + 1, ENTRY);
         failed = !out && out_of_memory() < 0;
-        for (Py_ssize_t i = 0; out && i < w.n; i++) {
-            const Rec *r = &w.recs[i];
-            long long off = (long long)r->entry;
-            if (!(r->flags & HAS_KEY) || off < start || off >= end) continue;
-            put_le64(out + n, (uint64_t)off);
-            digest_key(buf + r->ks, (size_t)(r->ke - r->ks), out + n + 8);
-            n += 24;
-        }
+        for (Py_ssize_t i = 0; out && i < w.n; i++) n += entry_of(buf, &w.recs[i], out + n, arg);
         walk_free(&w);
     }
     Py_END_ALLOW_THREADS
     PyObject *result = failed ? raise_walk_error() : PyBytes_FromStringAndSize((char *)out, n);
     PyMem_RawFree(out);
-    PyBuffer_Release(&v);
+    PyBuffer_Release(v);
     return result;
+}
+
+static Py_ssize_t key_entry(const uint8_t *buf, const Rec *r, uint8_t *out, const void *arg) {
+    const long long *range = arg, off = (long long)r->entry;
+    if (!(r->flags & HAS_KEY) || off < range[0] || off >= range[1]) return 0;
+    put_le64(out, (uint64_t)off);
+    digest_key(buf + r->ks, (size_t)(r->ke - r->ks), out + 8);
+    return ENTRY;
+}
+
+/* digest_keys(payload, start, end) -> bytes: for each keyed record with start <= offset <
+ *   end, in log order, 24 bytes: its offset (int64, little-endian), then its key's digest.
+ *   The cleaner's offset map, first half (map_digests is the second). */
+static PyObject *digest_keys(PyObject *self, PyObject *args) {
+    Py_buffer v;
+    long long range[2];
+    if (!PyArg_ParseTuple(args, "y*LL", &v, &range[0], &range[1])) return NULL;
+    return walk_entries(&v, key_entry, range);
 }
 
 /* How many entries ahead map_digests prefetches the slot of: enough to overlap the cache
  * misses of the table (two a probe), few enough that the lines are still there. */
 #define AHEAD 16
+
+/* The table lines of entry i + AHEAD's digest (at byte 8 of an entry), fetched ahead. */
+static inline void prefetch_ahead(const Table *t, const uint8_t *e, Py_ssize_t i,
+                                  Py_ssize_t n) {
+#if defined(__GNUC__)
+    if (i + AHEAD < n) {
+        uint64_t slot = scale(le64(e + ENTRY * (i + AHEAD) + 8), (uint64_t)t->slots);
+        __builtin_prefetch((const uint8_t *)t->hashes.buf + (slot << 4));
+        __builtin_prefetch((const int64_t *)t->offsets.buf + slot);
+    }
+#else
+    (void)t, (void)e, (void)i, (void)n;
+#endif
+}
+
+/* The table of a call over entries, opened, and the entries whole (ENTRY bytes each);
+ * on failure both are released and the error set. */
+static int open_entries(Table *t, PyObject *h, PyObject *o, Py_buffer *d, const char *who) {
+    if (table_open(t, h, o) < 0) {
+        PyBuffer_Release(d);
+        return -1;
+    }
+    if (d->len % ENTRY) {
+        table_close(t);
+        PyBuffer_Release(d);
+        PyErr_Format(PyExc_ValueError, "%s: %d bytes an entry", who, ENTRY);
+        return -1;
+    }
+    return 0;
+}
 
 /* map_digests(hashes, offsets, digests, size, max_entries, bits, bits_first)
  *   -> (mapped, size, stop): digest_keys' entries put in order, each key mapped to its
@@ -255,29 +297,16 @@ static PyObject *map_digests(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOy*LLw*L", &h, &o, &d, &size, &max_entries, &b, &bits_first))
         return NULL;
     Table t;
-    if (table_open(&t, h, o) < 0) { PyBuffer_Release(&d); PyBuffer_Release(&b); return NULL; }
-    if (d.len % 24) {
-        table_close(&t);
-        PyBuffer_Release(&d);
-        PyBuffer_Release(&b);
-        PyErr_SetString(PyExc_ValueError, "map_digests: 24 bytes an entry");
-        return NULL;
-    }
+    if (open_entries(&t, h, o, &d, "map_digests") < 0) { PyBuffer_Release(&b); return NULL; }
     const uint8_t *e = d.buf;
-    Py_ssize_t n = d.len / 24;
+    Py_ssize_t n = d.len / ENTRY;
     Py_BEGIN_ALLOW_THREADS
     uint8_t *hashes = t.hashes.buf;
     int64_t *offsets = t.offsets.buf;
     for (Py_ssize_t i = 0; i < n; i++) {
-#if defined(__GNUC__)
-        if (i + AHEAD < n) {
-            uint64_t slot = scale(le64(e + (i + AHEAD) * 24 + 8), (uint64_t)t.slots);
-            __builtin_prefetch(hashes + (slot << 4));
-            __builtin_prefetch(offsets + slot);
-        }
-#endif
-        long long off = (long long)le64(e + i * 24);
-        long long old = table_exchange(hashes, offsets, t.slots, e + i * 24 + 8, off,
+        prefetch_ahead(&t, e, i, n);
+        long long off = (long long)le64(e + ENTRY * i);
+        long long old = table_exchange(hashes, offsets, t.slots, e + ENTRY * i + 8, off,
                                        size < max_entries);
         if (old == FULL) { stop = off; break; }
         size += old == NEW;
@@ -400,41 +429,24 @@ done:
     return out;
 }
 
+static Py_ssize_t position_entry(const uint8_t *buf, const Rec *r, uint8_t *out,
+                                 const void *arg) {
+    (void)arg;
+    uint32_t size = (uint32_t)(r->end - r->start), flags = (uint32_t)r->flags;
+    memcpy(out, &size, 4); /* the machine's byte order: entries never leave the process */
+    memcpy(out + 4, &flags, 4);
+    if (r->flags & HAS_KEY) digest_key(buf + r->ks, (size_t)(r->ke - r->ks), out + 8);
+    return ENTRY;
+}
+
 /* digest_positions(payload) -> bytes: for each record of a stored batch, in order, 24
  *   bytes: its framed size (uint32), its flags (uint32; HAS_KEY, VALUE_NON_EMPTY), its
- *   key's digest (zeros when it has none), all little-endian. Phase one's first half:
- *   without the GIL, so threads digest batches side by side while one maps them
- *   (exchange_digested), in order. */
+ *   key's digest (zeros when it has none). Phase one's first half (exchange_digested is
+ *   the second). */
 static PyObject *digest_positions(PyObject *self, PyObject *args) {
     Py_buffer v;
     if (!PyArg_ParseTuple(args, "y*", &v)) return NULL;
-    const uint8_t *buf = v.buf;
-    uint8_t *out = NULL;
-    Py_ssize_t n = 0;
-    int failed;
-    Walk w;
-    Py_BEGIN_ALLOW_THREADS
-    failed = walk_all(buf, v.len, NULL, &w, 0, 0) < 0;
-    if (!failed) {
-        out = PyMem_RawCalloc((size_t)w.n + 1, 24);
-        failed = !out && out_of_memory() < 0;
-        for (Py_ssize_t i = 0; out && i < w.n; i++) {
-            const Rec *r = &w.recs[i];
-            uint8_t *e = out + 24 * i;
-            uint32_t size = (uint32_t)(r->end - r->start), flags = (uint32_t)r->flags;
-            memcpy(e, &size, 4);  /* the layout is the machine's: entries never leave it */
-            memcpy(e + 4, &flags, 4);
-            if (r->flags & HAS_KEY) digest_key(buf + r->ks, (size_t)(r->ke - r->ks), e + 8);
-        }
-        n = w.n;
-        walk_free(&w);
-    }
-    Py_END_ALLOW_THREADS
-    PyObject *result =
-        failed ? raise_walk_error() : PyBytes_FromStringAndSize((char *)out, 24 * n);
-    PyMem_RawFree(out);
-    PyBuffer_Release(&v);
-    return result;
+    return walk_entries(&v, position_entry, NULL);
 }
 
 /* exchange_digested(hashes, offsets, entries, at, first, last, base, size, max_entries,
@@ -451,16 +463,10 @@ static PyObject *exchange_digested(PyObject *self, PyObject *args) {
                           &max_entries, &retain))
         return NULL;
     Table t;
-    if (table_open(&t, h, o) < 0) { PyBuffer_Release(&d); return NULL; }
-    if (d.len % 24) {
-        table_close(&t);
-        PyBuffer_Release(&d);
-        PyErr_SetString(PyExc_ValueError, "exchange_digested: 24 bytes an entry");
-        return NULL;
-    }
+    if (open_entries(&t, h, o, &d, "exchange_digested") < 0) return NULL;
     long long read = 0, kept = 0, tombs = 0, keyless = 0, bytes_in = 0, stop = -1;
     const uint8_t *e = d.buf;
-    Py_ssize_t n = d.len / 24;
+    Py_ssize_t n = d.len / ENTRY;
     Py_BEGIN_ALLOW_THREADS
     uint8_t *hashes = t.hashes.buf;
     int64_t *offsets = t.offsets.buf;
@@ -468,18 +474,12 @@ static PyObject *exchange_digested(PyObject *self, PyObject *args) {
         long long pos = at + i;
         if (pos < first || pos > last) continue;
         uint32_t nbytes, flags;
-        memcpy(&nbytes, e + 24 * i, 4);
-        memcpy(&flags, e + 24 * i + 4, 4);
-#if defined(__GNUC__)
-        if (i + AHEAD < n) {
-            uint64_t slot = scale(le64(e + 24 * (i + AHEAD) + 8), (uint64_t)t.slots);
-            __builtin_prefetch(hashes + (slot << 4));
-            __builtin_prefetch(offsets + slot);
-        }
-#endif
+        memcpy(&nbytes, e + ENTRY * i, 4);
+        memcpy(&flags, e + ENTRY * i + 4, 4);
+        prefetch_ahead(&t, e, i, n);
         if (flags & HAS_KEY) {
             int live = (flags & VALUE_NON_EMPTY) ? 1 : 0;
-            long long old = table_exchange(hashes, offsets, t.slots, e + 24 * i + 8,
+            long long old = table_exchange(hashes, offsets, t.slots, e + ENTRY * i + 8,
                                            (base + pos) << 1 | live, size < max_entries);
             if (old == FULL) { stop = pos; break; }
             if (old == NEW) {

@@ -148,18 +148,6 @@ def map_digests(
     return mapped, stop
 
 
-def map_batch(
-    m: SkimpyOffsetMap,
-    payload: Buffer,
-    start: int,
-    end: int,
-    where: str,
-    latest: bytearray = NO_BITS,
-) -> tuple[int, int]:
-    """Both halves over one batch, in this thread (``latest`` starts at ``start``)."""
-    return map_digests(m, digest_keys(payload, start, end, where), latest, start)
-
-
 def survivors(
     m: SkimpyOffsetMap,
     payload: Buffer,
@@ -206,20 +194,6 @@ def exchange_digested(
     )
     m.size = out[5]
     return out
-
-
-def exchange_batch(
-    m: SkimpyOffsetMap,
-    payload: Buffer,
-    at: int,
-    first: int,
-    last: int,
-    base: int,
-    retain: bool,
-    where: str,
-) -> Exchanged:
-    """Both halves over one batch, in this thread."""
-    return exchange_digested(m, digest_positions(payload, where), at, first, last, base, retain)
 
 
 def select_batch(

@@ -8,8 +8,8 @@ bytes whatever its length. The digest is taken as the key's identity, as Kafka t
 (two keys with one digest would share an entry; see ``offset_map``).
 
 Storages of stored batches (``BatchReads``: the ledger reads) are read one call per
-batch (``batch_scan.exchange_batch``: ``digest_positions``, then ``exchange_digested``,
-both compiled): no record costs a Python loop step.
+batch (``batch_scan.digest_positions``, then ``exchange_digested``, both compiled): no
+record costs a Python loop step.
 
 Phase two asks ``selection`` for each segment's winners (``winners.MapWinners``): an
 entry wins when the map holds exactly its own position, live (or, keyless, when

@@ -195,7 +195,9 @@ def test_the_wrapper_names_the_batch_in_corrupt_data() -> None:
 
     m = SkimpyOffsetMap(24 * 101, 0.9)
     with pytest.raises(CorruptData, match="segment 0, byte 72"):
-        batch_scan.map_batch(m, b"\x0b\x00", 0, 10, "segment 0, byte 72")
+        batch_scan.digest_keys(b"\x0b\x00", 0, 10, "segment 0, byte 72")
+    with pytest.raises(CorruptData, match="ledger 3 entry 0"):
+        batch_scan.digest_positions(b"\x0b\x00", "ledger 3 entry 0")
     with pytest.raises(CorruptData, match="compacted ledger 9"):
         batch_scan.unsuperseded(m, b"\x0b\x00", False, "compacted ledger 9")
 
