@@ -91,7 +91,7 @@ class Broker:
         self.work_dir = data_dir / WORK_DIR
         WorkerCompactions.clear_work_dir(self.work_dir)
         cores = CoreSplit.plan(
-            settings.worker_processes * settings.pass_threads,
+            settings.worker_processes * settings.worker_threads,
             settings.compaction_worker_own_cores,
         )
         self.workers = WorkerPool(settings.worker_processes, cores)

@@ -375,7 +375,7 @@ def make_compactions(broker: Broker, settings: ServerSettings, metrics: Metrics)
         settings.compaction_phase_one_memory_bytes,
         settings.log_cleaner_io_max_bytes_per_second,
         fault_from_env(),
-        settings.pass_threads,
+        settings.worker_threads,
     )
     service = CompactionService(
         broker,

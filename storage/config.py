@@ -349,11 +349,12 @@ class ServerSettings:
         return self.compaction_workers or max(1, self.log_cleaner_threads)
 
     @property
-    def pass_threads(self) -> int:
-        """``compaction.worker.threads``; 0 meaning half of the cores beyond one (the
-        server's) shared among the workers, at least one and at most four: a pass's
-        threads scale its reads and scans (measured: docs/benchmarks.md), and the server
-        keeps most cores for its own traffic."""
+    def worker_threads(self) -> int:
+        """``compaction.worker.threads``: the threads of one run in a worker (a cleaner
+        pass's reads and scans, phase one's digests); 0 meaning half of the cores beyond
+        one (the server's) shared among the workers, at least one and at most four: the
+        server keeps most cores for its traffic, and on 16 cores eight threads gained
+        nothing over four (docs/benchmarks.md)."""
         if self.compaction_worker_threads:
             return self.compaction_worker_threads
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
