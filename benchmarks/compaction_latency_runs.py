@@ -116,7 +116,7 @@ def off_the_worker_cores() -> Iterator[None]:
     server's compaction worker runs on (``compaction.worker.own.cores``, the default), at
     idle and during the run alike, and gets its cores back after."""
     defaults = ServerSettings()  # the server's own: no --config
-    split = CoreSplit.plan(defaults.worker_processes * defaults.pass_threads)
+    split = CoreSplit.plan(defaults.worker_processes * defaults.worker_threads)
     if split is None:
         yield
         return

@@ -72,7 +72,7 @@ class InProcessPasses:
                 Throttler(self.settings.log_cleaner_io_max_bytes_per_second),
                 lambda _name: is_aborted(),
                 control,
-                threads=self.settings.pass_threads,
+                threads=self.settings.worker_threads,
             )
             segments = log.segments
             return cleaner.clean(plan, segments[:-1], segments[-1].base_offset, swap_in(log))

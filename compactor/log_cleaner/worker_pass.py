@@ -136,7 +136,7 @@ class WorkerPasses:
             s.log_cleaner_io_buffer_load_factor,
             s.log_cleaner_io_buffer_size,
             s.log_cleaner_io_max_bytes_per_second,
-            s.pass_threads,
+            s.worker_threads,
         )
 
         control.report(Progress(CLEANING))  # watchers see the phase while a worker starts
