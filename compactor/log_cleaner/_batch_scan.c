@@ -232,39 +232,62 @@ static PyObject *walk_entries(Py_buffer *v, EntryOf entry_of, const void *arg) {
     return result;
 }
 
+typedef struct {
+    long long start, end;
+    const Table *near; /* the table this thread maps the entries into next, or NULL */
+} KeyRange;
+
 static Py_ssize_t key_entry(const uint8_t *buf, const Rec *r, uint8_t *out, const void *arg) {
-    const long long *range = arg, off = (long long)r->entry;
-    if (!(r->flags & HAS_KEY) || off < range[0] || off >= range[1]) return 0;
+    const KeyRange *range = arg;
+    long long off = (long long)r->entry;
+    if (!(r->flags & HAS_KEY) || off < range->start || off >= range->end) return 0;
     put_le64(out, (uint64_t)off);
-    digest_key(buf + r->ks, (size_t)(r->ke - r->ks), out + 8);
+    uint64_t h1 = digest_key(buf + r->ks, (size_t)(r->ke - r->ks), out + 8);
+#if defined(__GNUC__)
+    if (range->near) { /* its two lines arrive while the next keys are digested */
+        uint64_t slot = scale(h1, (uint64_t)range->near->slots);
+        __builtin_prefetch((const uint8_t *)range->near->hashes.buf + (slot << 4));
+        __builtin_prefetch((const int64_t *)range->near->offsets.buf + slot);
+    }
+#else
+    (void)h1;
+#endif
     return ENTRY;
 }
 
-/* digest_keys(payload, start, end) -> bytes: for each keyed record with start <= offset <
- *   end, in log order, 24 bytes: its offset (int64, little-endian), then its key's digest.
- *   The cleaner's offset map, first half (map_digests is the second). */
+/* digest_keys(payload, start, end[, hashes, offsets]) -> bytes: for each keyed record with
+ *   start <= offset < end, in log order, 24 bytes: its offset (int64, little-endian), then
+ *   its key's digest. The cleaner's offset map, first half (map_digests is the second).
+ *   Given the table (a pass on one thread, which maps the batch right after), each key's
+ *   slot is prefetched as it is digested: map_digests then finds its lines in cache, as
+ *   one fused call would (a pass ran 10-30 % slower without). */
 static PyObject *digest_keys(PyObject *self, PyObject *args) {
     Py_buffer v;
-    long long range[2];
-    if (!PyArg_ParseTuple(args, "y*LL", &v, &range[0], &range[1])) return NULL;
-    return walk_entries(&v, key_entry, range);
+    PyObject *h = Py_None, *o = Py_None;
+    KeyRange range = {0, 0, NULL};
+    if (!PyArg_ParseTuple(args, "y*LL|OO", &v, &range.start, &range.end, &h, &o)) return NULL;
+    if (h == Py_None) return walk_entries(&v, key_entry, &range);
+    Table t;
+    if (table_open(&t, h, o) < 0) { PyBuffer_Release(&v); return NULL; }
+    range.near = &t;
+    PyObject *result = walk_entries(&v, key_entry, &range);
+    table_close(&t);
+    return result;
 }
 
-/* How many entries ahead map_digests prefetches the slot of: enough to overlap the cache
- * misses of the table (two a probe), few enough that the lines are still there. */
-#define AHEAD 16
-
-/* The table lines of entry i + AHEAD's digest (at byte 8 of an entry), fetched ahead. */
-static inline void prefetch_ahead(const Table *t, const uint8_t *e, Py_ssize_t i,
-                                  Py_ssize_t n) {
+/* The table lines of every entry's digest (at byte 8 of an entry), asked for before the
+ * first is probed: the misses of a batch (two an entry) then overlap, and the lines wait
+ * in cache (a batch's are about 128 KB). Measured against fetching 16 entries ahead:
+ * 28-52 against 62-73 ns an entry (1M entries into a 26 MB table, a batch a call). */
+static inline void prefetch_all(const Table *t, const uint8_t *e, Py_ssize_t n) {
 #if defined(__GNUC__)
-    if (i + AHEAD < n) {
-        uint64_t slot = scale(le64(e + ENTRY * (i + AHEAD) + 8), (uint64_t)t->slots);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint64_t slot = scale(le64(e + ENTRY * i + 8), (uint64_t)t->slots);
         __builtin_prefetch((const uint8_t *)t->hashes.buf + (slot << 4));
         __builtin_prefetch((const int64_t *)t->offsets.buf + slot);
     }
 #else
-    (void)t, (void)e, (void)i, (void)n;
+    (void)t, (void)e, (void)n;
 #endif
 }
 
@@ -303,8 +326,8 @@ static PyObject *map_digests(PyObject *self, PyObject *args) {
     Py_BEGIN_ALLOW_THREADS
     uint8_t *hashes = t.hashes.buf;
     int64_t *offsets = t.offsets.buf;
+    prefetch_all(&t, e, n);
     for (Py_ssize_t i = 0; i < n; i++) {
-        prefetch_ahead(&t, e, i, n);
         long long off = (long long)le64(e + ENTRY * i);
         long long old = table_exchange(hashes, offsets, t.slots, e + ENTRY * i + 8, off,
                                        size < max_entries);
@@ -470,13 +493,13 @@ static PyObject *exchange_digested(PyObject *self, PyObject *args) {
     Py_BEGIN_ALLOW_THREADS
     uint8_t *hashes = t.hashes.buf;
     int64_t *offsets = t.offsets.buf;
+    prefetch_all(&t, e, n);
     for (Py_ssize_t i = 0; i < n; i++) {
         long long pos = at + i;
         if (pos < first || pos > last) continue;
         uint32_t nbytes, flags;
         memcpy(&nbytes, e + ENTRY * i, 4);
         memcpy(&flags, e + ENTRY * i + 4, 4);
-        prefetch_ahead(&t, e, i, n);
         if (flags & HAS_KEY) {
             int live = (flags & VALUE_NON_EMPTY) ? 1 : 0;
             long long old = table_exchange(hashes, offsets, t.slots, e + ENTRY * i + 8,

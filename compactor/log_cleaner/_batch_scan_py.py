@@ -61,9 +61,16 @@ def _in_bits(bits: bytearray, first: int, off: int) -> bool:
 _DIGESTED = struct.Struct("<q16s")  # digest_keys' entry: offset, key digest
 
 
-def digest_keys(payload: bytes | memoryview, start: int, end: int) -> bytes:
+def digest_keys(
+    payload: bytes | memoryview,
+    start: int,
+    end: int,
+    hashes: bytearray | None = None,
+    offsets: array[int] | None = None,
+) -> bytes:
     """For each keyed record with ``start <= offset < end``, in log order, 24 bytes: its
-    offset (int64, little-endian) and its key's digest."""
+    offset (int64, little-endian) and its key's digest. (The table, when given, is the
+    one these entries go to next: the compiled twin prefetches their slots.)"""
     return b"".join(
         _DIGESTED.pack(off, digest(key))
         for _l, off, flags, key, _s, _e in _walk(payload)

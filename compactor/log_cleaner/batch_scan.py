@@ -35,7 +35,14 @@ Kept = tuple[bytes, int, int, int, int, int]
 class ScanTwin(Protocol):
     """The functions both twins provide (``_batch_scan_py`` documents them)."""
 
-    def digest_keys(self, payload: Buffer, start: int, end: int) -> bytes: ...
+    def digest_keys(
+        self,
+        payload: Buffer,
+        start: int,
+        end: int,
+        hashes: bytearray | None = None,
+        offsets: array[int] | None = None,
+    ) -> bytes: ...
 
     def map_digests(
         self,
@@ -124,12 +131,18 @@ twin, COMPILED = _load_twin()
 NO_BITS = bytearray()  # a pass that keeps no bitmap of the latest offsets
 
 
-def digest_keys(payload: Buffer, start: int, end: int, where: str) -> bytes:
+def digest_keys(
+    payload: Buffer, start: int, end: int, where: str, near: SkimpyOffsetMap | None = None
+) -> bytes:
     """The first half of the cleaner's ``put`` over one batch: each keyed record's offset
     and key digest (24 bytes), for ``start <= offset < end``, in log order. The compiled
-    twin runs without the GIL, so threads digest batches side by side."""
+    twin runs without the GIL, so threads digest batches side by side; ``near``: the map
+    this thread puts them into next, whose slots are then prefetched."""
     try:
-        return twin.digest_keys(payload, start, end)
+        if near is None:
+            return twin.digest_keys(payload, start, end)
+        hashes, offsets, _slots = near.table()
+        return twin.digest_keys(payload, start, end, hashes, offsets)
     except MalformedPayload as exc:
         raise CorruptData(f"{where}: {exc}", position=where) from None
 

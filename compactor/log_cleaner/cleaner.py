@@ -293,26 +293,23 @@ class Cleaner:
             yield from self.fan.pieces(seg, seg.size, start)
 
     def _digested(self, start: int, end: int, piece: Piece) -> Iterator[tuple[bytes, int, int]]:
-        """A piece's digests as ``(digests, last offset, bytes read)``, a quantum of
-        batches at a time (so this pass's own thread maps them in few calls), up to the
-        batch holding ``end`` (on one of the pass's threads)."""
+        """A piece's batches as ``(digests, last offset, bytes)``, up to the one holding
+        ``end`` (on one of the pass's threads; on one thread, each key's slot is
+        prefetched as it is digested, for the ``map_digests`` that follows)."""
         seg_where = piece.seg.where
-        parts: list[bytes] = []
-        last = size = 0
+        near = self.map if self.fan.threads == 1 else None
         for buf, p, header, at in piece.batches(self.chunk):
             last = header.last_id.entry_id
             if last < start:
                 continue
-            payload = payload_of(buf, header, p)
-            parts.append(digest_keys(payload, start, end, f"{seg_where}, byte {at}"))
-            size += header.size
-            if size >= self.quantum or last >= end:
-                yield b"".join(parts), last, size
-                parts, size = [], 0
-                if last >= end:
-                    return
-        if size:
-            yield b"".join(parts), last, size
+            where = f"{seg_where}, byte {at}"
+            yield (
+                digest_keys(payload_of(buf, header, p), start, end, where, near),
+                last,
+                header.size,
+            )
+            if last >= end:
+                return
 
     def _pace(self, name: str, nbytes: int) -> None:
         self.throttler.maybe_throttle(nbytes)

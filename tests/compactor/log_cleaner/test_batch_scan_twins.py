@@ -78,6 +78,8 @@ def test_the_offset_map_and_survivors_agree(
     tables = [table(slots) for _ in TWINS]
     digests = [t.digest_keys(payload, start, start + span) for t in TWINS]
     assert digests[0] == digests[1]
+    near = [t.digest_keys(payload, start, start + span, *tables[i]) for i, t in enumerate(TWINS)]
+    assert near == digests  # the table given only has its slots prefetched
     answers = [
         t.map_digests(*tables[i], digests[i], 0, cap, latest[i], start) for i, t in enumerate(TWINS)
     ]
