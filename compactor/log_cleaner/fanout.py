@@ -1,4 +1,4 @@
-"""Fanout: a cleaner pass's reads and scans on several threads, consumed in log order.
+"""Fanout: a compaction's reads and scans on several threads, consumed in log order.
 
 A pass reads every batch twice (the offset map, then the rewrite), and almost all of that
 work lets go of the GIL: ``os.pread``, the CRC-32C of each batch and the compiled scans
@@ -14,6 +14,9 @@ piece's bytes). With one thread nothing is cut and nothing runs ahead: each segm
 one piece, read lazily batch by batch as the pass takes it, exactly as a single loop
 would, which is also how a throttled pass runs (``log.cleaner.io.max.bytes.per
 .second`` bounds what is read; reading ahead would not stay under it).
+
+Phase one of a two-phase run uses ``ordered`` too: its units are runs of stored batches
+that its own thread reads from RocksDB, and the threads digest them.
 """
 
 from __future__ import annotations
@@ -59,7 +62,7 @@ class Fanout:
         self.threads = max(1, threads)
         self.piece_bytes = piece_bytes or PIECE_BYTES
         self._pool = (
-            ThreadPoolExecutor(self.threads, thread_name_prefix="cleaner-read")
+            ThreadPoolExecutor(self.threads, thread_name_prefix="compaction-scan")
             if self.threads > 1
             else None
         )
@@ -94,15 +97,26 @@ class Fanout:
         of stored batches), in order. Threaded, a piece is scanned whole on a thread
         before it is handed back; closing the iterator (the caller stopped or failed)
         cancels the pieces not started and waits for those running, so that no thread
-        reads a segment after the pass has let it go."""
+        reads a segment after the pass has let it go. An error of ``pieces`` itself (a
+        unit that could not be read) comes after the results of the units before it, as
+        it would on one thread: a caller that stops earlier (a full map) never sees it."""
         if self._pool is None:
             for piece in pieces:
                 yield scan(piece)
             return
         pool = self._pool
         ahead: deque[Future[list[R]]] = deque()
+        units = iter(pieces)
         try:
-            for piece in pieces:
+            while True:
+                try:
+                    piece = next(units)
+                except StopIteration:
+                    break
+                except Exception:
+                    while ahead:
+                        yield iter(ahead.popleft().result())
+                    raise
                 ahead.append(pool.submit(_whole, scan, piece))
                 if len(ahead) > 2 * self.threads:
                     yield iter(ahead.popleft().result())

@@ -360,3 +360,32 @@ def test_an_error_surfaces_at_its_piece_after_the_pieces_before_it() -> None:
         for r in fan.ordered(scan, pieces):
             seen.extend(r)
     assert seen == [0, 1, 2, 3, 4]
+
+
+def test_a_unit_that_cannot_be_read_fails_after_the_units_before_it() -> None:
+    """Phase one reads its units in the caller's thread: a read error must not overtake
+    the results already read, which a caller may stop at (a full map) before it."""
+
+    def units() -> Iterator[Piece]:
+        for i in range(10):
+            if i == 6:
+                raise OSError("unit 6 unreadable")
+            yield Piece(FakeSegment(), i, i + 1)  # type: ignore[arg-type]
+
+    def scan(piece: Piece) -> Iterator[int]:
+        yield piece.start
+
+    seen = []
+    with Fanout(4) as fan, pytest.raises(OSError, match="unit 6"):
+        for r in fan.ordered(scan, units()):
+            seen.extend(r)
+    assert seen == [0, 1, 2, 3, 4, 5]
+    with Fanout(4) as fan:
+        stopped = []
+        results = fan.ordered(scan, units())
+        for r in results:
+            stopped.extend(r)
+            if stopped[-1] == 3:
+                results.close()  # the caller had what it needed: no error reaches it
+                break
+    assert stopped == [0, 1, 2, 3]
