@@ -1,9 +1,11 @@
-"""Cleaner: the mechanism of one cleaning pass over one log (no policy, no threads).
+"""Cleaner: the mechanism of one cleaning pass over one log (no policy).
 
 Segments hold stored batches (``storage/batch.py``); every batch read here passes
 ``batch.check`` and its records are walked, hashed and looked up in the offset map in one
 call per batch (``batch_scan``: a compiled twin and a pure-Python one), so no record is
-decoded and none costs a Python loop iteration.
+decoded and none costs a Python loop iteration. A pass may read and scan on several
+threads (``fanout``: pieces of segments side by side, their results taken in log order by
+the pass's own thread, which alone fills the map and writes).
 
 1. Build the offset map over the dirty section ``[first dirty, first uncleanable)``: for each
    keyed record, key digest → offset. When the map is full the pass ends its section at the
@@ -46,7 +48,7 @@ from compactlog.compactor.log_cleaner.batch_scan import (
     map_digests,
     survivors,
 )
-from compactlog.compactor.log_cleaner.fanout import Fanout, Piece
+from compactlog.compactor.log_cleaner.fanout import ONE_THREAD, Fanout, Piece
 from compactlog.compactor.log_cleaner.manager import LogToClean
 from compactlog.compactor.log_cleaner.offset_map import SkimpyOffsetMap
 from compactlog.compactor.log_cleaner.rewrite import BatchWriter
@@ -177,7 +179,7 @@ class Cleaner:
     ) -> None:
         self.fault = fault
         self.threads = threads if COMPILED and not throttler.limited else 1
-        self.fan = Fanout(1)
+        self.fan = ONE_THREAD  # the pass's own while one runs
         self.map = offset_map
         self.chunk = max(io_buffer_size, 64 * 1024)
         self.quantum = PACE_BYTES if throttler.limited else UNTHROTTLED_PACE_BYTES
@@ -216,11 +218,12 @@ class Cleaner:
         head = plan.log_start_offset
         self.progress = Progress(CLEANING, 0, 2 * (stop - start) + start - head)
         self.control.report(self.progress)
-        with Fanout(self.threads) as self.fan:
-            try:
+        self.fan = Fanout(self.threads)
+        try:
+            with self.fan:
                 return self._clean(plan, closed, active_base, swap, stats)
-            finally:
-                self.latest, self.mapped, self.fan = NO_BITS, (0, 0), Fanout(1)
+        finally:
+            self.latest, self.mapped, self.fan = NO_BITS, (0, 0), ONE_THREAD
 
     def _clean(
         self,

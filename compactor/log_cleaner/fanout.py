@@ -130,3 +130,6 @@ class Fanout:
 
 def _whole(scan: Callable[[U], Iterator[R]], piece: U) -> list[R]:
     return list(scan(piece))
+
+
+ONE_THREAD = Fanout(1)  # no pool: usable by anyone, at any time
