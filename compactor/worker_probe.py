@@ -3,18 +3,33 @@
 It reports progress, asks the server a question, sleeps while honouring a cancel, fails on
 request, and answers with what the worker's process looks like from inside (pid, nice
 value, I/O priority, cores), so that the pool can be checked end to end with real processes.
+The same three are also read on a thread of a run's pool (``fanout``): nice value, I/O
+priority and cores belong to each thread on Linux, so a run's threads must inherit them.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
+from compactlog.compactor.log_cleaner.fanout import Fanout
 from compactlog.compactor.progress import Progress
 from compactlog.compactor.worker_link import WorkerLink
 from compactlog.compactor.worker_os import io_priority
 from compactlog.errors import InvalidArgument
+
+# (nice value, I/O priority, cores) as the calling thread has them
+Standing = tuple[int, tuple[int, int] | None, frozenset[int]]
+
+
+def standing() -> Standing:
+    return os.nice(0), io_priority(), frozenset(os.sched_getaffinity(0))
+
+
+def _standing_of(_unit: int) -> Iterator[Standing]:
+    yield standing()
 
 
 @dataclass(frozen=True)
@@ -25,6 +40,7 @@ class ProbeAnswer:
     io_priority: tuple[int, int] | None
     cores: frozenset[int]
     reply: object
+    threads: tuple[Standing, ...] = ()  # as a run's pool threads have them
 
 
 @dataclass(frozen=True)
@@ -44,11 +60,7 @@ class ProbeJob:
             time.sleep(0.01)
         if self.fail:
             raise InvalidArgument(self.fail)
-        return ProbeAnswer(
-            os.getpid(),
-            os.getppid(),
-            os.nice(0),
-            io_priority(),
-            frozenset(os.sched_getaffinity(0)),
-            reply,
-        )
+        with Fanout(2) as fan:
+            threads = tuple(s for r in fan.ordered(_standing_of, range(4)) for s in r)
+        nice, io, cores = standing()
+        return ProbeAnswer(os.getpid(), os.getppid(), nice, io, cores, reply, threads)

@@ -47,6 +47,10 @@ def test_a_job_runs_in_a_lower_priority_child_that_is_reused(pool: WorkerPool) -
     assert first.nice >= os.nice(0) + NICE or first.nice == 19
     if first.io_priority is not None:
         assert first.io_priority[0] == IOPRIO_CLASS_IDLE
+    # a run's pool threads (fanout) have the worker's standing: nice, I/O class, cores
+    assert first.threads and all(
+        t == (first.nice, first.io_priority, first.cores) for t in first.threads
+    )
     progress = control.snapshot()
     assert (progress.phase, progress.done, progress.total) == ("probe", 3, 3)
     assert run(pool, ProbeJob()).pid == first.pid  # kept for the next job
