@@ -213,23 +213,26 @@ typedef Py_ssize_t (*EntryOf)(const uint8_t *buf, const Rec *r, uint8_t *out, co
  * payload that does not walk. Releases `v`. */
 static PyObject *walk_entries(Py_buffer *v, EntryOf entry_of, const void *arg) {
     const uint8_t *buf = v->buf;
-    uint8_t *out = NULL;
+    PyObject *out = NULL;
     Py_ssize_t n = 0;
     int failed;
     Walk w;
     Py_BEGIN_ALLOW_THREADS
     failed = walk_all(buf, v->len, NULL, &w, 0, 0) < 0;
     if (!failed) {
-        out = PyMem_RawCalloc((size_t)w.n + 1, ENTRY);
-        failed = !out && out_of_memory() < 0;
-        for (Py_ssize_t i = 0; out && i < w.n; i++) n += entry_of(buf, &w.recs[i], out + n, arg);
+        Py_BLOCK_THREADS /* the entries go straight into the bytes handed back */
+        out = PyBytes_FromStringAndSize(NULL, w.n * ENTRY);
+        Py_UNBLOCK_THREADS
+        uint8_t *at = out ? (uint8_t *)PyBytes_AS_STRING(out) : NULL;
+        if (at) memset(at, 0, (size_t)(w.n * ENTRY));
+        for (Py_ssize_t i = 0; at && i < w.n; i++) n += entry_of(buf, &w.recs[i], at + n, arg);
         walk_free(&w);
     }
     Py_END_ALLOW_THREADS
-    PyObject *result = failed ? raise_walk_error() : PyBytes_FromStringAndSize((char *)out, n);
-    PyMem_RawFree(out);
     PyBuffer_Release(v);
-    return result;
+    if (failed) return raise_walk_error();
+    if (out && n < PyBytes_GET_SIZE(out) && _PyBytes_Resize(&out, n) < 0) return NULL;
+    return out; /* NULL with MemoryError set when the bytes could not be made */
 }
 
 typedef struct {
