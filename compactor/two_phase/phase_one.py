@@ -133,23 +133,34 @@ def _map_batches(
             for index, at, entries in unit:
                 seg = segments[index]
                 base = positions[index] - seg.first_entry  # position of entry e: base + e
-                first = max(at, seg.first_entry)
-                while True:
-                    read, kept, tombs, keyless, nbytes, _size, stop = exchange_digested(
-                        keys.map, entries, at, first, seg.last_entry, base, retain
-                    )
-                    t.read += read
-                    t.kept += kept
-                    t.tombstones += tombs
-                    t.keyless += keyless
-                    t.bytes_in += nbytes
-                    if stop < 0:
-                        break
-                    if not keys.grow():
-                        return base + stop
-                    first = stop
+                covered = _put(keys, entries, at, seg, base, retain, t)
+                if covered is not None:
+                    return covered
                 t.pace(control)
     return None
+
+
+def _put(
+    keys: _GrowingMap, entries: bytes, at: int, seg: Segment, base: int, retain: bool,
+    t: _Tally,
+) -> int | None:  # fmt: skip
+    """One batch's entries into the map, growing it when full; the covered position when
+    it can grow no more."""
+    first = max(at, seg.first_entry)
+    while True:
+        read, kept, tombs, keyless, nbytes, _size, stop = exchange_digested(
+            keys.map, entries, at, first, seg.last_entry, base, retain
+        )
+        t.read += read
+        t.kept += kept
+        t.tombstones += tombs
+        t.keyless += keyless
+        t.bytes_in += nbytes
+        if stop < 0:
+            return None
+        if not keys.grow():
+            return base + stop
+        first = stop
 
 
 # (segment index, position, payload, where) of a stored batch
