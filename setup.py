@@ -1,7 +1,7 @@
 """Builds the optional compiled twins: the batch codec (``storage/_batch.c``), the
 offset map's hashing and probing (``compactor/log_cleaner/_offset_map.c``) and the
-compactors' per-batch scans over it (``compactor/log_cleaner/_batch_scan.c``; both
-include ``_offset_table.h``).
+compactors' per-batch scans over it (``compactor/log_cleaner/_batch_scan.c``, with the
+records' walk in ``_batch_walk.h``; both include ``_offset_table.h``).
 
 Everything else is declared in pyproject.toml. ``optional=True``: where no C compiler is
 present the install still succeeds and the pure-Python twins (``storage/_batch_py.py``,
@@ -12,6 +12,7 @@ which behave identically, are used.
 from setuptools import Extension, setup
 
 TABLE = "compactor/log_cleaner/_offset_table.h"
+WALK = "compactor/log_cleaner/_batch_walk.h"
 
 setup(
     ext_modules=[
@@ -31,7 +32,7 @@ setup(
         Extension(
             "compactlog.compactor.log_cleaner._batch_scan",
             sources=["compactor/log_cleaner/_batch_scan.c"],
-            depends=[TABLE],
+            depends=[TABLE, WALK],
             extra_compile_args=["-O3", "-std=c11", "-Wall"],
             optional=True,
         ),

@@ -1,0 +1,222 @@
+/* Walking the message records of a stored batch's payload, for _batch_scan.c: the
+ * records' framing and ids (the layout in storage/batch.py; the same checks and
+ * MalformedPayload messages as storage/_batch.c's walk), every record of a payload at
+ * once (walk_all), and a payload's records as fixed-size entries (walk_entries).
+ *
+ * Walks run without the GIL (a pass scans on several threads), so a walk's error is the
+ * thread's own text (walk_error), which the calling function raises as MalformedPayload
+ * once it holds the GIL again (raise_walk_error). Static functions: one includer.
+ */
+#ifndef COMPACTLOG_BATCH_WALK_H
+#define COMPACTLOG_BATCH_WALK_H
+#include "_offset_table.h"
+
+#define HAS_KEY 1
+#define VALUE_NON_EMPTY 2
+#define VALUE_PRESENT 4
+
+static PyObject *MalformedPayload = NULL;
+
+/* Why this thread's last walk failed; an empty text: memory ran out. */
+static _Thread_local char walk_error[128];
+
+static int bad(const char *what) {
+    snprintf(walk_error, sizeof walk_error, "%s", what);
+    return -1;
+}
+
+static int out_of_memory(void) {
+    walk_error[0] = 0;
+    return -1;
+}
+
+/* The failed walk's MalformedPayload (or MemoryError), with the GIL held. */
+static PyObject *raise_walk_error(void) {
+    if (!walk_error[0]) return PyErr_NoMemory();
+    PyErr_SetString(MalformedPayload, walk_error);
+    return NULL;
+}
+
+static int read_varint(const uint8_t *buf, Py_ssize_t *p, Py_ssize_t end, uint64_t *out) {
+    uint64_t result = 0;
+    int shift = 0;
+    Py_ssize_t i = *p;
+    for (;;) {
+        if (i >= end || shift > 63) return bad("truncated or overlong varint");
+        uint8_t c = buf[i++];
+        result |= (uint64_t)(c & 0x7F) << shift;
+        if (c < 0x80) break;
+        shift += 7;
+    }
+    *p = i;
+    *out = result;
+    return 0;
+}
+
+static Py_ssize_t skip_field(const uint8_t *buf, Py_ssize_t p, Py_ssize_t end, int wire) {
+    uint64_t n;
+    Py_ssize_t q;
+    switch (wire) {
+    case 0:
+        return read_varint(buf, &p, end, &n) < 0 ? -1 : p;
+    case 1: q = p + 8; break;
+    case 5: q = p + 4; break;
+    case 2:
+        if (read_varint(buf, &p, end, &n) < 0) return -1;
+        if (n > (uint64_t)(end - p)) return bad("field runs past its message");
+        return p + (Py_ssize_t)n;
+    default:
+        snprintf(walk_error, sizeof walk_error, "unsupported wire type %d", wire);
+        return -1;
+    }
+    return q > end ? bad("field runs past its message") : q;
+}
+
+static int parse_id(const uint8_t *buf, Py_ssize_t p, Py_ssize_t end, uint64_t *ledger,
+                    uint64_t *entry) {
+    *ledger = *entry = 0;
+    while (p < end) {
+        uint64_t tag;
+        if (read_varint(buf, &p, end, &tag) < 0) return -1;
+        if (tag == 0x08) {
+            if (read_varint(buf, &p, end, ledger) < 0) return -1;
+        } else if (tag == 0x10) {
+            if (read_varint(buf, &p, end, entry) < 0) return -1;
+        } else if ((p = skip_field(buf, p, end, (int)(tag & 7))) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* One message record: its bytes [start, end), its message [body, end), id, flags, key. */
+typedef struct {
+    Py_ssize_t start, body, end, ks, ke;
+    uint64_t ledger, entry;
+    int flags;
+    uint8_t digest[16]; /* the key's digest, when walk_all was given a table */
+} Rec;
+
+/* The record at p (< end); -1 with MalformedPayload set when it is not one. */
+static int next_record(const uint8_t *buf, Py_ssize_t p, Py_ssize_t end, Rec *r) {
+    if (buf[p] != 0x0A) {
+        snprintf(walk_error, sizeof walk_error, "expected a message record at byte %zd", p);
+        return -1;
+    }
+    Py_ssize_t ms = p + 1;
+    uint64_t n, tag, vn;
+    if (read_varint(buf, &ms, end, &n) < 0) return -1;
+    if (n > (uint64_t)(end - ms)) {
+        snprintf(walk_error, sizeof walk_error,
+                 "message record at byte %zd runs past the payload", p);
+        return -1;
+    }
+    Py_ssize_t me = ms + (Py_ssize_t)n, q = ms;
+    r->start = p, r->body = ms, r->end = me, r->ks = r->ke = -1;
+    r->ledger = r->entry = 0, r->flags = 0;
+    while (q < me) {
+        if (read_varint(buf, &q, me, &tag) < 0) return -1;
+        uint64_t field = tag >> 3;
+        int wire = (int)(tag & 7);
+        Py_ssize_t fs = q, fe = skip_field(buf, q, me, wire);
+        if (fe < 0) return -1;
+        if (wire == 2 && field >= 1 && field <= 3) {
+            if (read_varint(buf, &fs, me, &vn) < 0) return -1;
+            if (field == 1) {
+                if (parse_id(buf, fs, fe, &r->ledger, &r->entry) < 0) return -1;
+            } else if (field == 2) {
+                r->ks = fs, r->ke = fe, r->flags |= HAS_KEY;
+            } else {
+                r->flags = (r->flags & HAS_KEY) | VALUE_PRESENT | (vn ? VALUE_NON_EMPTY : 0);
+            }
+        }
+        q = fe;
+    }
+    return 0;
+}
+
+/* Every record of a payload, in order. With a table, each key's digest is computed and its
+ * first slot prefetched before any is probed: a batch's probes then overlap their cache
+ * misses instead of paying them one after another (the records are handled in order, as
+ * one at a time would). Keys of entries in [skip_lo, skip_hi) are not digested: the
+ * caller answers for them from a bitmap. */
+typedef struct {
+    Rec *recs;
+    Py_ssize_t n;
+} Walk;
+
+static void walk_free(Walk *w) { PyMem_RawFree(w->recs); w->recs = NULL; }
+
+static int walk_all(const uint8_t *buf, Py_ssize_t len, const Table *t, Walk *w,
+                    long long skip_lo, long long skip_hi) {
+    Py_ssize_t cap = 64;
+    const uint64_t slots = t ? (uint64_t)t->slots : 1;
+    w->n = 0;
+    w->recs = PyMem_RawMalloc((size_t)cap * sizeof(Rec));
+    if (!w->recs) return out_of_memory();
+    for (Py_ssize_t p = 0; p < len; p = w->recs[w->n++].end) {
+        if (w->n == cap) {
+            Rec *more = PyMem_RawRealloc(w->recs, (size_t)(cap *= 2) * sizeof(Rec));
+            if (!more) { walk_free(w); return out_of_memory(); }
+            w->recs = more;
+        }
+        Rec *r = &w->recs[w->n];
+        if (next_record(buf, p, len, r) < 0) { walk_free(w); return -1; }
+        long long e = (long long)r->entry;
+        if (t && (r->flags & HAS_KEY) && (e < skip_lo || e >= skip_hi)) {
+            uint64_t h1 = digest_key(buf + r->ks, (size_t)(r->ke - r->ks), r->digest);
+#if defined(__GNUC__)
+            uint64_t slot = scale(h1, slots);
+            __builtin_prefetch((const uint8_t *)t->hashes.buf + (slot << 4));
+            __builtin_prefetch((const int64_t *)t->offsets.buf + slot);
+#else
+            (void)h1, (void)slots;
+#endif
+        }
+    }
+    return 0;
+}
+
+/* Bit `off - first` of `bits`, when it is one of them. */
+static inline int in_bits(const Py_buffer *b, long long first, long long off) {
+    return off >= first && ((off - first) >> 3) < b->len;
+}
+
+static inline void set_bit(const Py_buffer *b, long long first, long long off, int on) {
+    uint8_t *byte = (uint8_t *)b->buf + ((off - first) >> 3);
+    uint8_t mask = (uint8_t)(1 << ((off - first) & 7));
+    *byte = on ? (uint8_t)(*byte | mask) : (uint8_t)(*byte & ~mask);
+}
+
+/* One record's entry of ENTRY bytes at `out`: its bytes written (0: the record has none). */
+#define ENTRY 24
+typedef Py_ssize_t (*EntryOf)(const uint8_t *buf, const Rec *r, uint8_t *out, const void *arg);
+
+/* The entries of every record of a payload, walked and made without the GIL (threads
+ * digest batches side by side while one maps them in order); MalformedPayload for a
+ * payload that does not walk. Releases `v`. */
+static PyObject *walk_entries(Py_buffer *v, EntryOf entry_of, const void *arg) {
+    const uint8_t *buf = v->buf;
+    PyObject *out = NULL;
+    Py_ssize_t n = 0;
+    int failed;
+    Walk w;
+    Py_BEGIN_ALLOW_THREADS
+    failed = walk_all(buf, v->len, NULL, &w, 0, 0) < 0;
+    if (!failed) {
+        Py_BLOCK_THREADS /* the entries go straight into the bytes handed back */
+        out = PyBytes_FromStringAndSize(NULL, w.n * ENTRY);
+        Py_UNBLOCK_THREADS
+        uint8_t *at = out ? (uint8_t *)PyBytes_AS_STRING(out) : NULL;
+        if (at) memset(at, 0, (size_t)(w.n * ENTRY));
+        for (Py_ssize_t i = 0; at && i < w.n; i++) n += entry_of(buf, &w.recs[i], at + n, arg);
+        walk_free(&w);
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(v);
+    if (failed) return raise_walk_error();
+    if (out && n < PyBytes_GET_SIZE(out) && _PyBytes_Resize(&out, n) < 0) return NULL;
+    return out; /* NULL with MemoryError set when the bytes could not be made */
+}
+
+#endif
