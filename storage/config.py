@@ -181,8 +181,8 @@ SERVER_KEYS = _keys(
         "compaction.worker.threads",
         _int(0, 64),
         0,
-        "threads a cleaner pass reads and scans on; 0 = half the cores the server spares "
-        "each worker, 1 to 4",
+        "threads of one run in a worker (a cleaner pass's reads and scans, phase one's "
+        "digests); 0 = half the cores the server spares each worker, 1 to 4",
     ),
     ConfigKey(
         "compaction.worker.own.cores",

@@ -58,9 +58,9 @@ class Piece:
 class Fanout:
     """A pass's threads (none but the caller's when ``threads`` is 1)."""
 
-    def __init__(self, threads: int, piece_bytes: int | None = None) -> None:
+    def __init__(self, threads: int) -> None:
         self.threads = max(1, threads)
-        self.piece_bytes = piece_bytes or PIECE_BYTES
+        self.piece_bytes = PIECE_BYTES  # read when made, so tests can make pieces small
         self._pool = (
             ThreadPoolExecutor(self.threads, thread_name_prefix="compaction-scan")
             if self.threads > 1

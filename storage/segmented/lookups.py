@@ -12,6 +12,7 @@ the next start rebuilds one that fails its checks there.
 
 from __future__ import annotations
 
+import bisect
 import logging
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -80,19 +81,17 @@ def split_points(seg: LogSegment, start: int, end: int, every: int) -> list[int]
     if not seg.index_trusted:
         return []
     index = seg.offset_index
+    positions = index.positions
     points: list[int] = []
-    last = start
-    for offset, pos in zip(index.offsets, index.positions, strict=True):
-        if pos >= end:
-            break
-        if pos - last < every:
-            continue
+    i = bisect.bisect_left(positions, start + every)  # a cut a piece: no walk of the index
+    while i < len(positions) and positions[i] < end:
+        pos, offset = positions[i], index.offsets[i]
         claimed = peek_first_entry(seg.pread(HEADER_SIZE, pos))
         if claimed != offset:
             distrust(seg, "offset index", f"({offset}, {pos}) points at a batch of {claimed}")
             return []
         points.append(pos)
-        last = pos
+        i = bisect.bisect_left(positions, pos + every, i + 1)
     return points
 
 
