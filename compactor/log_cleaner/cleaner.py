@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from functools import partial
-from itertools import islice
+from itertools import chain, islice
 from pathlib import Path
 
 from compactlog.compactor.log_cleaner.batch_scan import (
@@ -269,19 +269,18 @@ class Cleaner:
         since = 0
         pieces = self._dirty_pieces(closed, active_base, start, end)
         with closing(self.fan.ordered(partial(self._digested, start, end), pieces)) as done:
-            for piece in done:
-                for digests, last, size in piece:
-                    mapped, stop = map_digests(self.map, digests, self.latest, start)
-                    stats.map_records += mapped
-                    if stop >= 0:
-                        return stop
-                    if last >= end:
-                        return end
-                    since += size
-                    if since >= self.quantum:
-                        self._pace(plan.name, since)
-                        self._report(last + 1 - start, since)
-                        since = 0
+            for digests, last, size in chain.from_iterable(done):
+                mapped, stop = map_digests(self.map, digests, self.latest, start)
+                stats.map_records += mapped
+                if stop >= 0:
+                    return stop
+                if last >= end:
+                    return end
+                since += size
+                if since >= self.quantum:
+                    self._pace(plan.name, since)
+                    self._report(last + 1 - start, since)
+                    since = 0
         return end
 
     def _dirty_pieces(
@@ -357,19 +356,18 @@ class Cleaner:
         writer = BatchWriter(cleaned)
         tally = _Tally()
         since = 0
-        for piece in sifted:
-            for kept, header, (read, keyless, tombstones) in piece:
-                tally.read += read
-                tally.keyless += keyless
-                tally.tombstones += tombstones
-                if kept is not None:
-                    parts, count, first, last, tomb_horizon = kept
-                    writer.add(parts, count, first, last, header, tomb_horizon)
-                since += header.size
-                if since >= self.quantum:
-                    self._pace(name, since)
-                    self._report(self._rewrite_base + header.last_id.entry_id + 1, since)
-                    since = 0
+        for kept, header, (read, keyless, tombstones) in chain.from_iterable(sifted):
+            tally.read += read
+            tally.keyless += keyless
+            tally.tombstones += tombstones
+            if kept is not None:
+                parts, count, first, last, tomb_horizon = kept
+                writer.add(parts, count, first, last, header, tomb_horizon)
+            since += header.size
+            if since >= self.quantum:
+                self._pace(name, since)
+                self._report(self._rewrite_base + header.last_id.entry_id + 1, since)
+                since = 0
         writer.flush()
         cleaned.on_become_inactive()
         stats.bytes_in += sum(seg.size for seg in group)

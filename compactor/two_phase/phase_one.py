@@ -31,6 +31,7 @@ import math
 from collections.abc import Iterator
 from contextlib import closing
 from dataclasses import dataclass
+from itertools import chain
 
 from compactlog.compactor.log_cleaner.batch_scan import (
     COMPILED,
@@ -129,14 +130,13 @@ def _map_batches(
     end); their digests are mapped here, in order."""
     units = _runs(_stored(storage, segments), 1 if fan.threads == 1 else BATCHES_A_UNIT)
     with closing(fan.ordered(_digested, units)) as digested:
-        for unit in digested:
-            for index, at, entries in unit:
-                seg = segments[index]
-                base = positions[index] - seg.first_entry  # position of entry e: base + e
-                covered = _put(keys, entries, at, seg, base, retain, t)
-                if covered is not None:
-                    return covered
-                t.pace(control)
+        for index, at, entries in chain.from_iterable(digested):
+            seg = segments[index]
+            base = positions[index] - seg.first_entry  # position of entry e: base + e
+            covered = _put(keys, entries, at, seg, base, retain, t)
+            if covered is not None:
+                return covered
+            t.pace(control)
     return None
 
 
