@@ -18,6 +18,9 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import compactlog  # noqa: F401  (first: it turns gRPC's fork handlers off, see its docstring)
+
+# isort: split
 import grpc
 import pytest
 
@@ -241,10 +244,11 @@ def spark() -> Iterator[object]:
     from pyspark.sql import SparkSession
 
     from compactlog.compactor.spark import register
+    from compactlog.compactor.spark.session import get_or_create
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    session = (
+    builder = (
         SparkSession.builder.master("local[2]")
         .appName("compactlog-tests")
         .config("spark.ui.enabled", "false")
@@ -253,8 +257,8 @@ def spark() -> Iterator[object]:
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.extraJavaOptions", SPARK_JVM_OPTIONS)
         .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
     )
+    session = get_or_create(builder)
     session.sparkContext.setLogLevel("ERROR")
     register(session)
     yield session

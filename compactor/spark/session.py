@@ -7,16 +7,21 @@ public ``compactlog`` source (``compactlog.spark``) and the engine's own
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import sys
 
+from pyspark.errors import PySparkRuntimeError
 from pyspark.sql import SparkSession
 
 from compactlog.compactor.spark.datasource import CompactionKeysDataSource
 from compactlog.spark import register as register_source
 
+log = logging.getLogger(__name__)
+
 APP_NAME = "compactlog"
+GATEWAY_ATTEMPTS = 3
 _LOCAL = re.compile(r"local\[(\d+|\*)\]")
 
 
@@ -52,4 +57,23 @@ def spark_session(master: str = "local[*]", app_name: str = APP_NAME) -> SparkSe
             .config("spark.driver.bindAddress", "127.0.0.1")
             .config("spark.driver.host", "127.0.0.1")
         )
-    return register(builder.getOrCreate())
+    return register(get_or_create(builder))
+
+
+def get_or_create(builder: SparkSession.Builder, attempts: int = GATEWAY_ATTEMPTS) -> SparkSession:
+    """``builder.getOrCreate()``, launching the Java gateway again if it died at birth.
+
+    PySpark forks this process to start the gateway. Where ``grpc`` was imported before
+    compactlog, its fork handlers stay on and can abort that child before it execs
+    (grpc/grpc#43055, see the ``compactlog`` package docstring): the launch fails with
+    ``JAVA_GATEWAY_EXITED`` and nothing of it is kept, so a new fork usually succeeds. Any
+    other failure, or the last attempt's, is raised as it came.
+    """
+    for attempt in range(1, attempts):
+        try:
+            return builder.getOrCreate()
+        except PySparkRuntimeError as exc:
+            if exc.getCondition() != "JAVA_GATEWAY_EXITED":
+                raise
+            log.warning("the Spark gateway exited at launch (attempt %d of %d)", attempt, attempts)
+    return builder.getOrCreate()
