@@ -182,10 +182,12 @@ class LedgerReads:
 
 
 class LedgerStoreCompactionStorage(LedgerReads):
-    """``CompactionStorage`` over a ``LedgerStore`` in this process."""
+    """``CompactionStorage`` over a ``LedgerStore`` in this process. ``in_server``: paced
+    for the request threads beside it (previews, verify, ``as_of``); a program with no
+    requests to serve (a benchmark of the compactor, a tool) passes False."""
 
-    def __init__(self, store: LedgerStore) -> None:
-        super().__init__(store)
+    def __init__(self, store: LedgerStore, in_server: bool = True) -> None:
+        super().__init__(store, in_server)
         self.store = store
 
     def begin(self, topic: str) -> CompactionInput:
