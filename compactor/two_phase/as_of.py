@@ -34,6 +34,7 @@ from compactlog.compactor.log_cleaner.offset_map import BYTES_PER_ENTRY, SkimpyO
 from compactlog.compactor.progress import NoControl
 from compactlog.compactor.two_phase.ledger_adapter import LedgerReads
 from compactlog.compactor.two_phase.phase_one import (
+    INITIAL_TAIL_KEYS,
     LOAD_FACTOR,
     MapWinners,
     PhaseOneMemoryExceeded,
@@ -133,7 +134,9 @@ def past_batches(store: LedgerStore, past: PastInput, budget_bytes: int) -> Iter
     winners = None
     if inp.segments:
         try:
-            winners = find_winners(reads, inp, budget_bytes, control, settle=False)
+            winners = find_winners(
+                reads, inp, budget_bytes, control, settle=False, tail_keys=_tail_keys(past)
+            )
         except PhaseOneMemoryExceeded:
             winners = None
         if winners is None or winners.covered is not None:
@@ -150,6 +153,15 @@ def past_batches(store: LedgerStore, past: PastInput, budget_bytes: int) -> Iter
     if winners is not None:
         winners.settle(budget_bytes, inp.entries)  # the map's last use was the merge
         yield from _raw_winners(store, reads, inp, winners)
+
+
+def _tail_keys(past: PastInput) -> int:
+    """The keys a raw tail after the compacted ledger is expected to hold: its messages,
+    up to the ledger's keys (a tail mostly updates keys the ledger holds; more are mapped
+    by growing). Without a compacted ledger, phase one's default."""
+    if past.compacted is None:
+        return INITIAL_TAIL_KEYS
+    return max(INITIAL_TAIL_KEYS, min(past.raw.entries, past.compacted.entries))
 
 
 def _merged(

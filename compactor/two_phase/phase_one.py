@@ -66,6 +66,7 @@ __all__ = [
 
 LOAD_FACTOR = 0.9  # Kafka's log.cleaner.io.buffer.load.factor default
 INITIAL_TAIL_KEYS = 4096  # room for raw-tail keys before the map first grows
+PRIME_GAP = 336  # the widest gap between two primes below 2**32
 REPORT_EVERY = 4096  # entries between progress reports and cancel checks
 BATCHES_A_UNIT = 8  # stored batches a thread digests at a time (a hand-over costs ~30 us)
 
@@ -86,7 +87,9 @@ class _GrowingMap:
 
     def __init__(self, budget_bytes: int, expected_keys: int) -> None:
         self.budget = budget_bytes
-        wanted = math.ceil(max(expected_keys, 1) / LOAD_FACTOR) + 1
+        # The map rounds its slots down to a prime: room for the gap keeps the keys expected
+        # below its load limit (a map one key short doubles and rehashes at the end).
+        wanted = math.ceil(max(expected_keys, 1) / LOAD_FACTOR) + PRIME_GAP
         self.map = SkimpyOffsetMap(
             max(BYTES_PER_ENTRY, min(budget_bytes, wanted * BYTES_PER_ENTRY)), LOAD_FACTOR
         )
@@ -228,10 +231,13 @@ def find_winners(
     control: RunControl | None = None,
     settle: bool = True,
     threads: int = 1,
+    tail_keys: int = INITIAL_TAIL_KEYS,
 ) -> MapWinners:
     """Map every key of the input to its latest position; stop early if the map fills.
     ``settle=False`` keeps the offset map for the caller (a past view looks keys up in it).
-    ``threads``: stored batches are digested on that many (compiled scans only)."""
+    ``threads``: stored batches are digested on that many (compiled scans only).
+    ``tail_keys``: the keys the raw part is expected to add, so that the map starts with
+    room for them instead of growing (a rehash each doubling) to fit them."""
     control = control or NoControl()
     segments = inp.segments
     positions = [0]
@@ -239,7 +245,7 @@ def find_winners(
         positions.append(positions[-1] + seg.length)
     total = positions.pop()
     prefix = segments[0].length if segments and segments[0].compacted else 0
-    keys = _GrowingMap(budget_bytes, prefix + min(total - prefix, INITIAL_TAIL_KEYS))
+    keys = _GrowingMap(budget_bytes, prefix + min(total - prefix, tail_keys))
     result = MapWinners(
         positions=positions,
         retain_null_key=inp.retain_null_key,

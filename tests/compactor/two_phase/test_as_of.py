@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compactlog.compactor.two_phase import TwoPhaseCompactor
+from compactlog.compactor.two_phase import TwoPhaseCompactor, phase_one
 from compactlog.compactor.two_phase.as_of import (
     AsOfTooLarge,
     AsOfView,
@@ -167,3 +167,38 @@ def test_compacted_batches_say_when_they_hold_only_live_keyed_messages(
     assert lid is not None
     found = store.batch_at(lid, 0)
     assert found is not None and not found[2].attributes & codec.LIVE_ONLY
+
+
+@pytest.mark.parametrize("keys", [100, 4093, 5000, 9973])
+def test_a_tail_over_the_compacted_ledger_s_keys_is_mapped_without_growing(
+    store: LedgerStore, keys: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the horizon the tail's map starts with room for the tail's messages, up to
+    the compacted ledger's keys: a tail that updates every key maps them with no doubling
+    (each would allocate a table and rehash into it)."""
+    store.create_topic("t", {})
+    store.append("t", [Record(b"k%d" % i, b"old") for i in range(keys)])
+    TwoPhaseCompactor(LedgerStoreCompactionStorage(store), 1 << 24).compact("t")
+    store.append("t", [Record(b"k%d" % i, b"new") for i in reversed(range(keys))])
+    grown: list[int] = []
+    original = phase_one._GrowingMap.grow
+
+    def counted(self: phase_one._GrowingMap) -> bool:
+        grown.append(self.map.size)
+        return original(self)
+
+    monkeypatch.setattr(phase_one._GrowingMap, "grow", counted)
+    lac = store.topic("t").lac
+    assert lac is not None
+    view = read_as_of(store, "t", lac)
+    assert [(key, value) for _id, key, value in view] == [
+        (b"k%d" % i, b"new") for i in reversed(range(keys))
+    ]
+    assert grown == []
+
+
+def test_a_map_sized_for_n_keys_holds_n_keys() -> None:
+    """The table rounds its slots down to a prime; the room asked for covers that."""
+    for n in [*range(1, 3000, 7), 99_991, 100_000, 1_000_003]:
+        grown = phase_one._GrowingMap(1 << 40, n)
+        assert grown.map.max_entries >= n, n
