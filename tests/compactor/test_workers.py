@@ -16,7 +16,7 @@ import pytest
 from compactlog.compactor.progress import LocalRunControl, RunCancelled
 from compactlog.compactor.worker_os import IOPRIO_CLASS_IDLE, NICE
 from compactlog.compactor.worker_probe import ProbeAnswer, ProbeJob
-from compactlog.compactor.workers import WorkerCrashed, WorkerPool
+from compactlog.compactor.workers import WorkerCrashed, WorkerPool, _alive
 from compactlog.errors import InvalidArgument, TopicNotFound
 
 
@@ -81,6 +81,37 @@ def dead(pid: int) -> bool:
             return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
     except FileNotFoundError:
         return True
+
+
+THREADED_CHILD = (
+    "import threading, time\n"
+    "for _ in range(8):\n"
+    "    threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+    "print('ready', flush=True)\n"
+    "time.sleep(60)\n"
+)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
+def test_a_killed_worker_is_dead_while_its_threads_still_exit() -> None:
+    """A process with threads is reaped only when all of them have exited; its main
+    thread is a zombie before that, and ``poll()`` still says it runs. The pool must not
+    hand such a worker a job (CI once did: the run failed with WorkerCrashed)."""
+    for _ in range(20):
+        proc = subprocess.Popen([sys.executable, "-c", THREADED_CHILD], stdout=subprocess.PIPE)
+        assert proc.stdout is not None
+        try:
+            assert proc.stdout.readline() == b"ready\n"
+            assert _alive(proc)
+            os.kill(proc.pid, signal.SIGKILL)
+            deadline = time.monotonic() + 10
+            while not dead(proc.pid) and time.monotonic() < deadline:
+                pass
+            assert not _alive(proc)
+        finally:
+            proc.kill()
+            proc.wait()
+            proc.stdout.close()
 
 
 def test_errors_travel_back_as_themselves_and_the_worker_lives_on(pool: WorkerPool) -> None:
