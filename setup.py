@@ -1,7 +1,8 @@
 """Builds the optional compiled twins: the batch codec (``storage/_batch.c``), the
 offset map's hashing and probing (``compactor/log_cleaner/_offset_map.c``) and the
 compactors' per-batch scans over it (``compactor/log_cleaner/_batch_scan.c``, with the
-records' walk in ``_batch_walk.h``; both include ``_offset_table.h``).
+records' walk in ``_batch_walk.h``; both include ``_offset_table.h``). Both walks read the
+wire format through ``storage/_wire.h``.
 
 Everything else is declared in pyproject.toml. ``optional=True``: where no C compiler is
 present the install still succeeds and the pure-Python twins (``storage/_batch_py.py``,
@@ -13,12 +14,14 @@ from setuptools import Extension, setup
 
 TABLE = "compactor/log_cleaner/_offset_table.h"
 WALK = "compactor/log_cleaner/_batch_walk.h"
+WIRE = "storage/_wire.h"
 
 setup(
     ext_modules=[
         Extension(
             "compactlog.storage._batch",
             sources=["storage/_batch.c"],
+            depends=[WIRE],
             extra_compile_args=["-O3", "-std=c11", "-Wall"],
             optional=True,
         ),
@@ -32,7 +35,7 @@ setup(
         Extension(
             "compactlog.compactor.log_cleaner._batch_scan",
             sources=["compactor/log_cleaner/_batch_scan.c"],
-            depends=[TABLE, WALK],
+            depends=[TABLE, WALK, WIRE],
             extra_compile_args=["-O3", "-std=c11", "-Wall"],
             optional=True,
         ),

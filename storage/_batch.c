@@ -57,6 +57,12 @@ static int buf_varint(Buf *b, uint64_t n) {
 
 static void malformed(const char *what) { PyErr_SetString(MalformedPayload, what); }
 
+static int wire_error(const char *what) {
+    malformed(what);
+    return -1;
+}
+#include "_wire.h"
+
 /* The key index's hash of a key (storage/key_index.py): FNV-1a 64 folded to 32 bits,
  * never 0 (0 marks a keyless record in an index block). */
 static uint32_t index_hash(const unsigned char *p, Py_ssize_t n) {
@@ -70,45 +76,6 @@ static int buf_u32be(Buf *b, uint32_t v) {
     unsigned char t[4] = {(unsigned char)(v >> 24), (unsigned char)(v >> 16),
                           (unsigned char)(v >> 8), (unsigned char)v};
     return buf_put(b, t, 4);
-}
-
-/* Reads a varint at *p (< end); returns 0 and advances *p, or -1 with an exception set. */
-static int read_varint(const unsigned char *buf, Py_ssize_t *p, Py_ssize_t end, uint64_t *out) {
-    uint64_t result = 0;
-    int shift = 0;
-    Py_ssize_t i = *p;
-    for (;;) {
-        if (i >= end || shift > 63) { malformed("truncated or overlong varint"); return -1; }
-        unsigned char c = buf[i++];
-        result |= (uint64_t)(c & 0x7F) << shift;
-        if (c < 0x80) break;
-        shift += 7;
-    }
-    *p = i;
-    *out = result;
-    return 0;
-}
-
-/* Position after a field's value of wire type ``wire`` at p, or -1. */
-static Py_ssize_t skip_field(const unsigned char *buf, Py_ssize_t p, Py_ssize_t end, int wire) {
-    uint64_t n;
-    Py_ssize_t q;
-    switch (wire) {
-    case 0:
-        if (read_varint(buf, &p, end, &n) < 0) return -1;
-        return p;
-    case 1: q = p + 8; break;
-    case 5: q = p + 4; break;
-    case 2:
-        if (read_varint(buf, &p, end, &n) < 0) return -1;
-        if (n > (uint64_t)(end - p)) { malformed("field runs past its message"); return -1; }
-        return p + (Py_ssize_t)n;
-    default:
-        PyErr_Format(MalformedPayload, "unsupported wire type %d", wire);
-        return -1;
-    }
-    if (q > end) { malformed("field runs past its message"); return -1; }
-    return q;
 }
 
 static Py_ssize_t id_field_p(unsigned char *out, uint64_t ledger, uint64_t entry,
@@ -249,24 +216,6 @@ done:
     PyMem_Free(body.data);
     PyBuffer_Release(&view);
     return result;
-}
-
-static int parse_id(const unsigned char *buf, Py_ssize_t p, Py_ssize_t end, uint64_t *ledger,
-                    uint64_t *entry) {
-    *ledger = *entry = 0;
-    while (p < end) {
-        uint64_t tag;
-        if (read_varint(buf, &p, end, &tag) < 0) return -1;
-        if (tag == 0x08) {
-            if (read_varint(buf, &p, end, ledger) < 0) return -1;
-        } else if (tag == 0x10) {
-            if (read_varint(buf, &p, end, entry) < 0) return -1;
-        } else {
-            p = skip_field(buf, p, end, (int)(tag & 7));
-            if (p < 0) return -1;
-        }
-    }
-    return 0;
 }
 
 /* walk(payload, start=0, end=-1) -> [(ledger, entry, flags, key, start, end)] */

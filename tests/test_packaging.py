@@ -39,6 +39,13 @@ def test_the_licence_is_apache_2() -> None:
     assert "compactlog authors" in (REPO / "NOTICE").read_text()
 
 
+COMPILED = (
+    "compactlog/storage/_batch",
+    "compactlog/compactor/log_cleaner/_offset_map",
+    "compactlog/compactor/log_cleaner/_batch_scan",
+)
+
+
 def copy_of_the_checkout(dest: Path) -> Path:
     """The files git would commit (tracked or not ignored), links kept as links."""
     listed = subprocess.run(
@@ -91,6 +98,10 @@ def test_wheel_and_sdist_ship_the_proto_and_the_licence(tmp_path: Path) -> None:
         assert {"compactlog-0.1.0.dist-info/licenses/LICENSE", "compactlog/py.typed"} <= files
         top = {name.split("/", 1)[0] for name in files}
         assert top == {"compactlog", "compactlog-0.1.0.dist-info"}, top
+        if shutil.which("cc") or shutil.which("gcc"):
+            # the twins are optional: a header the sdist lacked would drop them silently
+            compiled = {n.split(".", 1)[0] for n in files if n.endswith((".so", ".pyd"))}
+            assert set(COMPILED) <= compiled, (wheel.parent.name, compiled)
 
 
 @pytest.mark.parametrize(("folder", "package"), LINKED)

@@ -25,6 +25,9 @@ static int bad(const char *what) {
     return -1;
 }
 
+static int wire_error(const char *what) { return bad(what); }
+#include "../../storage/_wire.h"
+
 static int out_of_memory(void) {
     walk_error[0] = 0;
     return -1;
@@ -35,58 +38,6 @@ static PyObject *raise_walk_error(void) {
     if (!walk_error[0]) return PyErr_NoMemory();
     PyErr_SetString(MalformedPayload, walk_error);
     return NULL;
-}
-
-static int read_varint(const uint8_t *buf, Py_ssize_t *p, Py_ssize_t end, uint64_t *out) {
-    uint64_t result = 0;
-    int shift = 0;
-    Py_ssize_t i = *p;
-    for (;;) {
-        if (i >= end || shift > 63) return bad("truncated or overlong varint");
-        uint8_t c = buf[i++];
-        result |= (uint64_t)(c & 0x7F) << shift;
-        if (c < 0x80) break;
-        shift += 7;
-    }
-    *p = i;
-    *out = result;
-    return 0;
-}
-
-static Py_ssize_t skip_field(const uint8_t *buf, Py_ssize_t p, Py_ssize_t end, int wire) {
-    uint64_t n;
-    Py_ssize_t q;
-    switch (wire) {
-    case 0:
-        return read_varint(buf, &p, end, &n) < 0 ? -1 : p;
-    case 1: q = p + 8; break;
-    case 5: q = p + 4; break;
-    case 2:
-        if (read_varint(buf, &p, end, &n) < 0) return -1;
-        if (n > (uint64_t)(end - p)) return bad("field runs past its message");
-        return p + (Py_ssize_t)n;
-    default:
-        snprintf(walk_error, sizeof walk_error, "unsupported wire type %d", wire);
-        return -1;
-    }
-    return q > end ? bad("field runs past its message") : q;
-}
-
-static int parse_id(const uint8_t *buf, Py_ssize_t p, Py_ssize_t end, uint64_t *ledger,
-                    uint64_t *entry) {
-    *ledger = *entry = 0;
-    while (p < end) {
-        uint64_t tag;
-        if (read_varint(buf, &p, end, &tag) < 0) return -1;
-        if (tag == 0x08) {
-            if (read_varint(buf, &p, end, ledger) < 0) return -1;
-        } else if (tag == 0x10) {
-            if (read_varint(buf, &p, end, entry) < 0) return -1;
-        } else if ((p = skip_field(buf, p, end, (int)(tag & 7))) < 0) {
-            return -1;
-        }
-    }
-    return 0;
 }
 
 /* One message record: its bytes [start, end), its message [body, end), id, flags, key. */

@@ -1,0 +1,75 @@
+/* Reading the protobuf wire format of a stored batch's records (the layout in
+ * storage/batch.py): varints, skipping a field, and a MessageId's ledger and entry. One
+ * reader for both compiled walks, storage/_batch.c and compactor/log_cleaner/_batch_walk.h.
+ *
+ * They report a malformed record differently (the codec raises MalformedPayload at once;
+ * the compactor's walk runs without the GIL and keeps the text for later), so the
+ * includer defines, before including this header:
+ *
+ *     static int wire_error(const char *what);   -- records why; returns -1
+ *
+ * Static functions: each extension gets its own copy.
+ */
+#ifndef COMPACTLOG_WIRE_H
+#define COMPACTLOG_WIRE_H
+#include <stdint.h>
+#include <stdio.h>
+
+/* Reads a varint at *p (< end); returns 0 and advances *p, or -1 (wire_error). */
+static int read_varint(const uint8_t *buf, Py_ssize_t *p, Py_ssize_t end, uint64_t *out) {
+    uint64_t result = 0;
+    int shift = 0;
+    Py_ssize_t i = *p;
+    for (;;) {
+        if (i >= end || shift > 63) return wire_error("truncated or overlong varint");
+        uint8_t c = buf[i++];
+        result |= (uint64_t)(c & 0x7F) << shift;
+        if (c < 0x80) break;
+        shift += 7;
+    }
+    *p = i;
+    *out = result;
+    return 0;
+}
+
+/* Position after a field's value of wire type ``wire`` at p, or -1 (wire_error). */
+static Py_ssize_t skip_field(const uint8_t *buf, Py_ssize_t p, Py_ssize_t end, int wire) {
+    uint64_t n;
+    Py_ssize_t q;
+    switch (wire) {
+    case 0:
+        return read_varint(buf, &p, end, &n) < 0 ? -1 : p;
+    case 1: q = p + 8; break;
+    case 5: q = p + 4; break;
+    case 2:
+        if (read_varint(buf, &p, end, &n) < 0) return -1;
+        if (n > (uint64_t)(end - p)) return wire_error("field runs past its message");
+        return p + (Py_ssize_t)n;
+    default: {
+        char what[64];
+        snprintf(what, sizeof what, "unsupported wire type %d", wire);
+        return wire_error(what);
+    }
+    }
+    return q > end ? wire_error("field runs past its message") : q;
+}
+
+/* A MessageId's ledger (field 1) and entry (field 2) in [p, end); 0 when absent. */
+static int parse_id(const uint8_t *buf, Py_ssize_t p, Py_ssize_t end, uint64_t *ledger,
+                    uint64_t *entry) {
+    *ledger = *entry = 0;
+    while (p < end) {
+        uint64_t tag;
+        if (read_varint(buf, &p, end, &tag) < 0) return -1;
+        if (tag == 0x08) {
+            if (read_varint(buf, &p, end, ledger) < 0) return -1;
+        } else if (tag == 0x10) {
+            if (read_varint(buf, &p, end, entry) < 0) return -1;
+        } else if ((p = skip_field(buf, p, end, (int)(tag & 7))) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+#endif
