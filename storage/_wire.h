@@ -14,12 +14,19 @@
 #define COMPACTLOG_WIRE_H
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 /* Reads a varint at *p (< end); returns 0 and advances *p, or -1 (wire_error). */
-static int read_varint(const uint8_t *buf, Py_ssize_t *p, Py_ssize_t end, uint64_t *out) {
+static inline int read_varint(const uint8_t *buf, Py_ssize_t *p, Py_ssize_t end,
+                              uint64_t *out) {
     uint64_t result = 0;
     int shift = 0;
     Py_ssize_t i = *p;
+    if (i < end && buf[i] < 0x80) { /* one byte: tags, and most lengths and ids */
+        *out = buf[i];
+        *p = i + 1;
+        return 0;
+    }
     for (;;) {
         if (i >= end || shift > 63) return wire_error("truncated or overlong varint");
         uint8_t c = buf[i++];
@@ -37,8 +44,23 @@ static Py_ssize_t skip_field(const uint8_t *buf, Py_ssize_t p, Py_ssize_t end, i
     uint64_t n;
     Py_ssize_t q;
     switch (wire) {
-    case 0:
-        return read_varint(buf, &p, end, &n) < 0 ? -1 : p;
+    case 0: { /* a varint: up to 10 bytes, the last without the continuation bit */
+#if defined(__GNUC__)
+        if (end - p >= 8) { /* its last byte among the next 8: the first with bit 7 clear */
+            uint64_t w;
+            memcpy(&w, buf + p, 8);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+            w = __builtin_bswap64(w);
+#endif
+            uint64_t last = ~w & 0x8080808080808080ull;
+            if (last) return p + (__builtin_ctzll(last) >> 3) + 1;
+        }
+#endif
+        Py_ssize_t stop = end - p > 10 ? p + 10 : end;
+        while (p < stop)
+            if (buf[p++] < 0x80) return p;
+        return wire_error("truncated or overlong varint");
+    }
     case 1: q = p + 8; break;
     case 5: q = p + 4; break;
     case 2:

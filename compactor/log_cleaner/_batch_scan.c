@@ -252,6 +252,7 @@ static Py_ssize_t position_entry(const uint8_t *buf, const Rec *r, uint8_t *out,
     memcpy(out, &size, 4); /* the machine's byte order: entries never leave the process */
     memcpy(out + 4, &flags, 4);
     if (r->flags & HAS_KEY) digest_key(buf + r->ks, (size_t)(r->ke - r->ks), out + 8);
+    else memset(out + 8, 0, 16);
     return ENTRY;
 }
 

@@ -69,17 +69,19 @@ static int next_record(const uint8_t *buf, Py_ssize_t p, Py_ssize_t end, Rec *r)
         if (read_varint(buf, &q, me, &tag) < 0) return -1;
         uint64_t field = tag >> 3;
         int wire = (int)(tag & 7);
-        Py_ssize_t fs = q, fe = skip_field(buf, q, me, wire);
-        if (fe < 0) return -1;
-        if (wire == 2 && field >= 1 && field <= 3) {
-            if (read_varint(buf, &fs, me, &vn) < 0) return -1;
-            if (field == 1) {
-                if (parse_id(buf, fs, fe, &r->ledger, &r->entry) < 0) return -1;
-            } else if (field == 2) {
-                r->ks = fs, r->ke = fe, r->flags |= HAS_KEY;
-            } else {
-                r->flags = (r->flags & HAS_KEY) | VALUE_PRESENT | (vn ? VALUE_NON_EMPTY : 0);
-            }
+        if (wire != 2) {
+            if ((q = skip_field(buf, q, me, wire)) < 0) return -1;
+            continue;
+        }
+        if (read_varint(buf, &q, me, &vn) < 0) return -1; /* its length, read once */
+        if (vn > (uint64_t)(me - q)) return bad("field runs past its message");
+        Py_ssize_t fs = q, fe = q + (Py_ssize_t)vn;
+        if (field == 1) {
+            if (parse_id(buf, fs, fe, &r->ledger, &r->entry) < 0) return -1;
+        } else if (field == 2) {
+            r->ks = fs, r->ke = fe, r->flags |= HAS_KEY;
+        } else if (field == 3) {
+            r->flags = (r->flags & HAS_KEY) | VALUE_PRESENT | (vn ? VALUE_NON_EMPTY : 0);
         }
         q = fe;
     }
@@ -100,7 +102,7 @@ static void walk_free(Walk *w) { PyMem_RawFree(w->recs); w->recs = NULL; }
 
 static int walk_all(const uint8_t *buf, Py_ssize_t len, const Table *t, Walk *w,
                     long long skip_lo, long long skip_hi) {
-    Py_ssize_t cap = 64;
+    Py_ssize_t cap = len / 128 + 16; /* a record a 128 bytes, then doubling */
     const uint64_t slots = t ? (uint64_t)t->slots : 1;
     w->n = 0;
     w->recs = PyMem_RawMalloc((size_t)cap * sizeof(Rec));
@@ -145,28 +147,33 @@ typedef Py_ssize_t (*EntryOf)(const uint8_t *buf, const Rec *r, uint8_t *out, co
 
 /* The entries of every record of a payload, walked and made without the GIL (threads
  * digest batches side by side while one maps them in order); MalformedPayload for a
- * payload that does not walk. Releases `v`. */
+ * payload that does not walk, and no entry: they are handed back only once every record
+ * walked. Each record goes straight to its entry (no record table to build and grow),
+ * into a buffer that doubles as needed and is copied once into the bytes handed back.
+ * Releases `v`. */
 static PyObject *walk_entries(Py_buffer *v, EntryOf entry_of, const void *arg) {
     const uint8_t *buf = v->buf;
-    PyObject *out = NULL;
-    Py_ssize_t n = 0;
-    int failed;
-    Walk w;
+    const Py_ssize_t len = v->len;
+    Py_ssize_t n = 0, cap = ENTRY * (len / 128 + 16);
+    uint8_t *entries;
+    int failed = 0;
     Py_BEGIN_ALLOW_THREADS
-    failed = walk_all(buf, v->len, NULL, &w, 0, 0) < 0;
-    if (!failed) {
-        Py_BLOCK_THREADS /* the entries go straight into the bytes handed back */
-        out = PyBytes_FromStringAndSize(NULL, w.n * ENTRY);
-        Py_UNBLOCK_THREADS
-        uint8_t *at = out ? (uint8_t *)PyBytes_AS_STRING(out) : NULL;
-        if (at) memset(at, 0, (size_t)(w.n * ENTRY));
-        for (Py_ssize_t i = 0; at && i < w.n; i++) n += entry_of(buf, &w.recs[i], at + n, arg);
-        walk_free(&w);
+    entries = PyMem_RawMalloc((size_t)cap);
+    failed = entries ? 0 : out_of_memory();
+    Rec r;
+    for (Py_ssize_t p = 0; !failed && p < len; p = r.end) {
+        if (n + ENTRY > cap) {
+            uint8_t *more = PyMem_RawRealloc(entries, (size_t)(cap *= 2));
+            if (!more) { failed = out_of_memory(); break; }
+            entries = more;
+        }
+        if (next_record(buf, p, len, &r) < 0) failed = -1;
+        else n += entry_of(buf, &r, entries + n, arg);
     }
     Py_END_ALLOW_THREADS
     PyBuffer_Release(v);
-    if (failed) return raise_walk_error();
-    if (out && n < PyBytes_GET_SIZE(out) && _PyBytes_Resize(&out, n) < 0) return NULL;
+    PyObject *out = failed ? raise_walk_error() : PyBytes_FromStringAndSize((char *)entries, n);
+    PyMem_RawFree(entries);
     return out; /* NULL with MemoryError set when the bytes could not be made */
 }
 

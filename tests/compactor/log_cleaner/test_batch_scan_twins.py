@@ -14,11 +14,21 @@ from hypothesis import strategies as st
 
 from compactlog.compactor.log_cleaner import _batch_scan_py, _offset_map_py, batch_scan
 from compactlog.errors import CorruptData
-from compactlog.storage import batch
+from compactlog.storage import _batch_py, batch
 from compactlog.storage.types import Record
 
 compiled = pytest.importorskip("compactlog.compactor.log_cleaner._batch_scan")
 TWINS = [_batch_scan_py, compiled]
+
+
+@pytest.fixture(autouse=True)
+def _pure_python_reference(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Python twin walks payloads with the storage codec, whose compiled twin reads
+    the wire format with the same C (``storage/_wire.h``) as the compiled scans: the
+    reference walks with the pure-Python codec, so a fault there cannot agree with
+    itself."""
+    monkeypatch.setattr(_batch_scan_py, "codec", _batch_py)
+
 
 KEYS = st.one_of(st.none(), st.sampled_from([b"", b"a", b"b", b"key-1", b"k" * 70]))
 VALUES = st.one_of(st.none(), st.sampled_from([b"", b"v", b"value" * 30]))
@@ -190,6 +200,83 @@ def test_malformed_payloads_raise_the_same_error(cut: int) -> None:
                 call(t)
             errors.append(str(exc.value))
         assert errors[0] == errors[1]
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"\x0a\x03\x12\x02a",  # a key one byte past its message, at the payload's end
+        b"\x0a\x03\x12\x02a\x0a\x00",  # ... and into the next record
+        b"\x0a\x04\x12\x01a\x1a",  # a value's length missing
+        b"\x0a\x0c\x28" + b"\x80" * 9 + b"\x01\x0a",  # a 10-byte varint, then a tag cut
+        b"\x0a\x0d\x28" + b"\x80" * 10 + b"\x01\x0a",  # an 11-byte varint
+        b"\x0a\x09\x28" + b"\x80" * 8,  # a varint cut by its message's end
+        b"\x0a\x0b\x28" + b"\x80" * 7 + b"\x01\x12\x01k",  # 8 bytes, then a key
+        b"\x0a\x05\x0a\x03\x08\x80\x01",  # an id's varint past the id's end
+    ],
+)
+def test_edges_of_lengths_and_varints_walk_alike(payload: bytes) -> None:
+    for call in (
+        lambda t: t.digest_positions(payload),
+        lambda t: t.digest_keys(payload, 0, 1 << 40),
+        lambda t: t.select_batch(payload, 0, 0, 1 << 40, b"\xff", 0, 9),
+    ):
+        answers = [_outcome(call, t) for t in TWINS]
+        assert answers[0] == answers[1]
+
+
+def _outcome(call: Any, *args: Any) -> Any:
+    """What a call answered, or the text of the MalformedPayload it raised."""
+    try:
+        return call(*args)
+    except batch.MalformedPayload as exc:
+        return ("MalformedPayload", str(exc))
+
+
+# event times whose varints take 1 to 10 bytes (a negative one: 10), and properties, so
+# that varint and length fields of every width sit in the middle of a message
+EVENT_TIMES = st.sampled_from([0, 1, 127, 128, 1_700_000_000_123, 2**62, -1])
+WIDE = st.lists(
+    st.tuples(KEYS, VALUES, EVENT_TIMES, st.sampled_from([None, {"p": "q" * 130}])),
+    min_size=1,
+    max_size=12,
+)
+
+
+def wide_payload_of(records: list[tuple[Any, Any, int, Any]]) -> bytes:
+    request = batch.records_to_request([Record(k, v, p, t) for k, v, t, p in records])
+    return batch.encode_request(request, 0, 2**40, 2**33, 1_700_000_000_000).payload
+
+
+# a byte set to any value, or nudged by one (a length one too long or short)
+WRITES = st.lists(
+    st.tuples(st.integers(0, 10**6), st.integers(0, 255) | st.sampled_from([-1, 256])),
+    max_size=4,
+)
+
+
+@given(WIDE, WRITES, st.integers(0, 40))
+@settings(max_examples=400, deadline=None)
+def test_corrupted_payloads_walk_alike_in_both_twins(
+    records: list[tuple[Any, Any, int, Any]], writes: list[tuple[int, int]], cut: int
+) -> None:
+    """Any byte overwritten (tags, lengths, varints of every width, ids) and any tail cut:
+    each walk answers the same, or fails with the same MalformedPayload text, in both
+    twins (the compiled walk reads varints and lengths on fast paths of its own)."""
+    raw = bytearray(wide_payload_of(records))
+    for where, value in writes:
+        at = where % len(raw)
+        raw[at] = value if 0 <= value < 256 else (raw[at] + (1 if value > 0 else -1)) % 256
+    payload = bytes(raw[: max(0, len(raw) - cut)])
+    calls = {
+        "digest_positions": lambda t: t.digest_positions(payload),
+        "digest_keys": lambda t: t.digest_keys(payload, 0, 1 << 40),
+        "select_batch": lambda t: t.select_batch(payload, 0, 0, 1 << 40, b"\xff" * 64, 0, 1 << 40),
+        "survivors": lambda t: t.survivors(*table(7), payload, -1, bytearray(64), 0, 512),
+    }
+    for name, call in calls.items():
+        answers = [_outcome(call, t) for t in TWINS]
+        assert answers[0] == answers[1], name
 
 
 def test_the_wrapper_names_the_batch_in_corrupt_data() -> None:
