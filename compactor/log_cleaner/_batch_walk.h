@@ -100,9 +100,17 @@ typedef struct {
 
 static void walk_free(Walk *w) { PyMem_RawFree(w->recs); w->recs = NULL; }
 
+/* Records to make room for at first in a payload of `len` bytes: one every 128 bytes (a
+ * typical batch then needs no growing), at most 4096 (a payload of a few large records
+ * takes no large table), and the room doubles as needed. */
+static inline Py_ssize_t first_room(Py_ssize_t len) {
+    Py_ssize_t guess = len / 128 + 16;
+    return guess < 4096 ? guess : 4096;
+}
+
 static int walk_all(const uint8_t *buf, Py_ssize_t len, const Table *t, Walk *w,
                     long long skip_lo, long long skip_hi) {
-    Py_ssize_t cap = len / 128 + 16; /* a record a 128 bytes, then doubling */
+    Py_ssize_t cap = first_room(len);
     const uint64_t slots = t ? (uint64_t)t->slots : 1;
     w->n = 0;
     w->recs = PyMem_RawMalloc((size_t)cap * sizeof(Rec));
@@ -154,7 +162,7 @@ typedef Py_ssize_t (*EntryOf)(const uint8_t *buf, const Rec *r, uint8_t *out, co
 static PyObject *walk_entries(Py_buffer *v, EntryOf entry_of, const void *arg) {
     const uint8_t *buf = v->buf;
     const Py_ssize_t len = v->len;
-    Py_ssize_t n = 0, cap = ENTRY * (len / 128 + 16);
+    Py_ssize_t n = 0, cap = ENTRY * first_room(len);
     uint8_t *entries;
     int failed = 0;
     Py_BEGIN_ALLOW_THREADS

@@ -225,6 +225,20 @@ def test_edges_of_lengths_and_varints_walk_alike(payload: bytes) -> None:
         assert answers[0] == answers[1]
 
 
+def test_many_small_records_walk_alike() -> None:
+    """More records than the walks make room for at first (one every 128 bytes, at most
+    4096): their tables and entries grow, and every record is still there."""
+    payload = wide_payload_of([(b"k%d" % (i % 50), b"v" * (i % 90), 0, None) for i in range(9000)])
+    for call in (
+        lambda t: t.digest_positions(payload),
+        lambda t: t.digest_keys(payload, 0, 1 << 40),
+        lambda t: t.survivors(*table(101), payload, -1, bytearray(64), 0, 512),
+    ):
+        answers = [_outcome(call, t) for t in TWINS]
+        assert answers[0] == answers[1]
+    assert len(compiled.digest_positions(payload)) == 24 * 9000
+
+
 def _outcome(call: Any, *args: Any) -> Any:
     """What a call answered, or the text of the MalformedPayload it raised."""
     try:
