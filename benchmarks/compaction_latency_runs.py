@@ -5,7 +5,10 @@ unary Publish on a probe topic of the same kind at idle, then again while one
 ``Compact(wait=true)`` of the big topic runs (the same loop, on the same connection),
 and take the run's figures. LEDGER then reopens the stopped server's store for the
 phase timings the run recorded and the two-phase RocksDB floor on the very same data.
-Results are flat ``Sample`` dicts (``<kind>.<metric>``, ``floor.<...>``).
+Results are flat ``Sample`` dicts (``<kind>.<metric>``, ``floor.<...>``), and each
+run's Publish round trips (``Calls``: ``<kind>.idle_ms``, ``<kind>.during_ms``), which the
+report also pools over the runs: a run of under a second gives a few hundred calls, so
+its p99 is one of its slowest handful.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ PROBE_REQUEST = publish_request(PROBE, [(b"probe", b"p" * 100)])
 VALUE_BYTES = 100
 PER_REQUEST = 1000
 Sample = dict[str, float]
+Calls = dict[str, list[float]]  # <kind>.idle_ms / <kind>.during_ms: every call's round trip
 
 
 class LatencyBenchError(RuntimeError):
@@ -127,7 +131,8 @@ def off_the_worker_cores() -> Iterator[None]:
         confine_threads(split.usable)
 
 
-def measure_server(kind: str, s: Settings, tmp: Path) -> Sample:
+def measure_server(kind: str, s: Settings, tmp: Path, calls: Calls) -> Sample:
+    """One design's figures; its round trips go into ``calls``."""
     data_dir = tmp / f"{kind}-data"
     proc = ServerProcess(data_dir)
     m: Sample = {}
@@ -159,6 +164,7 @@ def measure_server(kind: str, s: Settings, tmp: Path) -> Sample:
     )
     run = status.last_run
     seconds = max(run.duration_ms, 1) / 1000
+    calls[f"{kind}.idle_ms"], calls[f"{kind}.during_ms"] = idle, during
     m.update({
         f"{kind}.idle_p50_ms": statistics.median(idle),
         f"{kind}.idle_p99_ms": percentile(idle, 0.99),
@@ -222,7 +228,7 @@ def _ledger_figures(data_dir: Path, kept: int, bytes_in: int) -> Sample:
     }
 
 
-def one_run(s: Settings, run: int) -> Sample:
+def one_run(s: Settings, run: int) -> tuple[Sample, Calls]:
     """The sequential-read floor on a file the size of the topic, then each design."""
     with tempfile.TemporaryDirectory(prefix="compactlog-latency-", dir=s.workdir) as t:
         tmp = Path(t)
@@ -230,7 +236,8 @@ def one_run(s: Settings, run: int) -> Sample:
         nbytes = s.records * (VALUE_BYTES + len(b"key-00000000"))
         rates = io_floor_rates(tmp, max(nbytes, 16 << 20))
         m: Sample = {"floor.file_read_mbps": rates["file_read_bps"] / 1e6}
+        calls: Calls = {}
         for kind in s.kinds:
             step(f"run {run}/{s.runs}: {kind}")
-            m.update(measure_server(kind, s, tmp))
-    return m
+            m.update(measure_server(kind, s, tmp, calls))
+    return m, calls

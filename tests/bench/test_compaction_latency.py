@@ -30,8 +30,8 @@ def test_quick_run_prints_every_row_beside_its_floor(tmp_path: Path) -> None:
         printed.getvalue()
     )
     rows = report["rows"]
-    # p99, p50 and MB/s against 4 read floors each; LEDGER's run against its floor
-    assert len(rows) == 6 * len(KINDS) + 1
+    # p99 (per run, pooled), p50 and MB/s against 4 read floors each; LEDGER's run
+    assert len(rows) == 7 * len(KINDS) + 1
     for r in rows:
         assert r["figure"] > 0 and r["floor"] > 0, r
     floors = {r["floor_name"] for r in rows if r["unit"] == "MB/s"}
@@ -42,6 +42,13 @@ def test_quick_run_prints_every_row_beside_its_floor(tmp_path: Path) -> None:
     }
     for kind in KINDS:
         assert report["results"][f"{kind}.during_calls"]["median"] > 0
+        runs = report["settings"]["runs"]
+        pooled = report["pooled"]  # every run's calls: as many as the runs made together
+        assert pooled[f"{kind}.idle_calls"] == runs * report["settings"]["idle_calls"]
+        assert pooled[f"{kind}.during_calls"] == sum(
+            report["results"][f"{kind}.during_calls"]["samples"]
+        )
+        assert pooled[f"{kind}.during_p99_ms"] > 0
         assert report["results"][f"{kind}.files_mb"]["median"] > 0  # the topic's own files
         read = report["results"][f"{kind}.compaction_read"]["median"]
         assert QUICK["records"] // 2 <= read <= QUICK["records"]  # not the active segment
