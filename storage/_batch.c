@@ -117,14 +117,11 @@ static PyObject *encode_records(PyObject *self, PyObject *args) {
     PyObject *result = NULL;
     if (pos < 0 || pos > end) { malformed("position outside the request"); goto done; }
     while (p < end && count < max_count && payload.len < room) {
-        uint64_t tag, n;
-        Py_ssize_t q = p;
-        if (read_varint(req, &q, end, &tag) < 0) goto done;
-        Py_ssize_t nxt = skip_field(req, q, end, (int)(tag & 7));
-        if (nxt < 0) goto done;
-        if (tag != 0x12) { p = nxt; continue; }
-        if (read_varint(req, &q, end, &n) < 0) goto done;
-        Py_ssize_t rs = q, re = nxt;
+        Field rec;
+        Py_ssize_t nxt = p;
+        if (read_field(req, &nxt, end, &rec) < 0) goto done;
+        if (rec.number != 2 || rec.wire != 2) { p = nxt; continue; }
+        Py_ssize_t rs = rec.start, re = rec.end;
         unsigned char idbuf[32];
         Py_ssize_t idlen =
             id_field_p(idbuf, ledger, first_entry + (uint64_t)count, (uint32_t)partition);
@@ -134,27 +131,17 @@ static PyObject *encode_records(PyObject *self, PyObject *args) {
         uint64_t event = 0;
         /* first pass: locate key/value (last wins) and event time */
         Py_ssize_t r = rs;
+        Field f;
         while (r < re) {
-            uint64_t t, vn;
-            if (read_varint(req, &r, re, &t) < 0) goto done;
-            uint64_t field = t >> 3;
-            int wire = (int)(t & 7);
-            Py_ssize_t fs = r;
-            Py_ssize_t fe = skip_field(req, r, re, wire);
-            if (fe < 0) goto done;
-            if (field == 1 && wire == 2) {
-                Py_ssize_t s = fs;
-                if (read_varint(req, &s, re, &vn) < 0) goto done;
-                key_f = fs; key_s = s; key_e = fe;
-            } else if (field == 2 && wire == 2) {
-                Py_ssize_t s = fs;
-                if (read_varint(req, &s, re, &vn) < 0) goto done;
-                val_f = fs; val_e = fe;
-            } else if (field == 4 && wire == 0) {
-                Py_ssize_t s = fs;
+            if (read_field(req, &r, re, &f) < 0) goto done;
+            if (f.number == 1 && f.wire == 2) {
+                key_f = f.at; key_s = f.start; key_e = f.end;
+            } else if (f.number == 2 && f.wire == 2) {
+                val_f = f.at; val_e = f.end;
+            } else if (f.number == 4 && f.wire == 0) {
+                Py_ssize_t s = f.at;
                 if (read_varint(req, &s, re, &event) < 0) goto done;
             }
-            r = fe;
         }
         if (key_f >= 0) {
             if (buf_byte(&body, 0x12) < 0 || buf_put(&body, req + key_f, key_e - key_f) < 0)
@@ -167,16 +154,11 @@ static PyObject *encode_records(PyObject *self, PyObject *args) {
         /* second pass: properties, in order */
         r = rs;
         while (r < re) {
-            uint64_t t;
-            if (read_varint(req, &r, re, &t) < 0) goto done;
-            Py_ssize_t fs = r;
-            Py_ssize_t fe = skip_field(req, r, re, (int)(t & 7));
-            if (fe < 0) goto done;
-            if (t == 0x1A) {
-                if (buf_byte(&body, 0x22) < 0 || buf_put(&body, req + fs, fe - fs) < 0)
+            if (read_field(req, &r, re, &f) < 0) goto done;
+            if (f.number == 3 && f.wire == 2) {
+                if (buf_byte(&body, 0x22) < 0 || buf_put(&body, req + f.at, f.end - f.at) < 0)
                     goto done;
             }
-            r = fe;
         }
         if (publish_ms) {
             if (buf_byte(&body, 0x28) < 0 || buf_varint(&body, (uint64_t)publish_ms) < 0)
@@ -247,27 +229,18 @@ static PyObject *walk(PyObject *self, PyObject *args) {
         Py_ssize_t me = ms + (Py_ssize_t)n, q = ms, ks = -1, ke = -1;
         uint64_t ledger = 0, entry = 0;
         int flags = 0;
+        Field f;
         while (q < me) {
-            uint64_t tag, vn;
-            if (read_varint(buf, &q, me, &tag) < 0) goto fail;
-            uint64_t field = tag >> 3;
-            int wire = (int)(tag & 7);
-            Py_ssize_t fs = q, fe = skip_field(buf, q, me, wire);
-            if (fe < 0) goto fail;
-            if (field == 1 && wire == 2) {
-                Py_ssize_t s = fs;
-                if (read_varint(buf, &s, me, &vn) < 0 || parse_id(buf, s, fe, &ledger, &entry) < 0)
-                    goto fail;
-            } else if (field == 2 && wire == 2) {
-                Py_ssize_t s = fs;
-                if (read_varint(buf, &s, me, &vn) < 0) goto fail;
-                ks = s; ke = fe; flags |= HAS_KEY;
-            } else if (field == 3 && wire == 2) {
-                Py_ssize_t s = fs;
-                if (read_varint(buf, &s, me, &vn) < 0) goto fail;
-                flags = (flags & HAS_KEY) | VALUE_PRESENT | (vn ? VALUE_NON_EMPTY : 0);
+            if (read_field(buf, &q, me, &f) < 0) goto fail;
+            if (f.wire != 2) continue;
+            if (f.number == 1) {
+                if (parse_id(buf, f.start, f.end, &ledger, &entry) < 0) goto fail;
+            } else if (f.number == 2) {
+                ks = f.start; ke = f.end; flags |= HAS_KEY;
+            } else if (f.number == 3) {
+                int non_empty = f.end > f.start ? VALUE_NON_EMPTY : 0;
+                flags = (flags & HAS_KEY) | VALUE_PRESENT | non_empty;
             }
-            q = fe;
         }
         PyObject *key;
         if (ks >= 0) {
@@ -293,16 +266,10 @@ fail:
 static int record_id(const unsigned char *buf, Py_ssize_t q, Py_ssize_t me, uint64_t *ledger,
                      uint64_t *entry) {
     *ledger = *entry = 0;
+    Field f;
     while (q < me) {
-        uint64_t tag, n;
-        if (read_varint(buf, &q, me, &tag) < 0) return -1;
-        Py_ssize_t fs = q, fe = skip_field(buf, q, me, (int)(tag & 7));
-        if (fe < 0) return -1;
-        if (tag == 0x0A) {
-            if (read_varint(buf, &fs, me, &n) < 0) return -1;
-            return parse_id(buf, fs, fe, ledger, entry);
-        }
-        q = fe;
+        if (read_field(buf, &q, me, &f) < 0) return -1;
+        if (f.number == 1 && f.wire == 2) return parse_id(buf, f.start, f.end, ledger, entry);
     }
     return 0;
 }
@@ -594,25 +561,14 @@ static PyObject *route_records(PyObject *self, PyObject *args) {
     PyObject *result = NULL, *list = NULL;
     if (!parts || !counts) { PyErr_NoMemory(); goto done; }
     while (p < end) {
-        uint64_t tag, n;
-        Py_ssize_t q = p;
-        if (read_varint(req, &q, end, &tag) < 0) goto done;
-        Py_ssize_t nxt = skip_field(req, q, end, (int)(tag & 7));
-        if (nxt < 0) goto done;
-        if (tag != 0x12) { p = nxt; continue; }
-        if (read_varint(req, &q, end, &n) < 0) goto done;
-        Py_ssize_t r = q, re = nxt, key_s = -1, key_e = -1;
+        Field rec, f;
+        Py_ssize_t nxt = p;
+        if (read_field(req, &nxt, end, &rec) < 0) goto done;
+        if (rec.number != 2 || rec.wire != 2) { p = nxt; continue; }
+        Py_ssize_t r = rec.start, re = rec.end, key_s = -1, key_e = -1;
         while (r < re) { /* the key field: the last one wins, as in encode_records */
-            uint64_t t, kn;
-            if (read_varint(req, &r, re, &t) < 0) goto done;
-            Py_ssize_t fe = skip_field(req, r, re, (int)(t & 7));
-            if (fe < 0) goto done;
-            if (t == 0x0A) {
-                Py_ssize_t s = r;
-                if (read_varint(req, &s, re, &kn) < 0) goto done;
-                key_s = s; key_e = fe;
-            }
-            r = fe;
+            if (read_field(req, &r, re, &f) < 0) goto done;
+            if (f.number == 1 && f.wire == 2) key_s = f.start, key_e = f.end;
         }
         Py_ssize_t partition;
         if (key_s >= 0)

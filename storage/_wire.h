@@ -76,6 +76,32 @@ static Py_ssize_t skip_field(const uint8_t *buf, Py_ssize_t p, Py_ssize_t end, i
     return q > end ? wire_error("field runs past its message") : q;
 }
 
+/* One field of a message: its number, wire type and bytes. For a length-delimited field
+ * (wire 2) [start, end) are its bytes and `at` is where its length begins (a copy of the
+ * field keeps it); for any other, [at, end) is its value and start == at. */
+typedef struct {
+    uint64_t number;
+    int wire;
+    Py_ssize_t at, start, end;
+} Field;
+
+/* The field at *q (< end), its length read once; *q moves past it. -1 (wire_error) when
+ * it does not parse or runs past `end`. */
+static inline int read_field(const uint8_t *buf, Py_ssize_t *q, Py_ssize_t end, Field *f) {
+    uint64_t tag, n;
+    if (read_varint(buf, q, end, &tag) < 0) return -1;
+    f->number = tag >> 3, f->wire = (int)(tag & 7), f->at = f->start = *q;
+    if (f->wire != 2) {
+        if ((f->end = skip_field(buf, *q, end, f->wire)) < 0) return -1;
+    } else {
+        if (read_varint(buf, q, end, &n) < 0) return -1;
+        if (n > (uint64_t)(end - *q)) return wire_error("field runs past its message");
+        f->start = *q, f->end = *q + (Py_ssize_t)n;
+    }
+    *q = f->end;
+    return 0;
+}
+
 /* A MessageId's ledger (field 1) and entry (field 2) in [p, end); 0 when absent. */
 static int parse_id(const uint8_t *buf, Py_ssize_t p, Py_ssize_t end, uint64_t *ledger,
                     uint64_t *entry) {

@@ -55,7 +55,7 @@ static int next_record(const uint8_t *buf, Py_ssize_t p, Py_ssize_t end, Rec *r)
         return -1;
     }
     Py_ssize_t ms = p + 1;
-    uint64_t n, tag, vn;
+    uint64_t n;
     if (read_varint(buf, &ms, end, &n) < 0) return -1;
     if (n > (uint64_t)(end - ms)) {
         snprintf(walk_error, sizeof walk_error,
@@ -65,25 +65,18 @@ static int next_record(const uint8_t *buf, Py_ssize_t p, Py_ssize_t end, Rec *r)
     Py_ssize_t me = ms + (Py_ssize_t)n, q = ms;
     r->start = p, r->body = ms, r->end = me, r->ks = r->ke = -1;
     r->ledger = r->entry = 0, r->flags = 0;
+    Field f;
     while (q < me) {
-        if (read_varint(buf, &q, me, &tag) < 0) return -1;
-        uint64_t field = tag >> 3;
-        int wire = (int)(tag & 7);
-        if (wire != 2) {
-            if ((q = skip_field(buf, q, me, wire)) < 0) return -1;
-            continue;
+        if (read_field(buf, &q, me, &f) < 0) return -1;
+        if (f.wire != 2) continue;
+        if (f.number == 1) {
+            if (parse_id(buf, f.start, f.end, &r->ledger, &r->entry) < 0) return -1;
+        } else if (f.number == 2) {
+            r->ks = f.start, r->ke = f.end, r->flags |= HAS_KEY;
+        } else if (f.number == 3) {
+            int non_empty = f.end > f.start ? VALUE_NON_EMPTY : 0;
+            r->flags = (r->flags & HAS_KEY) | VALUE_PRESENT | non_empty;
         }
-        if (read_varint(buf, &q, me, &vn) < 0) return -1; /* its length, read once */
-        if (vn > (uint64_t)(me - q)) return bad("field runs past its message");
-        Py_ssize_t fs = q, fe = q + (Py_ssize_t)vn;
-        if (field == 1) {
-            if (parse_id(buf, fs, fe, &r->ledger, &r->entry) < 0) return -1;
-        } else if (field == 2) {
-            r->ks = fs, r->ke = fe, r->flags |= HAS_KEY;
-        } else if (field == 3) {
-            r->flags = (r->flags & HAS_KEY) | VALUE_PRESENT | (vn ? VALUE_NON_EMPTY : 0);
-        }
-        q = fe;
     }
     return 0;
 }
