@@ -120,6 +120,12 @@ class WrongTopicKind(CompactlogError):
     reason = "WRONG_TOPIC_KIND"
 
 
+class NotCompacted(WrongTopicKind):
+    """A compaction call on a SEGMENTED topic whose ``cleanup.policy`` leaves out
+    ``compact``: a delete-only topic, which no cleaner pass touches (metadata ``topic``,
+    ``cleanup_policy``)."""
+
+
 class NotDelivered(CompactlogError):
     """An Acknowledge of an id this subscription was never given; the cursor stays."""
 

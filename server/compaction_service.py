@@ -5,8 +5,9 @@ LEDGER topics run the TwoPhaseCompactor in a compaction worker process
 commits): one run per topic at a time (a second Compact is ALREADY_EXISTS), at most
 ``compaction.max.concurrent`` runs server-wide (more wait for a slot, RUNNING meanwhile),
 status persisted so it survives restarts. SEGMENTED topics run a LogCleaner pass
-(``cleaner_passes``). A preview runs phase one's reads in this process
-(``self.compactor``: nothing is written).
+(``cleaner_passes``). A LEDGER preview runs both phases' reads in this process
+(``self.compactor``: nothing is written); a SEGMENTED one is a dry LogCleaner pass, run
+where passes run (a worker), which packs the output batches and only counts them.
 
 The monitor (Pulsar's ``compactionThreshold`` check) runs every
 ``compaction.monitor.interval.ms`` and compacts a topic whose ``__compaction`` backlog
@@ -180,10 +181,8 @@ class CompactionService:
 
     def compact(self, topic: str, wait: bool) -> pb.CompactionStatus:
         segmented = self.broker.kind(topic) == TopicKind.SEGMENTED
-        if segmented and self.cleaner is None:
-            raise Unimplemented(
-                "compaction of SEGMENTED topics needs the log cleaner, not wired yet"
-            )
+        if segmented:
+            self._cleaner()
         slot = self._slot(topic)
         with self._lock:
             if self._closing:
@@ -255,12 +254,18 @@ class CompactionService:
         else:
             self._set(topic, slot, status.to(CompactionState.ERROR, error=error))
 
+    def _cleaner(self) -> SegmentCleaner:
+        if self.cleaner is None:
+            raise Unimplemented(
+                "compaction of SEGMENTED topics needs the log cleaner, not wired yet"
+            )
+        return self.cleaner
+
     def _clean(self, topic: str, slot: _Slot) -> None:
-        assert self.cleaner is not None
         control = slot.control
         cancelled = slot.status.to(CompactionState.CANCELLED)
         try:
-            result = self.cleaner.clean_now(topic, control)
+            result = self._cleaner().clean_now(topic, control)
         except Exception as exc:
             if control is not None and control.cancelled:
                 self._finish(topic, slot, cancelled)
@@ -313,7 +318,9 @@ class CompactionService:
         return segmented and self.cleaner is not None and self.cleaner.abort(topic)
 
     def preview(self, topic: str) -> pb.CompactionRun:
-        return insight.preview(self.compactor, self.store, self._ledger_topic(topic, "preview"))
+        if self.broker.kind(topic) == TopicKind.SEGMENTED:  # a dry pass, in a worker
+            return cleaner_run(self._cleaner().preview(topic)).to_pb()
+        return insight.preview(self.compactor, self.store, topic)
 
     def verify(self, topic: str) -> pb.VerifyCompactionResponse:
         return insight.verify(self.store, self._ledger_topic(topic, "verification"))

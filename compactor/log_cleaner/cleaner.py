@@ -25,6 +25,10 @@ the pass's own thread, which alone fills the map and writes).
    (``Log.replace_segments``: ``.cleaned`` → ``.swap`` → old ``.deleted`` → final names); the
    caller then checkpoints ``end``.
 
+A dry run (``CleanPlan.dry_run``: PreviewCompaction) does steps 1 and 2 as a pass would,
+reads, map, survivors and packed batches alike, but counts the batches' bytes instead of
+writing them (``rewrite.CountedBatches``) and swaps nothing: its figures are the pass's.
+
 A pass is described by a ``CleanPlan`` (plain data) and reads the closed segments it is
 given, so it runs the same in the server's process (the log's own segments, ``swap`` a
 call) and in a compaction worker (segments opened read-only, ``swap`` a request to the
@@ -49,9 +53,10 @@ from compactlog.compactor.log_cleaner.batch_scan import (
     survivors,
 )
 from compactlog.compactor.log_cleaner.fanout import ONE_THREAD, Fanout, Piece
+from compactlog.compactor.log_cleaner.groups import group_segments_by_size
 from compactlog.compactor.log_cleaner.manager import LogToClean
 from compactlog.compactor.log_cleaner.offset_map import SkimpyOffsetMap
-from compactlog.compactor.log_cleaner.rewrite import BatchWriter
+from compactlog.compactor.log_cleaner.rewrite import BatchSink, BatchWriter, CountedBatches
 from compactlog.compactor.progress import CLEANING, NoControl, Progress, RunControl
 from compactlog.compactor.throttle import Throttler
 from compactlog.storage.batch import NO_HORIZON, BatchHeader, payload_of
@@ -59,7 +64,6 @@ from compactlog.storage.config import SegmentedTopicConfig
 from compactlog.storage.segmented import CleaningAborted, LogSegment
 from compactlog.storage.segmented.segment import CLEANED, IndexParams
 
-_MAX_RELATIVE = 2**32 - 1
 # Bytes read between throttling, abort checks and progress reports: every 64 KiB under a
 # throttle (``log.cleaner.io.max.bytes.per.second``), which must hold small passes too;
 # without one every 1 MiB (each look costs a lock, a pipe poll in a worker and a report).
@@ -97,9 +101,10 @@ class CleanPlan:
     log_start_offset: int
     config: SegmentedTopicConfig
     now_ms: int
+    dry_run: bool = False  # a preview: every read and count of the pass, nothing written
 
     @classmethod
-    def of(cls, job: LogToClean, now_ms: int) -> CleanPlan:
+    def of(cls, job: LogToClean, now_ms: int, dry_run: bool = False) -> CleanPlan:
         log = job.log
         return cls(
             job.name,
@@ -109,6 +114,7 @@ class CleanPlan:
             log.log_start_offset,
             log.config,
             now_ms,
+            dry_run,
         )
 
     def index_params(self) -> IndexParams:
@@ -128,38 +134,6 @@ class _Tally:
     read: int = 0
     keyless: int = 0
     tombstones: int = 0
-
-
-def group_segments_by_size(
-    segments: Sequence[LogSegment], max_size: int, max_index_size: int, end_offset: int
-) -> list[list[LogSegment]]:
-    """Consecutive runs whose total log and index sizes and offset span fit one segment."""
-    groups: list[list[LogSegment]] = []
-    segs = list(segments)
-    i = 0
-    while i < len(segs):
-        group = [segs[i]]
-        log_size = segs[i].size
-        index_size = segs[i].offset_index.size_in_bytes
-        time_size = segs[i].time_index.size_in_bytes
-        i += 1
-        while i < len(segs):
-            seg = segs[i]
-            last = (segs[i + 1].base_offset if i + 1 < len(segs) else end_offset) - 1
-            if (
-                log_size + seg.size > max_size
-                or index_size + seg.offset_index.size_in_bytes > max_index_size
-                or time_size + seg.time_index.size_in_bytes > max_index_size
-                or last - group[0].base_offset > _MAX_RELATIVE
-            ):
-                break
-            group.append(seg)
-            log_size += seg.size
-            index_size += seg.offset_index.size_in_bytes
-            time_size += seg.time_index.size_in_bytes
-            i += 1
-        groups.append(group)
-    return groups
 
 
 class Cleaner:
@@ -327,12 +301,17 @@ class Cleaner:
         sifted: Iterator[Iterator[Survived]],
     ) -> None:
         """Rewrite ``group`` into one ``.cleaned`` segment and have ``swap`` put it in;
-        ``sifted``: the survivors of the group's pieces, in order (``_survivors``)."""
+        ``sifted``: the survivors of the group's pieces, in order (``_survivors``). A dry
+        run packs the same batches and only counts their bytes."""
+        if plan.dry_run:
+            self._copy_survivors(CountedBatches(), group, sifted, stats, plan.name)
+            return
         cleaned = LogSegment.create(
             plan.directory, group[0].base_offset, plan.index_params(), suffix=CLEANED
         )
         try:
             self._copy_survivors(cleaned, group, sifted, stats, plan.name)
+            cleaned.on_become_inactive()
             newest = max(s.last_modified_ms() for s in group)
             cleaned.flush()
             os.utime(cleaned.path(), ns=(newest * 1_000_000, newest * 1_000_000))
@@ -347,7 +326,7 @@ class Cleaner:
 
     def _copy_survivors(
         self,
-        cleaned: LogSegment,
+        cleaned: BatchSink,
         group: list[LogSegment],
         sifted: Iterator[Iterator[Survived]],
         stats: PassStats,
@@ -369,7 +348,6 @@ class Cleaner:
                 self._report(self._rewrite_base + header.last_id.entry_id + 1, since)
                 since = 0
         writer.flush()
-        cleaned.on_become_inactive()
         stats.bytes_in += sum(seg.size for seg in group)
         stats.read += tally.read
         stats.kept += writer.records

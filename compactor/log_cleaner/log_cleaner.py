@@ -10,8 +10,9 @@ compaction worker (``worker_pass.WorkerPasses``, the server's). ``clean_now`` ru
 on the caller's thread through the same runner, so the memory budget holds however
 passes are started; its ``RunControl`` sees the pass's progress (phase ``cleaning``) and
 may cancel it, which ends the pass as an abort does (a background pass gets a control of
-its own, ``control(name)``). ``abort`` stops a pass of the cleaner threads (Kafka's
-abort-and-pause, then resume).
+its own, ``control(name)``). ``preview`` runs a dry pass the same way: the figures of the
+pass ``clean_now`` would run, nothing written, no state or figure of the cleaner changed.
+``abort`` stops a pass of the cleaner threads (Kafka's abort-and-pause, then resume).
 
 The figures are Kafka's (``kafka.log:type=LogCleaner``, ``LogCleanerManager``) in base
 units: the largest offset-map utilisation and clean time over the last pass of each
@@ -34,7 +35,7 @@ from compactlog.compactor.log_cleaner.manager import LogCleanerManager, LogToCle
 from compactlog.compactor.log_cleaner.passes import InProcessPasses, PassRunner
 from compactlog.compactor.progress import LocalRunControl, RunCancelled, RunControl
 from compactlog.compactor.workers import WorkerCrashed
-from compactlog.errors import TopicNotFound
+from compactlog.errors import CompactionRunning, NotCompacted, TopicNotFound
 from compactlog.storage.config import ServerSettings
 from compactlog.storage.segmented import CleaningAborted, Log, SegmentedLogManager
 from compactlog.storage.segmented.version import server_file
@@ -78,6 +79,21 @@ class _Last:
 
 
 PassListener = Callable[[str, CleanerPassResult], None]
+PREVIEW_TRIES = 3  # a dry run that found the log changed under it reads it again
+
+
+def _result(stats: PassStats, seconds: float, error: str | None = None) -> CleanerPassResult:
+    return CleanerPassResult(
+        stats.read,
+        stats.kept,
+        stats.removed,
+        stats.tombstones,
+        stats.keyless_dropped,
+        stats.bytes_in,
+        stats.bytes_out,
+        int(seconds * 1000),
+        error,
+    )
 
 
 class LogCleaner:
@@ -153,6 +169,39 @@ class LogCleaner:
         job = self.cleaner_manager.begin_forced(name)
         return self._pass(job, control)
 
+    def preview(self, name: str) -> CleanerPassResult:
+        """The figures of the pass ``clean_now`` would run now, from a dry run of it through
+        the same runner (a worker's in the server): the same plan, reads, offset map and
+        survivors, the output batches packed and counted, nothing written or swapped, the
+        checkpoint and the cleaner's figures untouched. The topic is InProgress meanwhile,
+        so a pass cannot start under it nor it under a pass (``CompactionRunning``)."""
+        log_ = self.logs.get_log(name)
+        if not log_.config.compact:
+            raise NotCompacted(
+                f"cleanup.policy of {name} does not include compact: no pass would clean it",
+                topic=name,
+                cleanup_policy=log_.config.cleanup_policy,
+            )
+        for _ in range(PREVIEW_TRIES):
+            job = self.cleaner_manager.begin_forced(name)
+            started = time.monotonic()
+            plan = CleanPlan.of(job, int(self.clock() * 1000), dry_run=True)
+            try:
+                stats = self.passes.run(
+                    plan, job.log, lambda: self.cleaner_manager.is_aborted(name), LocalRunControl()
+                )
+                return _result(stats, time.monotonic() - started)
+            except CleaningAborted:
+                if not self.logs.has_topic(name):
+                    raise TopicNotFound(f"topic {name} was deleted", topic=name) from None
+            finally:
+                self.cleaner_manager.done_cleaning(name, None)
+        raise CompactionRunning(
+            f"the log of {name} changed under {PREVIEW_TRIES} previews in a row "
+            "(retention, records deleted); try again",
+            topic=name,
+        )
+
     def abort(self, name: str) -> bool:
         """Stop the pass in progress on ``name``, if any (it keeps what it swapped in);
         True when there was one."""
@@ -199,17 +248,7 @@ class LogCleaner:
         if end is not None:
             self.cleaner_manager.uncleanable.discard(job.name)
         seconds = time.monotonic() - started
-        result = CleanerPassResult(
-            stats.read,
-            stats.kept,
-            stats.removed,
-            stats.tombstones,
-            stats.keyless_dropped,
-            stats.bytes_in,
-            stats.bytes_out,
-            int(seconds * 1000),
-            error,
-        )
+        result = _result(stats, seconds, error)
         if error is None:
             self._log_pass(job, stats, seconds)
         with self._lock:

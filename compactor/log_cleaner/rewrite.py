@@ -20,18 +20,40 @@ per survivor. An output batch gets:
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from compactlog.storage.batch import COMPACTED, NO_HORIZON, BatchHeader, pack
-from compactlog.storage.segmented import LogSegment
 from compactlog.storage.types import MessageId
 
 MAX_BATCH_BYTES = 1024 * 1024
 _MIN_TS = -(2**63)
 
 
+class BatchSink(Protocol):
+    """Where packed batches go: a ``.cleaned`` ``LogSegment``, or a dry run's count."""
+
+    size: int  # bytes appended so far
+
+    def append_batch(self, data: bytes, first: int, last: int, count: int, max_ts: int) -> None: ...
+
+
+class CountedBatches:
+    """A dry run's sink (PreviewCompaction): the bytes the ``.cleaned`` segment would hold,
+    counted batch by batch as ``LogSegment.append_batch`` would write them; no file."""
+
+    def __init__(self) -> None:
+        self.size = 0
+        self.batches = 0
+
+    def append_batch(self, data: bytes, first: int, last: int, count: int, max_ts: int) -> None:
+        self.size += len(data)
+        self.batches += 1
+
+
 class BatchWriter:
     """Buffers survivors and appends packed batches to a ``.cleaned`` segment."""
 
-    def __init__(self, segment: LogSegment, max_bytes: int = MAX_BATCH_BYTES) -> None:
+    def __init__(self, segment: BatchSink, max_bytes: int = MAX_BATCH_BYTES) -> None:
         self.segment = segment
         self.max_bytes = max_bytes
         self.records = 0

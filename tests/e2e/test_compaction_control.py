@@ -20,6 +20,7 @@ from compactlog.storage.ledger_store import LedgerStore
 from compactlog.v1 import compactlog_pb2 as pb
 
 from .conftest import ledger_census as stored_ledgers
+from .test_as_of_reads import reason_of
 from .test_compaction_durability import AFTER, BEFORE, OLD_VIEW
 
 Api = Any
@@ -222,13 +223,60 @@ def test_segmented_pass_is_watched_as_cleaning_and_can_be_cancelled(
     assert status.state == S.CANCELLED
     assert seen and seen[-1].state == S.CANCELLED
     assert {u.phase for u in seen} == {"cleaning"} and any(u.done for u in seen)
-    for rpc, req in (
-        (stubs.admin.PreviewCompaction, pb.PreviewCompactionRequest(topic="s")),
-        (stubs.admin.VerifyCompaction, pb.VerifyCompactionRequest(topic="s")),
-    ):
-        assert (
-            expect_error(lambda rpc=rpc, req=req: rpc(req)) == grpc.StatusCode.FAILED_PRECONDITION
-        )
+    verify = stubs.admin.VerifyCompaction  # no raw history to recompute from
+    req = pb.VerifyCompactionRequest(topic="s")
+    assert expect_error(lambda: verify(req)) == grpc.StatusCode.FAILED_PRECONDITION
     reads = stubs.log.Read(pb.ReadRequest(topic="s"), timeout=30)
     values = {m.key: m.value for r in reads for m in r.messages}
     assert values == latest  # what the cancelled pass swapped in is a correct cleaning
+
+
+def segmented(stubs: Any, name: str, policy: str = "compact") -> None:
+    stubs.admin.CreateTopic(
+        pb.CreateTopicRequest(
+            name=name,
+            kind=pb.SEGMENTED,
+            config={
+                "cleanup.policy": policy,
+                "segment.bytes": "4096",
+                "min.cleanable.dirty.ratio": "1",  # no background pass in between
+            },
+        )
+    )
+
+
+def test_segmented_preview_is_a_dry_pass_with_the_figures_of_the_following_one(
+    server: Any, connect: Callable[[str], Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    stubs = connect(server.address)
+    segmented(stubs, "s")
+    for i in range(8):  # about 20 kB in several segments, then one more in the active one
+        batch = [(b"k%d" % (j % 30), b"%05d" % j + b"x" * 60) for j in range(i * 40, i * 40 + 40)]
+        stubs.publish("s", *batch)
+    stubs.publish("s", (None, b"keyless"), (b"k1", None), (b"k2", b""))
+    stubs.publish("s", *[(b"k%d" % j, b"new") for j in range(200)])
+    root = server.data_dir / "segments"
+
+    def files() -> dict[str, bytes]:  # the topic's segments and the cleaner's checkpoint
+        found = [*sorted((root / "s").iterdir()), *root.glob("~server/cleaner-*")]
+        return {str(p.relative_to(root)): p.read_bytes() for p in found}
+
+    before = files()
+    preview = stubs.admin.PreviewCompaction(pb.PreviewCompactionRequest(topic="s"), timeout=60)
+    assert files() == before
+    status = stubs.admin.GetCompactionStatus(pb.GetCompactionStatusRequest(topic="s"))
+    assert status.state == S.NOT_RUN  # the dry pass is no run
+    assert preview.read > 0 and 0 < preview.kept < preview.read
+    assert preview.bytes_out < preview.bytes_in and preview.keyless_dropped == 1
+    run = stubs.admin.Compact(pb.CompactRequest(topic="s", wait=True), timeout=60).last_run
+    for name in ("read", "kept", "removed", "tombstones", "keyless_dropped", "bytes_in"):
+        assert getattr(preview, name) == getattr(run, name), name
+    assert preview.bytes_out == run.bytes_out
+    assert (
+        cli.main(["--server", server.address, "admin", "topics", "compact", "s", "--dry-run"]) == 0
+    )
+    assert "dry run:" in capsys.readouterr().out
+    segmented(stubs, "d", policy="delete")
+    call = stubs.admin.PreviewCompaction
+    code, reason = reason_of(lambda: call(pb.PreviewCompactionRequest(topic="d")))
+    assert (code, reason) == (grpc.StatusCode.FAILED_PRECONDITION, "WRONG_TOPIC_KIND")
