@@ -246,15 +246,15 @@ class Cleaner:
             for digests, last, size in chain.from_iterable(done):
                 mapped, stop = map_digests(self.map, digests, self.latest, start)
                 stats.map_records += mapped
-                if stop >= 0:
-                    return stop
-                if last >= end:
-                    return end
                 since += size
+                if stop >= 0 or last >= end:
+                    self._report(self.progress.done, since)
+                    return stop if stop >= 0 else end
                 if since >= self.quantum:
                     self._pace(plan.name, since)
                     self._report(last + 1 - start, since)
                     since = 0
+        self._report(self.progress.done, since)
         return end
 
     def _dirty_pieces(
@@ -355,7 +355,7 @@ class Cleaner:
         stats.keyless_dropped += tally.keyless
         stats.tombstones += tally.tombstones
         stats.bytes_out += cleaned.size
-        self._report(self.progress.done, written=cleaned.size)
+        self._report(self.progress.done, since, written=cleaned.size)
 
     def _survivors(self, now_ms: int, horizon: int, piece: Piece) -> Iterator[Survived]:
         """Each batch of a piece with the records that survive in it (one

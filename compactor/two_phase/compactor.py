@@ -148,12 +148,12 @@ class TwoPhaseCompactor:
         assert inp.horizon is not None
         phase_one_done = time.monotonic()
         self.fault("after_phase_one")
-        control.report(Progress(PHASE_TWO, 0, inp.entries))
+        control.report(Progress(PHASE_TWO, 0, inp.entries, winners.bytes_in))
         control.check()
         ledger_id = self.storage.create_ledger(topic)
         try:
             self.fault("after_create")
-            meter = PhaseTwoMeter(control, inp.entries)
+            meter = PhaseTwoMeter(control, inp.entries, bytes_read=winners.bytes_in)
             self._copy_winners(ledger_id, inp, winners, meter)
             control.report(Progress(COMMIT, 0, 1, meter.bytes_read, meter.bytes_written))
             control.check()
@@ -189,7 +189,7 @@ class TwoPhaseCompactor:
             return CompactionRun(engine=self.engine)
         inp, winners = self._phase_one(inp, control)
         phase_one_done = time.monotonic()
-        meter = PhaseTwoMeter(control, inp.entries)
+        meter = PhaseTwoMeter(control, inp.entries, bytes_read=winners.bytes_in)
         bytes_out = sum(map(len, winners_in_order(self.storage, inp, winners, meter)))
         return self._figures(winners, meter, bytes_out, started, phase_one_done)
 

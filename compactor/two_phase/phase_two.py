@@ -40,7 +40,7 @@ class PhaseTwoMeter:
     control: RunControl
     total: int  # input entries of the run
     done: int = 0  # input entries passed
-    bytes_read: int = 0
+    bytes_read: int = 0  # the run's: phase one's bytes, then phase two's reads added
     bytes_written: int = 0
     tombstones_kept: int = 0  # winners that are tombstones the run's retention keeps
 

@@ -18,6 +18,7 @@ from compactlog.compactor.log_cleaner import (
 )
 from compactlog.compactor.log_cleaner.checkpoint import CleanerCheckpoint
 from compactlog.compactor.log_cleaner.manager import IllegalCleanerState
+from compactlog.compactor.progress import LocalRunControl, Progress
 from compactlog.errors import CompactionRunning, OffsetOutOfRange
 from compactlog.storage import batch
 from compactlog.storage.config import ServerSettings
@@ -492,3 +493,27 @@ def test_model_survivors_follow_the_rules(
     assert survivors(m, "t") == [e for e in expected if e[2] is not None]
     assert m.log_end_offset("t") == len(events)
     m.close()
+
+
+class Recorder(LocalRunControl):
+    def __init__(self) -> None:
+        super().__init__()
+        self.reports: list[Progress] = []
+
+    def report(self, progress: Progress) -> None:
+        super().report(progress)
+        self.reports.append(progress)
+
+
+def test_progress_counts_every_byte_the_pass_read_and_wrote(tmp_path: Path) -> None:
+    """A first pass maps every closed segment and rewrites them all: it reads the log
+    twice, and the last report says so to the byte (no remainder under the 1 MiB pace)."""
+    m, c = open_all(tmp_path, Clock())
+    m.create_topic("t", COMPACT)
+    publish(m, "t", [b"k%d" % (i % 7) for i in range(60)] + [None])
+    control = Recorder()
+    result = c.clean_now("t", control)
+    last = control.reports[-1]
+    assert result.error is None and result.bytes_in > 0
+    assert last.bytes_read == 2 * result.bytes_in and last.bytes_written == result.bytes_out
+    assert last.done == last.total and {p.phase for p in control.reports} == {"cleaning"}

@@ -61,6 +61,8 @@ def test_progress_goes_through_the_phases_in_order(harness: Any) -> None:
     two = [p for p in control.reports if p.phase == PHASE_TWO][-1]
     assert one.done == one.total == result.run.read == 42
     assert two.done == two.total and two.bytes_written == result.run.bytes_out
+    # bytes read add up over the run: phase one's input, then what phase two read
+    assert one.bytes_read == result.run.bytes_in and two.bytes_read > one.bytes_read
     assert control.reports[-1] == Progress(COMMIT, 1, 1, two.bytes_read, two.bytes_written)
 
 
