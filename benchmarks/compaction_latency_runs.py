@@ -1,9 +1,10 @@
 """The measurements of ``compactlog bench compaction-latency``, each beside its floor.
 
 Per design, in a fresh ``compactlog serve``: publish N records to a big topic, time
-unary Publish on a probe topic of the same kind at idle, then again while one
-``Compact(wait=true)`` of the big topic runs (the same loop, on the same connection),
-and take the run's figures. LEDGER then reopens the stopped server's store for the
+unary Publish on a probe topic of the same kind at idle, then again while a
+PreviewCompaction of the big topic runs (it reads what a run reads, in a worker too), and
+again while one ``Compact(wait=true)`` of it runs (the same loop, on the same
+connection), and take the run's figures. LEDGER then reopens the stopped server's store for the
 phase timings the run recorded and the two-phase RocksDB floor on the very same data.
 Results are flat ``Sample`` dicts (``<kind>.<metric>``, ``floor.<...>``), and each
 run's Publish round trips (``Calls``: ``<kind>.idle_ms``, ``<kind>.during_ms``), which the
@@ -20,8 +21,9 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import grpc
 
@@ -42,7 +44,8 @@ PROBE_REQUEST = publish_request(PROBE, [(b"probe", b"p" * 100)])
 VALUE_BYTES = 100
 PER_REQUEST = 1000
 Sample = dict[str, float]
-Calls = dict[str, list[float]]  # <kind>.idle_ms / <kind>.during_ms: every call's round trip
+Calls = dict[str, list[float]]  # <kind>.idle_ms / .during_ms / .preview_ms: each round trip
+T = TypeVar("T")
 
 
 class LatencyBenchError(RuntimeError):
@@ -90,15 +93,11 @@ def requests(s: Settings) -> Iterator[bytes]:
         )
 
 
-def _during(log: RawLog) -> tuple[list[float], pb.CompactionStatus, float]:
-    """Unary Publish round trips, back to back, while Compact(wait=true) runs on a thread."""
-    admin = pb_grpc.TopicAdminStub(log.channel)
-    done: list[pb.CompactionStatus] = []
-    runner = threading.Thread(
-        target=lambda: done.append(
-            admin.Compact(pb.CompactRequest(topic=TOPIC, wait=True), timeout=log.timeout)
-        )
-    )
+def _during(log: RawLog, rpc: Callable[[], T]) -> tuple[list[float], T, float]:
+    """Unary Publish round trips, back to back, while ``rpc`` (a Compact(wait=true), a
+    PreviewCompaction) runs on a thread; with its answer and its wall time."""
+    done: list[T] = []
+    runner = threading.Thread(target=lambda: done.append(rpc()))
     lat: list[float] = []
     call: grpc.UnaryUnaryMultiCallable[bytes, bytes] = log.channel.unary_unary(
         "/compactlog.v1.Log/Publish"
@@ -110,7 +109,7 @@ def _during(log: RawLog) -> tuple[list[float], pb.CompactionStatus, float]:
         call(PROBE_REQUEST, timeout=log.timeout)
         lat.append((time.perf_counter() - t) * 1000)
     runner.join()
-    _check(bool(done), "Compact did not answer")
+    _check(bool(done), "the call did not answer")
     return lat, done[0], time.perf_counter() - started
 
 
@@ -152,8 +151,16 @@ def measure_server(kind: str, s: Settings, tmp: Path, calls: Calls) -> Sample:
             idle = log.unary_ms(PROBE_REQUEST, s.idle_calls, s.warmup)
             step(f"{kind}: reading the topic's own files (floors)")
             m.update(_own_file_floors(kind, data_dir, tmp))
+            step(f"{kind}: unary Publish during PreviewCompaction")
+            preview_req = pb.PreviewCompactionRequest(topic=TOPIC)
+            previewing, preview, preview_wall = _during(
+                log, lambda: admin.PreviewCompaction(preview_req, timeout=log.timeout)
+            )
             step(f"{kind}: unary Publish during Compact")
-            during, status, wall = _during(log)
+            compact_req = pb.CompactRequest(topic=TOPIC, wait=True)
+            during, status, wall = _during(
+                log, lambda: admin.Compact(compact_req, timeout=log.timeout)
+            )
     except Exception as exc:
         raise LatencyBenchError(f"{kind}: {exc}; server log: {proc.tail()}") from exc
     finally:
@@ -165,6 +172,8 @@ def measure_server(kind: str, s: Settings, tmp: Path, calls: Calls) -> Sample:
     run = status.last_run
     seconds = max(run.duration_ms, 1) / 1000
     calls[f"{kind}.idle_ms"], calls[f"{kind}.during_ms"] = idle, during
+    calls[f"{kind}.preview_ms"] = previewing
+    _check(preview.read == run.read, f"{kind}: the preview read {preview.read}, the run {run.read}")
     m.update({
         f"{kind}.idle_p50_ms": statistics.median(idle),
         f"{kind}.idle_p99_ms": percentile(idle, 0.99),
@@ -172,6 +181,8 @@ def measure_server(kind: str, s: Settings, tmp: Path, calls: Calls) -> Sample:
         f"{kind}.during_p99_ms": percentile(during, 0.99),
         f"{kind}.during_max_ms": max(during),
         f"{kind}.during_calls": len(during),
+        f"{kind}.preview_p99_ms": percentile(previewing, 0.99),
+        f"{kind}.preview_s": preview_wall,
         f"{kind}.compaction_s": seconds,
         f"{kind}.compaction_wall_s": wall,
         f"{kind}.compaction_read": run.read,

@@ -8,6 +8,7 @@ from typing import Protocol
 
 import grpc
 
+from compactlog.compactor.progress import LocalRunControl
 from compactlog.errors import InvalidArgument, Unimplemented
 from compactlog.server import partitioned_compaction
 from compactlog.server.broker import Broker
@@ -18,6 +19,15 @@ from compactlog.server.subscription_admin import SubscriptionAdmin
 from compactlog.server.subscriptions import Dispatchers
 from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
+
+
+def _call_control(context: grpc.ServicerContext) -> LocalRunControl:
+    """A control cancelled when the call ends: a preview or verification whose caller
+    went away (or whose deadline passed) stops reading in its worker, or stops waiting
+    for one."""
+    control = LocalRunControl()
+    context.add_callback(control.cancel)
+    return control
 
 
 class Compactions(Protocol):
@@ -33,9 +43,9 @@ class Compactions(Protocol):
 
     def cancel(self, topic: str) -> pb.CompactionStatus: ...
 
-    def preview(self, topic: str) -> pb.CompactionRun: ...
+    def preview(self, topic: str, control: LocalRunControl) -> pb.CompactionRun: ...
 
-    def verify(self, topic: str) -> pb.VerifyCompactionResponse: ...
+    def verify(self, topic: str, control: LocalRunControl) -> pb.VerifyCompactionResponse: ...
 
 
 class TopicAdminService(pb_grpc.TopicAdminServicer):
@@ -179,7 +189,7 @@ class TopicAdminService(pb_grpc.TopicAdminServicer):
     ) -> pb.CompactionRun:
         self._not_for_partitioned(request.topic, "PreviewCompaction")
         self.broker.kind(request.topic)
-        return self._compactions().preview(request.topic)
+        return self._compactions().preview(request.topic, _call_control(context))
 
     @rpc
     def VerifyCompaction(
@@ -187,7 +197,7 @@ class TopicAdminService(pb_grpc.TopicAdminServicer):
     ) -> pb.VerifyCompactionResponse:
         self._not_for_partitioned(request.topic, "VerifyCompaction")
         self.broker.kind(request.topic)
-        return self._compactions().verify(request.topic)
+        return self._compactions().verify(request.topic, _call_control(context))
 
     @rpc
     def EnforceRetention(

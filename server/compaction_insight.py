@@ -7,8 +7,8 @@
   run; the service records CANCELLED); ``cap_slot`` lets a run waiting for one of the
   server-wide run slots give up when cancelled. A cancel that comes after the commit write is too
   late: the run ends SUCCESS and that is what the caller gets back.
-- ``preview`` and ``verify`` (LEDGER topics): a dry run of both phases' reads, and a
-  recomputation of the compacted ledger from the raw history (``two_phase.verify``).
+- ``verification_pb``: a verification (``two_phase.verify``, run in a worker by
+  ``worker_runs``) as VerifyCompaction's answer.
 
 The service (``compaction_service``) owns the runs; this module only reads what it shares:
 the run's ``LocalRunControl``, the event set when no run is active, and the state now.
@@ -22,14 +22,11 @@ from contextlib import contextmanager
 from typing import cast
 
 from compactlog.compactor.progress import LocalRunControl, Progress, RunControl
-from compactlog.compactor.two_phase import TwoPhaseCompactor
-from compactlog.compactor.two_phase.ledger_adapter import LedgerStoreCompactionStorage
-from compactlog.compactor.two_phase.ledger_snapshot import compacted_view, plan
-from compactlog.compactor.two_phase.verify import verify_view
+from compactlog.compactor.two_phase.ledger_snapshot import CompactedView
+from compactlog.compactor.two_phase.verify import Verification
 from compactlog.errors import CompactionNotRunning
 from compactlog.server.compaction_status import CompactionState
 from compactlog.server.convert import id_to_pb
-from compactlog.storage.ledger_store import LedgerStore
 from compactlog.v1 import compactlog_pb2 as pb
 
 WATCH_INTERVAL_S = 0.25
@@ -85,14 +82,7 @@ def cap_slot(cap: threading.BoundedSemaphore, control: RunControl | None) -> Ite
         cap.release()
 
 
-def preview(compactor: TwoPhaseCompactor, store: LedgerStore, topic: str) -> pb.CompactionRun:
-    """The figures of a run started now; nothing is written."""
-    return compactor.preview(plan(store, topic)).to_pb()
-
-
-def verify(store: LedgerStore, topic: str) -> pb.VerifyCompactionResponse:
-    view = compacted_view(store, topic)
-    result = verify_view(LedgerStoreCompactionStorage(store), view)
+def verification_pb(view: CompactedView, result: Verification) -> pb.VerifyCompactionResponse:
     out = pb.VerifyCompactionResponse(
         ok=result.ok,
         checked=result.checked,

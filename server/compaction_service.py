@@ -5,9 +5,9 @@ LEDGER topics run the TwoPhaseCompactor in a compaction worker process
 commits): one run per topic at a time (a second Compact is ALREADY_EXISTS), at most
 ``compaction.max.concurrent`` runs server-wide (more wait for a slot, RUNNING meanwhile),
 status persisted so it survives restarts. SEGMENTED topics run a LogCleaner pass
-(``cleaner_passes``). A LEDGER preview runs both phases' reads in this process
-(``self.compactor``: nothing is written); a SEGMENTED one is a dry LogCleaner pass, run
-where passes run (a worker), which packs the output batches and only counts them.
+(``cleaner_passes``). Previews and verifications read in a worker too: a LEDGER
+topic's go to the run's pool (``worker_reads``: nothing is written), a SEGMENTED topic's
+preview is a dry LogCleaner pass, run where passes run, which only counts its output.
 
 The monitor (Pulsar's ``compactionThreshold`` check) runs every
 ``compaction.monitor.interval.ms`` and compacts a topic whose ``__compaction`` backlog
@@ -31,12 +31,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from compactlog.compactor.progress import LocalRunControl, RunCancelled
-from compactlog.compactor.two_phase import CompactionRun, FaultHook, TwoPhaseCompactor
+from compactlog.compactor.two_phase import CompactionRun
 from compactlog.compactor.two_phase.faults import fault_from_env
-from compactlog.compactor.two_phase.ledger_adapter import (
-    LedgerStoreCompactionStorage,
-    backlog_bytes,
-)
+from compactlog.compactor.two_phase.ledger_adapter import backlog_bytes
 from compactlog.compactor.two_phase.worker_runs import WorkerCompactions
 from compactlog.errors import (
     CompactionRunning,
@@ -86,21 +83,14 @@ class CompactionService:
         self,
         broker: Broker,
         max_concurrent: int,
-        phase_one_memory_bytes: int,
         metrics: Metrics,
         runs: WorkerCompactions,
         cleaner: SegmentCleaner | None = None,
-        fault: FaultHook | None = None,
     ) -> None:
         self.broker = broker
         self.store = broker.ledgers
         self.cleaner = cleaner
         self.runs = runs
-        self.compactor = TwoPhaseCompactor(  # previews only: runs go to the workers
-            LedgerStoreCompactionStorage(self.store),
-            phase_one_memory_bytes,
-            fault or fault_from_env(),
-        )
         self.metrics = CompactionMetrics(metrics, self._last_runs, broker)
         self._lock = threading.Lock()
         self._slots: dict[str, _Slot] = {}
@@ -317,13 +307,16 @@ class CompactionService:
         segmented = self.broker.kind(topic) == TopicKind.SEGMENTED
         return segmented and self.cleaner is not None and self.cleaner.abort(topic)
 
-    def preview(self, topic: str) -> pb.CompactionRun:
-        if self.broker.kind(topic) == TopicKind.SEGMENTED:  # a dry pass, in a worker
-            return cleaner_run(self._cleaner().preview(topic)).to_pb()
-        return insight.preview(self.compactor, self.store, topic)
+    def preview(self, topic: str, control: LocalRunControl) -> pb.CompactionRun:
+        """The figures of a run started now, from a worker either way: a LEDGER topic's
+        reads (``worker_reads``), a SEGMENTED topic's dry cleaner pass."""
+        if self.broker.kind(topic) == TopicKind.SEGMENTED:
+            return cleaner_run(self._cleaner().preview(topic, control)).to_pb()
+        return self.runs.preview(topic, control).to_pb()
 
-    def verify(self, topic: str) -> pb.VerifyCompactionResponse:
-        return insight.verify(self.store, self._ledger_topic(topic, "verification"))
+    def verify(self, topic: str, control: LocalRunControl) -> pb.VerifyCompactionResponse:
+        topic = self._ledger_topic(topic, "verification")
+        return insight.verification_pb(*self.runs.verify(topic, control))
 
     def _ledger_topic(self, topic: str, what: str) -> str:
         if self.broker.kind(topic) != TopicKind.LEDGER:
@@ -387,7 +380,6 @@ def make_compactions(broker: Broker, settings: ServerSettings, metrics: Metrics)
     service = CompactionService(
         broker,
         settings.compaction_max_concurrent,
-        settings.compaction_phase_one_memory_bytes,
         metrics,
         runs,
         cleaner,

@@ -169,12 +169,14 @@ class LogCleaner:
         job = self.cleaner_manager.begin_forced(name)
         return self._pass(job, control)
 
-    def preview(self, name: str) -> CleanerPassResult:
+    def preview(self, name: str, control: RunControl | None = None) -> CleanerPassResult:
         """The figures of the pass ``clean_now`` would run now, from a dry run of it through
         the same runner (a worker's in the server): the same plan, reads, offset map and
         survivors, the output batches packed and counted, nothing written or swapped, the
         checkpoint and the cleaner's figures untouched. The topic is InProgress meanwhile,
-        so a pass cannot start under it nor it under a pass (``CompactionRunning``)."""
+        so a pass cannot start under it nor it under a pass (``CompactionRunning``).
+        ``control``: its progress, and its cancel (``RunCancelled``)."""
+        control = control or LocalRunControl()
         log_ = self.logs.get_log(name)
         if not log_.config.compact:
             raise NotCompacted(
@@ -188,10 +190,11 @@ class LogCleaner:
             plan = CleanPlan.of(job, int(self.clock() * 1000), dry_run=True)
             try:
                 stats = self.passes.run(
-                    plan, job.log, lambda: self.cleaner_manager.is_aborted(name), LocalRunControl()
+                    plan, job.log, lambda: self.cleaner_manager.is_aborted(name), control
                 )
                 return _result(stats, time.monotonic() - started)
             except CleaningAborted:
+                control.check()  # cancelled: no second try
                 if not self.logs.has_topic(name):
                     raise TopicNotFound(f"topic {name} was deleted", topic=name) from None
             finally:

@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from compactlog.compactor.two_phase.ledger_snapshot import CompactedView
-from compactlog.compactor.two_phase.storage import CompactionStorage, Segment
+from compactlog.compactor.two_phase.storage import CompactionReads, Segment
 from compactlog.errors import CompactlogError
 from compactlog.storage.codec import HAS_KEY, VALUE_NON_EMPTY
 from compactlog.storage.types import MessageId
@@ -89,7 +89,7 @@ def _id(msg: pb.Message) -> MessageId:
     return MessageId(msg.id.ledger_id, msg.id.entry_id)
 
 
-def verify_view(storage: CompactionStorage, view: CompactedView) -> Verification:
+def verify_view(storage: CompactionReads, view: CompactedView) -> Verification:
     """Compare the compacted ledger with the one recomputed from the raw history."""
     out = Verification()
     try:
@@ -106,14 +106,14 @@ def verify_view(storage: CompactionStorage, view: CompactedView) -> Verification
     return out
 
 
-def _entries(storage: CompactionStorage, segment: Segment | None) -> Iterator[bytes]:
+def _entries(storage: CompactionReads, segment: Segment | None) -> Iterator[bytes]:
     if segment is not None:
         for _eid, data in storage.read_entries(segment):
             yield data
 
 
 def _latest_positions(
-    storage: CompactionStorage, raw: tuple[Segment, ...]
+    storage: CompactionReads, raw: tuple[Segment, ...]
 ) -> tuple[dict[bytes, MessageId], MessageId | None]:
     """key -> id of its latest raw message up to the horizon; the first raw id left."""
     latest: dict[bytes, MessageId] = {}
@@ -126,7 +126,7 @@ def _latest_positions(
 
 
 def _expected(
-    storage: CompactionStorage, view: CompactedView, latest: dict[bytes, MessageId]
+    storage: CompactionReads, view: CompactedView, latest: dict[bytes, MessageId]
 ) -> Iterator[pb.Message]:
     """The raw winners, in id order, as messages."""
     for seg in view.raw:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -182,15 +183,11 @@ class LedgerCompactionJob:
     threads: int = 1  # phase one digests on this many (compaction.worker.threads)
 
     def run(self, link: WorkerLink) -> CompactionResult:
-        secondary = Path(self.work_dir) / f"secondary-{os.getpid()}"
-        scans = MeteredScans(Path(self.store_path), secondary)
-        throttler = Throttler(self.io_max_bytes_per_second, sleep=sleep_checking(link.check))
-        scans.meter = RunMeter(throttler)
-        try:
-            assert self.input.horizon is not None
-            scans.catch_up_to(self.input.horizon)
+        assert self.input.horizon is not None
+        where = (self.store_path, self.work_dir, self.io_max_bytes_per_second)
+        with metered_secondary(*where, [self.input.horizon], link) as (scans, limited):
             storage = WorkerCompactionStorage(scans, self, link)
-            threads = 1 if throttler.limited else self.threads  # reading ahead would not
+            threads = 1 if limited else self.threads  # reading ahead would not
             compactor = TwoPhaseCompactor(
                 storage,
                 self.phase_one_memory_bytes,
@@ -198,5 +195,27 @@ class LedgerCompactionJob:
                 partial(find_winners, threads=threads),
             )
             return compactor.compact(self.input.topic, link)
-        finally:
-            scans.close()
+
+
+@contextmanager
+def metered_secondary(
+    store_path: str,
+    work_dir: str,
+    io_max_bytes_per_second: float,
+    visible: Sequence[MessageId],
+    link: WorkerLink,
+) -> Iterator[tuple[MeteredScans, bool]]:
+    """The server's store opened in this worker as a secondary instance (its own directory
+    in ``work_dir``), caught up until every id of ``visible`` is, each batch read passing
+    the job's ``log.cleaner.io.max.bytes.per.second`` throttle (whose sleeps a cancel cuts
+    short); with it, whether that throttle limits at all."""
+    secondary = Path(work_dir) / f"secondary-{os.getpid()}"
+    scans = MeteredScans(Path(store_path), secondary)
+    throttler = Throttler(io_max_bytes_per_second, sleep=sleep_checking(link.check))
+    scans.meter = RunMeter(throttler)
+    try:
+        for at in visible:
+            scans.catch_up_to(at)
+        yield scans, throttler.limited
+    finally:
+        scans.close()

@@ -15,6 +15,9 @@ When the run fails, whatever the cause (an error, a cancel, the worker killed at
 step), what it left goes at once: the new ledger and its SST file if nothing was
 committed, else the previous compacted ledger if the worker did not live to ask. The view
 readers see is therefore the old one or the new one, never a mix.
+
+Previews and verifications go to the same pool (``worker_reads``): the server takes the
+read-only snapshot and ships it, and the worker sends back figures without a request.
 """
 
 from __future__ import annotations
@@ -27,14 +30,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from compactlog.compactor.progress import PHASE_ONE, Progress, RunCancelled
-from compactlog.compactor.two_phase.compactor import CompactionResult, CompactionRun, FaultHook
+from compactlog.compactor.two_phase.compactor import (
+    ENGINE,
+    CompactionResult,
+    CompactionRun,
+    FaultHook,
+)
 from compactlog.compactor.two_phase.ledger_adapter import LedgerStoreCompactionStorage
+from compactlog.compactor.two_phase.ledger_snapshot import CompactedView, compacted_view, plan
 from compactlog.compactor.two_phase.storage import CompactionInput
+from compactlog.compactor.two_phase.verify import Verification, verify_view
 from compactlog.compactor.two_phase.worker_job import (
     CommitLedger,
     DeleteLedger,
     LedgerCompactionJob,
 )
+from compactlog.compactor.two_phase.worker_reads import LedgerPreviewJob, LedgerVerifyJob
 from compactlog.compactor.workers import Watched, WorkerPool
 from compactlog.errors import InvalidArgument
 from compactlog.storage.ledger_store import LedgerStore
@@ -149,12 +160,59 @@ class WorkerCompactions:
         )
         run.committed = True
 
-    def _clean_up(self, run: _Run) -> None:
-        """Best effort: what is left now goes at the next start-up."""
+    # ---- read-only jobs: PreviewCompaction, VerifyCompaction (worker_reads) -----------
+
+    def preview(self, topic: str, control: Watched) -> CompactionRun:
+        """The figures of a run started now, read in a worker; nothing is written."""
+        inp = plan(self.store, topic)
+        if inp.nothing_to_do:
+            return CompactionRun(engine=ENGINE)
+        job = LedgerPreviewJob(
+            inp,
+            str(self.store.db.path),
+            str(self.work_dir),
+            self.phase_one_memory_bytes,
+            self.io_max_bytes_per_second,
+            self.threads,
+        )
+        run = self._read_only(job, control, f"the preview of {topic!r}")
+        assert isinstance(run, CompactionRun)
+        return run
+
+    def verify(self, topic: str, control: Watched) -> tuple[CompactedView, Verification]:
+        """The compacted view and its check against the raw history, read in a worker
+        (before the first run there is nothing to read: the empty view's digest)."""
+        view = compacted_view(self.store, topic)
+        if view.ledger_id is None:
+            return view, verify_view(self.local, view)
+        job = LedgerVerifyJob(
+            view, str(self.store.db.path), str(self.work_dir), self.io_max_bytes_per_second
+        )
+        result = self._read_only(job, control, f"the verification of {topic!r}")
+        assert isinstance(result, Verification)
+        return view, result
+
+    def _read_only(self, job: object, control: Watched, label: str) -> object:
+        def refuse(body: object) -> None:
+            raise InvalidArgument(f"{label} cannot ask the server for {body!r}")
+
+        try:
+            return self.pool.run(job, refuse, control, label)
+        except BaseException:
+            self._clear_dead_secondaries()
+            raise
+
+    # ---- failures ----------------------------------------------------------------------
+
+    def _clear_dead_secondaries(self) -> None:
         live = {f"secondary-{pid}" for pid in self.pool.pids()}
         for secondary in self.work_dir.glob("secondary-*"):
             if secondary.name not in live:  # a dead worker's
                 shutil.rmtree(secondary, ignore_errors=True)
+
+    def _clean_up(self, run: _Run) -> None:
+        """Best effort: what is left now goes at the next start-up."""
+        self._clear_dead_secondaries()
         try:
             if not run.committed:
                 run.sst.unlink(missing_ok=True)

@@ -30,8 +30,9 @@ def test_quick_run_prints_every_row_beside_its_floor(tmp_path: Path) -> None:
         printed.getvalue()
     )
     rows = report["rows"]
-    # p99 (per run, pooled), p50 and MB/s against 4 read floors each; LEDGER's run
-    assert len(rows) == 7 * len(KINDS) + 1
+    # p99 (per run, pooled, pooled during a preview), p50 and MB/s against 4 read floors
+    # each; LEDGER's run
+    assert len(rows) == 8 * len(KINDS) + 1
     for r in rows:
         assert r["figure"] > 0 and r["floor"] > 0, r
     floors = {r["floor_name"] for r in rows if r["unit"] == "MB/s"}
@@ -49,6 +50,8 @@ def test_quick_run_prints_every_row_beside_its_floor(tmp_path: Path) -> None:
             report["results"][f"{kind}.during_calls"]["samples"]
         )
         assert pooled[f"{kind}.during_p99_ms"] > 0
+        assert pooled[f"{kind}.preview_calls"] > 0 and pooled[f"{kind}.preview_p99_ms"] > 0
+        assert report["results"][f"{kind}.preview_s"]["median"] > 0
         assert report["results"][f"{kind}.files_mb"]["median"] > 0  # the topic's own files
         read = report["results"][f"{kind}.compaction_read"]["median"]
         assert QUICK["records"] // 2 <= read <= QUICK["records"]  # not the active segment
