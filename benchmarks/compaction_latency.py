@@ -11,7 +11,8 @@ design, each figure beside a floor from the same run:
    Reported twice: the median of the runs' p99s, and the p99 of every run's calls pooled
    (a run gives a few hundred calls, so its own p99 is one of its slowest handful). The
    same, pooled, while a PreviewCompaction of the topic runs just before (it reads what
-   the run reads, in a worker as the run does).
+   the run reads, in a worker as the run does), and for LEDGER while a VerifyCompaction of
+   the run's ledger runs just after.
 2. LEDGER: phase two's MB/s (the run's input bytes over its phase-two time, in the
    worker); SEGMENTED: the LogCleaner pass's MB/s. Floor: a sequential file read of the
    topic's size in the same run. Goal: >= 0.25 x floor.
@@ -86,6 +87,12 @@ def rows(med: Sample, pool: Sample, kinds: tuple[str, ...], records: int) -> lis
             f"... during a PreviewCompaction (dry run), {n:,} calls pooled", k, preview, "ms",
             "<= 2x idle p99", preview <= 2 * idle, idle, "idle p99, every run's idle calls "
             "pooled", preview / idle, "figure / floor"))  # fmt: skip
+        if f"{k}.verify_p99_ms" in pool:
+            verify, n = pool[f"{k}.verify_p99_ms"], int(pool[f"{k}.verify_calls"])
+            out.append(Target(
+                f"... during a VerifyCompaction of the result, {n:,} calls pooled", k, verify,
+                "ms", "<= 2x idle p99", verify <= 2 * idle, idle, "idle p99, every run's idle "
+                "calls pooled", verify / idle, "figure / floor"))  # fmt: skip
         p50, idle50 = med[f"{k}.during_p50_ms"], med[f"{k}.idle_p50_ms"]
         out.append(Target(
             "unary Publish p50 during the compaction", k, p50, "ms", "n/a", None, idle50,

@@ -4,7 +4,8 @@ Per design, in a fresh ``compactlog serve``: publish N records to a big topic, t
 unary Publish on a probe topic of the same kind at idle, then again while a
 PreviewCompaction of the big topic runs (it reads what a run reads, in a worker too), and
 again while one ``Compact(wait=true)`` of it runs (the same loop, on the same
-connection), and take the run's figures. LEDGER then reopens the stopped server's store for the
+connection), and take the run's figures; LEDGER then once more while a
+VerifyCompaction checks what the run wrote. LEDGER then reopens the stopped server's store for the
 phase timings the run recorded and the two-phase RocksDB floor on the very same data.
 Results are flat ``Sample`` dicts (``<kind>.<metric>``, ``floor.<...>``), and each
 run's Publish round trips (``Calls``: ``<kind>.idle_ms``, ``<kind>.during_ms``), which the
@@ -44,7 +45,7 @@ PROBE_REQUEST = publish_request(PROBE, [(b"probe", b"p" * 100)])
 VALUE_BYTES = 100
 PER_REQUEST = 1000
 Sample = dict[str, float]
-Calls = dict[str, list[float]]  # <kind>.idle_ms / .during_ms / .preview_ms: each round trip
+Calls = dict[str, list[float]]  # <kind>.idle_ms / .during_ms / .preview_ms [/ .verify_ms]
 T = TypeVar("T")
 
 
@@ -161,6 +162,13 @@ def measure_server(kind: str, s: Settings, tmp: Path, calls: Calls) -> Sample:
             during, status, wall = _during(
                 log, lambda: admin.Compact(compact_req, timeout=log.timeout)
             )
+            if kind == "ledger":  # SEGMENTED topics keep no raw history to verify against
+                step(f"{kind}: unary Publish during VerifyCompaction")
+                verify_req = pb.VerifyCompactionRequest(topic=TOPIC)
+                calls[f"{kind}.verify_ms"], verified, m[f"{kind}.verify_s"] = _during(
+                    log, lambda: admin.VerifyCompaction(verify_req, timeout=log.timeout)
+                )
+                _check(verified.ok, f"{kind}: the verification failed: {verified.problems}")
     except Exception as exc:
         raise LatencyBenchError(f"{kind}: {exc}; server log: {proc.tail()}") from exc
     finally:

@@ -31,8 +31,8 @@ def test_quick_run_prints_every_row_beside_its_floor(tmp_path: Path) -> None:
     )
     rows = report["rows"]
     # p99 (per run, pooled, pooled during a preview), p50 and MB/s against 4 read floors
-    # each; LEDGER's run
-    assert len(rows) == 8 * len(KINDS) + 1
+    # each; LEDGER's p99 during a verification and its run
+    assert len(rows) == 8 * len(KINDS) + 2
     for r in rows:
         assert r["figure"] > 0 and r["floor"] > 0, r
     floors = {r["floor_name"] for r in rows if r["unit"] == "MB/s"}
@@ -55,3 +55,5 @@ def test_quick_run_prints_every_row_beside_its_floor(tmp_path: Path) -> None:
         assert report["results"][f"{kind}.files_mb"]["median"] > 0  # the topic's own files
         read = report["results"][f"{kind}.compaction_read"]["median"]
         assert QUICK["records"] // 2 <= read <= QUICK["records"]  # not the active segment
+    pooled = report["pooled"]
+    assert pooled["ledger.verify_calls"] > 0 and "segmented.verify_calls" not in pooled
