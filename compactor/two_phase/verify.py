@@ -64,14 +64,17 @@ class Verification:
 
 def canonical(msg: pb.Message) -> bytes:
     """One message in the digest's encoding."""
-    parts = [_IDS.pack(msg.id.ledger_id, msg.id.entry_id)]
-    for present, data in ((msg.HasField("key"), msg.key), (msg.HasField("value"), msg.value)):
-        parts.append(b"\x01" + _LEN.pack(len(data)) + data if present else b"\x00")
-    props = sorted(msg.properties.items())
-    parts.append(_LEN.pack(len(props)))
-    for name, value in props:
-        for text in (name.encode(), value.encode()):
-            parts.append(_LEN.pack(len(text)) + text)
+    key, value, props = msg.key, msg.value, msg.properties
+    parts = [
+        _IDS.pack(msg.id.ledger_id, msg.id.entry_id),
+        b"\x01" + _LEN.pack(len(key)) + key if msg.HasField("key") else b"\x00",
+        b"\x01" + _LEN.pack(len(value)) + value if msg.HasField("value") else b"\x00",
+        _LEN.pack(len(props)),
+    ]
+    if props:
+        for name, text in sorted(props.items()):
+            for data in (name.encode(), text.encode()):
+                parts.append(_LEN.pack(len(data)) + data)
     parts.append(_TIMES.pack(msg.publish_time_ms, msg.event_time_ms))
     return b"".join(parts)
 
@@ -98,9 +101,8 @@ def verify_view(storage: CompactionReads, view: CompactedView) -> Verification:
         out.digest = view_digest(view.horizon, canon)
         if view.ledger_id is None:
             return out
-        latest, first_raw = _latest_positions(storage, view.raw)
-        expected = _expected(storage, view, latest)
-        _compare(out, compacted, canon, expected, latest, first_raw)
+        latest, wins, first_raw = _raw_pass(storage, view)
+        _compare(out, compacted, canon, _expected(storage, view.raw, wins), latest, first_raw)
     except CompactlogError as exc:
         out.problem(f"cannot read the topic: {exc}")
     return out
@@ -112,36 +114,48 @@ def _entries(storage: CompactionReads, segment: Segment | None) -> Iterator[byte
             yield data
 
 
-def _latest_positions(
-    storage: CompactionReads, raw: tuple[Segment, ...]
-) -> tuple[dict[bytes, MessageId], MessageId | None]:
-    """key -> id of its latest raw message up to the horizon; the first raw id left."""
-    latest: dict[bytes, MessageId] = {}
-    for seg in raw:
+Latest = dict[bytes, tuple[int, int, int]]  # key -> (ledger, entry, has a value) of its last
+
+
+def _raw_pass(
+    storage: CompactionReads, view: CompactedView
+) -> tuple[Latest, list[bytearray], MessageId | None]:
+    """One read of the raw keys up to the horizon: each key's latest message, and for each
+    raw segment a bitmap (``entry - first_entry``) of the expected winners: the latest
+    message of each key unless it is a tombstone, and the keyless ones when
+    ``compaction.retain.null.key``. Also the first raw id left (retention)."""
+    latest: Latest = {}
+    wins = [bytearray((seg.length + 7) >> 3) for seg in view.raw]
+    for seg, bits in zip(view.raw, wins, strict=True):
+        lid, first = seg.ledger_id, seg.first_entry
         for eid, flags, _size, key in storage.read_keys(seg):
             if flags & HAS_KEY:
-                latest[key] = MessageId(seg.ledger_id, eid)  # type: ignore[index]
-    first = MessageId(raw[0].ledger_id, raw[0].first_entry) if raw else None
-    return latest, first
+                latest[key] = (lid, eid, flags & VALUE_NON_EMPTY)  # type: ignore[index]
+            elif view.retain_null_key:
+                bits[(eid - first) >> 3] |= 1 << ((eid - first) & 7)
+    # one raw segment a ledger (``tail_segments``)
+    where = {s.ledger_id: (s.first_entry, bits) for s, bits in zip(view.raw, wins, strict=True)}
+    for lid, eid, live in latest.values():
+        if live:
+            first, bits = where[lid]
+            bits[(eid - first) >> 3] |= 1 << ((eid - first) & 7)
+    first_raw = MessageId(view.raw[0].ledger_id, view.raw[0].first_entry) if view.raw else None
+    return latest, wins, first_raw
 
 
 def _expected(
-    storage: CompactionReads, view: CompactedView, latest: dict[bytes, MessageId]
+    storage: CompactionReads, raw: tuple[Segment, ...], wins: list[bytearray]
 ) -> Iterator[pb.Message]:
     """The raw winners, in id order, as messages."""
-    for seg in view.raw:
-        bits = bytearray((seg.length + 7) >> 3)
-        for eid, flags, _size, key in storage.read_keys(seg):
-            if flags & HAS_KEY:
-                win = flags & VALUE_NON_EMPTY and latest[key] == (seg.ledger_id, eid)  # type: ignore[index]
-            else:
-                win = view.retain_null_key
-            if win:
-                off = eid - seg.first_entry
-                bits[off >> 3] |= 1 << (off & 7)
+    for seg, bits in zip(raw, wins, strict=True):
         if any(bits):
             for _eid, data in storage.read_entries(seg, bits):
                 yield pb.Message.FromString(data)
+
+
+def _latest_id(latest: Latest, key: bytes) -> tuple[int, int] | None:
+    found = latest.get(key)
+    return None if found is None else (found[0], found[1])
 
 
 def _compare(
@@ -149,7 +163,7 @@ def _compare(
     compacted: list[pb.Message],
     canon: list[bytes],
     expected: Iterator[pb.Message],
-    latest: dict[bytes, MessageId],
+    latest: Latest,
     first_raw: MessageId | None,
 ) -> None:
     at = 0
@@ -183,8 +197,8 @@ def _key(msg: pb.Message) -> str:
     return repr(msg.key) if msg.HasField("key") else "none"
 
 
-def _kept_tombstone(msg: pb.Message, latest: dict[bytes, MessageId]) -> bool:
+def _kept_tombstone(msg: pb.Message, latest: Latest) -> bool:
     """A tombstone that is its key's latest message: kept for slow readers (reader-aware
     retention, ``TombstoneRetention``), a legitimate part of the view."""
     is_tombstone = msg.HasField("key") and not (msg.HasField("value") and msg.value)
-    return is_tombstone and latest.get(msg.key) == _id(msg)
+    return is_tombstone and _latest_id(latest, msg.key) == _id(msg)
