@@ -21,13 +21,27 @@ from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 
 
-def _call_control(context: grpc.ServicerContext) -> LocalRunControl:
-    """A control cancelled when the call ends: a preview or verification whose caller
-    went away (or whose deadline passed) stops reading in its worker, or stops waiting
-    for one."""
-    control = LocalRunControl()
-    context.add_callback(control.cancel)
-    return control
+class CallControl(LocalRunControl):
+    """A run control that also cancels itself once its call's deadline has passed: a
+    preview or verification whose caller gave up stops reading in its worker, or stops
+    waiting for one. (grpc.aio's context of a synchronous handler takes ``add_callback``
+    but never calls it, so a caller that went away without a deadline is not seen: the
+    read ends, and its answer goes nowhere.)"""
+
+    def __init__(self, context: grpc.ServicerContext) -> None:
+        super().__init__()
+        self.time_remaining = context.time_remaining
+
+    @property
+    def cancelled(self) -> bool:
+        left = self.time_remaining()
+        if left is not None and left <= 0:
+            self.cancel()
+        return super().cancelled
+
+    def check(self) -> None:
+        if self.cancelled:
+            super().check()
 
 
 class Compactions(Protocol):
@@ -189,7 +203,7 @@ class TopicAdminService(pb_grpc.TopicAdminServicer):
     ) -> pb.CompactionRun:
         self._not_for_partitioned(request.topic, "PreviewCompaction")
         self.broker.kind(request.topic)
-        return self._compactions().preview(request.topic, _call_control(context))
+        return self._compactions().preview(request.topic, CallControl(context))
 
     @rpc
     def VerifyCompaction(
@@ -197,7 +211,7 @@ class TopicAdminService(pb_grpc.TopicAdminServicer):
     ) -> pb.VerifyCompactionResponse:
         self._not_for_partitioned(request.topic, "VerifyCompaction")
         self.broker.kind(request.topic)
-        return self._compactions().verify(request.topic, _call_control(context))
+        return self._compactions().verify(request.topic, CallControl(context))
 
     @rpc
     def EnforceRetention(

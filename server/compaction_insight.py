@@ -7,6 +7,8 @@
   run; the service records CANCELLED); ``cap_slot`` lets a run waiting for one of the
   server-wide run slots give up when cancelled. A cancel that comes after the commit write is too
   late: the run ends SUCCESS and that is what the caller gets back.
+- ``caller_gone``: a preview or verification stopped because its caller went away
+  answers CANCELLED.
 - ``verification_pb``: a verification (``two_phase.verify``, run in a worker by
   ``worker_runs``) as VerifyCompaction's answer.
 
@@ -21,10 +23,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import cast
 
-from compactlog.compactor.progress import LocalRunControl, Progress, RunControl
+from compactlog.compactor.progress import LocalRunControl, Progress, RunCancelled, RunControl
 from compactlog.compactor.two_phase.ledger_snapshot import CompactedView
 from compactlog.compactor.two_phase.verify import Verification
-from compactlog.errors import CompactionNotRunning
+from compactlog.errors import Cancelled, CompactionNotRunning
 from compactlog.server.compaction_status import CompactionState
 from compactlog.server.convert import id_to_pb
 from compactlog.v1 import compactlog_pb2 as pb
@@ -93,3 +95,13 @@ def verification_pb(view: CompactedView, result: Verification) -> pb.VerifyCompa
     if view.horizon is not None:
         id_to_pb(view.horizon, out.horizon)
     return out
+
+
+@contextmanager
+def caller_gone(topic: str, what: str) -> Iterator[None]:
+    """A read stopped because its caller went away answers CANCELLED (nobody hears it),
+    not an unexpected error in the server's log."""
+    try:
+        yield
+    except RunCancelled:
+        raise Cancelled(f"the {what} of {topic!r} was cancelled: its caller went away") from None

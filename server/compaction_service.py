@@ -310,13 +310,15 @@ class CompactionService:
     def preview(self, topic: str, control: LocalRunControl) -> pb.CompactionRun:
         """The figures of a run started now, from a worker either way: a LEDGER topic's
         reads (``worker_reads``), a SEGMENTED topic's dry cleaner pass."""
-        if self.broker.kind(topic) == TopicKind.SEGMENTED:
-            return cleaner_run(self._cleaner().preview(topic, control)).to_pb()
-        return self.runs.preview(topic, control).to_pb()
+        with insight.caller_gone(topic, "preview"):
+            if self.broker.kind(topic) == TopicKind.SEGMENTED:
+                return cleaner_run(self._cleaner().preview(topic, control)).to_pb()
+            return self.runs.preview(topic, control).to_pb()
 
     def verify(self, topic: str, control: LocalRunControl) -> pb.VerifyCompactionResponse:
         topic = self._ledger_topic(topic, "verification")
-        return insight.verification_pb(*self.runs.verify(topic, control))
+        with insight.caller_gone(topic, "verification"):
+            return insight.verification_pb(*self.runs.verify(topic, control))
 
     def _ledger_topic(self, topic: str, what: str) -> str:
         if self.broker.kind(topic) != TopicKind.LEDGER:

@@ -280,3 +280,30 @@ def test_segmented_preview_is_a_dry_pass_with_the_figures_of_the_following_one(
     call = stubs.admin.PreviewCompaction
     code, reason = reason_of(lambda: call(pb.PreviewCompactionRequest(topic="d")))
     assert (code, reason) == (grpc.StatusCode.FAILED_PRECONDITION, "WRONG_TOPIC_KIND")
+
+
+def test_a_preview_whose_caller_gives_up_frees_its_worker(
+    server_factory: Any, ledger_api: Callable[[str], Api]
+) -> None:
+    """A preview reads in the worker at the cleaner's throttle (100 kB/s: several seconds
+    here); its caller's deadline passes, the worker stops and is free for the next call at
+    once, and the server logs no error for it."""
+    srv = server_factory(config='"log.cleaner.io.max.bytes.per.second" = 100000.0\n')
+    api = ledger_api(srv.address)
+    api.create("big")
+    for i in range(8):  # about 500 kB
+        api.publish(
+            "big", *[(b"k%d" % (j % 50), b"x" * 200) for j in range(i * 300, i * 300 + 300)]
+        )
+    api.create("small")
+    api.publish("small", (b"a", b"1"), (b"a", b"2"))
+    request = pb.PreviewCompactionRequest(topic="big")
+    with pytest.raises(grpc.RpcError) as info:
+        api.admin.PreviewCompaction(request, timeout=0.5)
+    assert info.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    started = time.monotonic()
+    small = api.admin.PreviewCompaction(pb.PreviewCompactionRequest(topic="small"), timeout=30)
+    assert small.read == 2 and small.kept == 1
+    assert time.monotonic() - started < 3.0  # not behind the rest of the big preview
+    time.sleep(0.5)
+    assert not [line for line in srv.stderr_lines if "unexpected error" in line]
