@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
@@ -21,21 +20,31 @@ from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 
 
+def past_deadline(context: grpc.ServicerContext) -> Callable[[], bool]:
+    """Whether the call's deadline has passed: how a long handler learns that its caller
+    gave up. (grpc.aio's context of a synchronous handler takes ``add_callback`` but never
+    calls it, so a caller that went away without a deadline is not seen: the work ends,
+    and its answer goes nowhere.)"""
+
+    def passed() -> bool:
+        left = context.time_remaining()
+        return left is not None and left <= 0
+
+    return passed
+
+
 class CallControl(LocalRunControl):
-    """A run control that also cancels itself once its call's deadline has passed: a
-    preview or verification whose caller gave up stops reading in its worker, or stops
-    waiting for one. (grpc.aio's context of a synchronous handler takes ``add_callback``
-    but never calls it, so a caller that went away without a deadline is not seen: the
-    read ends, and its answer goes nowhere.)"""
+    """A run control that cancels itself once its call's deadline has passed: a preview
+    or verification whose caller gave up stops reading in its worker, or stops waiting
+    for one."""
 
     def __init__(self, context: grpc.ServicerContext) -> None:
         super().__init__()
-        self.time_remaining = context.time_remaining
+        self.passed = past_deadline(context)
 
     @property
     def cancelled(self) -> bool:
-        left = self.time_remaining()
-        if left is not None and left <= 0:
+        if self.passed():
             self.cancel()
         return super().cancelled
 
@@ -183,9 +192,9 @@ class TopicAdminService(pb_grpc.TopicAdminServicer):
     ) -> Iterator[pb.CompactionProgress]:
         self._not_for_partitioned(request.topic, "WatchCompaction")
         self.broker.kind(request.topic)
-        gone = threading.Event()  # the caller cancelled or went away
-        context.add_callback(gone.set)
-        yield from self._compactions().watch(request.topic, gone.is_set)
+        # a caller that went away ends the stream at its next update, one past its deadline
+        # at once
+        yield from self._compactions().watch(request.topic, past_deadline(context))
 
     @rpc
     def CancelCompaction(
