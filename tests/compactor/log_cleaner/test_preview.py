@@ -7,17 +7,21 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from compactlog.compactor.log_cleaner import CleanerPassResult, LogCleaner
+from compactlog.compactor.log_cleaner.cleaner import CleanPlan, PassStats
+from compactlog.compactor.log_cleaner.passes import InProcessPasses
 from compactlog.compactor.log_cleaner.worker_pass import WorkerPasses
+from compactlog.compactor.progress import LocalRunControl, RunCancelled
 from compactlog.compactor.workers import WorkerPool
 from compactlog.errors import CompactionRunning, NotCompacted, WrongTopicKind
 from compactlog.storage.config import ServerSettings
-from compactlog.storage.segmented import SegmentedLogManager
+from compactlog.storage.segmented import CleaningAborted, Log, SegmentedLogManager
 from compactlog.storage.types import Record
 
 FIGURES = ("read", "kept", "removed", "tombstones", "keyless_dropped", "bytes_in", "bytes_out")
@@ -170,4 +174,48 @@ def test_a_dry_pass_in_a_worker_writes_nothing_and_counts_what_the_pass_writes(
     append(m, [(b"k%d" % (i % 7), b"x" * i) for i in range(50)] + [(None, b"n"), (b"k0", None)])
     check_preview_then_pass(tmp_path, m, c)
     assert not list(tmp_path.rglob("*.cleaned"))
+    m.close()
+
+
+class Flaky:
+    """A pass runner whose first ``aborts`` runs find the log changed under them."""
+
+    def __init__(self, inner: InProcessPasses, aborts: int) -> None:
+        self.inner, self.aborts, self.runs = inner, aborts, 0
+
+    def run(self, plan: CleanPlan, log: Log, is_aborted: Any, control: Any) -> PassStats:
+        self.runs += 1
+        if self.runs <= self.aborts:
+            raise CleaningAborted("retention took a segment")
+        return self.inner.run(plan, log, is_aborted, control)
+
+
+def flaky_cleaner(root: Path, aborts: int) -> tuple[SegmentedLogManager, LogCleaner, Flaky]:
+    clock, s = Clock(), settings_of()
+    m = opened(root, clock, s)
+    runner = Flaky(InProcessPasses(s, 1), aborts)
+    m.create_topic("t", COMPACT)
+    append(m, [(b"a", b"1"), (b"b", b"1"), (b"a", b"2")])
+    return m, LogCleaner(m, s, clock=clock, passes=runner), runner
+
+
+def test_a_preview_that_found_the_log_changed_reads_it_again(tmp_path: Path) -> None:
+    m, c, runner = flaky_cleaner(tmp_path / "twice", aborts=2)
+    assert c.preview("t").kept == 2 and runner.runs == 3
+    assert c.cleaner_manager.state("t") is None
+    m.close()
+    m, c, runner = flaky_cleaner(tmp_path / "always", aborts=99)
+    with pytest.raises(CompactionRunning, match="changed under 3 previews"):
+        c.preview("t")
+    assert runner.runs == 3 and c.cleaner_manager.state("t") is None
+    m.close()
+
+
+def test_a_cancelled_preview_is_not_tried_again(tmp_path: Path) -> None:
+    m, c, runner = flaky_cleaner(tmp_path, aborts=1)
+    control = LocalRunControl()
+    control.cancel()
+    with pytest.raises(RunCancelled):
+        c.preview("t", control)
+    assert runner.runs == 1 and c.cleaner_manager.state("t") is None
     m.close()
