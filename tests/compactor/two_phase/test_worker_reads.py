@@ -4,6 +4,7 @@ the figures and digests an in-process read gives, nothing written, a cancel obey
 from __future__ import annotations
 
 import gc
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -85,10 +86,15 @@ def test_a_verification_in_a_worker_equals_the_in_process_one(
 def test_a_cancelled_preview_stops_and_leaves_the_worker_usable(
     tmp_path: Path, pool: WorkerPool, store: LedgerStore
 ) -> None:
-    runs = runs_of(store, pool, tmp_path / "work")
-    publish(store, "t", 300)
+    """A preview throttled to take seconds, its caller gone before the worker read
+    anything: it stops at once, and the same worker then previews unthrottled."""
+    publish(store, "t", 3000)
+    WorkerCompactions.clear_work_dir(tmp_path / "work")
+    slow = WorkerCompactions(store, pool, tmp_path / "work", 1 << 24, 10_000.0, lambda _p: None)
     control = LocalRunControl()
-    control.cancel()  # the caller went away before the worker read anything
+    control.cancel()
+    started = time.monotonic()
     with pytest.raises(RunCancelled):
-        runs.preview("t", control)
-    assert runs.preview("t", LocalRunControl()).read == 300
+        slow.preview("t", control)
+    assert time.monotonic() - started < 5.0  # the throttle alone would take over 5 s
+    assert runs_of(store, pool, tmp_path / "work").preview("t", LocalRunControl()).read == 3000
