@@ -11,9 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define HAS_KEY 1
-#define VALUE_NON_EMPTY 2
-#define VALUE_PRESENT 4
 
 static PyObject *MalformedPayload = NULL;
 
@@ -213,47 +210,20 @@ static PyObject *walk(PyObject *self, PyObject *args) {
         malformed("range outside the payload");
         goto fail;
     }
-    Py_ssize_t p = start;
-    while (p < end) {
-        if (buf[p] != 0x0A) {
-            PyErr_Format(MalformedPayload, "expected a message record at byte %zd", p);
-            goto fail;
-        }
-        Py_ssize_t ms = p + 1;
-        uint64_t n;
-        if (read_varint(buf, &ms, end, &n) < 0) goto fail;
-        if (n > (uint64_t)(end - ms)) {
-            PyErr_Format(MalformedPayload, "message record at byte %zd runs past the payload", p);
-            goto fail;
-        }
-        Py_ssize_t me = ms + (Py_ssize_t)n, q = ms, ks = -1, ke = -1;
-        uint64_t ledger = 0, entry = 0;
-        int flags = 0;
-        Field f;
-        while (q < me) {
-            if (read_field(buf, &q, me, &f) < 0) goto fail;
-            if (f.wire != 2) continue;
-            if (f.number == 1) {
-                if (parse_id(buf, f.start, f.end, &ledger, &entry) < 0) goto fail;
-            } else if (f.number == 2) {
-                ks = f.start; ke = f.end; flags |= HAS_KEY;
-            } else if (f.number == 3) {
-                int non_empty = f.end > f.start ? VALUE_NON_EMPTY : 0;
-                flags = (flags & HAS_KEY) | VALUE_PRESENT | non_empty;
-            }
-        }
+    Record r;
+    for (Py_ssize_t p = start; p < end; p = r.end) {
+        if (read_record(buf, p, end, &r) < 0) goto fail;
         PyObject *key;
-        if (ks >= 0) {
-            key = PyBytes_FromStringAndSize((const char *)buf + ks, ke - ks);
+        if (r.ks >= 0) {
+            key = PyBytes_FromStringAndSize((const char *)buf + r.ks, r.ke - r.ks);
             if (!key) goto fail;
         } else {
             key = Py_NewRef(Py_None);
         }
-        PyObject *item = Py_BuildValue("(KKiNnn)", (unsigned long long)ledger,
-                                       (unsigned long long)entry, flags, key, p, me);
+        PyObject *item = Py_BuildValue("(KKiNnn)", (unsigned long long)r.ledger,
+                                       (unsigned long long)r.entry, r.flags, key, r.start, r.end);
         if (!item || PyList_Append(out, item) < 0) { Py_XDECREF(item); goto fail; }
         Py_DECREF(item);
-        p = me;
     }
     PyBuffer_Release(&view);
     return out;
@@ -291,19 +261,10 @@ static PyObject *span(PyObject *self, PyObject *args) {
     Py_ssize_t end = view.len, p = 0, begin = -1, stop = -1, count = 0;
     uint64_t last_l = 0, last_e = 0;
     while (p < end && count < limit) {
-        if (buf[p] != 0x0A) {
-            PyErr_Format(MalformedPayload, "expected a message record at byte %zd", p);
+        Py_ssize_t ms = 0, me = 0;
+        uint64_t l, e;
+        if (read_frame(buf, p, end, &ms, &me) < 0 || record_id(buf, ms, me, &l, &e) < 0)
             goto fail;
-        }
-        Py_ssize_t ms = p + 1;
-        uint64_t n, l, e;
-        if (read_varint(buf, &ms, end, &n) < 0) goto fail;
-        if (n > (uint64_t)(end - ms)) {
-            PyErr_Format(MalformedPayload, "message record at byte %zd runs past the payload", p);
-            goto fail;
-        }
-        Py_ssize_t me = ms + (Py_ssize_t)n;
-        if (record_id(buf, ms, me, &l, &e) < 0) goto fail;
         if (id_cmp(l, e, hil, hie) > 0) break;
         if (id_cmp(l, e, lol, loe) >= 0) {
             if (begin < 0) begin = p;

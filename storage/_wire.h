@@ -2,6 +2,9 @@
  * storage/batch.py): varints, skipping a field, and a MessageId's ledger and entry. One
  * reader for both compiled walks, storage/_batch.c and compactor/log_cleaner/_batch_walk.h.
  *
+ * One record reader too (read_record): a record's framing, id, flags and key, with the
+ * same checks and messages in both.
+ *
  * They report a malformed record differently (the codec raises MalformedPayload at once;
  * the compactor's walk runs without the GIL and keeps the text for later), so the
  * includer defines, before including this header:
@@ -12,9 +15,14 @@
  */
 #ifndef COMPACTLOG_WIRE_H
 #define COMPACTLOG_WIRE_H
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+
+#define HAS_KEY 1         /* the record has a key */
+#define VALUE_NON_EMPTY 2 /* its value is present and not empty */
+#define VALUE_PRESENT 4   /* its value is present (an absent one makes a tombstone) */
 
 /* Reads a varint at *p (< end); returns 0 and advances *p, or -1 (wire_error). */
 static inline int read_varint(const uint8_t *buf, Py_ssize_t *p, Py_ssize_t end,
@@ -115,6 +123,65 @@ static int parse_id(const uint8_t *buf, Py_ssize_t p, Py_ssize_t end, uint64_t *
             if (read_varint(buf, &p, end, entry) < 0) return -1;
         } else if ((p = skip_field(buf, p, end, (int)(tag & 7))) < 0) {
             return -1;
+        }
+    }
+    return 0;
+}
+
+/* One message record of a payload: its bytes [start, end), its message [body, end), its
+ * id, flags (HAS_KEY, VALUE_PRESENT, VALUE_NON_EMPTY) and key bytes [ks, ke) (-1: none). */
+typedef struct {
+    Py_ssize_t start, body, end, ks, ke;
+    uint64_t ledger, entry;
+    int flags;
+} Record;
+
+/* wire_error with a formatted text (the byte a record starts at). */
+#if defined(__GNUC__)
+__attribute__((format(printf, 1, 2)))
+#endif
+static int record_error(const char *format, ...) {
+    char text[96];
+    va_list args;
+    va_start(args, format);
+    vsnprintf(text, sizeof text, format, args);
+    va_end(args);
+    return wire_error(text);
+}
+
+/* The framing of the record at p (< end), field 1 of the payload: its Message is
+ * [*body, *me). -1 (wire_error) when there is no record there. */
+static inline int read_frame(const uint8_t *buf, Py_ssize_t p, Py_ssize_t end, Py_ssize_t *body,
+                             Py_ssize_t *me) {
+    if (buf[p] != 0x0A) return record_error("expected a message record at byte %zd", p);
+    Py_ssize_t ms = p + 1;
+    uint64_t n;
+    if (read_varint(buf, &ms, end, &n) < 0) return -1;
+    if (n > (uint64_t)(end - ms))
+        return record_error("message record at byte %zd runs past the payload", p);
+    *body = ms, *me = ms + (Py_ssize_t)n;
+    return 0;
+}
+
+/* The record at p (< end): its framing and the fields it holds (a later field wins, as in
+ * protobuf); -1 (wire_error) when it is not one. */
+static inline int read_record(const uint8_t *buf, Py_ssize_t p, Py_ssize_t end, Record *r) {
+    Py_ssize_t ms = 0, me = 0;
+    if (read_frame(buf, p, end, &ms, &me) < 0) return -1;
+    Py_ssize_t q = ms;
+    r->start = p, r->body = ms, r->end = me, r->ks = r->ke = -1;
+    r->ledger = r->entry = 0, r->flags = 0;
+    Field f;
+    while (q < me) {
+        if (read_field(buf, &q, me, &f) < 0) return -1;
+        if (f.wire != 2) continue;
+        if (f.number == 1) {
+            if (parse_id(buf, f.start, f.end, &r->ledger, &r->entry) < 0) return -1;
+        } else if (f.number == 2) {
+            r->ks = f.start, r->ke = f.end, r->flags |= HAS_KEY;
+        } else if (f.number == 3) {
+            int non_empty = f.end > f.start ? VALUE_NON_EMPTY : 0;
+            r->flags = (r->flags & HAS_KEY) | VALUE_PRESENT | non_empty;
         }
     }
     return 0;

@@ -30,7 +30,7 @@ typedef struct {
     const Table *near; /* the table this thread maps the entries into next, or NULL */
 } KeyRange;
 
-static Py_ssize_t key_entry(const uint8_t *buf, const Rec *r, uint8_t *out, const void *arg) {
+static Py_ssize_t key_entry(const uint8_t *buf, const Record *r, uint8_t *out, const void *arg) {
     const KeyRange *range = arg;
     long long off = (long long)r->entry;
     if (!(r->flags & HAS_KEY) || off < range->start || off >= range->end) return 0;
@@ -168,7 +168,7 @@ static PyObject *survivors(PyObject *self, PyObject *args) {
         read = w.n;
     }
     for (Py_ssize_t i = 0; kept_bytes && i < w.n; i++) {
-        const Rec *r = &w.recs[i];
+        const Record *r = &w.recs[i];
         if (!(r->flags & HAS_KEY)) { keyless++; continue; }
         long long off = (long long)r->entry;
         int superseded;
@@ -176,7 +176,7 @@ static PyObject *survivors(PyObject *self, PyObject *args) {
             long long bit = off - bits_first;
             superseded = !(((const uint8_t *)b.buf)[bit >> 3] >> (bit & 7) & 1);
         } else {
-            superseded = off < table_get(t.hashes.buf, t.offsets.buf, t.slots, r->digest);
+            superseded = off < table_get(t.hashes.buf, t.offsets.buf, t.slots, w.digests[i]);
         }
         int tombstone = !(r->flags & VALUE_PRESENT);
         if (superseded || (tombstone && expired)) { removed_tombs += tombstone; continue; }
@@ -223,10 +223,10 @@ static PyObject *unsuperseded(PyObject *self, PyObject *args) {
     long long count = 0;
     Py_ssize_t n = 0;
     for (Py_ssize_t i = 0; i < w.n; i++) {
-        const Rec *r = &w.recs[i];
+        const Record *r = &w.recs[i];
         if (r->flags & HAS_KEY) {
             if (!(r->flags & VALUE_NON_EMPTY)) continue;
-            if (table_get(t.hashes.buf, t.offsets.buf, t.slots, r->digest) >= 0) continue;
+            if (table_get(t.hashes.buf, t.offsets.buf, t.slots, w.digests[i]) >= 0) continue;
         } else if (!retain) {
             continue;
         }
@@ -245,7 +245,7 @@ done:
     return out;
 }
 
-static Py_ssize_t position_entry(const uint8_t *buf, const Rec *r, uint8_t *out,
+static Py_ssize_t position_entry(const uint8_t *buf, const Record *r, uint8_t *out,
                                  const void *arg) {
     (void)arg;
     uint32_t size = (uint32_t)(r->end - r->start), flags = (uint32_t)r->flags;
@@ -339,13 +339,13 @@ static PyObject *winner_bits(PyObject *self, PyObject *args) {
     Walk w;
     int failed = walk_all(v.buf, v.len, &t, &w, 0, 0) < 0;
     for (Py_ssize_t i = 0; !failed && i < w.n; i++) {
-        const Rec *r = &w.recs[i];
+        const Record *r = &w.recs[i];
         long long pos = at + i, off = pos - bits_first;
         if (pos < first || pos > last) continue;
         if (r->flags & HAS_KEY) {
             long long live = (r->flags & VALUE_NON_EMPTY) ? 1 : 0;
             if (!live && !tombstones) continue;
-            long long found = table_get(t.hashes.buf, t.offsets.buf, t.slots, r->digest);
+            long long found = table_get(t.hashes.buf, t.offsets.buf, t.slots, w.digests[i]);
             if (found != ((base + pos) << 1 | live)) continue;
         } else if (!retain) {
             continue;
@@ -383,9 +383,9 @@ static PyObject *select_batch(PyObject *self, PyObject *args) {
     unsigned long long fl = 0, fe = 0, ll = 0, le = 0;
     long long count = 0, body_bytes = 0, pos = at - 1, next = -1, dead = 0;
     Py_ssize_t n = 0;
-    Rec r;
+    Record r;
     for (Py_ssize_t p = 0; p < v.len; p = r.end) {
-        if (next_record(buf, p, v.len, &r) < 0) { raise_walk_error(); goto done; }
+        if (read_record(buf, p, v.len, &r) < 0) { raise_walk_error(); goto done; }
         pos++;
         if (next >= 0 || pos < first || pos > last) continue;
         long long off = pos - bits_first;

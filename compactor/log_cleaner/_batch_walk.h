@@ -11,10 +11,6 @@
 #define COMPACTLOG_BATCH_WALK_H
 #include "_offset_table.h"
 
-#define HAS_KEY 1
-#define VALUE_NON_EMPTY 2
-#define VALUE_PRESENT 4
-
 static PyObject *MalformedPayload = NULL;
 
 /* Why this thread's last walk failed; an empty text: memory ran out. */
@@ -40,58 +36,22 @@ static PyObject *raise_walk_error(void) {
     return NULL;
 }
 
-/* One message record: its bytes [start, end), its message [body, end), id, flags, key. */
-typedef struct {
-    Py_ssize_t start, body, end, ks, ke;
-    uint64_t ledger, entry;
-    int flags;
-    uint8_t digest[16]; /* the key's digest, when walk_all was given a table */
-} Rec;
-
-/* The record at p (< end); -1 with MalformedPayload set when it is not one. */
-static int next_record(const uint8_t *buf, Py_ssize_t p, Py_ssize_t end, Rec *r) {
-    if (buf[p] != 0x0A) {
-        snprintf(walk_error, sizeof walk_error, "expected a message record at byte %zd", p);
-        return -1;
-    }
-    Py_ssize_t ms = p + 1;
-    uint64_t n;
-    if (read_varint(buf, &ms, end, &n) < 0) return -1;
-    if (n > (uint64_t)(end - ms)) {
-        snprintf(walk_error, sizeof walk_error,
-                 "message record at byte %zd runs past the payload", p);
-        return -1;
-    }
-    Py_ssize_t me = ms + (Py_ssize_t)n, q = ms;
-    r->start = p, r->body = ms, r->end = me, r->ks = r->ke = -1;
-    r->ledger = r->entry = 0, r->flags = 0;
-    Field f;
-    while (q < me) {
-        if (read_field(buf, &q, me, &f) < 0) return -1;
-        if (f.wire != 2) continue;
-        if (f.number == 1) {
-            if (parse_id(buf, f.start, f.end, &r->ledger, &r->entry) < 0) return -1;
-        } else if (f.number == 2) {
-            r->ks = f.start, r->ke = f.end, r->flags |= HAS_KEY;
-        } else if (f.number == 3) {
-            int non_empty = f.end > f.start ? VALUE_NON_EMPTY : 0;
-            r->flags = (r->flags & HAS_KEY) | VALUE_PRESENT | non_empty;
-        }
-    }
-    return 0;
-}
-
 /* Every record of a payload, in order. With a table, each key's digest is computed and its
  * first slot prefetched before any is probed: a batch's probes then overlap their cache
  * misses instead of paying them one after another (the records are handled in order, as
  * one at a time would). Keys of entries in [skip_lo, skip_hi) are not digested: the
  * caller answers for them from a bitmap. */
 typedef struct {
-    Rec *recs;
+    Record *recs;
+    uint8_t (*digests)[16]; /* each record's key digest, when walk_all was given a table */
     Py_ssize_t n;
 } Walk;
 
-static void walk_free(Walk *w) { PyMem_RawFree(w->recs); w->recs = NULL; }
+static void walk_free(Walk *w) {
+    PyMem_RawFree(w->recs);
+    PyMem_RawFree(w->digests);
+    w->recs = NULL, w->digests = NULL;
+}
 
 /* Records to make room for at first in a payload of `len` bytes: one every 128 bytes (a
  * typical batch then needs no growing), at most 4096 (a payload of a few large records
@@ -106,19 +66,24 @@ static int walk_all(const uint8_t *buf, Py_ssize_t len, const Table *t, Walk *w,
     Py_ssize_t cap = first_room(len);
     const uint64_t slots = t ? (uint64_t)t->slots : 1;
     w->n = 0;
-    w->recs = PyMem_RawMalloc((size_t)cap * sizeof(Rec));
-    if (!w->recs) return out_of_memory();
+    w->recs = PyMem_RawMalloc((size_t)cap * sizeof(Record));
+    w->digests = t ? PyMem_RawMalloc((size_t)cap * 16) : NULL;
+    if (!w->recs || (t && !w->digests)) { walk_free(w); return out_of_memory(); }
     for (Py_ssize_t p = 0; p < len; p = w->recs[w->n++].end) {
         if (w->n == cap) {
-            Rec *more = PyMem_RawRealloc(w->recs, (size_t)(cap *= 2) * sizeof(Rec));
-            if (!more) { walk_free(w); return out_of_memory(); }
-            w->recs = more;
+            Record *more = PyMem_RawRealloc(w->recs, (size_t)(cap * 2) * sizeof(Record));
+            if (more) w->recs = more;
+            uint8_t(*dmore)[16] = t ? PyMem_RawRealloc(w->digests, (size_t)(cap * 2) * 16) : NULL;
+            if (dmore) w->digests = dmore;
+            if (!more || (t && !dmore)) { walk_free(w); return out_of_memory(); }
+            cap *= 2;
         }
-        Rec *r = &w->recs[w->n];
-        if (next_record(buf, p, len, r) < 0) { walk_free(w); return -1; }
+        Record *r = &w->recs[w->n];
+        if (read_record(buf, p, len, r) < 0) { walk_free(w); return -1; }
         long long e = (long long)r->entry;
         if (t && (r->flags & HAS_KEY) && (e < skip_lo || e >= skip_hi)) {
-            uint64_t h1 = digest_key(buf + r->ks, (size_t)(r->ke - r->ks), r->digest);
+            uint8_t *digest = w->digests[w->n];
+            uint64_t h1 = digest_key(buf + r->ks, (size_t)(r->ke - r->ks), digest);
 #if defined(__GNUC__)
             uint64_t slot = scale(h1, slots);
             __builtin_prefetch((const uint8_t *)t->hashes.buf + (slot << 4));
@@ -144,7 +109,8 @@ static inline void set_bit(const Py_buffer *b, long long first, long long off, i
 
 /* One record's entry of ENTRY bytes at `out`: its bytes written (0: the record has none). */
 #define ENTRY 24
-typedef Py_ssize_t (*EntryOf)(const uint8_t *buf, const Rec *r, uint8_t *out, const void *arg);
+typedef Py_ssize_t (*EntryOf)(const uint8_t *buf, const Record *r, uint8_t *out,
+                             const void *arg);
 
 /* The entries of every record of a payload, walked and made without the GIL (threads
  * digest batches side by side while one maps them in order); MalformedPayload for a
@@ -161,14 +127,14 @@ static PyObject *walk_entries(Py_buffer *v, EntryOf entry_of, const void *arg) {
     Py_BEGIN_ALLOW_THREADS
     entries = PyMem_RawMalloc((size_t)cap);
     failed = entries ? 0 : out_of_memory();
-    Rec r;
+    Record r;
     for (Py_ssize_t p = 0; !failed && p < len; p = r.end) {
         if (n + ENTRY > cap) {
             uint8_t *more = PyMem_RawRealloc(entries, (size_t)(cap *= 2));
             if (!more) { failed = out_of_memory(); break; }
             entries = more;
         }
-        if (next_record(buf, p, len, &r) < 0) failed = -1;
+        if (read_record(buf, p, len, &r) < 0) failed = -1;
         else n += entry_of(buf, &r, entries + n, arg);
     }
     Py_END_ALLOW_THREADS
