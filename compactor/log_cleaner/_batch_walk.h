@@ -1,7 +1,7 @@
-/* Walking the message records of a stored batch's payload, for _batch_scan.c: the
- * records' framing and ids (the layout in storage/batch.py; the same checks and
- * MalformedPayload messages as storage/_batch.c's walk), every record of a payload at
- * once (walk_all), and a payload's records as fixed-size entries (walk_entries).
+/* Walking the message records of a stored batch's payload, for _batch_scan.c: every
+ * record of a payload at once (walk_all), and a payload's records as fixed-size entries
+ * (walk_entries). Each record is read by storage/_wire.h's read_record, the codec's own
+ * (the layout in storage/batch.py, its checks and MalformedPayload messages).
  *
  * Walks run without the GIL (a pass scans on several threads), so a walk's error is the
  * thread's own text (walk_error), which the calling function raises as MalformedPayload
