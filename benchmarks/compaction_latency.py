@@ -75,24 +75,13 @@ def rows(med: Sample, pool: Sample, kinds: tuple[str, ...], records: int) -> lis
             f"unary Publish p99 during a compaction of {records:,} messages", k, during, "ms",
             "<= 2x idle p99", during <= 2 * idle, idle, "idle p99, same server, just before",
             during / idle, "figure / floor"))  # fmt: skip
-        idle, during = pool[f"{k}.idle_p99_ms"], pool[f"{k}.during_p99_ms"]
-        n = int(pool[f"{k}.during_calls"])
-        out.append(Target(
-            f"the same, every run's {n:,} calls pooled", k, during, "ms", "<= 2x idle p99",
-            during <= 2 * idle, idle, "idle p99, every run's idle calls pooled",
-            during / idle, "figure / floor"))  # fmt: skip
-        preview = pool[f"{k}.preview_p99_ms"]
-        n = int(pool[f"{k}.preview_calls"])
-        out.append(Target(
-            f"... during a PreviewCompaction (dry run), {n:,} calls pooled", k, preview, "ms",
-            "<= 2x idle p99", preview <= 2 * idle, idle, "idle p99, every run's idle calls "
-            "pooled", preview / idle, "figure / floor"))  # fmt: skip
-        if f"{k}.verify_p99_ms" in pool:
-            verify, n = pool[f"{k}.verify_p99_ms"], int(pool[f"{k}.verify_calls"])
-            out.append(Target(
-                f"... during a VerifyCompaction of the result, {n:,} calls pooled", k, verify,
-                "ms", "<= 2x idle p99", verify <= 2 * idle, idle, "idle p99, every run's idle "
-                "calls pooled", verify / idle, "figure / floor"))  # fmt: skip
+        for during_what, label in (
+            ("during", "the same, every run's {n:,} calls pooled"),
+            ("preview", "... during a PreviewCompaction (dry run), {n:,} calls pooled"),
+            ("verify", "... during a VerifyCompaction of the result, {n:,} calls pooled"),
+        ):
+            if f"{k}.{during_what}_p99_ms" in pool:  # SEGMENTED: no verification
+                out.append(_pooled_row(pool, k, during_what, label))
         p50, idle50 = med[f"{k}.during_p50_ms"], med[f"{k}.idle_p50_ms"]
         out.append(Target(
             "unary Publish p50 during the compaction", k, p50, "ms", "n/a", None, idle50,
@@ -110,6 +99,25 @@ def rows(med: Sample, pool: Sample, kinds: tuple[str, ...], records: int) -> lis
                 floor_s / run_s >= 1.0, floor_s, "two-phase RocksDB floor", floor_s / run_s,
                 "floor time / time"))  # fmt: skip
     return out
+
+
+def _pooled_row(pool: Sample, k: str, during_what: str, label: str) -> Target:
+    """p99 over every run's calls during ``during_what`` beside the pooled idle p99."""
+    idle, fig = pool[f"{k}.idle_p99_ms"], pool[f"{k}.{during_what}_p99_ms"]
+    n = int(pool[f"{k}.{during_what}_calls"])
+    floor_name = "idle p99, every run's idle calls pooled"
+    return Target(
+        label.format(n=n),
+        k,
+        fig,
+        "ms",
+        "<= 2x idle p99",
+        fig <= 2 * idle,
+        idle,
+        floor_name,
+        fig / idle,
+        "figure / floor",
+    )
 
 
 def _throughput_rows(med: Sample, k: str, name: str, fig: float) -> list[Target]:
