@@ -5,7 +5,6 @@ figure of the cleaner."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -154,13 +153,6 @@ def test_preview_and_a_pass_exclude_each_other(tmp_path: Path) -> None:
     c.cleaner_manager.done_cleaning("t", None)
     assert c.preview("t").kept == 1 and c.cleaner_manager.state("t") is None
     m.close()
-
-
-@pytest.fixture(scope="module")
-def pool() -> Iterator[WorkerPool]:
-    made = WorkerPool(1)
-    yield made
-    made.close()
 
 
 def test_a_dry_pass_in_a_worker_writes_nothing_and_counts_what_the_pass_writes(

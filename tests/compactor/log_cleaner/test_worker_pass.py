@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,13 +22,6 @@ SETTINGS = ServerSettings(topic_defaults={}, log_cleaner_dedupe_buffer_size=24 *
 COMPACT = {"cleanup.policy": "compact", "segment.bytes": "200", "retention.ms": "-1"}
 KEYS = [b"A", b"B", b"A", None, b"C", b"B", b"A", b"D", b"C", b"A"]
 NOW = 1_700_000_000.0
-
-
-@pytest.fixture(scope="module")
-def pool() -> Iterator[WorkerPool]:
-    made = WorkerPool(1)
-    yield made
-    made.close()
 
 
 def filled(root: Path) -> SegmentedLogManager:

@@ -25,13 +25,6 @@ from .test_worker_runs import UNLIMITED, open_store, publish
 FIGURES = ("read", "kept", "removed", "tombstones", "keyless_dropped", "bytes_in", "bytes_out")
 
 
-@pytest.fixture(scope="module")
-def pool() -> Iterator[WorkerPool]:
-    made = WorkerPool(1)
-    yield made
-    made.close()
-
-
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[LedgerStore]:
     made = open_store(tmp_path / "store")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import gc
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -41,13 +40,6 @@ class Recorder(LocalRunControl):
     def report(self, progress: Progress) -> None:
         self.seen.append(progress)
         super().report(progress)
-
-
-@pytest.fixture(scope="module")
-def pool() -> Iterator[WorkerPool]:
-    made = WorkerPool(1)
-    yield made
-    made.close()
 
 
 def open_store(path: Path) -> LedgerStore:
