@@ -9,7 +9,7 @@ given as keyword arguments where it is raised::
 
     raise TopicNotFound(f"topic {name!r} does not exist", topic=name)
 
-The server maps these to statuses in one place (``server/errors.py``); the client maps
+The server maps these to statuses in one place (``server/rpc/errors.py``); the client maps
 the reason back to the same classes (``rpc_errors.py``), so a caller catches
 ``TopicNotFound`` whether it runs in-process or over the wire.
 

@@ -20,10 +20,10 @@ from typing import IO
 
 from compactlog.errors import CompactlogError, StoreLocked
 from compactlog.server.broker import Broker
-from compactlog.server.cleaner_metrics import export_cleaner_stats
-from compactlog.server.errors import error_listeners
+from compactlog.server.compaction.cleaner_metrics import export_cleaner_stats
 from compactlog.server.metrics import Metrics
-from compactlog.server.security import Guard, SecurityOptions
+from compactlog.server.rpc.errors import error_listeners
+from compactlog.server.security.guard import Guard, SecurityOptions
 from compactlog.server.serving import (  # noqa: F401 - re-exported
     APPEND_THREADS,
     STORAGE_THREADS,
@@ -31,7 +31,7 @@ from compactlog.server.serving import (  # noqa: F401 - re-exported
     build_server,
     check_listen_address,
 )
-from compactlog.server.sharded_app import run_front
+from compactlog.server.shards.app import run_front
 from compactlog.storage.config import ServerSettings
 from compactlog.storage.slots import Placement, choose_layout
 

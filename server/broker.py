@@ -66,7 +66,9 @@ class TopicDescription:
     log_start_offset: int = 0
     extra: dict[str, int] = field(default_factory=dict)
     offline_reason: str = ""  # set: the topic's state could not be read (storage.offline)
-    partitions: int = 0  # a partitioned topic: its partition count (server.partitioned)
+    partitions: int = (
+        0  # a partitioned topic: its partition count (server.admin.partitioned_topics)
+    )
 
 
 WORK_DIR = "compaction-work"

@@ -17,18 +17,18 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from compactlog.errors import CompactlogError
-from compactlog.server.admin_service import TopicAdminService
+from compactlog.server.admin.service import TopicAdminService
+from compactlog.server.admin.subscriptions import SubscriptionAdmin
 from compactlog.server.broker import Broker
-from compactlog.server.engine_service import CompactionEngineService
-from compactlog.server.handlers import Admit, AdmitInterceptor, service_handler
-from compactlog.server.log_service import LogService, log_handler
+from compactlog.server.compaction.engine_runs import make_outside_runs
+from compactlog.server.compaction.engine_service import CompactionEngineService
+from compactlog.server.log.service import LogService, log_handler
+from compactlog.server.log.waiting import TopicSignals
 from compactlog.server.metrics import Metrics
-from compactlog.server.outside_runs import make_outside_runs
 from compactlog.server.periodic import Periodic
-from compactlog.server.reflection import enable_server_reflection
-from compactlog.server.security import Guard
-from compactlog.server.subscription_admin import SubscriptionAdmin
-from compactlog.server.waiting import TopicSignals
+from compactlog.server.rpc.handlers import Admit, AdmitInterceptor, service_handler
+from compactlog.server.rpc.reflection import enable_server_reflection
+from compactlog.server.security.guard import Guard
 from compactlog.storage.config import ServerSettings
 from compactlog.v1 import compactlog_pb2 as pb
 
@@ -51,7 +51,7 @@ def build_server(
     admit: Admit | None = None,
     admit_metadata: bool = False,
 ) -> tuple[grpc.aio.Server, int]:
-    from compactlog.server.compaction_service import make_compactions
+    from compactlog.server.compaction.service import make_compactions
 
     guard = guard or Guard.plain()
     # Only an admission that reads the call's metadata pays for the interceptor's step.

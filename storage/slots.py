@@ -13,7 +13,7 @@ hands whole slots to other processes: nothing is copied, nothing can be lost or 
 <data dir>/SLOTS           "8\\n": the slot count, fixed when the layout is made
 <data dir>/slots/0/ ... 7/ one ordinary data dir each (ledgers/, segments/, LOCK.server)
 <data dir>/front/intents/  the front's intent log of spanning publishes (partition
-                           placement only: server/front_intents.py)
+                           placement only: server/front/intents.py)
 ```
 
 Placement, fixed per data dir (the ``PLACEMENT`` file; absent means ``topic``):

@@ -3,7 +3,7 @@
 Under partition placement (``storage/slots.py``) the partitions of one topic live in
 several stores, so a publish to ``NAME`` whose records go to several partitions cannot be
 one RocksDB write. The front makes it whole across a crash by intent and redo
-(``server/front_intents.py``): it records the request's parts durably, then sends each
+(``server/front/intents.py``): it records the request's parts durably, then sends each
 part to its slot **marked** with the spanning publish's id; a slot stores a marked part at
 most once (the part's ids are kept under the id, ``keys.spanning_part_key``, in the same
 WriteBatch as its records), so the front can send a part again after a crash, its own or
@@ -20,7 +20,7 @@ field the schema does not declare; the batch codec skips every field but ``recor
 
 ``floor``: no spanning publish below this id is still open at the front, so a slot may
 forget the parts it keeps below it. Only a call carrying the front's mark may send a
-marked part (``server/shard_process.slot_admit``); a server without shards ignores it
+marked part (``server/shards/process.slot_admit``); a server without shards ignores it
 as the unknown field it is.
 """
 

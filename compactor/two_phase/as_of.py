@@ -284,7 +284,7 @@ def _batch(payload: bytes, count: int, first: MessageId, last: MessageId) -> Fra
 
 class AsOfView:
     """A ``ReadableLog`` of one Read: the compacted view of a topic as of an id, for the
-    one reader (``server.reading.ReadSession``); fixed when made, so it has no follow."""
+    one reader (``server.log.reading.ReadSession``); fixed when made, so it has no follow."""
 
     kind = TopicKind.LEDGER
 

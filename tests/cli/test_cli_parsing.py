@@ -23,7 +23,7 @@ from compactlog.cli import topics as cli_topics
 from compactlog.cli.common import UsageError, key_value, server_address
 from compactlog.client.types import CompactionProgress, Message, MessageId, Record
 from compactlog.errors import TopicNotFound
-from compactlog.server.security import SecurityOptions
+from compactlog.server.security.guard import SecurityOptions
 
 RunCli = Callable[..., tuple[int, str, str]]
 

@@ -9,7 +9,7 @@ import pytest
 import compactlog.client as client_api
 from compactlog import errors
 from compactlog.client.errors import ServerUnreachable, from_rpc_error, translate_errors
-from compactlog.server.errors import error_status
+from compactlog.server.rpc.errors import error_status
 
 REASONS = [  # CONTRACT section 5
     "TOPIC_NOT_FOUND",

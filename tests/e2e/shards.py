@@ -38,7 +38,7 @@ def children(pid: int) -> list[int]:
 
 def shard_pids(srv: ServerProcess) -> list[int]:
     assert srv.proc is not None
-    return [p for p in children(srv.proc.pid) if "shard_process" in cmdline(p)]
+    return [p for p in children(srv.proc.pid) if "compactlog.server.shards.process" in cmdline(p)]
 
 
 def cmdline(pid: int) -> str:

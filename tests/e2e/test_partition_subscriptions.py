@@ -1,6 +1,6 @@
 """The subscription admin calls on a partitioned topic ``NAME`` end to end, on a single
 store and on ``serve --shards 2`` with partition placement (the front asking every slot
-holding a partition and merging: ``server/front_spread_subs.py``). The same scenario runs
+holding a partition and merging: ``server/front/spread/subscriptions.py``). The same scenario runs
 on both and must give the same answers: List sums every partition's subscription,
 Delete and a reset to a time or position act on every partition having it, a reset to
 a message id on the partition the id names only (Pulsar's rules)."""

@@ -235,7 +235,7 @@ def test_aggregate_is_running_while_any_partition_runs(server_factory) -> None: 
 
 
 def test_aggregate_state_folds_the_partitions() -> None:
-    from compactlog.server.partitioned_compaction import aggregate
+    from compactlog.server.admin.partitioned_compaction import aggregate
 
     ok = pb.CompactionStatus(state=pb.CompactionStatus.SUCCESS)
     bad = pb.CompactionStatus(state=pb.CompactionStatus.ERROR, last_error="boom")

@@ -2,7 +2,7 @@
 
 ``serve --shards 2`` with ``shards.placement = "partition"``: a publish to ``NAME`` whose
 records go to partitions held by both shards is recorded in the front's intent log before
-any part is sent, and each part is stored at most once (``server/front_spanning.py``,
+any part is sent, and each part is stored at most once (``server/front/spanning.py``,
 ``storage/spanning.py``). The front is crashed at the steps that matter
 (``COMPACTLOG_FRONT_CRASH_AT``) and a shard is killed; after a restart every record of the
 publish is stored, once.

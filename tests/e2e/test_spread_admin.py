@@ -1,7 +1,7 @@
 """TopicAdmin on a partitioned topic spread over the shards (partition placement), end to
 end: a real ``serve --shards 2`` whose data dir places partition ``i`` of ``NAME`` in slot
 ``(crc32(NAME) + i) % 8``; the front asks every slot holding a partition and merges
-(``server/front_spread_admin.py``). Test data goes to ``NAME-partition-i`` directly (each
+(``server/front/spread/admin.py``). Test data goes to ``NAME-partition-i`` directly (each
 routed to its own slot by the front)."""
 
 from __future__ import annotations

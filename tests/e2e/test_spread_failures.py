@@ -3,8 +3,8 @@
 other slots answer where a single store would, and the server's stderr holds none of
 asyncio's reports of a leaked task ("Task exception was never retrieved", a task
 destroyed pending). asyncio reports those only when the task is collected, so this is
-a smoke test; tests/server/test_front_tasks.py shows in process that the other parts
-are cancelled and awaited (``server/front_tasks.py``)."""
+a smoke test; tests/server/front/test_tasks.py shows in process that the other parts
+are cancelled and awaited (``server/front/tasks.py``)."""
 
 from __future__ import annotations
 

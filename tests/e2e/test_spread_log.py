@@ -1,6 +1,6 @@
 """Log reads on a partitioned topic whose partitions spread over the shards
 (``shards.placement = "partition"``): a real ``serve --shards 2``, the front asking
-every slot holding a partition and merging (``server/front_spread_log.py``)."""
+every slot holding a partition and merging (``server/front/spread/log.py``)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """A publish to a partitioned topic whose partitions span several slots, through the front.
 
 Under partition placement the front splits a publish to ``NAME`` and sends each part to
-``NAME-partition-i`` at its slot (``server/front_spread_publish.py``). The checks run
+``NAME-partition-i`` at its slot (``server/front/spread/publish.py``). The checks run
 twice: against a front in this process whose eight slots all point at one real
 single-store server (so what the front does is seen without the shards' admission: a
 part sent to the wrong place, or a part stored before a bad record was found, shows in
@@ -22,8 +22,8 @@ from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
 from compactlog.partitioner import partition_for_key
-from compactlog.server.front import FrontHandler, Owners
-from compactlog.server.front_partitions import PartitionedIndex
+from compactlog.server.front.partitions import PartitionedIndex
+from compactlog.server.front.router import FrontHandler, Owners
 from compactlog.storage.partitioned_topics import PartitionedTopic
 from compactlog.storage.slots import SLOT_COUNT, Placement, shard_of, slot_of
 from compactlog.storage.types import TopicKind

@@ -1,5 +1,5 @@
 """The front finishes an admin change of a spread partitioned topic that a crash cut
-half-way (``server/front_spread_repair.py``), on a real ``serve --shards 2`` with partition
+half-way (``server/front/spread/repair.py``), on a real ``serve --shards 2`` with partition
 placement. Each half-way state is made for real: the front exits 137 right after
 ``NAME``'s own slot made its part (``COMPACTLOG_FRONT_CRASH_AT``), its shards follow it,
 and the server starts again without the crash point. Then every partition exists in
@@ -15,7 +15,7 @@ import grpc
 import pytest
 
 from compactlog.partitioner import partition_for_key, partition_name
-from compactlog.server.front_spanning import CRASH_ENV
+from compactlog.server.front.spanning import CRASH_ENV
 from compactlog.storage.slots import SLOT_COUNT, Placement, slots_of_partitions
 from compactlog.v1 import compactlog_pb2 as pb
 from tests.conftest import ServerProcess

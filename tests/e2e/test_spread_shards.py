@@ -1,6 +1,6 @@
 """``serve --shards N`` with ``shards.placement = "partition"``: the data dir it makes and
 the shards it starts (real processes). The front's answers on a spread ``NAME`` are
-tested where the front builds them; the slots' side is tests/server/test_spread_slot.py.
+tested where the front builds them; the slots' side is tests/server/shards/test_spread_slot.py.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from compactlog.server.front_secret import SECRET_ENV
+from compactlog.server.front.secret import SECRET_ENV
 from compactlog.storage.slots import Placement, read_layout
 from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc

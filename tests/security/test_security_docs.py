@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from compactlog.server.auth import GRANTS
-from compactlog.server.principals import Principals, Role
+from compactlog.server.security.auth import GRANTS
+from compactlog.server.security.principals import Principals, Role
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "security.md"
 

@@ -2,7 +2,7 @@
 
 The redrive after a restart is the front's own call, with no caller's token: a slot
 under partition placement lets a call with no token through only when it carries the
-front's secret mark (``server/auth.py``, ``server/front_spanning.py``); a call with no
+front's secret mark (``server/security/auth.py``, ``server/front/spanning.py``); a call with no
 token and no mark is still refused.
 """
 

@@ -1,7 +1,7 @@
 """With tokens on, the front still repairs a spread partitioned topic that a crash left
-half-way (``server/front_spread_repair.py``): the repair's calls are the front's own, with
+half-way (``server/front/spread/repair.py``): the repair's calls are the front's own, with
 no caller's token, and a slot lets them through because they carry the front's mark
-(``server/auth.py`` ``trusted``)."""
+(``server/security/auth.py`` ``trusted``)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from compactlog.compactor.two_phase import CompactionRun
-from compactlog.server.compaction_status import (
+from compactlog.server.compaction.status import (
     INTERRUPTED,
     CompactionState,
     CompactionStatus,

@@ -1,0 +1,381 @@
+"""The front answers ``TopicAdmin`` calls on a spread partitioned topic (partition placement).
+
+Under partition placement (``storage/slots.py``) the partitions of ``NAME`` live in
+several slots, each answering a call on ``NAME`` for its own partitions only, and only
+when the call carries the front's mark (``front.secret``). So the front answers such a
+call whole: it sends the request bytes, unchanged, to every slot of
+``PartitionedIndex.slots(NAME, N)`` with its mark and the caller's metadata and deadline,
+and merges the answers (``front.spread.merge``). Calls on other topics pass through as
+before (``FrontHandler``).
+
+- Calls that change ``NAME`` (CreateTopic with ``partitions >= 2``, AddPartitions,
+  UpdateTopicConfig, EnforceRetention, DeleteTopic) go to ``NAME``'s own slot (its home,
+  partition 0's) first: it validates the request as a single store would (names, counts,
+  config, kind) and a refusal there changes nothing anywhere. The other slots follow side
+  by side. A CreateTopic another slot refuses is undone in the slots that made their part
+  (the home first). The home's part is the change decided: a change cut half-way by a
+  crash of the front or of a shard (some slots without ``NAME``'s record, with an older
+  count or the old config) converges by itself: the front's repair
+  (``front.spread.repair``) finishes it from the home's record and config (a delete: the
+  home's record gone, the others' parts are deleted) at the front's next start, and, for
+  a change that failed under a living front, on its next pass (every 30 s). EnforceRetention
+  changes no state to compare: send it again. Sending any call again still works (slots
+  already there do nothing new).
+  Namespace and config changes of spread topics, and the repair, pass one at a time
+  (``lock``), so two creates of one name cannot undo each other's parts, nor the repair
+  spread a config a call is replacing. Tests crash the front right after the home's part
+  (``COMPACTLOG_FRONT_CRASH_AT``: ``after_home_create``, ``after_home_add_partitions``,
+  ``after_home_config``, ``after_home_delete``).
+- Calls that read (GetTopic, GetCompactionStatus) and DeleteTopic skip a slot that has
+  no record of ``NAME`` (``TOPIC_NOT_FOUND``: a crash in the middle of a create or delete
+  can leave it so) as long as some slot answers; any other error is relayed.
+- The compaction calls are ``front.spread.compaction``'s (``Compact`` refuses while any
+  partition compacts, so a refusal cannot leave some partitions started).
+- The subscription calls (ListSubscriptions, DeleteSubscription, ResetCursor) are
+  ``front.spread.subscriptions``'s, asked through the methods here.
+- ``GetPartitionMap`` comes from the index alone. Any other TopicAdmin call on ``NAME``
+  (Preview, Verify, DeleteRecords) goes to ``NAME``'s own slot with the mark, which
+  answers as a single store does (``INVALID_ARGUMENT``: they act on one partition).
+  ``WatchCompaction`` on ``NAME`` the front refuses itself, with the slot's words.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any
+
+import grpc
+
+from compactlog.errors import CompactlogError, InvalidArgument
+from compactlog.server.front.partitions import PartitionedIndex
+from compactlog.server.front.relay import Ctx, SlotCall
+from compactlog.server.front.relay import relay as _relay
+from compactlog.server.front.router import Owners
+from compactlog.server.front.spanning import CRASH_ENV, crash
+from compactlog.server.front.spread.compaction import SpreadCompaction
+from compactlog.server.front.spread.merge import (
+    merge_topic_infos,
+    partition_map,
+)
+from compactlog.server.front.spread.subscriptions import SpreadSubscriptions
+from compactlog.server.rpc.convert import kind_from_pb
+from compactlog.server.rpc.errors import error_status
+from compactlog.server.rpc.wire_peek import topic_of
+from compactlog.storage.partitioned_topics import PartitionedTopic
+from compactlog.v1 import compactlog_pb2 as pb
+
+_ADMIN = "/compactlog.v1.TopicAdmin/"
+_DELETE = _ADMIN + "DeleteTopic"
+_STATUS = _ADMIN + "GetCompactionStatus"
+Unary = Callable[[bytes, Any], Awaitable[bytes]]
+UnaryStream = Callable[[bytes, Any], AsyncIterator[bytes]]
+Result = bytes | grpc.aio.AioRpcError
+Answer = Callable[[str, PartitionedTopic | None, bytes, Ctx], Awaitable[bytes]]
+_UNLOCKED = contextlib.nullcontext()
+
+
+class SpreadAdmin:
+    """The TopicAdmin calls the front answers for spread partitioned topics."""
+
+    def __init__(self, owners: Owners, index: PartitionedIndex) -> None:
+        self.owners = owners
+        self.index = index
+        self.lock = asyncio.Lock()  # namespace and config changes of spread topics
+        self.crash_at = os.environ.get(CRASH_ENV, "")  # tests only (front.spanning)
+        self._answers: dict[str, Answer] = {
+            "CreateTopic": self._create,
+            "GetTopic": self._describe,
+            "UpdateTopicConfig": self._change(_ADMIN + "UpdateTopicConfig", config=True),
+            "EnforceRetention": self._change(_ADMIN + "EnforceRetention", config=False),
+            "DeleteTopic": self._delete,
+            "AddPartitions": self._add_partitions,
+            "GetPartitionMap": self._partition_map,
+        }
+        subscriptions = SpreadSubscriptions(self)
+        compaction = SpreadCompaction(self)
+        self._answers.update(
+            Compact=compaction.compact,
+            GetCompactionStatus=compaction.status,
+            CancelCompaction=compaction.cancel,
+            ListSubscriptions=subscriptions.list_subscriptions,
+            DeleteSubscription=subscriptions.delete_subscription,
+            ResetCursor=subscriptions.reset_cursor,
+        )
+
+    # ---- the hook in FrontHandler -----------------------------------------------------
+
+    def around(self, method: str, handle: Unary) -> Unary:
+        """``handle`` (the front's usual routing) for calls on other topics; this
+        front's own answer for a TopicAdmin call on a spread ``NAME``."""
+        if not method.startswith(_ADMIN):
+            return handle
+        answer = self._answers.get(method.removeprefix(_ADMIN)) or self._home(method)
+
+        async def routed(request: bytes, context: Ctx) -> bytes:
+            name = topic_of(request)
+            held = self.index.get(name) if name else None
+            if name is None or not (held or _creates_partitioned(method, request)):
+                return await handle(request, context)
+            try:
+                return await answer(name, held, request, context)
+            except CompactlogError as exc:
+                await _abort(context, exc, method)
+                raise  # abort raised already
+
+        return routed
+
+    def around_stream(self, method: str, handle: UnaryStream) -> UnaryStream:
+        """``WatchCompaction`` on ``NAME`` is refused as a single store refuses it."""
+        short = method.removeprefix(_ADMIN)
+        if short != "WatchCompaction":
+            return handle
+
+        async def routed(request: bytes, context: Ctx) -> AsyncIterator[bytes]:
+            name = topic_of(request)
+            if name is not None and self.index.get(name) is not None:
+                await _abort(context, _one_partition_only(name, short), method)
+            async for response in handle(request, context):
+                yield response
+
+        return routed
+
+    # ---- calls to the slots -----------------------------------------------------------
+
+    def call_of(self, context: Ctx) -> SlotCall:
+        """A slot's part of the caller's call: the front's mark, the caller's metadata
+        and deadline."""
+        return SlotCall.of(context, self.owners.front_mark())
+
+    async def ask(self, slot: int, method: str, request: bytes, call: SlotCall) -> bytes:
+        """One slot's answer; a failure raised as it came."""
+        stub: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes]
+        stub = self.owners.channels[slot].unary_unary(method)
+        response: bytes = await stub(request, timeout=call.timeout, metadata=call.metadata)
+        return response
+
+    async def fan_out(
+        self, slots: Sequence[int], method: str, request: bytes, call: SlotCall
+    ) -> list[Result]:
+        """Every slot's answer or failure, asked side by side."""
+        results = await asyncio.gather(
+            *(self.ask(slot, method, request, call) for slot in slots),
+            return_exceptions=True,
+        )
+        for result in results:
+            if not isinstance(result, bytes | grpc.aio.AioRpcError):
+                raise result  # not a status: a bug or a cancelled call
+        return [r for r in results if isinstance(r, bytes | grpc.aio.AioRpcError)]
+
+    async def answers(
+        self, slots: Sequence[int], method: str, request: bytes, context: Ctx
+    ) -> list[bytes]:
+        """Every slot's answer; the first failure is relayed."""
+        results = await self.fan_out(slots, method, request, self.call_of(context))
+        for result in results:
+            if isinstance(result, grpc.aio.AioRpcError):
+                await _relay(context, result)
+        return [r for r in results if isinstance(r, bytes)]
+
+    async def found(
+        self, slots: Sequence[int], method: str, request: bytes, context: Ctx
+    ) -> dict[int, bytes]:
+        """The answers of the slots that hold ``NAME``'s record (module docstring)."""
+        results = await self.fan_out(slots, method, request, self.call_of(context))
+        return await _found(slots, results, context)
+
+    def slots(self, topic: PartitionedTopic) -> list[int]:
+        return self.index.slots(topic.name, topic.partitions)
+
+    def _home(self, method: str) -> Answer:
+        """Any other call on ``NAME``: its own slot answers, given the mark, as a single
+        store does (``INVALID_ARGUMENT`` for Preview, Verify and DeleteRecords, which act
+        on one partition)."""
+
+        async def home(
+            name: str, held: PartitionedTopic | None, request: bytes, context: Ctx
+        ) -> bytes:
+            assert held is not None
+            return (await self.answers(self.slots(held)[:1], method, request, context))[0]
+
+        return home
+
+    # ---- the answers --------------------------------------------------------------------
+
+    async def _create(
+        self, name: str, held: PartitionedTopic | None, request: bytes, context: Ctx
+    ) -> bytes:
+        method = _ADMIN + "CreateTopic"
+        async with self.lock:
+            if held is not None:  # NAME's slot says it exists, as a single store does
+                return await self._home(method)(name, held, request, context)
+            partitions = pb.CreateTopicRequest.FromString(request).partitions
+            slots = self.index.slots(name, partitions)
+            home = await self.answers(slots[:1], method, request, context)
+            self._crash("after_home_create")
+            results = await self.fan_out(slots[1:], method, request, self.call_of(context))
+            failed = [r for r in results if isinstance(r, grpc.aio.AioRpcError)]
+            if failed:  # undo the parts made (NAME's own slot first), then say why
+                made = [s for s, r in zip(slots[1:], results, strict=True) if isinstance(r, bytes)]
+                undo = pb.DeleteTopicRequest(name=name).SerializeToString()
+                for undone in (slots[:1], made):
+                    await self.fan_out(undone, _DELETE, undo, self.call_of(context))
+                await _relay(context, failed[0])
+            infos = [pb.TopicInfo.FromString(b) for b in (*home, *results) if isinstance(b, bytes)]
+            self.index.put(PartitionedTopic(name, partitions, kind_from_pb(infos[0].kind)))
+        return merge_topic_infos(infos, partitions).SerializeToString()
+
+    async def _add_partitions(
+        self, name: str, held: PartitionedTopic | None, request: bytes, context: Ctx
+    ) -> bytes:
+        """``NAME``'s own slot grows first (it refuses a shrink or a bad count); then every
+        other slot of the new total (``grow``)."""
+        assert held is not None  # routed here only for a name in the index
+        method = _ADMIN + "AddPartitions"
+        async with self.lock, self._watched(name):
+            total = pb.AddPartitionsRequest.FromString(request).partitions
+            grown = dataclasses.replace(held, partitions=max(total, held.partitions))
+            slots = self.slots(grown)
+            first = await self.answers(slots[:1], method, request, context)
+            home = pb.TopicInfo.FromString(first[0])
+            self._crash("after_home_add_partitions")
+            others = await self.grow(name, slots[1:], home, self.call_of(context))
+            for other in others:  # every part ended before the first failure is relayed
+                if isinstance(other, grpc.aio.AioRpcError):
+                    await _relay(context, other)
+            self.index.put(grown)
+        infos = [home, *(pb.TopicInfo.FromString(b) for b in others if isinstance(b, bytes))]
+        return merge_topic_infos(infos, grown.partitions).SerializeToString()
+
+    async def grow(
+        self, name: str, slots: Sequence[int], home: pb.TopicInfo, call: SlotCall
+    ) -> list[Result]:
+        """Each of ``slots`` grown to ``home``'s count side by side, every part's answer or
+        failure: an AddPartitions, or for a slot new to ``NAME`` (no record yet) a
+        CreateTopic of its partitions with partition 0's kind and config (``home``'s)."""
+        add = pb.AddPartitionsRequest(name=name, partitions=home.partitions).SerializeToString()
+        create = pb.CreateTopicRequest(
+            name=name, kind=home.kind, config=home.config, partitions=home.partitions
+        ).SerializeToString()
+        return list(await asyncio.gather(*(self._grow(s, add, create, call) for s in slots)))
+
+    async def _grow(self, slot: int, add: bytes, create: bytes, call: SlotCall) -> Result:
+        """One slot's AddPartitions; a slot without ``NAME``'s record gets ``create``."""
+        try:
+            return await self.ask(slot, _ADMIN + "AddPartitions", add, call)
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() != grpc.StatusCode.NOT_FOUND:
+                return exc
+        try:
+            return await self.ask(slot, _ADMIN + "CreateTopic", create, call)
+        except grpc.aio.AioRpcError as exc:
+            return exc
+
+    async def _describe(
+        self, name: str, held: PartitionedTopic | None, request: bytes, context: Ctx
+    ) -> bytes:
+        assert held is not None
+        answers = await self.found(self.slots(held), _ADMIN + "GetTopic", request, context)
+        infos = [pb.TopicInfo.FromString(b) for b in answers.values()]
+        return merge_topic_infos(infos, held.partitions).SerializeToString()
+
+    def _change(self, method: str, config: bool) -> Answer:
+        """A config change holds ``lock``, so that the repair (``front.spread.repair``)
+        never spreads a config this call is replacing."""
+
+        async def change(
+            name: str, held: PartitionedTopic | None, request: bytes, context: Ctx
+        ) -> bytes:
+            assert held is not None
+            slots = self.slots(held)
+            async with self.lock if config else _UNLOCKED, self._watched(name):
+                home = await self.answers(slots[:1], method, request, context)
+                self._crash("after_home_config" if config else "")
+                answers = home + await self.answers(slots[1:], method, request, context)
+            infos = [pb.TopicInfo.FromString(b) for b in answers]
+            return merge_topic_infos(infos, held.partitions).SerializeToString()
+
+        return change
+
+    async def _delete(
+        self, name: str, held: PartitionedTopic | None, request: bytes, context: Ctx
+    ) -> bytes:
+        """``NAME``'s own slot first (its record gone, the delete is decided: the repair
+        finishes it), then the others side by side."""
+        assert held is not None
+        slots = self.slots(held)
+        async with self.lock, self._watched(name):
+            results = await self.fan_out(slots[:1], _DELETE, request, self.call_of(context))
+            if isinstance(results[0], grpc.aio.AioRpcError) and not _not_found(results[0]):
+                await _relay(context, results[0])  # nothing decided: nothing else asked
+            self._crash("after_home_delete")
+            results += await self.fan_out(slots[1:], _DELETE, request, self.call_of(context))
+            answers = await _found(slots, results, context)
+            self.index.remove(name)
+        return next(iter(answers.values()))
+
+    # ---- what a crash half-way may leave (``front.spread.repair``) ------------------------
+
+    @contextlib.asynccontextmanager
+    async def _watched(self, name: str) -> AsyncIterator[None]:
+        """A change of ``NAME`` that fails (a slot away, say) marks ``NAME`` for the
+        repair's next pass: its slots may be left half-way."""
+        try:
+            yield
+        except BaseException:
+            self.index.suspect(name)
+            raise
+
+    def _crash(self, point: str) -> None:
+        """Tests only: exit at ``point`` (``COMPACTLOG_FRONT_CRASH_AT``, front.spanning)."""
+        if point and self.crash_at == point:
+            crash(point)
+
+    async def _partition_map(
+        self, name: str, held: PartitionedTopic | None, request: bytes, context: Ctx
+    ) -> bytes:
+        assert held is not None
+        owners = self.owners
+        answer = partition_map(name, held.partitions, lambda t: owners.addresses[owners.slot_of(t)])
+        return answer.SerializeToString()
+
+
+def _creates_partitioned(method: str, request: bytes) -> bool:
+    """A CreateTopic of a partitioned topic (its partitions are spread at once)."""
+    if not method.endswith("/CreateTopic"):
+        return False
+    try:
+        return pb.CreateTopicRequest.FromString(request).partitions >= 2
+    except Exception:  # malformed: the slot refuses it as usual
+        return False
+
+
+async def _found(slots: Sequence[int], results: list[Result], context: Ctx) -> dict[int, bytes]:
+    """The slots that answered; a failure but ``TOPIC_NOT_FOUND`` relayed, and that one
+    too when no slot answered."""
+    failed = [r for r in results if isinstance(r, grpc.aio.AioRpcError)]
+    serious = [e for e in failed if not _not_found(e)]
+    if serious or len(failed) == len(results):
+        await _relay(context, (serious or failed)[0])
+    return {s: r for s, r in zip(slots, results, strict=True) if isinstance(r, bytes)}
+
+
+def _not_found(error: grpc.aio.AioRpcError) -> bool:
+    return error.code() == grpc.StatusCode.NOT_FOUND
+
+
+def _one_partition_only(name: str, what: str) -> InvalidArgument:
+    """As ``TopicAdminService`` refuses it: a streaming call the front does not relay."""
+    return InvalidArgument(
+        f"topic {name!r} is partitioned: {what} applies to one partition ({name}-partition-i)",
+        topic=name,
+    )
+
+
+async def _abort(context: Ctx, exc: CompactlogError, method: str) -> None:
+    """End the call with ``exc`` as its status and ErrorInfo (``server/rpc/errors.py``)."""
+    status = error_status(exc, method)
+    await context.abort(status.code, status.details, status.trailing_metadata)

@@ -1,0 +1,280 @@
+"""The front's Log calls on a spread partitioned ``NAME`` (partition placement).
+
+Under partition placement (``storage/slots.py``) the partitions of ``NAME`` live in
+several slots, each answering a call on ``NAME`` for its own partitions only and only
+when the call carries the front's mark (``front.secret``). So the front answers such a
+call whole: it sends it to every slot of ``PartitionedIndex.slots`` (the mark, the
+caller's metadata and deadline with it) and merges the answers (``front.spread.merge``):
+
+- ``Read``: one stream a slot, responses forwarded as they come (each slot keeps its
+  partitions' order; slots interleave); ``max_messages`` is shared, the response that
+  crosses it is cut and the other streams cancelled.
+- ``Consume``: every slot at once, ``max_messages`` split: first without waiting (every
+  answer kept), then, when none had messages, waiting: the first non-empty answers are
+  concatenated and the slots still waiting cancelled (a cancelled Consume moves no
+  cursor: CONTRACT section 12). Which slot comes first in the answer rotates.
+- ``Acknowledge``/``NegativeAcknowledge``: to the slot of the partition each id names.
+- ``GetLastMessageId``, ``GetKeyHistory``: every slot, merged.
+
+The subscription calls of TopicAdmin on ``NAME`` are ``front.spread.admin``'s (through
+``front.spread.subscriptions``).
+
+Publish is not here (the front routes records by partition elsewhere); a name that is not
+a spread partitioned topic goes to its one owner as before (``front``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any
+
+import grpc
+
+from compactlog.partitioner import partition_name
+from compactlog.server.front.partitions import PartitionedIndex
+from compactlog.server.front.relay import Ctx
+from compactlog.server.front.relay import forwarded as _forwarded
+from compactlog.server.front.relay import relay as _relay
+from compactlog.server.front.router import Owners
+from compactlog.server.front.spread import log_merge as merge
+from compactlog.server.front.spread.admin import Unary, UnaryStream
+from compactlog.server.front.tasks import all_or_first_error, settle, start
+from compactlog.server.rpc.wire_peek import topic_of
+from compactlog.v1 import compactlog_pb2 as pb
+
+_LOG = "/compactlog.v1.Log/"
+READ = _LOG + "Read"
+Spread = tuple[str, int]  # NAME and its partition count
+
+
+class SpreadLog:
+    """The Log calls the front answers for a spread ``NAME``."""
+
+    def __init__(self, owners: Owners, index: PartitionedIndex) -> None:
+        self.owners = owners
+        self.index = index
+        self._turns: dict[str, int] = {}
+        self.unary: dict[str, _Unary] = {
+            _LOG + "GetLastMessageId": self._merged(merge.last_ids),
+            _LOG + "GetKeyHistory": self._key_history,
+            _LOG + "Consume": self._consume,
+            _LOG + "Acknowledge": self._acknowledge,
+            _LOG + "NegativeAcknowledge": self._negative_acknowledge,
+        }
+
+    # ---- the hooks in FrontHandler -------------------------------------------------------
+
+    def around(self, method: str, handle: Unary) -> Unary:
+        """``handle`` (the front's usual routing) for calls on other topics; this
+        front's own answer for a Log call of this module on a spread ``NAME``."""
+        answer = self.unary.get(method)
+        if answer is None:
+            return handle
+
+        async def routed(request: bytes, context: Ctx) -> bytes:
+            spread = self.spread(method, request)
+            if answer is None or spread is None:
+                return await handle(request, context)
+            return await answer(method, spread, request, context)
+
+        return routed
+
+    def around_stream(self, method: str, handle: UnaryStream) -> UnaryStream:
+        """The same for ``Read``, a server stream."""
+        if method != READ:
+            return handle
+
+        async def routed(request: bytes, context: Ctx) -> AsyncIterator[bytes]:
+            spread = self.spread(method, request)
+            responses = (
+                handle(request, context) if spread is None else self.read(spread, request, context)
+            )
+            async for response in responses:
+                yield response
+
+        return routed
+
+    def spread(self, method: str, request: bytes) -> Spread | None:
+        """``NAME`` and its partition count when ``method`` on ``request`` is answered
+        here: a call of this module on a partitioned topic of the index."""
+        if method != READ and method not in self.unary:
+            return None
+        name = topic_of(request)
+        topic = self.index.get(name) if name is not None else None
+        if topic is None or not self.index.spread:
+            return None
+        return topic.name, topic.partitions
+
+    # ---- calls to the slots ------------------------------------------------------------
+
+    def _metadata(self, context: Ctx) -> tuple[tuple[str, Any], ...]:
+        return self.owners.front_mark() + _forwarded(context.invocation_metadata())
+
+    def _ask(self, slot: int, method: str, request: bytes, context: Ctx) -> Awaitable[bytes]:
+        stub: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes]
+        stub = self.owners.channels[slot].unary_unary(method)
+        return stub(request, timeout=context.time_remaining(), metadata=self._metadata(context))
+
+    async def _all(
+        self, context: Ctx, method: str, requests: Sequence[tuple[int, bytes]]
+    ) -> list[bytes]:
+        """Each (slot, request) asked at once; the answers in order. The first error is
+        relayed as the slot gave it and the calls still under way are cancelled."""
+        try:
+            return await all_or_first_error(self._ask(s, method, r, context) for s, r in requests)
+        except grpc.aio.AioRpcError as exc:
+            await _relay(context, exc)
+            raise
+
+    def _merged(self, combine: Callable[[list[bytes]], bytes]) -> _Unary:
+        async def handle(method: str, spread: Spread, request: bytes, context: Ctx) -> bytes:
+            slots = self.index.slots(*spread)
+            return combine(await self._all(context, method, [(s, request) for s in slots]))
+
+        return handle
+
+    def slot_of_partition(self, spread: Spread, partition: int) -> int:
+        """The slot of partition ``partition``; ``NAME``'s own slot for an index out of
+        range (it holds the record, so it refuses the index as a single server would)."""
+        name, partitions = spread
+        if not 0 <= partition < partitions:
+            return self.index.slots(name, partitions)[0]
+        return self.owners.slot_of(partition_name(name, partition))
+
+    # ---- the calls -----------------------------------------------------------------------
+
+    async def _key_history(self, method: str, spread: Spread, request: bytes, ctx: Ctx) -> bytes:
+        limit = pb.GetKeyHistoryRequest.FromString(request).max_messages
+        answers = await self._all(ctx, method, [(s, request) for s in self.index.slots(*spread)])
+        return merge.key_history(answers, limit)
+
+    async def _acknowledge(self, method: str, spread: Spread, request: bytes, ctx: Ctx) -> bytes:
+        partition = pb.AcknowledgeRequest.FromString(request).id.partition
+        return (
+            await self._all(ctx, method, [(self.slot_of_partition(spread, partition), request)])
+        )[0]
+
+    async def _negative_acknowledge(
+        self, method: str, spread: Spread, request: bytes, ctx: Ctx
+    ) -> bytes:
+        """The ids split by the slot of their partition: one request a slot."""
+        parsed = pb.NegativeAcknowledgeRequest.FromString(request)
+        by_slot: dict[int, list[pb.MessageId]] = {}
+        for msg_id in parsed.ids:
+            by_slot.setdefault(self.slot_of_partition(spread, msg_id.partition), []).append(msg_id)
+        requests = []
+        for slot, ids in by_slot.items():
+            part = pb.NegativeAcknowledgeRequest()
+            part.CopyFrom(parsed)
+            del part.ids[:]
+            part.ids.extend(ids)
+            requests.append((slot, part.SerializeToString()))
+        if not requests:  # no ids: NAME's own slot answers (and checks the names)
+            requests.append((self.index.slots(*spread)[0], request))
+        answers = await self._all(ctx, method, requests)
+        return answers[0]
+
+    async def _consume(self, method: str, spread: Spread, request: bytes, ctx: Ctx) -> bytes:
+        """Two rounds, concatenated from this call's first slot on (the next call starts
+        one later). First every slot without waiting, every answer kept: no answer is
+        cancelled while a slot may be sending messages it counted as delivered. Then,
+        when all were empty, every slot waiting ``wait_ms``: the first answers with
+        messages are taken and the slots still waiting cancelled."""
+        slots = self.index.slots(*spread)
+        turn = self._turns.get(spread[0], 0) % len(slots)
+        self._turns[spread[0]] = turn + 1
+        slots = slots[turn:] + slots[:turn]
+        parsed = pb.ConsumeRequest.FromString(request)
+        parsed.max_messages = math.ceil(parsed.max_messages / len(slots))
+        wait_ms, parsed.wait_ms = parsed.wait_ms, 0
+        at_once = parsed.SerializeToString()
+        answers = await self._all(ctx, method, [(s, at_once) for s in slots])
+        if any(answers) or not wait_ms:
+            return b"".join(answers)
+        parsed.wait_ms = wait_ms
+        waiting = parsed.SerializeToString()
+        tasks = start(self._ask(s, method, waiting, ctx) for s in slots)
+        try:
+            return await _first_answers(tasks)
+        except grpc.aio.AioRpcError as exc:
+            await _relay(ctx, exc)
+            raise
+        finally:
+            await settle(tasks)
+
+    async def read(self, spread: Spread, request: bytes, context: Ctx) -> AsyncIterator[bytes]:
+        """Read on ``NAME``: every slot's stream, forwarded as responses come."""
+        limit = pb.ReadRequest.FromString(request).max_messages
+        reads = SpreadRead(self, self.index.slots(*spread), request, context)
+        async for response in reads.run(limit):
+            yield response
+
+
+_Unary = Callable[[str, Spread, bytes, Ctx], Awaitable[bytes]]
+
+
+async def _first_answers(tasks: Sequence[asyncio.Future[bytes]]) -> bytes:
+    """The non-empty answers done once one is (in task order); empty when all are. An
+    error is raised when no answer with messages came before it."""
+    pending = set(tasks)
+    while pending:
+        _done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+        answers = [t.result() for t in tasks if t.done() and t.exception() is None]
+        if any(answers):
+            return b"".join(answers)
+        for task in _done:
+            task.result()  # raises a slot's error
+    return b""
+
+
+class SpreadRead:
+    """One Read on ``NAME``: a stream a slot, pumped into one queue."""
+
+    def __init__(self, log: SpreadLog, slots: list[int], request: bytes, context: Ctx) -> None:
+        self.context = context
+        metadata = log._metadata(context)
+        self.calls: list[grpc.aio.UnaryStreamCall[bytes, bytes]] = []
+        for slot in slots:
+            stub: grpc.aio.UnaryStreamMultiCallable[bytes, bytes]
+            stub = log.owners.channels[slot].unary_stream(READ)
+            self.calls.append(stub(request, timeout=context.time_remaining(), metadata=metadata))
+        # Bounded: a slow reader holds the slots' streams back (gRPC flow control).
+        self.queue: asyncio.Queue[bytes | grpc.aio.AioRpcError | None] = asyncio.Queue(len(slots))
+
+    async def _pump(self, call: grpc.aio.UnaryStreamCall[bytes, bytes]) -> None:
+        """The stream's responses, then its error if any, then ``None``. Cancelled (``run``
+        has stopped reading), it puts nothing more: a put on the full queue would wait
+        for ever."""
+        try:
+            async for response in call:
+                await self.queue.put(response)
+        except grpc.aio.AioRpcError as exc:
+            await self.queue.put(exc)
+        await self.queue.put(None)
+
+    async def run(self, limit: int) -> AsyncIterator[bytes]:
+        """The responses until every stream ended or ``limit`` messages (0: none) went."""
+        pumps = start(self._pump(call) for call in self.calls)
+        running = len(pumps)
+        remaining = limit
+        try:
+            while running:
+                item = await self.queue.get()
+                if item is None:
+                    running -= 1
+                elif isinstance(item, grpc.aio.AioRpcError):
+                    await _relay(self.context, item)
+                elif not limit:
+                    yield item
+                else:
+                    response, count = merge.cut(item, remaining)
+                    remaining -= count
+                    yield response
+                    if not remaining:
+                        return
+        finally:
+            for call in self.calls:
+                call.cancel()
+            await settle(pumps)

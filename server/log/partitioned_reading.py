@@ -1,0 +1,142 @@
+"""Read and Consume over every partition of a partitioned topic: a merge, not a reader.
+
+Each partition is read by the one read path (``server.log.reading``): a merged Read is one
+``ReadSession`` a partition, stepped in turn (one response of each, partitions
+interleaved, each partition in order); a merged Consume takes ``consume_step`` of each
+partition's own cursor in turn (the subscription is one cursor a partition, of the same
+name). Responses concatenate: a response's bytes are ``repeated Message messages``, and
+every stored message of a partition carries its ``MessageId.partition``.
+
+Starts: a position or a timestamp applies to every partition; a ``message_id`` start
+names its partition (``MessageId.partition``): that partition is read from the id, the
+others from their earliest message (as Pulsar seeks only the partition a message id
+belongs to).
+
+The partitions merged are ``(index, log)`` pairs out of ``partitions`` in all: every
+partition, or in a store slot under partition placement (``storage/slots.py``) those the
+slot holds. An id naming a partition held elsewhere reads every local one from its
+earliest message (the front asks that partition's slot with the id).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from compactlog.errors import InvalidArgument, MessageTooLargeForReader
+from compactlog.server.log.reading import STEP_BYTES, ReadSession, Response, consume_step
+from compactlog.storage.cursor import Cursor
+from compactlog.storage.read_range import MAX_RESPONSE_BYTES
+from compactlog.storage.topic_log import ReadableLog, TopicLog
+from compactlog.storage.types import MessageId
+from compactlog.v1 import compactlog_pb2 as pb
+
+
+def check_partition(topic: str, partition: int, partitions: int) -> int:
+    if not 0 <= partition < partitions:
+        raise InvalidArgument(
+            f"topic {topic!r} has partitions 0..{partitions - 1}, not {partition}",
+            topic=topic,
+            field="partition",
+        )
+    return partition
+
+
+def partition_request(req: pb.ReadRequest, index: int) -> pb.ReadRequest:
+    """The request partition ``index`` is read with (see the module docstring)."""
+    if req.WhichOneof("start") != "message_id" or req.message_id.partition == index:
+        return req
+    own = pb.ReadRequest()
+    own.CopyFrom(req)
+    own.position = pb.EARLIEST
+    return own
+
+
+class MergedReadSession:
+    """One Read call over every partition (the ``ReadSession`` interface)."""
+
+    def __init__(
+        self,
+        name: str,
+        parts: Sequence[tuple[int, ReadableLog]],
+        partitions: int,
+        req: pb.ReadRequest,
+        per_response: int,
+    ) -> None:
+        if req.WhichOneof("start") == "message_id":
+            check_partition(name, req.message_id.partition, partitions)
+        self.remaining = req.max_messages or -1
+        self.sessions = [
+            ReadSession(log, partition_request(req, i), per_response) for i, log in parts
+        ]
+        self._turn = 0
+        self._failed: Exception | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.remaining == 0
+
+    def steps(self, max_bytes: int = STEP_BYTES) -> list[Response]:
+        """The next responses, one partition after another; empty once every partition
+        is read up to what is visible now (``ReadSession.steps``' contract)."""
+        if self._failed is not None:
+            raise self._failed
+        out: list[Response] = []
+        size = 0
+        idle = 0
+        while size < max_bytes and idle < len(self.sessions) and not self.done:
+            session = self.sessions[self._turn]
+            self._turn = (self._turn + 1) % len(self.sessions)
+            if self.remaining > 0:
+                session.cap(self.remaining)
+            try:
+                response = None if session.done else session.step()
+            except Exception as exc:
+                if not out:
+                    raise
+                self._failed = exc
+                break
+            if response is None:
+                idle += 1
+                continue
+            idle = 0
+            out.append(response)
+            size += len(response[0])
+            if self.remaining > 0:
+                self.remaining -= response[1]
+        return out
+
+
+def merged_consume_step(
+    logs: Sequence[TopicLog],
+    cursors: Sequence[Cursor],
+    positions: list[MessageId | None],
+    first: int,
+    limit: int,
+    compacted: bool,
+    max_bytes: int = MAX_RESPONSE_BYTES,
+) -> Response | None:
+    """Up to ``limit`` unacknowledged messages across the partitions, starting with
+    partition ``first``; ``positions`` (each partition's delivery position) move in
+    place. None when no partition has any now."""
+    parts: list[bytes] = []
+    count = size = 0
+    n = len(logs)
+    for k in range(n):
+        i = (first + k) % n
+        if count >= limit or size >= max_bytes:
+            break
+        try:
+            step, positions[i] = consume_step(
+                logs[i], cursors[i], positions[i], limit - count, compacted, max_bytes - size
+            )
+        except MessageTooLargeForReader:
+            if not count:
+                raise
+            break  # a message over what is left of the cap: this partition's turn next time
+        if step is not None:
+            parts.append(step[0])
+            count += step[1]
+            size += len(step[0])
+    if not count:
+        return None
+    return b"".join(parts), count

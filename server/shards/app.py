@@ -1,0 +1,190 @@
+"""``compactlog serve --shards N`` on a data dir of store slots: the front process.
+
+The front holds the data dir's lock (a second server fails as it always did), starts
+the shards (``shards.supervisor``), serves the one listening address (``front``) with
+health and reflection, and prints the contract's listening line once every shard is
+ready. SIGTERM/SIGINT stop the front's port and every shard at once (each shard stops as
+a server does: in-flight calls finish, follow streams end); SIGHUP is passed on so the
+shards re-read the tokens file. A shard that cannot be kept alive stops the server with
+exit 1 and one line naming it. Under partition placement, once the shards are ready, the
+front finishes what a crash left: spanning publishes (``front.spanning``) and admin
+changes of spread partitioned topics (``front.spread.repair``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from compactlog.errors import CompactlogError
+from compactlog.server.front import secret as front_secret
+from compactlog.server.front.intents import IntentLog
+from compactlog.server.front.partitions import PartitionedIndex
+from compactlog.server.front.router import FrontHandler, Owners
+from compactlog.server.front.spanning import Spanning, channel_of
+from compactlog.server.front.spread.repair import SpreadRepair
+from compactlog.server.rpc.reflection import enable_server_reflection
+from compactlog.server.security.guard import Guard
+from compactlog.server.serving import (
+    MAX_CONCURRENT_RPCS,
+    MAX_MESSAGE_BYTES,
+    SHUTDOWN_GRACE_S,
+    check_listen_address,
+)
+from compactlog.server.shards.supervisor import ShardSpec, ShardSupervisor
+from compactlog.storage.config import ServerSettings
+from compactlog.storage.slots import Layout, Placement
+from compactlog.v1 import compactlog_pb2 as pb
+
+log = logging.getLogger("compactlog")
+
+
+def _fail(message: str) -> int:
+    print(f"compactlog: error: {' '.join(message.split())}", file=sys.stderr, flush=True)
+    return 1
+
+
+def _front_server(
+    owners: Owners, listen: str, guard: Guard, handler: FrontHandler
+) -> tuple[grpc.aio.Server, int]:
+    server = grpc.aio.server(
+        interceptors=guard.interceptors(),
+        migration_thread_pool=futures.ThreadPoolExecutor(4, thread_name_prefix="front"),
+        maximum_concurrent_rpcs=MAX_CONCURRENT_RPCS,
+        options=[
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.so_reuseport", 0),
+        ],
+    )
+    server.add_generic_rpc_handlers((handler,))
+    health_servicer = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    names = [
+        pb.DESCRIPTOR.services_by_name[name].full_name
+        for name in ("Log", "TopicAdmin", "CompactionEngine")
+    ]
+    enable_server_reflection([*names, health.SERVICE_NAME], server)
+    for name in ["", *names]:
+        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    check_listen_address(listen)
+    try:
+        port = guard.add_port(server, listen)
+    except RuntimeError:
+        port = 0
+    if port == 0:
+        raise CompactlogError(f"cannot listen on {listen}: address in use or invalid")
+    return server, port
+
+
+def _index(data_dir: Path, layout: Layout) -> PartitionedIndex | None:
+    """The partitioned topics the front answers for: only under partition placement
+    (under topic placement ``NAME``'s slot holds every partition and answers alone)."""
+    if layout.placement is not Placement.PARTITION:
+        return None
+    return PartitionedIndex.load(data_dir, layout.slots, layout.placement)
+
+
+def _spanning(
+    data_dir: Path, layout: Layout, config: Path | None, owners: Owners
+) -> Spanning | None:
+    """The intent log of spanning publishes: only under partition placement, where one
+    publish can reach several slots (``front.spanning``); as durable as a publish."""
+    if layout.placement is not Placement.PARTITION:
+        return None
+    fsync = ServerSettings.load(config).publish_durability == "fsync"
+    intents = IntentLog(data_dir, fsync)
+    return Spanning(intents, channel_of(owners.channels, owners.slot_of), owners.front_mark())
+
+
+def run_front(
+    data_dir: Path, layout: Layout, shards: int, listen: str, config: Path | None, guard: Guard
+) -> int:
+    return asyncio.run(_serve_front(data_dir, layout, shards, listen, config, guard))
+
+
+def _finish_what_a_crash_left(
+    handler: FrontHandler, spanning: Spanning | None
+) -> SpreadRepair | None:
+    """Under partition placement, started: the redrive of spanning publishes a crash left
+    open (at once, then every second) and the repair of spread topics' admin changes a
+    crash cut half-way (at once, then every 30 s); the repair, to stop first."""
+    if spanning is not None:
+        spanning.start()
+    if handler.spread is None:
+        return None
+    repair = SpreadRepair(handler.spread)
+    repair.start()
+    return repair
+
+
+def _on_signals(stop: asyncio.Event, guard: Guard, supervisor: ShardSupervisor) -> None:
+    """SIGTERM/SIGINT stop the server; SIGHUP (with tokens) re-reads them, shards too."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+    def reload() -> None:
+        guard.reload()
+        supervisor.signal_all(signal.SIGHUP)
+
+    if guard.auth is not None:
+        loop.add_signal_handler(signal.SIGHUP, reload)
+
+
+async def _serve_front(
+    data_dir: Path, layout: Layout, shards: int, listen: str, config: Path | None, guard: Guard
+) -> int:
+    tls_root = guard.options.tls_cert.read_bytes() if guard.options.tls_cert else None
+    # Under partition placement a slot answers calls on a spread NAME only from this front.
+    secret = front_secret.new_secret() if layout.placement is Placement.PARTITION else None
+    owners = Owners(layout.slots, tls_root, layout.placement, secret)
+    stop = asyncio.Event()
+    fatal: list[str] = []
+
+    def on_fatal(message: str) -> None:
+        log.error("%s", message)
+        fatal.append(message)
+        stop.set()
+
+    spec = ShardSpec(
+        data_dir, layout.slots, shards, config, guard.options, layout.placement, secret
+    )
+    supervisor = ShardSupervisor(spec, owners.update, on_fatal)
+    spanning: Spanning | None = None
+    try:
+        spanning = _spanning(data_dir, layout, config, owners)
+        handler = FrontHandler(owners, _index(data_dir, layout), spanning)
+        server, port = _front_server(owners, listen, guard, handler)
+        await supervisor.start()
+    except CompactlogError as exc:
+        await supervisor.stop()
+        if spanning is not None:
+            await spanning.stop()
+        return _fail(str(exc))
+    repair = _finish_what_a_crash_left(handler, spanning)
+    _on_signals(stop, guard, supervisor)
+    await server.start()
+    host = listen.rpartition(":")[0]
+    print(f"compactlog listening on {host}:{port}", flush=True)
+    log.info("serving data dir %s with %d shards over %d slots", data_dir, shards, layout.slots)
+    await stop.wait()
+    log.info("shutting down")
+    if repair is not None:
+        await repair.stop()
+    # The shards end their follow streams and finish in-flight calls while the front
+    # stops accepting, so a follow reader behind the front ends at once, as it would.
+    await asyncio.gather(server.stop(SHUTDOWN_GRACE_S), supervisor.stop())
+    if spanning is not None:
+        await spanning.stop()
+    await owners.close()
+    if fatal:
+        return _fail(fatal[0])
+    return 0
