@@ -7,7 +7,6 @@ import argparse
 import os
 import sys
 
-from compactlog.channels import ChannelSecurity
 from compactlog.client.client import DEFAULT_ADDRESS, Client
 
 PROG = "compactlog"
@@ -41,11 +40,6 @@ def token(args: argparse.Namespace) -> str | None:
 def tls_ca(args: argparse.Namespace) -> str | None:
     """``--tls-ca``, else ``$COMPACTLOG_TLS_CA``, else none (plaintext)."""
     return getattr(args, "tls_ca", None) or os.environ.get(ENV_TLS_CA) or None
-
-
-def channel_security(args: argparse.Namespace) -> ChannelSecurity:
-    """Token and CA for the verbs that open their own channels (the Spark engine)."""
-    return ChannelSecurity.of(token(args), tls_ca(args))
 
 
 def timeout_seconds(args: argparse.Namespace | None) -> float:

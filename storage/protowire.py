@@ -39,15 +39,6 @@ def put_varint(out: bytearray, n: int) -> None:
     out.append(n)
 
 
-def varint_size(n: int) -> int:
-    n &= _U64 - 1
-    size = 1
-    while n >= 0x80:
-        n >>= 7
-        size += 1
-    return size
-
-
 def skip_field(buf: bytes, p: int, end: int, wire: int) -> int:
     """Position after a field's value of wire type ``wire`` starting at ``p``."""
     if wire == 0:

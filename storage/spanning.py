@@ -47,11 +47,6 @@ class SpanningPart:
         return MARKER_TAG + _IDS.pack(self.txid, self.floor)
 
 
-def mark(request: bytes, part: SpanningPart) -> bytes:
-    """``request`` (a part's ``PublishRequest``) with the marker first."""
-    return part.encode() + request
-
-
 def marker_of(request: bytes) -> SpanningPart | None:
     """The marker a part's request starts with, or None."""
     if len(request) < MARKER_SIZE or not request.startswith(MARKER_TAG):

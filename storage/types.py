@@ -30,13 +30,3 @@ class StoredMessage:
     properties: Mapping[str, str] = field(default_factory=dict)
     publish_time_ms: int = 0
     event_time_ms: int = 0
-
-
-def is_ledger_tombstone(key: bytes | None, value: bytes | None) -> bool:
-    """LEDGER topics follow Pulsar: a keyed record with a null or empty value deletes the key."""
-    return key is not None and not value
-
-
-def is_segment_tombstone(key: bytes | None, value: bytes | None) -> bool:
-    """SEGMENTED topics follow Kafka: only a null value is a tombstone."""
-    return key is not None and value is None

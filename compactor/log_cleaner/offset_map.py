@@ -25,7 +25,6 @@ compiled twin (``_offset_map.c``) when one was built, else in its pure-Python tw
 from __future__ import annotations
 
 import ctypes
-import functools
 import math
 import os
 import struct
@@ -241,11 +240,6 @@ class SkimpyOffsetMap:
 
     def get(self, key: bytes) -> int:
         return twin.get(self._hashes, self._offsets, key)
-
-    def getter(self) -> Callable[[bytes], int]:
-        """``get`` without a Python frame per call, for hot loops; valid until the map
-        is resized or cleared."""
-        return functools.partial(twin.get, self._hashes, self._offsets)
 
     def exchange(self, key: bytes, offset: int) -> int:
         """Map ``key`` to ``offset`` and return the offset it had: ``NEW`` if none, or

@@ -41,10 +41,6 @@ class PhaseOneResult:
         """The winners of segment ``index`` as a bitmap (bit = entry - first_entry)."""
         raise NotImplementedError
 
-    @property
-    def bytes_per_key(self) -> float:
-        return self.peak_bytes / self.distinct_keys if self.distinct_keys else 0.0
-
 
 @dataclass
 class BitmapWinners(PhaseOneResult):

@@ -10,7 +10,7 @@ from google.protobuf.message import DecodeError
 from compactlog.errors import MalformedRequest
 from compactlog.server.broker import TopicDescription
 from compactlog.storage.batch import id_runs
-from compactlog.storage.types import MessageId, Record, StoredMessage, TopicKind
+from compactlog.storage.types import MessageId, TopicKind
 from compactlog.v1 import compactlog_pb2 as pb
 
 
@@ -33,20 +33,6 @@ def start_position(position: int) -> int:
     return position
 
 
-def records_from_pb(records: object) -> list[Record]:
-    out = []
-    for r in records:  # type: ignore[attr-defined]
-        out.append(
-            Record(
-                r.key if r.HasField("key") else None,
-                r.value if r.HasField("value") else None,
-                dict(r.properties) if r.properties else None,
-                r.event_time_ms,
-            )
-        )
-    return out
-
-
 def id_to_pb(msg_id: MessageId, out: pb.MessageId | None = None) -> pb.MessageId:
     out = out if out is not None else pb.MessageId()
     out.ledger_id = msg_id.ledger_id
@@ -56,18 +42,6 @@ def id_to_pb(msg_id: MessageId, out: pb.MessageId | None = None) -> pb.MessageId
 
 def id_from_pb(msg_id: pb.MessageId) -> MessageId:
     return MessageId(msg_id.ledger_id, msg_id.entry_id)
-
-
-def fill_message(out: pb.Message, msg: StoredMessage) -> None:
-    id_to_pb(msg.id, out.id)
-    if msg.key is not None:
-        out.key = msg.key
-    if msg.value is not None:
-        out.value = msg.value
-    if msg.properties:
-        out.properties.update(msg.properties)
-    out.publish_time_ms = msg.publish_time_ms
-    out.event_time_ms = msg.event_time_ms
 
 
 def topic_info(desc: TopicDescription) -> pb.TopicInfo:

@@ -198,11 +198,6 @@ class TimeIndex(_Index):
         self._write(self.entry.pack(timestamp, offset - self.base_offset))
 
     def entry_before(self, timestamp: int) -> tuple[int, int] | None:
-        """The ``(timestamp, offset)`` entry ``lookup_before`` uses, None when none."""
+        """The last entry with a timestamp below ``timestamp``, None when none."""
         i = bisect.bisect_left(self.timestamps, timestamp) - 1
         return None if i < 0 else (self.timestamps[i], self.offsets[i])
-
-    def lookup_before(self, timestamp: int) -> int:
-        """An offset before which no record has a timestamp >= ``timestamp``."""
-        i = bisect.bisect_left(self.timestamps, timestamp) - 1
-        return self.base_offset if i < 0 else self.offsets[i]

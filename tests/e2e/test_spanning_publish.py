@@ -120,7 +120,7 @@ def test_a_marked_part_from_a_caller_is_refused(
 ) -> None:
     """Only the front may send a marked part: a caller reaching a slot's own port with
     one is refused (INVALID_ARGUMENT), nothing stored."""
-    from compactlog.storage.spanning import SpanningPart, mark
+    from compactlog.storage.spanning import SpanningPart
 
     srv = server_factory(config=SPREAD_CONFIG, extra_args=["--shards", "2"])
     api = create_spread(srv, {"prices": pb.LEDGER})
@@ -130,7 +130,7 @@ def test_a_marked_part_from_a_caller_is_refused(
     part = pb.PublishRequest(topic=owner.topic, records=RECORDS[:1]).SerializeToString()
     publish = slot.channel.unary_unary("/compactlog.v1.Log/Publish")
     with pytest.raises(grpc.RpcError) as refused:
-        publish(mark(part, SpanningPart(1, 1)), timeout=30)
+        publish(SpanningPart(1, 1).encode() + part, timeout=30)
     assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
     assert by_partition(api, "prices") == expected([])
     slot.close()

@@ -23,7 +23,6 @@ from compactlog.storage.spanning import (
     SpanningPart,
     decode_runs,
     encode_runs,
-    mark,
     marker_of,
 )
 from compactlog.storage.types import MessageId, Record
@@ -43,7 +42,7 @@ def stored(store: LedgerStore, topic: str) -> list[bytes | None]:
 
 def test_the_marker_goes_first_and_round_trips() -> None:
     raw = pb.PublishRequest(topic="t", records=[pb.Record(key=b"k")]).SerializeToString()
-    marked = mark(raw, SpanningPart(7, 5))
+    marked = SpanningPart(7, 5).encode() + raw  # as the front sends a part
     assert len(marked) == len(raw) + MARKER_SIZE
     assert marker_of(marked) == SpanningPart(7, 5)
     assert marker_of(raw) is None

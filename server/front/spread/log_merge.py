@@ -34,11 +34,6 @@ def message_spans(data: bytes) -> Iterator[tuple[int, int]]:
             yield start, pos
 
 
-def count_messages(data: bytes) -> int:
-    """How many messages a Read/Consume response holds (a tag walk)."""
-    return sum(1 for _ in message_spans(data))
-
-
 def cut(data: bytes, limit: int) -> tuple[bytes, int]:
     """A Read response cut to at most ``limit`` messages (a shared ``max_messages``):
     the bytes to send and how many messages they hold."""
