@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from compactlog.errors import InvalidConfig
+from compactlog.storage.config_checks import check_segmented_config
 from compactlog.storage.types import TopicKind
 
 LONG_MAX = 9223372036854775807
@@ -41,20 +42,30 @@ class ConfigKey:
 
 
 def _int(lo: int, hi: int = LONG_MAX) -> Callable[[str], int]:
+    expects = f"expected a whole number in [{lo}, {hi}]"
+
     def parse(text: str) -> int:
-        value = int(text)
+        try:
+            value = int(text)
+        except ValueError:
+            raise ValueError(expects) from None  # never int()'s own text (Kafka: "Not a number")
         if not lo <= value <= hi:
-            raise ValueError(f"must be in [{lo}, {hi}]")
+            raise ValueError(f"{expects}, got {value}")
         return value
 
     return parse
 
 
 def _float(lo: float, hi: float) -> Callable[[str], float]:
+    expects = f"expected a number in [{lo}, {hi}]"
+
     def parse(text: str) -> float:
-        value = float(text)
+        try:
+            value = float(text)
+        except ValueError:
+            raise ValueError(expects) from None
         if not lo <= value <= hi:
-            raise ValueError(f"must be in [{lo}, {hi}]")
+            raise ValueError(expects)
         return value
 
     return parse
@@ -312,6 +323,15 @@ class SegmentedTopicConfig:
     def delete(self) -> bool:
         return "delete" in self.cleanup_policy.split(",")
 
+    @property
+    def max_segment_ms(self) -> int:
+        """Age at which the active segment rolls: Kafka's ``LogConfig.maxSegmentMs``. A
+        compacted log rolls at ``max.compaction.lag.ms`` too, since the cleaner never
+        touches the active segment: else a record could wait ``segment.ms`` to be cleaned."""
+        if self.compact:
+            return min(self.segment_ms, self.max_compaction_lag_ms)
+        return self.segment_ms
+
     @classmethod
     def from_effective(cls, effective: Mapping[str, str]) -> SegmentedTopicConfig:
         result: SegmentedTopicConfig = _typed(cls, SEGMENTED_KEYS, effective)
@@ -386,6 +406,7 @@ class ServerSettings:
                         topic_defaults[name] = _to_text(table[name].validate(raw))
             else:
                 raise InvalidConfig(f"unknown config key {name!r}", key=name)
+        check_segmented_config(effective_topic_config(TopicKind.SEGMENTED, topic_defaults))
         return cls(**server, topic_defaults=topic_defaults)
 
     @classmethod

@@ -182,7 +182,9 @@ class Log(LogRetention):
         if seg.size == 0:
             return
         cfg = self.config
-        aged = seg.first_timestamp is not None and max_ts - seg.first_timestamp > cfg.segment_ms
+        aged = (
+            seg.first_timestamp is not None and max_ts - seg.first_timestamp > cfg.max_segment_ms
+        )
         if (
             seg.size + batch_size > cfg.segment_bytes
             or aged

@@ -41,6 +41,7 @@ from compactlog.storage.config import (
     effective_topic_config,
     validate_topic_overrides,
 )
+from compactlog.storage.config_checks import check_segmented_config
 from compactlog.storage.names import check_topic_name
 from compactlog.storage.offline import OfflineTopic, take_offline
 from compactlog.storage.segmented import state_file
@@ -181,8 +182,18 @@ class SegmentedLogManager:
             effective_topic_config(TopicKind.SEGMENTED, overrides, defaults)
         )
 
+    def _check_config(
+        self, name: str, overrides: Mapping[str, str], before: Mapping[str, str]
+    ) -> None:
+        """Keys against each other (``config_checks``), before anything is written."""
+        defaults = self.settings.defaults_for(TopicKind.SEGMENTED)
+        effective = effective_topic_config(TopicKind.SEGMENTED, overrides, defaults)
+        changed = {k: v for k, v in overrides.items() if before.get(k) != v}
+        check_segmented_config(effective, name, changed)
+
     def create_topic(self, name: str, overrides: Mapping[str, str]) -> None:
         check_topic_name(name)
+        self._check_config(name, overrides, {})
         with self._lock:
             if name in self._logs or name in self._offline:
                 raise TopicExists(f"topic {name} already exists", topic=name)
@@ -201,6 +212,7 @@ class SegmentedLogManager:
         """Replace the stored overrides; the log picks the new effective config up at once."""
         with self._lock:
             target = self.get_log(name)
+            self._check_config(name, overrides, self._overrides[name])
             write_topic_file(target.dir / TOPIC_FILE, overrides)
             self._overrides[name] = dict(overrides)
             target.update_config(self.config(name))
