@@ -182,9 +182,7 @@ class Log(LogRetention):
         if seg.size == 0:
             return
         cfg = self.config
-        aged = (
-            seg.first_timestamp is not None and max_ts - seg.first_timestamp > cfg.max_segment_ms
-        )
+        aged = seg.first_timestamp is not None and max_ts - seg.first_timestamp > cfg.max_segment_ms
         if (
             seg.size + batch_size > cfg.segment_bytes
             or aged
@@ -315,7 +313,8 @@ class Log(LogRetention):
 
     # ---- cleaner support ---------------------------------------------------------------
     def replace_segments(self, new: LogSegment, old: Sequence[LogSegment]) -> None:
-        """Swap a ``.cleaned`` segment in for ``old``: ``.swap``, old → ``.deleted``, final name."""
+        """Swap a ``.cleaned`` segment in for ``old``: ``.swap``, old → ``.deleted``, final
+        name; an empty one is then dropped (``_drop_emptied``)."""
         new.verify()  # read back whole: only a segment that passes end to end goes in
         new.close_index_files()
         with self._lock:
@@ -332,6 +331,20 @@ class Log(LogRetention):
                 self.run_hook(f"deleted-{i}")
             new.rename("")
             self.run_hook("renamed")
+            if new.size == 0 and new is not self.segments[0]:
+                self._drop_emptied(new)
+
+    def _drop_emptied(self, seg: LogSegment) -> None:
+        """A cleaned segment that kept nothing goes at once, as Kafka's cleaner deletes the
+        segments it empties; a read of its offsets starts at the next segment. Swapped in
+        first and dropped after, so a crash leaves the old segments or an empty one, both
+        whole. Never the active segment (never cleaned), nor the first: it holds the log
+        start offset, and without it a restart would raise that offset to the next
+        segment's base, making reads from the old start OUT_OF_RANGE where they read the
+        next survivor before (the next pass that groups it with its neighbour merges it)."""
+        self._view = _view([s for s in self.segments if s is not seg])
+        self._async_delete(seg)
+        log.debug("%s: dropped emptied segment %d", self.name, seg.base_offset)
 
     # ---- lifecycle ---------------------------------------------------------------------
     def close(self) -> None:
