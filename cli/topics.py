@@ -127,11 +127,24 @@ def format_topic(info: TopicInfo) -> str:
     lines += [
         f"first id:  {s.first_id if s.first_id is not None else '-'}",
         f"last id:   {s.last_id if s.last_id is not None else '-'}",
-        f"compacted: {s.compacted_entries} entries, {s.compacted_bytes} bytes",
-        "config:",
     ]
-    lines += [f"  {key} = {value}" for key, value in sorted(info.config.items())]
-    return "\n".join(lines)
+    if info.kind == "ledger":  # SEGMENTED topics are cleaned in place: no compacted ledger
+        lines.append(f"compacted: {s.compacted_entries} entries, {s.compacted_bytes} bytes")
+    return "\n".join([*lines, *config_lines(info)])
+
+
+def config_lines(info: TopicInfo) -> list[str]:
+    """Every effective key, each marked as set on the topic (``override``) or not
+    (``default``: the server's --config file or built in), as kafka-configs --describe
+    tells the topic's overrides apart."""
+    if not info.config:
+        return []
+    items = sorted(info.config.items())
+    width = max(len(f"{key} = {value}") for key, value in items)
+    marks = {key: "override" if key in info.overrides else "default" for key, _ in items}
+    out = [f"config ({len(info.overrides)} override{'' if len(info.overrides) == 1 else 's'}):"]
+    out += [f"  {f'{key} = {value}':<{width}}  ({marks[key]})" for key, value in items]
+    return out
 
 
 def create_topic(args: argparse.Namespace) -> int:

@@ -170,6 +170,7 @@ def topic_from_pb(info: pb.TopicInfo) -> TopicInfo:
         stats=stats_from_pb(info.stats),
         offline_reason=info.offline_reason if info.offline else "",
         partitions=info.partitions,
+        overrides=tuple(sorted(info.config_overrides)),
     )
 
 

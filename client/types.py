@@ -60,6 +60,7 @@ class TopicInfo:
     stats: TopicStats
     offline_reason: str = ""  # non-empty: stored state unreadable, the topic is not served
     partitions: int = 0  # a partitioned topic: its partitions are NAME-partition-0 ..
+    overrides: tuple[str, ...] = ()  # the config keys set on the topic; the rest are defaults
 
 
 @dataclass(frozen=True, slots=True)

@@ -69,6 +69,7 @@ class TopicDescription:
     partitions: int = (
         0  # a partitioned topic: its partition count (server.admin.partitioned_topics)
     )
+    overrides: tuple[str, ...] = ()  # the config keys set on the topic itself
 
 
 WORK_DIR = "compaction-work"
@@ -235,6 +236,7 @@ class Broker:
                 name=name,
                 kind=TopicKind.LEDGER,
                 config=dict(topic.effective),
+                overrides=tuple(sorted(topic.overrides)),
                 entries=entries,
                 bytes=nbytes,
                 ledgers=len(topic.ledgers),
@@ -253,15 +255,15 @@ class Broker:
 
     def _describe_segmented(self, name: str) -> TopicDescription:
         stats = self.segments.stats(name)
+        overrides = self.segments.overrides(name)
         config = effective_topic_config(
-            TopicKind.SEGMENTED,
-            self.segments.overrides(name),
-            self.settings.defaults_for(TopicKind.SEGMENTED),
+            TopicKind.SEGMENTED, overrides, self.settings.defaults_for(TopicKind.SEGMENTED)
         )
         return TopicDescription(
             name=name,
             kind=TopicKind.SEGMENTED,
             config=config,
+            overrides=tuple(sorted(overrides)),
             entries=stats.entries,
             bytes=stats.bytes,
             segments=stats.segments,

@@ -310,6 +310,7 @@ class TopicInfo(_message.Message):
     OFFLINE_FIELD_NUMBER: _builtins.int
     OFFLINE_REASON_FIELD_NUMBER: _builtins.int
     PARTITIONS_FIELD_NUMBER: _builtins.int
+    CONFIG_OVERRIDES_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     kind: Global___TopicKind.ValueType
     offline: _builtins.bool
@@ -327,6 +328,12 @@ class TopicInfo(_message.Message):
 
     @_builtins.property
     def stats(self) -> Global___TopicStats: ...
+    @_builtins.property
+    def config_overrides(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The keys of `config` set on the topic itself (kafka-configs --describe's overrides);
+        the other keys hold defaults (the server's --config file, or built in).
+        """
+
     def __init__(
         self,
         *,
@@ -337,10 +344,11 @@ class TopicInfo(_message.Message):
         offline: _builtins.bool = ...,
         offline_reason: _builtins.str = ...,
         partitions: _builtins.int = ...,
+        config_overrides: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["stats", b"stats"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "kind", b"kind", "name", b"name", "offline", b"offline", "offline_reason", b"offline_reason", "partitions", b"partitions", "stats", b"stats"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "config_overrides", b"config_overrides", "kind", b"kind", "name", b"name", "offline", b"offline", "offline_reason", b"offline_reason", "partitions", b"partitions", "stats", b"stats"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

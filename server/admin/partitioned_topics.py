@@ -143,6 +143,7 @@ class PartitionedNamespace:
             name=name,
             kind=topic.kind,
             config=config,
+            overrides=parts[0].overrides if parts else (),
             entries=sum(p.entries for p in parts),
             bytes=sum(p.bytes for p in parts),
             ledgers=sum(p.ledgers for p in parts),

@@ -48,6 +48,7 @@ def topic_info(desc: TopicDescription) -> pb.TopicInfo:
     info = pb.TopicInfo(
         name=desc.name, kind=cast("pb.TopicKind.ValueType", int(desc.kind)), config=desc.config
     )
+    info.config_overrides.extend(desc.overrides)
     if desc.offline_reason:
         info.offline = True
         info.offline_reason = desc.offline_reason

@@ -39,6 +39,7 @@ def merge_topic_infos(infos: Sequence[pb.TopicInfo], partitions: int) -> pb.Topi
     first = infos[0]
     out = pb.TopicInfo(name=first.name, kind=first.kind, partitions=partitions)
     out.config.update(first.config)
+    out.config_overrides.extend(first.config_overrides)
     for field in _SUMMED_STATS:
         setattr(out.stats, field, sum(getattr(info.stats, field) for info in infos))
     reasons = [info.offline_reason for info in infos if info.offline_reason]
