@@ -21,7 +21,7 @@ from compactlog.cli.output import add_json_flag, print_json, wants_json
 from compactlog.cli.progress import progress_view
 from compactlog.client.client import Client
 from compactlog.client.types import CompactionRun, CompactionStatus, CompactionVerification
-from compactlog.errors import CompactlogError
+from compactlog.errors import CompactlogError, WrongTopicKind
 
 DEFAULT_SPARK_MASTER = "local[*]"
 EXIT_NOT_OK = 1
@@ -202,14 +202,21 @@ def verify_cmd(args: argparse.Namespace) -> int:
 
 
 def _compact_spark(args: argparse.Namespace) -> int:
-    """Run the Spark engine here; it always waits, since the job runs in this process."""
-    try:
+    """Run the Spark engine here; it always waits, since the job runs in this process.
+    A topic it cannot compact is refused before Spark starts (that takes many seconds)."""
+    try:  # the engine's module only: pyspark itself is imported when a run starts
         from compactlog.compactor.spark import run_spark_compaction
     except ImportError as exc:
         return spark_missing(exc)
     address = server_address(args)
     with connect(args) as client:
-        client.get_topic(args.topic)  # fail fast with TopicNotFound before starting Spark
+        if client.get_topic(args.topic).kind == "segmented":  # TopicNotFound, else the kind
+            raise WrongTopicKind(
+                f"topic {args.topic!r} is SEGMENTED: it is compacted in place by the "
+                "LogCleaner, not by the two-phase compactor (use --engine local)",
+                topic=args.topic,
+                kind="SEGMENTED",
+            )
         try:
             run_spark_compaction(
                 address, args.topic, args.spark_master, token=token(args), tls_ca=tls_ca(args)

@@ -86,9 +86,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--server",
+        "--bootstrap-server",
+        dest="server",
         metavar="HOST:PORT",
         default=None,
-        help=f"server address (env {ENV_SERVER}, default {DEFAULT_ADDRESS})",
+        help=f"server address (env {ENV_SERVER}, default {DEFAULT_ADDRESS}); "
+        "--bootstrap-server is the Kafka tools' name",
     )
     parser.add_argument(
         "--token",

@@ -1,7 +1,8 @@
 """The command line before argparse sees it: global options anywhere, ``bench`` cut off.
 
-The connection options (``--server``, ``--token``, ``--tls-ca``, ``--timeout``) and
-``--output`` belong to the top-level parser, but people type them where they think of them:
+The connection options (``--server`` or ``--bootstrap-server``, ``--token``, ``--tls-ca``,
+``--timeout``) and ``--output`` belong to the top-level parser, but people type them where
+they think of them:
 ``compactlog topics list --server h:1 --output json``, as ``kafka-topics.sh
 --bootstrap-server`` or ``pulsar-admin --admin-url`` users do. ``globals_first`` moves every
 one of them (``--opt VALUE`` or ``--opt=VALUE``) to the front, up to a ``--``. A command
@@ -13,7 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-GLOBAL_WITH_VALUE = ("--server", "--token", "--tls-ca", "--timeout", "--output")
+GLOBAL_WITH_VALUE = (
+    "--server",
+    "--bootstrap-server",  # kafka-console-consumer's name for --server
+    "--token",
+    "--tls-ca",
+    "--timeout",
+    "--output",
+)
 
 
 def _global_option(token: str) -> tuple[bool, bool]:

@@ -4,6 +4,7 @@ parsing, usage errors."""
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
 import sys
 
@@ -119,9 +120,26 @@ def offset(text: str) -> int:
     return whole_number(text, 0, UINT64_MAX)
 
 
-def time_ms(text: str) -> int:
-    """argparse type for a timestamp in ms since the epoch (int64, >= 0)."""
-    return whole_number(text, 0, INT64_MAX)
+def timestamp_ms(text: str) -> int:
+    """argparse type of every timestamp option (``read --as-of-time``, ``subscriptions
+    reset --timestamp``, ``produce --event-time-ms``): epoch milliseconds or an ISO 8601
+    time (UTC when it names no zone), at or after the epoch; the wire's int64 ms."""
+    text = text.strip()
+    if text.isdigit():
+        return whole_number(text, 0, INT64_MAX)
+    try:
+        when = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected an ISO 8601 time (e.g. 2026-11-23T21:00:00Z) or epoch milliseconds, "
+            f"got {text!r}"
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.UTC)
+    ms = int(when.timestamp() * 1000)
+    if ms < 0:
+        raise argparse.ArgumentTypeError(f"expected a time at or after 1970-01-01, got {text!r}")
+    return ms
 
 
 EXIT_SPARK_MISSING = 2

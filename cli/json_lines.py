@@ -26,6 +26,10 @@ class BadLine(UsageError):
     """A stdin line that is not a record; the message starts with ``line N:``."""
 
 
+# Where a plain text line meets the JSON default: the way to send it as it is.
+TEXT_HINT = (
+    "; to send plain text lines as values, give --lines (key:value lines: --key-separator :)"
+)
 _IGNORED_FIELDS = frozenset({"id", "publish_time_ms"})
 _KNOWN_FIELDS = (
     frozenset({"key", "value", "key_b64", "value_b64", "tombstone", "properties", "event_time_ms"})
@@ -85,9 +89,11 @@ def parse_record(line: str, lineno: int) -> Record:
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as exc:
-        raise BadLine(f"{where}: invalid JSON: {exc.msg} (column {exc.colno})") from None
+        raise BadLine(f"{where}: invalid JSON: {exc.msg} (column {exc.colno}){TEXT_HINT}") from None
     if not isinstance(obj, dict):
-        raise BadLine(f'{where}: expected a JSON object like {{"key": ..., "value": ...}}')
+        raise BadLine(
+            f'{where}: expected a JSON object like {{"key": ..., "value": ...}}{TEXT_HINT}'
+        )
     unknown = sorted(set(obj) - _KNOWN_FIELDS)
     if unknown:
         raise BadLine(

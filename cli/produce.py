@@ -1,4 +1,4 @@
-"""``compactlog produce``: one record from flags, or JSON lines streamed from stdin.
+"""``compactlog produce``: one record from flags, or lines streamed from stdin.
 
 One record from flags:
     compactlog produce TOPIC --key K --value V [--property K=V ...] [--event-time-ms MS]
@@ -10,8 +10,10 @@ A tombstone is never sent by omission: ``--key`` needs ``--value``, ``--tombston
 
 JSON lines on stdin (no ``--key``/``--value``/``--tombstone``/``--null-value``): see
 ``cli.json_lines`` for the line format and ``cli.stdin_batches`` for how lines become
-batches. They go out over one PublishStream as they arrive, so ``tail -f | compactlog
-produce T`` delivers each line at once; each batch is atomic, the input as a whole is not.
+batches. ``--lines`` reads plain text instead, one value a line, and ``--key-separator SEP``
+key-value lines (kafka-console-producer's habits, ``cli.text_lines``). Lines go out over
+one PublishStream as they arrive, so ``tail -f | compactlog produce T`` delivers each line
+at once; each batch is atomic, the input as a whole is not.
 
 Ctrl-C while streaming is the Kafka console producer's close, not an abort: reading stops,
 the batches already sent get their replies (within ``--timeout``) and are counted in the
@@ -22,11 +24,8 @@ counts only the batches acknowledged so far.
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from compactlog.cli.common import (
@@ -35,11 +34,13 @@ from compactlog.cli.common import (
     connect,
     key_value,
     positive_int,
-    time_ms,
+    timestamp_ms,
 )
-from compactlog.cli.json_lines import BadLine
+from compactlog.cli.interrupts import first_interrupt_stops
+from compactlog.cli.json_lines import BadLine, decode_line
 from compactlog.cli.output import emit, print_json, wants_json
-from compactlog.cli.stdin_batches import record_batches
+from compactlog.cli.stdin_batches import LineDecoder, record_batches
+from compactlog.cli.text_lines import text_line_decoder
 from compactlog.client.client import Client
 from compactlog.client.types import MessageId, Record
 
@@ -74,10 +75,22 @@ def add_parser(commands: Any) -> None:
     )
     produce.add_argument(
         "--event-time-ms",
-        metavar="MS",
-        type=time_ms,
+        metavar="TIME",
+        type=timestamp_ms,
         default=0,
-        help="producer timestamp, 0 = publish time (flag mode)",
+        help="producer timestamp (epoch ms or ISO 8601), 0 = publish time (flag mode)",
+    )
+    produce.add_argument(
+        "--lines",
+        action="store_true",
+        help="stdin is plain text, each line one value (kafka-console-producer), not JSON",
+    )
+    produce.add_argument(
+        "--key-separator",
+        metavar="SEP",
+        default=None,
+        help="with --lines (implied): split each line at its first SEP into key and value "
+        "(kafka-console-producer's parse.key and key.separator)",
     )
     produce.add_argument(
         "--batch-size",
@@ -116,7 +129,13 @@ def _refuse_silent_ledger_tombstone(client: Client, args: argparse.Namespace) ->
 
 
 def produce_cmd(args: argparse.Namespace) -> int:
-    if args.key is not None or args.value is not None or args.tombstone or args.null_value:
+    text = args.lines or args.key_separator is not None
+    flags = args.key is not None or args.value is not None or args.tombstone or args.null_value
+    if text and flags:
+        raise UsageError("--lines and --key-separator read stdin; --key/--value send one record")
+    if args.key_separator == "":
+        raise UsageError("--key-separator needs at least one character")
+    if flags:
         return _produce_one(args)
     if args.property or args.event_time_ms:
         raise UsageError(
@@ -124,8 +143,9 @@ def produce_cmd(args: argparse.Namespace) -> int:
             "on stdin put them in each JSON line"
         )
     if sys.stdin.isatty():
-        sys.stderr.write("reading JSON lines from stdin, end with Ctrl-D (or use --key/--value)\n")
-    return _produce_stream(args)
+        what = "lines" if text else "JSON lines"
+        sys.stderr.write(f"reading {what} from stdin, end with Ctrl-D (or use --key/--value)\n")
+    return _produce_stream(args, text)
 
 
 def _produce_one(args: argparse.Namespace) -> int:
@@ -138,30 +158,24 @@ def _produce_one(args: argparse.Namespace) -> int:
     return 0
 
 
-@contextmanager
-def _first_interrupt_stops(stop: threading.Event) -> Iterator[None]:
-    """The first SIGINT sets ``stop``; the next one raises ``KeyboardInterrupt`` as usual."""
-    if threading.current_thread() is not threading.main_thread():
-        yield  # signal handlers belong to the main thread: Ctrl-C stays an abort here
-        return
-
-    def first(signum: int, frame: Any) -> None:
-        stop.set()
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-
-    previous = signal.signal(signal.SIGINT, first)
-    try:
-        yield
-    finally:  # None: the handler before was not set from Python and cannot be put back
-        signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
+def _decoder(client: Client, args: argparse.Namespace, text: bool) -> LineDecoder:
+    """JSON lines, or plain text lines (``--lines``; keyed with ``--key-separator``,
+    where a LEDGER topic's kind matters: an empty value is a tombstone there)."""
+    if not text:
+        return decode_line
+    ledger = args.key_separator is not None and client.get_topic(args.topic).kind == "ledger"
+    return text_line_decoder(args.key_separator, ledger)
 
 
-def _produce_stream(args: argparse.Namespace) -> int:
+def _produce_stream(args: argparse.Namespace, text: bool) -> int:
     ids: list[MessageId] = []
     stop = threading.Event()
-    batches = record_batches(sys.stdin.buffer, args.batch_size, args.batch_bytes, stop)
     try:
-        with _first_interrupt_stops(stop), connect(args) as client:
+        with first_interrupt_stops(stop), connect(args) as client:
+            decode = _decoder(client, args, text)
+            batches = record_batches(
+                sys.stdin.buffer, args.batch_size, args.batch_bytes, stop, decode
+            )
             for batch_ids in client.producer(args.topic).send_stream(batches):
                 ids.extend(batch_ids)
     except BadLine as exc:  # what came before the bad line is published

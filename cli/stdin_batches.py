@@ -6,8 +6,10 @@ that trickles sends each line at once, a file or a fast pipe fills whole batches
 the console producer's ``linger.ms = 0`` with a batch size, so nothing waits for more input
 that may never come.
 
-A malformed line stops the input there: every record before it is sent (in the batch that
-was filling), nothing from it on. The line numbers count every line, blank ones included.
+Lines are JSON records (``cli.json_lines``) unless the caller gives another decoder
+(``produce --lines``: ``cli.text_lines``). A malformed line stops the input there: every
+record before it is sent (in the batch that was filling), nothing from it on. The line
+numbers count every line, blank ones included.
 Streams without a file descriptor (tests' in-memory stdin) are read line by line, batched
 by count and size only.
 
@@ -21,11 +23,13 @@ import io
 import os
 import select
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO
 
 from compactlog.cli.json_lines import BadLine, decode_line
 from compactlog.client.types import Record
+
+LineDecoder = Callable[[bytes, int], Record | None]
 
 READ_BYTES = 1 << 16
 STOP_POLL_SECONDS = 0.1
@@ -34,7 +38,8 @@ STOP_POLL_SECONDS = 0.1
 class LineBatcher:
     """Cuts a byte stream into lines, lines into records, records into bounded batches."""
 
-    def __init__(self, max_records: int, max_bytes: int) -> None:
+    def __init__(self, max_records: int, max_bytes: int, decode: LineDecoder = decode_line) -> None:
+        self.decode = decode
         self.max_records = max_records
         self.max_bytes = max_bytes
         self.records: list[Record] = []
@@ -64,7 +69,7 @@ class LineBatcher:
     def _line(self, raw: bytes) -> Iterator[list[Record]]:
         self.lineno += 1
         try:
-            record = decode_line(raw, self.lineno)
+            record = self.decode(raw, self.lineno)
         except BadLine:
             if self.records:
                 yield self.take()  # everything before the bad line goes out
@@ -107,11 +112,16 @@ def _chunks(stream: IO[bytes], stop: threading.Event) -> Iterator[tuple[bytes, b
 
 
 def record_batches(
-    stream: IO[bytes], max_records: int, max_bytes: int, stop: threading.Event | None = None
+    stream: IO[bytes],
+    max_records: int,
+    max_bytes: int,
+    stop: threading.Event | None = None,
+    decode: LineDecoder = decode_line,
 ) -> Iterator[list[Record]]:
-    """Batches of the records on ``stream``, each yielded as soon as it should go out."""
+    """Batches of the records on ``stream``, each yielded as soon as it should go out;
+    ``decode`` turns a line into a record (JSON by default, ``cli.text_lines``)."""
     stop = stop or threading.Event()
-    batcher = LineBatcher(max_records, max_bytes)
+    batcher = LineBatcher(max_records, max_bytes, decode)
     for chunk, idle in _chunks(stream, stop):
         yield from batcher.feed(chunk)
         if idle and batcher.records:

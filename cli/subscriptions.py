@@ -2,7 +2,8 @@
 
 ``list`` prints one line a subscription (name, type, mark-delete position, backlog);
 ``reset`` moves a subscription to ``--to earliest|latest|LEDGER:ENTRY[:PARTITION]`` (the
-message itself delivered again) or ``--timestamp MS`` (the first message published at or
+message itself delivered again; a bare offset on SEGMENTED topics) or ``--timestamp TIME``
+(ISO 8601 or epoch ms, as every timestamp option: the first message published at or
 after it). The server's own subscriptions (``__compaction``) are listed but cannot be
 moved or deleted. On a partitioned topic ``NAME`` the server answers for every partition
 (docs/subscriptions.md): ``list`` sums, ``delete`` and time/position resets act on all of
@@ -14,8 +15,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from compactlog.cli.common import UsageError, connect
-from compactlog.cli.data import parse_start
+from compactlog.cli.common import connect, timestamp_ms
+from compactlog.cli.data import parse_start, resolve_start
 from compactlog.cli.output import add_json_flag, emit, print_json, wants_json
 from compactlog.client.types import MessageId, SubscriptionInfo
 
@@ -43,21 +44,22 @@ def add_parser(commands: Any) -> None:
     target = reset.add_mutually_exclusive_group(required=True)
     target.add_argument(
         "--to",
-        metavar="earliest|latest|LEDGER:ENTRY[:PARTITION]",
+        metavar="earliest|latest|LEDGER:ENTRY[:PARTITION]|OFFSET",
         type=parse_target,
         help="where delivery starts again (a message id is delivered again itself; on a "
         "partitioned topic it names its partition, the only one reset)",
     )
     target.add_argument(
         "--timestamp",
-        metavar="MS",
-        type=int,
-        help="start at the first message published at or after this time (ms since epoch)",
+        metavar="TIME",
+        type=timestamp_ms,
+        help="start at the first message published at or after TIME (ISO 8601, e.g. "
+        "2026-11-23T21:00:00Z, or epoch milliseconds)",
     )
     reset.set_defaults(func=reset_subscription)
 
 
-def parse_target(text: str) -> str | MessageId:
+def parse_target(text: str) -> str | MessageId | int:
     """argparse type for ``--to``: what ``read --from`` takes, or an id with its partition
     (``LEDGER:ENTRY:PARTITION``, as ``list`` on ``NAME-partition-i`` prints it)."""
     head, colon, partition = text.strip().rpartition(":")
@@ -106,14 +108,15 @@ def delete_subscription(args: argparse.Namespace) -> int:
 
 def reset_subscription(args: argparse.Namespace) -> int:
     with connect(args) as client:
+        to = args.to
+        if isinstance(to, int):  # a bare offset: SEGMENTED topics only
+            to = resolve_start(client.get_topic(args.topic), to, "--to")
         if args.timestamp is not None:
-            if args.timestamp < 0:
-                raise UsageError("--timestamp is milliseconds since the epoch, >= 0")
             info = client.reset_cursor(args.topic, args.subscription, timestamp_ms=args.timestamp)
-        elif isinstance(args.to, MessageId):
-            info = client.reset_cursor(args.topic, args.subscription, message_id=args.to)
+        elif isinstance(to, MessageId):
+            info = client.reset_cursor(args.topic, args.subscription, message_id=to)
         else:
-            info = client.reset_cursor(args.topic, args.subscription, position=args.to)
+            info = client.reset_cursor(args.topic, args.subscription, position=to)
     mark = "-" if info.mark_delete is None else str(info.mark_delete)
     emit(
         args,

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from compactlog import cli
-from compactlog.cli.data import parse_time_ms
+from compactlog.cli.common import timestamp_ms as parse_time_ms
 
 
 def run(address: str, capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -248,6 +249,28 @@ def test_follow_stops_on_sigint(shared_server, unique_topic: str) -> None:  # ty
     assert proc.returncode == 130
     assert "Traceback" not in err
     assert MessageId(*map(int, first.split()[0].split(":"))).entry_id == 0
+
+
+def test_follow_stops_on_sigint_inside_grpc(shared_server, unique_topic: str) -> None:  # type: ignore[no-untyped-def]
+    """The race behind a ``read --follow`` that did not end after SIGINT under load: the
+    signal delivered while the main thread is inside grpcio's own locking
+    (``tests/cli/interrupt_at.py`` puts it exactly there). As a ``KeyboardInterrupt``
+    raised there it left a lock released twice (exit 1) or the channel's spin thread
+    dead, whose calls ``Client.close()`` then waits for; the CLI now only sets a flag and
+    cancels the stream from a helper thread (``cli.interrupts``)."""
+    with Client(shared_server.address) as client:
+        client.create_topic(unique_topic)
+        client.producer(unique_topic).send("k", "v")
+    harness = str(Path(__file__).with_name("interrupt_at.py"))
+    window = "wait-release"
+    argv = ["--server", shared_server.address, "read", unique_topic, "--follow"]
+    proc = subprocess.run(
+        [sys.executable, harness, window, *argv], capture_output=True, text=True, timeout=30
+    )
+    assert f"injected at {window}" in proc.stderr  # the window is still where it was
+    assert proc.returncode == 130, proc.stderr
+    assert "Traceback" not in proc.stderr and "Exception" not in proc.stderr
+    assert proc.stdout.endswith(" key=k value=v\n")
 
 
 def test_compact_dry_run_cancel_and_verify(run_cli: RunCli, unique_topic: str) -> None:

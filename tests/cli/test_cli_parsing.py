@@ -93,12 +93,13 @@ def test_server_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
     assert server_address(parser.parse_args(["--server", "flag:3", "topics", "list"])) == "flag:3"
 
 
-@pytest.mark.parametrize("text", ["earliest", "LATEST", "0:0", "12:345"])
+@pytest.mark.parametrize("text", ["earliest", "LATEST", "0:0", "12:345", "445"])
 def test_parse_start_accepts(text: str) -> None:
-    assert cli_data.parse_start(text) in ("earliest", "latest", MessageId(0, 0), MessageId(12, 345))
+    parsed = cli_data.parse_start(text)
+    assert parsed in ("earliest", "latest", MessageId(0, 0), MessageId(12, 345), 445)
 
 
-@pytest.mark.parametrize("text", ["", "first", "1", "1:", ":1", "a:b", "-1:0", "1:2:3"])
+@pytest.mark.parametrize("text", ["", "first", "-1", "1:", ":1", "a:b", "-1:0", "1:2:3"])
 def test_parse_start_rejects(text: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError):
         cli_data.parse_start(text)
