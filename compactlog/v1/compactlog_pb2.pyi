@@ -1461,6 +1461,54 @@ class NegativeAcknowledgeResponse(_message.Message):
 Global___NegativeAcknowledgeResponse: _TypeAlias = NegativeAcknowledgeResponse  # noqa: Y015
 
 @_typing.final
+class CloseConsumerRequest(_message.Message):
+    """A consumer leaves its subscription now (pulsar-client's Consumer.close): what it held
+    unacknowledged goes to the other consumers, and an EXCLUSIVE or FAILOVER subscription
+    is free for the next consumer at once, not after 30 s of silence (CONTRACT section 6).
+    `topic` is field 1, as in every Log request: the sharded front routes by it. Closing a
+    consumer the server does not know (closed already, or forgotten by a restart) is OK.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    SUBSCRIPTION_FIELD_NUMBER: _builtins.int
+    CONSUMER_NAME_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    subscription: _builtins.str
+    consumer_name: _builtins.str
+    """empty: the anonymous consumer of raw gRPC callers"""
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+        subscription: _builtins.str = ...,
+        consumer_name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["consumer_name", b"consumer_name", "subscription", b"subscription", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CloseConsumerRequest: _TypeAlias = CloseConsumerRequest  # noqa: Y015
+
+@_typing.final
+class CloseConsumerResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CloseConsumerResponse: _TypeAlias = CloseConsumerResponse  # noqa: Y015
+
+@_typing.final
 class GetLastMessageIdRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

@@ -877,6 +877,11 @@ class LogStub:
                 request_serializer=compactlog_dot_v1_dot_compactlog__pb2.GetKeyHistoryRequest.SerializeToString,
                 response_deserializer=compactlog_dot_v1_dot_compactlog__pb2.GetKeyHistoryResponse.FromString,
                 _registered_method=True)
+        self.CloseConsumer = channel.unary_unary(
+                '/compactlog.v1.Log/CloseConsumer',
+                request_serializer=compactlog_dot_v1_dot_compactlog__pb2.CloseConsumerRequest.SerializeToString,
+                response_deserializer=compactlog_dot_v1_dot_compactlog__pb2.CloseConsumerResponse.FromString,
+                _registered_method=True)
 
 
 class LogServicer:
@@ -930,6 +935,12 @@ class LogServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CloseConsumer(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LogServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -972,6 +983,11 @@ def add_LogServicer_to_server(servicer, server):
                     servicer.GetKeyHistory,
                     request_deserializer=compactlog_dot_v1_dot_compactlog__pb2.GetKeyHistoryRequest.FromString,
                     response_serializer=compactlog_dot_v1_dot_compactlog__pb2.GetKeyHistoryResponse.SerializeToString,
+            ),
+            'CloseConsumer': grpc.unary_unary_rpc_method_handler(
+                    servicer.CloseConsumer,
+                    request_deserializer=compactlog_dot_v1_dot_compactlog__pb2.CloseConsumerRequest.FromString,
+                    response_serializer=compactlog_dot_v1_dot_compactlog__pb2.CloseConsumerResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1190,6 +1206,33 @@ class Log:
             '/compactlog.v1.Log/GetKeyHistory',
             compactlog_dot_v1_dot_compactlog__pb2.GetKeyHistoryRequest.SerializeToString,
             compactlog_dot_v1_dot_compactlog__pb2.GetKeyHistoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CloseConsumer(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/compactlog.v1.Log/CloseConsumer',
+            compactlog_dot_v1_dot_compactlog__pb2.CloseConsumerRequest.SerializeToString,
+            compactlog_dot_v1_dot_compactlog__pb2.CloseConsumerResponse.FromString,
             options,
             channel_credentials,
             insecure,

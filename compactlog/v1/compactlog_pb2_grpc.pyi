@@ -217,6 +217,7 @@ class LogStub:
     NegativeAcknowledge: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.NegativeAcknowledgeRequest, _compactlog_pb2.NegativeAcknowledgeResponse]
     GetLastMessageId: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.GetLastMessageIdRequest, _compactlog_pb2.GetLastMessageIdResponse]
     GetKeyHistory: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.GetKeyHistoryRequest, _compactlog_pb2.GetKeyHistoryResponse]
+    CloseConsumer: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.CloseConsumerRequest, _compactlog_pb2.CloseConsumerResponse]
 
 @_typing.type_check_only
 class LogAsyncStub(LogStub):
@@ -229,6 +230,7 @@ class LogAsyncStub(LogStub):
     NegativeAcknowledge: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.NegativeAcknowledgeRequest, _compactlog_pb2.NegativeAcknowledgeResponse]  # type: ignore[assignment]
     GetLastMessageId: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.GetLastMessageIdRequest, _compactlog_pb2.GetLastMessageIdResponse]  # type: ignore[assignment]
     GetKeyHistory: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.GetKeyHistoryRequest, _compactlog_pb2.GetKeyHistoryResponse]  # type: ignore[assignment]
+    CloseConsumer: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.CloseConsumerRequest, _compactlog_pb2.CloseConsumerResponse]  # type: ignore[assignment]
 
 class LogServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -286,6 +288,13 @@ class LogServicer(metaclass=_abc_1.ABCMeta):
         request: _compactlog_pb2.GetKeyHistoryRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_compactlog_pb2.GetKeyHistoryResponse, _abc.Awaitable[_compactlog_pb2.GetKeyHistoryResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def CloseConsumer(
+        self,
+        request: _compactlog_pb2.CloseConsumerRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_compactlog_pb2.CloseConsumerResponse, _abc.Awaitable[_compactlog_pb2.CloseConsumerResponse]]: ...
 
 def add_LogServicer_to_server(servicer: LogServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 

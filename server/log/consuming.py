@@ -65,11 +65,17 @@ class Consuming:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + request.wait_ms / 1000.0
         asked = request.redeliver_unacknowledged
+        started = dispatcher.clock()
+        name = request.consumer_name
         while True:
             change = self.signals.next_change(log.name)
-            admission = dispatcher.admit(request.consumer_name)
+            if dispatcher.closed_since(name, started):
+                return b""  # CloseConsumer came while this call waited: it gets nothing
+            admission = dispatcher.admit(name)
             if admission.receive:
                 async with dispatcher.lock:
+                    if dispatcher.closed_since(name, started):
+                        return b""
                     response = await self._step(
                         log, cursor, dispatcher, request, admission.rewind, asked
                     )
@@ -84,6 +90,18 @@ class Consuming:
             if not admission.receive:
                 timeout = min(timeout, STANDBY_POLL_S)
             await self.signals.wait(change, timeout)
+
+    async def close(self, log: TopicLog, request: pb.CloseConsumerRequest) -> None:
+        """``Log.CloseConsumer`` on one topic: the consumer leaves its subscription's
+        dispatcher now (after any delivery step under way, so what that step hands it is
+        released too), and the consumers waiting on the topic look again at once. A
+        subscription with no consumers in memory has nothing to release."""
+        dispatcher = self.dispatchers.get(log.name, request.subscription)
+        if dispatcher is None:
+            return
+        async with dispatcher.lock:
+            dispatcher.close(request.consumer_name)
+        self.signals.notify(log.name)
 
     async def _step(
         self,

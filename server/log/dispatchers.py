@@ -19,6 +19,9 @@ message is delivered again anyway, so none of it needs to survive one.
   delivery rewinds to the mark-delete position for the new one.
 - **SHARED**: every consumer reads on from the one read position, so each message goes
   to one consumer; what it was given stays *pending* under its name until acknowledged.
+- **Closing.** ``Log.CloseConsumer`` ends a name's life at once rather than after the
+  liveness period: it is no longer live, what it held goes to the others, and a Consume
+  of that name still under way when it closed returns empty instead of reviving it.
 - **Redelivery.** A pending message whose ``ack_timeout_ms`` ran out, or that was
   negatively acknowledged (after its delay), is *due* and goes out again to the next
   consumer that asks, before anything new.
@@ -124,6 +127,7 @@ class Dispatcher:
         # Set from an admin thread by a cursor reset; the next step drops pending and due
         # messages (a plain assignment: the event loop reads it, nothing else is shared).
         self.reset_requested = False
+        self._closed: dict[str, float] = {}  # consumer name -> when it closed
 
     # ---- consumers --------------------------------------------------------------------
 
@@ -170,6 +174,24 @@ class Dispatcher:
             previous, self.active = self.active, chosen
             return Admission(consumer == chosen, previous is not None and previous != chosen)
         return Admission(True, False)
+
+    def close(self, consumer: str) -> None:
+        """``consumer`` leaves now (``Log.CloseConsumer``): no longer live, so EXCLUSIVE
+        and FAILOVER pass to the next name at its next Consume (which rewinds to the
+        mark-delete position, as a takeover does), and what it held unacknowledged on a
+        SHARED subscription is due now for the others."""
+        now = self.clock()
+        self.seen.pop(consumer, None)
+        self.release(consumer)
+        # Remember the close while a Consume begun before it may still be running; older
+        # entries go, so unique generated names do not pile up.
+        for name in [n for n, t in self._closed.items() if now - t >= self.liveness_s]:
+            del self._closed[name]
+        self._closed[consumer] = now
+
+    def closed_since(self, consumer: str, started: float) -> bool:
+        """Whether ``consumer`` closed after a Consume of it began at ``started``."""
+        return self._closed.get(consumer, -NEVER) >= started
 
     # ---- pending and due messages -----------------------------------------------------
 

@@ -224,6 +224,19 @@ class LogService:
         log = self.broker.log(request.topic)
         return await self.consuming.consume(log, request)
 
+    @rpc_async
+    async def CloseConsumer(
+        self, request: pb.CloseConsumerRequest, context: Context
+    ) -> pb.CloseConsumerResponse:
+        """The consumer leaves the subscription now (``Consuming.close``); on a
+        partitioned ``NAME``, the subscription of every partition held here."""
+        check_client_subscription(request.subscription, request.topic)
+        merged = self.partitioned.merged(request.topic)
+        logs = [self.broker.log(request.topic)] if merged is None else merged.logs
+        for log in logs:
+            await self.consuming.close(log, request)
+        return pb.CloseConsumerResponse()
+
     # ---- cursors and ids ----------------------------------------------------------------
 
     @rpc_async

@@ -9,8 +9,8 @@ needs:
 
 ==========  ==============================================================================
 open        grpc.health.v1.Health (load balancers and orchestrators probe without a token)
-reader      Log: Read, Consume, Acknowledge, NegativeAcknowledge, GetLastMessageId,
-            GetKeyHistory;
+reader      Log: Read, Consume, Acknowledge, NegativeAcknowledge, CloseConsumer,
+            GetLastMessageId, GetKeyHistory;
             TopicAdmin: GetTopic, ListTopics, GetPartitionMap, GetCompactionStatus,
             WatchCompaction; server reflection (it describes the API, so it needs a
             valid token, as every Kafka or Pulsar endpoint but the health check does)
@@ -52,6 +52,7 @@ GRANTS: Mapping[str, Role] = {
     "Log.Consume": Role.READER,
     "Log.Acknowledge": Role.READER,
     "Log.NegativeAcknowledge": Role.READER,
+    "Log.CloseConsumer": Role.READER,
     "Log.GetLastMessageId": Role.READER,
     "Log.GetKeyHistory": Role.READER,
     "TopicAdmin.GetTopic": Role.READER,

@@ -182,3 +182,24 @@ def test_the_cli_on_a_partitioned_topic(api: Api, capsys: pytest.CaptureFixture[
     code, out = run("delete", NAME, "s")
     assert code == 0 and "deleted" in out
     assert run("list", NAME) == (0, f"no subscriptions on {NAME}\n")
+
+
+def test_close_consumer_on_the_name_releases_every_partition(api: Api) -> None:
+    """An EXCLUSIVE consumer of each partition (as consumers of ``NAME-partition-i``
+    are); one CloseConsumer on ``NAME`` frees them all at once, on every slot holding
+    one, well inside the 30 s a silent consumer is kept."""
+
+    def take(i: int, name: str) -> list[pb.Message]:
+        request = pb.ConsumeRequest(
+            topic=partition_name(NAME, i), subscription="ex", consumer_name=name
+        )
+        return list(api.log.Consume(request, timeout=30).messages)
+
+    for i in range(PARTITIONS):
+        assert len(take(i, "a")) == EACH
+    busy = failure(lambda: take(0, "b"))
+    assert busy.code() == grpc.StatusCode.FAILED_PRECONDITION
+    closing = pb.CloseConsumerRequest(topic=NAME, subscription="ex", consumer_name="a")
+    api.log.CloseConsumer(closing, timeout=30)
+    for i in range(PARTITIONS):
+        assert len(take(i, "b")) == EACH  # again from the mark-delete position

@@ -73,6 +73,14 @@ CALLS: list[tuple[str, int, Call]] = [
             pb.NegativeAcknowledgeRequest(topic=TOPIC, subscription="dash"), timeout=10
         ),
     ),
+    (
+        "Log.CloseConsumer",
+        1,
+        lambda s: s.log.CloseConsumer(
+            pb.CloseConsumerRequest(topic=TOPIC, subscription="dash", consumer_name="gone"),
+            timeout=10,
+        ),
+    ),
     ("Log.Publish", 2, lambda s: s.log.Publish(_one_record(), timeout=10)),
     ("Log.PublishStream", 2, lambda s: s.log.PublishStream(iter([_one_record()]), timeout=10)),
     (

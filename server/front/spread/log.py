@@ -15,6 +15,8 @@ caller's metadata and deadline with it) and merges the answers (``front.spread.m
   cursor: CONTRACT section 12). Which slot comes first in the answer rotates.
 - ``Acknowledge``/``NegativeAcknowledge``: to the slot of the partition each id names.
 - ``GetLastMessageId``, ``GetKeyHistory``: every slot, merged.
+- ``CloseConsumer``: every slot (each releases the consumer on its partitions); the
+  answer is empty.
 
 The subscription calls of TopicAdmin on ``NAME`` are ``front.spread.admin``'s (through
 ``front.spread.subscriptions``).
@@ -62,6 +64,7 @@ class SpreadLog:
             _LOG + "Consume": self._consume,
             _LOG + "Acknowledge": self._acknowledge,
             _LOG + "NegativeAcknowledge": self._negative_acknowledge,
+            _LOG + "CloseConsumer": self._merged(lambda answers: answers[0]),
         }
 
     # ---- the hooks in FrontHandler -------------------------------------------------------

@@ -110,3 +110,35 @@ def test_type_of_a_cursor() -> None:
     d = dispatcher(pb.SHARED, Clock())
     with pytest.raises(ConsumerBusy):
         d.check_type(pb.FAILOVER)
+
+
+@pytest.mark.parametrize("sub_type", [pb.EXCLUSIVE, pb.FAILOVER])
+def test_a_closed_consumer_is_gone_at_once(sub_type: int) -> None:
+    clock = Clock()
+    d = dispatcher(sub_type, clock)
+    assert d.admit("a").receive
+    d.close("a")
+    clock.now += 0.1  # far inside the liveness period
+    taken = d.admit("z")  # sorts after a, and still takes over
+    assert taken.receive and taken.rewind
+
+
+def test_a_closed_shared_consumer_hands_its_pending_messages_on() -> None:
+    clock = Clock()
+    d = dispatcher(pb.SHARED, clock)
+    d.delivered("a", ids(0, 1), ack_timeout_ms=0)
+    d.delivered("b", ids(2), ack_timeout_ms=0)
+    assert d.ready(10) == []
+    d.close("a")
+    assert d.ready(10) == ids(0, 1)
+
+
+def test_a_consume_begun_before_the_close_sees_it_one_begun_after_does_not() -> None:
+    clock = Clock()
+    d = dispatcher(pb.SHARED, clock)
+    begun = clock.now
+    clock.now += 1
+    d.close("a")
+    assert d.closed_since("a", begun)
+    assert not d.closed_since("a", clock.now + 0.1)
+    assert not d.closed_since("b", begun)

@@ -22,6 +22,7 @@ READER_CALLS = {
         "Consume",
         "Acknowledge",
         "NegativeAcknowledge",
+        "CloseConsumer",
         "GetLastMessageId",
         "GetKeyHistory",
     },
