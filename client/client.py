@@ -187,7 +187,7 @@ class Client(AdminCalls, SubscriptionCalls, Closeable):
         ),
         is_read_compacted: bool = False,
         consumer_name: str | None = None,
-        negative_ack_redelivery_delay_ms: int = 1000,
+        negative_ack_redelivery_delay_ms: int = 60000,
         receiver_queue_size: int = 1000,
         *,
         unacked_messages_timeout_ms: int | None = None,
@@ -220,7 +220,7 @@ class Client(AdminCalls, SubscriptionCalls, Closeable):
             initial_position=initial_position,
             receiver_queue_size=receiver_queue_size,
             consumer_type=consumer_type,
-            consumer_name=consumer_name or "",
+            consumer_name=consumer_name,
             negative_ack_redelivery_delay_ms=negative_ack_redelivery_delay_ms,
             ack_timeout_ms=unacked_messages_timeout_ms or 0,
         )

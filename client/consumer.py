@@ -126,14 +126,20 @@ class Consumer(Closeable):
         self._state.acked(message, cumulative)
 
     def close(self) -> None:
-        """Stop receiving. The subscription itself stays (it is durable), so a new
-        consumer resumes from its cursor; on a shared subscription the messages buffered
-        here go back to the other consumers at once (otherwise after the server's
-        liveness period), elsewhere they are dropped unacknowledged."""
-        buffered = list(self._state.buffer)
-        if not self._closed and buffered and self._state.consumer_type == ConsumerType.Shared:
-            # Failing that, the server gives them out again once this consumer is gone.
-            with contextlib.suppress(CompactlogError):
-                self._negative(list(buffered), 0)
+        """Stop receiving and leave the subscription at once (``Log.CloseConsumer``):
+        what this consumer holds unacknowledged, buffered here included, goes to the
+        other consumers now, and an EXCLUSIVE or FAILOVER subscription is free for the
+        next one. The subscription itself stays (it is durable), so a new consumer
+        resumes from its cursor. Should the server not hear it, it lets the consumer go
+        after 30 s of silence, as before."""
+        if self._closed:
+            return
         self._closed = True
         self._state.clear()
+        req = self._state.close_request()
+        with contextlib.suppress(CompactlogError):
+            call(
+                "CloseConsumer",
+                self._address,
+                lambda: self._stub.CloseConsumer(req, timeout=self._timeout),
+            )

@@ -12,6 +12,7 @@ a shared subscription to any of its consumers (CONTRACT section 6).
 from __future__ import annotations
 
 import time
+import uuid
 from collections import deque
 
 from compactlog.client import _convert as cv
@@ -33,6 +34,12 @@ DEADLINE_SLACK_S = 10.0
 _Key = tuple[int, int, int]  # ledger, entry, partition: a delivered message in the books
 
 
+def generated_name() -> str:
+    """A consumer name no other consumer has (pulsar-client generates one too): two
+    consumers made without names are two consumers to the server (CONTRACT section 6)."""
+    return "consumer-" + uuid.uuid4().hex[:12]
+
+
 def _key(mid: cv.MessageIdLike) -> _Key:
     if isinstance(mid, Message):
         mid = mid.id
@@ -50,8 +57,8 @@ class ConsumerState:
         initial_position: InitialPosition = InitialPosition.Earliest,
         receiver_queue_size: int = 1000,
         consumer_type: ConsumerType | str = ConsumerType.Exclusive,
-        consumer_name: str = "",
-        negative_ack_redelivery_delay_ms: int = 1000,
+        consumer_name: str | None = None,
+        negative_ack_redelivery_delay_ms: int = 60000,
         ack_timeout_ms: int = 0,
     ) -> None:
         if not subscription:
@@ -68,7 +75,7 @@ class ConsumerState:
         if not isinstance(consumer_type, ConsumerType):  # a name: "shared", "Shared", ...
             consumer_type = ConsumerType(int(subscription_type_to_pb(consumer_type)))
         self.consumer_type = consumer_type
-        self.consumer_name = consumer_name
+        self.consumer_name = consumer_name or generated_name()
         self.buffer: deque[Message] = deque()
         self._unacked: dict[_Key, Message] = {}  # handed out, not yet acknowledged
         self.nack_delay_ms = negative_ack_redelivery_delay_ms
@@ -170,6 +177,13 @@ class ConsumerState:
             ids=[cv.id_to_pb(m) for m in messages],
             redelivery_delay_ms=self.nack_delay_ms if delay_ms is None else delay_ms,
             consumer_name=self.consumer_name,
+        )
+
+    def close_request(self) -> pb.CloseConsumerRequest:
+        """Leave the subscription now: the server gives what this consumer holds to the
+        others and frees an EXCLUSIVE or FAILOVER subscription for the next consumer."""
+        return pb.CloseConsumerRequest(
+            topic=self.topic, subscription=self.subscription, consumer_name=self.consumer_name
         )
 
     def clear(self) -> None:

@@ -143,6 +143,9 @@ class RoutedLog:
     def NegativeAcknowledge(self, request: pb.NegativeAcknowledgeRequest, **kwargs: Any) -> Any:
         return self._unary("NegativeAcknowledge", request, **kwargs)
 
+    def CloseConsumer(self, request: pb.CloseConsumerRequest, **kwargs: Any) -> Any:
+        return self._unary("CloseConsumer", request, **kwargs)
+
     def GetLastMessageId(self, request: pb.GetLastMessageIdRequest, **kwargs: Any) -> Any:
         return self._unary("GetLastMessageId", request, **kwargs)
 

@@ -19,6 +19,7 @@ from compactlog.client.message_id import MessageId
 from compactlog.client.reader import StartLike, read_request
 from compactlog.client.topic_producer import record_of
 from compactlog.client.topic_reader import more_to_read, skipped_start, start_of
+from compactlog.errors import CompactlogError
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 
 __all__ = ["AsyncConsumer", "AsyncProducer", "AsyncReader", "acall"]
@@ -155,8 +156,16 @@ class AsyncConsumer:
         self._state.acked(message, cumulative)
 
     async def close(self) -> None:
+        """As ``Consumer.close``: leave the subscription at once (``Log.CloseConsumer``)."""
+        if self._closed:
+            return
         self._closed = True
         self._state.clear()
+        link = self._link
+        req = self._state.close_request()
+        with contextlib.suppress(CompactlogError):
+            call = link.stub.CloseConsumer(req, timeout=link.timeout, metadata=link.metadata)
+            await acall("CloseConsumer", link.address, call)
 
 
 class AsyncReader:
