@@ -22,7 +22,7 @@ from compactlog import errors
 from compactlog._linked import only_as
 from compactlog.client.client import DEFAULT_ADDRESS, Client
 from compactlog.client.consumer import Consumer
-from compactlog.client.enums import ConsumerType, InitialPosition
+from compactlog.client.enums import ConsumerType, InitialPosition, Result
 from compactlog.client.errors import (
     AlreadyClosed,
     CompactionNotRunning,
@@ -46,6 +46,7 @@ from compactlog.client.errors import (
     Unauthenticated,
     WrongTopicKind,
 )
+from compactlog.client.multi_topic import MultiTopicConsumer
 from compactlog.client.producer import Producer
 from compactlog.client.reader import Reader
 from compactlog.client.table_view import TableView
@@ -88,6 +89,7 @@ __all__ = [
     "MalformedRequest",
     "Message",
     "MessageId",
+    "MultiTopicConsumer",
     "NotDelivered",
     "OffsetOutOfRange",
     "PermissionDenied",
@@ -96,6 +98,7 @@ __all__ = [
     "Record",
     "RecordTooLarge",
     "ReservedSubscription",
+    "Result",
     "ServerUnreachable",
     "ShuttingDown",
     "SubscriptionInfo",

@@ -37,7 +37,15 @@ from compactlog.client.enums import ConsumerType, InitialPosition
 from compactlog.client.errors import AlreadyClosed, call
 from compactlog.client.message import Message
 from compactlog.client.message_id import MessageId
+from compactlog.client.multi_topic import MultiTopicConsumer
 from compactlog.client.producer import Producer
+from compactlog.client.pulsar_params import (
+    PRODUCER_DEFAULTS,
+    READER_DEFAULTS,
+    SUBSCRIBE_DEFAULTS,
+    check_ignored,
+    pick,
+)
 from compactlog.client.reader import Reader, StartLike
 from compactlog.client.shard_routes import RoutedLog, Routes
 from compactlog.client.subscriptions import SubscriptionCalls
@@ -60,6 +68,29 @@ _CHANNEL_OPTIONS = [
     ("grpc.service_config", retry_service_config()),
 ]
 C = TypeVar("C", bound=Closeable)
+# pulsar-client's Client parameters without a meaning here, at its defaults.
+_CLIENT_DEFAULTS: dict[str, object] = {
+    "authentication": None,
+    "io_threads": 1,
+    "message_listener_threads": 1,
+    "concurrent_lookup_requests": 50000,
+    "log_conf_file_path": None,
+    "stats_interval_in_seconds": 600,
+    "use_tls": False,
+    "tls_allow_insecure_connection": False,
+    "tls_validate_hostname": False,
+    "logger": None,
+    "connection_timeout_ms": 10000,
+    "listener_name": None,
+    "tls_private_key_file_path": None,
+    "tls_certificate_file_path": None,
+}
+
+
+def _ignored_client_params(given: dict[str, object]) -> dict[str, object]:
+    return {name: given[name] for name in _CLIENT_DEFAULTS}
+
+
 _POSITIONS = {"earliest": InitialPosition.Earliest, "latest": InitialPosition.Latest}
 
 
@@ -68,11 +99,36 @@ class Client(AdminCalls, SubscriptionCalls, Closeable):
 
     def __init__(
         self,
-        address: str = DEFAULT_ADDRESS,
+        service_url: str = DEFAULT_ADDRESS,
+        authentication: object | None = None,
+        operation_timeout_seconds: float = 30,
+        io_threads: int = 1,
+        message_listener_threads: int = 1,
+        concurrent_lookup_requests: int = 50000,
+        log_conf_file_path: str | None = None,
+        stats_interval_in_seconds: int = 600,
+        use_tls: bool = False,
+        tls_trust_certs_file_path: str | None = None,
+        tls_allow_insecure_connection: bool = False,
+        tls_validate_hostname: bool = False,
+        logger: object | None = None,
+        connection_timeout_ms: int = 10000,
+        listener_name: str | None = None,
+        tls_private_key_file_path: str | None = None,
+        tls_certificate_file_path: str | None = None,
         token: str | None = None,
         tls_ca: str | os.PathLike[str] | None = None,
         timeout: float | None = DEFAULT_TIMEOUT_S,
     ) -> None:
+        """pulsar-client's parameters, then this client's: ``token`` (``authentication``
+        objects are pulsar-client's own: give the token here), ``tls_ca`` (also
+        ``tls_trust_certs_file_path``) and ``timeout``, every call's deadline in seconds
+        (``operation_timeout_seconds`` when that is not its default 30)."""
+        check_ignored("Client", _ignored_client_params(locals()), _CLIENT_DEFAULTS)
+        if operation_timeout_seconds != 30:
+            timeout = operation_timeout_seconds
+        tls_ca = tls_ca or tls_trust_certs_file_path
+        address = service_url.removeprefix("compactlog://").rstrip("/")
         if timeout is not None and not timeout > 0:
             raise InvalidArgument(f"timeout must be a number of seconds > 0, not {timeout!r}")
         self.address = address
@@ -179,30 +235,48 @@ class Client(AdminCalls, SubscriptionCalls, Closeable):
 
     def subscribe(
         self,
-        topic: str,
+        topic: str | list[str],
         subscription_name: str,
         consumer_type: ConsumerType | str | bool = ConsumerType.Exclusive,
-        initial_position: InitialPosition | Literal["earliest", "latest"] = (
-            InitialPosition.Earliest
-        ),
-        is_read_compacted: bool = False,
-        consumer_name: str | None = None,
-        negative_ack_redelivery_delay_ms: int = 60000,
+        schema: object | None = None,
+        message_listener: object | None = None,
         receiver_queue_size: int = 1000,
-        *,
+        max_total_receiver_queue_size_across_partitions: int = 50000,
+        consumer_name: str | None = None,
         unacked_messages_timeout_ms: int | None = None,
+        broker_consumer_stats_cache_time_ms: int = 30000,
+        negative_ack_redelivery_delay_ms: int = 60000,
+        is_read_compacted: bool = False,
+        properties: dict[str, str] | None = None,
+        pattern_auto_discovery_period: int = 60,
+        initial_position: InitialPosition | Literal["earliest", "latest"] = InitialPosition.Latest,
+        crypto_key_reader: object | None = None,
+        replicate_subscription_state_enabled: bool = False,
+        max_pending_chunked_message: int = 10,
+        auto_ack_oldest_chunked_message_on_queue_full: bool = False,
+        start_message_id_inclusive: bool = False,
+        batch_receive_policy: object | None = None,
+        key_shared_policy: object | None = None,
+        batch_index_ack_enabled: bool = False,
+        regex_subscription_mode: object | None = None,
+        dead_letter_policy: object | None = None,
+        crypto_failure_action: object | None = None,
+        *,
         read_compacted: bool | None = None,
-    ) -> Consumer:
+    ) -> Consumer | MultiTopicConsumer:
         """A consumer on the durable subscription ``subscription_name``, created now (at
-        ``initial_position``) if it does not exist yet.
+        ``initial_position``, pulsar-client's default ``Latest``) if it does not exist.
 
+        ``topic``: a name, or a list of names (one consumer on each, received in turn).
         ``consumer_type`` (a ``ConsumerType``, or its name: ``"shared"``) and
-        ``consumer_name`` are CONTRACT section 6's; ``unacked_messages_timeout_ms``:
-        messages not acknowledged within it go out again; ``negative_acknowledge``
-        redelivers after ``negative_ack_redelivery_delay_ms``.
-        ``read_compacted=`` (and a bool third argument) are this client's older
-        spelling of ``is_read_compacted``."""
+        ``consumer_name`` (``None``: a unique generated one) are CONTRACT section 6's;
+        ``unacked_messages_timeout_ms``: messages not acknowledged within it go out
+        again; ``negative_acknowledge`` redelivers after ``negative_ack_redelivery_delay_ms``.
+        The parameters without a meaning here take pulsar-client's defaults only
+        (``pulsar_params``). ``read_compacted=`` (and a bool third argument) are this
+        client's older spelling of ``is_read_compacted``."""
         self._check_open()
+        check_ignored("subscribe", pick(locals(), SUBSCRIBE_DEFAULTS), SUBSCRIBE_DEFAULTS)
         if isinstance(consumer_type, bool):  # subscribe(topic, name, read_compacted), v1
             is_read_compacted, consumer_type = consumer_type, ConsumerType.Exclusive
         if read_compacted is not None:
@@ -213,35 +287,84 @@ class Client(AdminCalls, SubscriptionCalls, Closeable):
                     f"initial_position must be 'earliest' or 'latest', not {initial_position!r}"
                 )
             initial_position = _POSITIONS[initial_position]
-        state = ConsumerState(
-            topic,
-            subscription_name,
-            read_compacted=is_read_compacted,
-            initial_position=initial_position,
-            receiver_queue_size=receiver_queue_size,
-            consumer_type=consumer_type,
-            consumer_name=consumer_name,
-            negative_ack_redelivery_delay_ms=negative_ack_redelivery_delay_ms,
-            ack_timeout_ms=unacked_messages_timeout_ms or 0,
-        )
-        consumer = Consumer(self._log_of(topic), state, self.address, self.timeout)
-        consumer.subscribe_now()
-        return self._opening(consumer)
 
-    def create_producer(self, topic: str) -> TopicProducer:
-        """A producer with pulsar-client's ``send(value, partition_key=...)``."""
-        return self._opening(TopicProducer(self.producer(topic)))
+        def one(name: str) -> Consumer:
+            state = ConsumerState(
+                name,
+                subscription_name,
+                read_compacted=is_read_compacted,
+                initial_position=initial_position,  # type: ignore[arg-type]
+                receiver_queue_size=receiver_queue_size,
+                consumer_type=consumer_type,  # type: ignore[arg-type]
+                consumer_name=consumer_name,
+                negative_ack_redelivery_delay_ms=negative_ack_redelivery_delay_ms,
+                ack_timeout_ms=unacked_messages_timeout_ms or 0,
+            )
+            consumer = Consumer(self._log_of(name), state, self.address, self.timeout, self)
+            consumer.subscribe_now()
+            return consumer
+
+        if isinstance(topic, str):
+            return self._opening(one(topic))
+        return self._opening(MultiTopicConsumer([one(name) for name in topic]))
+
+    def create_producer(
+        self,
+        topic: str,
+        producer_name: str | None = None,
+        schema: object | None = None,
+        initial_sequence_id: int | None = None,
+        send_timeout_millis: int = 30000,
+        compression_type: object | None = None,
+        max_pending_messages: int = 1000,
+        max_pending_messages_across_partitions: int = 50000,
+        block_if_queue_full: bool = False,
+        batching_enabled: bool = False,
+        batching_max_messages: int = 1000,
+        batching_max_allowed_size_in_bytes: int = 128 * 1024,
+        batching_max_publish_delay_ms: int = 10,
+        chunking_enabled: bool = False,
+        message_routing_mode: object | None = None,
+        lazy_start_partitioned_producers: bool = False,
+        properties: dict[str, str] | None = None,
+        batching_type: object | None = None,
+        encryption_key: str | None = None,
+        crypto_key_reader: object | None = None,
+        access_mode: object | None = None,
+    ) -> TopicProducer:
+        """A producer with pulsar-client's ``send(content, properties=None,
+        partition_key=None, ...)``; ``send_timeout_millis`` bounds each send (0: no
+        bound); the parameters without a meaning here take pulsar-client's defaults only."""
+        check_ignored("create_producer", pick(locals(), PRODUCER_DEFAULTS), PRODUCER_DEFAULTS)
+        if send_timeout_millis < 0:
+            raise InvalidArgument("send_timeout_millis is milliseconds >= 0")
+        self._check_open()
+        partitions = self.get_topic(topic).partitions
+        timeout = send_timeout_millis / 1000 if send_timeout_millis else None
+        log = self._log_of(topic)
+        producer = Producer(log, topic, self.address, timeout, self._watchdog, partitions)
+        made = TopicProducer(producer, producer_name, initial_sequence_id)
+        return self._opening(made)
 
     def create_reader(
         self,
         topic: str,
         start_message_id: MessageId | tuple[int, int],
-        start_message_id_inclusive: bool = False,
+        schema: object | None = None,
+        reader_listener: object | None = None,
+        receiver_queue_size: int = 1000,
+        reader_name: str | None = None,
+        subscription_role_prefix: str | None = None,
         is_read_compacted: bool = False,
+        crypto_key_reader: object | None = None,
+        start_message_id_inclusive: bool = False,
     ) -> TopicReader:
         """Read ``topic`` from ``MessageId.earliest``, ``MessageId.latest`` or after an id
-        (that id too when ``start_message_id_inclusive``), following new messages."""
+        (that id too when ``start_message_id_inclusive``), following new messages, up to
+        ``receiver_queue_size`` read ahead. ``reader_name`` only names it (a reader
+        keeps no server-side state)."""
         self._check_open()
+        check_ignored("create_reader", pick(locals(), READER_DEFAULTS), READER_DEFAULTS)
 
         def open_reader(start: StartLike) -> Reader:
             return self.reader(topic, start, read_compacted=is_read_compacted, follow=True)
@@ -249,7 +372,14 @@ class Client(AdminCalls, SubscriptionCalls, Closeable):
         def last_id() -> MessageId | None:
             return self.get_last_message_id(topic, read_compacted=is_read_compacted)
 
-        reader = TopicReader(open_reader, start_message_id, start_message_id_inclusive, last_id)
+        reader = TopicReader(
+            open_reader,
+            start_message_id,
+            start_message_id_inclusive,
+            last_id,
+            queue_size=receiver_queue_size,
+            name=reader_name,
+        )
         return self._opening(reader)
 
     def create_table_view(self, topic: str) -> TableView:

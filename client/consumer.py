@@ -12,23 +12,49 @@ from __future__ import annotations
 
 import contextlib
 import time
+from typing import Literal, Protocol
 
 from compactlog.client import _convert as cv
 from compactlog.client.closeable import Closeable
 from compactlog.client.consumer_state import ConsumerState
 from compactlog.client.enums import ConsumerType
 from compactlog.client.errors import AlreadyClosed, call
+from compactlog.client.message_id import MessageId
 from compactlog.client.types import Message
 from compactlog.errors import CompactlogError, InvalidArgument
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
+
+
+class SubscriptionAdmin(Protocol):
+    """The client's calls a consumer's ``seek``, ``unsubscribe`` and
+    ``get_last_message_id`` go through (``Client``)."""
+
+    def delete_subscription(self, topic: str, subscription: str) -> None: ...
+
+    def reset_cursor(
+        self,
+        topic: str,
+        subscription: str,
+        position: Literal["earliest", "latest"] | None = None,
+        message_id: cv.MessageIdLike | None = None,
+        timestamp_ms: int | None = None,
+    ) -> object: ...
+
+    def get_last_message_id(self, topic: str, read_compacted: bool = False) -> MessageId | None: ...
 
 
 class Consumer(Closeable):
     """One consumer of a subscription on a topic; a context manager."""
 
     def __init__(
-        self, stub: pb_grpc.LogStub, state: ConsumerState, address: str, timeout: float | None
+        self,
+        stub: pb_grpc.LogStub,
+        state: ConsumerState,
+        address: str,
+        timeout: float | None,
+        admin: SubscriptionAdmin | None = None,
     ) -> None:
+        self._admin = admin
         self._stub = stub
         self._state = state
         self._address = address
@@ -50,6 +76,49 @@ class Consumer(Closeable):
     def _check_open(self) -> None:
         if self._closed:
             raise AlreadyClosed("the consumer is closed")
+
+    def _calls(self) -> SubscriptionAdmin:
+        self._check_open()
+        if self._admin is None:
+            raise InvalidArgument("this consumer was made without its client's admin calls")
+        return self._admin
+
+    def is_connected(self) -> bool:
+        """True until closed (each receive is a call of its own: nothing stays connected)."""
+        return not self._closed
+
+    def get_last_message_id(self) -> MessageId | None:
+        """The id of the topic's last message (``None`` when it has none)."""
+        state = self._state
+        return self._calls().get_last_message_id(state.topic, state.read_compacted)
+
+    def redeliver_unacknowledged_messages(self) -> None:
+        """Every message given to this consumer and not acknowledged comes again: the
+        buffer is dropped and the next Consume asks the server to redeliver."""
+        self._check_open()
+        self._state.start_over()
+
+    def seek(self, message: MessageId | tuple[int, int] | int) -> None:
+        """Move the subscription (``ResetCursor``): to a message id (inclusive), to
+        ``MessageId.earliest`` / ``latest``, or to the first message published at or
+        after a time in epoch milliseconds (an ``int``). Needs the ``admin`` role."""
+        calls, state = self._calls(), self._state
+        if isinstance(message, int):
+            calls.reset_cursor(state.topic, state.subscription, timestamp_ms=message)
+        elif MessageId.of(message) == MessageId.earliest:
+            calls.reset_cursor(state.topic, state.subscription, position="earliest")
+        elif MessageId.of(message) == MessageId.latest:
+            calls.reset_cursor(state.topic, state.subscription, position="latest")
+        else:
+            calls.reset_cursor(state.topic, state.subscription, message_id=message)
+        state.start_over()
+
+    def unsubscribe(self) -> None:
+        """Delete the subscription (its cursor and acknowledgements) and close this
+        consumer. Needs the ``admin`` role (``DeleteSubscription``)."""
+        calls, state = self._calls(), self._state
+        self.close()
+        calls.delete_subscription(state.topic, state.subscription)
 
     def subscribe_now(self) -> None:
         """Create the subscription (or join it) now; what comes back is kept for receive."""

@@ -186,6 +186,12 @@ class ConsumerState:
             topic=self.topic, subscription=self.subscription, consumer_name=self.consumer_name
         )
 
+    def start_over(self) -> None:
+        """Drop what is buffered and held: the next Consume asks for every
+        unacknowledged message again (after a seek, or on request)."""
+        self.clear()
+        self._redeliver = True
+
     def clear(self) -> None:
         self.buffer.clear()
         self._unacked.clear()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["ConsumerType", "InitialPosition"]
+__all__ = ["ConsumerType", "InitialPosition", "Result"]
 
 
 class ConsumerType(enum.Enum):
@@ -24,3 +24,10 @@ class InitialPosition(enum.Enum):
 
     Earliest = 0
     Latest = 1
+
+
+class Result(enum.Enum):
+    """What a ``send_async`` callback gets first when the send succeeded (pulsar-client's
+    ``Result.Ok``); a failed send passes the ``CompactlogError`` instead."""
+
+    Ok = 0

@@ -122,6 +122,14 @@ class Message:
     def message_id(self) -> MessageId:
         return self.id
 
+    def ordering_key(self) -> str | None:
+        """Always ``None``: compactlog has no Key_Shared ordering keys (docs/ecosystem.md)."""
+        return None
+
+    def redelivery_count(self) -> int:
+        """Always 0: the server does not count deliveries (docs/ecosystem.md)."""
+        return 0
+
     def publish_timestamp(self) -> int:
         """Milliseconds since the epoch when the server stored it."""
         return self.publish_time_ms

@@ -46,6 +46,10 @@ class Producer(Closeable):
     def topic(self) -> str:
         return self._topic
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def close(self) -> None:
         """Nothing is buffered client-side; closing only refuses later sends."""
         self._closed = True

@@ -1,5 +1,12 @@
 """``TopicProducer``: the producer ``client.create_producer(topic)`` returns, with
-pulsar-client's ``send(value, partition_key=None, properties=None, event_timestamp=None)``.
+pulsar-client's ``send(content, properties=None, partition_key=None, ...)``,
+``send_async(content, callback, ...)`` (``callback(res, msg_id)``), ``flush()``,
+``producer_name()`` and ``last_sequence_id()``.
+
+``send_async`` hands the send to one thread of the producer's, so messages keep their
+order; ``flush`` waits for every one handed over. Sequence ids are the client's count
+(``initial_sequence_id``, then one more per send, or the ``sequence_id`` given): the
+server neither stores them nor deduplicates by them.
 
 It sends through a ``Producer`` (the older ``client.producer(topic)``, whose ``send``
 takes the key first), so both shapes share one path to the wire, including the batched
@@ -9,15 +16,31 @@ message by the key's murmur2 on the server (CONTRACT section 9); nothing is rout
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from compactlog.client import _convert as cv
 from compactlog.client.closeable import Closeable
+from compactlog.client.enums import Result
+from compactlog.client.errors import AlreadyClosed
 from compactlog.client.message_id import MessageId
 from compactlog.client.producer import Producer
+from compactlog.client.pulsar_params import check_ignored
+from compactlog.errors import CompactlogError
 from compactlog.records import Record
 
-__all__ = ["TopicProducer", "record_of"]
+__all__ = ["SendCallback", "TopicProducer", "record_of"]
+
+SendCallback = Callable[[Result | CompactlogError, MessageId | None], None]
+_SEND_DEFAULTS: dict[str, object] = {
+    "ordering_key": None,
+    "replication_clusters": None,
+    "disable_replication": False,
+    "deliver_at": None,
+    "deliver_after": None,
+}
 
 
 def record_of(
@@ -34,25 +57,97 @@ def record_of(
 class TopicProducer(Closeable):
     """Sends to one topic; ``send`` is durable when it returns."""
 
-    def __init__(self, producer: Producer) -> None:
+    def __init__(
+        self,
+        producer: Producer,
+        producer_name: str | None = None,
+        initial_sequence_id: int | None = None,
+    ) -> None:
         self._producer = producer
+        self._name = producer_name or "producer-" + uuid.uuid4().hex[:12]
+        self._sequence = -1 if initial_sequence_id is None else initial_sequence_id
+        self._lock = threading.Lock()
+        self._async: ThreadPoolExecutor | None = None  # made by the first send_async
+        self._pending: set[Future[None]] = set()
 
     def topic(self) -> str:
         return self._producer.topic()
 
+    def producer_name(self) -> str:
+        """The name given to ``create_producer``, else a generated unique one."""
+        return self._name
+
+    def last_sequence_id(self) -> int:
+        """The sequence id of the last message sent (-1 before any, as pulsar-client)."""
+        return self._sequence
+
     def send(
         self,
-        value: cv.BytesLike,
-        partition_key: str | bytes | None = None,
+        content: cv.BytesLike,
         properties: Mapping[str, str] | None = None,
+        partition_key: str | bytes | None = None,
+        ordering_key: str | None = None,
+        sequence_id: int | None = None,
+        replication_clusters: list[str] | None = None,
+        disable_replication: bool = False,
         event_timestamp: int | None = None,
+        deliver_at: int | None = None,
+        deliver_after: object | None = None,
     ) -> MessageId:
-        """Publish one message and return its id. ``value`` bytes (a ``str`` goes as
+        """Publish one message and return its id. ``content`` bytes (a ``str`` goes as
         UTF-8); ``partition_key`` the key that compaction keeps the latest value of;
-        ``value=None`` with a key is a tombstone (deletes the key); ``event_timestamp``
-        milliseconds since the epoch (``None``: the publish time)."""
-        record = record_of(value, partition_key, properties, event_timestamp)
-        return MessageId.of(self._producer.send_batch([record])[0])
+        ``content=None`` with a key is a tombstone (deletes the key); ``event_timestamp``
+        milliseconds since the epoch (``None``: the publish time). ``ordering_key``,
+        replication and delayed delivery have no meaning here (``pulsar_params``)."""
+        given = {
+            "ordering_key": ordering_key,
+            "replication_clusters": replication_clusters,
+            "disable_replication": disable_replication,
+            "deliver_at": deliver_at,
+            "deliver_after": deliver_after,
+        }
+        check_ignored("send", given, _SEND_DEFAULTS)
+        record = record_of(content, partition_key, properties, event_timestamp)
+        msg_id = MessageId.of(self._producer.send_batch([record])[0])
+        with self._lock:
+            self._sequence = self._sequence + 1 if sequence_id is None else sequence_id
+        return msg_id
+
+    def send_async(
+        self,
+        content: cv.BytesLike,
+        callback: SendCallback,
+        properties: Mapping[str, str] | None = None,
+        partition_key: str | bytes | None = None,
+        ordering_key: str | None = None,
+        sequence_id: int | None = None,
+        replication_clusters: list[str] | None = None,
+        disable_replication: bool = False,
+        event_timestamp: int | None = None,
+        deliver_at: int | None = None,
+        deliver_after: object | None = None,
+    ) -> None:
+        """``send`` on the producer's thread, in order; then ``callback(Result.Ok,
+        msg_id)``, or ``callback(error, None)`` with the ``CompactlogError`` it met."""
+        args = (content, properties, partition_key, ordering_key, sequence_id)
+        more = (replication_clusters, disable_replication, event_timestamp, deliver_at)
+
+        def run() -> None:
+            try:
+                msg_id = self.send(*args, *more, deliver_after)
+            except CompactlogError as exc:
+                callback(exc, None)
+            else:
+                callback(Result.Ok, msg_id)
+
+        with self._lock:
+            if self._producer.closed:
+                raise AlreadyClosed("the producer is closed")
+            if self._async is None:
+                self._async = ThreadPoolExecutor(1, thread_name_prefix="compactlog-send")
+            future = self._async.submit(run)
+            self._pending.add(future)
+        future.add_done_callback(self._pending.discard)
 
     def send_batch(self, records: Iterable[cv.RecordLike]) -> list[MessageId]:
         """Records ``(key, value[, properties[, event_time_ms]])`` in one all-or-nothing
@@ -64,7 +159,13 @@ class TopicProducer(Closeable):
         return self._producer.send_stream(batches)
 
     def flush(self) -> None:
-        """Nothing is buffered here: every send is on the server when it returns."""
+        """Wait until every ``send_async`` handed over so far has been answered."""
+        for future in list(self._pending):
+            future.result()
 
     def close(self) -> None:
+        """Flush, then refuse later sends."""
+        self.flush()
+        if self._async is not None:
+            self._async.shutdown(wait=True)
         self._producer.close()

@@ -20,6 +20,7 @@ from compactlog.client.errors import AlreadyClosed, Timeout
 from compactlog.client.message import Message
 from compactlog.client.message_id import MessageId
 from compactlog.client.reader import Reader, StartLike
+from compactlog.errors import InvalidArgument
 
 __all__ = ["TopicReader", "more_to_read", "skipped_start", "start_of"]
 
@@ -71,14 +72,19 @@ class TopicReader(Closeable):
         start_message_id: MessageId | tuple[int, int],
         inclusive: bool,
         last_id: LastId,
+        queue_size: int = _QUEUE_MESSAGES,
+        name: str | None = None,
     ) -> None:
+        if queue_size < 1:
+            raise InvalidArgument("receiver_queue_size must be at least 1")
+        self.name = name
         start = start_of(start_message_id)
         self._start = start
         self._skip = skipped_start(start, inclusive)
         self._last_id = last_id
         self._reader = open_reader(start)
         self._topic = self._reader.topic()
-        self._queue: queue.Queue[Message | BaseException | object] = queue.Queue(_QUEUE_MESSAGES)
+        self._queue: queue.Queue[Message | BaseException | object] = queue.Queue(queue_size)
         self._closed = threading.Event()
         self._failure: BaseException | None = None
         self._read: MessageId | None = None  # the last id handed out
@@ -87,6 +93,10 @@ class TopicReader(Closeable):
 
     def topic(self) -> str:
         return self._topic
+
+    def is_connected(self) -> bool:
+        """True until closed or its stream failed (a reader keeps no server state)."""
+        return not self._closed.is_set() and self._failure is None
 
     def _drain(self) -> None:
         try:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 
 from compactlog import cli
-from compactlog.client import Client
+from compactlog.client import Client, InitialPosition
 
 RunCli = Callable[..., tuple[int, str, str]]
 
@@ -30,7 +30,9 @@ def consumed(shared_server, unique_topic: str) -> tuple[str, list[str]]:  # type
         client.create_topic(unique_topic)
         records = [(b"k", b"0"), (b"k", b"1"), (b"k", b"2")]
         ids = client.producer(unique_topic).send_batch(records)
-        consumer = client.subscribe(unique_topic, "s", receiver_queue_size=2)
+        consumer = client.subscribe(
+            unique_topic, "s", receiver_queue_size=2, initial_position=InitialPosition.Earliest
+        )
         consumer.acknowledge(consumer.receive(5000))
         consumer.acknowledge(consumer.receive(5000))
         consumer.close()

@@ -72,6 +72,7 @@ def test_unacked_messages_go_out_again_after_the_ack_timeout(
                 consumer_type="shared",  # a name, as Client.subscribe takes it
                 consumer_name="me",
                 unacked_messages_timeout_ms=300,
+                initial_position=InitialPosition.Earliest,
             )
             producer = await client.create_producer(unique_topic)
             sent = await producer.send(b"v", partition_key="k")
@@ -127,7 +128,9 @@ def test_errors_are_classes(shared_server) -> None:  # type: ignore[no-untyped-d
                 await producer.send(b"x")
             assert not isinstance(info.value, grpc.RpcError)
             with pytest.raises(TopicNotFound):
-                await client.subscribe("no-such-topic", "s")
+                await client.subscribe(
+                    "no-such-topic", "s", initial_position=InitialPosition.Earliest
+                )
             reader = await client.create_reader("no-such-topic", MessageId.earliest)
             with pytest.raises(TopicNotFound):
                 await reader.read_next(timeout_millis=5000)

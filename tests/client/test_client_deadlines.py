@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from compactlog.client import Client, Message, Timeout
+from compactlog.client import Client, InitialPosition, Message, Timeout
 from compactlog.client.consumer import Consumer
 from compactlog.client.consumer_state import ConsumerState
 from compactlog.client.deadlines import Watchdog
@@ -47,7 +47,12 @@ CALLS: list[tuple[str, Callable[[Client], object]]] = [
     ("publish stream", lambda c: list(c.producer("t").send_stream([[("k", "v")]]))),
     ("read", lambda c: list(c.reader("t"))),
     ("follow read", lambda c: next(iter(c.reader("t", follow=True)))),
-    ("consume", lambda c: c.subscribe("t", "s").receive(timeout_ms=100)),
+    (
+        "consume",
+        lambda c: c.subscribe("t", "s", initial_position=InitialPosition.Earliest).receive(
+            timeout_ms=100
+        ),
+    ),
 ]
 
 

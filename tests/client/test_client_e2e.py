@@ -11,6 +11,7 @@ import pytest
 from compactlog import errors
 from compactlog.client import (
     Client,
+    InitialPosition,
     Message,
     MessageId,
     Record,
@@ -118,7 +119,9 @@ def test_follow_sees_new_messages_and_close_ends_it(client: Client, topic: str) 
 
 def test_subscribe_receive_acknowledge(client: Client, topic: str) -> None:
     ids = client.producer(topic).send_batch([(f"k{i}", str(i)) for i in range(5)])
-    with client.subscribe(topic, "sub-a", receiver_queue_size=2) as consumer:
+    with client.subscribe(
+        topic, "sub-a", receiver_queue_size=2, initial_position=InitialPosition.Earliest
+    ) as consumer:
         got = [consumer.receive(timeout_ms=5000) for _ in range(3)]
         assert [m.id for m in got] == ids[:3]
         consumer.acknowledge_cumulative(got[2])
@@ -132,10 +135,10 @@ def test_subscribe_receive_acknowledge(client: Client, topic: str) -> None:
     with pytest.raises(errors.CompactlogError):
         consumer.receive(timeout_ms=10)  # closed
     # Everything acked: a new consumer on the same subscription has nothing to get.
-    with client.subscribe(topic, "sub-a") as again:
+    with client.subscribe(topic, "sub-a", initial_position=InitialPosition.Earliest) as again:
         assert again.batch_receive(timeout_ms=200) == []
     # A new subscription starts at the earliest message by default, or at the end.
-    with client.subscribe(topic, "sub-b") as other:
+    with client.subscribe(topic, "sub-b", initial_position=InitialPosition.Earliest) as other:
         assert other.receive(timeout_ms=5000).id == ids[0]
     late = client.subscribe(topic, "sub-c", initial_position="latest")
     assert late.batch_receive(timeout_ms=200) == []
@@ -144,7 +147,7 @@ def test_subscribe_receive_acknowledge(client: Client, topic: str) -> None:
 
 
 def test_receive_waits_for_a_message(client: Client, topic: str) -> None:
-    consumer = client.subscribe(topic, "waiter")
+    consumer = client.subscribe(topic, "waiter", initial_position=InitialPosition.Earliest)
     later = threading.Timer(0.3, lambda: client.producer(topic).send("k", "v"))
     later.start()
     assert consumer.receive().value == b"v"
@@ -196,7 +199,9 @@ def test_empty_topic(client: Client, topic: str) -> None:
         lambda c, t: c.get_last_message_id(t),
         lambda c, t: c.producer(t).send("k", "v"),
         lambda c, t: list(c.reader(t)),
-        lambda c, t: c.subscribe(t, "s").receive(timeout_ms=100),
+        lambda c, t: c.subscribe(t, "s", initial_position=InitialPosition.Earliest).receive(
+            timeout_ms=100
+        ),
         lambda c, t: c.enforce_retention(t),
     ],
 )
@@ -266,14 +271,14 @@ def test_acks_and_ids_survive_restart(server) -> None:  # type: ignore[no-untype
     with Client(server.address, timeout=30) as c:
         c.create_topic("durable")
         ids = c.producer("durable").send_batch([(f"k{i}", str(i)) for i in range(4)])
-        consumer = c.subscribe("durable", "s")
+        consumer = c.subscribe("durable", "s", initial_position=InitialPosition.Earliest)
         assert consumer.receive(timeout_ms=5000).id == ids[0]
         consumer.acknowledge(ids[0])
         consumer.acknowledge(ids[2])
     server.restart()
     with Client(server.address, timeout=30) as c:
         assert [m.id for m in c.reader("durable")] == ids
-        consumer = c.subscribe("durable", "s")
+        consumer = c.subscribe("durable", "s", initial_position=InitialPosition.Earliest)
         got = [m.id for m in consumer.batch_receive(max_messages=10, timeout_ms=2000)]
         assert got == [ids[1], ids[3]]
 
@@ -283,10 +288,10 @@ def test_a_new_consumer_gets_unacknowledged_messages_again(
 ) -> None:
     client.create_topic(unique_topic)
     client.producer(unique_topic).send_batch([(b"k", b"%d" % i) for i in range(4)])
-    first = client.subscribe(unique_topic, "sub")
+    first = client.subscribe(unique_topic, "sub", initial_position=InitialPosition.Earliest)
     got = [first.receive(timeout_ms=2000) for _ in range(3)]
     first.acknowledge(got[0])
     first.close()  # 1 and 2 were delivered but never acknowledged
-    second = client.subscribe(unique_topic, "sub")
+    second = client.subscribe(unique_topic, "sub", initial_position=InitialPosition.Earliest)
     again = [second.receive(timeout_ms=2000).value for _ in range(3)]
     assert again == [b"1", b"2", b"3"]

@@ -76,7 +76,12 @@ def test_subscribe_creates_the_subscription_at_once(client: Client, topic: str) 
 
 
 def test_receive_timeout_raises_timeout(client: Client, topic: str) -> None:
-    consumer = client.subscribe(topic, "idle", consumer_type=ConsumerType.Exclusive)
+    consumer = client.subscribe(
+        topic,
+        "idle",
+        consumer_type=ConsumerType.Exclusive,
+        initial_position=InitialPosition.Earliest,
+    )
     started = time.monotonic()
     with pytest.raises(Timeout):
         consumer.receive(timeout_millis=300)
@@ -94,16 +99,18 @@ def test_acknowledge_cumulative_and_redelivery_to_a_new_consumer(
         topic,
         "acks",
         ConsumerType.Exclusive,
-        InitialPosition.Earliest,
         is_read_compacted=False,
         consumer_name="c1",
+        initial_position=InitialPosition.Earliest,
     )
     got = [consumer.receive(timeout_millis=5000) for _ in range(5)]
     assert [m.message_id() for m in got] == ids
     consumer.acknowledge_cumulative(got[2])  # ids 0..2
     consumer.acknowledge(got[4].message_id())  # id 4 alone
     consumer.close()
-    again = client.subscribe(topic, "acks", consumer_name="c1")
+    again = client.subscribe(
+        topic, "acks", consumer_name="c1", initial_position=InitialPosition.Earliest
+    )
     assert again.receive(timeout_millis=5000).message_id() == ids[3]
     with pytest.raises(Timeout):
         again.receive(timeout_millis=300)
@@ -114,7 +121,12 @@ def test_negative_acknowledge_redelivers_after_the_delay(client: Client, topic: 
     producer = client.create_producer(topic)
     first = producer.send(b"1", partition_key="a")
     second = producer.send(b"2", partition_key="b")
-    consumer = client.subscribe(topic, "nacks", negative_ack_redelivery_delay_ms=500)
+    consumer = client.subscribe(
+        topic,
+        "nacks",
+        negative_ack_redelivery_delay_ms=500,
+        initial_position=InitialPosition.Earliest,
+    )
     msg = consumer.receive(timeout_millis=5000)
     nacked_at = time.monotonic()
     consumer.negative_acknowledge(msg)
@@ -133,7 +145,9 @@ def test_negative_acknowledge_redelivers_after_the_delay(client: Client, topic: 
 def test_consumer_types_are_accepted(client: Client, topic: str) -> None:
     client.create_producer(topic).send(b"x", partition_key="k")
     for kind in ConsumerType:
-        with client.subscribe(topic, f"sub-{kind.name}", consumer_type=kind) as consumer:
+        with client.subscribe(
+            topic, f"sub-{kind.name}", consumer_type=kind, initial_position=InitialPosition.Earliest
+        ) as consumer:
             assert consumer.consumer_type() is kind
             assert consumer.receive(timeout_millis=5000).value() == b"x"
     assert [k.name for k in ConsumerType] == ["Exclusive", "Shared", "Failover"]
@@ -193,7 +207,9 @@ def test_read_compacted_through_the_new_names(client: Client, topic: str) -> Non
     assert (msg.partition_key(), msg.value()) == ("k", b"3")
     assert not reader.has_message_available()
     reader.close()
-    consumer = client.subscribe(topic, "compacted", is_read_compacted=True)
+    consumer = client.subscribe(
+        topic, "compacted", is_read_compacted=True, initial_position=InitialPosition.Earliest
+    )
     assert consumer.receive(timeout_millis=5000).value() == b"3"
     consumer.close()
 
@@ -203,7 +219,7 @@ def test_errors_are_classes_never_rpc_errors(client: Client) -> None:
         client.create_producer("no-such-topic").send(b"x")
     assert not isinstance(info.value, grpc.RpcError)
     with pytest.raises(TopicNotFound):
-        client.subscribe("no-such-topic", "s")
+        client.subscribe("no-such-topic", "s", initial_position=InitialPosition.Earliest)
     with pytest.raises(TopicNotFound):
         client.create_table_view("no-such-topic")
     reader = client.create_reader("no-such-topic", MessageId.earliest)
@@ -217,7 +233,7 @@ def test_errors_are_classes_never_rpc_errors(client: Client) -> None:
 def test_close_everywhere(client: Client, topic: str) -> None:
     producer = client.create_producer(topic)
     producer.send(b"x", partition_key="k")
-    consumer = client.subscribe(topic, "s")
+    consumer = client.subscribe(topic, "s", initial_position=InitialPosition.Earliest)
     reader = client.create_reader(topic, MessageId.earliest)
     table = client.create_table_view(topic)
     for thing in (producer, consumer, reader, table, client):
@@ -238,7 +254,7 @@ def test_closing_the_client_closes_what_it_made(shared_server, unique_topic: str
     client.create_topic(unique_topic)
     producer = client.create_producer(unique_topic)
     producer.send(b"x", partition_key="k")
-    consumer = client.subscribe(unique_topic, "s")
+    consumer = client.subscribe(unique_topic, "s", initial_position=InitialPosition.Earliest)
     reader = client.create_reader(unique_topic, MessageId.earliest)
     table = client.create_table_view(unique_topic)
     client.close()

@@ -19,7 +19,7 @@ from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
 from compactlog import errors
-from compactlog.client import Client
+from compactlog.client import Client, InitialPosition
 from compactlog.rpc_errors import from_rpc_error
 from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
@@ -457,13 +457,15 @@ def test_the_client_library_raises_the_reason_classes(
         client.producer(t).send(b"k", b"v")
         with pytest.raises(errors.OffsetOutOfRange):
             client.delete_records(t, 5)
-        consumer = client.subscribe(t, "s")
+        consumer = client.subscribe(t, "s", initial_position=InitialPosition.Earliest)
         assert consumer.receive(timeout_ms=5000).value == b"v"
         with pytest.raises(errors.NotDelivered):
             consumer.acknowledge((0, 1))
         consumer.acknowledge((0, 0))
         with pytest.raises(errors.ReservedSubscription):
-            client.subscribe(t, "__compaction").receive(timeout_ms=100)
+            client.subscribe(t, "__compaction", initial_position=InitialPosition.Earliest).receive(
+                timeout_ms=100
+            )
         with pytest.raises(errors.Timeout):
             consumer.receive(timeout_ms=50)
 

@@ -16,6 +16,7 @@ import pytest
 from compactlog.client import (
     Client,
     ConsumerBusy,
+    InitialPosition,
     Message,
     MessageId,
     NotDelivered,
@@ -76,16 +77,22 @@ def drain(consumer: Consumer, timeout_ms: int = 300) -> list[Message]:
 
 def test_exclusive_refuses_another_name_then_lets_it_take_over(client: Client, topic: str) -> None:
     ids = publish(client, topic, 3)
-    a = client.subscribe(topic, "ex", consumer_name="a", receiver_queue_size=1)
+    a = client.subscribe(
+        topic,
+        "ex",
+        consumer_name="a",
+        receiver_queue_size=1,
+        initial_position=InitialPosition.Earliest,
+    )
     first = a.receive(5000)
     assert first.id == ids[0]
     a.acknowledge(first)
     assert a.receive(5000).id == ids[1]  # given to a, not acknowledged
     with pytest.raises(ConsumerBusy) as info:  # subscribe joins at once, as pulsar-client
-        client.subscribe(topic, "ex", consumer_name="b")
+        client.subscribe(topic, "ex", consumer_name="b", initial_position=InitialPosition.Earliest)
     assert info.value.code == "FAILED_PRECONDITION"
     time.sleep(LIVENESS_S + 0.3)  # a stops consuming: after the liveness period it is gone
-    b = client.subscribe(topic, "ex", consumer_name="b")
+    b = client.subscribe(topic, "ex", consumer_name="b", initial_position=InitialPosition.Earliest)
     taken = drain(b)
     assert [m.id for m in taken] == ids[1:]  # from the mark-delete position on
     with pytest.raises(ConsumerBusy):  # now b holds it
@@ -110,10 +117,22 @@ def test_raw_callers_without_names_are_one_anonymous_consumer(client: Client, to
 
 def test_a_subscription_keeps_its_type(client: Client, topic: str) -> None:
     publish(client, topic, 1)
-    client.subscribe(topic, "typed", consumer_type="shared", consumer_name="a").receive(5000)
+    client.subscribe(
+        topic,
+        "typed",
+        consumer_type="shared",
+        consumer_name="a",
+        initial_position=InitialPosition.Earliest,
+    ).receive(5000)
     for other in ("exclusive", "failover"):
         with pytest.raises(ConsumerBusy) as info:
-            client.subscribe(topic, "typed", consumer_type=other, consumer_name="a")
+            client.subscribe(
+                topic,
+                "typed",
+                consumer_type=other,
+                consumer_name="a",
+                initial_position=InitialPosition.Earliest,
+            )
         assert "SHARED" in str(info.value)
     [sub] = [s for s in client.list_subscriptions(topic) if s.name == "typed"]
     assert sub.type == "SHARED"
@@ -125,10 +144,20 @@ def test_a_subscription_keeps_its_type(client: Client, topic: str) -> None:
 def test_shared_consumers_split_the_messages_with_no_duplicates(client: Client, topic: str) -> None:
     ids = publish(client, topic, 20)
     a = client.subscribe(
-        topic, "sh", consumer_type="shared", consumer_name="a", receiver_queue_size=1
+        topic,
+        "sh",
+        consumer_type="shared",
+        consumer_name="a",
+        receiver_queue_size=1,
+        initial_position=InitialPosition.Earliest,
     )
     b = client.subscribe(
-        topic, "sh", consumer_type="shared", consumer_name="b", receiver_queue_size=1
+        topic,
+        "sh",
+        consumer_type="shared",
+        consumer_name="b",
+        receiver_queue_size=1,
+        initial_position=InitialPosition.Earliest,
     )
     got: dict[str, list[MessageId]] = {"a": [], "b": []}
     for _ in range(10):
@@ -146,7 +175,12 @@ def test_shared_unacked_messages_go_out_again_after_the_ack_timeout(
     client: Client, topic: str
 ) -> None:
     [only] = publish(client, topic, 1)
-    kw = {"consumer_type": "shared", "unacked_messages_timeout_ms": 1500, "receiver_queue_size": 1}
+    kw = {
+        "consumer_type": "shared",
+        "unacked_messages_timeout_ms": 1500,
+        "receiver_queue_size": 1,
+        "initial_position": InitialPosition.Earliest,
+    }
     a = client.subscribe(topic, "timeout", consumer_name="a", **kw)  # type: ignore[arg-type]
     b = client.subscribe(topic, "timeout", consumer_name="b", **kw)  # type: ignore[arg-type]
     given = time.monotonic()
@@ -163,10 +197,22 @@ def test_a_closed_shared_consumer_hands_what_it_held_to_the_others(
     client: Client, topic: str
 ) -> None:
     ids = publish(client, topic, 4)
-    a = client.subscribe(topic, "handover", consumer_type="shared", consumer_name="a")
+    a = client.subscribe(
+        topic,
+        "handover",
+        consumer_type="shared",
+        consumer_name="a",
+        initial_position=InitialPosition.Earliest,
+    )
     assert a.receive(5000).id == ids[0]  # the other three wait in a's buffer
     a.close()  # CloseConsumer: all four were a's, unacknowledged
-    b = client.subscribe(topic, "handover", consumer_type="shared", consumer_name="b")
+    b = client.subscribe(
+        topic,
+        "handover",
+        consumer_type="shared",
+        consumer_name="b",
+        initial_position=InitialPosition.Earliest,
+    )
     assert [m.id for m in drain(b)] == ids
 
 
@@ -184,6 +230,7 @@ def test_a_negative_acknowledgement_redelivers_after_the_delay(
         consumer_type=kind,
         receiver_queue_size=1,
         negative_ack_redelivery_delay_ms=1500,
+        initial_position=InitialPosition.Earliest,
     )
     first = consumer.receive(5000)
     assert first.id == ids[0]
@@ -203,7 +250,9 @@ def test_a_negative_acknowledgement_of_an_id_never_delivered_is_refused(
     client: Client, topic: str
 ) -> None:
     ids = publish(client, topic, 2)
-    consumer = client.subscribe(topic, "nack-early", receiver_queue_size=1)
+    consumer = client.subscribe(
+        topic, "nack-early", receiver_queue_size=1, initial_position=InitialPosition.Earliest
+    )
     consumer.receive(5000)
     with pytest.raises(NotDelivered):
         consumer.negative_acknowledge(ids[1])
@@ -211,7 +260,9 @@ def test_a_negative_acknowledgement_of_an_id_never_delivered_is_refused(
 
 def test_default_negative_ack_delay_is_pulsars_minute(client: Client, topic: str) -> None:
     publish(client, topic, 1)
-    consumer = client.subscribe(topic, "nack-default", receiver_queue_size=1)
+    consumer = client.subscribe(
+        topic, "nack-default", receiver_queue_size=1, initial_position=InitialPosition.Earliest
+    )
     consumer.negative_acknowledge(consumer.receive(5000))
     with pytest.raises(Timeout):  # not after one second (this client's old default)
         consumer.receive(2000)
@@ -222,7 +273,11 @@ def test_default_negative_ack_delay_is_pulsars_minute(client: Client, topic: str
 
 def test_failover_delivers_to_the_first_name_then_fails_over(client: Client, topic: str) -> None:
     ids = publish(client, topic, 4)
-    kw = {"consumer_type": "failover", "receiver_queue_size": 1}
+    kw = {
+        "consumer_type": "failover",
+        "receiver_queue_size": 1,
+        "initial_position": InitialPosition.Earliest,
+    }
     b = client.subscribe(topic, "fo", consumer_name="b", **kw)  # type: ignore[arg-type]
     a = client.subscribe(topic, "fo", consumer_name="a", **kw)  # type: ignore[arg-type]
     assert b.receive(5000).id == ids[0]  # alone: b is active
@@ -241,7 +296,9 @@ def test_failover_delivers_to_the_first_name_then_fails_over(client: Client, top
 
 def test_list_shows_type_mark_delete_and_backlog(client: Client, topic: str) -> None:
     ids = publish(client, topic, 5)
-    consumer = client.subscribe(topic, "listed", receiver_queue_size=5)
+    consumer = client.subscribe(
+        topic, "listed", receiver_queue_size=5, initial_position=InitialPosition.Earliest
+    )
     for msg in [consumer.receive(5000) for _ in range(3)]:
         consumer.acknowledge(msg)
     [sub] = [s for s in client.list_subscriptions(topic) if s.name == "listed"]
@@ -251,7 +308,9 @@ def test_list_shows_type_mark_delete_and_backlog(client: Client, topic: str) -> 
 
 
 def _consume_all(client: Client, topic: str, sub: str) -> list[MessageId]:
-    consumer = client.subscribe(topic, sub, receiver_queue_size=100)
+    consumer = client.subscribe(
+        topic, sub, receiver_queue_size=100, initial_position=InitialPosition.Earliest
+    )
     try:
         got = drain(consumer)
         for msg in got:
@@ -290,7 +349,9 @@ def test_reset_to_positions_ids_and_times(client: Client, topic: str) -> None:
 
 def test_reset_forgets_individual_acks(client: Client, topic: str) -> None:
     ids = publish(client, topic, 3)
-    consumer = client.subscribe(topic, "holes", receiver_queue_size=3)
+    consumer = client.subscribe(
+        topic, "holes", receiver_queue_size=3, initial_position=InitialPosition.Earliest
+    )
     got = [consumer.receive(5000) for _ in range(3)]
     consumer.acknowledge(got[1])  # a hole-y ack: 1 acked, 0 and 2 not
     consumer.close()
@@ -350,10 +411,17 @@ def test_cursor_reset_and_types_survive_a_restart(  # type: ignore[no-untyped-de
             c.create_topic(unique_topic, kind=kind)
             ids = publish(c, unique_topic, 3)
             assert _consume_all(c, unique_topic, "keep") == ids
-            c.subscribe(unique_topic, "sh", consumer_type="shared").receive(5000)
+            c.subscribe(
+                unique_topic,
+                "sh",
+                consumer_type="shared",
+                initial_position=InitialPosition.Earliest,
+            ).receive(5000)
             c.reset_cursor(unique_topic, "keep", message_id=ids[1])
             c.delete_subscription(unique_topic, "keep")
-            c.subscribe(unique_topic, "keep2").receive(5000)
+            c.subscribe(unique_topic, "keep2", initial_position=InitialPosition.Earliest).receive(
+                5000
+            )
             c.reset_cursor(unique_topic, "keep2", message_id=ids[1])
         srv.restart()
         with Client(srv.address) as c:
