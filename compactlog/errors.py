@@ -21,6 +21,8 @@ travels with the reason its docstring names.
 
 from __future__ import annotations
 
+import errno as _errno
+
 DOMAIN = "compactlog"
 
 # The reason of a status that is a defect (an unexpected exception): not one of the
@@ -123,7 +125,9 @@ class WrongTopicKind(CompactlogError):
 class NotCompacted(WrongTopicKind):
     """A compaction call on a SEGMENTED topic whose ``cleanup.policy`` leaves out
     ``compact``: a delete-only topic, which no cleaner pass touches (metadata ``topic``,
-    ``cleanup_policy``)."""
+    ``cleanup_policy``). A ``WrongTopicKind`` too, so older callers still catch it."""
+
+    reason = "NOT_COMPACTED"
 
 
 class NotDelivered(CompactlogError):
@@ -237,6 +241,59 @@ class StoreLocked(Unavailable):
     retriable = False
 
 
+class StorageUnavailable(Unavailable):
+    """The disk refused a read or write for a reason other than space or handles (EIO,
+    EACCES, EROFS ...): metadata ``path`` and ``errno``. Nothing of the call was kept; the
+    server serves again once the cause is gone (Kafka takes the log dir offline)."""
+
+    reason = "STORAGE_UNAVAILABLE"
+
+
+# ---- RESOURCE_EXHAUSTED --------------------------------------------------------------
+
+
+class ResourceExhausted(CompactlogError):
+    """gRPC's own limits (message size, concurrent calls), answered before any handler."""
+
+    code = "RESOURCE_EXHAUSTED"
+
+
+class DiskFull(ResourceExhausted):
+    """No space left for a write (ENOSPC, EDQUOT): metadata ``path``. Nothing of the call
+    was kept; writes succeed again once space is freed, without a restart."""
+
+    reason = "DISK_FULL"
+    retriable = True
+
+
+class FileLimit(ResourceExhausted):
+    """No file handle to be had (EMFILE, ENFILE: the process's or the system's limit):
+    metadata ``path`` when a file was being opened, ``limit`` when known."""
+
+    reason = "FILE_LIMIT"
+    retriable = True
+
+
+_DISK_FULL = {_errno.ENOSPC, _errno.EDQUOT}
+_FILE_LIMIT = {_errno.EMFILE, _errno.ENFILE}
+
+
+def from_os_error(exc: OSError, doing: str, path: object = None) -> CompactlogError:
+    """An ``OSError`` met while ``doing`` something (a phrase: "appending to segment X") as
+    the error the contract names for it (CONTRACT section 11): DISK_FULL, FILE_LIMIT or
+    STORAGE_UNAVAILABLE, with ``path`` and ``errno`` in the metadata."""
+    where = path if path is not None else exc.filename
+    name = _errno.errorcode.get(exc.errno or 0, str(exc.errno))
+    text = exc.strerror or str(exc)
+    message = f"{doing} failed: {text} ({name})" + (f" at {where}" if where else "")
+    metadata: dict[str, object] = {"path": where, "errno": name}
+    if exc.errno in _DISK_FULL:
+        return DiskFull(f"{message}; nothing of this call was kept", **metadata)
+    if exc.errno in _FILE_LIMIT:
+        return FileLimit(f"{message}; nothing of this call was kept", **metadata)
+    return StorageUnavailable(message, **metadata)
+
+
 # ---- codes the server never sends itself (the transport and the client raise them) ----
 
 
@@ -262,12 +319,6 @@ class Cancelled(CompactlogError):
 
 class Unimplemented(CompactlogError):
     code = "UNIMPLEMENTED"
-
-
-class ResourceExhausted(CompactlogError):
-    """gRPC's own limits (message size, concurrent calls), answered before any handler."""
-
-    code = "RESOURCE_EXHAUSTED"
 
 
 # Names before the v1 additions, kept so that older callers still import them.
@@ -296,6 +347,10 @@ BY_REASON: dict[str, type[CompactlogError]] = {
         Unauthenticated,
         PermissionDenied,
         ShuttingDown,
+        DiskFull,
+        StorageUnavailable,
+        FileLimit,
+        NotCompacted,
     )
 }
 """Reason (CONTRACT section 5) -> its class: what the client raises for a status."""

@@ -1,36 +1,17 @@
 """The one module that touches rocksdict.
 
-Everything else sees ``RocksDB``: bytes in, bytes out, range scans bounded on both
-sides, atomic batches, and our own error types (``storage.rocks_errors``). Raw mode
-throughout, so keys sort by RocksDB's byte-wise comparator and other RocksDB tools can
-read the store.
-
-Compaction workers (other processes) read the server's store through a
-``SecondaryRocksDB`` (RocksDB's secondary instance: it tails the primary's MANIFEST and
-WAL on ``catch_up``, holds no lock and writes nothing there) and write a new ledger as an
-SST file (``SstWriter``) that the server then ``ingest``s in one step.
-
-Trust nothing read back (CONTRACT section 11):
-
-* Every read verifies block checksums (``verify_checksums``), and ``paranoid_checks`` is
-  on, so RocksDB checks what it can at open and flags a store whose files fail.
-* A scan never ends short in silence. rocksdict's ``items()``/``keys()`` simply stop
-  when the underlying iterator turns invalid, and an iterator turns invalid both at the
-  end of the range and at an unreadable block; only ``status()`` tells the two apart.
-  So every scan here drives its own iterator and checks ``status()`` whenever it stops
-  before its bound: a damaged block is ``CorruptData``, never a short answer.
-* The write-ahead log is replayed in ``absolute_consistency`` mode by default: a WAL
-  record that fails its checksum stops the open with ``CorruptData`` instead of
-  RocksDB's default (``point_in_time``), which silently drops every later record,
-  acknowledged ones included. With the default ``fsync`` durability every acknowledged
-  write was synced, and a process crash leaves the OS's copy of the WAL whole, so a
-  damaged WAL is damage, not a torn tail. After a power loss with ``publish.durability
-  = wal`` the unsynced tail may be torn; an operator who accepts losing what follows the
-  damage opens the store once with ``"ledger.wal.recovery.mode" = "point-in-time"``.
+Everything else sees ``RocksDB``: bytes in, bytes out, bounded range scans, atomic batches
+and our own error types (``storage.rocks_errors``); compaction workers read through a
+``SecondaryRocksDB`` and write ``SstWriter`` files the server ingests. Nothing read back is
+trusted (checksums verified, every scan's end checked, the WAL replayed in
+absolute-consistency mode), and a write the disk refused is answered with its cause until
+the store reopens (``storage.store_recovery``). docs/architecture.md ("LEDGER topics: the
+RocksDB layout" and "Data integrity") tells the long story.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import threading
 from collections.abc import Iterator
@@ -49,8 +30,15 @@ from rocksdict import (
     WriteOptions,
 )
 
-from compactlog.errors import StorageError, StoreClosed, StoreLocked
+from compactlog.errors import (
+    CompactlogError,
+    StorageError,
+    StorageUnavailable,
+    StoreClosed,
+    StoreLocked,
+)
 from compactlog.storage.rocks_errors import open_error, wrap_error
+from compactlog.storage.store_recovery import StoreFault, is_fault
 from compactlog.storage.writeback import Writeback
 
 WAL_RECOVERY_MODES = ("absolute-consistency", "point-in-time")
@@ -104,9 +92,16 @@ class RocksReads:
     path: Path
     _db: Rdict | None
 
+    fault: StoreFault | None = None
+
     @property
     def db(self) -> Rdict:
         if self._db is None:
+            if self.fault is not None and self.fault.error is not None:
+                raise StorageUnavailable(
+                    f"the store {self.path} is being reopened after: {self.fault.error}",
+                    path=self.path,
+                )
             raise StoreClosed("the store is closed")
         return self._db
 
@@ -219,31 +214,66 @@ class RocksDB(RocksReads):
     ) -> None:
         self.path = path
         self.read_only = read_only
-        opts = _options(wal_recovery)
-        try:
-            if read_only:
-                access = AccessType.read_only(False)
-                self._db: Rdict | None = Rdict(str(path), opts, access_type=access)
-            else:
-                self._db = Rdict(str(path), opts)
-        except Exception as exc:
-            if "lock" in str(exc).lower():
-                raise StoreLocked(f"{path} is in use by another process") from None
-            raise open_error(path, exc) from None
+        self._opts = _options(wal_recovery)
+        self._db: Rdict | None = self._open()
+        self.fault = StoreFault(path)
         self._sync_opts = WriteOptions()
         self._sync_opts.sync = True
         self._close_lock = threading.Lock()
 
+    def _open(self) -> Rdict:
+        try:
+            if self.read_only:
+                access = AccessType.read_only(False)
+                return Rdict(str(self.path), self._opts, access_type=access)
+            return Rdict(str(self.path), self._opts)
+        except Exception as exc:
+            if "lock" in str(exc).lower():
+                raise StoreLocked(f"{self.path} is in use by another process") from None
+            raise open_error(self.path, exc) from None
+
+    def _failed(self, exc: Exception) -> CompactlogError:
+        """rocksdict's error as ours; a fault that leaves RocksDB refusing writes is kept,
+        so later writes wait for ``reopen`` (``storage.store_recovery``)."""
+        error = wrap_error(exc, path=self.path)
+        if is_fault(error) and self.fault is not None:
+            self.fault.fail(error)
+        return error
+
+    def _writable(self) -> None:
+        """Before a write: nothing to do, or the store's fault (again), or a reopen now
+        that the probe says the cause is gone."""
+        fault = self.fault
+        if fault is None or fault.error is None:
+            return
+        with self._close_lock:
+            if fault.error is not None and fault.ready():
+                self.reopen()
+
+    def reopen(self) -> None:
+        """Close the store and open it again (RocksDB's way out of a background error);
+        the caller holds ``_close_lock``. Reads meanwhile answer STORAGE_UNAVAILABLE."""
+        old, self._db = self._db, None
+        if old is not None:
+            with contextlib.suppress(Exception):  # a store in its fault may fail its close
+                old.close()
+            del old
+            gc.collect()
+        self._db = self._open()
+        assert self.fault is not None
+        self.fault.cleared()
+
     def write(self, batch: Batch, sync: bool = False) -> None:
+        self._writable()
         try:
             if sync:
                 self.db.write(batch._wb, self._sync_opts)
             else:
                 self.db.write(batch._wb)
-        except StoreClosed:
+        except (StoreClosed, StorageUnavailable):
             raise
         except Exception as exc:
-            raise wrap_error(exc) from None
+            raise self._failed(exc) from None
 
     def put(self, key: bytes, value: bytes) -> None:
         batch = Batch()
@@ -255,21 +285,23 @@ class RocksDB(RocksReads):
 
         rocksdict releases the GIL here, so other threads keep serving while it waits.
         """
+        self._writable()
         try:
             self.db.flush_wal(True)
-        except StoreClosed:
+        except (StoreClosed, StorageUnavailable):
             raise
         except Exception as exc:
-            raise wrap_error(exc) from None
+            raise self._failed(exc) from None
 
     def flush(self) -> None:
         """Write the memtable to a table file (SST) and wait for it."""
+        self._writable()
         try:
             self.db.flush(True)
-        except StoreClosed:
+        except (StoreClosed, StorageUnavailable):
             raise
         except Exception as exc:
-            raise wrap_error(exc) from None
+            raise self._failed(exc) from None
 
     def ingest(self, sst: Path) -> None:
         """Add the keys of an SST file (``SstWriter``) in one atomic step, moving the file
@@ -278,18 +310,19 @@ class RocksDB(RocksReads):
         number."""
         opts = IngestExternalFileOptions()
         opts.set_move_files(True)
+        self._writable()
         try:
             self.db.ingest_external_file([str(sst)], opts)
-        except StoreClosed:
+        except (StoreClosed, StorageUnavailable):
             raise
         except Exception as exc:
-            raise wrap_error(exc, f"ingesting {sst.name}") from None
+            raise self._failed(exc) from None
 
     def compact_range(self, begin: bytes, end: bytes) -> None:
         try:
             self.db.compact_range(begin, end)
         except Exception as exc:
-            raise wrap_error(exc) from None
+            raise wrap_error(exc, path=self.path) from None
 
     def close(self) -> None:
         """Flush and release the LOCK (live iterators keep it: collect them first)."""
@@ -298,9 +331,14 @@ class RocksDB(RocksReads):
                 return
             db, self._db = self._db, None
             try:
-                if not self.read_only:
+                if not self.read_only and (self.fault is None or self.fault.error is None):
                     db.flush_wal(True)
                 db.close()
+            except Exception as exc:
+                if self.fault is None or self.fault.error is None:
+                    raise wrap_error(exc, "closing", path=self.path) from None
+                # a store in its fault state: every acknowledged write was synced before
+                # the fault, and what failed was never acknowledged; nothing more to save
             finally:
                 del db
                 gc.collect()

@@ -3,15 +3,29 @@
 rocksdict raises a plain ``Exception`` whose text is RocksDB's status ("IO error…",
 "Corruption…"). ``storage.rocks`` catches every one and raises what this module makes
 of it instead, so nothing above sees rocksdict: a checksum or format failure is
-``CorruptData`` (damage, CONTRACT section 11), anything else ``StorageError``, each on
-one line and saying what was being done.
+``CorruptData`` (damage, CONTRACT section 11); an I/O error is what the contract names for
+its cause (no space: ``DiskFull``, no file handle: ``FileLimit``, any other I/O error:
+``StorageUnavailable``; RocksDB's status text carries the OS's message, which is all
+rocksdict gives); anything else ``StorageError``. Each on one line, saying what was being
+done.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from compactlog.errors import CompactlogError, CorruptData, StorageError
+from compactlog.errors import (
+    CompactlogError,
+    CorruptData,
+    DiskFull,
+    FileLimit,
+    StorageError,
+    StorageUnavailable,
+)
+
+# RocksDB's IOStatus texts carry strerror(); these name the causes the contract separates.
+_DISK_FULL = ("No space left on device", "Disk quota exceeded")
+_FILE_LIMIT = ("Too many open files",)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -22,13 +36,26 @@ def _is_corruption(text: str) -> bool:
     return text.startswith("Corruption") or "checksum mismatch" in text
 
 
-def wrap_error(exc: Exception, what: str = "") -> CompactlogError:
-    """rocksdict's plain exception as ours; a checksum or format failure is CorruptData."""
+def _resource_error(text: str, message: str, path: object) -> CompactlogError | None:
+    """The contract's error for an I/O failure RocksDB reported, None for another kind."""
+    if any(cause in text for cause in _DISK_FULL):
+        return DiskFull(f"{message}; nothing of this call was kept", path=path, errno="ENOSPC")
+    if any(cause in text for cause in _FILE_LIMIT):
+        return FileLimit(f"{message}; nothing of this call was kept", path=path, errno="EMFILE")
+    if text.startswith("IO error") or "Permission denied" in text:
+        return StorageUnavailable(message, path=path, errno="EIO")
+    return None
+
+
+def wrap_error(exc: Exception, what: str = "", path: object = None) -> CompactlogError:
+    """rocksdict's plain exception as ours; a checksum or format failure is CorruptData,
+    an I/O failure DiskFull, FileLimit or StorageUnavailable (metadata ``path``)."""
     text = _one_line(exc)
     where = f" ({what})" if what else ""
     if _is_corruption(text):
         return CorruptData(f"RocksDB{where}: {text}")
-    return StorageError(f"RocksDB{where}: {text}")
+    message = f"RocksDB{where}: {text}"
+    return _resource_error(text, message, path) or StorageError(message)
 
 
 def open_error(path: Path, exc: Exception) -> CompactlogError:
@@ -39,4 +66,5 @@ def open_error(path: Path, exc: Exception) -> CompactlogError:
             f"RocksDB store {path} is damaged and was not opened ({text}); nothing was "
             "changed or dropped: inspect it with `compactlog check DATA_DIR`"
         )
-    return StorageError(f"RocksDB store {path} cannot be opened: {text}")
+    message = f"RocksDB store {path} cannot be opened: {text}"
+    return _resource_error(text, message, path) or StorageError(message)

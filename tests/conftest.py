@@ -398,3 +398,56 @@ def buf() -> str:
     if path is None:
         pytest.skip("buf is not installed: npm install --prefix .tools @bufbuild/buf")
     return path
+
+
+# -- Resource faults: a small disk of its own (CONTRACT section 11) ---------------------
+class SmallDisk:
+    """A tmpfs of ``size`` bytes mounted at ``path``, to fill for real (ENOSPC). ``fill``
+    takes all but ``leave`` bytes with a filler file, ``free`` removes it."""
+
+    def __init__(self, path: Path, size: int) -> None:
+        self.path = path
+        self.size = size
+        self.filler = path / "filler"
+
+    def available(self) -> int:
+        stat = os.statvfs(self.path)
+        return stat.f_bavail * stat.f_frsize
+
+    def fill(self, leave: int = 0) -> None:
+        """Take the free space but ``leave`` bytes (rounded to pages) with the filler."""
+        with open(self.filler, "ab") as fh:
+            chunk = b"\0" * (1 << 20)
+            while self.available() > leave + len(chunk):
+                fh.write(chunk)
+                fh.flush()
+            while self.available() > leave + 4096:
+                fh.write(chunk[:4096])
+                fh.flush()
+
+    def free(self) -> None:
+        self.filler.unlink(missing_ok=True)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Callable[[int], SmallDisk]]:
+    """small_disk(size) -> a real tmpfs of that many bytes below tmp_path (needs root, as
+    CI runs; elsewhere the test is skipped with the reason). Unmounted at teardown."""
+    mounted: list[Path] = []
+
+    def make(size: int) -> SmallDisk:
+        path = tmp_path / f"disk-{len(mounted)}"
+        path.mkdir()
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs (needs root, as CI has): {done.stderr.strip()}")
+        mounted.append(path)
+        return SmallDisk(path, size)
+
+    yield make
+    for path in mounted:
+        subprocess.run(["umount", "-l", str(path)], check=False)

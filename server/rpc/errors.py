@@ -25,7 +25,7 @@ import grpc
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from compactlog.errors import DOMAIN, INTERNAL_REASON, CompactlogError
+from compactlog.errors import DOMAIN, INTERNAL_REASON, CompactlogError, from_os_error
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,13 @@ error_listeners: list[Callable[[str, str], None]] = []
 
 
 def error_status(exc: BaseException, method: str) -> grpc.Status:
-    """The status (code, message, rich-error trailer) that answers ``exc`` in ``method``."""
+    """The status (code, message, rich-error trailer) that answers ``exc`` in ``method``.
+    An ``OSError`` that no storage path turned into ours still answers with its cause's
+    reason (DISK_FULL, FILE_LIMIT, STORAGE_UNAVAILABLE), never INTERNAL; it is logged with
+    its traceback so the path that let it through can be found."""
+    if isinstance(exc, OSError):
+        log.warning("%s met an unchecked OS error", method, exc_info=exc)
+        exc = from_os_error(exc, method)
     if isinstance(exc, CompactlogError):
         code, message = status_code(exc), str(exc) or f"{method} failed"
         reason, metadata = exc.reason, exc.metadata

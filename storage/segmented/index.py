@@ -25,6 +25,9 @@ import struct
 from array import array
 from pathlib import Path
 
+from compactlog.errors import from_os_error
+from compactlog.storage.segmented.files import cut_back, write_all
+
 INDEX_EXT = ".index"
 TIMEINDEX_EXT = ".timeindex"
 
@@ -33,7 +36,13 @@ _TIME_ENTRY = struct.Struct(">qI")
 
 
 class IndexCorrupt(Exception):
-    """An index file that fails the sanity check; the caller rebuilds it."""
+    """An index file that fails the sanity check; the caller rebuilds it. ``damage``: the
+    check failed on the log's own bytes (a batch's CRC or framing), which no rebuild of
+    an index repairs (a process that may not repair, a cleaning worker, says so)."""
+
+    def __init__(self, message: str, damage: Exception | None = None) -> None:
+        super().__init__(message)
+        self.damage = damage
 
 
 class _Index:
@@ -46,16 +55,24 @@ class _Index:
         self._fd = -1
 
     def _open_fd(self, truncate: bool) -> None:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (os.O_TRUNC if truncate else 0)
-        self._fd = os.open(self.path, flags, 0o644)
+        # Not O_APPEND: each entry is written at the end the entries in memory say, so a
+        # failed write's partial bytes are written over (or cut back) and never shift the
+        # entries after them.
+        flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if truncate else 0)
+        try:
+            self._fd = os.open(self.path, flags, 0o644)
+        except OSError as exc:
+            raise from_os_error(exc, "opening an index file", self.path) from None
 
     def _write(self, data: bytes) -> None:
-        """Append (the descriptor is opened on the first write after a load or a close:
-        only segments being written hold one)."""
+        """Write one entry after the last (the descriptor is opened on the first write
+        after a load or a close: only segments being written hold one). Checked: a failed
+        write leaves the file as it was (``files.write_all``); the caller adds the entry
+        to memory only after this returns."""
         if data:
             if self._fd < 0:
                 self._open_fd(truncate=False)
-            os.write(self._fd, data)
+            write_all(self._fd, data, self.size_in_bytes, "appending an index entry", self.path)
 
     def _read_entries(self) -> list[tuple[int, int]]:
         data = self.path.read_bytes()
@@ -80,7 +97,22 @@ class _Index:
 
     def flush(self) -> None:
         if self._fd >= 0:
-            os.fsync(self._fd)
+            try:
+                os.fsync(self._fd)
+            except OSError as exc:
+                raise from_os_error(exc, "syncing an index file", self.path) from None
+
+    def keep_first(self, entries: int) -> None:
+        """Forget every entry after the first ``entries``, in memory and in the file (the
+        batch they point at was cut back)."""
+        if entries >= self.entries:
+            return
+        self._drop_from(entries)
+        if self._fd >= 0:
+            cut_back(self._fd, entries * self.entry.size, self.path)
+
+    def _drop_from(self, entries: int) -> None:
+        raise NotImplementedError
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -129,12 +161,16 @@ class OffsetIndex(_Index):
     def last_offset(self) -> int:
         return self.offsets[-1] if self.offsets else self.base_offset
 
+    def _drop_from(self, entries: int) -> None:
+        del self.offsets[entries:]
+        del self.positions[entries:]
+
     def append(self, offset: int, position: int) -> None:
         if self.offsets and (offset <= self.offsets[-1] or position <= self.positions[-1]):
             return
+        self._write(self.entry.pack(offset - self.base_offset, position))
         self.offsets.append(offset)
         self.positions.append(position)
-        self._write(self.entry.pack(offset - self.base_offset, position))
 
     def lookup(self, offset: int) -> tuple[int, int]:
         """(offset, position) of the last entry at or before ``offset``; (base, 0) if none."""
@@ -187,15 +223,19 @@ class TimeIndex(_Index):
     def last_timestamp(self) -> int:
         return self.timestamps[-1] if self.timestamps else -1
 
+    def _drop_from(self, entries: int) -> None:
+        del self.timestamps[entries:]
+        del self.offsets[entries:]
+
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
         """Add an entry if ``timestamp`` is a new maximum (and, normally, the index has room)."""
         if self.timestamps and timestamp <= self.timestamps[-1]:
             return
         if not skip_full_check and self.is_full():
             return
+        self._write(self.entry.pack(timestamp, offset - self.base_offset))
         self.timestamps.append(timestamp)
         self.offsets.append(offset)
-        self._write(self.entry.pack(timestamp, offset - self.base_offset))
 
     def entry_before(self, timestamp: int) -> tuple[int, int] | None:
         """The last entry with a timestamp below ``timestamp``, None when none."""

@@ -21,7 +21,13 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from compactlog.errors import OffsetOutOfRange, StoreClosed, TopicNotFound
+from compactlog.errors import (
+    CompactlogError,
+    OffsetOutOfRange,
+    StoreClosed,
+    TopicNotFound,
+    from_os_error,
+)
 from compactlog.storage import batch
 from compactlog.storage.config import SegmentedTopicConfig
 from compactlog.storage.read_range import Chunk, ViewBatch, read_chunks
@@ -165,16 +171,23 @@ class Log(LogRetention):
                 return AppendResult(base, 0, False)
             last, max_ts = packed.last_offset, packed.max_event_time_ms
             self._maybe_roll(len(packed.data), max_ts, last)
-            self.active_segment.append_batch(packed.data, base, last, packed.count, max_ts)
-            self.next_offset = last + 1
-            self._unflushed += packed.count
+            segment = self.active_segment
+            before = segment.mark()
+            segment.append_batch(packed.data, base, last, packed.count, max_ts)
             synced = False
             if (
-                self._unflushed >= self.config.flush_messages
+                self._unflushed + packed.count >= self.config.flush_messages
                 or now - self._last_flush_ms >= self.config.flush_ms
             ):
-                self._flush_active(now)
+                try:
+                    self._flush_active(now)
+                except CompactlogError:
+                    segment.rewind(before)  # not durable, so not acknowledged: not kept
+                    raise
                 synced = True
+            else:
+                self._unflushed += packed.count
+            self.next_offset = last + 1
             return AppendResult(base, packed.count, synced)
 
     def _maybe_roll(self, batch_size: int, max_ts: int, last_offset: int) -> None:
@@ -200,11 +213,16 @@ class Log(LogRetention):
             old.on_become_inactive()
             old.flush()
             old.close_index_files()  # only segments being written hold index descriptors
-            new = LogSegment.create(self.dir, self.next_offset, self.index_params())
+            try:
+                new = LogSegment.create(self.dir, self.next_offset, self.index_params())
+            except OSError as exc:
+                raise from_os_error(
+                    exc, f"rolling a new segment of {self.name}", self.dir
+                ) from None
             self._view = _view([*self._view.segments, new])
             self._unflushed = 0
             self._last_flush_ms = self.now_ms()
-            state_file.write_int(self.dir / RECOVERY_POINT_FILE, self.next_offset)
+            self._save_recovery_point()
             log.debug("%s: rolled new segment %d", self.name, new.base_offset)
             return new
 
@@ -216,7 +234,18 @@ class Log(LogRetention):
     def _flush_all(self, segments: list[LogSegment]) -> None:
         for seg in segments:
             seg.flush()
-        state_file.write_int(self.dir / RECOVERY_POINT_FILE, self.next_offset)
+        self._save_recovery_point()
+
+    def _save_recovery_point(self) -> None:
+        """Record that everything below ``next_offset`` is synced. A cache: when it cannot
+        be written (a full disk) the old, lower point stays, and start-up recovery only
+        checks more of the log; so the failure is logged, never raised."""
+        try:
+            state_file.write_int(self.dir / RECOVERY_POINT_FILE, self.next_offset)
+        except CompactlogError as exc:
+            log.warning(
+                "%s: recovery point not saved (start-up will check more): %s", self.name, exc
+            )
 
     def flush(self) -> None:
         with self._lock:

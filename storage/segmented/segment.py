@@ -30,9 +30,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from compactlog.errors import CorruptData, TopicNotFound
+from compactlog.errors import CorruptData, TopicNotFound, from_os_error
 from compactlog.storage.batch import select
-from compactlog.storage.segmented import lookups, segment_recovery
+from compactlog.storage.segmented import lookups, segment_append, segment_recovery
 from compactlog.storage.segmented.handles import HANDLES, new_key
 from compactlog.storage.segmented.index import (
     INDEX_EXT,
@@ -42,6 +42,7 @@ from compactlog.storage.segmented.index import (
     TimeIndex,
 )
 from compactlog.storage.segmented.scan import READ_CHUNK, Checked, iter_batches
+from compactlog.storage.segmented.segment_append import SegmentMark
 from compactlog.storage.types import MessageId
 
 LOG_EXT = ".log"
@@ -75,6 +76,7 @@ class LogSegment:
         self.suffix = suffix
         self.handle_key = new_key()
         self.index_trusted = True  # False once an index entry failed its check (lookups.py)
+        self.torn = False  # a failed append's bytes could not be cut back yet
         self._name_lock = threading.Lock()
         self.params = params
         self.size = 0
@@ -241,12 +243,18 @@ class LogSegment:
         if self._count is not None:
             self._count += count
 
+    def mark(self) -> SegmentMark:
+        """Where the segment stands now, for ``rewind`` (``segment_append``)."""
+        return segment_append.mark(self)
+
+    def rewind(self, mark: SegmentMark) -> None:
+        """Undo everything appended since ``mark`` (``segment_append.rewind``)."""
+        segment_append.rewind(self, mark)
+
     def append_batch(self, data: bytes, first: int, last: int, count: int, max_ts: int) -> None:
-        """Append one packed batch with a single write."""
-        self.index_batch(first, last, count, max_ts, self.size, len(data))
-        with self._fd() as fd:
-            os.pwrite(fd, data, self.size)
-        self.size += len(data)
+        """Append one packed batch, checked (``segment_append.append_batch``): never a
+        partial batch visible or acknowledged."""
+        segment_append.append_batch(self, data, first, last, count, max_ts)
 
     def on_become_inactive(self) -> None:
         """Record the final max timestamp so retention and lookups see it after a restart."""
@@ -256,7 +264,10 @@ class LogSegment:
 
     def flush(self) -> None:
         with self._fd() as fd:
-            os.fsync(fd)
+            try:
+                os.fsync(fd)
+            except OSError as exc:
+                raise from_os_error(exc, f"syncing {self.where}", self.path()) from None
         self.offset_index.flush()
         self.time_index.flush()
 

@@ -279,7 +279,7 @@ def test_segmented_preview_is_a_dry_pass_with_the_figures_of_the_following_one(
     segmented(stubs, "d", policy="delete")
     call = stubs.admin.PreviewCompaction
     code, reason = reason_of(lambda: call(pb.PreviewCompactionRequest(topic="d")))
-    assert (code, reason) == (grpc.StatusCode.FAILED_PRECONDITION, "WRONG_TOPIC_KIND")
+    assert (code, reason) == (grpc.StatusCode.FAILED_PRECONDITION, "NOT_COMPACTED")
 
 
 def test_a_preview_whose_caller_gives_up_frees_its_worker(
