@@ -33,9 +33,10 @@ from compactlog.compactor.log_cleaner.checkpoint import FILE_NAME, CleanerCheckp
 from compactlog.compactor.log_cleaner.cleaner import CleanPlan, PassStats
 from compactlog.compactor.log_cleaner.manager import LogCleanerManager, LogToClean
 from compactlog.compactor.log_cleaner.passes import InProcessPasses, PassRunner
+from compactlog.compactor.log_cleaner.uncleanable import RETRY_S
 from compactlog.compactor.progress import LocalRunControl, RunCancelled, RunControl
 from compactlog.compactor.workers import WorkerCrashed
-from compactlog.errors import CompactionRunning, NotCompacted, TopicNotFound
+from compactlog.errors import CompactionRunning, CorruptData, NotCompacted, TopicNotFound
 from compactlog.storage.config import ServerSettings
 from compactlog.storage.segmented import CleaningAborted, Log, SegmentedLogManager
 from compactlog.storage.segmented.version import server_file
@@ -157,13 +158,31 @@ class LogCleaner:
             self._pass(job)
 
     # ---- passes ------------------------------------------------------------------------
-    def clean_now(self, name: str, control: RunControl | None = None) -> CleanerPassResult:
-        """One pass on ``name`` now (min compaction lag honoured, dirty ratio ignored)."""
+    def check_compacts(self, name: str) -> None:
+        """Refuse an explicit pass that cannot help: ``NotCompacted`` when ``name``'s
+        cleanup.policy leaves out compact (no pass, and no preview of one, applies to it:
+        NOT_COMPACTED), ``CorruptData`` while its log is marked uncleanable and unchanged
+        (the cause in the message; ``uncleanable.py``)."""
         log_ = self.logs.get_log(name)
         if not log_.config.compact:
-            return CleanerPassResult(
-                0, 0, 0, 0, 0, 0, 0, 0, f"cleanup.policy of {name} does not include compact"
+            raise NotCompacted(
+                f"cleanup.policy of {name} is {log_.config.cleanup_policy!r}, without "
+                "compact: no cleaner pass applies to it",
+                topic=name,
+                cleanup_policy=log_.config.cleanup_policy,
             )
+        cause = self.cleaner_manager.uncleanable_cause(name)
+        if cause is not None:
+            raise CorruptData(
+                f"the log of {name} is uncleanable until its damage is removed (or "
+                f"{RETRY_S:.0f} s pass): {cause}",
+                topic=name,
+            )
+
+    def clean_now(self, name: str, control: RunControl | None = None) -> CleanerPassResult:
+        """One pass on ``name`` now (min compaction lag honoured, dirty ratio ignored);
+        ``NotCompacted`` for a topic that does not compact."""
+        self.check_compacts(name)
         if control is not None:
             control.check()
         job = self.cleaner_manager.begin_forced(name)
@@ -177,13 +196,7 @@ class LogCleaner:
         so a pass cannot start under it nor it under a pass (``CompactionRunning``).
         ``control``: its progress, and its cancel (``RunCancelled``)."""
         control = control or LocalRunControl()
-        log_ = self.logs.get_log(name)
-        if not log_.config.compact:
-            raise NotCompacted(
-                f"cleanup.policy of {name} does not include compact: no pass would clean it",
-                topic=name,
-                cleanup_policy=log_.config.cleanup_policy,
-            )
+        self.check_compacts(name)
         for _ in range(PREVIEW_TRIES):
             job = self.cleaner_manager.begin_forced(name)
             started = time.monotonic()
@@ -241,15 +254,17 @@ class LogCleaner:
         except (CleaningAborted, RunCancelled, WorkerCrashed) as exc:
             error = str(exc)
         except Exception as exc:
-            log.exception("cleaning of %s failed; marking it uncleanable", job.name)
-            self.cleaner_manager.mark_uncleanable(job.name)
             error = f"{type(exc).__name__}: {exc}"
+            if self.cleaner_manager.mark_uncleanable(job.name, error):
+                log.exception("cleaning of %s failed; marking it uncleanable", job.name)
+            else:
+                log.warning("cleaning of %s failed again; still uncleanable: %s", job.name, error)
         finally:
             with self._lock:
                 self._controls.pop(job.name, None)
             self.cleaner_manager.done_cleaning(job.name, end)
         if end is not None:
-            self.cleaner_manager.uncleanable.discard(job.name)
+            self.cleaner_manager.cleaned(job.name)
         seconds = time.monotonic() - started
         result = _result(stats, seconds, error)
         if error is None:

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from compactlog.compactor.log_cleaner.checkpoint import CleanerCheckpoint
+from compactlog.compactor.log_cleaner.uncleanable import Uncleanable, fingerprint
 from compactlog.errors import CompactionRunning
 from compactlog.storage.config import LONG_MAX
 from compactlog.storage.segmented import Log, SegmentedLogManager
@@ -100,7 +101,7 @@ class LogCleanerManager:
         self.clock = clock
         self._cond = threading.Condition()
         self._states: dict[str, _State] = {}
-        self.uncleanable: set[str] = set()
+        self.uncleanable: dict[str, Uncleanable] = {}
         self.max_dirty_ratio = 0.0
 
     def now_ms(self) -> int:
@@ -134,7 +135,7 @@ class LogCleanerManager:
                 if (
                     not log.config.compact
                     or name in self._states
-                    or name in self.uncleanable
+                    or self._still_uncleanable(name, log)
                     or log.closed
                 ):
                     continue
@@ -218,9 +219,32 @@ class LogCleanerManager:
         """The topic is gone: drop its state, uncleanable mark and checkpoint entry."""
         with self._cond:
             self._states.pop(name, None)
-            self.uncleanable.discard(name)
+            self.uncleanable.pop(name, None)
         self.checkpoint.remove(name)
 
-    def mark_uncleanable(self, name: str) -> None:
+    def _still_uncleanable(self, name: str, log: Log) -> bool:
+        mark = self.uncleanable.get(name)
+        return mark is not None and mark.holds(log, self.clock())
+
+    def uncleanable_cause(self, name: str) -> str | None:
+        """Why ``name``'s log cannot be cleaned, while its mark holds (``uncleanable``)."""
         with self._cond:
-            self.uncleanable.add(name)
+            mark = self.uncleanable.get(name)
+            if mark is None or not self.logs.has_topic(name):
+                return None
+            return mark.cause if mark.holds(self.logs.get_log(name), self.clock()) else None
+
+    def mark_uncleanable(self, name: str, cause: str) -> bool:
+        """Mark ``name`` uncleanable for ``cause``; True when it was not marked before."""
+        with self._cond:
+            if not self.logs.has_topic(name):
+                return False
+            log = self.logs.get_log(name)
+            new = name not in self.uncleanable
+            self.uncleanable[name] = Uncleanable(cause, self.clock(), fingerprint(log))
+            return new
+
+    def cleaned(self, name: str) -> None:
+        """A pass of ``name`` went through: whatever was marked is gone."""
+        with self._cond:
+            self.uncleanable.pop(name, None)

@@ -67,7 +67,11 @@ class CleaningJob:
                 LogSegment.open_read_only(self.plan.directory, base, params)
                 for base in self.closed_bases
             ]
-        except (OSError, IndexCorrupt, SegmentGone) as exc:
+        except IndexCorrupt as exc:
+            if exc.damage is not None:  # the log's bytes, not a race: the log is uncleanable
+                raise exc.damage from None
+            raise CleaningAborted(f"{self.plan.name}: segments changed: {exc}") from None
+        except (OSError, SegmentGone) as exc:
             raise CleaningAborted(f"{self.plan.name}: segments changed: {exc}") from None
 
         def swap(cleaned: LogSegment, group: list[LogSegment]) -> None:

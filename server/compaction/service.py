@@ -172,7 +172,7 @@ class CompactionService:
     def compact(self, topic: str, wait: bool) -> pb.CompactionStatus:
         segmented = self.broker.kind(topic) == TopicKind.SEGMENTED
         if segmented:
-            self._cleaner()
+            self._cleaner().check_compacts(topic)  # NOT_COMPACTED as a status, not a run
         slot = self._slot(topic)
         with self._lock:
             if self._closing:

@@ -73,7 +73,7 @@ def load_indexes(seg: LogSegment) -> None:
         ):
             raise IndexCorrupt(f"{seg.path(TIMEINDEX_EXT)}: last entry does not match")
     except CorruptData as exc:
-        raise IndexCorrupt(str(exc)) from None
+        raise IndexCorrupt(str(exc), damage=exc) from None
     if not seg.index_trusted:
         raise IndexCorrupt(f"{seg.path(INDEX_EXT)}: an entry does not match its batch")
     seg.max_timestamp, seg.offset_of_max_timestamp = max_ts, max_off

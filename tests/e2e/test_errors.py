@@ -29,7 +29,7 @@ from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 from ..conftest import write_tokens_file
 
 CONTRACT_REASONS = set(errors.BY_REASON)
-PENDING = {"CONSUMER_BUSY", "STORAGE_UNAVAILABLE", "FILE_LIMIT", "NOT_COMPACTED"}
+PENDING = {"CONSUMER_BUSY", "STORAGE_UNAVAILABLE", "FILE_LIMIT"}
 S = grpc.StatusCode
 
 
@@ -211,6 +211,13 @@ def _cancel_without_a_run(api: Api, t: str) -> object:
     return api.admin.CancelCompaction(pb.CancelCompactionRequest(topic=t))
 
 
+def _not_compacted(api: Api, t: str) -> object:
+    api.admin.CreateTopic(
+        pb.CreateTopicRequest(name=t, kind=pb.SEGMENTED, config={"cleanup.policy": "delete"})
+    )
+    return api.admin.Compact(pb.CompactRequest(topic=t, wait=True))
+
+
 @dataclass
 class Case:
     reason: str
@@ -338,6 +345,13 @@ CASES = {
         "Acknowledge",
         _not_delivered(pb.SEGMENTED),
         {"topic": "{t}", "subscription": "s", "message_id": "0:2", "delivered": "0:0"},
+    ),
+    "compact-a-delete-only-topic": Case(
+        "NOT_COMPACTED",
+        S.FAILED_PRECONDITION,
+        "Compact",
+        _not_compacted,
+        {"topic": "{t}", "cleanup_policy": "delete"},
     ),
     "cancel-without-a-run": Case(
         "COMPACTION_NOT_RUNNING",

@@ -17,7 +17,8 @@ PAIRS = [(b"a", b"1"), (None, b"keyless"), (b"b", b""), (b"a", b"2"), (b"c", Non
 
 
 def _round_trip(api: Api, topic: str, kind: pb.TopicKind.ValueType) -> tuple[Any, ...]:
-    api.admin.CreateTopic(pb.CreateTopicRequest(name=topic, kind=kind))
+    config = {"cleanup.policy": "compact"} if kind == pb.SEGMENTED else {}
+    api.admin.CreateTopic(pb.CreateTopicRequest(name=topic, kind=kind, config=config))
     ids = api.publish(topic, *PAIRS) + api.publish(topic, (b"d", b"4"))
     api.compact(topic)
     return ids, api.read(topic, compacted=False), api.read(topic)

@@ -47,7 +47,11 @@ def test_ranges_read_exactly_the_topic(
     wire: Wire, kind: pb.TopicKind.ValueType, compacted: bool
 ) -> None:
     topic = f"plan-{pb.TopicKind.Name(kind).lower()}-{compacted}"
-    config = {"ledger_max_entries": "10"} if kind == pb.LEDGER else {"segment_bytes": "1024"}
+    config = (
+        {"ledger_max_entries": "10"}
+        if kind == pb.LEDGER
+        else {"segment_bytes": "1024", "cleanup_policy": "compact"}
+    )
     wire.create(topic, kind=kind, **config)
     wire.publish(topic, records(95, 12), per_request=5)
     if compacted:

@@ -1,0 +1,46 @@
+"""Logs the cleaner cannot clean (Kafka's uncleanable partitions), and when to try again.
+
+A pass that fails on the log's own bytes (a batch that fails its CRC, a segment that does
+not load) would fail the same way at once: Kafka marks such a partition uncleanable and
+counts it (``uncleanable-partitions-count``). Here the mark holds the cause and a
+fingerprint of the log (its start offset; each closed segment's base, size and
+modification time): the
+background cleaner skips the log until the fingerprint changes (retention or DeleteRecords
+removed the damage, a segment rolled, a file was restored) or ``RETRY_S`` passed, so a
+damaged log is tried a few times an hour, not a hundred times a second. An explicit
+Compact of a marked, unchanged log answers CORRUPT_DATA with the cause.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from compactlog.storage.segmented import Log
+
+RETRY_S = 600.0  # a marked log is tried again this long after its last failed pass
+
+
+def fingerprint(log: Log) -> tuple[tuple[int, int, int], ...]:
+    """What must change for a failed pass to be worth trying again."""
+    marks = [(log.log_start_offset, -1, -1)]
+    for seg in log.segments[:-1]:
+        try:
+            mtime = os.stat(seg.path()).st_mtime_ns
+        except OSError:
+            mtime = -1
+        marks.append((seg.base_offset, seg.size, mtime))
+    return tuple(marks)
+
+
+@dataclass(frozen=True)
+class Uncleanable:
+    """Why a log is marked, since when (clock seconds) and what it looked like then."""
+
+    cause: str
+    since: float
+    segments: tuple[tuple[int, int, int], ...]
+
+    def holds(self, log: Log, now: float) -> bool:
+        """True while the mark still applies: the log unchanged and the backoff running."""
+        return now - self.since < RETRY_S and fingerprint(log) == self.segments
