@@ -59,6 +59,25 @@ def cut_back(fd: int, size: int, path: Path, cause: CompactlogError | None = Non
         ) from None
 
 
+def rename_durably(src: Path, dst: Path, doing: str) -> None:
+    """Rename ``src`` to ``dst`` and sync their directory, or change nothing: a rename whose
+    directory sync fails is undone and the error raised as ours; one that cannot even be
+    undone stands (its caller's next start finishes it)."""
+    try:
+        os.rename(src, dst)
+    except OSError as exc:
+        raise from_os_error(exc, doing, src) from None
+    try:
+        fsync_dir(dst.parent)
+    except OSError as exc:
+        error = from_os_error(exc, doing, dst.parent)
+        try:
+            os.rename(dst, src)
+        except OSError:
+            return
+        raise error from None
+
+
 def fsync_dir(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY)
     try:

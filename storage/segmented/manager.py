@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from compactlog.errors import CompactlogError, TopicExists, TopicNotFound
+from compactlog.errors import CompactlogError, TopicExists, TopicNotFound, from_os_error
 from compactlog.storage.config import (
     SegmentedTopicConfig,
     ServerSettings,
@@ -47,7 +47,7 @@ from compactlog.storage.offline import OfflineTopic, take_offline
 from compactlog.storage.segmented import state_file
 from compactlog.storage.segmented.append import AppendResult, pack_request
 from compactlog.storage.segmented.consumer_offsets import CURSORS_FILE, SegmentCursors
-from compactlog.storage.segmented.files import fsync_dir
+from compactlog.storage.segmented.files import fsync_dir, rename_durably
 from compactlog.storage.segmented.handles import HANDLES
 from compactlog.storage.segmented.log import Log
 from compactlog.storage.segmented.state_file import BadStateFile
@@ -199,11 +199,22 @@ class SegmentedLogManager:
                 raise TopicExists(f"topic {name} already exists", topic=name)
             staging = self.root / (name + _NEW)
             shutil.rmtree(staging, ignore_errors=True)
-            staging.mkdir()
-            write_topic_file(staging / TOPIC_FILE, overrides)
             final = self.root / name
-            os.rename(staging, final)
-            fsync_dir(self.root)
+            try:
+                staging.mkdir()
+                write_topic_file(staging / TOPIC_FILE, overrides)
+                os.rename(staging, final)
+            except OSError as exc:
+                shutil.rmtree(staging, ignore_errors=True)  # a start removes what is left
+                raise from_os_error(exc, f"creating topic {name}", staging) from None
+            except CompactlogError:
+                shutil.rmtree(staging, ignore_errors=True)
+                raise
+            try:
+                fsync_dir(self.root)
+            except OSError as exc:  # not durable: undone, so a restart cannot show it
+                shutil.rmtree(final, ignore_errors=True)
+                raise from_os_error(exc, f"creating topic {name}", self.root) from None
             self._overrides[name] = dict(overrides)
             self._logs[name] = Log(final, self.config(name), self.clock)
             self._cursors[name] = SegmentCursors(final)
@@ -234,15 +245,16 @@ class SegmentedLogManager:
             with self._lock:
                 if self._logs.get(name) is not target:
                     raise TopicNotFound(f"topic {name} does not exist", topic=name)
+                trash = self.root / (name + _DEL)
+                shutil.rmtree(trash, ignore_errors=True)
+                rename_durably(
+                    target.dir, trash, f"deleting topic {name}"
+                )  # a failure changes nothing
                 del self._logs[name]
                 del self._overrides[name]
                 self._cursors.pop(name, None)
                 target.mark_deleted()
-                trash = self.root / (name + _DEL)
-                shutil.rmtree(trash, ignore_errors=True)
-                os.rename(target.dir, trash)
-                fsync_dir(self.root)
-        except TopicNotFound:
+        except CompactlogError:
             if hooks is not None:
                 hooks.resume(name)
             raise
@@ -254,8 +266,7 @@ class SegmentedLogManager:
     def _remove_dir(self, name: str) -> None:
         trash = self.root / (name + _DEL)
         shutil.rmtree(trash, ignore_errors=True)
-        os.rename(self.root / name, trash)
-        fsync_dir(self.root)
+        rename_durably(self.root / name, trash, f"deleting topic {name}")
         shutil.rmtree(trash, ignore_errors=True)
 
     # ---- data --------------------------------------------------------------------------
