@@ -32,6 +32,7 @@ from compactlog.server.serving import (  # noqa: F401 - re-exported
     check_listen_address,
 )
 from compactlog.server.shards.app import run_front
+from compactlog.storage import file_limits
 from compactlog.storage.config import ServerSettings
 from compactlog.storage.slots import Placement, choose_layout
 
@@ -76,11 +77,12 @@ def run(
         stream=sys.stderr,
     )
     try:
+        file_limits.start()  # raise the soft limit to the hard one, or refuse in one line
         guard = Guard.open(security or SecurityOptions(), listen)
         settings = ServerSettings.load(config)
         data_dir.mkdir(parents=True, exist_ok=True)
         lock = lock_data_dir(data_dir)
-    except CompactlogError as exc:
+    except (CompactlogError, file_limits.TooFewFiles) as exc:
         return _fail(str(exc))
     except OSError as exc:
         return _fail(f"cannot use data dir {data_dir}: {exc.strerror or exc}")

@@ -37,6 +37,7 @@ from compactlog.errors import (
     StoreClosed,
     StoreLocked,
 )
+from compactlog.storage import file_limits
 from compactlog.storage.rocks_errors import open_error, wrap_error
 from compactlog.storage.store_recovery import StoreFault, is_fault
 from compactlog.storage.writeback import Writeback
@@ -77,6 +78,8 @@ def _options(wal_recovery: str) -> Options:
     opts.set_max_background_jobs(2)
     opts.increase_parallelism(2)
     opts.set_paranoid_checks(True)
+    if file_limits.BUDGET is not file_limits.UNLIMITED:  # a server: its share of the limit
+        opts.set_max_open_files(file_limits.BUDGET.table_files)
     mode = (
         DBRecoveryMode.absolute_consistency()
         if wal_recovery == "absolute-consistency"

@@ -43,6 +43,7 @@ from compactlog.server.rpc.convert import (
 )
 from compactlog.server.rpc.errors import rpc_async
 from compactlog.server.rpc.handlers import Admit, service_handler
+from compactlog.storage import file_limits
 from compactlog.storage.key_history import key_history
 from compactlog.storage.names import check_client_subscription
 from compactlog.storage.spanning import marker_of
@@ -142,6 +143,7 @@ class LogService:
         """Answers in request order; the next requests are appended while earlier ones
         wait for their fsync (so one producer shares group commits too). A failed request
         ends the stream with its status, after the replies of every request before it."""
+        file_limits.BUDGET.check_stream("a PublishStream")
         pending: asyncio.Queue[Callable[[], Awaitable[bytes]] | BaseException | None]
         pending = asyncio.Queue(maxsize=PUBLISH_PIPELINE_DEPTH)
 
@@ -170,6 +172,8 @@ class LogService:
 
     @rpc_async
     async def Read(self, request: pb.ReadRequest, context: Context) -> AsyncIterator[bytes]:
+        if request.follow:  # a stream that may stay open for hours: only with room to spare
+            file_limits.BUDGET.check_stream("a follow Read")
         merged: MergedLog | MergedPast | None = self.partitioned.merged(request.topic)
         single: ReadableLog | None = None
         past = as_of_point(request)

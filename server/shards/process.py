@@ -40,6 +40,7 @@ from compactlog.server.rpc.handlers import Admit, Metadata
 from compactlog.server.rpc.wire_peek import topic_of
 from compactlog.server.security.guard import Guard, SecurityOptions
 from compactlog.server.serving import ServedStore
+from compactlog.storage import file_limits
 from compactlog.storage.config import ServerSettings
 from compactlog.storage.slots import Placement, slot_dir, slot_of
 from compactlog.storage.spanning import marker_of
@@ -149,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     locks: list[IO[str]] = []
     brokers: dict[int, Broker] = {}
     try:
+        file_limits.start()
         guard = Guard.open(security, SHARD_LISTEN)
         if guard.auth is not None and placement is Placement.PARTITION and secret:
             guard.auth.trusted = lambda metadata: from_front(metadata, secret)

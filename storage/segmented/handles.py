@@ -10,9 +10,10 @@ thousands of idle follow readers pin nothing; the least recently used unpinned o
 closed when the LRU is full. Pinned descriptors may take the count past ``limit`` for
 the length of those calls.
 
-Index files are not in the LRU: they are read into memory at load and only the segments
-being written (one active segment a topic, a segment the cleaner or recovery is
-building) hold an index descriptor.
+Index files are read into memory at load; the segments being written (one active segment
+a topic, a segment the cleaner or recovery is building) write their entries through the
+same LRU, so a server with many written topics holds no descriptor per topic either.
+``storage.file_limits`` caps ``limit`` at a quarter of the process's open-file limit.
 
 A segment renamed to ``.deleted`` keeps a private descriptor (``LogSegment.retire``), so a
 reader that took its snapshot of the segment list before the rename keeps reading the

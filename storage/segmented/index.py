@@ -20,13 +20,16 @@ segment stops being written (``close``), so only segments being written hold one
 from __future__ import annotations
 
 import bisect
+import contextlib
 import os
 import struct
 from array import array
+from collections.abc import Iterator
 from pathlib import Path
 
 from compactlog.errors import from_os_error
 from compactlog.storage.segmented.files import cut_back, write_all
+from compactlog.storage.segmented.handles import HANDLES, new_key
 
 INDEX_EXT = ".index"
 TIMEINDEX_EXT = ".timeindex"
@@ -52,27 +55,40 @@ class _Index:
         self.path = path
         self.base_offset = base_offset
         self.max_entries = max(1, max_bytes // self.entry.size)
-        self._fd = -1
+        self.handle_key = new_key()
+        self._dirty = False  # written since the last flush
 
-    def _open_fd(self, truncate: bool) -> None:
-        # Not O_APPEND: each entry is written at the end the entries in memory say, so a
-        # failed write's partial bytes are written over (or cut back) and never shift the
-        # entries after them.
-        flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if truncate else 0)
+    def open_fd(self) -> int:
+        """For the LRU of descriptors (``handles.HANDLES``). Not O_APPEND: each entry is
+        written at the end the entries in memory say, so a failed write's partial bytes
+        are written over (or cut back) and never shift the entries after them."""
+        return os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
+
+    def _create_file(self) -> None:
         try:
-            self._fd = os.open(self.path, flags, 0o644)
+            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
         except OSError as exc:
-            raise from_os_error(exc, "opening an index file", self.path) from None
+            raise from_os_error(exc, "creating an index file", self.path) from None
+
+    @contextlib.contextmanager
+    def _fd(self, doing: str) -> Iterator[int]:
+        """The descriptor from the LRU, pinned for one call; an open that fails is ours."""
+        try:
+            with HANDLES.use(self) as fd:
+                yield fd
+        except OSError as exc:
+            raise from_os_error(exc, doing, self.path) from None
 
     def _write(self, data: bytes) -> None:
-        """Write one entry after the last (the descriptor is opened on the first write
-        after a load or a close: only segments being written hold one). Checked: a failed
+        """Write one entry after the last, through the LRU of descriptors (so the files a
+        process holds stay bounded however many topics are written). Checked: a failed
         write leaves the file as it was (``files.write_all``); the caller adds the entry
         to memory only after this returns."""
         if data:
-            if self._fd < 0:
-                self._open_fd(truncate=False)
-            write_all(self._fd, data, self.size_in_bytes, "appending an index entry", self.path)
+            doing = "appending an index entry"
+            with self._fd(doing) as fd:
+                write_all(fd, data, self.size_in_bytes, doing, self.path)
+            self._dirty = True
 
     def _read_entries(self) -> list[tuple[int, int]]:
         data = self.path.read_bytes()
@@ -96,11 +112,13 @@ class _Index:
         return self.entries >= self.max_entries
 
     def flush(self) -> None:
-        if self._fd >= 0:
-            try:
-                os.fsync(self._fd)
-            except OSError as exc:
-                raise from_os_error(exc, "syncing an index file", self.path) from None
+        if self._dirty:
+            with self._fd("syncing an index file") as fd:
+                try:
+                    os.fsync(fd)
+                except OSError as exc:
+                    raise from_os_error(exc, "syncing an index file", self.path) from None
+            self._dirty = False
 
     def keep_first(self, entries: int) -> None:
         """Forget every entry after the first ``entries``, in memory and in the file (the
@@ -108,19 +126,19 @@ class _Index:
         if entries >= self.entries:
             return
         self._drop_from(entries)
-        if self._fd >= 0:
-            cut_back(self._fd, entries * self.entry.size, self.path)
+        with self._fd("cutting an index file back") as fd:
+            cut_back(fd, entries * self.entry.size, self.path)
 
     def _drop_from(self, entries: int) -> None:
         raise NotImplementedError
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        """Let the descriptor go (the segment stops being written)."""
+        HANDLES.drop(self.handle_key)
 
     def __del__(self) -> None:
-        self.close()
+        with contextlib.suppress(Exception):  # also at interpreter exit
+            HANDLES.forget(self.handle_key)
 
 
 class OffsetIndex(_Index):
@@ -136,7 +154,7 @@ class OffsetIndex(_Index):
     @classmethod
     def create(cls, path: Path, base_offset: int, max_bytes: int) -> OffsetIndex:
         index = cls(path, base_offset, max_bytes)
-        index._open_fd(truncate=True)
+        index._create_file()
         return index
 
     @classmethod
@@ -197,7 +215,7 @@ class TimeIndex(_Index):
     @classmethod
     def create(cls, path: Path, base_offset: int, max_bytes: int) -> TimeIndex:
         index = cls(path, base_offset, max_bytes)
-        index._open_fd(truncate=True)
+        index._create_file()
         return index
 
     @classmethod

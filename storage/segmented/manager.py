@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Protocol
 
 from compactlog.errors import CompactlogError, TopicExists, TopicNotFound, from_os_error
+from compactlog.storage import file_limits
 from compactlog.storage.config import (
     SegmentedTopicConfig,
     ServerSettings,
@@ -84,7 +85,7 @@ class SegmentedLogManager:
         self.clock = clock
         self.root.mkdir(parents=True, exist_ok=True)
         ensure_format(self.root)  # before anything is touched: never misread format 1
-        HANDLES.limit = settings.log_segment_open_files_max
+        HANDLES.limit = min(settings.log_segment_open_files_max, file_limits.BUDGET.segment_files)
         self._lock = threading.RLock()
         self._logs: dict[str, Log] = {}
         self._cursors: dict[str, SegmentCursors] = {}

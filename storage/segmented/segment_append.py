@@ -58,18 +58,20 @@ def rewind(seg: LogSegment, to: SegmentMark) -> None:
     """Undo everything appended since ``to``: the file cut back, index entries dropped
     (in memory and on disk), the figures as they were. ``TornTail`` (and ``torn`` set)
     when the file cannot be cut."""
-    seg.offset_index.keep_first(to.offset_entries)
-    seg.time_index.keep_first(to.time_entries)
-    with seg._fd() as fd:
+    seg.size, seg.next_offset, seg._count = to.size, to.next_offset, to.count
+    seg.first_timestamp = to.first_timestamp
+    seg.max_timestamp, seg.offset_of_max_timestamp = to.max_timestamp, to.offset_of_max
+    seg.bytes_since_last_index_entry = to.bytes_since_index
+    with seg._fd() as fd:  # the log first: its bytes are what a reader could be served
         try:
             cut_back(fd, to.size, seg.path())
         except TornTail:
             seg.torn = True
             raise
-    seg.size, seg.next_offset, seg._count = to.size, to.next_offset, to.count
-    seg.first_timestamp = to.first_timestamp
-    seg.max_timestamp, seg.offset_of_max_timestamp = to.max_timestamp, to.offset_of_max
-    seg.bytes_since_last_index_entry = to.bytes_since_index
+    # Index entries past the mark are dropped from memory even when their file cannot be
+    # cut: the next entry is written over them, and a load refuses entries past the log.
+    seg.offset_index.keep_first(to.offset_entries)
+    seg.time_index.keep_first(to.time_entries)
 
 
 def append_batch(

@@ -2,9 +2,9 @@
 the raw status (code, and the ``google.rpc.ErrorInfo`` of its ``grpc-status-details-bin``
 trailer: domain, reason, metadata) and the exception class the client raises for it.
 
-Not reachable here, and listed in ``PENDING``: CONSUMER_BUSY (subscription types),
-STORAGE_UNAVAILABLE and FILE_LIMIT (faults the resource-fault tests cause on servers of
-their own as they land). DISK_FULL is reached on a full tmpfs in test_disk_full.py.
+Not reachable here, and listed in ``PENDING``: CONSUMER_BUSY (subscription types). The
+resource faults are reached on servers of their own (``OWN_SERVER``): DISK_FULL on a full
+tmpfs, STORAGE_UNAVAILABLE with a write permission gone, FILE_LIMIT under prlimit.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 from ..conftest import write_tokens_file
 
 CONTRACT_REASONS = set(errors.BY_REASON)
-PENDING = {"CONSUMER_BUSY", "STORAGE_UNAVAILABLE", "FILE_LIMIT"}
+PENDING = {"CONSUMER_BUSY"}
 S = grpc.StatusCode
 
 
@@ -372,6 +372,8 @@ CASES = {
 # test_unauthenticated_and_permission_denied):
 OWN_SERVER = {
     "DISK_FULL",  # a data dir on a full disk: test_disk_full.py
+    "STORAGE_UNAVAILABLE",  # a data dir losing its write permission: test_lost_permissions.py
+    "FILE_LIMIT",  # a server under prlimit --nofile: test_file_limits.py
     "COMPACTION_RUNNING",
     "CORRUPT_DATA",
     "SHUTTING_DOWN",

@@ -7,7 +7,6 @@ an index descriptor opened read-only (EBADF at the next entry).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -107,17 +106,20 @@ def test_an_index_entry_that_cannot_be_written_undoes_its_batch(tmp_path: Path) 
     segment = m.get_log("t").active_segment
     size, entries = segment.size, segment.offset_index.entries
     index = segment.offset_index
-    os.close(index._fd)  # the descriptor now refuses writes: EBADF at the next entry
-    index._fd = os.open(index.path, os.O_RDONLY)
+    index_file = index.path
+    index.close()  # its descriptor goes; the next entry opens the file by name again
+    index_file.rename(tmp_path / "index-aside")
+    index_file.mkdir()  # and finds a directory there: EISDIR
     with pytest.raises(StorageUnavailable) as refused:
         m.append("t", batch(1))
-    assert refused.value.metadata["errno"] == "EBADF"
+    assert refused.value.metadata["errno"] == "EISDIR"
     assert refused.value.metadata["path"].endswith(".index")
     assert (segment.size, segment.offset_index.entries) == (size, entries)
     assert (tmp_path / "t" / f"{0:020d}.log").stat().st_size == size
-    assert (tmp_path / "t" / f"{0:020d}.index").stat().st_size == entries * 8
-    index.close()  # a fresh descriptor: the batch goes in with the same offsets
-    again = m.append("t", batch(1)).offsets
+    index_file.rmdir()
+    (tmp_path / "index-aside").rename(index_file)
+    assert index_file.stat().st_size == entries * 8
+    again = m.append("t", batch(1)).offsets  # the file is back: same offsets as refused
     assert again[0] == first[-1] + 1
     assert [r.id.entry_id for r in m.read("t", 0, 0)] == [*first, *again]
     m.close()
