@@ -109,7 +109,7 @@ def parse_id(text: str) -> MessageId:
         raise argparse.ArgumentTypeError(
             f"message id {text} is out of range (ledger and entry are at most {UINT64_MAX})"
         )
-    return MessageId(ledger, entry)
+    return MessageId(partition=0, ledger_id=ledger, entry_id=entry)
 
 
 def parse_start(text: str) -> str | MessageId | int:
@@ -144,7 +144,7 @@ def resolve_start(info: TopicInfo, start: str | MessageId | int, option: str) ->
             f"{option} {start}: {info.name} has {info.partitions} partitions, each with its "
             f"own offsets: read {info.name}-partition-N from an offset"
         )
-    return MessageId(0, start)
+    return MessageId(partition=0, ledger_id=0, entry_id=start)
 
 
 def read_cmd(args: argparse.Namespace) -> int:

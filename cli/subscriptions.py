@@ -68,7 +68,9 @@ def parse_target(text: str) -> str | MessageId | int:
             raise argparse.ArgumentTypeError(f"partition {partition} is out of range")
         start = parse_start(head)
         if isinstance(start, MessageId):
-            return MessageId(start.ledger_id, start.entry_id, int(partition))
+            return MessageId(
+                partition=int(partition), ledger_id=start.ledger_id(), entry_id=start.entry_id()
+            )
     return parse_start(text)
 
 

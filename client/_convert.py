@@ -124,13 +124,13 @@ def id_to_pb(mid: MessageIdLike) -> pb.MessageId:
     ledger, entry = mid
     if ledger < 0 or entry < 0:
         raise InvalidArgument(f"message ids are non-negative, got {ledger}:{entry}")
-    return pb.MessageId(
-        ledger_id=int(ledger), entry_id=int(entry), partition=int(getattr(mid, "partition", 0))
-    )
+    # Pulsar's -1 ("not partitioned") is the wire's 0; a plain or shared pair has none.
+    partition = max(mid.partition(), 0) if isinstance(mid, MessageId) else 0
+    return pb.MessageId(ledger_id=int(ledger), entry_id=int(entry), partition=partition)
 
 
 def id_from_pb(mid: pb.MessageId) -> MessageId:
-    return MessageId(mid.ledger_id, mid.entry_id, mid.partition)
+    return MessageId._of_wire(mid.ledger_id, mid.entry_id, mid.partition)
 
 
 def message_from_pb(msg: pb.Message, topic: str = "") -> Message:
@@ -138,7 +138,7 @@ def message_from_pb(msg: pb.Message, topic: str = "") -> Message:
     mid = msg.id
     props = msg.properties
     return Message(
-        MessageId(mid.ledger_id, mid.entry_id, mid.partition),
+        MessageId._of_wire(mid.ledger_id, mid.entry_id, mid.partition),
         msg.key if msg.HasField("key") else None,
         msg.value if msg.HasField("value") else None,
         props,

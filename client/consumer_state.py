@@ -19,6 +19,7 @@ from compactlog.client import _convert as cv
 from compactlog.client.enums import ConsumerType, InitialPosition
 from compactlog.client.errors import Timeout
 from compactlog.client.message import Message
+from compactlog.client.message_id import MessageId
 from compactlog.client.subscriptions import subscription_type_to_pb
 from compactlog.errors import InvalidArgument
 from compactlog.v1 import compactlog_pb2 as pb
@@ -43,7 +44,8 @@ def generated_name() -> str:
 def _key(mid: cv.MessageIdLike) -> _Key:
     if isinstance(mid, Message):
         mid = mid.id
-    return (mid[0], mid[1], getattr(mid, "partition", 0))
+    partition = max(mid.partition(), 0) if isinstance(mid, MessageId) else 0
+    return (mid[0], mid[1], partition)
 
 
 class ConsumerState:

@@ -214,4 +214,4 @@ def _after(last: MessageId | None, horizon: MessageId | None) -> StartLike:
     marks = [m for m in (last, horizon) if m is not None]
     if not marks:
         return "earliest"
-    return max(marks, key=lambda m: (m.ledger_id, m.entry_id)).next()
+    return max(marks, key=tuple).next()

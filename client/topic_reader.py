@@ -53,13 +53,13 @@ def more_to_read(
     if last is None:
         return False
     if read is not None:
-        return (last.ledger_id, last.entry_id) > (read.ledger_id, read.entry_id)
+        return tuple(last) > tuple(read)
     if start == "earliest":
         return True
     if start == "latest":
         return False
     assert isinstance(start, MessageId)
-    after = (last.ledger_id, last.entry_id) > (start.ledger_id, start.entry_id)
+    after = tuple(last) > tuple(start)
     return after or (not skipping and last == start)
 
 

@@ -248,7 +248,7 @@ def test_follow_stops_on_sigint(shared_server, unique_topic: str) -> None:  # ty
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130
     assert "Traceback" not in err
-    assert MessageId(*map(int, first.split()[0].split(":"))).entry_id == 0
+    assert MessageId.parse(first.split()[0]).entry_id() == 0
 
 
 def test_follow_stops_on_sigint_inside_grpc(shared_server, unique_topic: str) -> None:  # type: ignore[no-untyped-def]

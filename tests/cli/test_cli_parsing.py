@@ -76,7 +76,7 @@ def test_parse_tree() -> None:
     ]
     assert server_address(args) == "h:1"
     read = parser.parse_args(["read", "t", "--from", "3:14", "--limit", "5", "--compacted"])
-    assert read.start == MessageId(3, 14) and read.limit == 5 and read.compacted
+    assert read.start == MessageId(ledger_id=3, entry_id=14) and read.limit == 5 and read.compacted
     compact = parser.parse_args(["admin", "topics", "compact", "t", "--wait", "--engine", "spark"])
     assert compact.func is cli_admin.compact_cmd and compact.wait and compact.engine == "spark"
     serve = parser.parse_args(["serve"])
@@ -96,7 +96,13 @@ def test_server_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize("text", ["earliest", "LATEST", "0:0", "12:345", "445"])
 def test_parse_start_accepts(text: str) -> None:
     parsed = cli_data.parse_start(text)
-    assert parsed in ("earliest", "latest", MessageId(0, 0), MessageId(12, 345), 445)
+    assert parsed in (
+        "earliest",
+        "latest",
+        MessageId(ledger_id=0, entry_id=0),
+        MessageId(ledger_id=12, entry_id=345),
+        445,
+    )
 
 
 @pytest.mark.parametrize("text", ["", "first", "-1", "1:", ":1", "a:b", "-1:0", "1:2:3"])
@@ -107,7 +113,11 @@ def test_parse_start_rejects(text: str) -> None:
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [("latest", "latest"), ("1:2", MessageId(1, 2)), ("1:2:3", MessageId(1, 2, 3))],
+    [
+        ("latest", "latest"),
+        ("1:2", MessageId(partition=0, ledger_id=1, entry_id=2)),
+        ("1:2:3", MessageId(partition=3, ledger_id=1, entry_id=2)),
+    ],
 )
 def test_reset_target_takes_a_partition(text: str, expected: object) -> None:
     parsed = cli_subscriptions.parse_target(text)
@@ -186,7 +196,7 @@ def test_stdin_produce_meets_the_server_before_reading_a_line(
 
 
 def test_text_and_json_output_round_trip() -> None:
-    msg = Message(MessageId(2, 9), b"k", b"\x00\xff", {"p": "q"}, 100, 50)
+    msg = Message(MessageId(ledger_id=2, entry_id=9), b"k", b"\x00\xff", {"p": "q"}, 100, 50)
     assert cli_output.format_text(msg) == "2:9 key=k value=b64:AP8="
     data = cli_output.message_json(msg)
     assert data == {
@@ -201,12 +211,13 @@ def test_text_and_json_output_round_trip() -> None:
     }
     back = json_lines.parse_record(json.dumps(data), 1)
     assert back == Record(b"k", b"\x00\xff", {"p": "q"}, 50)
-    keyless_null = Message(MessageId(1, 0), None, None)
+    keyless_null = Message(MessageId(ledger_id=1, entry_id=0), None, None)
     assert cli_output.format_text(keyless_null) == "1:0 key=<null> value=<null>"
     assert cli_output.message_json(keyless_null)["key"] is None
     assert not cli_output.message_json(keyless_null)["tombstone"]
     assert (
-        cli_output.format_text(Message(MessageId(1, 1), b"a\nb", b"")) == "1:1 key=b64:YQpi value="
+        cli_output.format_text(Message(MessageId(ledger_id=1, entry_id=1), b"a\nb", b""))
+        == "1:1 key=b64:YQpi value="
     )
 
 
@@ -419,14 +430,14 @@ def test_bad_timeout_is_a_usage_error(run_cli: RunCli, value: str) -> None:
 
 
 def test_tombstones_never_read_like_the_string_null() -> None:
-    tomb = Message(MessageId(1, 4), b"k", None)
-    string_null = Message(MessageId(1, 5), b"k", b"null")
+    tomb = Message(MessageId(ledger_id=1, entry_id=4), b"k", None)
+    string_null = Message(MessageId(ledger_id=1, entry_id=5), b"k", b"null")
     assert cli_output.format_text(tomb) == "1:4 key=k tombstone"
     assert cli_output.format_text(string_null) == "1:5 key=k value=null"
     assert cli_output.message_json(tomb)["tombstone"] is True
     assert cli_output.message_json(string_null)["tombstone"] is False
     # LEDGER topics: an empty value on a keyed message is a tombstone too (Pulsar).
-    empty = Message(MessageId(1, 6), b"k", b"")
+    empty = Message(MessageId(ledger_id=1, entry_id=6), b"k", b"")
     assert cli_output.format_text(empty) == "1:6 key=k value="
     assert cli_output.format_text(empty, ledger=True) == "1:6 key=k tombstone"
     assert cli_output.message_json(empty, ledger=True)["tombstone"] is True
@@ -434,7 +445,7 @@ def test_tombstones_never_read_like_the_string_null() -> None:
     assert back == Record(b"k", b"", {}, 0)
     # A value that reads like a marker is printed in base64, so text stays unambiguous.
     for tricky in (b"<null>", b"b64:AA=="):
-        line = cli_output.format_text(Message(MessageId(1, 7), tricky, tricky))
+        line = cli_output.format_text(Message(MessageId(ledger_id=1, entry_id=7), tricky, tricky))
         assert line.count("b64:") == 2 and "<null>" not in line
 
 

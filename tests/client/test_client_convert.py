@@ -41,7 +41,7 @@ def test_bad_records_are_invalid_argument(bad: object) -> None:
 def test_message_from_pb_keeps_absence() -> None:
     msg = pb.Message(id=pb.MessageId(ledger_id=3, entry_id=7), publish_time_ms=5)
     out = cv.message_from_pb(msg)
-    assert out == Message(MessageId(3, 7), None, None, {}, 5, 0)
+    assert out == Message(MessageId(ledger_id=3, entry_id=7), None, None, {}, 5, 0)
     assert str(out.id) == "3:7"
     msg.key = b""
     msg.value = b""
@@ -58,7 +58,9 @@ def test_topic_and_status_from_pb() -> None:
     topic = cv.topic_from_pb(info)
     assert topic.kind == "segmented"
     assert list(topic.config) == ["a", "b"]
-    assert topic.stats.first_id is None and topic.stats.last_id == MessageId(0, 2)
+    assert topic.stats.first_id is None and topic.stats.last_id == MessageId(
+        ledger_id=0, entry_id=2
+    )
     assert cv.topic_from_pb(pb.TopicInfo(name="u")).kind == "ledger"
 
     status = cv.status_from_pb(pb.CompactionStatus(state=pb.CompactionStatus.RUNNING))
@@ -71,7 +73,7 @@ def test_topic_and_status_from_pb() -> None:
             last_run=pb.CompactionRun(read=4, kept=3, removed=1, engine="local"),
         )
     )
-    assert done.horizon == MessageId(1, 9)
+    assert done.horizon == MessageId(ledger_id=1, entry_id=9)
     assert done.last_run is not None and done.last_run.removed == 1
 
 
@@ -85,7 +87,7 @@ def test_kind_and_config() -> None:
 def test_read_request_starts() -> None:
     assert read_request("t").WhichOneof("start") == "position"
     assert read_request("t", "latest").position == pb.LATEST
-    by_id = read_request("t", MessageId(2, 5), max_messages=3, follow=True)
+    by_id = read_request("t", MessageId(ledger_id=2, entry_id=5), max_messages=3, follow=True)
     assert (by_id.message_id.ledger_id, by_id.message_id.entry_id) == (2, 5)
     assert by_id.max_messages == 3 and by_id.follow
     assert read_request("t", (1, 0)).WhichOneof("start") == "message_id"

@@ -44,7 +44,9 @@ def test_round_trip_keeps_every_field(client: Client, topic: str) -> None:
     keyless = producer.send(None, b"\x00\xff")
     empty = producer.send("k3", b"")
     assert first < tomb < keyless < empty
-    assert first.entry_id == 0 and first.ledger_id >= 1  # LEDGER ids: ledger from 1, entry from 0
+    assert (
+        first.entry_id() == 0 and first.ledger_id() >= 1
+    )  # LEDGER ids: ledger from 1, entry from 0
 
     got = list(client.reader(topic))
     assert [m.id for m in got] == [first, tomb, keyless, empty]
@@ -182,7 +184,7 @@ def test_segmented_topic_kind(client: Client, unique_topic: str) -> None:
     info = client.create_topic(unique_topic, kind="segmented")
     assert info.kind == "segmented"
     first = client.producer(unique_topic).send("k", "v")
-    assert first == MessageId(0, 0)
+    assert first == MessageId(ledger_id=0, entry_id=0)
 
 
 def test_empty_topic(client: Client, topic: str) -> None:

@@ -271,11 +271,11 @@ def test_partitioned_topic_ids_carry_their_partition(client: Client, unique_topi
     client.create_topic(unique_topic, partitions=3)
     producer = client.create_producer(unique_topic)
     sent = {producer.send(b"v", partition_key=f"k{i}") for i in range(12)}
-    assert {mid.partition for mid in sent} == {0, 1, 2}
+    assert {mid.partition() for mid in sent} == {0, 1, 2}
     reader = client.create_reader(unique_topic, MessageId.earliest)
     got = {reader.read_next(timeout_millis=5000).message_id() for _ in range(12)}
     reader.close()
     assert got == sent
     for mid in got:
         assert MessageId.parse(str(mid)) == mid and MessageId.deserialize(mid.serialize()) == mid
-        assert str(mid).count(":") == (2 if mid.partition else 1)
+        assert str(mid).count(":") == (2 if mid.partition() else 1)

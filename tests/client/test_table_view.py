@@ -135,7 +135,7 @@ def test_partitioned_topic_is_one_table(client: Client, unique_topic: str) -> No
     client.create_topic(unique_topic, partitions=3)
     producer = client.create_producer(unique_topic)
     ids = [producer.send(f"v{i}".encode(), partition_key=f"k{i}") for i in range(30)]
-    assert len({i.partition for i in ids}) == 3  # the keys spread over the partitions
+    assert len({i.partition() for i in ids}) == 3  # the keys spread over the partitions
     producer.send(None, partition_key="k0")
     client.compact(unique_topic, wait=True)
     with client.create_table_view(unique_topic) as table:

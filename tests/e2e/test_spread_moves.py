@@ -58,13 +58,13 @@ def publish_round(client: Client, name: str, round_: int, into: Stored) -> None:
     singles = [(key, b"%s-r%d-one-%s" % (name.encode(), round_, key)) for key in KEYS]
     for key, value in singles:
         mid = producer.send(key, value)
-        assert mid.partition == partition_for_key(key, PARTITIONS)
-        into[(mid.partition, mid[0], mid[1])] = value
+        assert mid.partition() == partition_for_key(key, PARTITIONS)
+        into[(mid.partition(), mid[0], mid[1])] = value
     batch = [(key, b"%s-r%d-all-%s" % (name.encode(), round_, key)) for key in KEYS]
     ids = producer.send_batch(batch)
     for (key, value), mid in zip(batch, ids, strict=True):
-        assert mid.partition == partition_for_key(key, PARTITIONS)
-        into[(mid.partition, mid[0], mid[1])] = value
+        assert mid.partition() == partition_for_key(key, PARTITIONS)
+        into[(mid.partition(), mid[0], mid[1])] = value
     producer.close()
 
 
@@ -150,8 +150,8 @@ def send_each_key(producer: Producer, round_: int, into: Stored) -> None:
     for key in KEYS:
         value = b"mover-r%d-%s" % (round_, key)
         mid = producer.send(key, value)
-        assert mid.partition == partition_for_key(key, PARTITIONS)
-        into[(mid.partition, mid[0], mid[1])] = value
+        assert mid.partition() == partition_for_key(key, PARTITIONS)
+        into[(mid.partition(), mid[0], mid[1])] = value
 
 
 @contextlib.contextmanager
@@ -240,6 +240,6 @@ def test_a_shard_killed_under_a_follow_of_name_loses_nothing(
         follower.reader.close()
         follower.thread.join(timeout=10)
         again = client.reader("mover")  # reconnected: every message once
-        read = [(m.id.partition, m.id[0], m.id[1]) for m in again]
+        read = [(m.id.partition(), m.id[0], m.id[1]) for m in again]
         assert len(read) == len(stored) and set(read) == set(stored)
         assert all(v is not None for v in stored.values())

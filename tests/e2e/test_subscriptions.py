@@ -59,7 +59,7 @@ def publish(client: Client, topic: str, count: int, start: int = 0) -> list[Mess
         pb.PublishRequest(topic=topic, records=[pb.Record(key=k, value=v) for k, v in records]),
         timeout=30,
     )
-    return [MessageId(i.ledger_id, i.entry_id) for i in reply.ids]
+    return [MessageId(ledger_id=i.ledger_id, entry_id=i.entry_id) for i in reply.ids]
 
 
 def drain(consumer: Consumer, timeout_ms: int = 300) -> list[Message]:
@@ -108,7 +108,10 @@ def test_raw_callers_without_names_are_one_anonymous_consumer(client: Client, to
         req = pb.ConsumeRequest(
             topic=topic, subscription="plain", max_messages=1, redeliver_unacknowledged=redeliver
         )
-        return [MessageId(m.id.ledger_id, m.id.entry_id) for m in client._log.Consume(req).messages]
+        return [
+            MessageId(ledger_id=m.id.ledger_id, entry_id=m.id.entry_id)
+            for m in client._log.Consume(req).messages
+        ]
 
     assert consume(False) == ids[:1]
     assert consume(False) == ids[1:]  # the same consumer reads on: no CONSUMER_BUSY
