@@ -49,7 +49,7 @@ from compactlog.client.pulsar_params import (
 from compactlog.client.reader import Reader, StartLike
 from compactlog.client.shard_routes import RoutedLog, Routes
 from compactlog.client.subscriptions import SubscriptionCalls
-from compactlog.client.table_view import Source, TableView
+from compactlog.client.table_view import PartitionWatch, Source, TableView
 from compactlog.client.topic_producer import TopicProducer
 from compactlog.client.topic_reader import TopicReader
 from compactlog.errors import InvalidArgument
@@ -382,13 +382,22 @@ class Client(AdminCalls, SubscriptionCalls, Closeable):
         )
         return self._opening(reader)
 
-    def create_table_view(self, topic: str) -> TableView:
+    def create_table_view(
+        self, topic: str, *, partitions_update_interval_seconds: float = 60
+    ) -> TableView:
         """The latest value of every key of ``topic``, kept up to date by a thread
-        (``table_view``); returns once the compacted view is loaded."""
+        (``table_view``); returns once the compacted view is loaded. A partitioned topic's
+        view looks for added partitions every ``partitions_update_interval_seconds``
+        (pulsar-client's partitionsUpdateInterval, 60 s)."""
         info = self.get_topic(topic)
         names = [partition_name(topic, i) for i in range(info.partitions)] or [topic]
         sources = [self._table_source(name) for name in names]
-        table = TableView(topic, sources, empty_is_tombstone=info.kind == "ledger")
+        watch = PartitionWatch(
+            lambda: self.get_topic(topic).partitions,
+            lambda i: self._table_source(partition_name(topic, i)),
+            partitions_update_interval_seconds,
+        )
+        table = TableView(topic, sources, info.kind == "ledger", watch if info.partitions else None)
         return self._opening(table)
 
     def _table_source(self, topic: str) -> Source:

@@ -16,7 +16,10 @@ follows the raw log from just after what that read covered, on a thread of its o
 
 A partitioned topic is one such view per partition (``NAME-partition-i``), each with its
 own compaction status and tail thread, in one table: a key lives in one partition only
-(murmur2 routing), so the partitions never write the same key.
+(murmur2 routing), so the partitions never write the same key. As Pulsar's TableView, it
+follows partitions added later (AddPartitions): a watcher thread asks for the partition
+count every ``PartitionWatch.interval_s`` and loads each new partition from its earliest
+message the same way (compacted view, then tail), telling listeners of every key it adds.
 
 Keys are text (``msg.partition_key()``), values bytes. A keyed message with a null value
 is a tombstone and removes its key; on LEDGER topics so does an empty value (Pulsar),
@@ -37,8 +40,9 @@ from compactlog.client.message import Message
 from compactlog.client.message_id import MessageId
 from compactlog.client.reader import Reader, StartLike
 from compactlog.client.types import CompactionStatus
+from compactlog.errors import InvalidArgument
 
-__all__ = ["Source", "TableView"]
+__all__ = ["PartitionWatch", "Source", "TableView"]
 
 log = logging.getLogger(__name__)
 
@@ -56,10 +60,26 @@ class Source(NamedTuple):
     compaction_status: Status
 
 
+class PartitionWatch(NamedTuple):
+    """How a partitioned topic's table notices new partitions."""
+
+    partitions: Callable[[], int]  # the topic's partition count now (GetTopic)
+    source: Callable[[int], Source]  # partition i's log
+    interval_s: float  # between two looks
+
+
 class TableView(Closeable):
     """A ``dict``-like view ``key -> latest value`` of one topic; ``close()`` stops it."""
 
-    def __init__(self, topic: str, sources: Sequence[Source], empty_is_tombstone: bool) -> None:
+    def __init__(
+        self,
+        topic: str,
+        sources: Sequence[Source],
+        empty_is_tombstone: bool,
+        watch: PartitionWatch | None = None,
+    ) -> None:
+        if watch is not None and not watch.interval_s > 0:
+            raise InvalidArgument("partitions_update_interval_seconds must be > 0")
         self._topic = topic
         self._empty_is_tombstone = empty_is_tombstone
         self._lock = threading.RLock()
@@ -68,19 +88,57 @@ class TableView(Closeable):
         self._closed = threading.Event()
         self.failure: BaseException | None = None
         """Why a tail stopped following (the server went away...), else None."""
-        resumes = [self._bootstrap(*source) for source in sources]
-        self._tails = [s.open_read(r, False, True) for s, r in zip(sources, resumes, strict=True)]
-        self._threads = [
-            threading.Thread(
-                target=self._follow, args=(tail,), name="compactlog-table", daemon=True
-            )
-            for tail in self._tails
-        ]
-        for thread in self._threads:
-            thread.start()
+        self._tails: list[Reader] = []
+        self._threads: list[threading.Thread] = []
+        loaded = [self._bootstrap(*source) for source in sources]
+        for part, _ in loaded:
+            self._table.update(part)
+        for source, (_, resume) in zip(sources, loaded, strict=True):
+            self._start_tail(source, resume)
+        if watch is not None:
+            self._start_thread(self._watch, (watch, len(sources)), "compactlog-table-watch")
 
-    def _bootstrap(self, open_read: OpenRead, compaction_status: Status) -> StartLike:
-        """Add one source's compacted view to the table; the raw start of its tail."""
+    def _start_thread(
+        self, target: Callable[..., None], args: tuple[object, ...], name: str
+    ) -> None:
+        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    def _start_tail(self, source: Source, resume: StartLike) -> None:
+        """Follow ``source`` from ``resume`` on a thread of its own (unless closed)."""
+        with self._lock:
+            if self._closed.is_set():
+                return
+            tail = source.open_read(resume, False, True)
+            self._tails.append(tail)
+            self._start_thread(self._follow, (tail,), "compactlog-table")
+
+    def _watch(self, watch: PartitionWatch, known: int) -> None:
+        """Every ``interval_s``: load and follow the partitions added since the last look."""
+        while not self._closed.wait(watch.interval_s):
+            try:
+                count = watch.partitions()
+                while known < count and not self._closed.is_set():
+                    self._add_partition(watch.source(known))
+                    known += 1
+            except CompactlogError as exc:  # the server away a while: look again later
+                log.warning("table view of %s: partition count unknown: %s", self._topic, exc)
+
+    def _add_partition(self, source: Source) -> None:
+        """A new partition's view into the table (listeners told of each key), then its tail."""
+        part, resume = self._bootstrap(*source)
+        with self._lock:
+            for key, value in part.items():
+                self._table[key] = value
+                for listener in list(self._listeners):
+                    self._call(listener, key, value)
+            self._start_tail(source, resume)
+
+    def _bootstrap(
+        self, open_read: OpenRead, compaction_status: Status
+    ) -> tuple[dict[str, bytes], StartLike]:
+        """One source's compacted view and the raw start of its tail."""
         for attempt in range(1, _BOOTSTRAP_ATTEMPTS + 1):
             before = compaction_status()
             part: dict[str, bytes] = {}  # this source's keys (no other source has them)
@@ -95,8 +153,7 @@ class TableView(Closeable):
                     raise
                 continue  # the compacted ledger read went away: a commit; read again
             if _view_of(compaction_status()) == _view_of(before):
-                self._table.update(part)
-                return _after(last, before.horizon)
+                return part, _after(last, before.horizon)
             log.info("table view of %s: compaction committed during read %d", self._topic, attempt)
         raise CompactlogError(
             f"table view of {self._topic}: compactions kept committing during "
@@ -193,11 +250,14 @@ class TableView(Closeable):
     def close(self) -> None:
         """Stop following the topic; the table keeps what it holds."""
         if not self._closed.is_set():
-            self._closed.set()
-            for tail in self._tails:
+            with self._lock:  # no tail starts after this
+                self._closed.set()
+                tails, threads = list(self._tails), list(self._threads)
+            for tail in tails:
                 tail.close()
-            for thread in self._threads:
-                thread.join(timeout=5)
+            for thread in threads:
+                if thread is not threading.current_thread():
+                    thread.join(timeout=5)
 
 
 def _text(key: str | bytes) -> str:

@@ -13,6 +13,7 @@ import pytest
 from compactlog.client import Client, Message, MessageId, TableView
 from compactlog.client.reader import Reader, StartLike
 from compactlog.client.table_view import Source
+from compactlog.partitioner import partition_for_key
 
 
 @pytest.fixture
@@ -144,3 +145,32 @@ def test_partitioned_topic_is_one_table(client: Client, unique_topic: str) -> No
         producer.send(None, partition_key="k1")
         wait_for(lambda: "k0" in table and "k1" not in table)
         assert len(table) == 29
+
+
+def test_a_partitioned_view_follows_partitions_added_later(
+    client: Client, unique_topic: str
+) -> None:
+    """As Pulsar's TableView: partitions added after the view was made are noticed and read
+    from their earliest message; listeners hear of their keys; their tails are followed."""
+    client.create_topic(unique_topic, partitions=2)
+    client.create_producer(unique_topic).send(b"old", partition_key="k-old")
+    heard: dict[str, bytes | None] = {}
+    with client.create_table_view(unique_topic, partitions_update_interval_seconds=0.2) as table:
+        table.for_each_and_listen(lambda k, v: heard.__setitem__(k, v))
+        assert table.keys() == ["k-old"]
+        assert client.add_partitions(unique_topic, 4).partitions == 4
+        keys = {p: next(f"k{i}" for i in range(1000) if routes(f"k{i}", 4) == p) for p in (2, 3)}
+        producer = client.create_producer(unique_topic)  # routes over the 4 partitions
+        for p, key in keys.items():
+            assert producer.send(f"v{p}".encode(), partition_key=key).partition() == p
+        wait_for(lambda: all(key in table for key in keys.values()))
+        assert {k: table.get(k) for k in keys.values()} == {keys[2]: b"v2", keys[3]: b"v3"}
+        wait_for(lambda: keys[3] in heard)
+        assert heard == {"k-old": b"old", keys[2]: b"v2", keys[3]: b"v3"}
+        producer.send(None, partition_key=keys[3])  # the new partition's tail is followed
+        wait_for(lambda: keys[3] not in table)
+        assert heard[keys[3]] is None and len(table) == 2
+
+
+def routes(key: str, partitions: int) -> int:
+    return partition_for_key(key.encode(), partitions)
