@@ -41,6 +41,29 @@ def subscription_from_pb(info: pb.SubscriptionInfo) -> SubscriptionInfo:
     return SubscriptionInfo(info.name, kind, mark, info.backlog)
 
 
+def reset_cursor_request(
+    topic: str,
+    subscription: str,
+    position: Literal["earliest", "latest"] | None,
+    message_id: cv.MessageIdLike | None,
+    timestamp_ms: int | None,
+) -> pb.ResetCursorRequest:
+    """The ResetCursor request for exactly one of position, message id or timestamp."""
+    given = [x is not None for x in (position, message_id, timestamp_ms)]
+    if sum(given) != 1:
+        raise InvalidArgument("give exactly one of position, message_id, timestamp_ms")
+    req = pb.ResetCursorRequest(topic=topic, subscription=subscription)
+    if position is not None:
+        if position not in ("earliest", "latest"):
+            raise InvalidArgument(f"position must be earliest or latest, not {position!r}")
+        req.position = pb.EARLIEST if position == "earliest" else pb.LATEST
+    elif message_id is not None:
+        req.message_id.CopyFrom(cv.id_to_pb(message_id))
+    else:
+        req.timestamp_ms = int(timestamp_ms or 0)
+    return req
+
+
 class SubscriptionCalls:
     """Needs the client's address, timeout, TopicAdmin stub and open check."""
 
@@ -84,18 +107,7 @@ class SubscriptionCalls:
         and delivery starts again at ``position``, at ``message_id`` (inclusive) or at
         the first message published at or after ``timestamp_ms``; exactly one of them."""
         self._check_open()
-        given = [x is not None for x in (position, message_id, timestamp_ms)]
-        if sum(given) != 1:
-            raise InvalidArgument("give exactly one of position, message_id, timestamp_ms")
-        req = pb.ResetCursorRequest(topic=topic, subscription=subscription)
-        if position is not None:
-            if position not in ("earliest", "latest"):
-                raise InvalidArgument(f"position must be earliest or latest, not {position!r}")
-            req.position = pb.EARLIEST if position == "earliest" else pb.LATEST
-        elif message_id is not None:
-            req.message_id.CopyFrom(cv.id_to_pb(message_id))
-        else:
-            req.timestamp_ms = int(timestamp_ms or 0)
+        req = reset_cursor_request(topic, subscription, position, message_id, timestamp_ms)
         resp = call(
             "ResetCursor",
             self.address,

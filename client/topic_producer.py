@@ -34,7 +34,7 @@ from compactlog.records import Record
 __all__ = ["SendCallback", "TopicProducer", "record_of"]
 
 SendCallback = Callable[[Result | CompactlogError, MessageId | None], None]
-_SEND_DEFAULTS: dict[str, object] = {
+SEND_DEFAULTS: dict[str, object] = {
     "ordering_key": None,
     "replication_clusters": None,
     "disable_replication": False,
@@ -106,7 +106,7 @@ class TopicProducer(Closeable):
             "deliver_at": deliver_at,
             "deliver_after": deliver_after,
         }
-        check_ignored("send", given, _SEND_DEFAULTS)
+        check_ignored("send", given, SEND_DEFAULTS)
         record = record_of(content, partition_key, properties, event_timestamp)
         msg_id = MessageId.of(self._producer.send_batch([record])[0])
         with self._lock:

@@ -18,6 +18,7 @@ from compactlog.channels import (
     retry_service_config,
 )
 from compactlog.client import _convert as cv
+from compactlog.client.aio.multi_topic import AsyncMultiTopicConsumer
 from compactlog.client.aio.streams import (
     AsyncConsumer,
     AsyncProducer,
@@ -29,6 +30,14 @@ from compactlog.client.consumer_state import ConsumerState
 from compactlog.client.enums import ConsumerType, InitialPosition
 from compactlog.client.errors import AlreadyClosed
 from compactlog.client.message_id import MessageId
+from compactlog.client.pulsar_params import (
+    PRODUCER_DEFAULTS,
+    READER_DEFAULTS,
+    SUBSCRIBE_DEFAULTS,
+    check_ignored,
+    pick,
+)
+from compactlog.client.subscriptions import reset_cursor_request
 from compactlog.client.types import CompactionStatus, TopicInfo
 from compactlog.errors import InvalidArgument
 from compactlog.v1 import compactlog_pb2 as pb
@@ -134,51 +143,129 @@ class AsyncClient:
         resp = await acall("GetLastMessageId", self.address, call)
         return cv.id_from_pb(resp.id) if resp.HasField("id") else None
 
+    async def delete_subscription(self, topic: str, subscription: str) -> None:
+        """Drop a subscription and its acknowledgements (``admin`` role)."""
+        self._check_open()
+        req = pb.DeleteSubscriptionRequest(topic=topic, subscription=subscription)
+        call = self._admin.DeleteSubscription(req, timeout=self.timeout, metadata=self._metadata)
+        await acall("DeleteSubscription", self.address, call)
+
+    async def reset_cursor(
+        self,
+        topic: str,
+        subscription: str,
+        position: Literal["earliest", "latest"] | None = None,
+        message_id: cv.MessageIdLike | None = None,
+        timestamp_ms: int | None = None,
+    ) -> None:
+        """As ``Client.reset_cursor`` (``admin`` role)."""
+        self._check_open()
+        req = reset_cursor_request(topic, subscription, position, message_id, timestamp_ms)
+        call = self._admin.ResetCursor(req, timeout=self.timeout, metadata=self._metadata)
+        await acall("ResetCursor", self.address, call)
+
     # -- data ------------------------------------------------------------------------------
 
-    async def create_producer(self, topic: str) -> AsyncProducer:
+    async def create_producer(
+        self,
+        topic: str,
+        producer_name: str | None = None,
+        schema: object | None = None,
+        initial_sequence_id: int | None = None,
+        send_timeout_millis: int = 30000,
+        compression_type: object | None = None,
+        max_pending_messages: int = 1000,
+        max_pending_messages_across_partitions: int = 50000,
+        block_if_queue_full: bool = False,
+        batching_enabled: bool = False,
+        batching_max_messages: int = 1000,
+        batching_max_allowed_size_in_bytes: int = 128 * 1024,
+        batching_max_publish_delay_ms: int = 10,
+        chunking_enabled: bool = False,
+        message_routing_mode: object | None = None,
+        lazy_start_partitioned_producers: bool = False,
+        properties: dict[str, str] | None = None,
+        batching_type: object | None = None,
+        encryption_key: str | None = None,
+        crypto_key_reader: object | None = None,
+        access_mode: object | None = None,
+    ) -> AsyncProducer:
+        """As ``Client.create_producer`` (pulsar-client's parameters, the same checks)."""
+        check_ignored("create_producer", pick(locals(), PRODUCER_DEFAULTS), PRODUCER_DEFAULTS)
         self._check_open()
-        return AsyncProducer(self._link, topic)
+        return AsyncProducer(self._link, topic, producer_name, initial_sequence_id)
 
     async def subscribe(
         self,
-        topic: str,
+        topic: str | list[str],
         subscription_name: str,
         consumer_type: ConsumerType | str = ConsumerType.Exclusive,
-        initial_position: InitialPosition = InitialPosition.Earliest,
-        is_read_compacted: bool = False,
-        consumer_name: str | None = None,
-        negative_ack_redelivery_delay_ms: int = 60000,
+        schema: object | None = None,
+        message_listener: object | None = None,
         receiver_queue_size: int = 1000,
-        *,
+        max_total_receiver_queue_size_across_partitions: int = 50000,
+        consumer_name: str | None = None,
         unacked_messages_timeout_ms: int | None = None,
-    ) -> AsyncConsumer:
-        """As ``Client.subscribe``: the subscription exists when this returns."""
+        broker_consumer_stats_cache_time_ms: int = 30000,
+        negative_ack_redelivery_delay_ms: int = 60000,
+        is_read_compacted: bool = False,
+        properties: dict[str, str] | None = None,
+        pattern_auto_discovery_period: int = 60,
+        initial_position: InitialPosition = InitialPosition.Latest,
+        crypto_key_reader: object | None = None,
+        replicate_subscription_state_enabled: bool = False,
+        max_pending_chunked_message: int = 10,
+        auto_ack_oldest_chunked_message_on_queue_full: bool = False,
+        start_message_id_inclusive: bool = False,
+        batch_receive_policy: object | None = None,
+        key_shared_policy: object | None = None,
+        batch_index_ack_enabled: bool = False,
+        regex_subscription_mode: object | None = None,
+        dead_letter_policy: object | None = None,
+        crypto_failure_action: object | None = None,
+    ) -> AsyncConsumer | AsyncMultiTopicConsumer:
+        """As ``Client.subscribe``: the same parameters and defaults (a new subscription
+        starts at ``InitialPosition.Latest``); it exists when this returns. ``topic``: a
+        name, or a list of names (one consumer on each, received from in turn)."""
         self._check_open()
-        state = ConsumerState(
-            topic,
-            subscription_name,
-            read_compacted=is_read_compacted,
-            initial_position=initial_position,
-            receiver_queue_size=receiver_queue_size,
-            consumer_type=consumer_type,
-            consumer_name=consumer_name,
-            negative_ack_redelivery_delay_ms=negative_ack_redelivery_delay_ms,
-            ack_timeout_ms=unacked_messages_timeout_ms or 0,
-        )
-        consumer = AsyncConsumer(self._link, state)
-        await consumer.subscribe_now()
-        return consumer
+        check_ignored("subscribe", pick(locals(), SUBSCRIBE_DEFAULTS), SUBSCRIBE_DEFAULTS)
+
+        async def one(name: str) -> AsyncConsumer:
+            state = ConsumerState(
+                name,
+                subscription_name,
+                read_compacted=is_read_compacted,
+                initial_position=initial_position,
+                receiver_queue_size=receiver_queue_size,
+                consumer_type=consumer_type,
+                consumer_name=consumer_name,
+                negative_ack_redelivery_delay_ms=negative_ack_redelivery_delay_ms,
+                ack_timeout_ms=unacked_messages_timeout_ms or 0,
+            )
+            consumer = AsyncConsumer(self._link, state, self)
+            await consumer.subscribe_now()
+            return consumer
+
+        if isinstance(topic, str):
+            return await one(topic)
+        return AsyncMultiTopicConsumer([await one(name) for name in topic])
 
     async def create_reader(
         self,
         topic: str,
         start_message_id: MessageId | tuple[int, int],
-        start_message_id_inclusive: bool = False,
+        schema: object | None = None,
+        reader_listener: object | None = None,
+        receiver_queue_size: int = 1000,
+        reader_name: str | None = None,
+        subscription_role_prefix: str | None = None,
         is_read_compacted: bool = False,
+        crypto_key_reader: object | None = None,
+        start_message_id_inclusive: bool = False,
     ) -> AsyncReader:
-        """As ``Client.create_reader``."""
+        """As ``Client.create_reader``, with its parameters in its order."""
         self._check_open()
+        check_ignored("create_reader", pick(locals(), READER_DEFAULTS), READER_DEFAULTS)
 
         async def last_id() -> MessageId | None:
             return await self.get_last_message_id(topic, read_compacted=is_read_compacted)

@@ -6,8 +6,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 import grpc
 
@@ -16,13 +17,14 @@ from compactlog.client.consumer_state import ConsumerState
 from compactlog.client.errors import AlreadyClosed, Timeout, from_rpc_error
 from compactlog.client.message import Message
 from compactlog.client.message_id import MessageId
+from compactlog.client.pulsar_params import check_ignored
 from compactlog.client.reader import StartLike, read_request
-from compactlog.client.topic_producer import record_of
+from compactlog.client.topic_producer import SEND_DEFAULTS, record_of
 from compactlog.client.topic_reader import more_to_read, skipped_start, start_of
 from compactlog.errors import CompactlogError
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 
-__all__ = ["AsyncConsumer", "AsyncProducer", "AsyncReader", "acall"]
+__all__ = ["AsyncConsumer", "AsyncProducer", "AsyncReader", "AsyncSubscriptionAdmin", "acall"]
 
 T = TypeVar("T")
 Metadata = tuple[tuple[str, str], ...]
@@ -52,26 +54,69 @@ class _Link:
 
 
 class AsyncProducer:
-    """Sends to one topic; ``await send(...)`` is durable when it returns."""
+    """Sends to one topic; ``await send(...)`` is durable when it returns. pulsar-client's
+    asyncio producer has no ``send_async``: ``send`` is the coroutine, and ``flush()``
+    waits for every send begun (``asyncio.create_task(producer.send(...))``) to finish."""
 
-    def __init__(self, link: _Link, topic: str) -> None:
+    def __init__(
+        self,
+        link: _Link,
+        topic: str,
+        producer_name: str | None = None,
+        initial_sequence_id: int | None = None,
+    ) -> None:
         self._link = link
         self._topic = topic
+        self._name = producer_name or "producer-" + uuid.uuid4().hex[:12]
+        self._sequence = -1 if initial_sequence_id is None else initial_sequence_id
+        self._in_flight: set[asyncio.Future[Any]] = set()
         self._closed = False
 
     def topic(self) -> str:
         return self._topic
 
+    def producer_name(self) -> str:
+        """The name given to ``create_producer``, else a generated unique one."""
+        return self._name
+
+    def last_sequence_id(self) -> int:
+        """The sequence id of the last message sent (-1 before any, as pulsar-client)."""
+        return self._sequence
+
     async def send(
         self,
-        value: cv.BytesLike,
-        partition_key: str | bytes | None = None,
+        content: cv.BytesLike,
         properties: Mapping[str, str] | None = None,
+        partition_key: str | bytes | None = None,
+        ordering_key: str | None = None,
+        sequence_id: int | None = None,
+        replication_clusters: list[str] | None = None,
+        disable_replication: bool = False,
         event_timestamp: int | None = None,
+        deliver_at: int | None = None,
+        deliver_after: object | None = None,
     ) -> MessageId:
-        """As ``TopicProducer.send``."""
-        record = record_of(value, partition_key, properties, event_timestamp)
-        return (await self.send_batch([record]))[0]
+        """As ``TopicProducer.send``, with its parameters in its order."""
+        given = {
+            "ordering_key": ordering_key,
+            "replication_clusters": replication_clusters,
+            "disable_replication": disable_replication,
+            "deliver_at": deliver_at,
+            "deliver_after": deliver_after,
+        }
+        check_ignored("send", given, SEND_DEFAULTS)
+        record = record_of(content, partition_key, properties, event_timestamp)
+        msg_id = (await self.send_batch([record]))[0]
+        self._sequence = self._sequence + 1 if sequence_id is None else sequence_id
+        return msg_id
+
+    async def flush(self) -> None:
+        """Wait until every send begun so far has been answered (its error is the send's).
+        One yield first: tasks made before this call (``create_task(producer.send(...))``)
+        run up to their request, in order, before flush looks at what is in flight."""
+        await asyncio.sleep(0)
+        if self._in_flight:
+            await asyncio.wait(list(self._in_flight))
 
     async def send_batch(self, records: Iterable[cv.RecordLike]) -> list[MessageId]:
         """Records in one all-or-nothing request; ids in request order."""
@@ -80,19 +125,45 @@ class AsyncProducer:
         link = self._link
         req = cv.publish_request(self._topic, records)
         call = link.stub.Publish(req, timeout=link.timeout, metadata=link.metadata)
-        resp = await acall("Publish", link.address, call)
+        future = asyncio.ensure_future(acall("Publish", link.address, call))
+        self._in_flight.add(future)
+        future.add_done_callback(self._in_flight.discard)
+        resp = await future
         return [cv.id_from_pb(i) for i in resp.ids]
 
     async def close(self) -> None:
+        """Flush, then refuse later sends."""
+        await self.flush()
         self._closed = True
+
+
+class AsyncSubscriptionAdmin(Protocol):
+    """The client's calls a consumer's ``seek``, ``unsubscribe`` and
+    ``get_last_message_id`` go through (``AsyncClient``)."""
+
+    async def delete_subscription(self, topic: str, subscription: str) -> None: ...
+
+    async def reset_cursor(
+        self,
+        topic: str,
+        subscription: str,
+        position: Literal["earliest", "latest"] | None = None,
+        message_id: cv.MessageIdLike | None = None,
+        timestamp_ms: int | None = None,
+    ) -> None: ...
+
+    async def get_last_message_id(
+        self, topic: str, read_compacted: bool = False
+    ) -> MessageId | None: ...
 
 
 class AsyncConsumer:
     """One consumer of a subscription; the books are a ``ConsumerState``."""
 
-    def __init__(self, link: _Link, state: ConsumerState) -> None:
+    def __init__(self, link: _Link, state: ConsumerState, admin: AsyncSubscriptionAdmin) -> None:
         self._link = link
         self._state = state
+        self._admin = admin
         self._closed = False
 
     def topic(self) -> str:
@@ -101,9 +172,47 @@ class AsyncConsumer:
     def subscription_name(self) -> str:
         return self._state.subscription
 
+    def consumer_name(self) -> str:
+        return self._state.consumer_name
+
     def _check_open(self) -> None:
         if self._closed:
             raise AlreadyClosed("the consumer is closed")
+
+    def is_connected(self) -> bool:
+        """True until closed (each receive is a call of its own: nothing stays connected)."""
+        return not self._closed
+
+    async def get_last_message_id(self) -> MessageId | None:
+        """The id of the topic's last message (``None`` when it has none)."""
+        self._check_open()
+        return await self._admin.get_last_message_id(self._state.topic, self._state.read_compacted)
+
+    def redeliver_unacknowledged_messages(self) -> None:
+        """As ``Consumer.redeliver_unacknowledged_messages`` (no call: the next receive asks)."""
+        self._check_open()
+        self._state.start_over()
+
+    async def seek(self, message: MessageId | tuple[int, int] | int) -> None:
+        """As ``Consumer.seek``: an id (inclusive), ``MessageId.earliest`` / ``latest``, or
+        epoch milliseconds. Needs the ``admin`` role (ResetCursor)."""
+        self._check_open()
+        admin, topic, sub = self._admin, self._state.topic, self._state.subscription
+        if isinstance(message, int):
+            await admin.reset_cursor(topic, sub, timestamp_ms=message)
+        elif MessageId.of(message) == MessageId.earliest:
+            await admin.reset_cursor(topic, sub, position="earliest")
+        elif MessageId.of(message) == MessageId.latest:
+            await admin.reset_cursor(topic, sub, position="latest")
+        else:
+            await admin.reset_cursor(topic, sub, message_id=message)
+        self._state.start_over()
+
+    async def unsubscribe(self) -> None:
+        """Close this consumer and delete the subscription (``admin`` role)."""
+        self._check_open()
+        await self.close()
+        await self._admin.delete_subscription(self._state.topic, self._state.subscription)
 
     async def subscribe_now(self) -> None:
         await self._fetch(0)

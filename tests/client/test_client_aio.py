@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from collections.abc import Coroutine
 from typing import Any
@@ -108,7 +109,9 @@ def test_reader_and_last_ids(shared_server, unique_topic: str) -> None:  # type:
             msg = await reader.read_next(timeout_millis=5000)
             assert msg.message_id() == new and msg.value() is None
             await reader.close()
-            inclusive = await client.create_reader(unique_topic, ids[0], True, True)
+            inclusive = await client.create_reader(
+                unique_topic, ids[0], is_read_compacted=True, start_message_id_inclusive=True
+            )
             assert (await inclusive.read_next(timeout_millis=5000)).message_id() == ids[0]
             await inclusive.close()  # no compaction yet: the compacted view is the raw log
             earliest = await client.create_reader(unique_topic, MessageId.earliest)
@@ -137,3 +140,93 @@ def test_errors_are_classes(shared_server) -> None:  # type: ignore[no-untyped-d
             await reader.close()
 
     run(scenario())
+
+
+@pytest.mark.parametrize("name", ["subscribe", "create_producer", "create_reader"])
+def test_async_calls_take_the_sync_parameters_and_defaults(name: str) -> None:
+    """pulsar-client's parameters, in its order, with its defaults (InitialPosition.Latest,
+    negative_ack_redelivery_delay_ms=60000), as the synchronous client has them."""
+    sync = inspect.signature(getattr(Client, name)).parameters
+    aio = inspect.signature(getattr(AsyncClient, name)).parameters
+    pulsar = [(p.name, p.default) for p in sync.values() if p.kind != p.KEYWORD_ONLY]
+    assert [(p.name, p.default) for p in aio.values()] == pulsar
+    if name == "subscribe":
+        assert aio["initial_position"].default is InitialPosition.Latest
+        assert aio["negative_ack_redelivery_delay_ms"].default == 60000
+
+
+def test_async_subscribe_starts_at_latest_and_takes_a_list(
+    shared_server, unique_topic: str
+) -> None:  # type: ignore[no-untyped-def]
+    other = unique_topic + "-b"
+
+    async def scenario() -> None:
+        async with AsyncClient(shared_server.address, timeout=30) as client:
+            for name in (unique_topic, other):
+                await client.create_topic(name)
+            first = await client.create_producer(unique_topic)
+            await first.send(b"before", partition_key="k")
+            consumer = await client.subscribe(unique_topic, "latest")
+            with pytest.raises(Timeout):
+                await consumer.receive(timeout_millis=300)  # "before" is not for it
+            after = await first.send(b"after", partition_key="k")
+            assert (await consumer.receive(timeout_millis=5000)).message_id() == after
+            both = await client.subscribe([unique_topic, other], "both")
+            second = await client.create_producer(other)
+            await first.send(b"one", partition_key="k")
+            await second.send(b"two", partition_key="k")
+            got = {(await both.receive(timeout_millis=5000)).value() for _ in range(2)}
+            assert got == {b"one", b"two"}
+            await both.close()
+            await consumer.close()
+
+    run(scenario())
+
+
+def test_async_flush_waits_for_every_send_begun(shared_server, unique_topic: str) -> None:  # type: ignore[no-untyped-def]
+    async def scenario() -> None:
+        async with AsyncClient(shared_server.address) as client:
+            await client.create_topic(unique_topic)
+            producer = await client.create_producer(unique_topic, "named", None, 9)
+            assert (producer.producer_name(), producer.last_sequence_id()) == ("named", 9)
+            sends = [
+                asyncio.create_task(producer.send(b"v%d" % i, partition_key=f"k{i}"))
+                for i in range(20)
+            ]
+            await producer.flush()
+            assert all(task.done() for task in sends)
+            ids = [task.result() for task in sends]
+            assert len(set(ids)) == 20 and producer.last_sequence_id() == 29
+            assert await client.get_last_message_id(unique_topic) == max(ids)
+            await producer.close()
+
+    run(scenario())
+
+
+def test_async_consumer_seek_redeliver_last_id_and_unsubscribe(
+    shared_server, unique_topic: str
+) -> None:  # type: ignore[no-untyped-def]
+    async def scenario() -> None:
+        async with AsyncClient(shared_server.address) as client:
+            await client.create_topic(unique_topic)
+            producer = await client.create_producer(unique_topic)
+            ids = [await producer.send(b"x", partition_key=f"k{i}") for i in range(3)]
+            consumer = await client.subscribe(
+                unique_topic, "s", initial_position=InitialPosition.Earliest
+            )
+            assert consumer.is_connected() and consumer.consumer_name()
+            assert await consumer.get_last_message_id() == ids[-1]
+            assert (await consumer.receive(timeout_millis=5000)).message_id() == ids[0]
+            consumer.redeliver_unacknowledged_messages()  # ids[0] was never acknowledged
+            assert (await consumer.receive(timeout_millis=5000)).message_id() == ids[0]
+            await consumer.acknowledge_cumulative(ids[2])
+            await consumer.seek(ids[1])  # inclusive, as ResetCursor by id
+            assert (await consumer.receive(timeout_millis=5000)).message_id() == ids[1]
+            await consumer.seek(MessageId.earliest)
+            assert (await consumer.receive(timeout_millis=5000)).message_id() == ids[0]
+            await consumer.unsubscribe()
+            assert not consumer.is_connected()
+
+    run(scenario())
+    with Client(shared_server.address) as sync:
+        assert "s" not in [s.name for s in sync.list_subscriptions(unique_topic)]
