@@ -12,7 +12,9 @@ stored one, so any id works as a bound.
 
 partition ``"-1"`` being a topic that is not partitioned. Topic partitions the JSON does
 not name take the option's default (earliest for a start, latest for an end). Kafka's
-``-2`` (earliest) and ``-1`` (latest) are accepted as position values too.
+``-2`` (earliest) and ``-1`` (latest) are accepted as position values too, and on
+SEGMENTED topics a bare offset (``{"t": {"-1": 440}}``, a ``BareOffset`` until the topic's
+kind is known when the query is planned).
 
 The streaming checkpoint holds the same shape with every position resolved, e.g.
 ``{"prices": {"-1": "3:121"}}``; ``to_offset``/``from_checkpoint`` convert it.
@@ -40,7 +42,15 @@ SNAPSHOT: Final = "snapshot"
 NOT_PARTITIONED = -1
 
 Named = Literal["earliest", "latest"]
-Bound = Named | MessageId
+
+
+class BareOffset(NamedTuple):
+    """A JSON integer position: an offset, valid on SEGMENTED topics only."""
+
+    offset: int
+
+
+Bound = Named | MessageId | BareOffset
 _KAFKA_NAMED: dict[int, Named] = {-2: EARLIEST, -1: LATEST}
 
 
@@ -76,6 +86,12 @@ def _bound(value: object, where: str) -> Bound:
         raise InvalidArgument(f"{where}: {value!r} is not a position")
     if isinstance(value, int) and value in _KAFKA_NAMED:
         return _KAFKA_NAMED[value]
+    if isinstance(value, int):
+        if value < 0:
+            raise InvalidArgument(
+                f"{where}: {value} is not an offset (-2: earliest, -1: latest, else >= 0)"
+            )
+        return BareOffset(value)
     if isinstance(value, str):
         if value.strip().lower() in (EARLIEST, LATEST):
             return EARLIEST if value.strip().lower() == EARLIEST else LATEST
@@ -83,15 +99,19 @@ def _bound(value: object, where: str) -> Bound:
             return parse_position(value)
         except InvalidArgument as exc:
             raise InvalidArgument(f"{where}: {exc}") from None
-    raise InvalidArgument(f"{where}: {value!r} is not a position (expected 'ledger:entry')")
+    raise InvalidArgument(
+        f"{where}: {value!r} is not a position (expected 'ledger:entry' or an offset)"
+    )
 
 
 @dataclass(frozen=True)
 class OffsetSpec:
-    """An offsets option: a default bound and the topic partitions given explicitly."""
+    """An offsets option: a default bound and the topic partitions given explicitly;
+    ``option`` names it in messages (``startingOffsets``...)."""
 
     default: Named
     positions: Mapping[TopicPartition, Bound] = field(default_factory=dict)
+    option: str = "offsets"
 
     def bound(self, tp: TopicPartition) -> Bound:
         return self.positions.get(tp, self.default)
@@ -103,10 +123,10 @@ class OffsetSpec:
 def parse_spec(option: str, text: str | None, default: Named, topics: Sequence[str]) -> OffsetSpec:
     """The value of option ``option`` (``startingOffsets``...) for a query of ``topics``."""
     if text is None or not text.strip():
-        return OffsetSpec(default)
+        return OffsetSpec(default, option=option)
     word = text.strip().lower()
     if word in (EARLIEST, LATEST):
-        return OffsetSpec(EARLIEST if word == EARLIEST else LATEST)
+        return OffsetSpec(EARLIEST if word == EARLIEST else LATEST, option=option)
     try:
         tree = json.loads(text)
     except ValueError:
@@ -130,7 +150,7 @@ def parse_spec(option: str, text: str | None, default: Named, topics: Sequence[s
             index = _partition(option, topic, partition)
             where = f"option {option!r}, topic {topic!r}, partition {partition}"
             positions[TopicPartition(topic, index)] = _bound(value, where)
-    return OffsetSpec(default, positions)
+    return OffsetSpec(default, positions, option)
 
 
 def _partition(option: str, topic: str, text: object) -> int:

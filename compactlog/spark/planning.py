@@ -13,25 +13,35 @@ every id) and end after the last confirmed id; SEGMENTED topics span
 arithmetic, ranges over several ledgers by the topic's ledger layout (without it, one
 Spark partition per topic partition). Every range is read the same way
 (``ServerCalls.read``), whatever its bounds.
+
+A position of the wrong kind for its topic (an offset on a LEDGER topic, ``3:5`` on a
+SEGMENTED one) and a batch start after its end fail the query naming the option; a
+SEGMENTED start below the log start is data loss (``lost_data``), Kafka source's
+``failOnDataLoss``.
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from compactlog.errors import InvalidArgument, OffsetOutOfRange
 from compactlog.records import MessageId
 from compactlog.spark.connection import ServerCalls
 from compactlog.spark.offsets import (
     EARLIEST,
     NOT_PARTITIONED,
+    BareOffset,
     Bound,
     Offsets,
     OffsetSpec,
     TopicPartition,
 )
 from compactlog.v1 import compactlog_pb2 as pb
+
+log = logging.getLogger(__name__)
 
 LEDGER_START = MessageId(0, 0)
 
@@ -55,8 +65,22 @@ class LogShape:
         end = MessageId(last.ledger_id, last.entry_id + 1) if last is not None else LEDGER_START
         return cls(False, LEDGER_START, end)
 
-    def resolve(self, bound: Bound) -> MessageId:
+    def resolve(self, bound: Bound, where: str = "a position") -> MessageId:
+        """``bound`` as an id of this topic partition; ``InvalidArgument`` starting with
+        ``where`` for a position of the other kind of topic."""
+        if isinstance(bound, BareOffset):
+            if not self.segmented:
+                raise InvalidArgument(
+                    f"{where}: {bound.offset} is an offset, but the topic is a LEDGER "
+                    "topic, whose positions are 'ledger:entry'"
+                )
+            return MessageId(0, bound.offset)
         if isinstance(bound, MessageId):
+            if self.segmented and bound.ledger_id != 0:
+                raise InvalidArgument(
+                    f"{where}: '{bound}' is not a position of a SEGMENTED topic "
+                    "(an offset: 440, or '0:440')"
+                )
             return bound
         return self.earliest if bound == EARLIEST else self.latest
 
@@ -97,8 +121,61 @@ def discover(calls: ServerCalls, topics: Iterable[str]) -> dict[TopicPartition, 
     return shapes
 
 
+def _where(option: str, tp: TopicPartition) -> str:
+    return f"option {option!r}, topic {tp.topic!r}, partition {tp.partition}"
+
+
 def resolve(spec: OffsetSpec, shapes: Mapping[TopicPartition, LogShape]) -> Offsets:
-    return {tp: shape.resolve(spec.bound(tp)) for tp, shape in shapes.items()}
+    return {
+        tp: shape.resolve(spec.bound(tp), _where(spec.option, tp)) for tp, shape in shapes.items()
+    }
+
+
+def check_order(starts: Offsets, ends: Offsets, option: str = "startingOffsets") -> None:
+    """A batch query's start after its end: ``InvalidArgument`` naming the option (Kafka's
+    source refuses it too, where it would read nothing)."""
+    for tp, start in starts.items():
+        end = ends.get(tp)
+        if end is not None and start > end:
+            raise InvalidArgument(
+                f"{_where(option, tp)}: the start ({start}) is after the end ({end}, "
+                "endingOffsets or the latest position)"
+            )
+
+
+def lost_data(
+    shapes: Mapping[TopicPartition, LogShape], starts: Offsets, fail_on_data_loss: bool
+) -> Offsets:
+    """The starts, those below a SEGMENTED log start (removed by retention or
+    DeleteRecords) raised to it with a warning; with ``fail_on_data_loss``
+    ``OffsetOutOfRange`` naming the topic partition and the offsets instead."""
+    out = dict(starts)
+    for tp, start in starts.items():
+        shape = shapes.get(tp)
+        if shape is None or not shape.segmented or start >= shape.earliest:
+            continue
+        gone = data_loss(tp, start.entry_id, shape.earliest.entry_id, fail_on_data_loss)
+        out[tp] = MessageId(0, gone)
+    return out
+
+
+def data_loss(tp: TopicPartition, start: int, log_start: int, fail: bool) -> int:
+    """Kafka's ``failOnDataLoss``: raise, or warn and go on from ``log_start``."""
+    what = (
+        f"topic {tp.topic!r} partition {tp.partition}: offsets {start} to {log_start - 1} "
+        f"are gone (retention or DeleteRecords moved the log start to {log_start}); "
+        f"the query was to read from offset {start}"
+    )
+    if fail:
+        raise OffsetOutOfRange(
+            f"{what}. Some data may have been lost; to read from the log start instead, "
+            "set the source option failOnDataLoss to false",
+            topic=tp.log,
+            offset=start,
+            log_start_offset=log_start,
+        )
+    log.warning("%s; reading from %d (failOnDataLoss is false)", what, log_start)
+    return log_start
 
 
 def plan(

@@ -6,6 +6,11 @@ Batch queries fix their ranges when planned: messages published later are not in
 Streaming queries keep their positions in Spark's checkpoint (``offsets.to_offset``);
 the server holds no state for them, so ``commit`` has nothing to do, and a restarted
 query re-reads exactly the ranges of the batch it had not committed.
+
+A start that retention removed meanwhile (SEGMENTED: OFFSET_OUT_OF_RANGE) is data loss,
+found when a query is planned and again when a task reads: ``failOnDataLoss`` (default
+true) fails the query naming the topic partition and offsets; false goes on from the log
+start with a warning, as Kafka's source does.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
-from compactlog.errors import InvalidArgument, TopicNotFound
+from compactlog.errors import InvalidArgument, OffsetOutOfRange, TopicNotFound
 from compactlog.records import MessageId
 from compactlog.spark.connection import Connection, ServerCalls
 from compactlog.spark.offsets import (
@@ -37,9 +42,19 @@ from compactlog.spark.offsets import (
     to_offset,
 )
 from compactlog.spark.options import ReadOptions, WriteOptions
-from compactlog.spark.planning import LogShape, ReadRange, discover, plan, resolve
+from compactlog.spark.planning import (
+    LogShape,
+    ReadRange,
+    check_order,
+    data_loss,
+    discover,
+    lost_data,
+    plan,
+    resolve,
+)
 from compactlog.spark.rows import SCHEMA, record_batches
 from compactlog.spark.writer import PublishWriter
+from compactlog.v1 import compactlog_pb2 as pb
 
 SCHEMA_STRING = (
     "struct<key:binary,value:binary,topic:string,partition:int,ledger_id:bigint,"
@@ -85,7 +100,7 @@ class RangePartition(InputPartition):  # type: ignore[misc]
 
 
 def read_partition(
-    conn: Connection, partition: InputPartition, schema: StructType
+    conn: Connection, partition: InputPartition, schema: StructType, fail_on_data_loss: bool
 ) -> Iterator[pa.RecordBatch]:
     """The partition's messages as Arrow batches, over a channel of this worker's own."""
     assert isinstance(partition, RangePartition)
@@ -94,8 +109,29 @@ def read_partition(
         return
     arrow_schema = to_arrow_schema(schema, timezone="UTC")
     with conn.calls() as calls:
-        messages = calls.read(rng.tp.log, rng.start, rng.end, rng.compacted, rng.limit)
+        messages = read_range(calls, rng, fail_on_data_loss)
         yield from record_batches(rng.tp, messages, arrow_schema)
+
+
+def read_range(calls: ServerCalls, rng: ReadRange, fail_on_data_loss: bool) -> Iterator[pb.Message]:
+    """The range's messages; where retention removed its start since it was planned
+    (OFFSET_OUT_OF_RANGE), ``failOnDataLoss`` decides: fail, or go on from the log start."""
+    position, limit = rng.start, rng.limit
+    while True:
+        try:
+            for msg in calls.read(rng.tp.log, position, rng.end, rng.compacted, limit):
+                position = MessageId(msg.id.ledger_id, msg.id.entry_id + 1)
+                yield msg
+            return
+        except OffsetOutOfRange:
+            log_start = LogShape.of(calls.topic(rng.tp.log)).earliest.entry_id
+            if log_start <= position.entry_id:
+                raise
+            offset = data_loss(rng.tp, position.entry_id, log_start, fail_on_data_loss)
+            position = MessageId(0, offset)
+            if position >= rng.end:
+                return
+            limit = rng.end.entry_id - offset
 
 
 class TopicReader(DataSourceReader):  # type: ignore[misc]
@@ -111,12 +147,14 @@ class TopicReader(DataSourceReader):  # type: ignore[misc]
             shapes = discover(calls, opts.topics)
             starts = resolve(opts.starting, shapes)
             ends = resolve(opts.ending, shapes)
+            check_order(starts, ends)
+            starts = lost_data(shapes, starts, opts.fail_on_data_loss)
             ranges = plan(calls, shapes, starts, ends, opts.compacted, opts.entries_per_partition)
         # Spark wants at least one partition; an empty one reads nothing.
         return [RangePartition(r) for r in ranges] or [RangePartition(None)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return read_partition(self.opts.conn, partition, self.schema)
+        return read_partition(self.opts.conn, partition, self.schema, self.opts.fail_on_data_loss)
 
 
 class TopicStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
@@ -181,11 +219,12 @@ class TopicStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  #
             snap = {tp: stop[tp] for tp in marked if tp in stop}
             ranges = plan(calls, shapes, {}, snap, True, size)
             tail = {tp: end for tp, end in stop.items() if tp not in marked}
+            begin = lost_data(shapes, begin, opts.fail_on_data_loss)
             ranges += plan(calls, shapes, begin, tail, opts.compacted, size)
         return [RangePartition(r) for r in ranges]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return read_partition(self.opts.conn, partition, self.schema)
+        return read_partition(self.opts.conn, partition, self.schema, self.opts.fail_on_data_loss)
 
     def commit(self, end: Mapping[str, Any]) -> None:
         """Nothing to do: the positions live in Spark's checkpoint, not on the server."""
