@@ -24,6 +24,7 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
     DataSourceStreamReader,
+    DataSourceStreamWriter,
     DataSourceWriter,
     InputPartition,
 )
@@ -53,7 +54,7 @@ from compactlog.spark.planning import (
     resolve,
 )
 from compactlog.spark.rows import SCHEMA, record_batches
-from compactlog.spark.writer import PublishWriter
+from compactlog.spark.writer import PublishStreamWriter, PublishWriter
 from compactlog.v1 import compactlog_pb2 as pb
 
 SCHEMA_STRING = (
@@ -83,6 +84,9 @@ class CompactlogDataSource(DataSource):  # type: ignore[misc]
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         return PublishWriter.for_query(WriteOptions.parse(self.options), schema, overwrite)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        return PublishStreamWriter.for_query(WriteOptions.parse(self.options), schema)
 
 
 def _check_schema(schema: StructType) -> None:

@@ -11,6 +11,12 @@ Each Spark task publishes its rows in order, up to ``RECORDS_PER_PUBLISH`` recor
 ``BYTES_PER_PUBLISH`` bytes a Publish, one topic per request. A Publish is all or
 nothing, but a task that fails after some of its Publishes — and is retried by Spark —
 publishes those rows again: delivery is at least once, as with Kafka's sink.
+
+``df.writeStream.format("compactlog")`` publishes each micro-batch the same way
+(``PublishStreamWriter`` hands its tasks to ``PublishWriter.write``). Spark commits the
+batch in its checkpoint after the tasks publish; a query restarted before that runs the
+batch again, so a streaming write is at least once too — and so is ``abort``: what a
+failed batch's tasks published stays in the topic, as with Kafka's sink.
 """
 
 from __future__ import annotations
@@ -20,7 +26,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
 from pyspark.sql.types import (
     BinaryType,
     IntegerType,
@@ -155,11 +165,38 @@ class PublishWriter(DataSourceArrowWriter):  # type: ignore[misc]
             yield topic, record
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        done = [m for m in messages if isinstance(m, PublishCommit)]
-        log.info(
-            "published %d records in %d requests",
-            sum(m.records for m in done),
-            sum(m.requests for m in done),
+        log.info("published %s", _published(messages))
+
+
+def _published(messages: list[WriterCommitMessage | None]) -> str:
+    done = [m for m in messages if isinstance(m, PublishCommit)]
+    records, requests = sum(m.records for m in done), sum(m.requests for m in done)
+    return f"{records} records in {requests} requests"
+
+
+class PublishStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
+    """A streaming write: each micro-batch's tasks publish as a batch write's do."""
+
+    def __init__(self, batch: PublishWriter) -> None:
+        self.batch = batch
+
+    @classmethod
+    def for_query(cls, opts: WriteOptions, schema: StructType) -> PublishStreamWriter:
+        """Checked on the driver as a batch write. Complete and update output modes
+        publish each batch's rows too (Kafka's sink does not truncate a topic either)."""
+        return cls(PublishWriter.for_query(opts, schema, overwrite=False))
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> PublishCommit:
+        return self.batch.write(iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        log.info("micro-batch %d: published %s", batchId, _published(messages))
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        log.warning(
+            "micro-batch %d failed; %s published before stay in the topic (at least once)",
+            batchId,
+            _published(messages),
         )
 
 
