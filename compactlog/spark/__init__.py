@@ -11,10 +11,16 @@ top-level modules named ``pyspark_*``, and compactlog installs one top-level nam
 registration is this call — made at import when a session is active. PySpark is
 imported only then, or by ``register``: importing this module where PySpark is unused
 costs nothing. See docs/spark.md.
+
+Spark's Python workers run ``PYSPARK_PYTHON`` (``python3`` on the PATH by default), which
+need not be the interpreter that has compactlog and pyarrow: ``register`` points them at
+the driver's own interpreter unless the user chose one (``PYSPARK_PYTHON`` or
+``spark.pyspark.python``).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -28,8 +34,27 @@ def register(spark: SparkSession) -> SparkSession:
     """Make ``format("compactlog")`` readable, streamable and writable in ``spark``."""
     from compactlog.spark.source import CompactlogDataSource
 
+    _use_driver_interpreter(spark)
     spark.dataSource.register(CompactlogDataSource)
     return spark
+
+
+def _use_driver_interpreter(spark: SparkSession) -> None:
+    """Workers on ``sys.executable`` unless the user chose an interpreter. The context
+    read ``PYSPARK_PYTHON`` when it started, and every Python function (a data source
+    registered next, a UDF) takes its interpreter from it: both are set."""
+    from pyspark.errors import PySparkNotImplementedError
+
+    if os.environ.get("PYSPARK_PYTHON"):
+        return
+    try:
+        context = spark.sparkContext
+    except PySparkNotImplementedError:  # Spark Connect: its server starts the workers
+        return
+    if context.getConf().get("spark.pyspark.python"):
+        return
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    context.pythonExec = sys.executable
 
 
 def _register_with_active_session() -> None:
