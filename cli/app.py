@@ -163,6 +163,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="worker processes, each serving a share of the topics (default 1; "
         "docs/architecture.md, Shards)",
     )
+    serve.add_argument(
+        "--kafka-listen",
+        metavar="HOST:PORT",
+        default=None,
+        help="also serve Kafka's wire protocol here for SEGMENTED topics, port 0 picks one "
+        "(off by default; docs/kafka.md)",
+    )
+    serve.add_argument(
+        "--kafka-advertised",
+        metavar="HOST:PORT",
+        default=None,
+        help="the address Kafka clients are told to connect to (default: --kafka-listen's)",
+    )
     _add_security_options(serve)
     serve.set_defaults(func=_serve)
 
@@ -194,6 +207,7 @@ def _add_security_options(serve: argparse.ArgumentParser) -> None:
 def _serve(args: argparse.Namespace) -> int:
     try:
         from compactlog.server.app import run
+        from compactlog.server.kafka.listener import KafkaOptions
         from compactlog.server.security.guard import SecurityOptions
     except ImportError as exc:
         raise UsageError(f"the server is not available: {exc}") from None
@@ -209,7 +223,13 @@ def _serve(args: argparse.Namespace) -> int:
         insecure=args.insecure,
     )
     data_dir = Path(args.data_dir)
-    return int(run(data_dir, args.listen, config, args.metrics_listen, security, args.shards) or 0)
+    if args.kafka_advertised and not args.kafka_listen:
+        raise UsageError("--kafka-advertised needs --kafka-listen")
+    serve_args = (data_dir, args.listen, config, args.metrics_listen, security, args.shards)
+    if args.kafka_listen:  # off unless given (CONTRACT section 15)
+        kafka = KafkaOptions(args.kafka_listen, args.kafka_advertised)
+        return int(run(*serve_args, kafka=kafka) or 0)
+    return int(run(*serve_args) or 0)
 
 
 def _bench_missing_args(args: argparse.Namespace) -> int:

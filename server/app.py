@@ -21,9 +21,10 @@ from typing import IO
 from compactlog.errors import CompactlogError, StoreLocked
 from compactlog.server.broker import Broker
 from compactlog.server.compaction.cleaner_metrics import export_cleaner_stats
+from compactlog.server.kafka.listener import KafkaOptions, split_address
 from compactlog.server.metrics import Metrics
 from compactlog.server.rpc.errors import error_listeners
-from compactlog.server.security.guard import Guard, SecurityOptions
+from compactlog.server.security.guard import Guard, SecurityOptions, check_exposure
 from compactlog.server.serving import (  # noqa: F401 - re-exported
     APPEND_THREADS,
     STORAGE_THREADS,
@@ -70,6 +71,7 @@ def run(
     metrics_listen: str | None,
     security: SecurityOptions | None = None,
     shards: int = 1,
+    kafka: KafkaOptions | None = None,
 ) -> int:
     logging.basicConfig(
         level=os.environ.get("COMPACTLOG_LOG_LEVEL", "INFO"),
@@ -79,6 +81,8 @@ def run(
     try:
         file_limits.start()  # raise the soft limit to the hard one, or refuse in one line
         guard = Guard.open(security or SecurityOptions(), listen)
+        if kafka is not None:
+            check_kafka(kafka, security or SecurityOptions(), shards)
         settings = ServerSettings.load(config)
         data_dir.mkdir(parents=True, exist_ok=True)
         lock = lock_data_dir(data_dir)
@@ -108,9 +112,24 @@ def run(
         log.debug("start-up failed", exc_info=exc)
         return _fail(f"cannot open data dir {data_dir}: {type(exc).__name__}: {exc}")
     try:
-        return asyncio.run(_serve(broker, data_dir, listen, settings, metrics_listen, guard))
+        return asyncio.run(_serve(broker, data_dir, listen, settings, metrics_listen, guard, kafka))
     finally:
         lock.close()
+
+
+def check_kafka(kafka: KafkaOptions, security: SecurityOptions, shards: int) -> None:
+    """Refuse, in one line, a Kafka listener this version cannot guard or place."""
+    split_address(kafka.listen, "--kafka-listen")
+    if kafka.advertised is not None:
+        split_address(kafka.advertised, "--kafka-advertised")
+    if shards > 1:
+        raise CompactlogError("--kafka-listen is not available with --shards yet")
+    if security.auth_tokens is not None or security.tls_cert is not None:
+        raise CompactlogError(
+            "--kafka-listen does not take --auth-tokens or --tls-cert yet: the Kafka "
+            "listener has no SASL or TLS in this version and would be an open door"
+        )
+    check_exposure(kafka.listen, security)
 
 
 async def _serve(
@@ -120,12 +139,14 @@ async def _serve(
     settings: ServerSettings,
     metrics_listen: str | None,
     guard: Guard,
+    kafka: KafkaOptions | None = None,
 ) -> int:
     loop = asyncio.get_running_loop()
     metrics = Metrics()
     served = ServedStore(broker, settings, guard, metrics)
     try:
         port = served.bind(listen)
+        kafka_port = await served.bind_kafka(kafka) if kafka is not None else 0
         if metrics_listen:
             metrics_port = metrics.serve(metrics_listen)
             log.info(
@@ -142,6 +163,9 @@ async def _serve(
     if guard.auth is not None:
         loop.add_signal_handler(signal.SIGHUP, guard.reload)
     await served.start()
+    if kafka is not None:  # before the gRPC line, which says everything is ready
+        kafka_host = kafka.listen.rpartition(":")[0]
+        print(f"compactlog kafka listening on {kafka_host}:{kafka_port}", flush=True)
     host = listen.rpartition(":")[0]
     print(f"compactlog listening on {host}:{port}", flush=True)
     log.info("serving data dir %s", data_dir.resolve())

@@ -22,6 +22,8 @@ from compactlog.server.admin.subscriptions import SubscriptionAdmin
 from compactlog.server.broker import Broker
 from compactlog.server.compaction.engine_runs import make_outside_runs
 from compactlog.server.compaction.engine_service import CompactionEngineService
+from compactlog.server.kafka.listener import KafkaListener, KafkaOptions
+from compactlog.server.kafka.topics import KafkaContext
 from compactlog.server.log.service import LogService, log_handler
 from compactlog.server.log.waiting import TopicSignals
 from compactlog.server.metrics import Metrics
@@ -147,6 +149,7 @@ class ServedStore:
         self.signals: TopicSignals | None = None
         self.server: grpc.aio.Server | None = None
         self.port = 0
+        self.kafka: KafkaListener | None = None  # --kafka-listen (server/kafka)
         self._storage = futures.ThreadPoolExecutor(STORAGE_THREADS, thread_name_prefix="storage")
         self._appends = futures.ThreadPoolExecutor(APPEND_THREADS, thread_name_prefix="append")
         self._retention = Periodic(
@@ -179,11 +182,23 @@ class ServedStore:
         )
         return self.port
 
+    async def bind_kafka(self, options: KafkaOptions) -> int:
+        """Bind the Kafka listener (after ``bind``): the same broker, executors and topic
+        signals as the Log service. The bound port; ``CompactlogError`` when it cannot."""
+        assert self.signals is not None, "bind first"
+        ctx = KafkaContext(self.broker, self._storage, self._appends, self.signals, "", 0)
+        self.kafka = KafkaListener(ctx)
+        port = await self.kafka.bind(options.listen)
+        ctx.host, ctx.port = options.advertised_address(port)
+        return port
+
     async def start(self, warm_workers: bool = True) -> None:
         """Serve; ``warm_workers``: start the compaction workers now (a shard holding
         several slots leaves them to the first run of each slot's store, as before)."""
         assert self.server is not None, "bind first"
         await self.server.start()
+        if self.kafka is not None:
+            await self.kafka.start()
         self.broker.start(warm_workers)
         self._retention.start()
 
@@ -191,8 +206,12 @@ class ServedStore:
         """Stop accepting, end follow streams and waits, let in-flight calls finish, close."""
         if self.signals is not None:
             self.signals.stop()
+        stopping = []
         if self.server is not None:
-            await self.server.stop(SHUTDOWN_GRACE_S)
+            stopping.append(self.server.stop(SHUTDOWN_GRACE_S))
+        if self.kafka is not None:
+            stopping.append(self.kafka.stop(SHUTDOWN_GRACE_S))
+        await asyncio.gather(*stopping)
         self._retention.stop()
         await asyncio.get_running_loop().run_in_executor(None, self.broker.close)
         self._storage.shutdown(wait=True)
@@ -200,6 +219,8 @@ class ServedStore:
 
     def abandon(self) -> None:
         """Close the store after a failed ``bind`` (nothing was started)."""
+        if self.kafka is not None and self.kafka.server is not None:
+            self.kafka.server.close()
         self.broker.close()
         self._storage.shutdown(wait=False)
         self._appends.shutdown(wait=False)

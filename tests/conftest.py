@@ -49,6 +49,7 @@ class ServerProcess:
         self.env = env
         self.proc: subprocess.Popen[str] | None = None
         self.address = ""
+        self.kafka_address = ""  # from `compactlog kafka listening on`, with --kafka-listen
         self.stderr_lines: list[str] = []
 
     def command(self) -> list[str]:
@@ -92,6 +93,8 @@ class ServerProcess:
         def read() -> None:
             assert proc.stdout is not None
             for line in proc.stdout:
+                if line.startswith("compactlog kafka listening on "):  # printed first
+                    self.kafka_address = line.strip().rsplit(" ", 1)[1]
                 if line.startswith("compactlog listening on "):
                     result.append(line.strip().rsplit(" ", 1)[1])
                     break

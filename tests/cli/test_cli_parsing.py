@@ -347,6 +347,25 @@ def test_bench_missing_is_one_line(run_cli: RunCli, monkeypatch: pytest.MonkeyPa
     assert_one_error_line(err, "benchmark suite is not available")
 
 
+def test_serve_passes_its_kafka_listener(monkeypatch: pytest.MonkeyPatch) -> None:
+    from compactlog.server.kafka.listener import KafkaOptions
+
+    calls: list[dict[str, object]] = []
+
+    class FakeApp:
+        @staticmethod
+        def run(*args: object, **kwargs: object) -> int:
+            calls.append(kwargs)
+            return 0
+
+    monkeypatch.setitem(sys.modules, "compactlog.server.app", FakeApp)
+    kafka = ["serve", "--kafka-listen", "127.0.0.1:0", "--kafka-advertised", "h:9092"]
+    assert cli.main(kafka) == 0
+    assert calls == [{"kafka": KafkaOptions("127.0.0.1:0", "h:9092")}]
+    assert cli.main(["serve", "--kafka-advertised", "h:9092"]) == 2  # no listener to advertise
+    assert len(calls) == 1
+
+
 def test_serve_passes_its_options(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[object, ...]] = []
 

@@ -1,0 +1,112 @@
+"""One Kafka client connection: frames in, answers out, in request order.
+
+Each request is read whole (``size`` i32 first: a size below a request header or above
+``MAX_REQUEST_BYTES``, Kafka's ``socket.request.max.bytes``, closes the connection),
+answered, and only then is the next one read, as a Kafka broker mutes a connection
+while one of its requests is in flight; clients pipeline over several connections or
+wait. What happens to one connection never touches another:
+
+- an API or version we do not serve: answered UNSUPPORTED_VERSION (ApiVersions: KIP-511's
+  answer, the versions we serve), the connection stays open;
+- a frame that does not read as its request: this connection is closed, and logged;
+- a handler's unexpected error: logged with its traceback (a defect), answered with
+  UNKNOWN_SERVER_ERROR in the API's shape.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from compactlog.server.kafka import api_versions
+from compactlog.server.kafka.errors import ErrorCode
+from compactlog.server.kafka.handlers import HANDLERS
+from compactlog.server.kafka.protocol import (
+    HEAD,
+    SIZE,
+    BadFrame,
+    bare_error,
+    encode,
+    error_response,
+    load_response,
+    read_request,
+)
+from compactlog.server.kafka.topics import KafkaContext
+
+log = logging.getLogger("compactlog.kafka")
+
+MAX_REQUEST_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes default
+MIN_REQUEST_BYTES = HEAD.size + 2  # api key, version, correlation id, client id length
+
+
+async def answer(ctx: KafkaContext, frame: bytes) -> bytes | None:
+    """The response frame to a request frame (None: an acks=0 produce)."""
+    api_key, version, correlation_id = HEAD.unpack_from(frame)
+    versions = api_versions.SUPPORTED.get(api_key)
+    if versions is None or not versions[0] <= version <= versions[1]:
+        return unsupported(api_key, version, correlation_id)
+    request = read_request(frame, api_key, version)
+    try:
+        response = await HANDLERS[api_key](ctx, request, version)
+    except Exception as exc:
+        log.error("kafka: api %d v%d failed", api_key, version, exc_info=exc)
+        response = error_response(load_response(api_key, version), ErrorCode.unknown_server_error)
+    return None if response is None else encode(correlation_id, response)
+
+
+def unsupported(api_key: int, version: int, correlation_id: int) -> bytes:
+    log.info("kafka: api %d v%d is not served: answered UNSUPPORTED_VERSION", api_key, version)
+    if api_key == api_versions.API_VERSIONS:
+        return encode(correlation_id, api_versions.unsupported(version))
+    try:
+        cls = load_response(api_key, version)
+    except Exception:  # an API or version kio does not know either
+        return bare_error(correlation_id)
+    return encode(correlation_id, error_response(cls, ErrorCode.unsupported_version))
+
+
+class Connection:
+    """Serves one client's stream until it closes, sends a bad frame, or the listener
+    stops."""
+
+    def __init__(
+        self, ctx: KafkaContext, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        self.ctx = ctx
+        self.reader = reader
+        self.writer = writer
+        self.peer = writer.get_extra_info("peername")
+        self.busy = False  # a request is being answered (a stop lets it finish)
+
+    async def serve(self) -> None:
+        try:
+            while True:
+                frame = await self._read_frame()
+                if frame is None:
+                    return
+                self.busy = True
+                response = await answer(self.ctx, frame)
+                if response is not None:
+                    self.writer.write(response)
+                    await self.writer.drain()
+                self.busy = False
+        except BadFrame as exc:
+            log.warning("kafka: closing connection from %s: %s", self.peer, exc)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass  # the client went away
+        finally:
+            self.writer.close()
+
+    async def _read_frame(self) -> bytes | None:
+        try:
+            head = await self.reader.readexactly(SIZE.size)
+        except asyncio.IncompleteReadError as exc:
+            if exc.partial:
+                raise BadFrame("connection closed inside a size field") from None
+            return None  # a clean close between requests
+        (size,) = SIZE.unpack(head)
+        if not MIN_REQUEST_BYTES <= size <= MAX_REQUEST_BYTES:
+            raise BadFrame(
+                f"request size {size} outside {MIN_REQUEST_BYTES}..{MAX_REQUEST_BYTES} bytes"
+            )
+        return await self.reader.readexactly(size)

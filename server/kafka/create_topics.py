@@ -1,0 +1,73 @@
+"""CreateTopics (key 19): SEGMENTED topics, with Kafka's topic config names (the same
+keys as CONTRACT section 3: ``cleanup.policy``, ``retention.ms``, ``segment.bytes`` ...).
+``num_partitions`` > 1 makes a partitioned topic (``server.admin.partitioned_topics``);
+-1 or 1 a plain one. One broker: a replication factor other than 1 (or -1, the default)
+is INVALID_REPLICATION_FACTOR; manual replica assignments are INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from compactlog.errors import TopicExists
+from compactlog.server.admin.partitioned_topics import PartitionedNamespace
+from compactlog.server.kafka.errors import ErrorCode, KafkaError, code_of
+from compactlog.server.kafka.protocol import NO_THROTTLE, make, response_module
+from compactlog.server.kafka.topics import KafkaContext
+from compactlog.storage.config import validate_topic_overrides
+from compactlog.storage.names import check_topic_name
+from compactlog.storage.types import TopicKind
+
+CREATE_TOPICS = 19
+
+
+def create(ctx: KafkaContext, topic: Any, validate_only: bool) -> int:
+    """Create (or, ``validate_only``, check) one topic; its partition count."""
+    partitions = 1 if topic.num_partitions == -1 else topic.num_partitions
+    if partitions < 1:
+        raise KafkaError(ErrorCode.invalid_partitions, f"num_partitions {partitions}")
+    if topic.replication_factor not in (-1, 1):
+        raise KafkaError(
+            ErrorCode.invalid_replication_factor,
+            f"replication factor {topic.replication_factor}: this broker is the only one",
+        )
+    if topic.assignments:
+        raise KafkaError(ErrorCode.invalid_request, "replica assignments are not supported")
+    config = {c.name: c.value for c in topic.configs if c.value is not None}
+    broker = ctx.broker
+    if validate_only:
+        check_topic_name(topic.name)
+        validate_topic_overrides(TopicKind.SEGMENTED, config, topic.name)
+        if broker.has_name(topic.name):
+            raise TopicExists(f"topic {topic.name!r} already exists", topic=topic.name)
+    elif partitions > 1:
+        PartitionedNamespace(broker).create(topic.name, TopicKind.SEGMENTED, config, partitions)
+    else:
+        broker.create_topic(topic.name, TopicKind.SEGMENTED, config)
+    return partitions
+
+
+async def create_one(ctx: KafkaContext, module: Any, topic: Any, validate_only: bool) -> Any:
+    try:
+        partitions = await ctx.run(create, ctx, topic, validate_only)
+        code, message = ErrorCode.none, None
+    except Exception as exc:
+        partitions, code, message = -1, code_of(exc), str(exc)
+    return make(
+        module.CreatableTopicResult,
+        name=topic.name,
+        topic_id=None,
+        error_code=code,
+        error_message=message,
+        topic_config_error_code=0,
+        num_partitions=partitions,
+        replication_factor=1 if code == ErrorCode.none else -1,
+        configs=(),
+    )
+
+
+async def handle(ctx: KafkaContext, request: Any, version: int) -> Any:
+    module = response_module(CREATE_TOPICS, version)
+    validate_only = getattr(request, "validate_only", False)
+    topics = [await create_one(ctx, module, t, validate_only) for t in request.topics]
+    return make(module.CreateTopicsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))

@@ -1,0 +1,146 @@
+"""Fetch (key 1): the partitions' records from the fetch offsets, as RecordBatch v2.
+
+A Fetch reads the topic's stored batches (``TopicLog.batches``, CRC-checked like every
+read) and converts them (``records``). With nothing to give yet it long-polls as a follow
+Read does: it takes each partition's change future from the topic signals *before*
+looking, then waits for the first append or ``max_wait_ms``, so no wake-up is lost and
+nothing polls. ``max_bytes`` and ``partition_max_bytes`` are honoured as Kafka does
+(KIP-74): whole batches, and only the first batch of the response may pass them.
+No fetch sessions (KIP-227): every answer is a full one (session id 0).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from compactlog.server.kafka.errors import ErrorCode, KafkaError, code_of
+from compactlog.server.kafka.protocol import NO_THROTTLE, make, response_module
+from compactlog.server.kafka.records import fetched_batch
+from compactlog.server.kafka.topics import KafkaContext
+from compactlog.storage.topic_log import TopicLog
+from compactlog.storage.types import MessageId
+
+FETCH = 1
+
+
+@dataclass
+class Wanted:
+    topic: str
+    partition: int
+    offset: int
+    max_bytes: int
+    log: TopicLog | None = None
+    error: ErrorCode = ErrorCode.none
+
+
+@dataclass
+class Read:
+    error: ErrorCode = ErrorCode.none
+    records: bytes = b""
+    high_watermark: int = -1
+    log_start: int = -1
+
+
+def read_partition(want: Wanted, limit: int, first: bool) -> Read:
+    """Whole batches from ``want.offset`` up to ``limit`` bytes (one batch past it when
+    ``first``: the response's first data must come whatever its size)."""
+    log = want.log
+    assert log is not None
+    end, start = log.latest().entry_id, log.earliest().entry_id
+    if not start <= want.offset <= end:
+        return Read(ErrorCode.offset_out_of_range, b"", end, start)
+    out: list[bytes] = []
+    size = 0
+    where = f"topic {log.name!r}"
+    batches = log.batches(MessageId(0, want.offset), MessageId(0, end - 1), False)
+    for stored in batches if want.offset < end else ():
+        converted = fetched_batch(stored, want.offset, where)
+        if converted is None:
+            continue
+        data = converted[0]
+        if size + len(data) > limit and not (first and not out):
+            break
+        out.append(data)
+        size += len(data)
+    return Read(ErrorCode.none, b"".join(out), end, start)
+
+
+def read_all(wanted: list[Wanted], max_bytes: int) -> list[Read]:
+    reads: list[Read] = []
+    total = 0
+    for want in wanted:
+        if want.log is None:
+            reads.append(Read(want.error))
+            continue
+        limit = min(want.max_bytes, max_bytes - total)
+        try:
+            read = read_partition(want, max(limit, 0), total == 0)
+        except Exception as exc:  # a corrupt batch fails its partition, not the request
+            read = Read(code_of(exc))
+        total += len(read.records)
+        reads.append(read)
+    return reads
+
+
+def _resolve(ctx: KafkaContext, request: Any) -> list[Wanted]:
+    wanted = []
+    for topic in request.topics:
+        for part in topic.partitions:
+            want = Wanted(topic.topic, part.partition, part.fetch_offset, part.partition_max_bytes)
+            try:
+                want.log = ctx.log(topic.topic, part.partition)
+            except KafkaError as exc:
+                want.error = exc.code
+            wanted.append(want)
+    return wanted
+
+
+async def handle(ctx: KafkaContext, request: Any, version: int) -> Any:
+    loop = asyncio.get_running_loop()
+    wanted = _resolve(ctx, request)
+    deadline = loop.time() + request.max_wait.total_seconds()
+    max_bytes = getattr(request, "max_bytes", 2**31 - 1)
+    while True:
+        changes = [ctx.signals.next_change(w.log.name) for w in wanted if w.log is not None]
+        reads = await ctx.run(read_all, wanted, max_bytes)
+        got = sum(len(r.records) for r in reads)
+        failed = any(r.error != ErrorCode.none for r in reads)
+        remaining = deadline - loop.time()
+        if got >= request.min_bytes or failed or remaining <= 0 or not changes:
+            break
+        if ctx.signals.stopping.is_set():
+            break
+        await asyncio.wait(changes, timeout=remaining)  # shared futures: never cancelled
+    return _response(version, wanted, reads)
+
+
+def _response(version: int, wanted: list[Wanted], reads: list[Read]) -> Any:
+    module = response_module(FETCH, version)
+    by_topic: dict[str, list[Any]] = {}
+    for want, read in zip(wanted, reads, strict=True):
+        by_topic.setdefault(want.topic, []).append(
+            make(
+                module.PartitionData,
+                partition_index=want.partition,
+                error_code=read.error,
+                high_watermark=read.high_watermark,
+                last_stable_offset=read.high_watermark,
+                log_start_offset=read.log_start,
+                aborted_transactions=None,
+                preferred_read_replica=-1,
+                records=read.records,
+            )
+        )
+    topics = tuple(
+        make(module.FetchableTopicResponse, topic=name, partitions=tuple(parts))
+        for name, parts in by_topic.items()
+    )
+    return make(
+        module.FetchResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        session_id=0,
+        responses=topics,
+    )

@@ -1,0 +1,37 @@
+"""The handler of every API this listener serves, by API key; ``api_versions.SUPPORTED``
+holds their versions (the two tables must name the same keys)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from compactlog.server.kafka import (
+    api_versions,
+    create_topics,
+    fetch,
+    groups,
+    list_offsets,
+    metadata,
+    produce,
+)
+from compactlog.server.kafka.topics import KafkaContext
+
+Handler = Callable[[KafkaContext, Any, int], Awaitable[Any]]
+
+HANDLERS: dict[int, Handler] = {
+    0: produce.handle,
+    1: fetch.handle,
+    2: list_offsets.handle,
+    3: metadata.handle,
+    8: groups.offset_commit,
+    9: groups.offset_fetch,
+    10: groups.find_coordinator,
+    11: groups.not_yet(11),  # JoinGroup
+    12: groups.not_yet(12),  # Heartbeat
+    13: groups.not_yet(13),  # LeaveGroup
+    14: groups.not_yet(14),  # SyncGroup
+    18: api_versions.handle,
+    19: create_topics.handle,
+}
+assert HANDLERS.keys() == api_versions.SUPPORTED.keys()

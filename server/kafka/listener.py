@@ -1,0 +1,89 @@
+"""The Kafka listener: an asyncio server on the gRPC server's event loop.
+
+``KafkaListener.bind`` checks and binds the address (port 0 picks one) before the server
+says it is ready; ``stop`` stops accepting, ends waiting fetches (the topic signals are
+stopped by the caller first), lets answers under way finish for a grace period, then
+closes what is left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from dataclasses import dataclass
+
+from compactlog.errors import CompactlogError
+from compactlog.server.kafka.connection import Connection
+from compactlog.server.kafka.topics import KafkaContext
+
+log = logging.getLogger("compactlog.kafka")
+
+
+@dataclass(frozen=True)
+class KafkaOptions:
+    """``serve --kafka-listen HOST:PORT [--kafka-advertised HOST:PORT]``."""
+
+    listen: str
+    advertised: str | None = None  # None: the listen address (its host name for 0.0.0.0)
+
+    def advertised_address(self, port: int) -> tuple[str, int]:
+        """Where Metadata sends clients: ``--kafka-advertised``, else the bound address."""
+        if self.advertised is not None:
+            return split_address(self.advertised, "--kafka-advertised")
+        host = split_address(self.listen, "--kafka-listen")[0]
+        return (socket.getfqdn() if host in ("0.0.0.0", "::", "") else host), port
+
+
+def split_address(address: str, option: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[v6]:PORT`` too) as ``(host, port)``; one line when it is not."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise CompactlogError(f"{option} {address!r}: expected HOST:PORT")
+    return host.strip("[]"), int(port)
+
+
+class KafkaListener:
+    def __init__(self, ctx: KafkaContext) -> None:
+        self.ctx = ctx
+        self.server: asyncio.Server | None = None
+        self.port = 0
+        self._open: dict[asyncio.Task[None], Connection] = {}
+
+    async def bind(self, listen: str) -> int:
+        """Listen on ``listen``; the bound port. ``CompactlogError`` when it cannot."""
+        host, port = split_address(listen, "--kafka-listen")
+        try:
+            self.server = await asyncio.start_server(
+                self._accept, host, port, reuse_address=True, start_serving=False
+            )
+        except OSError as exc:
+            raise CompactlogError(f"cannot listen on {listen}: {exc.strerror or exc}") from None
+        self.port = self.server.sockets[0].getsockname()[1]
+        return self.port
+
+    async def start(self) -> None:
+        assert self.server is not None, "bind first"
+        await self.server.start_serving()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._open[task] = Connection(self.ctx, reader, writer)
+        try:
+            await self._open[task].serve()
+        finally:
+            del self._open[task]
+
+    async def stop(self, grace_s: float) -> None:
+        if self.server is None:
+            return
+        self.server.close()
+        for task, connection in list(self._open.items()):
+            if not connection.busy:  # waiting for a next request that will not be read
+                task.cancel()
+        if self._open:
+            _done, pending = await asyncio.wait(set(self._open), timeout=grace_s)
+            for task in pending:
+                task.cancel()
+        await self.server.wait_closed()

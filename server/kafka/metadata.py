@@ -1,0 +1,68 @@
+"""Metadata (key 3): one broker (this listener, at its advertised address) leading every
+partition of every Kafka topic. Topics are looked up, never created (no
+``auto.create.topics``): an unknown or LEDGER topic answers UNKNOWN_TOPIC_OR_PARTITION.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from compactlog.server.kafka.errors import ErrorCode, KafkaError
+from compactlog.server.kafka.protocol import NO_THROTTLE, make, response_module
+from compactlog.server.kafka.topics import NODE_ID, KafkaContext
+
+METADATA = 3
+CLUSTER_ID = "compactlog"
+
+
+def requested_names(ctx: KafkaContext, request: Any, version: int) -> list[str]:
+    """The names asked for; every Kafka topic for null (v1+) or an empty list (v0)."""
+    topics = request.topics
+    if topics is None or (version == 0 and not topics):
+        return ctx.topic_names()
+    return [t.name for t in topics if t.name is not None]
+
+
+def topic_metadata(ctx: KafkaContext, module: Any, name: str) -> Any:
+    try:
+        count = ctx.partitions(name)
+        code = ErrorCode.none
+    except KafkaError as exc:
+        count, code = 0, exc.code
+    partitions = tuple(
+        make(
+            module.MetadataResponsePartition,
+            error_code=ErrorCode.none,
+            partition_index=i,
+            leader_id=NODE_ID,
+            leader_epoch=0,
+            replica_nodes=(NODE_ID,),
+            isr_nodes=(NODE_ID,),
+            offline_replicas=(),
+        )
+        for i in range(count)
+    )
+    return make(
+        module.MetadataResponseTopic,
+        error_code=code,
+        name=name,
+        topic_id=None,
+        is_internal=False,
+        partitions=partitions,
+    )
+
+
+async def handle(ctx: KafkaContext, request: Any, version: int) -> Any:
+    module = response_module(METADATA, version)
+    broker = make(module.MetadataResponseBroker, node_id=NODE_ID, host=ctx.host, port=ctx.port)
+    topics = tuple(
+        topic_metadata(ctx, module, name) for name in requested_names(ctx, request, version)
+    )
+    return make(
+        module.MetadataResponse,
+        throttle_time=NO_THROTTLE,
+        brokers=(broker,),
+        cluster_id=CLUSTER_ID,
+        controller_id=NODE_ID,
+        topics=topics,
+    )

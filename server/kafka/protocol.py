@@ -1,0 +1,141 @@
+"""Kafka's framing and ``kio``'s request and response types, in one place.
+
+A request on the wire (all big-endian)::
+
+    size i32 | api_key i16 | api_version i16 | correlation_id i32 | client_id string16
+             | [tagged fields, flexible versions: request header v2] | request body
+
+and a response: ``size i32 | correlation_id i32 | [tagged fields] | body``. ``kio`` knows
+every API's versions: which header each takes, how each body reads and writes. The
+handlers build responses with ``make``, which keeps only the fields the version has, so
+one handler serves every version of its API.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import functools
+import io
+import struct
+import types
+import typing
+import uuid
+from typing import Any
+
+from kio.index import load_payload_module, load_request_schema, load_response_schema
+from kio.schema.errors import ErrorCode
+from kio.serial import entity_reader, entity_writer
+from kio.static.constants import EntityType
+from kio.static.primitive import i32Timedelta, i64Timedelta
+
+HEAD = struct.Struct(">hhi")  # api_key, api_version, correlation_id
+SIZE = struct.Struct(">i")
+NO_THROTTLE = i32Timedelta.parse(datetime.timedelta(0))
+
+
+class BadFrame(Exception):
+    """A request that cannot be read: its connection is closed."""
+
+
+@functools.cache
+def request_type(api_key: int, version: int) -> Any:
+    return load_request_schema(api_key, version)
+
+
+@functools.cache
+def load_response(api_key: int, version: int) -> Any:
+    return load_response_schema(api_key, version)
+
+
+@functools.cache
+def response_module(api_key: int, version: int) -> types.ModuleType:
+    """The module of ``kio``'s response classes of one API version (nested ones too)."""
+    return load_payload_module(api_key, version, EntityType.response)
+
+
+@functools.cache
+def _reader(cls: Any) -> Any:
+    return entity_reader(cls)
+
+
+@functools.cache
+def _writer(cls: Any) -> Any:
+    return entity_writer(cls)
+
+
+def read_request(frame: bytes, api_key: int, version: int) -> Any:
+    """The request body of a frame whose API and version we serve. ``BadFrame`` when the
+    bytes do not read as that request. Bytes left over are ignored, as Kafka's broker
+    does (librdkafka's Metadata v12 carries three more than the schema has)."""
+    cls = request_type(api_key, version)
+    try:
+        _header, used = _reader(cls.__header_schema__)(frame, 0)
+        request, _size = _reader(cls)(frame, used)
+    except Exception as exc:  # kio raises ValueError, BufferUnderflow, UnicodeError...
+        raise BadFrame(f"api {api_key} v{version}: {type(exc).__name__}: {exc}") from None
+    return request
+
+
+def encode(correlation_id: int, response: Any) -> bytes:
+    """A response frame: size, the response header its type names, the body."""
+    out = io.BytesIO()
+    out.write(b"\0\0\0\0")
+    header_cls: Any = response.__header_schema__
+    response_cls: Any = type(response)
+    _writer(header_cls)(out, header_cls(correlation_id=correlation_id))
+    _writer(response_cls)(out, response)
+    data = out.getbuffer()
+    SIZE.pack_into(data, 0, len(data) - 4)
+    return bytes(data)
+
+
+def bare_error(correlation_id: int, code: ErrorCode = ErrorCode.unsupported_version) -> bytes:
+    """The answer to an API this listener cannot even read (no schema for its version):
+    the correlation id and an error code, so the client fails the request, not the
+    connection."""
+    return SIZE.pack(6) + struct.pack(">ih", correlation_id, code.value)
+
+
+def make(cls: Any, **values: Any) -> Any:
+    """``cls`` built from the ``values`` its version has (others are dropped)."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in values.items() if k in names})
+
+
+def error_response(cls: Any, code: ErrorCode) -> Any:
+    """A response of ``cls`` saying ``code`` wherever it has an error code, every list
+    empty and every other field zero: how an API not served yet is answered."""
+    hints = typing.get_type_hints(cls)
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        has_default = f.default is not dataclasses.MISSING
+        if has_default and f.metadata.get("kafka_type") != "error_code":
+            continue
+        values[f.name] = _zero(hints[f.name], f.metadata.get("kafka_type"), code)
+    return cls(**values)
+
+
+_ZEROS: dict[str, Any] = {
+    "string": "",
+    "bytes": b"",
+    "records": None,
+    "bool": False,
+    "uuid": uuid.UUID(int=0),
+    "timedelta_i32": NO_THROTTLE,
+    "timedelta_i64": i64Timedelta.parse(datetime.timedelta(0)),
+    "float64": 0.0,
+}
+
+
+def _zero(hint: Any, kafka_type: str | None, code: ErrorCode) -> Any:
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) is tuple:
+        return ()
+    if type(None) in args:
+        return None
+    if kafka_type == "error_code":
+        return code
+    if kafka_type is None:  # a nested entity
+        return error_response(hint, code)
+    return _ZEROS.get(kafka_type, 0)
