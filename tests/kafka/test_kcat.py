@@ -1,0 +1,42 @@
+"""kcat (librdkafka 2.0, Debian's) against a real server: ``-L`` lists the broker and
+the SEGMENTED topics, ``-C`` reads what gRPC published."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from compactlog.v1 import compactlog_pb2 as pb
+from tests.conftest import ServerProcess
+from tests.kafka.conftest import Grpc
+
+KCAT = shutil.which("kcat")
+pytestmark = pytest.mark.skipif(KCAT is None, reason="kcat is not installed (.ci/run installs it)")
+
+
+def kcat(*args: str) -> str:
+    assert KCAT is not None
+    done = subprocess.run([KCAT, *args], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_kcat_lists_and_consumes(kafka_server: ServerProcess, grpc_side: Grpc, topic: str) -> None:
+    grpc_side.create(topic, partitions=2)
+    records = [pb.Record(key=b"k%d" % i, value=b"v%d" % i) for i in range(6)]
+    grpc_side.log.Publish(pb.PublishRequest(topic=topic, records=records), timeout=30)
+
+    listing = kcat("-b", kafka_server.kafka_address, "-L", "-t", topic)
+    assert f"broker 0 at {kafka_server.kafka_address}" in listing
+    assert f'topic "{topic}" with 2 partitions' in listing
+
+    out = kcat("-b", kafka_server.kafka_address, "-C", "-t", topic, "-o", "beginning", "-e",
+               "-f", "%p %o %k %s\n")  # fmt: skip
+    lines = sorted(out.split("\n")[:-1])
+    served = sorted(
+        f"{m.id.partition} {m.id.entry_id} {m.key.decode()} {m.value.decode()}"
+        for m in grpc_side.read(topic)
+    )
+    assert lines == served and len(lines) == 6
