@@ -10,6 +10,7 @@ namespace of topics over both storage engines), ``metrics`` (the Prometheus regi
 - ``front``: the one address of ``--shards N`` and partition placement;
 - ``shards``: the front process and its shard processes;
 - ``security``: tokens, roles, TLS;
+- ``kafka``: the Kafka wire protocol listener over the same broker (``--kafka-listen``);
 - ``rpc``: handlers, error mapping, protobuf conversion shared by every service.
 
 The import-linter contracts in pyproject.toml hold the order
