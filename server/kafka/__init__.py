@@ -11,8 +11,10 @@ partition ``i`` of ``NAME``; offsets are the same offsets.
 - ``protocol`` is the one place that touches ``kio``'s request and response types and the
   version table this listener advertises;
 - one module per API family, as Redpanda's ``kafka/server/handlers/``: ``api_versions``,
-  ``metadata``, ``produce``, ``fetch``, ``list_offsets``, ``create_topics`` and ``groups``
-  (group coordination: answered with its error until the next step);
+  ``metadata``, ``produce``, ``fetch``, ``list_offsets``, ``create_topics``, ``groups``
+  (group coordination on the wire; the state machine of a group is
+  ``group_coordinator``) and ``offsets`` (a group's committed offsets are SEGMENTED
+  subscriptions named after it);
 - ``records`` converts Kafka's RecordBatch v2 (aiokafka's compiled codec) to and from our
   stored batches; ``topics`` finds the ``TopicLog`` of a Kafka topic-partition;
   ``errors`` maps ``compactlog.errors`` classes to Kafka error codes.

@@ -6,8 +6,7 @@ clients use. librdkafka, kafka-python and aiokafka each take the highest version
 sides know. A client asking with a version above ours gets Kafka's answer (KIP-511):
 UNSUPPORTED_VERSION in a v0 response that lists what we serve, so it can ask again.
 
-Group coordination (FindCoordinator .. OffsetFetch) is listed and answered
-COORDINATOR_NOT_AVAILABLE (``groups``) until consumer groups are served.
+Group coordination (FindCoordinator .. ListGroups) is ``groups`` and ``offsets``.
 """
 
 from __future__ import annotations
@@ -26,13 +25,15 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     1: (4, 12),  # Fetch
     2: (1, 7),  # ListOffsets
     3: (0, 12),  # Metadata
-    8: (2, 8),  # OffsetCommit (groups: not yet)
-    9: (1, 7),  # OffsetFetch (groups: not yet)
-    10: (0, 4),  # FindCoordinator (groups: not yet)
-    11: (0, 7),  # JoinGroup (groups: not yet)
-    12: (0, 4),  # Heartbeat (groups: not yet)
-    13: (0, 4),  # LeaveGroup (groups: not yet)
-    14: (0, 5),  # SyncGroup (groups: not yet)
+    8: (2, 8),  # OffsetCommit
+    9: (1, 7),  # OffsetFetch
+    10: (0, 4),  # FindCoordinator
+    11: (0, 7),  # JoinGroup
+    12: (0, 4),  # Heartbeat
+    13: (0, 4),  # LeaveGroup
+    14: (0, 5),  # SyncGroup
+    15: (0, 5),  # DescribeGroups
+    16: (0, 4),  # ListGroups
     18: (0, 4),  # ApiVersions
     19: (2, 7),  # CreateTopics
 }

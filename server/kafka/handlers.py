@@ -13,6 +13,7 @@ from compactlog.server.kafka import (
     groups,
     list_offsets,
     metadata,
+    offsets,
     produce,
 )
 from compactlog.server.kafka.topics import KafkaContext
@@ -24,13 +25,15 @@ HANDLERS: dict[int, Handler] = {
     1: fetch.handle,
     2: list_offsets.handle,
     3: metadata.handle,
-    8: groups.offset_commit,
-    9: groups.offset_fetch,
+    8: offsets.offset_commit,
+    9: offsets.offset_fetch,
     10: groups.find_coordinator,
-    11: groups.not_yet(11),  # JoinGroup
-    12: groups.not_yet(12),  # Heartbeat
-    13: groups.not_yet(13),  # LeaveGroup
-    14: groups.not_yet(14),  # SyncGroup
+    11: groups.join_group,
+    12: groups.heartbeat,
+    13: groups.leave_group,
+    14: groups.sync_group,
+    15: groups.describe_groups,
+    16: groups.list_groups,
     18: api_versions.handle,
     19: create_topics.handle,
 }

@@ -79,6 +79,7 @@ class KafkaListener:
         if self.server is None:
             return
         self.server.close()
+        self.ctx.groups.stop()  # waiting joins and syncs answer NOT_COORDINATOR
         for task, connection in list(self._open.items()):
             if not connection.busy:  # waiting for a next request that will not be read
                 task.cancel()

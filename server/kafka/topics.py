@@ -19,6 +19,7 @@ from compactlog.errors import TopicNotFound
 from compactlog.partitioner import partition_name
 from compactlog.server.broker import Broker
 from compactlog.server.kafka.errors import ErrorCode, KafkaError
+from compactlog.server.kafka.group_coordinator import Coordinator
 from compactlog.server.log.waiting import TopicSignals
 from compactlog.storage.topic_log import TopicLog
 from compactlog.storage.types import TopicKind
@@ -39,6 +40,7 @@ class KafkaContext:
     signals: TopicSignals  # wake-ups of waiting readers (follow reads, long polls)
     host: str  # advertised to clients in Metadata
     port: int
+    groups: Coordinator = field(default_factory=Coordinator)  # every consumer group
     _ledger_logged: set[str] = field(default_factory=set)
 
     def run(self, fn: Callable[..., T], *args: Any) -> Awaitable[T]:
