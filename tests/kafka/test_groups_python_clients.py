@@ -1,0 +1,112 @@
+"""kafka-python and aiokafka consumer groups against a real server: produce, consume in
+a group, commit, close; a new consumer of the group resumes after the commit, and the
+commit is the group's subscription as gRPC lists it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from compactlog.v1 import compactlog_pb2 as pb
+from tests.conftest import ServerProcess
+from tests.kafka.conftest import Grpc
+
+kafka = pytest.importorskip("kafka")
+aiokafka = pytest.importorskip("aiokafka")
+
+SESSION_MS = 6000
+
+
+def mark_of(grpc_side: Grpc, topic: str, group: str) -> int:
+    listing = grpc_side.admin.ListSubscriptions(
+        pb.ListSubscriptionsRequest(topic=topic), timeout=30
+    )
+    (info,) = [s for s in listing.subscriptions if s.name == group]
+    return int(info.mark_delete.entry_id)
+
+
+def kp_consume(address: str, topic: str, group: str, count: int) -> list[Any]:
+    c = kafka.KafkaConsumer(
+        topic,
+        bootstrap_servers=address,
+        group_id=group,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        session_timeout_ms=SESSION_MS,
+        heartbeat_interval_ms=500,
+    )
+    got: list[Any] = []
+    deadline = time.monotonic() + 30
+    try:
+        while len(got) < count:
+            assert time.monotonic() < deadline, f"only {len(got)} of {count}"
+            for records in c.poll(timeout_ms=200, max_records=count - len(got)).values():
+                got.extend(records)
+        c.commit()
+    finally:
+        c.close()
+    return got
+
+
+def test_kafka_python_group_commit_and_resume(
+    kafka_server: ServerProcess, grpc_side: Grpc, topic: str
+) -> None:
+    address = kafka_server.kafka_address
+    grpc_side.create(topic)
+    producer = kafka.KafkaProducer(bootstrap_servers=address, enable_idempotence=False)
+    for key, value in [(b"a", b"1"), (b"b", b"2"), (b"a", None), (b"c", b"3")]:
+        producer.send(topic, key=key, value=value)
+    producer.flush()
+    producer.close()
+    first = kp_consume(address, topic, "kp", 2)
+    assert [(r.key, r.value) for r in first] == [(b"a", b"1"), (b"b", b"2")]
+    assert mark_of(grpc_side, topic, "kp") == 1
+    rest = kp_consume(address, topic, "kp", 2)
+    assert [(r.offset, r.key, r.value) for r in rest] == [(2, b"a", None), (3, b"c", b"3")]
+    assert mark_of(grpc_side, topic, "kp") == 3
+
+
+async def aio_consume(address: str, topic: str, group: str, count: int) -> list[Any]:
+    c = aiokafka.AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=address,
+        group_id=group,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        session_timeout_ms=SESSION_MS,
+        heartbeat_interval_ms=500,
+    )
+    await c.start()
+    got: list[Any] = []
+    try:
+        async with asyncio.timeout(30):
+            while len(got) < count:
+                got.append(await c.getone())
+        await c.commit()
+    finally:
+        await c.stop()
+    return got
+
+
+async def aio_round_trip(address: str, topic: str) -> tuple[list[Any], list[Any]]:
+    producer = aiokafka.AIOKafkaProducer(bootstrap_servers=address)
+    await producer.start()
+    try:
+        for key, value in [(b"x", b"1"), (b"y", b"2"), (b"x", None)]:
+            await producer.send_and_wait(topic, key=key, value=value)
+    finally:
+        await producer.stop()
+    return await aio_consume(address, topic, "aio", 2), await aio_consume(address, topic, "aio", 1)
+
+
+def test_aiokafka_group_commit_and_resume(
+    kafka_server: ServerProcess, grpc_side: Grpc, topic: str
+) -> None:
+    grpc_side.create(topic)
+    first, rest = asyncio.run(aio_round_trip(kafka_server.kafka_address, topic))
+    assert [(r.offset, r.key, r.value) for r in first] == [(0, b"x", b"1"), (1, b"y", b"2")]
+    assert [(r.offset, r.key, r.value) for r in rest] == [(2, b"x", None)]
+    assert mark_of(grpc_side, topic, "aio") == 2
