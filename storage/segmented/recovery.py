@@ -110,6 +110,10 @@ def _drop_leftovers(directory: Path) -> _Leftovers:
                 found.swaps.append(base)
             else:
                 path.unlink()  # swap indexes are rebuilt with the swap segment
+    for name in sorted(os.listdir(directory)):  # a .deleted index without its log: Kafka
+        base = _base_of(name)  # removes every .deleted file; nothing can restore this one
+        if base is not None and name.endswith(DELETED) and base not in found.deleted:
+            unlink_quietly(directory / name)
     for base in [b for b in found.swaps if min_cleaned is not None and b >= min_cleaned]:
         log.info("%s: dropping incomplete swap segment %d", directory.name, base)
         _unlink_segment_files(directory, base, SWAP)

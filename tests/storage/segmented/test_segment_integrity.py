@@ -262,3 +262,24 @@ def test_a_damaged_segment_is_never_skipped_by_its_partial_figures(tmp_path: Pat
         m.offset_for_timestamp("t", 1000 + last_in_target)
     assert seg.largest_timestamp() >= seg.last_modified_ms()
     m.close()
+
+
+def test_a_lone_deleted_index_is_removed_at_start(tmp_path: Path) -> None:
+    """A crash between renaming a retired segment's index files and its log (the log goes
+    last) leaves ``.index.deleted`` files with a live log, or, after the log's unlink, none:
+    start-up removes every ``.deleted`` file, as Kafka does, and the log reads as before."""
+    m = SegmentedLogManager(tmp_path, SETTINGS, start_threads=False)
+    m.create_topic("t", {"segment.bytes": "200"})
+    for i in range(8):
+        m.append("t", [Record(b"k", b"v%d" % i)])
+    expected = [x.id.entry_id for x in m.read("t", 0, 0)]
+    m.close()
+    topic = tmp_path / "t"
+    for name in ("00000000000000009999.index.deleted", "00000000000000009999.timeindex.deleted"):
+        (topic / name).write_bytes(b"\0" * 8)
+    live = sorted(topic.glob("*.index"))[0]
+    (topic / (live.name + ".deleted")).write_bytes(live.read_bytes())
+    m = SegmentedLogManager(tmp_path, SETTINGS, start_threads=False)
+    assert not list(topic.glob("*.deleted"))
+    assert [x.id.entry_id for x in m.read("t", 0, 0)] == expected
+    m.close()
