@@ -22,6 +22,7 @@ travels with the reason its docstring names.
 from __future__ import annotations
 
 import errno as _errno
+import re
 
 DOMAIN = "compactlog"
 
@@ -178,9 +179,23 @@ class DataLoss(CompactlogError):
 
 
 class CorruptData(DataLoss):
-    """Stored bytes that fail their CRC or framing: never served (CONTRACT section 11)."""
+    """Stored bytes that fail their CRC or framing: never served (CONTRACT section 11).
+    Metadata ``position`` (topic, ledger or segment file, byte) and ``topic``: when only
+    the position is given, the topic is read from it (every reader writes it first:
+    ``topic 'name' ledger L entry E``, ``topic name, segment F, byte N``)."""
 
     reason = "CORRUPT_DATA"
+
+    def __init__(self, message: str = "", /, **metadata: object) -> None:
+        position = metadata.get("position")
+        if "topic" not in metadata and isinstance(position, str):
+            found = _TOPIC_IN_POSITION.match(position)
+            if found is not None:
+                metadata["topic"] = found.group(1) or found.group(2)
+        super().__init__(message, **metadata)
+
+
+_TOPIC_IN_POSITION = re.compile(r"topic (?:'([A-Za-z0-9._-]+)'|([A-Za-z0-9._-]+)\b)")
 
 
 # ---- UNAUTHENTICATED, PERMISSION_DENIED ----------------------------------------------

@@ -421,7 +421,7 @@ def test_compaction_running_corrupt_data_shutting_down(server_factory: Any) -> N
         api = Api(srv.address)
         with pytest.raises(grpc.RpcError) as corrupt:
             list(api.log.Read(pb.ReadRequest(topic="bad")))
-        exc = check(corrupt.value, S.DATA_LOSS, "CORRUPT_DATA", {}, "Read")
+        exc = check(corrupt.value, S.DATA_LOSS, "CORRUPT_DATA", {"topic": "bad"}, "Read")
         assert "bad" in exc.metadata["position"]
         assert api.admin.GetTopic(pb.GetTopicRequest(name="slow")).name == "slow"  # serving on
 
