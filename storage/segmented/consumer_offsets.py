@@ -40,10 +40,10 @@ from typing import Any
 
 import crc32c
 
-from compactlog.errors import NotDelivered, SubscriptionNotFound
+from compactlog.errors import CompactlogError, NotDelivered, SubscriptionNotFound, from_os_error
 from compactlog.storage.cursor import Cursor, CursorChange, Successor, message_id
 from compactlog.storage.segmented import state_file
-from compactlog.storage.segmented.files import atomic_write
+from compactlog.storage.segmented.files import atomic_write, cut_back, write_all
 from compactlog.storage.segmented.state_file import BadStateFile
 from compactlog.storage.types import MessageId
 
@@ -199,14 +199,43 @@ class SegmentCursors:
             line["h"] = cursor.head()
         if change.ranges:
             line["r"] = [[*s] if e is None else [*s, *e] for s, e in change.ranges.items()]
-        with open(self.journal, "ab") as fh:
-            fh.write(_encode_line(line))
-            fh.flush()
-            if sync:
-                os.fsync(fh.fileno())
+        self._append(_encode_line(line), sync)
         self._lines += 1
         if self._lines > max(JOURNAL_MIN_LINES, 2 * self._size()):
             self._snapshot()
+
+    def _append(self, data: bytes, sync: bool) -> None:
+        """One journal line, whole or not at all: a write a full disk cuts short is cut
+        back before anything else is appended (the change stays in memory only, so at
+        worst it is delivered again after a restart) and raised as ours."""
+        try:
+            fd = os.open(self.journal, os.O_WRONLY | os.O_APPEND)
+        except OSError as exc:
+            raise from_os_error(exc, "recording a cursor change", self.journal) from None
+        try:
+            size = os.fstat(fd).st_size
+            write_all(fd, data, size, "recording a cursor change", self.journal)
+            if sync:
+                try:
+                    os.fsync(fd)
+                except OSError as exc:
+                    cut_back(fd, size, self.journal)
+                    raise from_os_error(exc, "syncing a cursor change", self.journal) from None
+        finally:
+            os.close(fd)
+
+    def close(self) -> None:
+        """Fold the journal into a snapshot (a clean stop leaves an empty journal, so a
+        journal found cut short after it is a damaged header, not a silently shorter
+        history: the topic goes offline instead of acks being lost). Best effort: a
+        snapshot the disk refuses leaves the journal as it was."""
+        with self._lock:
+            if not self._ready or not self._lines:
+                return
+            try:
+                self._snapshot()
+            except CompactlogError as exc:
+                log.warning("%s: cursors not folded into a snapshot at close: %s", self.path, exc)
 
     def _size(self) -> int:
         return sum(1 + len(c.acked) for c in self._cursors.values())

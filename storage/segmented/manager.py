@@ -353,6 +353,8 @@ class SegmentedLogManager:
             for topic in self._logs.values():
                 topic.close()
                 self.changes.notify(topic.name)
+            for cursors in self._cursors.values():
+                cursors.close()
 
 
 def read_topic_file(path: Path) -> dict[str, str]:

@@ -307,3 +307,27 @@ def test_cursors_of_the_json_only_layout_are_read_and_rewritten(tmp_path: Path) 
     assert list(cursor.acked) == [(MessageId(0, 3), MessageId(0, 4))]
     assert cursor.delivered == MessageId(0, 4)
     assert json.loads(state_file.read(folder / "cursors.json") or b"")["format"] == 2
+
+
+def test_a_clean_stop_folds_the_journal_so_a_cut_one_is_never_fewer_acks(
+    tmp_path: Path,
+) -> None:
+    """A journal cut at a line boundary reads as a shorter, valid history: acks lost without
+    a word. A clean stop folds the journal into the checksummed snapshot, so what a cut can
+    reach afterwards is the header line: the topic goes offline instead."""
+    made = SegmentedKind(tmp_path / "data")
+    log = made.log()
+    log.delivered(log.open_cursor("s", latest=False), MessageId(0, N - 1))
+    for i in (1, 3, 5):
+        log.acknowledge("s", MessageId(0, i), cumulative=False)
+    made.close()
+    journal = tmp_path / "data" / "t" / "cursors.journal"
+    assert len(journal.read_bytes().splitlines()) == 1  # the header only: acks are folded
+    made.reopen()
+    assert ids_of(made.cursor().acked) == {MessageId(0, 1), MessageId(0, 3), MessageId(0, 5)}
+    made.close()
+    journal.write_bytes(journal.read_bytes()[:7])  # cut short while stopped
+    made.reopen()
+    assert "t" in made.manager.offline_topics()
+    assert "cursors.journal" in made.manager.offline_topics()["t"].reason
+    made.close()
