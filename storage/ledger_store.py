@@ -34,6 +34,7 @@ from compactlog.storage.key_index import build_missing
 from compactlog.storage.key_indexer import IndexedLedger, KeyIndexer
 from compactlog.storage.ledger_across import append_across
 from compactlog.storage.ledger_append import IdRun, PendingAppend, build_append
+from compactlog.storage.ledger_catalog import LedgerCatalog, stored_topics
 from compactlog.storage.ledger_cursors import LedgerCursors
 from compactlog.storage.ledger_load import load_ledgers
 from compactlog.storage.ledger_scans import KeyEntry, StoredBatch
@@ -57,6 +58,8 @@ class LedgerStore(CompactedLedgers, LedgerCursors):
     ) -> None:
         self.settings = settings
         self.clock = clock
+        self.catalog = LedgerCatalog(path)
+        self.catalog.check_before_open()  # a store that lost topics is not opened read-write
         self.db = RocksDB(path, settings.ledger_wal_recovery_mode)
         self._lock = threading.RLock()
         self._topics: dict[str, LedgerTopic] = {}
@@ -68,6 +71,7 @@ class LedgerStore(CompactedLedgers, LedgerCursors):
         self.changes = ChangeListeners()
         try:
             self._load()
+            self.catalog.write(stored_topics(self.db))  # topics a crash left out, taken in
             built = build_missing(
                 self.db, [led.ledger_id for t in self._topics.values() for led in t.ledgers]
             )
@@ -146,8 +150,9 @@ class LedgerStore(CompactedLedgers, LedgerCursors):
             topic = self._new_topic(name, dict(overrides), self._next_ledger)
             batch = Batch()
             batch.put(keys.topic_key(name), topic.record())
-            self.db.write(batch, sync=self.fsync)
+            self.db.write(batch, sync=True)  # synced before the catalog lists it
             self._topics[name] = topic
+            self.catalog.add(name)
             return topic
 
     def update_config(self, name: str, overrides: dict[str, str]) -> LedgerTopic:
@@ -170,6 +175,7 @@ class LedgerStore(CompactedLedgers, LedgerCursors):
                 return
             topic = self.topic(name)
             with topic.lock:
+                self.catalog.remove(name)  # first: the catalog never lists less than the store
                 batch = Batch()
                 batch.delete(keys.topic_key(name))
                 batch.delete(keys.status_key(name))
@@ -191,6 +197,7 @@ class LedgerStore(CompactedLedgers, LedgerCursors):
     def _delete_offline_topic(self, name: str) -> None:
         """Give up on an offline topic: its record, cursors, status and the ledgers whose
         meta names it (and that no served topic lists) go."""
+        self.catalog.remove(name)
         batch = Batch()
         batch.delete(keys.topic_key(name))
         batch.delete(keys.status_key(name))

@@ -182,4 +182,5 @@ def migrate_to_slots(data_dir: Path, log: Callable[[str], None] = print) -> Slot
         for leftover in ("ledgers", "segments", "compaction-work"):
             shutil.rmtree(data_dir / leftover, ignore_errors=True)
         (data_dir / partitioned_topics.FILE_NAME).unlink(missing_ok=True)
+        (data_dir / "ledgers.catalog").unlink(missing_ok=True)  # the root store's
         return report
