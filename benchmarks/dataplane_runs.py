@@ -155,6 +155,26 @@ def measure_floor_writes(floor: FloorProcess, s: Settings, requests: list[bytes]
     return {"floor.publish_rps": s.records / seconds, **_latency("floor.echo", lat)}
 
 
+def measure_floor_group_commit(s: Settings, requests: list[bytes], tmp: Path) -> Sample:
+    """The group-commit floor (a fresh process and data dir, as the server gets): the
+    same PublishStream, and the floor's own counts of requests stored and WAL fsyncs."""
+    floor = FloorProcess(tmp / "floor-group-commit-data", publish="group-commit")
+    try:
+        with RawLog(floor.address) as log:
+            seconds, replies = log.publish_stream(requests)
+        stats = floor.stats()
+    finally:
+        floor.stop()
+    _check(len(replies) == len(requests), "group-commit floor: a reply is missing")
+    _check(stats["requests"] == len(requests), "group-commit floor: a request was not stored")
+    return {
+        "floor.group_commit.publish_rps": s.records / seconds,
+        "floor.group_commit.publish_records": s.records,
+        "floor.group_commit.requests": stats["requests"],
+        "floor.group_commit.syncs": stats["syncs"],
+    }
+
+
 def measure_floor_reads(floor: FloorProcess, kind: str, m: Sample, tmp: Path) -> Sample:
     """The floor replaying the real server's own Read responses for ``kind``, from memory."""
     out: Sample = {}
@@ -173,14 +193,16 @@ def measure_floor_reads(floor: FloorProcess, kind: str, m: Sample, tmp: Path) ->
 
 
 def one_run(s: Settings, run: int, requests: list[bytes]) -> Sample:
-    """Floor writes, then each kind's real server followed by the floor's replay of its
-    reads: interleaved, so drift of the machine hits figure and floor alike."""
+    """Both publish floors, then each kind's real server followed by the floor's replay
+    of its reads: interleaved, so drift of the machine hits figure and floor alike."""
     with tempfile.TemporaryDirectory(prefix="compactlog-dataplane-", dir=s.workdir) as t:
         tmp = Path(t)
-        step(f"run {run}/{s.runs}: floor publish and echo")
+        step(f"run {run}/{s.runs}: group-commit floor publish")
+        m = measure_floor_group_commit(s, requests, tmp)
+        step(f"run {run}/{s.runs}: floor publish (synced puts) and echo")
         floor = FloorProcess(tmp / "floor-data")
         try:
-            m = measure_floor_writes(floor, s, requests)
+            m.update(measure_floor_writes(floor, s, requests))
             for kind in s.kinds:
                 step(f"run {run}/{s.runs}: {kind} server")
                 m.update(measure_server(kind, s, requests, tmp))

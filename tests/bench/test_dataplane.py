@@ -20,7 +20,8 @@ from compactlog.bench import dataplane
 from compactlog.bench.dataplane_runs import KINDS, QUICK, Settings
 from compactlog.bench.summary import num
 
-ROWS_PER_KIND = 6  # publish, raw read, compacted read, unary p50, unary p99, RSS growth
+# publish beside two floors, raw read, compacted read, unary p50, unary p99, RSS growth
+ROWS_PER_KIND = 7
 HEADER = "| measure | strategy | figure | target | meets | floor | vs floor |"
 
 
@@ -87,12 +88,38 @@ def test_printed_ratios_are_figure_over_floor_within_rounding(
 
 def test_results_hold_one_sample_per_run(quick_run: tuple[int, str, dict[str, Any]]) -> None:
     report = quick_run[2]
-    for key in ("floor.publish_rps", "floor.echo.p99_ms", *(f"{k}.publish_rps" for k in KINDS)):
+    floors = ("floor.publish_rps", "floor.group_commit.publish_rps", "floor.echo.p99_ms")
+    for key in (*floors, *(f"{k}.publish_rps" for k in KINDS)):
         agg = report["results"][key]
         assert len(agg["samples"]) == 1 and agg["min"] <= agg["median"] <= agg["max"], key
     for kind in KINDS:
         assert report["results"][f"{kind}.raw_read_messages"]["median"] == QUICK["records"]
         assert report["memory"][f"{kind}.memory_messages"]["median"] > 0
+
+
+def test_publish_stands_beside_both_floors(quick_run: tuple[int, str, dict[str, Any]]) -> None:
+    printed, report = quick_run[1], quick_run[2]
+    results = {k: v["median"] for k, v in report["results"].items()}
+    for kind in KINDS:
+        publish = [r for r in report["rows"] if r["strategy"] == kind and "Publish" in r["name"]]
+        publish = [r for r in publish if "unary" not in r["name"]]
+        assert [r["floor_name"] for r in publish] == [dataplane.GROUP_COMMIT, dataplane.SYNCED_PUTS]
+        assert [r["floor"] for r in publish] == [
+            results["floor.group_commit.publish_rps"],
+            results["floor.publish_rps"],
+        ]
+        assert all(r["figure"] == results[f"{kind}.publish_rps"] for r in publish)
+    assert "requests per WAL fsync" in printed
+
+
+def test_the_group_commit_floor_counts_what_it_stored(
+    quick_run: tuple[int, str, dict[str, Any]],
+) -> None:
+    results = {k: v["median"] for k, v in quick_run[2]["results"].items()}
+    requests = -(-QUICK["records"] // 1000)  # 1,000 records a request
+    assert results["floor.group_commit.publish_records"] == QUICK["records"]
+    assert results["floor.group_commit.requests"] == requests
+    assert 1 <= results["floor.group_commit.syncs"] <= requests
 
 
 def test_quick_fills_only_what_was_not_given() -> None:
@@ -120,11 +147,12 @@ def test_the_bench_command_reaches_the_workload(capsys: pytest.CaptureFixture[st
 def test_without_memory_the_rss_rows_are_left_out() -> None:
     med = {
         "ledger.publish_rps": 2.0, "floor.publish_rps": 4.0,
+        "floor.group_commit.publish_rps": 8.0,
         "ledger.raw_read_mps": 1.0, "floor.ledger.raw_read_mps": 1.0,
         "ledger.compacted_read_mps": 3.0, "floor.ledger.compacted_read_mps": 2.0,
         "ledger.unary.p50_ms": 1.0, "floor.echo.p50_ms": 0.5,
         "ledger.unary.p99_ms": 4.0, "floor.echo.p99_ms": 1.0,
     }  # fmt: skip
     rows = dataplane.rows(med, ("ledger",), 0)
-    assert [r.meets for r in rows] == [True, True, True, None, False]
-    assert [r.ratio for r in rows] == [0.5, 1.0, 1.5, 2.0, 4.0]
+    assert [r.meets for r in rows] == [False, True, True, True, None, False]
+    assert [r.ratio for r in rows] == [0.25, 0.5, 1.0, 1.5, 2.0, 4.0]
