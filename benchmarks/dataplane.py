@@ -70,6 +70,8 @@ RSS_GOAL: Goal = ("< 100 MB", lambda fig, _floor: fig < 100.0)
 FROM_MEMORY = "bare gRPC streaming the same responses from memory"
 GROUP_COMMIT = "bare gRPC, group commit: unsynced WAL writes, one fsync per group"
 SYNCED_PUTS = "bare gRPC, one synced RocksDB put per request (no group commit)"
+PUBLISH_FLOORS = {"floor.group_commit.publish_rps": "group-commit floor",
+                  "floor.publish_rps": "synced-put floor"}  # fmt: skip
 
 
 def rows(med: Sample, kinds: tuple[str, ...], memory_mb: float) -> list[Target]:
@@ -106,6 +108,28 @@ def aggregates(samples: list[Sample]) -> dict[str, dict[str, Any]]:
     return {key: aggregate([m[key] for m in samples]) for key in samples[0]}
 
 
+def publish_ratios(samples: list[Sample], kinds: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    """Each run's publish figure over each publish floor of the same run, aggregated: the
+    table's ratio is of medians, these show how much a ratio moved from run to run."""
+    return {
+        f"{k}.publish_rps/{floor}": aggregate([m[f"{k}.publish_rps"] / m[floor] for m in samples])
+        for k in kinds
+        for floor in PUBLISH_FLOORS
+    }
+
+
+def ratios_line(report: dict[str, Any]) -> str:
+    """The per-run publish ratios, one phrase per kind and floor."""
+    parts = []
+    for key, agg in report["publish_ratios"].items():
+        kind, floor = key.split(".publish_rps/")
+        parts.append(
+            f"{kind.upper()} / {PUBLISH_FLOORS[floor]} {agg['median']:.2f} "
+            f"({agg['min']:.2f}-{agg['max']:.2f})"
+        )
+    return "Per-run PublishStream ratios, median (min-max): " + "; ".join(parts) + "."
+
+
 def run(s: Settings) -> dict[str, Any]:
     """Every run, the memory measurement, and the report (JSON-ready)."""
     started, t0 = dt.datetime.now(), time.perf_counter()
@@ -130,6 +154,7 @@ def run(s: Settings) -> dict[str, Any]:
         "machine": machine(),
         "versions": versions(),
         "results": aggs,
+        "publish_ratios": publish_ratios(samples, s.kinds),
         "memory": mem_aggs,
         "rows": [dataclasses.asdict(r) for r in table],
     }
@@ -148,7 +173,8 @@ def markdown(report: dict[str, Any]) -> str:
         f"{gc['requests'] / gc['syncs']:.1f} requests per WAL fsync."
     )
     rows_ = [Target(**r) for r in report["rows"]]
-    return head + "\n\n" + targets_markdown(rows_, first_header="measure")
+    table = targets_markdown(rows_, first_header="measure")
+    return head + "\n\n" + table + "\n\n" + ratios_line(report)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -112,6 +112,25 @@ def test_publish_stands_beside_both_floors(quick_run: tuple[int, str, dict[str, 
     assert "requests per WAL fsync" in printed
 
 
+def test_per_run_publish_ratios_are_in_the_json_and_printed(
+    quick_run: tuple[int, str, dict[str, Any]],
+) -> None:
+    printed, report = quick_run[1], quick_run[2]
+    ratios = report["publish_ratios"]
+    assert set(ratios) == {
+        f"{k}.publish_rps/{floor}" for k in KINDS for floor in dataplane.PUBLISH_FLOORS
+    }
+    floor_of = {
+        dataplane.GROUP_COMMIT: "floor.group_commit.publish_rps",
+        dataplane.SYNCED_PUTS: "floor.publish_rps",
+    }
+    for r in (r for r in report["rows"] if r["floor_name"] in floor_of):
+        # one run: the median of the per-run ratios is the table's ratio of medians
+        agg = ratios[f"{r['strategy']}.publish_rps/{floor_of[r['floor_name']]}"]
+        assert agg["samples"] == [pytest.approx(r["ratio"])]
+    assert "Per-run PublishStream ratios" in printed
+
+
 def test_the_group_commit_floor_counts_what_it_stored(
     quick_run: tuple[int, str, dict[str, Any]],
 ) -> None:
