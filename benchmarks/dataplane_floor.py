@@ -86,7 +86,20 @@ class Floor:
             self.db.put(self._key(), request, self.sync)
             yield REPLY
 
-    def _intake(self, requests: Iterator[bytes], written: queue.Queue[object]) -> None:
+    @staticmethod
+    def _hand(written: queue.Queue[object], item: object, replying: threading.Event) -> bool:
+        """Put ``item`` for the replying side; False once it has gone (stream cancelled)."""
+        while replying.is_set():
+            try:
+                written.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _intake(
+        self, requests: Iterator[bytes], written: queue.Queue[object], replying: threading.Event
+    ) -> None:
         """Each request as one unsynced WriteBatch, then its ticket; ``None`` at the end
         of the stream, or the error that ended it."""
         try:
@@ -94,32 +107,39 @@ class Floor:
                 batch = WriteBatch(raw_mode=True)
                 batch.put(self._key(), request)
                 self.db.write(batch)
-                written.put(1)
+                if not self._hand(written, 1, replying):
+                    return
         except Exception as exc:  # the client went away: handed to the replying side
-            written.put(exc)
+            self._hand(written, exc, replying)
         else:
-            written.put(None)
+            self._hand(written, None, replying)
 
     def _group_commit(self, requests: Iterator[bytes]) -> Iterator[bytes]:
         """Replies in order, each group's after one WAL fsync covering all of it."""
         written: queue.Queue[object] = queue.Queue(maxsize=PIPELINE_DEPTH)
-        threading.Thread(target=self._intake, args=(requests, written), daemon=True).start()
-        while True:
-            group = [written.get()]
-            while group[-1] == 1:  # every request written so far
-                try:
-                    group.append(written.get_nowait())
-                except queue.Empty:
-                    break
-            count = group.count(1)
-            if count:
-                self.db.flush_wal(True)
-                self.syncs += 1
-                yield from [REPLY] * count
-            if group[-1] is None:
-                return
-            if isinstance(group[-1], BaseException):
-                raise group[-1]
+        replying = threading.Event()
+        replying.set()
+        args = (requests, written, replying)
+        threading.Thread(target=self._intake, args=args, daemon=True).start()
+        try:
+            while True:
+                group = [written.get()]
+                while group[-1] == 1:  # every request written so far
+                    try:
+                        group.append(written.get_nowait())
+                    except queue.Empty:
+                        break
+                count = group.count(1)
+                if count:
+                    self.db.flush_wal(True)
+                    self.syncs += 1
+                    yield from [REPLY] * count
+                if group[-1] is None:
+                    return
+                if isinstance(group[-1], BaseException):
+                    raise group[-1]
+        finally:  # also when gRPC closes the generator: the intake stops handing over
+            replying.clear()
 
     def publish(self, request: bytes, _ctx: Any) -> bytes:
         return request
