@@ -1,28 +1,10 @@
 """Who may call what: bearer tokens and roles at the door (CONTRACT section 10).
 
-One ``grpc.aio`` server interceptor sees every call before its handler is chosen, the
-async Log service and the synchronous TopicAdmin and CompactionEngine servicers (run in
-the migration pool) alike, so no servicer carries a check of its own. It reads
-``authorization: Bearer <token>`` from the call's metadata, finds the principal
-(``server.security.principals``) and compares the principal's role with the role the method
-needs:
-
-==========  ==============================================================================
-open        grpc.health.v1.Health (load balancers and orchestrators probe without a token)
-reader      Log: Read, Consume, Acknowledge, NegativeAcknowledge, CloseConsumer,
-            GetLastMessageId, GetKeyHistory;
-            TopicAdmin: GetTopic, ListTopics, GetPartitionMap, GetCompactionStatus,
-            WatchCompaction; server reflection (it describes the API, so it needs a
-            valid token, as every Kafka or Pulsar endpoint but the health check does)
-client      the above, and Log: Publish, PublishStream
-admin       everything: every other TopicAdmin call and the whole CompactionEngine service
-==========  ==============================================================================
-
-The map is built from the services' descriptors plus the ``GRANTS`` table; a method the
-table does not name (a new RPC) needs ``admin`` until someone decides otherwise. A call
-without a valid token is ``UNAUTHENTICATED``; a valid token whose role falls short is
-``PERMISSION_DENIED``. Both leave through ``deny``, the one place a refusal becomes a
-status (through ``server.rpc.errors``, like every other error).
+``AuthInterceptor``, one ``grpc.aio`` server interceptor, checks every call's bearer token
+(``server.security.principals``) and the role its method needs before any servicer, async
+or synchronous, is chosen, so no servicer carries a check of its own. ``GRANTS`` names the
+methods below ``admin``; ``deny`` is the one place a refusal becomes a status. The roles
+table and the reasoning are in docs/security.md ("Roles", "How the server enforces it").
 """
 
 from __future__ import annotations

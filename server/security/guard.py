@@ -1,18 +1,10 @@
 """The listening port's guard: tokens, TLS, and the refusal to expose an open server.
 
-``SecurityOptions`` is what ``compactlog serve`` was given (``--auth-tokens``,
-``--tls-cert``/``--tls-key``, ``--insecure``); ``Guard.open`` checks it all before the
-server touches its data dir, so every fault is one start-up line that names its file:
-
-- an address other than loopback (127.0.0.0/8, ::1, ``localhost``) without a tokens file
-  is refused unless ``--insecure`` says that is meant (a Kafka or Pulsar broker started
-  without authentication on a public interface is an open door; this one says so);
-- the tokens file is loaded (``server.security.principals``) and becomes an ``AuthInterceptor``;
-- the certificate chain and key are loaded and matched with the ``ssl`` module first,
-  since gRPC only finds a bad pair at the first handshake, after the listening line.
-
-``Guard.add_port`` binds with TLS or without; ``Guard.reload`` re-reads the tokens file
-(on SIGHUP): a bad file keeps the principals in force and logs one line.
+``Guard.open`` checks the ``SecurityOptions`` that ``compactlog serve`` was given before the
+server touches its data dir, so every fault is one start-up line naming its file; it builds
+the ``AuthInterceptor`` and the TLS credentials. ``Guard.add_port`` binds with TLS or
+without, ``Guard.reload`` re-reads the tokens file on SIGHUP. What each check refuses, and
+why, is in docs/security.md ("How the server enforces it").
 """
 
 from __future__ import annotations

@@ -1,20 +1,10 @@
 """The principals of ``compactlog serve --auth-tokens FILE`` (CONTRACT section 10).
 
-The file is TOML, one table a principal; it holds no token, only the SHA-256 of one, so
-the file can be read by whoever runs the server without giving anyone a way in::
-
-    [principals.ingest]
-    token_sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
-    role = "client"
-
-Roles nest: ``reader`` < ``client`` < ``admin`` (what each reaches is in ``server.auth``).
-Loading is all or nothing: any fault (unreadable file, bad TOML, unknown key or role, a
-digest that is not 64 hex digits, two principals with one token) is one ``InvalidConfig``
-line that names the file, so a start fails whole and a reload keeps the old set.
-
-A lookup hashes the presented token and compares the digest with every principal's in
-constant time (``hmac.compare_digest``, no early exit), so the time a call takes says
-nothing about which digests are held.
+``Principals`` loads the TOML file (one table a principal, holding only the SHA-256 of its
+token), all or nothing, so a start fails whole and a reload keeps the old set; ``find``
+looks a presented token up in constant time. The file's format, the nesting of ``Role``
+and why the lookup never stops early are in docs/security.md ("Tokens and principals",
+"How the server enforces it").
 """
 
 from __future__ import annotations
