@@ -1,19 +1,10 @@
 """Log.Consume: one consumer's call on a subscription, by its type (CONTRACT section 6).
 
-A call is admitted by the subscription's dispatcher (``server.log.dispatchers``: type,
-exclusive holder, failover's active consumer), then steps until it has messages or its
-``wait_ms`` runs out. A step first hands out messages that are due again (an ack timeout
-ran out, a negative acknowledgement's delay passed), then reads on from the
-subscription's read position. Each step holds the dispatcher's lock, so the consumers of
-a SHARED subscription never get the same message from one read position; the waits
-between steps hold nothing.
-
-The read position moves only once a step's response is in hand: a call that fails on
-the way (a corrupt batch, a deleted topic, a response over the client's ``max_bytes``)
-moves no cursor. A response the client refuses after it was sent is, as in Pulsar, a
-delivered one: ``redeliver_unacknowledged`` gets it again (the client library asks for
-that after any failed Consume): on SHARED subscriptions the messages pending for that
-consumer, on the others everything after the mark-delete position.
+A call is admitted by the subscription's dispatcher (``server.log.dispatchers``), then
+steps until it has messages or its ``wait_ms`` runs out: first the messages due again,
+then reading on from the subscription's read position, which moves only once a step's
+response is in hand. Locking, failures and redelivery are explained in
+docs/subscriptions.md ("How the server hands out messages").
 """
 
 from __future__ import annotations

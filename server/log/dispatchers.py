@@ -1,33 +1,11 @@
 """The consumers of each subscription, in memory: Pulsar's dispatchers.
 
-A subscription's durable state is its cursor (``storage/cursor.py``: mark-delete position
-and ack ranges). Who is consuming it, and which delivered messages are due to go out
-again, lives here and only here, as in Pulsar: after a restart every unacknowledged
-message is delivered again anyway, so none of it needs to survive one.
-
-- **Type.** A subscription keeps the ``SubscriptionType`` it was created with (a cursor
-  property, so it does survive a restart); a Consume naming another type is
-  CONSUMER_BUSY.
-- **Liveness.** A consumer name is live while it consumed within the last
-  ``liveness_s`` (Pulsar's consumer is live while connected; ours calls, so a name that
-  stopped calling for 30 s is gone). ``COMPACTLOG_CONSUMER_LIVENESS_MS`` shortens it,
-  for tests.
-- **EXCLUSIVE**: one name holds the subscription; another name while the holder is live
-  is CONSUMER_BUSY; once it is gone the new name takes over from the mark-delete position.
-- **FAILOVER**: the live names in order, the first one active (Pulsar's order for a
-  non-partitioned topic); the others receive nothing. When the active one changes,
-  delivery rewinds to the mark-delete position for the new one.
-- **SHARED**: every consumer reads on from the one read position, so each message goes
-  to one consumer; what it was given stays *pending* under its name until acknowledged.
-- **Closing.** ``Log.CloseConsumer`` ends a name's life at once rather than after the
-  liveness period: it is no longer live, what it held goes to the others, and a Consume
-  of that name still under way when it closed returns empty instead of reviving it.
-- **Redelivery.** A pending message whose ``ack_timeout_ms`` ran out, or that was
-  negatively acknowledged (after its delay), is *due* and goes out again to the next
-  consumer that asks, before anything new.
-
-Everything here runs on the server's event loop, except the registry's dictionary,
-which admin calls (delete, reset) and topic deletion change from their threads.
+A subscription's durable state is its cursor (``storage/cursor.py``); who is consuming it
+(type, liveness, EXCLUSIVE holder, FAILOVER's active consumer, SHARED's pending messages)
+and which delivered messages are due to go out again lives here and only here, as in
+Pulsar: after a restart every unacknowledged message is delivered again anyway.
+``server.log.consuming`` admits and steps each Consume through these dispatchers. The
+rules, type by type, are in docs/subscriptions.md ("How the server hands out messages").
 """
 
 from __future__ import annotations

@@ -1,20 +1,10 @@
 """Publish to a partitioned topic: route each record, store all or nothing, reply in order.
 
-Keyed records go to ``toPositive(murmur2(key)) % partitions`` (Kafka's default
-partitioner; ``compactlog.partitioner``, and the batch codec's compiled twin, which splits
-a request's raw bytes without a Python object per record); keyless ones round-robin, per
-topic, from where the last publish left off. The records of one request become one part
-per partition, appended together: LEDGER parts in one RocksDB WriteBatch
-(``LedgerStore.append_across_start``: all or nothing, also across a crash), SEGMENTED
-parts after every part was encoded and checked (``SegmentedLogManager.append_across``: a
-bad record stores nothing; a crash between two parts' file appends can leave the earlier
-parts, see docs/partitions.md). The reply lists the ids in request order, each with its
-partition.
-
-In a store slot under partition placement (``storage/slots.py``) the slot holds some of
-the partitions only: a publish whose records all route to them is served here as
-everywhere; one that routes a record elsewhere is ``NOT_OWNER`` (the front splits a
-publish spanning slots itself, one part a partition).
+Records are routed with Kafka's default partitioner (``compactlog.partitioner``) and the
+request becomes one part per partition, appended together
+(``LedgerStore.append_across_start``, ``SegmentedLogManager.append_across``); the reply
+lists the ids in request order. Routing, the all-or-nothing guarantee of each engine and
+the store slot's ``NOT_OWNER`` are in docs/partitions.md ("Inside the server").
 """
 
 from __future__ import annotations

@@ -1,21 +1,9 @@
 """Read and Consume over every partition of a partitioned topic: a merge, not a reader.
 
 Each partition is read by the one read path (``server.log.reading``): a merged Read is one
-``ReadSession`` a partition, stepped in turn (one response of each, partitions
-interleaved, each partition in order); a merged Consume takes ``consume_step`` of each
-partition's own cursor in turn (the subscription is one cursor a partition, of the same
-name). Responses concatenate: a response's bytes are ``repeated Message messages``, and
-every stored message of a partition carries its ``MessageId.partition``.
-
-Starts: a position or a timestamp applies to every partition; a ``message_id`` start
-names its partition (``MessageId.partition``): that partition is read from the id, the
-others from their earliest message (as Pulsar seeks only the partition a message id
-belongs to).
-
-The partitions merged are ``(index, log)`` pairs out of ``partitions`` in all: every
-partition, or in a store slot under partition placement (``storage/slots.py``) those the
-slot holds. An id naming a partition held elsewhere reads every local one from its
-earliest message (the front asks that partition's slot with the id).
+``ReadSession`` a partition, stepped in turn, a merged Consume one ``consume_step`` of each
+partition's own cursor in turn; responses concatenate. How starts apply to the partitions
+and which partitions a store slot merges are in docs/partitions.md ("Inside the server").
 """
 
 from __future__ import annotations
