@@ -2,20 +2,8 @@
 
 Kafka's ``kafka.log:type=LogCleaner`` and ``LogCleanerManager`` gauges under
 ``compactlog_log_cleaner_*``, read at scrape time: percentages become ratios 0-1,
-milliseconds and seconds become ``_seconds``, the pass count is a ``_total`` counter.
-
-=====================================  ================================================
-Kafka                                  here
-=====================================  ================================================
-max-buffer-utilization-percent         compactlog_log_cleaner_max_buffer_utilization_ratio
-cleaner-recopy-percent                 compactlog_log_cleaner_recopy_ratio
-max-clean-time-secs                    compactlog_log_cleaner_max_clean_time_seconds
-max-dirty-percent                      compactlog_log_cleaner_max_dirty_ratio
-time-since-last-run-ms                 compactlog_log_cleaner_time_since_last_run_seconds
-uncleanable-partitions-count           compactlog_log_cleaner_uncleanable_partitions
-(passes run)                           compactlog_log_cleaner_passes_total
-(last pass, read + written)            compactlog_log_cleaner_throughput_bytes_per_second
-=====================================  ================================================
+milliseconds and seconds become ``_seconds``, the pass count is a ``_total`` counter. The
+table of Kafka's names against ours is in docs/metrics.md ("LogCleaner").
 """
 
 from __future__ import annotations

@@ -2,17 +2,10 @@
 compactor in shape: the run plans and reads through us, writes a new compacted ledger
 under a *lease*, and commits ``(ledger, horizon)`` through us.
 
-Safety rests on three checks, all here:
-
-- writes only reach ledgers this registry handed out (never a raw or committed ledger),
-  in entry order, and a ledger is sealed only with the entry count the run expects;
-- the commit happens under the topic lock only if the compacted ledger and horizon are
-  still the ones the run began from (``CommitConflict`` otherwise: a concurrent run won),
-  and the new horizon lies after the old one and within the topic;
-- a ledger whose lease lapses (the driver died or hung) is deleted by ``sweep``; after a
-  restart the store's start-up collection deletes it as unreferenced.
-
-Synchronous and free of gRPC: the ``CompactionEngine`` servicer only translates.
+Synchronous and free of gRPC (the ``CompactionEngine`` servicer only translates), it holds
+the three checks the safety of such runs rests on: leased ledgers only, a commit only
+over the state the run began from (``CommitConflict``), and ``sweep`` for lapsed leases;
+they are spelled out in docs/architecture.md ("The compaction room").
 """
 
 from __future__ import annotations

@@ -1,19 +1,10 @@
 """Compaction control and insight (CONTRACT section 7), beside the run bookkeeping.
 
-- ``watch``: the progress of a topic's active run as ``CompactionProgress`` updates, one
-  every ``WATCH_INTERVAL_S`` (the contract asks for at least one a second), then one
-  carrying the run's final state; a topic with no active run gets its current state once.
-- ``cancel``: set the run's cancel flag and wait for it to stop (``RunCancelled`` in the
-  run; the service records CANCELLED); ``cap_slot`` lets a run waiting for one of the
-  server-wide run slots give up when cancelled. A cancel that comes after the commit write is too
-  late: the run ends SUCCESS and that is what the caller gets back.
-- ``caller_gone``: a preview or verification stopped because its caller went away
-  answers CANCELLED.
-- ``verification_pb``: a verification (``two_phase.verify``, run in a worker by
-  ``worker_runs``) as VerifyCompaction's answer.
-
-The service (``compaction.service``) owns the runs; this module only reads what it shares:
-the run's ``LocalRunControl``, the event set when no run is active, and the state now.
+``watch``, ``cancel``, ``caller_gone`` and ``verification_pb`` serve WatchCompaction,
+CancelCompaction, PreviewCompaction and VerifyCompaction over what ``compaction.service``
+shares (a run's ``LocalRunControl``, the event set when no run is active, the state now);
+the service owns the runs. What each does is in docs/architecture.md ("The compaction
+room") and docs/compaction.md.
 """
 
 from __future__ import annotations

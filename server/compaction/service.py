@@ -1,24 +1,11 @@
 """Compaction for the admin API, the threshold monitor and the metrics endpoint.
 
-LEDGER topics run the TwoPhaseCompactor in a compaction worker process
-(``compactor.two_phase.worker_runs``; the server only fixes the input, ingests and
-commits): one run per topic at a time (a second Compact is ALREADY_EXISTS), at most
-``compaction.max.concurrent`` runs server-wide (more wait for a slot, RUNNING meanwhile),
-status persisted so it survives restarts. SEGMENTED topics run a LogCleaner pass
-(``compaction.cleaner_passes``). Previews and verifications read in a worker too: a LEDGER
-topic's go to the run's pool (``worker_reads``: nothing is written), a SEGMENTED topic's
-preview is a dry LogCleaner pass, run where passes run, which only counts its output.
-
-The monitor (Pulsar's ``compactionThreshold`` check) runs every
-``compaction.monitor.interval.ms`` and compacts a topic whose ``__compaction`` backlog
-exceeds its ``compaction.threshold.bytes``.
-
-``COMPACTLOG_CRASH_AT=<point>`` and ``COMPACTLOG_PAUSE_AT=<point>:<ms>`` crash the process
-that reaches the point (a worker, or the server at ``after_ingest``) or pause a run there:
-test-only fault injection for the crash-safety tests (``compactor.two_phase.faults``).
-
-Every run gets a ``LocalRunControl`` (its progress, its cancel flag); Watch, Cancel,
-Preview and Verify live in ``compaction.insight``.
+``CompactionService`` starts and books the runs: LEDGER topics run the TwoPhaseCompactor in
+a compaction worker process (``compactor.two_phase.worker_runs``), SEGMENTED topics a
+LogCleaner pass (``compaction.cleaner_passes``); it persists their status, runs Pulsar's
+threshold monitor and hands each run a ``LocalRunControl`` that ``compaction.insight``
+reads. Its rules (one run a topic, the server-wide cap, previews, fault injection) are in
+docs/architecture.md ("The compaction room").
 """
 
 from __future__ import annotations
