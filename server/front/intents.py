@@ -1,13 +1,10 @@
 """The front's log of open spanning publishes: the intent is written before any part.
 
-Under partition placement a publish to ``NAME`` whose records go to partitions in several
-slots is several writes in several stores. The front makes it whole across a crash by
-intent and redo: it writes the request's parts here (durably, as the server's
-``publish.durability`` says) *before* it sends any part, and deletes the intent once
-every part is stored. An intent still here after a crash (of the front or a shard) is
-sent again part by part (``server/front/spanning.py``); a slot stores a marked part at
-most once and answers a repeat with the first append's ids (``storage/spanning.py``),
-so the publish ends up stored whole, each record once.
+Under partition placement a publish to ``NAME`` spanning several slots is several writes
+in several stores; the front writes the request's parts here (durably) before it sends
+any, deletes the intent once every part is stored, and sends an intent left by a crash
+again (``server/front/spanning.py``). Why this makes the publish whole, and what the
+spanning ids mean, is in docs/architecture.md ("The front room, module by module").
 
 A RocksDB of the front's own, at ``<data dir>/front/intents``::
 
@@ -15,10 +12,6 @@ A RocksDB of the front's own, at ``<data dir>/front/intents``::
                                            u16 topic length | topic (UTF-8)
                                            u32 request length | PublishRequest bytes
     b"\\x00high"               -> u64 BE    the greatest spanning id ever issued
-
-Spanning ids count microseconds of the wall clock and never go back (``high``), so an
-intent's age can be read off its id and a slot may forget parts below the floor the
-front sends (the least open id).
 """
 
 from __future__ import annotations

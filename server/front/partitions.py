@@ -1,15 +1,10 @@
 """The front's index of partitioned topics, for partition placement.
 
-Under partition placement the front answers every call on a partitioned ``NAME`` by
-asking the slots that hold its partitions (``slots_of_partitions``), so it must know which
-names are partitioned and how many partitions they have without asking a shard per call.
-Each slot holding a partition keeps ``NAME``'s record in its own
-``partitioned-topics.json``; the front reads them all at start (the union: a crash in the
-middle of a create can leave the record in some slots only, and those still answer for
-what they hold) and keeps the index current as CreateTopic, AddPartitions and DeleteTopic
-pass through it. It also names the topics whose slots may disagree (``suspects``: a
-change of them failed half-way), for the repair's next pass (``front.spread.repair``).
-Under topic placement the index is not used: ``NAME``'s slot answers.
+``PartitionedIndex`` tells the front which names are partitioned, how many partitions
+they have and which slots hold them (``slots_of_partitions``), so that it can answer a
+call on a spread ``NAME`` without asking a shard per call; it also names the
+``suspects`` for the repair (``front.spread.repair``). How it is built and kept
+current is in docs/architecture.md ("The front room, module by module").
 """
 
 from __future__ import annotations

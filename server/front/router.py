@@ -1,29 +1,11 @@
 """The front of a sharded server: one address that routes every call to its owner.
 
-The front is a raw-bytes proxy. A call's request is never parsed: the topic is read from
-field 1 of its bytes (``rpc.wire_peek``), hashed to its store slot (``slots``), and the bytes go
-unchanged to the slot's address in the owning shard; the response bytes come back as
-they are, and so does any error status with its ``ErrorInfo`` trailer. What one owner
-cannot answer, the front answers itself:
-
-- ``ListTopics``: asked of every slot, merged by name;
-- TopicAdmin calls on a partitioned topic whose partitions are spread over the slots
-  (partition placement, given an ``index``): asked of every slot holding a partition,
-  merged (``front.spread.admin``); Log calls but Publish on one, the same
-  (``front.spread.log``);
-- ``GetPartitionMap``: the owner's map, with the slot's address for "the address asked";
-- ``Publish`` to such a spread partitioned topic: split by partition, each part sent to
-  its partition's slot (``front.spread.publish``);
-- ``PublishStream``: each request goes to its topic's owner over one stream per owner
-  (a spread partitioned topic's parts to their slots' streams); responses come back in
-  request order (each owner keeps its own order; the front remembers which owner each
-  request went to);
-- ``AppendEntries``/``SealLedger`` (outside compaction runs) name a ledger, not a topic:
-  ``CreateCompactedLedger``'s answer tells the front which slot the ledger is in.
-
-Tokens are checked by the front's own interceptor and again by the shard (the caller's
-metadata is passed on), so a shard address reached directly is guarded the same way.
-Clients that know the map (``client/routing.py``) skip the front for the data plane.
+The front is a raw-bytes proxy: the topic is read from field 1 of the request's bytes
+(``rpc.wire_peek``), hashed to its store slot, and the bytes go unchanged to the owning
+shard's slot; responses and error statuses come back as they are. What one owner cannot
+answer (ListTopics, GetPartitionMap, PublishStream, calls on a spread partitioned topic,
+ledger calls) the front answers itself, through ``front.spread``. The list, and how
+tokens are checked twice, is in docs/architecture.md ("The front room, module by module").
 """
 
 from __future__ import annotations

@@ -2,26 +2,10 @@
 
 A publish to a spread LEDGER ``NAME`` whose records go to partitions in several slots
 (``front.spread.publish``) is recorded in the front's intent log (``front.intents``)
-before any part is sent; each part then goes to its slot marked with the spanning id
-(``storage/spanning.py``), so a slot stores it at most once. When every part is stored
-the intent is forgotten. Whatever breaks in between, the intent stays and the parts are
-sent again until each is stored:
-
-- the front crashes: at its next start every open intent is sent again;
-- a shard crashes or restarts: its part is retried until the call's deadline (the
-  supervisor starts the shard again), then by the redriver;
-- a slot refuses a part for good (the partition was deleted, a config lowered behind
-  the front's back): nothing can make the publish whole; the intent is dropped and the
-  error logged (and returned, when a caller still waits).
-
-A part retried concurrently by a caller's call and by the redriver is stored once:
-the slot checks and writes the part under the partition's lock.
-
-Tests crash the front at the steps that matter with ``COMPACTLOG_FRONT_CRASH_AT``:
-``after_intent`` (recorded, nothing sent) or ``after_first_part`` (the first part sent
-alone and stored, the others never sent); the process exits 137 there. The admin calls
-on a spread ``NAME`` have points of their own (``after_home_create``, ...:
-``front.spread.admin``), each right after ``NAME``'s own slot made its part.
+before any part is sent, each part goes to its slot marked with the spanning id
+(``storage/spanning.py``) so a slot stores it at most once, and the parts are sent again
+until each is stored. What happens on each kind of crash, and the crash points tests use
+(``COMPACTLOG_FRONT_CRASH_AT``), is in docs/architecture.md ("The front room, module by module").
 """
 
 from __future__ import annotations

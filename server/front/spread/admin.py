@@ -1,42 +1,12 @@
 """The front answers ``TopicAdmin`` calls on a spread partitioned topic (partition placement).
 
-Under partition placement (``storage/slots.py``) the partitions of ``NAME`` live in
-several slots, each answering a call on ``NAME`` for its own partitions only, and only
-when the call carries the front's mark (``front.secret``). So the front answers such a
-call whole: it sends the request bytes, unchanged, to every slot of
-``PartitionedIndex.slots(NAME, N)`` with its mark and the caller's metadata and deadline,
-and merges the answers (``front.spread.merge``). Calls on other topics pass through as
-before (``FrontHandler``).
-
-- Calls that change ``NAME`` (CreateTopic with ``partitions >= 2``, AddPartitions,
-  UpdateTopicConfig, EnforceRetention, DeleteTopic) go to ``NAME``'s own slot (its home,
-  partition 0's) first: it validates the request as a single store would (names, counts,
-  config, kind) and a refusal there changes nothing anywhere. The other slots follow side
-  by side. A CreateTopic another slot refuses is undone in the slots that made their part
-  (the home first). The home's part is the change decided: a change cut half-way by a
-  crash of the front or of a shard (some slots without ``NAME``'s record, with an older
-  count or the old config) converges by itself: the front's repair
-  (``front.spread.repair``) finishes it from the home's record and config (a delete: the
-  home's record gone, the others' parts are deleted) at the front's next start, and, for
-  a change that failed under a living front, on its next pass (every 30 s). EnforceRetention
-  changes no state to compare: send it again. Sending any call again still works (slots
-  already there do nothing new).
-  Namespace and config changes of spread topics, and the repair, pass one at a time
-  (``lock``), so two creates of one name cannot undo each other's parts, nor the repair
-  spread a config a call is replacing. Tests crash the front right after the home's part
-  (``COMPACTLOG_FRONT_CRASH_AT``: ``after_home_create``, ``after_home_add_partitions``,
-  ``after_home_config``, ``after_home_delete``).
-- Calls that read (GetTopic, GetCompactionStatus) and DeleteTopic skip a slot that has
-  no record of ``NAME`` (``TOPIC_NOT_FOUND``: a crash in the middle of a create or delete
-  can leave it so) as long as some slot answers; any other error is relayed.
-- The compaction calls are ``front.spread.compaction``'s (``Compact`` refuses while any
-  partition compacts, so a refusal cannot leave some partitions started).
-- The subscription calls (ListSubscriptions, DeleteSubscription, ResetCursor) are
-  ``front.spread.subscriptions``'s, asked through the methods here.
-- ``GetPartitionMap`` comes from the index alone. Any other TopicAdmin call on ``NAME``
-  (Preview, Verify, DeleteRecords) goes to ``NAME``'s own slot with the mark, which
-  answers as a single store does (``INVALID_ARGUMENT``: they act on one partition).
-  ``WatchCompaction`` on ``NAME`` the front refuses itself, with the slot's words.
+Under partition placement the partitions of ``NAME`` live in several slots, each answering
+for its own partitions only, and only when the call carries the front's mark
+(``front.secret``). ``SpreadAdmin`` answers such a call whole: it sends the request bytes to
+every slot of ``PartitionedIndex.slots(NAME, N)`` and merges the answers
+(``front.spread.merge``); a change goes to ``NAME``'s home slot first, and ``lock`` passes
+changes and the repair one at a time. Which call goes where, and how a half-made change
+converges, is in docs/architecture.md ("The front room, module by module").
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """The front's compaction calls on a spread partitioned ``NAME`` (partition placement).
 
-Each slot holding some partition of ``NAME`` answers GetCompactionStatus, Compact and
-CancelCompaction on ``NAME`` for its own partitions; the front asks them through
-``SpreadAdmin`` and merges the statuses (``merge_compaction``):
-
-- GetCompactionStatus skips a slot without ``NAME``'s record (``SpreadAdmin.found``);
-- ``Compact`` first checks that no partition is compacting (``ALREADY_EXISTS`` then, and
-  nothing started), so a refusal cannot leave some partitions started;
-- ``CancelCompaction`` cancels every running partition; ``COMPACTION_NOT_RUNNING`` only
-  when none ran.
+Each slot holding partitions of ``NAME`` answers GetCompactionStatus, Compact and
+CancelCompaction for its own partitions; the front asks them through ``SpreadAdmin`` and
+merges the statuses (``merge_compaction``). The rules that keep a refusal from leaving some
+partitions started are in docs/architecture.md ("The front room, module by module").
 """
 
 from __future__ import annotations

@@ -1,28 +1,11 @@
 """The front's Log calls on a spread partitioned ``NAME`` (partition placement).
 
-Under partition placement (``storage/slots.py``) the partitions of ``NAME`` live in
-several slots, each answering a call on ``NAME`` for its own partitions only and only
-when the call carries the front's mark (``front.secret``). So the front answers such a
-call whole: it sends it to every slot of ``PartitionedIndex.slots`` (the mark, the
-caller's metadata and deadline with it) and merges the answers (``front.spread.merge``):
-
-- ``Read``: one stream a slot, responses forwarded as they come (each slot keeps its
-  partitions' order; slots interleave); ``max_messages`` is shared, the response that
-  crosses it is cut and the other streams cancelled.
-- ``Consume``: every slot at once, ``max_messages`` split: first without waiting (every
-  answer kept), then, when none had messages, waiting: the first non-empty answers are
-  concatenated and the slots still waiting cancelled (a cancelled Consume moves no
-  cursor: CONTRACT section 12). Which slot comes first in the answer rotates.
-- ``Acknowledge``/``NegativeAcknowledge``: to the slot of the partition each id names.
-- ``GetLastMessageId``, ``GetKeyHistory``: every slot, merged.
-- ``CloseConsumer``: every slot (each releases the consumer on its partitions); the
-  answer is empty.
-
-The subscription calls of TopicAdmin on ``NAME`` are ``front.spread.admin``'s (through
-``front.spread.subscriptions``).
-
-Publish is not here (the front routes records by partition elsewhere); a name that is not
-a spread partitioned topic goes to its one owner as before (``front``).
+Each slot holding partitions of ``NAME`` answers for its own only, and only with the
+front's mark (``front.secret``); so the front sends Read, Consume, Acknowledge,
+GetLastMessageId, GetKeyHistory and CloseConsumer on ``NAME`` to the slots of
+``PartitionedIndex.slots`` and merges the answers (``front.spread.merge``). Publish is not
+here (``front.spread.publish``). How each call is spread and merged is in
+docs/architecture.md ("The front room, module by module").
 """
 
 from __future__ import annotations

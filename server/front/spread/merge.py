@@ -1,20 +1,11 @@
 """The front's merges of the slots' answers on a spread partitioned topic.
 
-Under partition placement (``storage/slots.py``) the partitions of ``NAME`` live in
-several slots; each slot holding one keeps ``NAME``'s record and answers a call on
-``NAME`` for its own partitions only (true partition indices, summed figures). The front
-(``front.spread.admin``) asks every such slot and folds the answers here into the one
-answer a single store would give, so a client cannot tell where the partitions are:
-
-- ``TopicInfo``: the figures summed, the config of ``NAME``'s own slot (it holds
-  partition 0, whose config ``NAME`` reports), the full partition count, offline reasons
-  joined. ``ListTopics`` merges its entries of one name with the same function.
-- ``CompactionStatus``: the slots' per-partition statuses put back in partition order and
-  folded by the slot's own rule (``admin.partitioned_compaction.aggregate``), so the aggregate
-  is the one a single store computes.
-- ``GetPartitionMap``: built from the index alone (no slot knows the other slots).
-
-Pure functions over protobuf messages: unit-tested without a server.
+Each slot holding partitions of ``NAME`` answers for its own only; the front
+(``front.spread.admin``) folds their ``TopicInfo`` and ``CompactionStatus`` answers here
+into the one answer a single store would give, so a client cannot tell where the
+partitions are, and builds ``GetPartitionMap`` from the index. Pure functions over protobuf
+messages, unit-tested without a server; each fold is described in docs/architecture.md
+("The front room, module by module").
 """
 
 from __future__ import annotations

@@ -1,27 +1,11 @@
 """The front's Publish to a partitioned topic whose partitions span several slots.
 
-Under partition placement (``storage/slots.py``) partition ``i`` of ``NAME`` lives in its
-own slot, and a slot stores only the partitions it holds; a publish to ``NAME`` whose
-records go to several partitions is split here, in the front, the way a slot splits one
-(``log.partitioned_publish``: the compiled ``route_records``, Kafka's murmur2 for keyed
-records, round robin per topic for keyless ones), and each part is published to
-``NAME-partition-i`` at the slot holding it.
-
-All or nothing: every record of every part is checked against its partition's
-``max.message.bytes`` *before* any part is sent, so a record that is too large stores
-nothing anywhere (``RECORD_TOO_LARGE``, as a single store answers). A LEDGER publish whose
-parts reach several slots is then recorded in the front's intent log and its parts sent
-marked, so that a crash leaves it stored whole, each record once (``front.spanning``);
-a SEGMENTED one's parts are just sent, and a crash or a slot's error between them leaves
-those parts stored and the caller with an error (docs/partitions.md). The reply lists the
-ids in request order, each with its partition (``log.partitioned_publish.ordered_reply``);
-``synced`` only when every part was synced.
-
-Limits are asked of each partition (``GetTopic``) and kept a short while
-(``LIMIT_TTL_S``), and dropped whenever a config-changing admin call passes the front, so
-a publish does not pay a round trip for them. A part whose bytes cannot hold a message
-over its limit is not encoded at all; only a part that might is encoded (compiled) to find
-its largest record.
+A publish to a spread ``NAME`` is split here by partition, the way a slot splits one
+(``log.partitioned_publish``), checked against every partition's ``max.message.bytes``
+before any part is sent, and each part published to ``NAME-partition-i`` at its slot; a
+LEDGER publish spanning slots goes through the intent log (``front.spanning``). The
+all-or-nothing rules and the limits' cache (``LIMIT_TTL_S``) are in docs/architecture.md
+("The front room, module by module").
 """
 
 from __future__ import annotations

@@ -1,30 +1,10 @@
 """The front finishes a change of a spread partitioned topic that a crash left half-way.
 
-Every change of a spread ``NAME`` (``front.spread.admin``) is made by ``NAME``'s own slot
-(its home: partition 0's) first, then by the others. A crash of the front, or of a shard,
-in between leaves the slots disagreeing: some without ``NAME``'s record or with a lower
-count (their partitions of the new count missing, so publishes and reads on them fail
-``NOT_FOUND``), some partitions with the old config. The home's part is the change
-decided, so the repair finishes it from there, as the caller's call would have:
-
-- a slot without ``NAME``'s record, or with a lower count, grows to the greatest count
-  any slot holds, as AddPartitions grows it (``SpreadAdmin.grow``: AddPartitions, or a
-  CreateTopic with the home's kind and config for a slot new to ``NAME``);
-- a slot whose config differs from the home's takes the home's value of each key that
-  differs (UpdateTopicConfig; a key the home lacks is removed);
-- the home without ``NAME``'s record while other slots hold it: a removal was cut
-  half-way (DeleteTopic, and the undo of a create another slot refused, go home first;
-  a create never leaves the home without it), so the others' parts are deleted. A create
-  cut half-way leaves the home holding the record: it is rolled forward.
-
-When: once the shards are ready, a pass over every ``NAME`` (whatever a crash of the
-front left); then every ``REPAIR_EVERY_S`` a pass over the names whose change failed
-under a living front (``PartitionedIndex.suspects``: a shard crashed or was away). A
-``NAME`` the pass cannot finish (a slot away, a slot refusing) stays marked and is tried
-on the next pass. A pass holds ``SpreadAdmin.lock`` while it looks at and mends one
-``NAME``, so no admin call on it interleaves. Its calls carry the front's mark and no
-caller's token: under auth the slot lets them through (``AuthInterceptor.trusted``).
-One log line per ``NAME`` repaired (INFO), or not repaired yet (WARNING).
+Every change of a spread ``NAME`` (``front.spread.admin``) is made by its home slot
+(partition 0's) first, then by the others; the home's part is the change decided, so the
+repair finishes it from there: a pass over every ``NAME`` once the shards are ready, then
+every ``REPAIR_EVERY_S`` over ``PartitionedIndex.suspects``, under ``SpreadAdmin.lock``. What
+a pass mends, and how, is in docs/architecture.md ("The front room, module by module").
 """
 
 from __future__ import annotations

@@ -1,20 +1,10 @@
 """The front's subscription calls on a spread partitioned ``NAME`` (partition placement).
 
-Each slot holding some partition of ``NAME`` answers ListSubscriptions, DeleteSubscription
-and ResetCursor on ``NAME`` for its own partitions (``admin.subscriptions``: one entry a
-subscription, figures summed over them). The front asks the slots through
-``SpreadAdmin`` (its mark, the caller's metadata and deadline) and answers whole:
-
-- List: every slot, folded by the slots' own fold (``merge_subscriptions``), so the
-  answer is the one a single store gives;
-- Delete, and ResetCursor to a position or a time: every slot; ``NOT_FOUND`` only when
-  every slot says so (a slot whose partitions lack the subscription says
-  SUBSCRIPTION_NOT_FOUND, one without ``NAME``'s record TOPIC_NOT_FOUND); any other
-  error is relayed (a reserved subscription is refused by every slot alike);
-- ResetCursor to a ``message_id``: only the slot of the partition the id names (Pulsar
-  resets that partition alone; a partition out of range goes to ``NAME``'s own slot,
-  which refuses it as a single store does), then the other slots' lists give the rest
-  of the subscription for the answer.
+Each slot holding partitions of ``NAME`` answers ListSubscriptions, DeleteSubscription
+and ResetCursor for its own partitions (``admin.subscriptions``); the front asks them
+through ``SpreadAdmin`` and answers whole, folding lists with ``merge_subscriptions``.
+Which slots each call reaches, and when it is ``NOT_FOUND``, is in docs/architecture.md
+("The front room, module by module").
 """
 
 from __future__ import annotations
