@@ -1,16 +1,9 @@
 """One Kafka client connection: frames in, answers out, in request order.
 
-Each request is read whole (``size`` i32 first: a size below a request header or above
-``MAX_REQUEST_BYTES``, Kafka's ``socket.request.max.bytes``, closes the connection),
-answered, and only then is the next one read, as a Kafka broker mutes a connection
-while one of its requests is in flight; clients pipeline over several connections or
-wait. What happens to one connection never touches another:
-
-- an API or version we do not serve: answered UNSUPPORTED_VERSION (ApiVersions: KIP-511's
-  answer, the versions we serve), the connection stays open;
-- a frame that does not read as its request: this connection is closed, and logged;
-- a handler's unexpected error: logged with its traceback (a defect), answered with
-  UNKNOWN_SERVER_ERROR in the API's shape.
+Each request is read whole (its ``size`` bounded by ``MAX_REQUEST_BYTES``), answered, and
+only then is the next one read, as a Kafka broker mutes a connection while one of its
+requests is in flight; what happens to one connection never touches another. How each
+fault is answered is in docs/kafka.md ("Inside the listener").
 """
 
 from __future__ import annotations

@@ -1,22 +1,11 @@
 """Kafka's classic consumer group protocol, the coordinator's side: one state machine a
 group, in memory, on the server's event loop (no locks: every call runs on the loop).
 
-The clients assign partitions: JoinGroup gathers the members and their protocols
-(``range``, ``roundrobin``, ...), the leader gets every member's metadata, computes the
-assignment and sends it in SyncGroup, which hands each member its own. The states, as
-Kafka's ``GroupMetadata``, with every transition checked against ``TRANSITIONS``:
-
-- Empty: no members (committed offsets may exist: they are subscriptions, ``offsets``);
-- PreparingRebalance: a member joined, left or timed out; known members must rejoin
-  (Heartbeat answers REBALANCE_IN_PROGRESS) until all have or the rebalance timeout
-  removes those that did not;
-- CompletingRebalance: a new generation; waiting for the leader's SyncGroup;
-- Stable: every member has its assignment; heartbeats keep it.
-
-A member whose session timeout passes without a heartbeat (or any other call) is
-removed and the group rebalances (the reaper ticks every ``REAP_EVERY_S`` while a group
-has members). Membership is dynamic only (``group.instance.id`` is not kept) and the
-state is not persisted: after a restart members get UNKNOWN_MEMBER_ID and rejoin.
+The clients assign partitions (JoinGroup, then the leader's SyncGroup); a reaper removes
+members whose session timed out. The states, as Kafka's ``GroupMetadata``, with every
+transition checked against ``TRANSITIONS``: Empty, PreparingRebalance,
+CompletingRebalance, Stable. What each state means and what is not kept is in
+docs/kafka.md ("Consumer groups", "Inside the listener").
 """
 
 from __future__ import annotations

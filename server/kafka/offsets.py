@@ -1,15 +1,10 @@
 """OffsetCommit (8) and OffsetFetch (9): a group's committed offsets ARE subscriptions.
 
 CONTRACT section 15: group ``G`` committing offset ``o`` for ``T``/``p`` is the SEGMENTED
-subscription ``G`` of that partition with its committed offset ``o`` (the next offset
-to read: the cursor's mark-delete position is ``o - 1``, none for 0). A commit creates
-the subscription when it is new and moves its cursor (``reset_subscription``, synced
-before the answer, as Kafka's ``acks=all`` commit); a fetch reads it, -1 where the
-partition has none. So ``compactlog subscriptions list`` and ListSubscriptions show the
-group and its position, and a gRPC ResetCursor moves where the group resumes.
-
-Group ids must be subscription names (1-249 of ``[A-Za-z0-9._-]``, not ``__...``):
-others are INVALID_GROUP_ID. A commit's ``metadata`` string is not kept (fetched as "").
+subscription ``G`` of that partition, its cursor moved by ``reset_subscription`` (synced
+before the answer); a fetch reads it back. The mapping of offsets to mark-delete
+positions and the group id rules are in docs/kafka.md ("Consumer groups", "Inside the
+listener").
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """Kafka's RecordBatch v2 to and from our stored batches, through aiokafka's codec.
 
-Produce: a partition's ``records`` bytes (one or more RecordBatch v2, any compression
-aiokafka's codec has a library for: gzip always) become the ``records`` field of a
-``PublishRequest`` (``storage.batch.records_to_request``), so a Kafka produce is appended
-through the very path a gRPC Publish takes. Fetch: each stored batch becomes one
-uncompressed RecordBatch v2 with Kafka's CRC-32C; the conversion happens at read time,
-record by record (a later step may store Kafka's layout natively if measurements ask).
+A produced RecordBatch becomes the ``records`` of a ``PublishRequest``
+(``storage.batch.records_to_request``), so a Kafka produce takes the gRPC Publish path; a
+fetch converts each stored batch to one uncompressed RecordBatch v2 at read time. How
+fields map is in docs/kafka.md ("Mapping", "Inside the listener").
 
 Kafka's RecordBatch v2 (big-endian; the CRC-32C covers attributes .. the end)::
 
@@ -15,10 +13,6 @@ Kafka's RecordBatch v2 (big-endian; the CRC-32C covers attributes .. the end)::
     producer id i64 | producer epoch i16 | base sequence i32 | count i32 | records
     record: length varint | attrs i8 | timestamp delta varlong | offset delta varint
             key varbytes (-1: null) | value varbytes (-1: null) | headers [key, value]
-
-The mapping: key = key, a null value = a tombstone (no value), headers = properties
-(UTF-8; a null header value is stored as ""), the record's timestamp = the event time
-(``CreateTime``); a fetched record's timestamp is its event time, else its publish time.
 """
 
 from __future__ import annotations
