@@ -1,20 +1,10 @@
 """A shard of ``compactlog serve --shards N``: one process serving some store slots.
 
-Started by the front (``server/shards/supervisor.py``) as
-``python -m compactlog.server.shards.process --data-dir D --slots 0,2,4,6 --slot-count 8
---parent-pid P --placement topic|partition [--config F] [--auth-tokens F --tls-cert F
---tls-key F]``, the front's secret (``front.secret``) in its environment. It
-
-1. arranges to die with the front (``PR_SET_PDEATHSIG`` and a watchdog on the parent
-   pid, as compaction workers do: ``compactor/worker_os.py``);
-2. takes each slot's lock and opens its store (a ``Broker`` over ``slots/<s>/``);
-3. serves each slot on its own loopback port, with the same tokens and TLS as the main
-   address (CONTRACT section 10), refusing topics of other slots with ``NOT_OWNER``;
-4. prints one line, ``{"slots": {"0": "127.0.0.1:PORT", ...}}``, on stdout once every
-   slot accepts calls, and logs to stderr (the server's own);
-5. on SIGTERM stops like a server: stop accepting, finish in-flight calls, close stores.
-
-A start-up failure is one line on stderr and exit 1; the front reports it.
+Started by the front (``server/shards/supervisor.py``) with its slots, the data dir and the
+front's secret, a shard dies with the front, opens a ``Broker`` over each slot it serves,
+serves each slot on its own loopback port with the main address's tokens and TLS, and
+prints its slots' addresses on one stdout line once ready. Its command line and start-up
+steps are in docs/architecture.md ("Shards", "Process life").
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """The front's side of the shards: start them, learn their addresses, restart the dead.
 
-Each shard is a child process (``server/shards/process.py``) started from the front's main
-thread, the thread that lives as long as the front, so the shard's ``PR_SET_PDEATHSIG``
-fires exactly when the front dies (kill -9 included). The shard's one stdout line gives its
-slots' addresses; its stderr is the server's.
-
-A shard that dies while the server runs is reported (pid, exit code or signal) and
-started again on the same slots (its slot locks died with it); its new addresses replace
-the old ones in the front's table, and clients holding the old ones are told to ask
-``GetPartitionMap`` again by the failed connection. A shard that dies ``MAX_RESTARTS``
-times within ``RESTART_WINDOW_S`` fails the whole server: it stops with exit 1 and says
-which shard and why.
+Each shard (``server/shards/process.py``) is started from the front's main thread, so its
+``PR_SET_PDEATHSIG`` fires exactly when the front dies; a shard that dies is started again
+on the same slots, and one that dies ``MAX_RESTARTS`` times within ``RESTART_WINDOW_S``
+stops the server. Details in docs/architecture.md ("Shards", "Process life").
 """
 
 from __future__ import annotations
