@@ -1,16 +1,10 @@
 """Exceptions to gRPC statuses, in one place (CONTRACT section 5).
 
-Every servicer method is wrapped by ``rpc`` (synchronous servicers) or ``rpc_async``
-(the asyncio Log service). A ``CompactlogError`` becomes its own status code and message,
-with a ``google.rpc.Status`` in the ``grpc-status-details-bin`` trailer holding one
-``google.rpc.ErrorInfo``: domain ``compactlog``, the error's ``reason`` and its
-``metadata``. Anything else is a bug: logged with its traceback on the server, answered
-INTERNAL (reason ``INTERNAL``) without leaking the traceback.
-
-A request the server refused before the method ran (bytes that do not parse, a call
-while shutting down: see ``server/rpc/handlers.py``) reaches the method as a ``Refused``
-holding its error; the wrappers raise that error, so it is answered like any other. For
-client-streaming methods they check every message of the stream the same way.
+Every servicer method is wrapped by ``rpc`` (synchronous servicers) or ``rpc_async`` (the
+asyncio Log service): a ``CompactlogError`` becomes its own status with a
+``google.rpc.ErrorInfo`` (its ``reason`` and ``metadata``), anything else is a bug answered
+INTERNAL, and a ``Refused`` request is answered with the error it holds. The details are in
+docs/architecture.md ("The rpc room") and docs/errors.md.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """Method handlers of the compactlog services, built from the proto's service descriptors.
 
-The generated ``add_*Servicer_to_server`` functions register ``FromString`` as each
-method's request deserializer; when it raises (bytes that are not the request message),
-grpc answers UNKNOWN with the parser's text, and UNKNOWN means a defect (CONTRACT
-section 5). Here every deserializer is checked: a request that does not parse, or any
-request once the server is shutting down, is handed to the servicer as a ``Refused``
-(``server/rpc/errors.py``), which the ``rpc``/``rpc_async`` wrappers answer as
-INVALID_ARGUMENT / MALFORMED_REQUEST or UNAVAILABLE / SHUTTING_DOWN.
-
-Methods named in ``raw_requests`` take the request's bytes (the Publish hot path parses
-them once itself); those in ``raw_responses`` return response bytes (Read and Consume
-splice stored batches).
+Every request deserializer is checked, so a request that does not parse, or any request
+once the server is shutting down, reaches the servicer as a ``Refused``
+(``server/rpc/errors.py``) instead of grpc's UNKNOWN; ``raw_requests`` and
+``raw_responses`` name the methods that take or return bytes. Why, in
+docs/architecture.md ("The rpc room").
 """
 
 from __future__ import annotations
