@@ -1,15 +1,9 @@
 """Partitioned topics in the broker's namespace: create, grow, describe, configure, delete.
 
-A partitioned topic ``NAME`` is N ordinary topics ``NAME-partition-i`` (each created,
-read, compacted and configured like any other) plus its partition count, kept in
-``storage.partitioned_topics`` (``<data dir>/partitioned-topics.json``). ``NAME`` holds
-no data; the calls here act on every partition. The order of writes (partitions first,
-then the count; on delete the count first) is drawn in that module's docstring.
-
-"Every partition" is every partition **this store holds** (``Broker.holds``): all of
-them, except in a store slot under partition placement (``storage/slots.py``), where the
-partitions spread over slots; each slot holding some keeps ``NAME``'s record with the full
-count and answers for its own partitions, by their true indices, and the front merges.
+A partitioned topic ``NAME`` is N ordinary topics ``NAME-partition-i`` plus its partition
+count, kept in ``storage.partitioned_topics`` (whose docstring draws the order of writes);
+the calls here act on every partition this store holds (``Broker.holds``). See
+docs/partitions.md ("Inside the server").
 """
 
 from __future__ import annotations

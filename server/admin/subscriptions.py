@@ -1,23 +1,11 @@
 """TopicAdmin's subscription calls: ListSubscriptions, DeleteSubscription, ResetCursor.
 
-Both topic kinds alike, through their ``TopicLog``. The server's own subscriptions
-(``__compaction``) are listed but neither moved nor deleted (RESERVED_SUBSCRIPTION). A
-delete drops the subscription's in-memory consumer state; a reset drops its pending and
-due messages (delivery starts again from the new position, as in Pulsar) and wakes
-waiting consumers to see it.
-
-On a partitioned topic ``NAME`` (docs/partitions.md) the calls act on the partitions this
-store holds (``merged_log``: all of them, or a slot's own under partition placement), each
-with the same subscription name, as Pulsar's admin does on a partitioned topic:
-
-- List: one entry a name, figures summed (``merge_subscriptions``, which the front also
-  folds its slots' answers with);
-- Delete: every partition having the subscription; SUBSCRIPTION_NOT_FOUND only when
-  none has it; consumers connected or not, as on one topic;
-- ResetCursor to a position or a time: every partition having it, each to its own
-  position at that time; to a ``message_id``: only the partition the id names
-  (``MessageId.partition``), the others keep their cursors (Pulsar's reset by message
-  id on a partitioned topic). The answer is the subscription on ``NAME`` afterwards.
+Both topic kinds alike, through their ``TopicLog``; the server's own subscriptions
+(``__compaction``) are listed but neither moved nor deleted. On a partitioned ``NAME`` the
+calls act on the partitions this store holds (``merged_log``), each with the same
+subscription name, and a list is folded by ``merge_subscriptions`` (which the front also
+uses). What each call does to consumers and partitions is in docs/subscriptions.md
+("Partitioned topics").
 """
 
 from __future__ import annotations
