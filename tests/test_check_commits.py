@@ -100,3 +100,13 @@ def test_the_hook_refuses_a_bad_message(tmp_path: Path) -> None:
     assert "gerund" in refused.stderr
     assert _git(repo, "commit", "--allow-empty", "-m", "Fix a thing").returncode == 0
     assert _git(repo, "log", "--format=%s").stdout == "Fix a thing\n"
+
+
+def test_a_clone_without_the_base_checks_nothing(tmp_path: Path) -> None:
+    """A shallow clone may hold commits from before the rule; without the base commit
+    which came after cannot be told, so nothing is checked (and the gate passes)."""
+    repo = _repo(tmp_path)
+    assert _git(repo, "commit", "-q", "--allow-empty", "-m", "an old subject " * 8).returncode == 0
+    check = [sys.executable, "scripts/check_commits.py", "--since", "0" * 40]
+    done = subprocess.run(check, cwd=repo, capture_output=True, text=True)
+    assert done.returncode == 0 and "nothing checked" in done.stdout
