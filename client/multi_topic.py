@@ -10,6 +10,7 @@ ids, when ids of two topics may be equal.
 from __future__ import annotations
 
 import time
+from typing import Generic, Protocol, TypeVar
 
 from compactlog.client import _convert as cv
 from compactlog.client.closeable import Closeable
@@ -23,10 +24,20 @@ __all__ = ["MultiTopicConsumer"]
 _TURN_MS = 50  # how long receive waits on one topic before asking the next
 
 
-class MultiTopicConsumer(Closeable):
-    """One consumer on each of several topics, received from in turn."""
+class _Named(Protocol):
+    def topic(self) -> str: ...
 
-    def __init__(self, consumers: list[Consumer]) -> None:
+    def subscription_name(self) -> str: ...
+
+
+C = TypeVar("C", bound=_Named)
+
+
+class MultiTopic(Generic[C]):
+    """What the sync and the asyncio multi-topic consumers share: their consumers, one a
+    topic, whose turn it is, and the names."""
+
+    def __init__(self, consumers: list[C]) -> None:
         if not consumers:
             raise InvalidArgument("subscribe needs at least one topic")
         self._consumers = consumers
@@ -42,6 +53,10 @@ class MultiTopicConsumer(Closeable):
 
     def is_connected(self) -> bool:
         return not self._closed
+
+
+class MultiTopicConsumer(MultiTopic[Consumer], Closeable):
+    """One consumer on each of several topics, received from in turn."""
 
     def receive(self, timeout_millis: int | None = None) -> Message:
         """The next message of any of the topics; ``Timeout`` after ``timeout_millis``."""

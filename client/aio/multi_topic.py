@@ -11,6 +11,7 @@ from compactlog.client import _convert as cv
 from compactlog.client.aio.streams import AsyncConsumer
 from compactlog.client.errors import AlreadyClosed, Timeout
 from compactlog.client.message import Message
+from compactlog.client.multi_topic import MultiTopic
 from compactlog.errors import InvalidArgument
 
 __all__ = ["AsyncMultiTopicConsumer"]
@@ -18,25 +19,8 @@ __all__ = ["AsyncMultiTopicConsumer"]
 _TURN_MS = 50  # how long receive waits on one topic before asking the next
 
 
-class AsyncMultiTopicConsumer:
+class AsyncMultiTopicConsumer(MultiTopic[AsyncConsumer]):
     """One consumer on each of several topics, received from in turn."""
-
-    def __init__(self, consumers: list[AsyncConsumer]) -> None:
-        if not consumers:
-            raise InvalidArgument("subscribe needs at least one topic")
-        self._consumers = consumers
-        self._by_topic = {c.topic(): c for c in consumers}
-        self._turn = 0
-        self._closed = False
-
-    def topic(self) -> str:
-        return ",".join(self._by_topic)
-
-    def subscription_name(self) -> str:
-        return self._consumers[0].subscription_name()
-
-    def is_connected(self) -> bool:
-        return not self._closed
 
     async def receive(self, timeout_millis: int | None = None) -> Message:
         """The next message of any of the topics; ``Timeout`` after ``timeout_millis``."""
