@@ -10,6 +10,7 @@ close the store).
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 from concurrent import futures
 
@@ -17,6 +18,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from compactlog.errors import CompactlogError
+from compactlog.server.admin.partitioned_topics import PartitionedNamespace
 from compactlog.server.admin.service import TopicAdminService
 from compactlog.server.admin.subscriptions import SubscriptionAdmin
 from compactlog.server.broker import Broker
@@ -40,6 +42,8 @@ RPC_THREADS = 64  # synchronous (admin, engine) calls at once
 STORAGE_THREADS = 8  # the Log service's read, consume and ack steps at once
 APPEND_THREADS = 4  # its appends, apart: a publish never waits behind woken readers
 MAX_CONCURRENT_RPCS = 20_000  # past this a new call gets RESOURCE_EXHAUSTED at once
+
+log = logging.getLogger(__name__)
 
 
 def build_server(
@@ -141,6 +145,8 @@ class ServedStore:
         admit_metadata: bool = False,
     ) -> None:
         self.broker = broker
+        for name, old, new in PartitionedNamespace(broker).finish_cut_grows():
+            log.warning("%s: an AddPartitions cut short is finished: %d -> %d", name, old, new)
         self.settings = settings
         self.guard = guard
         self.metrics = metrics or Metrics()

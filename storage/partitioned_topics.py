@@ -18,7 +18,8 @@ turn partitioned topics into unrelated ones, so it is never set aside nor rebuil
 Order of writes, so that a crash never leaves a count naming a missing partition:
 create and AddPartitions create the partition topics first, then record the new count;
 delete removes the record first, then the partitions. A crash in between leaves
-ordinary ``NAME-partition-i`` topics that no count names (listed, deletable, readable).
+ordinary ``NAME-partition-i`` topics that no count names; a grow's are taken in at the
+next start (``server.admin.partitioned_topics``), a delete's stay listed and deletable.
 """
 
 from __future__ import annotations

@@ -88,22 +88,55 @@ class PartitionedNamespace:
             if total > topic.partitions:
                 held = self.partition_names(name)  # the lowest one's config: partition 0's
                 config = broker.overrides(held[0]) if held else {}
-                self._create_partitions(name, topic.kind, config, topic.partitions, total)
+                self._create_partitions(
+                    name, topic.kind, config, topic.partitions, total, adopt=True
+                )
                 broker.partitioned.put(dataclasses.replace(topic, partitions=total))
         return self.describe(name)
 
     def _create_partitions(
-        self, name: str, kind: TopicKind, config: dict[str, str], first: int, total: int
+        self,
+        name: str,
+        kind: TopicKind,
+        config: dict[str, str],
+        first: int,
+        total: int,
+        adopt: bool = False,
     ) -> None:
         """Every name checked and free first, so a bad one creates nothing; only the
-        partitions this store holds are created here."""
+        partitions this store holds are created here. ``adopt`` (a grow): a partition of
+        the right kind that an AddPartitions cut short left behind is taken as made."""
         names = [partition_name(name, i) for i in range(first, total)]
         for part in names:
             check_topic_name(part)
-            if self.broker.has_name(part):
+            if self.broker.has_name(part) and not (adopt and self._left_by_a_grow(part, kind)):
                 raise TopicExists(f"topic {part!r} already exists", topic=part)
         for part in filter(self.broker.holds, names):
-            self.broker.create_topic(part, kind, config)
+            if not self.broker.has_name(part):
+                self.broker.create_topic(part, kind, config)
+
+    def _left_by_a_grow(self, part: str, kind: TopicKind) -> bool:
+        return self.broker.partitioned.get(part) is None and self.broker.kind(part) == kind
+
+    def finish_cut_grows(self) -> list[tuple[str, int, int]]:
+        """At start: an AddPartitions cut short (kill -9 between creating the partitions and
+        recording the count) left ``NAME-partition-c`` ... that no count names, writable as
+        ordinary topics. Roll it forward: the count takes in every such partition that
+        follows without a gap (they may hold data already). ``(NAME, old, new)`` of each."""
+        broker = self.broker
+        finished: list[tuple[str, int, int]] = []
+        with broker.namespace_lock:
+            for name in broker.partitioned.names():
+                topic = self.require(name)
+                count = topic.partitions
+                while count < MAX_PARTITIONS and broker.has_name(partition_name(name, count)):
+                    if not self._left_by_a_grow(partition_name(name, count), topic.kind):
+                        break
+                    count += 1
+                if count > topic.partitions:
+                    broker.partitioned.put(dataclasses.replace(topic, partitions=count))
+                    finished.append((name, topic.partitions, count))
+        return finished
 
     def update_config(
         self, name: str, set_: dict[str, str], remove: Sequence[str]

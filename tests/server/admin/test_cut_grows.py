@@ -1,0 +1,102 @@
+"""An AddPartitions cut short (kill -9 after some partitions were made, before the count
+was recorded) is finished, never left half-made: its partitions are taken in by the next
+AddPartitions and by the next start, with whatever was written to them. A real Broker on
+real files; the e2e test kills a real server in the middle of one."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import grpc
+import pytest
+
+from compactlog.errors import TopicExists
+from compactlog.partitioner import partition_name
+from compactlog.server.admin.partitioned_topics import PartitionedNamespace
+from compactlog.server.broker import Broker
+from compactlog.storage.config import ServerSettings
+from compactlog.storage.types import TopicKind
+from compactlog.v1 import compactlog_pb2 as pb
+
+from ...conftest import ServerProcess, Stubs
+
+SETTINGS = ServerSettings(topic_defaults={})
+
+
+@pytest.mark.parametrize("kind", [TopicKind.LEDGER, TopicKind.SEGMENTED])
+def test_a_cut_grow_is_taken_in_by_the_next_one_and_at_start(
+    tmp_path: Path, kind: TopicKind
+) -> None:
+    broker = Broker(tmp_path, SETTINGS)
+    space = PartitionedNamespace(broker)
+    space.create("p", kind, {}, 2)
+    for i in (2, 3):  # what a grow to 6 made before it was killed
+        broker.create_topic(partition_name("p", i), kind, {})
+    broker.log(partition_name("p", 2)).append_request(
+        pb.PublishRequest(
+            topic=partition_name("p", 2), records=[pb.Record(value=b"x")]
+        ).SerializeToString()
+    )
+    assert space.require("p").partitions == 2
+    space.add_partitions("p", 6)  # before: TOPIC_EXISTS for p-partition-2, for ever
+    assert space.require("p").partitions == 6
+    assert [n for n in broker.topic_names() if n.startswith("p-")] == [
+        partition_name("p", i) for i in range(6)
+    ]
+    broker.create_topic(partition_name("p", 6), kind, {})  # cut again, then a restart
+    broker.close()
+    broker = Broker(tmp_path, SETTINGS)
+    assert PartitionedNamespace(broker).finish_cut_grows() == [("p", 6, 7)]
+    assert PartitionedNamespace(broker).require("p").partitions == 7
+    broker.close()
+
+
+def test_a_topic_of_the_other_kind_is_not_taken_in(tmp_path: Path) -> None:
+    broker = Broker(tmp_path, SETTINGS)
+    space = PartitionedNamespace(broker)
+    space.create("p", TopicKind.LEDGER, {}, 2)
+    broker.create_topic(partition_name("p", 2), TopicKind.SEGMENTED, {})
+    assert space.finish_cut_grows() == []
+    with pytest.raises(TopicExists):
+        space.add_partitions("p", 3)
+    broker.close()
+
+
+@pytest.mark.slow
+def test_kill_9_in_add_partitions_never_leaves_a_half_made_set(
+    server_factory: Callable[..., ServerProcess], connect: Callable[[str], Stubs]
+) -> None:
+    srv = server_factory()
+    api = connect(srv.address)
+    api.admin.CreateTopic(
+        pb.CreateTopicRequest(name="q", kind=pb.SEGMENTED, partitions=2), timeout=30
+    )
+    for delay in (0.15, 0.3):
+        grow = threading.Thread(target=_grow_to_40, args=(api,), daemon=True)
+        grow.start()
+        time.sleep(delay)  # somewhere inside the grow, as the issue's reproduction did
+        srv.kill()
+        grow.join(30)
+        srv.start()
+        api = connect(srv.address)
+        info = api.admin.GetTopic(pb.GetTopicRequest(name="q"), timeout=30)
+        names = {t.name for t in api.admin.ListTopics(pb.ListTopicsRequest(), timeout=30).topics}
+        made = {n for n in names if n.startswith("q-partition-")}
+        assert made == {f"q-partition-{i}" for i in range(info.partitions)}, (info.partitions, made)
+        grown = api.admin.AddPartitions(
+            pb.AddPartitionsRequest(name="q", partitions=40), timeout=60
+        )
+        assert grown.partitions == 40
+        api.admin.DeleteTopic(pb.DeleteTopicRequest(name="q"), timeout=60)
+        api.admin.CreateTopic(
+            pb.CreateTopicRequest(name="q", kind=pb.SEGMENTED, partitions=2), timeout=30
+        )
+
+
+def _grow_to_40(api: Stubs) -> None:
+    with contextlib.suppress(grpc.RpcError):  # the server is killed under it
+        api.admin.AddPartitions(pb.AddPartitionsRequest(name="q", partitions=40), timeout=30)
