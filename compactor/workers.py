@@ -239,7 +239,7 @@ class WorkerPool:
         except (EOFError, OSError):  # the pipe broke: the worker is gone, or is made to go
             how = _how_it_ended(worker.proc)
             raise WorkerCrashed(
-                f"compaction worker (pid {worker.pid}) {how} during {phase} of {label}"
+                f"compaction worker (pid {worker.pid}) {how} during {label} (phase {phase})"
             ) from None
 
     @staticmethod

@@ -251,7 +251,10 @@ class LogCleaner:
                 plan, job.log, lambda: self.cleaner_manager.is_aborted(job.name), control
             )
             end = stats.end_offset
-        except (CleaningAborted, RunCancelled, WorkerCrashed) as exc:
+        except WorkerCrashed as exc:  # not the log's fault: tried again, but said why
+            error = str(exc)
+            log.warning("cleaning of %s stopped: %s", job.name, error)
+        except (CleaningAborted, RunCancelled) as exc:
             error = str(exc)
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"

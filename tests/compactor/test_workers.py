@@ -148,6 +148,7 @@ def test_a_killed_worker_fails_the_run_naming_it(pool: WorkerPool) -> None:
         run(pool, ProbeJob(reports=1, sleep_s=30), control)
     message = str(info.value)
     assert f"pid {pids[0]}" in message and "SIGKILL" in message and "probe" in message
+    assert "during the probe (phase probe)" in message, message  # the run named once
     assert pids[0] not in pool.pids()
     assert run(pool, ProbeJob()).pid != pids[0]  # a fresh worker replaces it
 
