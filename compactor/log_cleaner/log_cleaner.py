@@ -179,6 +179,10 @@ class LogCleaner:
                 topic=name,
             )
 
+    def busy(self, name: str) -> bool:
+        """A pass (background or explicit), a preview or a pause holds ``name`` now."""
+        return self.cleaner_manager.state(name) is not None
+
     def clean_now(self, name: str, control: RunControl | None = None) -> CleanerPassResult:
         """One pass on ``name`` now (min compaction lag honoured, dirty ratio ignored);
         ``NotCompacted`` for a topic that does not compact."""

@@ -164,7 +164,9 @@ class CompactionService:
         with self._lock:
             if self._closing:
                 raise ShuttingDown("the server is shutting down", topic=topic)
-            if slot.status.state == CompactionState.RUNNING:
+            if slot.status.state == CompactionState.RUNNING or (
+                segmented and self._cleaner().busy(topic)  # a background pass holds it
+            ):
                 raise CompactionRunning(f"a compaction of {topic!r} is running", topic=topic)
             slot.idle.clear()
             slot.control = LocalRunControl()
