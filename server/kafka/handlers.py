@@ -15,6 +15,7 @@ from compactlog.server.kafka import (
     metadata,
     offsets,
     produce,
+    producers,
 )
 from compactlog.server.kafka.topics import KafkaContext
 
@@ -36,5 +37,6 @@ HANDLERS: dict[int, Handler] = {
     16: groups.list_groups,
     18: api_versions.handle,
     19: create_topics.handle,
+    22: producers.handle,
 }
 assert HANDLERS.keys() == api_versions.SUPPORTED.keys()

@@ -1,5 +1,6 @@
-"""confluent-kafka (librdkafka) against a real server: produce, read back with
-``assign()``, and the same records, offsets, keys, values, headers gRPC serves."""
+"""confluent-kafka (librdkafka) against a real server: produce (idempotent too), read
+back with ``assign()``, and the same records, offsets, keys, values, headers gRPC
+serves."""
 
 from __future__ import annotations
 
@@ -14,10 +15,13 @@ ck = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import AdminClient  # noqa: E402
 
 
-def produce(address: str, topic: str, records: list[tuple[bytes, bytes | None]]) -> list:  # type: ignore[type-arg]
+def produce(
+    address: str, topic: str, records: list[tuple[bytes, bytes | None]], **extra: object
+) -> list:  # type: ignore[type-arg]
     # murmur2_random: Java's (and compactlog's) default partitioner; librdkafka's own
     # default is a CRC32 one.
     config = {"bootstrap.servers": address, "acks": "all", "partitioner": "murmur2_random"}
+    config.update(extra)  # type: ignore[arg-type]
     producer = ck.Producer(config)
     delivered: list = []  # type: ignore[type-arg]
     for i, (key, value) in enumerate(records):
@@ -95,3 +99,19 @@ def test_ledger_topic_is_unknown_to_kafka(
     assert meta.topics[topic].error.code() == ck.KafkaError.UNKNOWN_TOPIC_OR_PART
     assert topic not in admin.list_topics(timeout=10).topics
     assert any(topic in line and "LEDGER" in line for line in kafka_server.stderr_lines)
+
+
+def test_idempotent_producer_reads_back_what_grpc_reads(
+    kafka_server: ServerProcess, grpc_side: Grpc, topic: str
+) -> None:
+    grpc_side.create(topic)
+    records = [(b"k%d" % (i % 2), b"v%d" % i) for i in range(5)]
+    extra = {"enable.idempotence": True}
+    delivered = produce(kafka_server.kafka_address, topic, records, **extra)
+    assert [err for err, _ in delivered] == [None] * 5
+    assert [msg.offset() for _, msg in delivered] == list(range(5))
+    fetched = consume(kafka_server.kafka_address, topic, 0, 5)
+    served = grpc_side.read(topic)
+    assert [(m.offset(), m.key(), m.value()) for m in fetched] == [
+        (m.id.entry_id, m.key, m.value) for m in served
+    ]

@@ -1,5 +1,6 @@
-"""kafka-python against a real server: CreateTopics, gzip produce, assign() reads,
-ListOffsets (earliest, latest, by time), all matching what gRPC serves."""
+"""kafka-python against a real server: CreateTopics, gzip produce with the default
+(idempotent) producer, assign() reads, ListOffsets (earliest, latest, by time), all
+matching what gRPC serves."""
 
 from __future__ import annotations
 
@@ -15,10 +16,10 @@ from kafka.errors import TopicAlreadyExistsError  # noqa: E402
 
 
 def producer(address: str) -> object:
-    # kafka-python 3 turns idempotence on by default; InitProducerId is the next step's.
-    return kafka.KafkaProducer(
-        bootstrap_servers=address, acks="all", compression_type="gzip", enable_idempotence=False
-    )
+    # kafka-python 3's default producer: idempotent (InitProducerId, then sequenced batches)
+    prod = kafka.KafkaProducer(bootstrap_servers=address, acks="all", compression_type="gzip")
+    assert prod.config["enable_idempotence"] is True
+    return prod
 
 
 def test_gzip_produce_and_assign_read_match_grpc(
@@ -80,3 +81,26 @@ def test_create_topics_partitions_make_a_partitioned_topic(
     assert (sent.partition, sent.offset) == (2, 0)
     [message] = grpc_side.read(topic)
     assert (message.id.partition, message.id.entry_id, message.value) == (2, 0, b"y")
+
+
+def test_default_idempotent_producer_keeps_offsets_across_batches(
+    kafka_server: ServerProcess, grpc_side: Grpc, topic: str
+) -> None:
+    grpc_side.create(topic)
+    prod = producer(kafka_server.kafka_address)
+    offsets = []
+    for round_ in range(3):  # three batches: base sequences 0, 2, 4 of one producer id
+        sent = [prod.send(topic, key=b"k", value=b"%d-%d" % (round_, i)) for i in range(2)]  # type: ignore[attr-defined]
+        prod.flush()  # type: ignore[attr-defined]
+        offsets += [f.get(10).offset for f in sent]
+    prod.close()  # type: ignore[attr-defined]
+    served = grpc_side.read(topic)
+    assert offsets == [m.id.entry_id for m in served] == list(range(6))
+    consumer = kafka.KafkaConsumer(
+        bootstrap_servers=kafka_server.kafka_address, enable_auto_commit=False
+    )
+    consumer.assign([kafka.TopicPartition(topic, 0)])
+    consumer.seek_to_beginning()
+    got = [next(consumer) for _ in range(6)]
+    consumer.close()
+    assert [(m.offset, m.value) for m in got] == [(m.id.entry_id, m.value) for m in served]

@@ -23,6 +23,8 @@ from aiokafka.record.default_records import DefaultRecordBatch  # noqa: E402
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as VersionsV0  # noqa: E402
 from kio.schema.api_versions.v3.request import ApiVersionsRequest  # noqa: E402
 from kio.schema.api_versions.v3.response import ApiVersionsResponse  # noqa: E402
+from kio.schema.describe_cluster.v0.request import DescribeClusterRequest  # noqa: E402
+from kio.schema.describe_cluster.v0.response import DescribeClusterResponse  # noqa: E402
 from kio.schema.errors import ErrorCode  # noqa: E402
 from kio.schema.fetch.v12 import request as fetch_req  # noqa: E402
 from kio.schema.fetch.v12.response import FetchResponse  # noqa: E402
@@ -90,18 +92,39 @@ def test_a_version_above_ours_gets_kip511s_answer(kafka_server: ServerProcess) -
 
 
 def test_unserved_apis_are_answered_and_the_connection_stays(kafka_server: ServerProcess) -> None:
-    init = InitProducerIdRequest(
-        transactional_id=None, transaction_timeout=i32Timedelta.parse(datetime.timedelta(0))
-    )
+    describe = DescribeClusterRequest(include_cluster_authorized_operations=False)
     with connect(kafka_server.kafka_address) as sock:
-        sock.sendall(frame(init, 11))  # known to kio, not served (idempotence: next step)
-        answered = decode(InitProducerIdResponse, receive(sock), 11)
+        sock.sendall(frame(describe, 11))  # known to kio, not served
+        answered = decode(DescribeClusterResponse, receive(sock), 11)
         assert answered.error_code == ErrorCode.unsupported_version
         # An API key nobody knows: the correlation id and UNSUPPORTED_VERSION.
         body = struct.pack(">hhih", 999, 0, 12, -1)
         sock.sendall(struct.pack(">i", len(body)) + body)
         assert receive(sock) == struct.pack(">ih", 12, ErrorCode.unsupported_version.value)
         assert api_versions(sock, 13).error_code == ErrorCode.none
+
+
+def init_producer_id(transactional_id: str | None) -> InitProducerIdRequest:
+    timeout = i32Timedelta.parse(datetime.timedelta(seconds=60))
+    return InitProducerIdRequest(transactional_id=transactional_id, transaction_timeout=timeout)
+
+
+def test_init_producer_id_hands_out_ids_and_refuses_transactions(
+    kafka_server: ServerProcess,
+) -> None:
+    with connect(kafka_server.kafka_address) as sock:
+        answers = []
+        for correlation_id in (21, 22):
+            sock.sendall(frame(init_producer_id(None), correlation_id))
+            answers.append(decode(InitProducerIdResponse, receive(sock), correlation_id))
+        assert [a.error_code for a in answers] == [ErrorCode.none] * 2
+        assert [a.producer_epoch for a in answers] == [0, 0]
+        first, second = (a.producer_id for a in answers)
+        assert second > first > 2**40  # seeded from the clock: a restart repeats none
+        sock.sendall(frame(init_producer_id("txn-1"), 23))
+        refused = decode(InitProducerIdResponse, receive(sock), 23)
+        assert refused.error_code == ErrorCode.transactional_id_authorization_failed
+        assert refused.producer_id == -1
 
 
 @pytest.mark.parametrize(
