@@ -36,6 +36,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     16: (0, 4),  # ListGroups
     18: (0, 4),  # ApiVersions
     19: (2, 7),  # CreateTopics
+    20: (1, 6),  # DeleteTopics
     22: (0, 4),  # InitProducerId
 }
 

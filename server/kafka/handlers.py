@@ -9,6 +9,7 @@ from typing import Any
 from compactlog.server.kafka import (
     api_versions,
     create_topics,
+    delete_topics,
     fetch,
     groups,
     list_offsets,
@@ -37,6 +38,7 @@ HANDLERS: dict[int, Handler] = {
     16: groups.list_groups,
     18: api_versions.handle,
     19: create_topics.handle,
+    20: delete_topics.handle,
     22: producers.handle,
 }
 assert HANDLERS.keys() == api_versions.SUPPORTED.keys()

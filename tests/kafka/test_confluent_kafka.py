@@ -1,9 +1,10 @@
 """confluent-kafka (librdkafka) against a real server: produce (idempotent too), read
 back with ``assign()``, and the same records, offsets, keys, values, headers gRPC
-serves."""
+serves; AdminClient delete_topics."""
 
 from __future__ import annotations
 
+import grpc
 import pytest
 
 from compactlog.partitioner import partition_for_key
@@ -115,3 +116,25 @@ def test_idempotent_producer_reads_back_what_grpc_reads(
     assert [(m.offset(), m.key(), m.value()) for m in fetched] == [
         (m.id.entry_id, m.key, m.value) for m in served
     ]
+
+
+def test_admin_delete_topics(kafka_server: ServerProcess, grpc_side: Grpc, topic: str) -> None:
+    grpc_side.create(topic, partitions=3)
+    grpc_side.create(topic + "-ledger", kind=pb.LEDGER)
+    admin = AdminClient({"bootstrap.servers": kafka_server.kafka_address})
+    names = [topic, topic + "-unknown", topic + "-ledger"]
+    futures = admin.delete_topics(names, operation_timeout=10)
+    assert futures[topic].result(30) is None
+    for name in names[1:]:
+        with pytest.raises(ck.KafkaException) as raised:
+            futures[name].result(30)
+        assert raised.value.args[0].code() == ck.KafkaError.UNKNOWN_TOPIC_OR_PART
+    with pytest.raises(grpc.RpcError) as gone:
+        grpc_side.admin.GetTopic(pb.GetTopicRequest(name=topic), timeout=10)
+    assert gone.value.code() == grpc.StatusCode.NOT_FOUND
+    for part in range(3):  # every partition went with the name
+        with pytest.raises(grpc.RpcError) as part_gone:
+            grpc_side.admin.GetTopic(pb.GetTopicRequest(name=f"{topic}-partition-{part}"))
+        assert part_gone.value.code() == grpc.StatusCode.NOT_FOUND
+    info = grpc_side.admin.GetTopic(pb.GetTopicRequest(name=topic + "-ledger"), timeout=10)
+    assert info.name == topic + "-ledger"  # the LEDGER topic is untouched
