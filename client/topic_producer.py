@@ -27,7 +27,7 @@ from compactlog.client.enums import Result
 from compactlog.client.errors import AlreadyClosed
 from compactlog.client.message_id import MessageId
 from compactlog.client.producer import Producer
-from compactlog.client.pulsar_params import check_ignored
+from compactlog.client.pulsar_params import check_ignored, pick
 from compactlog.errors import CompactlogError
 from compactlog.records import Record
 
@@ -99,14 +99,7 @@ class TopicProducer(Closeable):
         ``content=None`` with a key is a tombstone (deletes the key); ``event_timestamp``
         milliseconds since the epoch (``None``: the publish time). ``ordering_key``,
         replication and delayed delivery have no meaning here (``pulsar_params``)."""
-        given = {
-            "ordering_key": ordering_key,
-            "replication_clusters": replication_clusters,
-            "disable_replication": disable_replication,
-            "deliver_at": deliver_at,
-            "deliver_after": deliver_after,
-        }
-        check_ignored("send", given, SEND_DEFAULTS)
+        check_ignored("send", pick(locals(), SEND_DEFAULTS), SEND_DEFAULTS)
         record = record_of(content, partition_key, properties, event_timestamp)
         msg_id = MessageId.of(self._producer.send_batch([record])[0])
         with self._lock:

@@ -17,7 +17,7 @@ from compactlog.client.consumer_state import ConsumerState
 from compactlog.client.errors import AlreadyClosed, Timeout, from_rpc_error
 from compactlog.client.message import Message
 from compactlog.client.message_id import MessageId
-from compactlog.client.pulsar_params import check_ignored
+from compactlog.client.pulsar_params import check_ignored, pick
 from compactlog.client.reader import StartLike, read_request
 from compactlog.client.topic_producer import SEND_DEFAULTS, record_of
 from compactlog.client.topic_reader import more_to_read, skipped_start, start_of
@@ -97,14 +97,7 @@ class AsyncProducer:
         deliver_after: object | None = None,
     ) -> MessageId:
         """As ``TopicProducer.send``, with its parameters in its order."""
-        given = {
-            "ordering_key": ordering_key,
-            "replication_clusters": replication_clusters,
-            "disable_replication": disable_replication,
-            "deliver_at": deliver_at,
-            "deliver_after": deliver_after,
-        }
-        check_ignored("send", given, SEND_DEFAULTS)
+        check_ignored("send", pick(locals(), SEND_DEFAULTS), SEND_DEFAULTS)
         record = record_of(content, partition_key, properties, event_timestamp)
         msg_id = (await self.send_batch([record]))[0]
         self._sequence = self._sequence + 1 if sequence_id is None else sequence_id
