@@ -34,7 +34,9 @@ class BatchSink(Protocol):
 
     size: int  # bytes appended so far
 
-    def append_batch(self, data: bytes, first: int, last: int, count: int, max_ts: int) -> None: ...
+    def append_batch(
+        self, data: bytes, first: int, last: int, count: int, max_ts: int
+    ) -> object: ...  # what it returns (a segment's mark) is not the sink's business
 
 
 class CountedBatches:

@@ -172,8 +172,7 @@ class Log(LogRetention):
             last, max_ts = packed.last_offset, packed.max_event_time_ms
             self._maybe_roll(len(packed.data), max_ts, last)
             segment = self.active_segment
-            before = segment.mark()
-            segment.append_batch(packed.data, base, last, packed.count, max_ts)
+            before = segment.append_batch(packed.data, base, last, packed.count, max_ts)
             synced = False
             if (
                 self._unflushed + packed.count >= self.config.flush_messages

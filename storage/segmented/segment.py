@@ -243,18 +243,16 @@ class LogSegment:
         if self._count is not None:
             self._count += count
 
-    def mark(self) -> SegmentMark:
-        """Where the segment stands now, for ``rewind`` (``segment_append``)."""
-        return segment_append.mark(self)
-
     def rewind(self, mark: SegmentMark) -> None:
         """Undo everything appended since ``mark`` (``segment_append.rewind``)."""
         segment_append.rewind(self, mark)
 
-    def append_batch(self, data: bytes, first: int, last: int, count: int, max_ts: int) -> None:
+    def append_batch(
+        self, data: bytes, first: int, last: int, count: int, max_ts: int
+    ) -> SegmentMark:
         """Append one packed batch, checked (``segment_append.append_batch``): never a
-        partial batch visible or acknowledged."""
-        segment_append.append_batch(self, data, first, last, count, max_ts)
+        partial batch visible or acknowledged. Returns the mark to ``rewind`` to."""
+        return segment_append.append_batch(self, data, first, last, count, max_ts)
 
     def on_become_inactive(self) -> None:
         """Record the final max timestamp so retention and lookups see it after a restart."""

@@ -76,10 +76,10 @@ def rewind(seg: LogSegment, to: SegmentMark) -> None:
 
 def append_batch(
     seg: LogSegment, data: bytes, first: int, last: int, count: int, max_ts: int
-) -> None:
-    """Write ``data`` whole at the end of the segment, then account it; on any failure the
-    segment is as it was and the error (DISK_FULL, STORAGE_UNAVAILABLE, FILE_LIMIT or
-    ``TornTail``) goes up."""
+) -> SegmentMark:
+    """Write ``data`` whole at the end of the segment, then account it, and return the mark
+    taken before (for a caller whose sync then fails); on any failure the segment is as it
+    was and the error (DISK_FULL, STORAGE_UNAVAILABLE, FILE_LIMIT or ``TornTail``) goes up."""
     before = mark(seg)
     with seg._fd() as fd:
         if seg.torn:
@@ -96,3 +96,4 @@ def append_batch(
         rewind(seg, before)
         raise
     seg.size += len(data)
+    return before
