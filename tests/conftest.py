@@ -7,6 +7,7 @@ topic names. Both wait for the ``compactlog listening on HOST:PORT`` line.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -427,6 +428,10 @@ class SmallDisk:
             while self.available() > leave + 4096:
                 fh.write(chunk[:4096])
                 fh.flush()
+        if not leave:  # every last page: the next allocation anywhere fails
+            with contextlib.suppress(OSError), open(self.filler, "ab", buffering=0) as raw:
+                while raw.write(chunk[:4096]):
+                    pass
 
     def free(self) -> None:
         self.filler.unlink(missing_ok=True)

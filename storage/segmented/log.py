@@ -381,7 +381,7 @@ class Log(LogRetention):
             if self._closed:
                 return
             active = self.active_segment
-            active.on_become_inactive()
+            active.on_close()
             self._flush_all([active])
             self._closed = True
             for seg in self.segments:

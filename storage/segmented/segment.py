@@ -24,13 +24,14 @@ lookup fall back to a scan from the start of the segment, never skip records.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from compactlog.errors import CorruptData, TopicNotFound, from_os_error
+from compactlog.errors import CompactlogError, CorruptData, TopicNotFound, from_os_error
 from compactlog.storage.batch import select
 from compactlog.storage.segmented import lookups, segment_append, segment_recovery
 from compactlog.storage.segmented.handles import HANDLES, new_key
@@ -44,6 +45,8 @@ from compactlog.storage.segmented.index import (
 from compactlog.storage.segmented.scan import READ_CHUNK, Checked, iter_batches
 from compactlog.storage.segmented.segment_append import SegmentMark
 from compactlog.storage.types import MessageId
+
+log = logging.getLogger(__name__)
 
 LOG_EXT = ".log"
 EXTENSIONS = (LOG_EXT, INDEX_EXT, TIMEINDEX_EXT)
@@ -261,13 +264,29 @@ class LogSegment:
         )
 
     def flush(self) -> None:
+        """Sync the log (its failure is the caller's: the batches are not durable), then
+        the indexes: a cache that a load checks and rebuilds, so an index that cannot be
+        synced is logged and never fails the data's flush."""
         with self._fd() as fd:
             try:
                 os.fsync(fd)
             except OSError as exc:
                 raise from_os_error(exc, f"syncing {self.where}", self.path()) from None
-        self.offset_index.flush()
-        self.time_index.flush()
+        for index in (self.offset_index, self.time_index):
+            try:
+                index.flush()
+            except CompactlogError as exc:
+                log.warning(
+                    "%s: index not synced (rebuilt at the next load if needed): %s", self.where, exc
+                )
+
+    def on_close(self) -> None:
+        """The active segment at a clean stop: its final time-index entry (``on_become_
+        inactive``) is a cache too; a disk that refuses it does not fail the stop."""
+        try:
+            self.on_become_inactive()
+        except CompactlogError as exc:
+            log.warning("%s: last time-index entry not written: %s", self.where, exc)
 
     def close_index_files(self) -> None:
         self.offset_index.close()

@@ -15,7 +15,8 @@ from compactlog.errors import DiskFull, StorageUnavailable
 from compactlog.storage.config import ServerSettings
 from compactlog.storage.segmented import SegmentedLogManager
 from compactlog.storage.segmented.scan import iter_batches
-from compactlog.storage.types import Record
+from compactlog.storage.segmented.topic_log import SegmentedTopicLog
+from compactlog.storage.types import MessageId, Record
 
 SETTINGS = ServerSettings(topic_defaults={})
 VALUE = b"v" * 3000  # a batch of 10 records is about 30 KB: many pages a write
@@ -122,4 +123,42 @@ def test_an_index_entry_that_cannot_be_written_undoes_its_batch(tmp_path: Path) 
     again = m.append("t", batch(1)).offsets  # the file is back: same offsets as refused
     assert again[0] == first[-1] + 1
     assert [r.id.entry_id for r in m.read("t", 0, 0)] == [*first, *again]
+    m.close()
+
+
+def test_an_ack_the_disk_cannot_take_leaves_the_journal_whole(small_disk) -> None:  # type: ignore[no-untyped-def]
+    """A cursor journal line a full disk refuses (or cuts short) is cut back: DISK_FULL,
+    the journal readable, the acks before it kept, and acks work again once space is back;
+    a close on the full disk keeps the journal as it was."""
+    disk = small_disk(1 << 20)
+    root = disk.path / "data"
+    m = open_manager(root)
+    m.create_topic("t", {})
+    for i in range(30):
+        m.append("t", batch(i))
+    log = SegmentedTopicLog(m, "t")
+    log.delivered(log.open_cursor("s", latest=False), MessageId(0, 299))
+    log.acknowledge("s", MessageId(0, 1), cumulative=False)
+    journal = root / "t" / "cursors.journal"
+    disk.fill(leave=0)
+    acks = [MessageId(0, i) for i in range(3, 299, 2)]  # more lines than a page holds
+    refused = None
+    for ack in acks:  # the page the journal ends in may take a few lines first
+        try:
+            log.acknowledge("s", ack, cumulative=False)
+        except DiskFull as full:
+            refused = full
+            break
+    assert refused is not None and refused.metadata["path"].endswith("cursors.journal")
+    kept = journal.read_bytes()
+    assert kept.endswith(b"\n")  # no partial line
+    m.close()  # the fold into a snapshot finds no room: logged, journal untouched
+    assert journal.read_bytes() == kept
+    disk.free()
+    m = open_manager(root)  # every ack answered before the refusal is there, nothing torn
+    acked = m.cursors("t").open("s", None).acked
+    assert MessageId(0, 1) in {s for s, _e in acked}
+    log = SegmentedTopicLog(m, "t")
+    log.delivered(log.open_cursor("s", latest=False), MessageId(0, 299))
+    log.acknowledge("s", MessageId(0, 298), cumulative=False)  # space is back
     m.close()
