@@ -55,13 +55,16 @@ class LedgerCatalog:
     def check_before_open(self) -> None:
         """Compare the catalog with a read-only open of the store (which deletes nothing);
         ``CorruptData`` naming the topics the store lost."""
-        if self.names is None or not self.store.exists():
+        if not self.names:
             return
-        db = RocksDB(self.store, read_only=True)
-        try:
-            missing = sorted(self.names - stored_topics(db))
-        finally:
-            db.close()
+        found: set[str] = set()
+        if (self.store / "CURRENT").exists():  # else no store at all: every topic is lost
+            db = RocksDB(self.store, read_only=True)
+            try:
+                found = stored_topics(db)
+            finally:
+                db.close()
+        missing = sorted(self.names - found)
         if missing:
             raise CorruptData(
                 f"RocksDB store {self.store} opened without topics its catalog lists "
@@ -70,6 +73,12 @@ class LedgerCatalog:
                 "`compactlog check DATA_DIR`",
                 path=self.store,
             )
+
+    def take_in(self, names: set[str]) -> None:
+        """At start, after the open: the store's topics (the loaded ones, readable or not)
+        become the catalog, written only when that changes anything."""
+        if names != self.names:
+            self.write(names)
 
     def write(self, names: set[str]) -> None:
         state_file.write(self.path, json.dumps(sorted(names)).encode())

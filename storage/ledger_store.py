@@ -34,7 +34,7 @@ from compactlog.storage.key_index import build_missing
 from compactlog.storage.key_indexer import IndexedLedger, KeyIndexer
 from compactlog.storage.ledger_across import append_across
 from compactlog.storage.ledger_append import IdRun, PendingAppend, build_append
-from compactlog.storage.ledger_catalog import LedgerCatalog, stored_topics
+from compactlog.storage.ledger_catalog import LedgerCatalog
 from compactlog.storage.ledger_cursors import LedgerCursors
 from compactlog.storage.ledger_load import load_ledgers
 from compactlog.storage.ledger_scans import KeyEntry, StoredBatch
@@ -71,7 +71,7 @@ class LedgerStore(CompactedLedgers, LedgerCursors):
         self.changes = ChangeListeners()
         try:
             self._load()
-            self.catalog.write(stored_topics(self.db))  # topics a crash left out, taken in
+            self.catalog.take_in({*self._topics, *self._offline})  # what a crash left out
             built = build_missing(
                 self.db, [led.ledger_id for t in self._topics.values() for led in t.ledgers]
             )
