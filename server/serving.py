@@ -102,6 +102,12 @@ def build_server(
     enable_server_reflection(names, server)  # v1 and v1alpha
     for name in ["", *names[:3]]:
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    return server, listen_on(server, listen, guard)
+
+
+def listen_on(server: grpc.aio.Server, listen: str, guard: Guard) -> int:
+    """Add the guarded port ``listen`` to ``server`` (the served store's, and the front's
+    of ``--shards``); the bound port, or one line when it cannot be bound."""
     check_listen_address(listen)
     try:
         port = guard.add_port(server, listen)
@@ -109,7 +115,7 @@ def build_server(
         port = 0
     if port == 0:
         raise CompactlogError(f"cannot listen on {listen}: address in use or invalid")
-    return server, port
+    return port
 
 
 def check_listen_address(listen: str) -> None:

@@ -36,7 +36,7 @@ from compactlog.server.serving import (
     MAX_CONCURRENT_RPCS,
     MAX_MESSAGE_BYTES,
     SHUTDOWN_GRACE_S,
-    check_listen_address,
+    listen_on,
 )
 from compactlog.server.shards.supervisor import ShardSpec, ShardSupervisor
 from compactlog.storage.config import ServerSettings
@@ -74,14 +74,7 @@ def _front_server(
     enable_server_reflection([*names, health.SERVICE_NAME], server)
     for name in ["", *names]:
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    check_listen_address(listen)
-    try:
-        port = guard.add_port(server, listen)
-    except RuntimeError:
-        port = 0
-    if port == 0:
-        raise CompactlogError(f"cannot listen on {listen}: address in use or invalid")
-    return server, port
+    return server, listen_on(server, listen, guard)
 
 
 def _index(data_dir: Path, layout: Layout) -> PartitionedIndex | None:
