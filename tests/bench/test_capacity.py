@@ -2,9 +2,9 @@
 health or admin calls, and the server holds no thread per stream.
 
 ``compactlog bench capacity``'s load against a real server process: a quick variant in
-the default run (every probe answers, none stalls), the full 1,000 + 1,000 marked slow
-(p99 under 2 s: the 1 s goal with headroom for a loaded 2-core machine; the benchmark's
-table reports the figures against the goal itself).
+the default run, the full 1,000 + 1,000 marked slow. Both assert behaviour (every probe
+answers, none stalls, no error, every follower gets every message, no thread per stream);
+the p99 goal is a figure of the benchmark's table, never a bound of a test.
 """
 
 from __future__ import annotations
@@ -16,19 +16,16 @@ import pytest
 from compactlog.bench.capacity import PROBES, CapacitySettings, markdown, run_load
 from compactlog.server.app import APPEND_THREADS, STORAGE_THREADS
 
-P99_BOUND_MS = 2000.0  # the full load: the goal is 1 s, with headroom for a busy machine
 MAX_BOUND_MS = 5000.0  # the quick load: every call answers, none stalls
 PROBE_THREADS = 4  # rpc pool threads the sync probes (health, admin) may wake
 
 
-def check(fig: Any, s: CapacitySettings, p99_bound_ms: float | None) -> None:
+def check(fig: Any, s: CapacitySettings) -> None:
     report = markdown(fig)
     expected_calls = s.seconds * 1000 / s.probe_ms
     for probe in PROBES:
         assert len(fig.latencies_ms[probe]) >= expected_calls / 4, report
         assert max(fig.latencies_ms[probe]) <= MAX_BOUND_MS, report
-        if p99_bound_ms is not None:
-            assert fig.p(probe, 0.99) <= p99_bound_ms, report
     assert not fig.probe_errors and not fig.stream_errors, report
     assert fig.followers_open == s.followers, report
     assert fig.follower_received == fig.follower_expected > 0, report
@@ -39,10 +36,10 @@ def check(fig: Any, s: CapacitySettings, p99_bound_ms: float | None) -> None:
 
 def test_hundreds_of_streams_leave_the_probes_answering(server: Any) -> None:
     s = CapacitySettings(followers=200, consumers=200, topics=4, seconds=2.0)
-    check(run_load(server.address, s, server.proc.pid), s, None)
+    check(run_load(server.address, s, server.proc.pid), s)
 
 
 @pytest.mark.slow
 def test_a_thousand_followers_and_a_thousand_consumers(server: Any) -> None:
     s = CapacitySettings(followers=1000, consumers=1000, seconds=5.0)
-    check(run_load(server.address, s, server.proc.pid), s, P99_BOUND_MS)
+    check(run_load(server.address, s, server.proc.pid), s)
