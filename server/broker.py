@@ -161,8 +161,14 @@ class Broker:
         return parsed[0]
 
     def update_config(
-        self, name: str, set_: dict[str, str], remove: Sequence[str]
+        self,
+        name: str,
+        set_: dict[str, str],
+        remove: Sequence[str],
+        validate_only: bool = False,
     ) -> TopicDescription:
+        """Set and remove overrides of ``name``; ``validate_only``: every check, nothing
+        written (Kafka's validate-only config changes)."""
         kind = self.kind(name)
         current = self.overrides(name)
         validated = validate_topic_overrides(kind, set_, name)
@@ -173,6 +179,10 @@ class Broker:
                 )
             current.pop(key, None)
         current.update(validated)
+        if validate_only:
+            if kind == TopicKind.SEGMENTED:
+                self.segments.check_config(name, current)
+            return self.describe(name)
         if kind == TopicKind.LEDGER:
             self.ledgers.update_config(name, current)
             self._hold_for_compaction(name)

@@ -244,11 +244,12 @@ def validate_topic_overrides(
             if topic is not None:
                 exc.metadata["topic"] = topic
             raise
-        normalised[name] = _to_text(value)
+        normalised[name] = config_text(value)
     return normalised
 
 
-def _to_text(value: Any) -> str:
+def config_text(value: Any) -> str:
+    """A config value as its stored text (``true``/``false``, ``0.5``, ``1048576``)."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
@@ -268,7 +269,7 @@ def effective_topic_config(
         elif name in server_defaults:
             out[name] = server_defaults[name]
         else:
-            out[name] = _to_text(key.default)
+            out[name] = config_text(key.default)
     return out
 
 
@@ -403,7 +404,7 @@ class ServerSettings:
                 # Validate against every kind that has the key, so a bad default is refused early.
                 for table in (LEDGER_KEYS, SEGMENTED_KEYS):
                     if name in table:
-                        topic_defaults[name] = _to_text(table[name].validate(raw))
+                        topic_defaults[name] = config_text(table[name].validate(raw))
             else:
                 raise InvalidConfig(f"unknown config key {name!r}", key=name)
         check_segmented_config(effective_topic_config(TopicKind.SEGMENTED, topic_defaults))

@@ -139,11 +139,15 @@ class PartitionedNamespace:
         return finished
 
     def update_config(
-        self, name: str, set_: dict[str, str], remove: Sequence[str]
+        self,
+        name: str,
+        set_: dict[str, str],
+        remove: Sequence[str],
+        validate_only: bool = False,
     ) -> TopicDescription:
         names = self.partition_names(name)
         for part in names:  # validated on the first; the others take the same change
-            self.broker.update_config(part, set_, remove)
+            self.broker.update_config(part, set_, remove, validate_only)
         return self.describe(name)
 
     def delete(self, name: str) -> None:

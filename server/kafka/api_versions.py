@@ -6,7 +6,8 @@ clients use. librdkafka, kafka-python and aiokafka each take the highest version
 sides know. A client asking with a version above ours gets Kafka's answer (KIP-511):
 UNSUPPORTED_VERSION in a v0 response that lists what we serve, so it can ask again.
 
-Group coordination (FindCoordinator .. ListGroups) is ``groups`` and ``offsets``.
+Group coordination (FindCoordinator .. ListGroups) is ``groups`` and ``offsets``;
+DescribeConfigs and the config changes ``describe_configs`` and ``alter_configs``.
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     19: (2, 7),  # CreateTopics
     20: (1, 6),  # DeleteTopics
     22: (0, 4),  # InitProducerId
+    32: (1, 4),  # DescribeConfigs
+    33: (0, 2),  # AlterConfigs
+    44: (0, 1),  # IncrementalAlterConfigs
 }
 
 

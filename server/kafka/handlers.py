@@ -7,9 +7,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from compactlog.server.kafka import (
+    alter_configs,
     api_versions,
     create_topics,
     delete_topics,
+    describe_configs,
     fetch,
     groups,
     list_offsets,
@@ -40,5 +42,8 @@ HANDLERS: dict[int, Handler] = {
     19: create_topics.handle,
     20: delete_topics.handle,
     22: producers.handle,
+    32: describe_configs.handle,
+    33: alter_configs.handle_legacy,
+    44: alter_configs.handle_incremental,
 }
 assert HANDLERS.keys() == api_versions.SUPPORTED.keys()

@@ -220,6 +220,13 @@ class SegmentedLogManager:
             self._logs[name] = Log(final, self.config(name), self.clock)
             self._cursors[name] = SegmentCursors(final)
 
+    def check_config(self, name: str, overrides: Mapping[str, str]) -> None:
+        """What ``update_config`` checks before it writes, and nothing written (a
+        validate-only change)."""
+        with self._lock:
+            self.get_log(name)
+            self._check_config(name, overrides, self._overrides[name])
+
     def update_config(self, name: str, overrides: Mapping[str, str]) -> None:
         """Replace the stored overrides; the log picks the new effective config up at once."""
         with self._lock:
