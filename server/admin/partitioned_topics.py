@@ -64,9 +64,12 @@ class PartitionedNamespace:
             broker.partitioned.put(PartitionedTopic(name, partitions, kind))
         return self.describe(name)
 
-    def add_partitions(self, name: str, total: int) -> TopicDescription:
+    def add_partitions(
+        self, name: str, total: int, validate_only: bool = False
+    ) -> TopicDescription:
         """Grow to ``total`` partitions (never shrink); existing partitions keep their data.
-        New partitions take partition 0's topic config."""
+        New partitions take partition 0's topic config. ``validate_only``: every check
+        (the new names free too), nothing created (Kafka's validate-only CreatePartitions)."""
         broker = self.broker
         with broker.namespace_lock:
             if self.get(name) is None and broker.has_name(name):
@@ -85,7 +88,9 @@ class PartitionedNamespace:
                     field="partitions",
                 )
             _check_count(name, total)
-            if total > topic.partitions:
+            if validate_only:
+                self._check_free(name, topic.kind, topic.partitions, total, adopt=True)
+            elif total > topic.partitions:
                 held = self.partition_names(name)  # the lowest one's config: partition 0's
                 config = broker.overrides(held[0]) if held else {}
                 self._create_partitions(
@@ -104,16 +109,24 @@ class PartitionedNamespace:
         adopt: bool = False,
     ) -> None:
         """Every name checked and free first, so a bad one creates nothing; only the
-        partitions this store holds are created here. ``adopt`` (a grow): a partition of
-        the right kind that an AddPartitions cut short left behind is taken as made."""
+        partitions this store holds are created here."""
+        names = self._check_free(name, kind, first, total, adopt)
+        for part in filter(self.broker.holds, names):
+            if not self.broker.has_name(part):
+                self.broker.create_topic(part, kind, config)
+
+    def _check_free(
+        self, name: str, kind: TopicKind, first: int, total: int, adopt: bool
+    ) -> list[str]:
+        """The names of partitions ``first .. total - 1``, each checked and free.
+        ``adopt`` (a grow): a partition of the right kind that an AddPartitions cut short
+        left behind is taken as made."""
         names = [partition_name(name, i) for i in range(first, total)]
         for part in names:
             check_topic_name(part)
             if self.broker.has_name(part) and not (adopt and self._left_by_a_grow(part, kind)):
                 raise TopicExists(f"topic {part!r} already exists", topic=part)
-        for part in filter(self.broker.holds, names):
-            if not self.broker.has_name(part):
-                self.broker.create_topic(part, kind, config)
+        return names
 
     def _left_by_a_grow(self, part: str, kind: TopicKind) -> bool:
         return self.broker.partitioned.get(part) is None and self.broker.kind(part) == kind

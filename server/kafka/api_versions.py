@@ -38,9 +38,11 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     18: (0, 4),  # ApiVersions
     19: (2, 7),  # CreateTopics
     20: (1, 6),  # DeleteTopics
+    21: (0, 2),  # DeleteRecords
     22: (0, 4),  # InitProducerId
     32: (1, 4),  # DescribeConfigs
     33: (0, 2),  # AlterConfigs
+    37: (0, 3),  # CreatePartitions
     44: (0, 1),  # IncrementalAlterConfigs
 }
 

@@ -9,7 +9,9 @@ from typing import Any
 from compactlog.server.kafka import (
     alter_configs,
     api_versions,
+    create_partitions,
     create_topics,
+    delete_records,
     delete_topics,
     describe_configs,
     fetch,
@@ -41,9 +43,11 @@ HANDLERS: dict[int, Handler] = {
     18: api_versions.handle,
     19: create_topics.handle,
     20: delete_topics.handle,
+    21: delete_records.handle,
     22: producers.handle,
     32: describe_configs.handle,
     33: alter_configs.handle_legacy,
+    37: create_partitions.handle,
     44: alter_configs.handle_incremental,
 }
 assert HANDLERS.keys() == api_versions.SUPPORTED.keys()
