@@ -107,6 +107,10 @@ class Broker:
             raise
         # Held while a name is taken or given up (partitioned topics take several at once).
         self.namespace_lock = threading.RLock()
+        # Held while a topic's overrides are read, changed and written back, so that
+        # concurrent changes of different keys all stay (else the last write drops the
+        # others'); callers that read the config to plan a change hold it across both.
+        self.config_lock = threading.RLock()
         self._close_hooks: list[Callable[[], None]] = []
         self._delete_hooks: list[Callable[[str], None]] = []
 
@@ -170,24 +174,25 @@ class Broker:
         """Set and remove overrides of ``name``; ``validate_only``: every check, nothing
         written (Kafka's validate-only config changes)."""
         kind = self.kind(name)
-        current = self.overrides(name)
         validated = validate_topic_overrides(kind, set_, name)
         for key in remove:
             if key not in TOPIC_KEYS[kind]:
                 raise InvalidConfig(
                     f"unknown config key {key!r} for {kind.name} topics", topic=name, key=key
                 )
-            current.pop(key, None)
-        current.update(validated)
-        if validate_only:
-            if kind == TopicKind.SEGMENTED:
-                self.segments.check_config(name, current)
-            return self.describe(name)
-        if kind == TopicKind.LEDGER:
-            self.ledgers.update_config(name, current)
-            self._hold_for_compaction(name)
-        else:
-            self.segments.update_config(name, current)
+        with self.config_lock:
+            current = self.overrides(name)
+            for key in remove:
+                current.pop(key, None)
+            current.update(validated)
+            if validate_only:
+                if kind == TopicKind.SEGMENTED:
+                    self.segments.check_config(name, current)
+            elif kind == TopicKind.LEDGER:
+                self.ledgers.update_config(name, current)
+                self._hold_for_compaction(name)
+            else:
+                self.segments.update_config(name, current)
         return self.describe(name)
 
     def _hold_for_compaction(self, name: str) -> None:

@@ -7,10 +7,12 @@ takes the server's or the built-in default again); APPEND and SUBTRACT add items
 take items from a list config (``cleanup.policy``), starting from its current value, and
 are INVALID_CONFIG on any other key, as Kafka's. AlterConfigs (the legacy call) replaces
 the topic's overrides with those sent: a key not sent returns to its default.
-``validate_only``: every check, nothing written. A key named twice in one resource is
-INVALID_REQUEST; an unknown key or a bad value INVALID_CONFIG. The broker's settings are
-read from ``--config`` at start: changing them (or its loggers) is INVALID_REQUEST, Kafka's
-answer to a config it cannot change at run time.
+``validate_only``: every check, nothing written. A change is planned and applied under
+the broker's ``config_lock``, so an APPEND or a replacement never undoes a change made
+meanwhile. A key named twice in one resource is INVALID_REQUEST; an unknown key or a bad
+value INVALID_CONFIG. The broker's settings are read from ``--config`` at start: changing
+them (or its loggers) is INVALID_REQUEST, Kafka's answer to a config it cannot change at
+run time.
 """
 
 from __future__ import annotations
@@ -123,12 +125,14 @@ def alter(ctx: KafkaContext, resource: Any, plan: Plan, validate_only: bool) -> 
         )
     if kind != ResourceType.TOPIC:
         raise KafkaError(ErrorCode.invalid_request, f"unsupported resource type {kind}")
-    change = plan(describe_topic(ctx, name))
-    if ctx.broker.partitioned.get(name) is not None:
-        namespace = PartitionedNamespace(ctx.broker)
-        namespace.update_config(name, change.set_, change.remove, validate_only)
-    else:
-        ctx.broker.update_config(name, change.set_, change.remove, validate_only)
+    broker = ctx.broker
+    with broker.config_lock:  # the change is planned on the config it replaces
+        change = plan(describe_topic(ctx, name))
+        if broker.partitioned.get(name) is not None:
+            namespace = PartitionedNamespace(broker)
+            namespace.update_config(name, change.set_, change.remove, validate_only)
+        else:
+            broker.update_config(name, change.set_, change.remove, validate_only)
 
 
 async def alter_resource(
