@@ -199,8 +199,9 @@ class ServedStore:
         signals as the Log service. The bound port; ``CompactlogError`` when it cannot."""
         assert self.signals is not None, "bind first"
         ctx = KafkaContext(self.broker, self._storage, self._appends, self.signals, "", 0)
+        ctx.door = self.guard.auth  # --auth-tokens: SASL with the same tokens and roles
         self.kafka = KafkaListener(ctx)
-        port = await self.kafka.bind(options.listen)
+        port = await self.kafka.bind(options.listen, self.guard.ssl_context())
         ctx.host, ctx.port = options.advertised_address(port)
         return port
 

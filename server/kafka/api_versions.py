@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from compactlog.server.kafka import sasl
 from compactlog.server.kafka.errors import ErrorCode
 from compactlog.server.kafka.protocol import NO_THROTTLE, make, response_module
 from compactlog.server.kafka.topics import KafkaContext
@@ -47,11 +48,13 @@ SUPPORTED: dict[int, tuple[int, int]] = {
 }
 
 
-def versions_response(version: int, code: ErrorCode = ErrorCode.none) -> Any:
+def versions_response(
+    version: int, code: ErrorCode = ErrorCode.none, extra: dict[int, tuple[int, int]] | None = None
+) -> Any:
     module = response_module(API_VERSIONS, version)
     keys = tuple(
         make(module.ApiVersion, api_key=key, min_version=low, max_version=high)
-        for key, (low, high) in sorted(SUPPORTED.items())
+        for key, (low, high) in sorted({**SUPPORTED, **(extra or {})}.items())
     )
     return make(
         module.ApiVersionsResponse, error_code=code, api_keys=keys, throttle_time=NO_THROTTLE
@@ -59,7 +62,8 @@ def versions_response(version: int, code: ErrorCode = ErrorCode.none) -> Any:
 
 
 async def handle(ctx: KafkaContext, request: Any, version: int) -> Any:
-    return versions_response(version)
+    """The APIs served; with ``--auth-tokens``, SASL's two as well."""
+    return versions_response(version, extra=None if ctx.door is None else sasl.VERSIONS)
 
 
 def unsupported(version: int) -> Any:

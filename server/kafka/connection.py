@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from compactlog.server.kafka import api_versions
+from compactlog.server.kafka import access, api_versions, sasl
 from compactlog.server.kafka.errors import ErrorCode
 from compactlog.server.kafka.handlers import HANDLERS
 from compactlog.server.kafka.protocol import (
@@ -32,19 +32,40 @@ MAX_REQUEST_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes defaul
 MIN_REQUEST_BYTES = HEAD.size + 2  # api key, version, correlation id, client id length
 
 
-async def answer(ctx: KafkaContext, frame: bytes) -> bytes | None:
-    """The response frame to a request frame (None: an acks=0 produce)."""
+async def answer(ctx: KafkaContext, frame: bytes, session: sasl.Session | None) -> bytes | None:
+    """The response frame to a request frame (None: an acks=0 produce). ``session``:
+    this connection's SASL login, when the listener requires one."""
     api_key, version, correlation_id = HEAD.unpack_from(frame)
+    if session is not None and api_key in sasl.VERSIONS:
+        return login(session, frame, api_key, version, correlation_id)
     versions = api_versions.SUPPORTED.get(api_key)
     if versions is None or not versions[0] <= version <= versions[1]:
         return unsupported(api_key, version, correlation_id)
     request = read_request(frame, api_key, version)
+    if session is not None and (refused := session.refused(api_key)) is not None:
+        code, message = refused
+        log.info("kafka: api %d from %s refused: %s", api_key, session.peer, message)
+        response = access.refusal(api_key, version, request, code, message)
+        return None if response is None else encode(correlation_id, response)
     try:
         response = await HANDLERS[api_key](ctx, request, version)
     except Exception as exc:
         log.error("kafka: api %d v%d failed", api_key, version, exc_info=exc)
         response = error_response(load_response(api_key, version), ErrorCode.unknown_server_error)
     return None if response is None else encode(correlation_id, response)
+
+
+def login(
+    session: sasl.Session, frame: bytes, api_key: int, version: int, correlation_id: int
+) -> bytes:
+    """SaslHandshake or SaslAuthenticate, answered by the connection's ``session``."""
+    low, high = sasl.VERSIONS[api_key]
+    if not low <= version <= high:
+        return unsupported(api_key, version, correlation_id)
+    request = read_request(frame, api_key, version)
+    if api_key == sasl.SASL_HANDSHAKE:
+        return encode(correlation_id, session.handshake(request, version))
+    return encode(correlation_id, session.authenticate(request, version))
 
 
 def unsupported(api_key: int, version: int, correlation_id: int) -> bytes:
@@ -70,6 +91,7 @@ class Connection:
         self.writer = writer
         self.peer = writer.get_extra_info("peername")
         self.busy = False  # a request is being answered (a stop lets it finish)
+        self.session = None if ctx.door is None else sasl.Session(ctx.door, self.peer)
 
     async def serve(self) -> None:
         try:
@@ -78,7 +100,11 @@ class Connection:
                 if frame is None:
                     return
                 self.busy = True
-                response = await answer(self.ctx, frame)
+                response: bytes | None
+                if self.session is not None and self.session.raw:
+                    response = self._raw_login(self.session, frame)
+                else:
+                    response = await answer(self.ctx, frame, self.session)
                 if response is not None:
                     self.writer.write(response)
                     await self.writer.drain()
@@ -90,6 +116,15 @@ class Connection:
         finally:
             self.writer.close()
 
+    def _raw_login(self, session: sasl.Session, auth: bytes) -> bytes:
+        """After a v0 SaslHandshake: an empty frame when the raw bytes log in; else the
+        connection is closed (Kafka's v0 answer to a failed login)."""
+        try:
+            session.raw_login(auth)
+        except sasl.LoginFailed as exc:
+            raise BadFrame(f"SASL login failed: {exc}") from None
+        return SIZE.pack(0)
+
     async def _read_frame(self) -> bytes | None:
         try:
             head = await self.reader.readexactly(SIZE.size)
@@ -98,7 +133,8 @@ class Connection:
                 raise BadFrame("connection closed inside a size field") from None
             return None  # a clean close between requests
         (size,) = SIZE.unpack(head)
-        if not MIN_REQUEST_BYTES <= size <= MAX_REQUEST_BYTES:
+        raw = self.session is not None and self.session.raw  # SASL bytes, no header
+        if not (1 if raw else MIN_REQUEST_BYTES) <= size <= MAX_REQUEST_BYTES:
             raise BadFrame(
                 f"request size {size} outside {MIN_REQUEST_BYTES}..{MAX_REQUEST_BYTES} bytes"
             )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import ssl
 from dataclasses import dataclass
 
 from compactlog.errors import CompactlogError
@@ -18,6 +19,8 @@ from compactlog.server.kafka.connection import Connection
 from compactlog.server.kafka.topics import KafkaContext
 
 log = logging.getLogger("compactlog.kafka")
+
+TLS_HANDSHAKE_S = 10.0  # a client that opens the port and never finishes TLS is dropped
 
 
 @dataclass(frozen=True)
@@ -50,12 +53,19 @@ class KafkaListener:
         self.port = 0
         self._open: dict[asyncio.Task[None], Connection] = {}
 
-    async def bind(self, listen: str) -> int:
-        """Listen on ``listen``; the bound port. ``CompactlogError`` when it cannot."""
+    async def bind(self, listen: str, tls: ssl.SSLContext | None = None) -> int:
+        """Listen on ``listen`` (with ``tls``: SSL, or SASL_SSL when the context has a
+        door); the bound port. ``CompactlogError`` when it cannot."""
         host, port = split_address(listen, "--kafka-listen")
         try:
             self.server = await asyncio.start_server(
-                self._accept, host, port, reuse_address=True, start_serving=False
+                self._accept,
+                host,
+                port,
+                reuse_address=True,
+                start_serving=False,
+                ssl=tls,
+                ssl_handshake_timeout=None if tls is None else TLS_HANDSHAKE_S,
             )
         except OSError as exc:
             raise CompactlogError(f"cannot listen on {listen}: {exc.strerror or exc}") from None

@@ -20,6 +20,7 @@ from compactlog.partitioner import partition_name
 from compactlog.server.broker import Broker
 from compactlog.server.kafka.errors import ErrorCode, KafkaError
 from compactlog.server.kafka.group_coordinator import Coordinator
+from compactlog.server.kafka.sasl import Door
 from compactlog.server.log.waiting import TopicSignals
 from compactlog.storage.topic_log import TopicLog
 from compactlog.storage.types import TopicKind
@@ -41,6 +42,7 @@ class KafkaContext:
     host: str  # advertised to clients in Metadata
     port: int
     groups: Coordinator = field(default_factory=Coordinator)  # every consumer group
+    door: Door | None = None  # --auth-tokens: every connection logs in with SASL
     _ledger_logged: set[str] = field(default_factory=set)
 
     def run(self, fn: Callable[..., T], *args: Any) -> Awaitable[T]:

@@ -114,6 +114,18 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
             return handler
         return denial(handler, error, _short(method))
 
+    def principal_name(self, token: str) -> str | None:
+        """The name of the principal holding ``token`` (another door's login: Kafka SASL)."""
+        principal = self.principals.find(token)
+        return None if principal is None else principal.name
+
+    def check_call(self, call: str, token: str | None) -> CompactlogError | None:
+        """``check`` for another door that maps its requests to gRPC calls: ``call`` is
+        ``Service.Method`` (``Log.Publish``), needing the role ``GRANTS`` gives it."""
+        service, _, method = call.partition(".")
+        path = f"/{pb.DESCRIPTOR.package}.{service}/{method}"
+        return self.check(path, GRANTS.get(call, Role.ADMIN), token)
+
     def check(self, method: str, needed: Role, token: str | None) -> CompactlogError | None:
         """None when the call may go on, else the error it ends with."""
         if token is None:

@@ -124,6 +124,17 @@ class Guard:
     def interceptors(self) -> list[grpc.aio.ServerInterceptor]:
         return [self.auth] if self.auth is not None else []
 
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """The server side of TLS for a door that is not gRPC (the Kafka listener): the
+        same certificate and key, TLS 1.2 or later; None without ``--tls-cert``."""
+        cert, key = self.options.tls_cert, self.options.tls_key
+        if self.tls is None or cert is None or key is None:
+            return None
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context.load_cert_chain(cert, key)
+        return context
+
     def add_port(self, server: grpc.aio.Server, listen: str) -> int:
         """Bind ``listen`` with TLS when configured; 0 when the address cannot be bound."""
         if self.tls is not None:
