@@ -15,6 +15,7 @@ views they leave, and at the end writes ``report.md``, ``report.json`` and PNG p
     compactlog bench soak [--seconds N]       # produce, consume, compact, restart; invariants
     compactlog bench partitions               # PublishStream: 4 partitions vs one topic
     compactlog bench shards [--shards 1,2,4,8]  # serve --shards N: publish and compaction scaling
+    compactlog bench kafka [--quick]          # librdkafka producer/consumer vs gRPC, same server
 """
 
 from __future__ import annotations
@@ -178,6 +179,10 @@ def main(argv: list[str]) -> int:
         from compactlog.bench import bench_partitions
 
         return bench_partitions.main(argv[1:])
+    if argv[:1] == ["kafka"]:
+        from compactlog.bench import kafka_wire
+
+        return kafka_wire.main(argv[1:])
     if argv[:1] == ["soak"]:
         from compactlog.bench import soak
 

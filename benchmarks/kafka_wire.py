@@ -1,0 +1,247 @@
+"""``compactlog bench kafka``: Kafka clients on the Kafka listener beside gRPC, same run.
+
+A Kafka client's rate only means something next to what gRPC does on the same server at
+the same moment, so each run starts one fresh ``compactlog serve --kafka-listen`` and
+measures, on SEGMENTED topics, the same 100 B records (the dataplane workload: one key per
+ten records) both ways:
+
+1. librdkafka's producer (confluent-kafka; ``acks=-1``, ``linger.ms=5``, one record a
+   ``produce()`` call, as its users write it) beside gRPC PublishStream of 1000 records a
+   request (``rawlog``, the dataplane's client). Goal: >= 0.5 x gRPC.
+2. librdkafka's consumer (``assign()`` from the beginning, ``consume()`` in batches) of
+   the whole topic beside one gRPC Read of it, each parsing every record. Goal: >= 0.5 x
+   gRPC.
+
+Figures are medians of ``--runs`` runs; each run's ratio is kept in the JSON too.
+
+    compactlog bench kafka                  # 200,000 records, 3 runs: about a minute
+    compactlog bench kafka --quick          # seconds
+    compactlog bench kafka --records 500000 --runs 5 --json kafka.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as dt
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from compactlog.bench.procstats import ListeningProcess
+from compactlog.bench.rawlog import RawLog, acked, publish_request, read_request
+from compactlog.bench.summary import (
+    Target,
+    aggregate,
+    machine,
+    medians,
+    print_report,
+    targets_markdown,
+    versions,
+)
+from compactlog.bench.workloads import Workload, batches
+from compactlog.v1 import compactlog_pb2 as pb
+from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
+
+Records = list[tuple[bytes | None, bytes | None]]
+Sample = dict[str, float]
+GRPC_TOPIC, KAFKA_TOPIC = "bench-grpc", "bench-kafka"
+PRODUCER = {"acks": -1, "linger.ms": 5}  # the issue's producer
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    records: int = 200_000
+    runs: int = 3
+    seed: int = 42
+    workdir: Path | None = None
+
+    @property
+    def workload(self) -> Workload:
+        return Workload("dataplane-100B", self.records, max(1, self.records // 10))
+
+
+QUICK = {"records": 5000, "runs": 1}
+
+
+class KafkaServer(ListeningProcess):
+    """``compactlog serve --kafka-listen 127.0.0.1:0`` (default durability); ``address``
+    is gRPC's, ``kafka_address`` the listener's."""
+
+    def __init__(self, data_dir: Path) -> None:
+        args = [sys.executable, "-m", "compactlog", "serve", "--data-dir", str(data_dir),
+                "--listen", "127.0.0.1:0", "--kafka-listen", "127.0.0.1:0"]  # fmt: skip
+        log_path = data_dir.parent / f"{data_dir.name}.log"
+        super().__init__(args, "compactlog kafka listening on ", log_path)
+        self.kafka_address = self.address
+        self.address = self._wait_for_listening("compactlog listening on ")
+
+
+class BenchError(RuntimeError):
+    """A run that cannot give honest figures (a count is wrong, a delivery failed)."""
+
+
+def _check(ok: bool, what: str) -> None:
+    if not ok:
+        raise BenchError(what)
+
+
+def step(what: str) -> None:
+    sys.stderr.write(f"kafka: {what}\n")
+    sys.stderr.flush()
+
+
+def kafka_produce(address: str, records: Records) -> float:
+    """Seconds for librdkafka to produce every record and have every delivery report."""
+    from confluent_kafka import Producer
+
+    failed: list[Any] = []
+    producer = Producer({"bootstrap.servers": address, **PRODUCER})
+
+    def report(err: Any, _msg: Any) -> None:
+        if err is not None:
+            failed.append(err)
+
+    started = time.perf_counter()
+    for key, value in records:
+        while True:
+            try:
+                producer.produce(KAFKA_TOPIC, key=key, value=value, on_delivery=report)
+                break
+            except BufferError:  # the local queue is full: serve delivery reports
+                producer.poll(0.001)
+    _check(producer.flush(600) == 0, "librdkafka: records left undelivered")
+    seconds = time.perf_counter() - started
+    _check(not failed, f"librdkafka: {len(failed)} delivery errors, first {failed[:1]}")
+    return seconds
+
+
+def kafka_consume(address: str, topic: str, count: int) -> float:
+    """Seconds for librdkafka's consumer to read ``count`` records of ``topic``."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer(
+        {"bootstrap.servers": address, "group.id": "bench", "enable.auto.commit": False}
+    )
+    got = 0
+    started = time.perf_counter()
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    try:
+        while got < count:
+            _check(time.perf_counter() - started < 600, f"librdkafka read {got} of {count}")
+            for message in consumer.consume(num_messages=10_000, timeout=1.0):
+                _check(message.error() is None, f"librdkafka: {message.error()}")
+                message.key(), message.value()  # what a reader takes from each record
+                got += 1
+        return time.perf_counter() - started
+    finally:
+        consumer.close()
+
+
+def one_run(s: Settings, run: int, chunks: list[Records], tmp: Path) -> Sample:
+    server = KafkaServer(tmp / f"run{run}-data")
+    records = [r for chunk in chunks for r in chunk]
+    try:
+        with RawLog(server.address) as log:
+            admin = pb_grpc.TopicAdminStub(log.channel)
+            for topic in (GRPC_TOPIC, KAFKA_TOPIC):
+                admin.CreateTopic(pb.CreateTopicRequest(name=topic, kind=pb.SEGMENTED))
+            step(f"run {run}: gRPC PublishStream")
+            requests = [publish_request(GRPC_TOPIC, chunk) for chunk in chunks]
+            seconds, replies = log.publish_stream(requests)
+            _check(acked(replies) == s.records, "gRPC: not every record was acknowledged")
+            m = {"grpc.publish_rps": s.records / seconds}
+            step(f"run {run}: librdkafka produce")
+            m["kafka.produce_rps"] = s.records / kafka_produce(server.kafka_address, records)
+            step(f"run {run}: gRPC Read")
+            read = log.read(read_request(GRPC_TOPIC, False), lambda _raw: None)
+            _check(read.messages == s.records, f"gRPC Read gave {read.messages} records")
+            m["grpc.read_mps"] = s.records / read.seconds
+            step(f"run {run}: librdkafka consume")
+            seconds = kafka_consume(server.kafka_address, GRPC_TOPIC, s.records)
+            m["kafka.consume_mps"] = s.records / seconds
+    except Exception as exc:
+        raise BenchError(f"run {run}: {exc}; server log: {server.tail()}") from exc
+    finally:
+        server.stop()
+    m["ratio.produce"] = m["kafka.produce_rps"] / m["grpc.publish_rps"]
+    m["ratio.consume"] = m["kafka.consume_mps"] / m["grpc.read_mps"]
+    return m
+
+
+def rows(med: Sample) -> list[Target]:
+    specs = [
+        ("librdkafka Producer, acks=-1, linger 5 ms, 100 B", "kafka.produce_rps",
+         "grpc.publish_rps", "records/s", "gRPC PublishStream, 1000 x 100 B per request"),
+        ("librdkafka Consumer, whole topic", "kafka.consume_mps", "grpc.read_mps",
+         "messages/s", "gRPC Read, whole topic"),
+    ]  # fmt: skip
+    out = []
+    for name, key, floor, unit, floor_name in specs:
+        ratio = med[key] / med[floor]
+        out.append(Target(name, "segmented", med[key], unit, ">= 0.5 x gRPC", ratio >= 0.5,
+                          med[floor], floor_name, ratio, "Kafka / gRPC"))  # fmt: skip
+    return out
+
+
+def run(s: Settings) -> dict[str, Any]:
+    started, t0 = dt.datetime.now(), time.perf_counter()
+    chunks = batches(s.workload, s.seed)  # built up front: timing measures the servers
+    with tempfile.TemporaryDirectory(prefix="compactlog-kafka-", dir=s.workdir) as t:
+        samples = [one_run(s, i + 1, chunks, Path(t)) for i in range(s.runs)]
+    aggs = {key: aggregate([m[key] for m in samples]) for key in samples[0]}
+    return {
+        "suite": "compactlog bench kafka",
+        "schema": 1,
+        "settings": {**dataclasses.asdict(s), "workdir": str(s.workdir or "")},
+        "started": started.isoformat(timespec="seconds"),
+        "duration_s": time.perf_counter() - t0,
+        "machine": machine(),
+        "versions": versions(),
+        "results": aggs,
+        "rows": [dataclasses.asdict(r) for r in rows(medians(aggs))],
+    }
+
+
+def markdown(report: dict[str, Any]) -> str:
+    s, m, r = report["settings"], report["machine"], report["results"]
+    head = (
+        f"{s['records']:,} records x 100 B, SEGMENTED topics, one server, median of "
+        f"{s['runs']} run(s). {m['cpu_model']}, {m['cores']} cores."
+    )
+    spread = "; ".join(
+        f"{what} {r[key]['median']:.2f} ({r[key]['min']:.2f}-{r[key]['max']:.2f})"
+        for what, key in (("produce", "ratio.produce"), ("consume", "ratio.consume"))
+    )
+    table = targets_markdown([Target(**row) for row in report["rows"]], first_header="measure")
+    return f"{head}\n\n{table}\n\nPer-run Kafka / gRPC ratios, median (min-max): {spread}."
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(
+        prog="compactlog bench kafka",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--quick", action="store_true", help="5,000 records, one run: seconds")
+    p.add_argument("--records", type=int, help="records per run (default 200,000)")
+    p.add_argument("--runs", type=int, help="runs to take the median over (default 3)")
+    p.add_argument("--seed", type=int, help="workload seed (default 42)")
+    p.add_argument("--workdir", type=Path, help="where data dirs go (default: system temp)")
+    p.add_argument("--json", type=Path, help="also write the report as JSON here")
+    args = p.parse_args(argv)
+    given = {k: v for k, v in vars(args).items() if k not in ("quick", "json") and v is not None}
+    s = Settings(**{**(QUICK if args.quick else {}), **given})
+    if s.records < 1 or s.runs < 1:
+        raise SystemExit("compactlog bench kafka: --records and --runs must be positive")
+    if s.workdir is not None:
+        s.workdir.mkdir(parents=True, exist_ok=True)
+    report = run(s)
+    print_report("compactlog bench kafka", argv, report, markdown, args.json)
+    return 0
+
+
+if __name__ == "__main__":  # also runnable without the rest of the suite
+    raise SystemExit(main(sys.argv[1:]))

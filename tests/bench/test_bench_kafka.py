@@ -1,0 +1,33 @@
+"""``compactlog bench kafka`` runs end to end: librdkafka's figures beside gRPC's from the
+same server, each row with its ratio, and a JSON record of every run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from compactlog.bench import cli
+
+pytest.importorskip("confluent_kafka")
+
+
+@pytest.mark.slow
+def test_quick_run_prints_both_rows_beside_grpc(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out_json = tmp_path / "kafka.json"
+    argv = ["kafka", "--records", "2000", "--runs", "1", "--workdir", str(tmp_path)]
+    assert cli.main([*argv, "--json", str(out_json)]) == 0
+    out = capsys.readouterr().out
+    assert "librdkafka Producer, acks=-1, linger 5 ms, 100 B" in out
+    assert "gRPC PublishStream, 1000 x 100 B per request" in out
+    assert "librdkafka Consumer, whole topic" in out
+    report = json.loads(out_json.read_text())
+    assert report["suite"] == "compactlog bench kafka"
+    [produce, consume] = report["rows"]
+    for row in (produce, consume):
+        assert row["figure"] > 0 and row["floor"] > 0
+        assert row["ratio"] == pytest.approx(row["figure"] / row["floor"])
+    assert report["results"]["ratio.produce"]["samples"][0] > 0
