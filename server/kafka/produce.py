@@ -12,10 +12,9 @@ from typing import Any
 
 from compactlog.server.kafka.errors import ErrorCode, KafkaError, code_of
 from compactlog.server.kafka.protocol import NO_THROTTLE, make, response_module
-from compactlog.server.kafka.records import produced_records
+from compactlog.server.kafka.records import produced_request
 from compactlog.server.kafka.topics import KafkaContext
 from compactlog.server.log.thread_futures import future_of
-from compactlog.storage.batch import records_to_request
 from compactlog.storage.topic_log import Appended, TopicLog
 
 PRODUCE = 0
@@ -24,7 +23,7 @@ PRODUCE = 0
 def _append(log: TopicLog, data: bytes) -> tuple[Appended, int]:
     """Decode the Kafka batches (CRCs checked, decompressed) and append their records as
     one batch, all or none; with the log start offset after it."""
-    appended = log.append_request(records_to_request(produced_records(data)))
+    appended = log.append_request(produced_request(data))
     return appended, log.earliest().entry_id
 
 
