@@ -122,7 +122,7 @@ class Session:
                 name = self._login(self.mechanism, request.auth_bytes)
                 log.debug("kafka: %s logged in as %r (%s)", self.peer, name, self.mechanism)
             except LoginFailed as exc:
-                log.info("kafka: SASL login from %s failed: %s", self.peer, exc)
+                log.debug("kafka: SASL login from %s failed: %s", self.peer, exc)  # as gRPC
                 code, message = ErrorCode.sasl_authentication_failed, str(exc)
         self.mechanism = None  # one SaslAuthenticate a handshake
         return make(

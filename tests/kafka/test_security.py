@@ -482,3 +482,16 @@ def test_sasl_plaintext_and_a_reload_that_drops_the_token(tmp_path: Path) -> Non
             assert api_versions(sock, 5).error_code == ErrorCode.none  # still open
     finally:
         assert srv.stop() == 0
+
+
+def test_garbage_before_the_login_closes_only_its_connection(
+    secure: ServerProcess, tls_files: TlsFiles, topic: str
+) -> None:
+    with tls_socket(secure, tls_files.ca) as good, tls_socket(secure, tls_files.ca) as bad:
+        assert handshake(good, "PLAIN", 1).error_code == ErrorCode.none
+        plain = b"\0ingest\0" + TOKENS["ingest"][0].encode()
+        assert authenticate(good, plain, 2).error_code == ErrorCode.none
+        bad.sendall(struct.pack(">i", 200 * 1024 * 1024))  # past socket.request.max.bytes
+        assert receive(bad) == b""  # closed, without reading 200 MiB
+        [[done]] = produced(call(good, produce_request(topic), ProduceResponse, 3))
+        assert done.error_code == ErrorCode.none
