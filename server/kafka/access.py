@@ -48,6 +48,7 @@ CALLS: dict[int, tuple[str, ErrorCode]] = {
     21: ("TopicAdmin.DeleteRecords", TOPIC),  # DeleteRecords
     22: ("Log.Publish", CLUSTER),  # InitProducerId: an idempotent producer's first call
     32: ("TopicAdmin.GetTopic", TOPIC),  # DescribeConfigs
+    33: ("TopicAdmin.UpdateTopicConfig", TOPIC),  # AlterConfigs (the legacy call)
     37: ("TopicAdmin.AddPartitions", TOPIC),  # CreatePartitions
     44: ("TopicAdmin.UpdateTopicConfig", TOPIC),  # IncrementalAlterConfigs
 }
@@ -177,9 +178,9 @@ def _alter_configs(module: Any, request: Any, code: ErrorCode, message: str) -> 
         )
         for resource in request.resources
     )
-    return make(
-        module.IncrementalAlterConfigsResponse, throttle_time=NO_THROTTLE, responses=results
-    )
+    # The legacy AlterConfigs and IncrementalAlterConfigs answer in the same shape.
+    answer = getattr(module, "IncrementalAlterConfigsResponse", None) or module.AlterConfigsResponse
+    return make(answer, throttle_time=NO_THROTTLE, responses=results)
 
 
 _BUILDERS: dict[int, Builder] = {
@@ -187,6 +188,7 @@ _BUILDERS: dict[int, Builder] = {
     19: _create_topics,
     20: _delete_topics,
     21: _delete_records,
+    33: _alter_configs,
     37: _create_partitions,
     44: _alter_configs,
 }

@@ -495,3 +495,45 @@ def test_garbage_before_the_login_closes_only_its_connection(
         assert receive(bad) == b""  # closed, without reading 200 MiB
         [[done]] = produced(call(good, produce_request(topic), ProduceResponse, 3))
         assert done.error_code == ErrorCode.none
+
+
+def test_admin_config_partition_and_record_calls_need_the_admin_role(
+    secure: ServerProcess, tls_files: TlsFiles, topic: str
+) -> None:
+    """DescribeConfigs is a reader's (GetTopic); the calls that change a topic are an
+    admin's, answered TOPIC_AUTHORIZATION_FAILED for a client token and done for an admin."""
+    ca = tls_files.ca
+    resource = ck_admin.ConfigResource(ck_admin.ResourceType.TOPIC, topic)
+    reader = ck_admin.AdminClient(librdkafka(secure, ca, "dashboards"))
+    described = reader.describe_configs([resource])[resource].result(30)
+    assert "cleanup.policy" in described
+
+    client = ck_admin.AdminClient(librdkafka(secure, ca, "ingest"))
+    change = ck_admin.ConfigResource(
+        ck_admin.ResourceType.TOPIC,
+        topic,
+        incremental_configs=[
+            ck_admin.ConfigEntry(
+                "retention.ms", "3600000", incremental_operation=ck_admin.AlterConfigOpType.SET
+            )
+        ],
+    )
+    calls = {
+        "incremental_alter_configs": lambda: client.incremental_alter_configs([change])[change],
+        "create_partitions": lambda: client.create_partitions([ck_admin.NewPartitions(topic, 3)])[
+            topic
+        ],
+        "delete_records": lambda: next(
+            iter(client.delete_records([ck.TopicPartition(topic, 0, 0)]).values())
+        ),
+    }
+    for name, call in calls.items():
+        with pytest.raises(ck.KafkaException) as denied:
+            call().result(30)
+        code = denied.value.args[0].code()
+        assert code == ck.KafkaError.TOPIC_AUTHORIZATION_FAILED, (name, denied.value)
+
+    ops = ck_admin.AdminClient(librdkafka(secure, ca, "ops"))
+    ops.incremental_alter_configs([change])[change].result(30)
+    after = ops.describe_configs([resource])[resource].result(30)
+    assert after["retention.ms"].value == "3600000"
