@@ -51,6 +51,10 @@ class CheckReport:
     def count(self, what: str, n: int = 1) -> None:
         self.counts[what] = self.counts.get(what, 0) + n
 
+    def merge_counts(self, other: CheckReport) -> None:
+        for what, n in other.counts.items():
+            self.count(what, n)
+
     @property
     def ok(self) -> bool:
         return not self.problems

@@ -206,6 +206,7 @@ class LogCleaner:
             started = time.monotonic()
             plan = CleanPlan.of(job, int(self.clock() * 1000), dry_run=True)
             try:
+                job.log.check_nothing_lost()
                 stats = self.passes.run(
                     plan, job.log, lambda: self.cleaner_manager.is_aborted(name), control
                 )
@@ -251,6 +252,7 @@ class LogCleaner:
         error: str | None = None
         end: int | None = None
         try:
+            job.log.check_nothing_lost()  # a pass would write a lost range in for good
             stats = self.passes.run(
                 plan, job.log, lambda: self.cleaner_manager.is_aborted(job.name), control
             )

@@ -18,8 +18,11 @@ costs O(log n) whatever the number of acked offsets. Once the journal holds more
 than twice the state it describes, the state is written as a new snapshot of the next
 generation and the journal restarts empty: replaying stays proportional to the state.
 A crash between the two leaves a journal of an older generation, which the loader
-ignores. A last line cut short (a crash mid-append: that ack was never answered) is
-dropped; a whole line that fails its CRC is damage, not a crash.
+ignores. A last line cut short (a crash mid-append: that ack was never answered; or a journal cut
+while stopped) is dropped, logged in one line with what it held (``dropped``, which
+``compactlog check`` reports too); a whole line that fails its CRC is damage, not a crash.
+A journal cut exactly between two lines after a crash reads as a shorter history: nothing
+in it can tell (a clean stop folds the journal, so a cut after one is a damaged header).
 A snapshot written before the journal existed (format 1: each cursor's acked offsets
 in a list ``acked``) is read and rewritten in this layout.
 
@@ -33,6 +36,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -72,6 +76,20 @@ def _decode_line(line: bytes) -> dict[str, Any] | None:
     return obj if isinstance(obj, dict) else None
 
 
+_SUBSCRIPTION = re.compile(rb'"s":"((?:[^"\\]|\\.)*)"')
+
+
+def _torn_line(number: int, line: bytes) -> str:
+    """What a torn last journal line held, as far as its bytes say: the line, its size,
+    the subscription it changed (when that much of it is there)."""
+    found = _SUBSCRIPTION.search(line)
+    whose = f"subscription {found.group(1).decode(errors='replace')!r}" if found else "a cursor"
+    return (
+        f"line {number}, {len(line)} bytes of a change of {whose} "
+        "(not applied: acknowledged offsets it held are delivered again)"
+    )
+
+
 def _range(raw: object) -> tuple[MessageId, MessageId]:
     """A stored ``[ledger, entry, ledger, entry]`` range, strictly."""
     if not isinstance(raw, list) or len(raw) != 4:
@@ -101,6 +119,7 @@ class SegmentCursors:
         self._generation = 0
         self._lines = 0
         self._ready = False  # the journal exists and matches the snapshot's generation
+        self.dropped: str | None = None  # what a journal cut short lost (``_torn_line``)
         if self._load() and repair:
             self._snapshot()
 
@@ -149,7 +168,8 @@ class SegmentCursors:
             change = _decode_line(line)
             if change is None:
                 if number == len(lines) and not line.endswith(b"\n"):
-                    log.warning("%s: dropping a torn last line (an unanswered ack)", self.journal)
+                    self.dropped = _torn_line(number, line)
+                    log.warning("%s: cut short: dropped %s", self.journal, self.dropped)
                     return True  # a crash mid-append: that ack was never answered
                 raise BadStateFile(self.journal, f"line {number} is damaged")
             try:

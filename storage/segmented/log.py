@@ -10,7 +10,9 @@ retention and the cleaner's swaps without a descriptor per segment.
 Files beside the segments, checksummed (``state_file.py``): ``log-start-offset`` (raised by
 DeleteRecords and retention; unreadable: the topic cannot be served, ``BadStateFile``) and
 ``recovery-point`` (every offset below it was fsynced; recovery validates from there;
-unreadable: set aside, and only the last segment counts as unsynced).
+unreadable: set aside, and only the last segment counts as unsynced), and
+``segments.manifest`` (what each sealed segment held: ``manifest.py``; checked at start by
+``sealed.py``, so a segment cut short or gone is a lost range, never a shorter log).
 """
 
 from __future__ import annotations
@@ -34,8 +36,10 @@ from compactlog.storage.read_range import Chunk, ViewBatch, read_chunks
 from compactlog.storage.segmented import state_file
 from compactlog.storage.segmented.append import AppendResult, pack_request
 from compactlog.storage.segmented.log_retention import LogRetention
+from compactlog.storage.segmented.manifest import SegmentManifest
 from compactlog.storage.segmented.reads import decode, pieces, resuming
 from compactlog.storage.segmented.recovery import recover_log_dir
+from compactlog.storage.segmented.sealed import check_sealed
 from compactlog.storage.segmented.segment import SWAP, IndexParams, LogSegment
 from compactlog.storage.segmented.state_file import BadStateFile
 from compactlog.storage.segmented.stats import SegmentedStats, log_stats
@@ -85,15 +89,18 @@ class Log(LogRetention):
         except BadStateFile as exc:
             state_file.set_aside(exc.path, str(exc))
             saved_point = None  # recovery then treats the whole last segment as unsynced
+        self.manifest = SegmentManifest.load(directory)
         segments, truncated, recovery_point = recover_log_dir(
-            directory, self.index_params(), saved_point
+            directory, self.index_params(), saved_point, self.manifest.end()
         )
-        if not segments:
-            segments = [
-                LogSegment.create(
-                    directory, max(self.log_start_offset, recovery_point), self.index_params()
-                )
-            ]
+        segments, sealed_last = check_sealed(
+            self.manifest, segments, self.log_start_offset, self.index_params()
+        )
+        if not segments or sealed_last:  # the active segment is gone: start a new one
+            end = max(
+                self.log_start_offset, recovery_point, segments[-1].next_offset if segments else 0
+            )
+            segments.append(LogSegment.create(directory, end, self.index_params()))
         self._view = _view(segments)
         active = segments[-1]
         self.next_offset = max(active.next_offset, active.base_offset)
@@ -219,6 +226,7 @@ class Log(LogRetention):
                     exc, f"rolling a new segment of {self.name}", self.dir
                 ) from None
             self._view = _view([*self._view.segments, new])
+            self.manifest.seal(old)
             self._unflushed = 0
             self._last_flush_ms = self.now_ms()
             self._save_recovery_point()
@@ -322,12 +330,17 @@ class Log(LogRetention):
         for seg in view.segments:
             # a damaged segment's figures stop at its damage: scan it (and meet the damage)
             skip = seg.next_offset <= start or seg.max_timestamp < timestamp_ms
-            if skip and seg.damaged_at is None:
+            if skip and (seg.damaged_at is None or seg.lost is not None):  # lost: manifest's
                 continue
             end = active_size if seg is view.segments[-1] else seg.size
-            found = seg.find_offset_by_timestamp(timestamp_ms, end, start)
+            lost = seg.lost
+            found = seg.find_offset_by_timestamp(
+                timestamp_ms, end if lost is None else min(end, lost.position), start
+            )
             if found is not None:
                 return found
+            if lost is not None:  # the first such record may be among the lost ones
+                raise lost.error(self.name, seg.path())
         return None
 
     def stats(self) -> SegmentedStats:
@@ -348,6 +361,8 @@ class Log(LogRetention):
         with self._lock:
             if self._closed or any(s not in self.segments for s in old):
                 raise CleaningAborted(f"{self.name}: segments changed during cleaning")
+            self.check_nothing_lost(old)
+            self.manifest.begin_swap(new, list(old))
             new.rename(SWAP)
             self.run_hook("swapped")
             segs = list(self.segments)
@@ -359,8 +374,17 @@ class Log(LogRetention):
                 self.run_hook(f"deleted-{i}")
             new.rename("")
             self.run_hook("renamed")
-            if new.size == 0 and new is not self.segments[0]:
+            dropped = new.size == 0 and new is not self.segments[0]
+            if dropped:
                 self._drop_emptied(new)
+            self.manifest.commit_swap(None if dropped else new, list(old))
+
+    def check_nothing_lost(self, segments: Sequence[LogSegment] | None = None) -> None:
+        """``CorruptData`` when a segment (of ``segments``, or of the log) lost offsets: a
+        cleaner pass over it would write the loss into the log for good."""
+        for seg in self.segments if segments is None else segments:
+            if seg.lost is not None:
+                raise seg.lost.error(self.name, seg.path())
 
     def _drop_emptied(self, seg: LogSegment) -> None:
         """A cleaned segment that kept nothing goes at once, as Kafka's cleaner deletes the
@@ -383,6 +407,7 @@ class Log(LogRetention):
             active = self.active_segment
             active.on_close()
             self._flush_all([active])
+            self.manifest.save_if_unsaved()
             self._closed = True
             for seg in self.segments:
                 seg.close_index_files()

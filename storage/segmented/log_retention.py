@@ -21,6 +21,7 @@ from compactlog.errors import OffsetOutOfRange
 from compactlog.storage.config import SegmentedTopicConfig
 from compactlog.storage.segmented import retention
 from compactlog.storage.segmented.files import unlink_quietly
+from compactlog.storage.segmented.manifest import SegmentManifest
 from compactlog.storage.segmented.segment import DELETED, EXTENSIONS, LogSegment
 
 log = logging.getLogger(__name__)
@@ -34,6 +35,7 @@ class LogRetention:
     log_start_offset: int
     next_offset: int
     _lock: threading.RLock
+    manifest: SegmentManifest
     _pending_deletes: list[tuple[int, LogSegment, list[Path]]]
 
     @property
@@ -86,6 +88,7 @@ class LogRetention:
         first_base = self.segments[0].base_offset
         if first_base > self.log_start_offset:
             self._set_log_start(first_base)
+        self.manifest.remove(doomed)
         for seg in doomed:
             self._async_delete(seg)
         log.info("%s: deleted %d segment(s) by %s retention", self.name, len(doomed), reason)

@@ -37,12 +37,17 @@ def view_batches(
         if seg.base_offset >= end:
             return
         stop = active_size if seg is last_seg else seg.size
-        for buf, p, header, _pos in seg.batches_from(start, stop):
+        lost = seg.lost  # offsets its file lost (``sealed.py``): an error, never a skip
+        for buf, p, header, _pos in seg.batches_from(
+            start, stop if lost is None else min(stop, lost.position)
+        ):
             if header.last_id < lo:
                 continue
             if header.first_id.entry_id >= end:
                 return
             yield memoryview(buf)[p : p + header.size], header, lo
+        if lost is not None and lost.first < end and lost.last >= start:
+            raise lost.error(seg.dir.name, seg.path())
 
 
 # A fresh snapshot: (segments, bases, active size, start, end)

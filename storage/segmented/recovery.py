@@ -64,14 +64,16 @@ class _Leftovers:
 
 
 def recover_log_dir(
-    directory: Path, params: IndexParams, recovery_point: int | None
+    directory: Path, params: IndexParams, recovery_point: int | None, sealed_end: int = 0
 ) -> tuple[list[LogSegment], bool, int]:
     """Bring a topic directory to a consistent state; return (segments by base, truncated,
-    the recovery point used)."""
+    the recovery point used). ``sealed_end``: every offset below it is in a segment the
+    manifest lists as sealed (synced), never a torn tail to truncate."""
     leftovers = _drop_leftovers(directory)
     if recovery_point is None:
         bases = _live_bases(directory)
         recovery_point = bases[-1] if bases else 0
+    recovery_point = max(recovery_point, sealed_end)
     segments, truncated = _open_segments(directory, params, recovery_point)
     for base in sorted(leftovers.swaps):
         _complete_swap(directory, params, recovery_point, segments, base, leftovers)

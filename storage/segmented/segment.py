@@ -42,6 +42,7 @@ from compactlog.storage.segmented.index import (
     OffsetIndex,
     TimeIndex,
 )
+from compactlog.storage.segmented.manifest_check import LostRange
 from compactlog.storage.segmented.scan import READ_CHUNK, Checked, iter_batches
 from compactlog.storage.segmented.segment_append import SegmentMark
 from compactlog.storage.types import MessageId
@@ -89,6 +90,8 @@ class LogSegment:
         self.offset_of_max_timestamp = base_offset
         self.bytes_since_last_index_entry = 0
         self._count: int | None = 0
+        self.batch_count: int | None = 0  # None: not counted (indexes loaded, not scanned)
+        self.lost: LostRange | None = None  # offsets its file lost (``sealed.py``)
         # Position of a bad batch that recovery kept because it holds fsynced offsets.
         self.damaged_at: int | None = None
         self.offset_index: OffsetIndex
@@ -245,6 +248,8 @@ class LogSegment:
         self.next_offset = last + 1
         if self._count is not None:
             self._count += count
+        if self.batch_count is not None:
+            self.batch_count += 1
 
     def rewind(self, mark: SegmentMark) -> None:
         """Undo everything appended since ``mark`` (``segment_append.rewind``)."""
@@ -300,6 +305,8 @@ class LogSegment:
         """Largest batch timestamp, or the file's mtime when the segment has no batches.
         A damaged segment's figures cover only the batches before its damage, so the later
         of the two counts: retention never takes it for older than it may be."""
+        if self.lost is not None and self.max_timestamp >= 0:
+            return self.max_timestamp  # its manifest entry's: the file's mtime is the damage's
         if self.damaged_at is not None:
             return max(self.max_timestamp, self.last_modified_ms())
         if self.max_timestamp >= 0 and self.next_offset > self.base_offset:
@@ -357,14 +364,16 @@ class LogSegment:
     def verify(self) -> int:
         """Check every batch end to end (CRC, increasing offsets, the file ends where the
         last batch does); return the record count. ``CorruptData`` on anything else."""
-        last, count, end = self.base_offset - 1, 0, 0
+        last, count, end, batches = self.base_offset - 1, 0, 0, 0
         for _b, _p, header, pos in self.batches(0, self.size):
             first = header.first_id.entry_id
             if first <= last or header.first_id.ledger_id or header.last_id.ledger_id:
                 raise CorruptData(f"{self.where}, byte {pos}: offset {first} after {last}")
             last, count, end = header.last_id.entry_id, count + header.count, pos + header.size
+            batches += 1
         if end != self.size:
             raise CorruptData(f"{self.where}: {self.size - end} bytes after the last batch")
+        self.batch_count = batches
         return count
 
 

@@ -32,6 +32,7 @@ class SegmentMark:
     size: int
     next_offset: int
     count: int | None
+    batches: int | None
     first_timestamp: int | None
     max_timestamp: int
     offset_of_max: int
@@ -45,6 +46,7 @@ def mark(seg: LogSegment) -> SegmentMark:
         seg.size,
         seg.next_offset,
         seg._count,
+        seg.batch_count,
         seg.first_timestamp,
         seg.max_timestamp,
         seg.offset_of_max_timestamp,
@@ -59,6 +61,7 @@ def rewind(seg: LogSegment, to: SegmentMark) -> None:
     (in memory and on disk), the figures as they were. ``TornTail`` (and ``torn`` set)
     when the file cannot be cut."""
     seg.size, seg.next_offset, seg._count = to.size, to.next_offset, to.count
+    seg.batch_count = to.batches
     seg.first_timestamp = to.first_timestamp
     seg.max_timestamp, seg.offset_of_max_timestamp = to.max_timestamp, to.offset_of_max
     seg.bytes_since_last_index_entry = to.bytes_since_index

@@ -80,7 +80,7 @@ def load_indexes(seg: LogSegment) -> None:
     if seg.time_index.last_timestamp() >= max_ts and seg.time_index.entries:
         seg.max_timestamp = seg.time_index.last_timestamp()
         seg.offset_of_max_timestamp = seg.time_index.offsets[-1]
-    seg._count = None
+    seg._count = seg.batch_count = None
 
 
 def recover(seg: LogSegment, recovery_point: int) -> bool:
@@ -97,6 +97,7 @@ def recover(seg: LogSegment, recovery_point: int) -> bool:
     seg.next_offset, seg.max_timestamp = seg.base_offset, -1
     seg.offset_of_max_timestamp = seg.base_offset
     seg.first_timestamp, seg._count, seg.bytes_since_last_index_entry = None, 0, 0
+    seg.batch_count = 0
     valid = 0
     last = seg.base_offset - 1
     try:
