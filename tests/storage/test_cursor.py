@@ -282,6 +282,8 @@ def test_a_torn_last_journal_line_is_dropped_and_damage_before_it_refused(tmp_pa
     journal = tmp_path / "data" / "t" / "cursors.journal"
     whole = journal.read_bytes()
     journal.write_bytes(whole + whole.splitlines(keepends=True)[-1][:-5])  # a torn append
+    dropped = consumer_offsets.SegmentCursors(journal.parent, repair=False).dropped
+    assert dropped is not None and dropped.startswith("line 2, ")  # what `check` reports
     made.reopen()
     assert ids_of(made.cursor().acked) == {MessageId(0, 3)}
     made.close()
