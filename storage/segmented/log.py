@@ -36,24 +36,23 @@ from compactlog.storage.read_range import Chunk, ViewBatch, read_chunks
 from compactlog.storage.segmented import state_file
 from compactlog.storage.segmented.append import AppendResult, pack_request
 from compactlog.storage.segmented.log_retention import LogRetention
+from compactlog.storage.segmented.log_swaps import CleaningAborted, LogSwaps
 from compactlog.storage.segmented.manifest import SegmentManifest
 from compactlog.storage.segmented.reads import decode, pieces, resuming
 from compactlog.storage.segmented.recovery import recover_log_dir
 from compactlog.storage.segmented.sealed import check_sealed
-from compactlog.storage.segmented.segment import SWAP, IndexParams, LogSegment
+from compactlog.storage.segmented.segment import IndexParams, LogSegment
 from compactlog.storage.segmented.state_file import BadStateFile
 from compactlog.storage.segmented.stats import SegmentedStats, log_stats
 from compactlog.storage.types import MessageId, Record, StoredMessage
 
 log = logging.getLogger(__name__)
 
+__all__ = ["CleaningAborted", "Log"]
+
 LOG_START_FILE = "log-start-offset"
 RECOVERY_POINT_FILE = "recovery-point"
 _MAX_RELATIVE = 2**32 - 1
-
-
-class CleaningAborted(Exception):
-    """The cleaner's swap found the log changed under it (retention, deletion); nothing swapped."""
 
 
 @dataclass(frozen=True)
@@ -66,9 +65,9 @@ def _view(segments: Sequence[LogSegment]) -> _View:
     return _View(tuple(s.base_offset for s in segments), tuple(segments))
 
 
-class Log(LogRetention):
+class Log(LogRetention, LogSwaps):
     """Append, read, roll, flush and retention (``log_retention.py``) of one topic; swap
-    target of the cleaner."""
+    target of the cleaner (``log_swaps.py``)."""
 
     def __init__(
         self, directory: Path, config: SegmentedTopicConfig, clock: Callable[[], float]
@@ -351,52 +350,6 @@ class Log(LogRetention):
             return log_stats(
                 view.segments, start, lambda: pieces(next(self._chunks(start, end, 1, 1), None))[2]
             )
-
-    # ---- cleaner support ---------------------------------------------------------------
-    def replace_segments(self, new: LogSegment, old: Sequence[LogSegment]) -> None:
-        """Swap a ``.cleaned`` segment in for ``old``: ``.swap``, old → ``.deleted``, final
-        name; an empty one is then dropped (``_drop_emptied``)."""
-        new.verify()  # read back whole: only a segment that passes end to end goes in
-        new.close_index_files()
-        with self._lock:
-            if self._closed or any(s not in self.segments for s in old):
-                raise CleaningAborted(f"{self.name}: segments changed during cleaning")
-            self.check_nothing_lost(old)
-            self.manifest.begin_swap(new, list(old))
-            new.rename(SWAP)
-            self.run_hook("swapped")
-            segs = list(self.segments)
-            at = segs.index(old[0])
-            segs = [*segs[:at], new, *(s for s in segs[at:] if s not in old)]
-            self._view = _view(segs)
-            for i, seg in enumerate(old):
-                self._async_delete(seg)
-                self.run_hook(f"deleted-{i}")
-            new.rename("")
-            self.run_hook("renamed")
-            dropped = new.size == 0 and new is not self.segments[0]
-            if dropped:
-                self._drop_emptied(new)
-            self.manifest.commit_swap(None if dropped else new, list(old))
-
-    def check_nothing_lost(self, segments: Sequence[LogSegment] | None = None) -> None:
-        """``CorruptData`` when a segment (of ``segments``, or of the log) lost offsets: a
-        cleaner pass over it would write the loss into the log for good."""
-        for seg in self.segments if segments is None else segments:
-            if seg.lost is not None:
-                raise seg.lost.error(self.name, seg.path())
-
-    def _drop_emptied(self, seg: LogSegment) -> None:
-        """A cleaned segment that kept nothing goes at once, as Kafka's cleaner deletes the
-        segments it empties; a read of its offsets starts at the next segment. Swapped in
-        first and dropped after, so a crash leaves the old segments or an empty one, both
-        whole. Never the active segment (never cleaned), nor the first: it holds the log
-        start offset, and without it a restart would raise that offset to the next
-        segment's base, making reads from the old start OUT_OF_RANGE where they read the
-        next survivor before (the next pass that groups it with its neighbour merges it)."""
-        self._view = _view([s for s in self.segments if s is not seg])
-        self._async_delete(seg)
-        log.debug("%s: dropped emptied segment %d", self.name, seg.base_offset)
 
     # ---- lifecycle ---------------------------------------------------------------------
     def close(self) -> None:
