@@ -10,6 +10,7 @@ Layout::
         topic.json                  {"overrides": {...}}  (checksummed: state_file.py)
         cursors.json                durable cursors (consumer_offsets.py)
         log-start-offset, recovery-point
+        segments.manifest           the sealed segments' figures (manifest.py)
         00000000000000000000.log / .index / .timeindex   ...  (batches: segment.py)
       <topic>~new/  <topic>~del/    a create or delete a crash interrupted; removed at start-up
 
