@@ -145,6 +145,7 @@ def message_from_pb(msg: pb.Message, topic: str = "") -> Message:
         msg.publish_time_ms,
         msg.event_time_ms,
         topic,
+        msg.redelivery_count,
     )
 
 

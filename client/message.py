@@ -14,7 +14,7 @@ is None``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from compactlog.client.message_id import MessageId
@@ -78,6 +78,7 @@ class Message:
     publish_time_ms: int
     event_time_ms: int
     topic: str
+    redeliveries: int = field(compare=False)  # a redelivery is the same message
 
     def __init__(
         self,
@@ -88,6 +89,7 @@ class Message:
         publish_time_ms: int = 0,
         event_time_ms: int = 0,
         topic: str = "",
+        redeliveries: int = 0,
     ) -> None:
         # Runs once per message read: type checks before calls, no helper on the usual path.
         put = object.__setattr__
@@ -101,6 +103,7 @@ class Message:
         put(self, "publish_time_ms", publish_time_ms)
         put(self, "event_time_ms", event_time_ms)
         put(self, "topic", topic)
+        put(self, "redeliveries", redeliveries)
 
     @property
     def is_tombstone(self) -> bool:
@@ -127,8 +130,9 @@ class Message:
         return None
 
     def redelivery_count(self) -> int:
-        """Always 0: the server does not count deliveries (docs/ecosystem.md)."""
-        return 0
+        """How many times the subscription gave this message out before (the wire's
+        ``Message.redelivery_count``, Pulsar's count); 0 for a reader's messages."""
+        return self.redeliveries
 
     def publish_timestamp(self) -> int:
         """Milliseconds since the epoch when the server stored it."""
@@ -144,4 +148,5 @@ class Message:
 
     def __reduce__(self) -> tuple[Any, ...]:
         args = (self.id, self.key, self.data(), dict(self.properties))
-        return (Message, (*args, self.publish_time_ms, self.event_time_ms, self.topic))
+        times = (self.publish_time_ms, self.event_time_ms)
+        return (Message, (*args, *times, self.topic, self.redeliveries))

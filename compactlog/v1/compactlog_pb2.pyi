@@ -201,10 +201,16 @@ class Message(_message.Message):
     PROPERTIES_FIELD_NUMBER: _builtins.int
     PUBLISH_TIME_MS_FIELD_NUMBER: _builtins.int
     EVENT_TIME_MS_FIELD_NUMBER: _builtins.int
+    REDELIVERY_COUNT_FIELD_NUMBER: _builtins.int
     key: _builtins.bytes
     value: _builtins.bytes
     publish_time_ms: _builtins.int
     event_time_ms: _builtins.int
+    redelivery_count: _builtins.int
+    """Consume only: how many times this subscription gave the message out before (Pulsar's
+    redelivery count: negative acks, ack timeouts, a consumer closed or failed over with
+    it unacknowledged, redeliver_unacknowledged). Kept in memory, as Pulsar's tracker.
+    """
     @_builtins.property
     def id(self) -> Global___MessageId: ...
     @_builtins.property
@@ -218,10 +224,11 @@ class Message(_message.Message):
         properties: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         publish_time_ms: _builtins.int = ...,
         event_time_ms: _builtins.int = ...,
+        redelivery_count: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_key", b"_key", "_value", b"_value", "id", b"id", "key", b"key", "value", b"value"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_key", b"_key", "_value", b"_value", "event_time_ms", b"event_time_ms", "id", b"id", "key", b"key", "properties", b"properties", "publish_time_ms", b"publish_time_ms", "value", b"value"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_key", b"_key", "_value", b"_value", "event_time_ms", b"event_time_ms", "id", b"id", "key", b"key", "properties", b"properties", "publish_time_ms", b"publish_time_ms", "redelivery_count", b"redelivery_count", "value", b"value"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__key: _TypeAlias = _typing.Literal["key"]  # noqa: Y015
     _WhichOneofArgType__key: _TypeAlias = _typing.Literal["_key", b"_key"]  # noqa: Y015

@@ -3,18 +3,27 @@
 A call is admitted by the subscription's dispatcher (``server.log.dispatchers``), then
 steps until it has messages or its ``wait_ms`` runs out: first the messages due again,
 then reading on from the subscription's read position, which moves only once a step's
-response is in hand. Locking, failures and redelivery are explained in
-docs/subscriptions.md ("How the server hands out messages").
+response is in hand. A partitioned topic's ``NAME`` is its partitions' subscriptions,
+each with its own dispatcher, stepped in turn: the types hold there as on each partition.
+Locking, failures and redelivery are explained in docs/subscriptions.md ("How the server
+hands out messages").
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-from compactlog.server.log.dispatchers import Dispatcher, Dispatchers, type_name
-from compactlog.server.log.reading import consume_step, message_ids, redelivery_step, response_cap
+from compactlog.errors import MessageTooLargeForReader
+from compactlog.server.log.dispatchers import Admission, Dispatcher, Dispatchers, type_name
+from compactlog.server.log.reading import (
+    Response,
+    consume_step,
+    message_ids,
+    redelivery_step,
+    response_cap,
+)
 from compactlog.server.log.waiting import TopicSignals
 from compactlog.server.metrics import Metrics
 from compactlog.server.rpc.convert import start_position
@@ -27,6 +36,17 @@ Run = Callable[..., Awaitable[Any]]
 
 # A FAILOVER consumer on standby looks again this often whether it has become active.
 STANDBY_POLL_S = 0.25
+
+
+class Member:
+    """One partition's (or the topic's own) log, cursor and dispatcher in a Consume."""
+
+    __slots__ = ("cursor", "dispatcher", "log")
+
+    def __init__(self, log: TopicLog, cursor: Cursor, dispatcher: Dispatcher) -> None:
+        self.log = log
+        self.cursor = cursor
+        self.dispatcher = dispatcher
 
 
 class Consuming:
@@ -43,44 +63,104 @@ class Consuming:
         self.metrics = metrics
         self.batch_size = batch_size
         self.dispatchers = dispatchers
+        self._turns: dict[tuple[str, str], int] = {}
 
-    async def consume(self, log: TopicLog, request: pb.ConsumeRequest) -> bytes:
-        """Up to ``max_messages`` messages for this consumer, waiting up to ``wait_ms``."""
-        latest = start_position(request.initial_position) == pb.LATEST
-        created = {SUBSCRIPTION_TYPE_PROPERTY: type_name(request.subscription_type)}
-        cursor: Cursor = await self.run(
-            log.open_cursor, request.subscription, latest, request.read_compacted, created
-        )
-        dispatcher = self.dispatchers.of(log.name, cursor)
-        dispatcher.check_type(request.subscription_type)
+    async def consume(
+        self, name: str, logs: Sequence[TopicLog], request: pb.ConsumeRequest
+    ) -> bytes:
+        """Up to ``max_messages`` messages for this consumer, waiting up to ``wait_ms``:
+        from the topic ``name`` (``logs``: its own log, or a partitioned topic's held
+        partitions, the next call starting with the partition after this one's first)."""
+        members = await self._members(logs, request)
+        if not members:  # no partition of it in this store (a slot's record alone)
+            return b""
+        if len(members) > 1:
+            key = (name, request.subscription)
+            first = self._turns.get(key, 0) % len(members)
+            self._turns[key] = first + 1
+            members = members[first:] + members[:first]
         loop = asyncio.get_running_loop()
         deadline = loop.time() + request.wait_ms / 1000.0
         asked = request.redeliver_unacknowledged
-        started = dispatcher.clock()
-        name = request.consumer_name
+        started = min(m.dispatcher.clock() for m in members)
+        consumer = request.consumer_name
         while True:
-            change = self.signals.next_change(log.name)
-            if dispatcher.closed_since(name, started):
+            change = self.signals.next_change(name)
+            if any(m.dispatcher.closed_since(consumer, started) for m in members):
                 return b""  # CloseConsumer came while this call waited: it gets nothing
-            admission = dispatcher.admit(name)
-            if admission.receive:
-                async with dispatcher.lock:
-                    if dispatcher.closed_since(name, started):
-                        return b""
-                    response = await self._step(
-                        log, cursor, dispatcher, request, admission.rewind, asked
-                    )
-                asked = False
-                if response is not None:
-                    return response
+            for m in members:  # EXCLUSIVE: refused on one partition, admitted on none
+                m.dispatcher.check_holder(consumer)
+            admissions = [m.dispatcher.admit(consumer, m.log.partition) for m in members]
+            response = await self._round(members, admissions, request, asked, started)
+            asked = False
+            if response is not None:
+                return response
             remaining = deadline - loop.time()
-            if remaining <= 0 or log.gone() or self.signals.stopping.is_set():
+            gone = any(m.log.gone() for m in members)
+            if remaining <= 0 or gone or self.signals.stopping.is_set():
                 return b""
             # Look again before the liveness runs out, so a waiting consumer stays live.
-            timeout = min(remaining, dispatcher.next_due(), dispatcher.liveness_s / 2)
-            if not admission.receive:
+            timeout = min(remaining, *(m.dispatcher.next_due() for m in members))
+            timeout = min(timeout, members[0].dispatcher.liveness_s / 2)
+            if not any(a.receive for a in admissions):
                 timeout = min(timeout, STANDBY_POLL_S)
             await self.signals.wait(change, timeout)
+
+    async def _members(self, logs: Sequence[TopicLog], request: pb.ConsumeRequest) -> list[Member]:
+        """Each log's subscription (created on first use with the request's type) and its
+        dispatcher; CONSUMER_BUSY when the subscription has another type."""
+        latest = start_position(request.initial_position) == pb.LATEST
+        created = {SUBSCRIPTION_TYPE_PROPERTY: type_name(request.subscription_type)}
+        members = []
+        for log in logs:
+            cursor: Cursor = await self.run(
+                log.open_cursor, request.subscription, latest, request.read_compacted, created
+            )
+            dispatcher = self.dispatchers.of(log.name, cursor)
+            dispatcher.check_type(request.subscription_type)
+            members.append(Member(log, cursor, dispatcher))
+        return members
+
+    async def _round(
+        self,
+        members: list[Member],
+        admissions: list[Admission],
+        request: pb.ConsumeRequest,
+        asked: bool,
+        started: float,
+    ) -> bytes | None:
+        """One step on each member this consumer receives from, until the response is
+        full; None when none has anything for it now. A step that fails after others
+        gave messages ends the round (it fails the next call, not these messages)."""
+        limit = request.max_messages or self.batch_size
+        max_bytes = response_cap(request.max_bytes)
+        parts: list[bytes] = []
+        count = size = 0
+        for m, admission in zip(members, admissions, strict=True):
+            if count >= limit or size >= max_bytes:
+                break
+            if not admission.receive:
+                continue
+            dispatcher = m.dispatcher
+            async with dispatcher.lock:
+                if dispatcher.closed_since(request.consumer_name, started):
+                    return None
+                try:
+                    step = await self._step(
+                        m, request, admission.rewind, asked, limit - count, max_bytes - size
+                    )
+                except MessageTooLargeForReader:
+                    if not count:
+                        raise
+                    break  # a message over what is left of the cap: its turn next time
+            if step is not None:
+                parts.append(step[0])
+                count += step[1]
+                size += len(step[0])
+        if not count:
+            return None
+        self.metrics.consume_messages.inc(count)
+        return b"".join(parts)
 
     async def close(self, log: TopicLog, request: pb.CloseConsumerRequest) -> None:
         """``Log.CloseConsumer`` on one topic: the consumer leaves its subscription's
@@ -96,49 +176,54 @@ class Consuming:
 
     async def _step(
         self,
-        log: TopicLog,
-        cursor: Cursor,
-        dispatcher: Dispatcher,
+        member: Member,
         request: pb.ConsumeRequest,
         takeover: bool,
         asked: bool,
-    ) -> bytes | None:
-        """One response for this consumer, or None when there is nothing for it now."""
+        limit: int,
+        max_bytes: int,
+    ) -> Response | None:
+        """One response for this consumer from one log, or None when there is nothing
+        for it now; each message carries how many times it went out before."""
+        log, cursor, dispatcher = member.log, member.cursor, member.dispatcher
+        label = f"topic {log.name!r}"
         if dispatcher.reset_requested:  # an admin moved the cursor
             dispatcher.reset_requested = False
-            dispatcher.rewound()
+            dispatcher.rewound(reset=True)
         rewound = takeover or (asked and not dispatcher.tracks)
         if rewound:
-            dispatcher.rewound()
+            dispatcher.rewound(cursor.read_position)
         elif asked:
             dispatcher.release(request.consumer_name)
-        limit = request.max_messages or self.batch_size
-        max_bytes = response_cap(request.max_bytes)
         track = dispatcher.tracks or request.ack_timeout_ms > 0
         ready = dispatcher.ready(limit)
         if ready:
             again, sent, scanned = await self.run(
                 redelivery_step, log, cursor, ready, limit, request.read_compacted, max_bytes
             )
-            dispatcher.drop(i for i in ready if i <= scanned and i not in sent)
+            dispatcher.vanished(i for i in ready if i <= scanned and i not in sent)
             if again is not None:
+                dispatcher.redeliveries.again(sent)
                 if track:
                     dispatcher.delivered(request.consumer_name, sent, request.ack_timeout_ms)
                 else:
                     dispatcher.drop(sent)
-                self.metrics.consume_messages.inc(again[1])
-                data: bytes = again[0]
-                return data
+                return dispatcher.redeliveries.stamp(again[0], label), again[1]
         position = cursor.mark_delete if rewound else cursor.read_position
         step, position = await self.run(
             consume_step, log, cursor, position, limit, request.read_compacted, max_bytes
         )
         log.delivered(cursor, position, rewound)
+        replay = dispatcher.redeliveries.replay_upto is not None
         if step is None:
+            dispatcher.redeliveries.replayed((), position)
             return None
-        self.metrics.consume_messages.inc(step[1])
-        if track:
-            ids = message_ids(step[0], f"topic {log.name!r}")
-            dispatcher.delivered(request.consumer_name, ids, request.ack_timeout_ms)
-        response: bytes = step[0]
-        return response
+        if track or replay:
+            ids = message_ids(step[0], label)
+            dispatcher.redeliveries.replayed(ids, position)
+            if track:
+                dispatcher.delivered(request.consumer_name, ids, request.ack_timeout_ms)
+        data: bytes = step[0]
+        if replay:
+            data = dispatcher.redeliveries.stamp(data, label)
+        return data, step[1]

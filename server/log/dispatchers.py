@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from typing import TypeAlias
 
 from compactlog.errors import ConsumerBusy, SubscriptionNotFound
+from compactlog.server.log.redelivery_counts import RedeliveryCounts
 from compactlog.storage.cursor import SUBSCRIPTION_TYPE_PROPERTY, Cursor
 from compactlog.storage.topic_log import TopicLog
 from compactlog.storage.types import MessageId
@@ -106,6 +107,7 @@ class Dispatcher:
         # messages (a plain assignment: the event loop reads it, nothing else is shared).
         self.reset_requested = False
         self._closed: dict[str, float] = {}  # consumer name -> when it closed
+        self.redeliveries = RedeliveryCounts()
 
     # ---- consumers --------------------------------------------------------------------
 
@@ -128,27 +130,38 @@ class Dispatcher:
                 self.release(name)
         return sorted(self.seen)
 
-    def admit(self, consumer: str) -> Admission:
+    def check_holder(self, consumer: str) -> None:
+        """CONSUMER_BUSY when EXCLUSIVE is held by another live name; changes nothing,
+        so a partitioned topic checks every partition before admitting on any."""
+        holder = self.active
+        if self.type != pb.EXCLUSIVE or holder is None or holder == consumer:
+            return
+        if holder in self._live(self.clock()):
+            raise ConsumerBusy(
+                f"subscription {self.subscription!r} of {self.topic!r} is held by "
+                f"consumer {holder!r} (EXCLUSIVE)",
+                topic=self.topic,
+                subscription=self.subscription,
+                consumer=holder,
+            )
+
+    def admit(self, consumer: str, partition: int = 0) -> Admission:
         """Register a Consume of ``consumer`` now; CONSUMER_BUSY when EXCLUSIVE is held
-        by another live name."""
+        by another live name. FAILOVER's active consumer is the live name at
+        ``partition`` modulo their number in name order, as Pulsar spreads a partitioned
+        topic's partitions over its failover consumers (the first name when unpartitioned)."""
+        self.check_holder(consumer)
         now = self.clock()
         live = self._live(now)
         if self.type == pb.EXCLUSIVE:
             holder = self.active
-            if holder is not None and holder != consumer and holder in live:
-                raise ConsumerBusy(
-                    f"subscription {self.subscription!r} of {self.topic!r} is held by "
-                    f"consumer {holder!r} (EXCLUSIVE)",
-                    topic=self.topic,
-                    subscription=self.subscription,
-                    consumer=holder,
-                )
             self.seen[consumer] = now
             self.active = consumer
             return Admission(True, holder is not None and holder != consumer)
         self.seen[consumer] = now
         if self.type == pb.FAILOVER:
-            chosen = min([*live, consumer])
+            names = sorted({*live, consumer})
+            chosen = names[partition % len(names)]
             previous, self.active = self.active, chosen
             return Admission(consumer == chosen, previous is not None and previous != chosen)
         return Admission(True, False)
@@ -186,6 +199,7 @@ class Dispatcher:
             self.pending[msg_id] = (consumer, due)
 
     def acknowledged(self, msg_id: MessageId, cumulative: bool) -> None:
+        self.redeliveries.acknowledged(msg_id, cumulative)
         if not cumulative:
             self.pending.pop(msg_id, None)
             self.due.pop(msg_id, None)
@@ -207,9 +221,15 @@ class Dispatcher:
             del self.pending[msg_id]
             self.due[msg_id] = now
 
-    def rewound(self) -> None:
+    def rewound(self, reached: MessageId | None = None, reset: bool = False) -> None:
         """Delivery starts again at the mark-delete position: every unacknowledged
-        message comes again in order, so nothing is pending or due on its own."""
+        message comes again in order, so nothing is pending or due on its own. Those up to
+        ``reached`` (where delivery had got to) count one redelivery more; after a cursor
+        ``reset`` every count starts again at 0."""
+        if reset:
+            self.redeliveries.clear()
+        else:
+            self.redeliveries.rewind(reached)
         self.pending.clear()
         self.due.clear()
         self._timed_until = NEVER
@@ -227,9 +247,15 @@ class Dispatcher:
         return sorted(i for i, at in self.due.items() if at <= now)[:limit]
 
     def drop(self, ids: Iterable[MessageId]) -> None:
-        """Due ids that no longer exist (compaction or retention removed them)."""
+        """Due ids sent again on an untracked subscription: no longer due."""
         for msg_id in ids:
             self.due.pop(msg_id, None)
+
+    def vanished(self, ids: Iterable[MessageId]) -> None:
+        """Due ids that no longer exist (compaction or retention removed them)."""
+        ids = list(ids)
+        self.drop(ids)
+        self.redeliveries.forget(ids)
 
     def next_due(self) -> float:
         """Seconds until the next message falls due (inf: none will)."""

@@ -12,22 +12,15 @@ own; an id naming a partition held by another slot is ``NOT_OWNER`` there.
 
 from __future__ import annotations
 
-import asyncio
 import heapq
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from compactlog.errors import MalformedRequest, NotOwner
 from compactlog.partitioner import partition_name
 from compactlog.server.broker import Broker
-from compactlog.server.log.partitioned_reading import (
-    MergedReadSession,
-    check_partition,
-    merged_consume_step,
-)
-from compactlog.server.log.reading import response_cap
-from compactlog.server.rpc.convert import id_to_pb, start_position
+from compactlog.server.log.partitioned_reading import MergedReadSession, check_partition
+from compactlog.server.rpc.convert import id_to_pb
 from compactlog.storage import batch as codec
-from compactlog.storage.cursor import Cursor
 from compactlog.storage.key_history import KeyHistory, key_history
 from compactlog.storage.topic_log import ReadableLog, TopicLog
 from compactlog.storage.types import MessageId, TopicKind
@@ -134,7 +127,6 @@ class PartitionedCalls:
 
     def __init__(self, service: LogService) -> None:
         self.service = service
-        self._turns: dict[tuple[str, str], int] = {}
 
     def merged(self, name: str) -> MergedLog | None:
         """``NAME``'s partitions when it is a partitioned topic, else None."""
@@ -158,52 +150,3 @@ class PartitionedCalls:
         broker = self.service.broker  # its as_of_view refuses SEGMENTED partitions
         views = [(i, broker.as_of_view(log.name, None, as_of_time_ms)) for i, log in merged.parts]
         return MergedPast(name, merged.kind, views, merged.partitions)
-
-    async def consume(self, merged: MergedLog, request: pb.ConsumeRequest) -> bytes:
-        """``LogService.Consume`` over every partition: one cursor a partition, taken in
-        turn (the next call starts with the partition after this one's first), positions
-        recorded only once the response is in hand."""
-        service = self.service
-        latest = start_position(request.initial_position) == pb.LATEST
-        cursors: list[Cursor] = []
-        for log in merged.logs:
-            cursors.append(
-                await service._run(
-                    log.open_cursor, request.subscription, latest, request.read_compacted
-                )
-            )
-        limit = request.max_messages or service.batch_size
-        max_bytes = response_cap(request.max_bytes)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + request.wait_ms / 1000.0
-        key = (request.topic, request.subscription)
-        rewound = request.redeliver_unacknowledged
-        if not cursors:  # no partition of it in this store (a slot's record alone)
-            return b""
-        async with service._sub_locks.setdefault(key, asyncio.Lock()):
-            positions = [c.mark_delete if rewound else c.read_position for c in cursors]
-            first = self._turns.get(key, 0) % len(cursors)
-            self._turns[key] = first + 1
-            response = b""
-            while True:
-                change = service.signals.next_change(merged.name)
-                step = await service._run(
-                    merged_consume_step,
-                    merged.logs,
-                    cursors,
-                    positions,
-                    first,
-                    limit,
-                    request.read_compacted,
-                    max_bytes,
-                )
-                if step is not None:
-                    response = step[0]
-                    service.metrics.consume_messages.inc(step[1])
-                    break
-                timeout = deadline - loop.time()
-                if timeout <= 0 or merged.gone() or not await service.signals.wait(change, timeout):
-                    break
-            for log, cursor, position in zip(merged.logs, cursors, positions, strict=True):
-                log.delivered(cursor, position, rewound)
-            return response

@@ -1,21 +1,19 @@
-"""Read and Consume over every partition of a partitioned topic: a merge, not a reader.
+"""Read over every partition of a partitioned topic: a merge, not a reader.
 
 Each partition is read by the one read path (``server.log.reading``): a merged Read is one
-``ReadSession`` a partition, stepped in turn, a merged Consume one ``consume_step`` of each
-partition's own cursor in turn; responses concatenate. How starts apply to the partitions
-and which partitions a store slot merges are in docs/partitions.md ("Inside the server").
+``ReadSession`` a partition, stepped in turn; responses concatenate (a merged Consume
+steps each partition's own subscription in turn: ``server.log.consuming``). How starts
+apply to the partitions and which partitions a store slot merges are in
+docs/partitions.md ("Inside the server").
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from compactlog.errors import InvalidArgument, MessageTooLargeForReader
-from compactlog.server.log.reading import STEP_BYTES, ReadSession, Response, consume_step
-from compactlog.storage.cursor import Cursor
-from compactlog.storage.read_range import MAX_RESPONSE_BYTES
-from compactlog.storage.topic_log import ReadableLog, TopicLog
-from compactlog.storage.types import MessageId
+from compactlog.errors import InvalidArgument
+from compactlog.server.log.reading import STEP_BYTES, ReadSession, Response
+from compactlog.storage.topic_log import ReadableLog
 from compactlog.v1 import compactlog_pb2 as pb
 
 
@@ -92,39 +90,3 @@ class MergedReadSession:
             if self.remaining > 0:
                 self.remaining -= response[1]
         return out
-
-
-def merged_consume_step(
-    logs: Sequence[TopicLog],
-    cursors: Sequence[Cursor],
-    positions: list[MessageId | None],
-    first: int,
-    limit: int,
-    compacted: bool,
-    max_bytes: int = MAX_RESPONSE_BYTES,
-) -> Response | None:
-    """Up to ``limit`` unacknowledged messages across the partitions, starting with
-    partition ``first``; ``positions`` (each partition's delivery position) move in
-    place. None when no partition has any now."""
-    parts: list[bytes] = []
-    count = size = 0
-    n = len(logs)
-    for k in range(n):
-        i = (first + k) % n
-        if count >= limit or size >= max_bytes:
-            break
-        try:
-            step, positions[i] = consume_step(
-                logs[i], cursors[i], positions[i], limit - count, compacted, max_bytes - size
-            )
-        except MessageTooLargeForReader:
-            if not count:
-                raise
-            break  # a message over what is left of the cap: this partition's turn next time
-        if step is not None:
-            parts.append(step[0])
-            count += step[1]
-            size += len(step[0])
-    if not count:
-        return None
-    return b"".join(parts), count

@@ -82,7 +82,6 @@ class LogService:
         self.batch_size = batch_size
         self.dispatchers = dispatchers or Dispatchers()
         self.consuming = Consuming(self._run, signals, metrics, batch_size, self.dispatchers)
-        self._sub_locks: dict[tuple[str, str], asyncio.Lock] = {}
         self.robin = RoundRobin()  # keyless records of partitioned topics
         self.spanning = False  # a slot of a sharded server: honour spanning-part markers
         self.partitioned = PartitionedCalls(self)
@@ -223,10 +222,8 @@ class LogService:
         (``server.log.consuming``: subscription types, redelivery, what moves the cursor)."""
         check_client_subscription(request.subscription, request.topic)
         merged = self.partitioned.merged(request.topic)
-        if merged is not None:
-            return await self.partitioned.consume(merged, request)
-        log = self.broker.log(request.topic)
-        return await self.consuming.consume(log, request)
+        logs = [self.broker.log(request.topic)] if merged is None else merged.logs
+        return await self.consuming.consume(request.topic, logs, request)
 
     @rpc_async
     async def CloseConsumer(
@@ -239,6 +236,7 @@ class LogService:
         logs = [self.broker.log(request.topic)] if merged is None else merged.logs
         for log in logs:
             await self.consuming.close(log, request)
+        self.signals.notify(request.topic)  # a partitioned NAME's consumers wait on NAME
         return pb.CloseConsumerResponse()
 
     # ---- cursors and ids ----------------------------------------------------------------
@@ -281,6 +279,7 @@ class LogService:
             delay = request.redelivery_delay_ms
             dispatcher.negative([i for i in ids if not cursor.is_acked(i)], delay)
             self.signals.notify(log.name)  # waiting consumers take the new due time
+        self.signals.notify(request.topic)  # those of a partitioned NAME wait on NAME
         return pb.NegativeAcknowledgeResponse()
 
     def _by_log(
