@@ -366,8 +366,10 @@ class Client(AdminCalls, SubscriptionCalls, Closeable):
         self._check_open()
         check_ignored("create_reader", pick(locals(), READER_DEFAULTS), READER_DEFAULTS)
 
-        def open_reader(start: StartLike) -> Reader:
-            return self.reader(topic, start, read_compacted=is_read_compacted, follow=True)
+        def open_reader(start: StartLike, timestamp_ms: int | None) -> Reader:
+            return self.reader(
+                topic, start, timestamp_ms, read_compacted=is_read_compacted, follow=True
+            )
 
         def last_id() -> MessageId | None:
             return self.get_last_message_id(topic, read_compacted=is_read_compacted)

@@ -6,7 +6,9 @@ into a bounded queue, so ``read_next`` can wait with a timeout, which a blocking
 iterator cannot. The start follows pulsar-client: ``MessageId.earliest``,
 ``MessageId.latest``, or an id, after which reading begins (that id itself too with
 ``start_message_id_inclusive=True``). A start id that compaction removed reads from the
-next surviving message, as the server does for every start.
+next surviving message, as the server does for every start. ``seek`` opens a new stream
+at the new start (an id, read as the first start was, or a publish time) and drops what
+was read ahead.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ _QUEUE_MESSAGES = 1000  # messages read ahead of read_next (pulsar-client's rece
 _END = object()  # the stream ended (it only does when closed or failed)
 
 LastId = Callable[[], MessageId | None]
+# Opens the Read stream: a start, or with a publish time in epoch ms, from that time.
+OpenReader = Callable[[StartLike, int | None], Reader]
 
 
 def start_of(start_message_id: MessageId | tuple[int, int]) -> StartLike:
@@ -68,7 +72,7 @@ class TopicReader(Closeable):
 
     def __init__(
         self,
-        open_reader: Callable[[StartLike], Reader],
+        open_reader: OpenReader,
         start_message_id: MessageId | tuple[int, int],
         inclusive: bool,
         last_id: LastId,
@@ -78,18 +82,49 @@ class TopicReader(Closeable):
         if queue_size < 1:
             raise InvalidArgument("receiver_queue_size must be at least 1")
         self.name = name
-        start = start_of(start_message_id)
-        self._start = start
-        self._skip = skipped_start(start, inclusive)
+        self._open = open_reader
+        self._inclusive = inclusive
+        self._queue_size = queue_size
         self._last_id = last_id
-        self._reader = open_reader(start)
-        self._topic = self._reader.topic()
-        self._queue: queue.Queue[Message | BaseException | object] = queue.Queue(queue_size)
         self._closed = threading.Event()
+        self._begin(start_of(start_message_id), None)
+        self._topic = self._reader.topic()
+
+    def _begin(self, start: StartLike, timestamp_ms: int | None) -> None:
+        """Open the stream at ``start`` (or ``timestamp_ms``) and its pump thread."""
+        self._start = start
+        self._skip = skipped_start(start, self._inclusive)
+        self._reader = self._open(start, timestamp_ms)
+        self._queue: queue.Queue[object] = queue.Queue(self._queue_size)
+        self._stop = threading.Event()
         self._failure: BaseException | None = None
         self._read: MessageId | None = None  # the last id handed out
-        self._pump = threading.Thread(target=self._drain, name="compactlog-reader", daemon=True)
+        self._pump = threading.Thread(
+            target=self._drain,
+            args=(self._reader, self._queue, self._stop),
+            name="compactlog-reader",
+            daemon=True,
+        )
         self._pump.start()
+
+    def _end(self) -> None:
+        """Stop the stream and its pump (close or seek)."""
+        self._stop.set()
+        self._reader.close()
+        self._pump.join(timeout=5)
+
+    def seek(self, message: MessageId | tuple[int, int] | int) -> None:
+        """Read from elsewhere: an id (``MessageId.earliest`` / ``latest`` or a message,
+        taken as the start id at creation is, inclusive or not), or an ``int``, the first
+        message published at or after that time in epoch milliseconds. Messages read
+        ahead are dropped."""
+        if self._closed.is_set():
+            raise AlreadyClosed("the reader is closed")
+        self._end()
+        if isinstance(message, int):
+            self._begin("earliest", message)
+        else:
+            self._begin(start_of(message), None)
 
     def topic(self) -> str:
         return self._topic
@@ -98,23 +133,24 @@ class TopicReader(Closeable):
         """True until closed or its stream failed (a reader keeps no server state)."""
         return not self._closed.is_set() and self._failure is None
 
-    def _drain(self) -> None:
+    def _drain(self, reader: Reader, into: queue.Queue[object], stop: threading.Event) -> None:
         try:
-            for msg in self._reader:
+            for msg in reader:
                 if self._skip is not None:
                     if msg.id == self._skip:
                         continue  # the start id itself: not inclusive
                     self._skip = None
-                if not self._put(msg):
+                if not self._put(into, stop, msg):
                     return
-            self._put(_END)
+            self._put(into, stop, _END)
         except BaseException as exc:  # handed to the caller of read_next
-            self._put(exc)
+            self._put(into, stop, exc)
 
-    def _put(self, item: Message | BaseException | object) -> bool:
-        while not self._closed.is_set():
+    @staticmethod
+    def _put(into: queue.Queue[object], stop: threading.Event, item: object) -> bool:
+        while not stop.is_set():
             try:
-                self._queue.put(item, timeout=0.1)
+                into.put(item, timeout=0.1)
                 return True
             except queue.Full:
                 continue
@@ -149,5 +185,4 @@ class TopicReader(Closeable):
         """Cancel the stream; a ``read_next`` after this raises ``AlreadyClosed``."""
         if not self._closed.is_set():
             self._closed.set()
-            self._reader.close()
-            self._pump.join(timeout=5)
+            self._end()
