@@ -44,6 +44,7 @@ from compactlog.client.pulsar_params import (
     READER_DEFAULTS,
     SUBSCRIBE_DEFAULTS,
     check_ignored,
+    client_settings,
     pick,
 )
 from compactlog.client.reader import Reader, StartLike
@@ -68,29 +69,6 @@ _CHANNEL_OPTIONS = [
     ("grpc.service_config", retry_service_config()),
 ]
 C = TypeVar("C", bound=Closeable)
-# pulsar-client's Client parameters without a meaning here, at its defaults.
-_CLIENT_DEFAULTS: dict[str, object] = {
-    "authentication": None,
-    "io_threads": 1,
-    "message_listener_threads": 1,
-    "concurrent_lookup_requests": 50000,
-    "log_conf_file_path": None,
-    "stats_interval_in_seconds": 600,
-    "use_tls": False,
-    "tls_allow_insecure_connection": False,
-    "tls_validate_hostname": False,
-    "logger": None,
-    "connection_timeout_ms": 10000,
-    "listener_name": None,
-    "tls_private_key_file_path": None,
-    "tls_certificate_file_path": None,
-}
-
-
-def _ignored_client_params(given: dict[str, object]) -> dict[str, object]:
-    return {name: given[name] for name in _CLIENT_DEFAULTS}
-
-
 _POSITIONS = {"earliest": InitialPosition.Earliest, "latest": InitialPosition.Latest}
 
 
@@ -124,13 +102,7 @@ class Client(AdminCalls, SubscriptionCalls, Closeable):
         objects are pulsar-client's own: give the token here), ``tls_ca`` (also
         ``tls_trust_certs_file_path``) and ``timeout``, every call's deadline in seconds
         (``operation_timeout_seconds`` when that is not its default 30)."""
-        check_ignored("Client", _ignored_client_params(locals()), _CLIENT_DEFAULTS)
-        if operation_timeout_seconds != 30:
-            timeout = operation_timeout_seconds
-        tls_ca = tls_ca or tls_trust_certs_file_path
-        address = service_url.removeprefix("compactlog://").rstrip("/")
-        if timeout is not None and not timeout > 0:
-            raise InvalidArgument(f"timeout must be a number of seconds > 0, not {timeout!r}")
+        address, timeout, tls_ca = client_settings("Client", locals())
         self.address = address
         self.timeout = timeout
         self._watchdog = Watchdog()

@@ -10,11 +10,20 @@ object itself passes too, recognised by its name (this client does not import pu
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 
 from compactlog.errors import InvalidArgument
 
-__all__ = ["PRODUCER_DEFAULTS", "READER_DEFAULTS", "SUBSCRIBE_DEFAULTS", "check_ignored", "pick"]
+__all__ = [
+    "CLIENT_DEFAULTS",
+    "PRODUCER_DEFAULTS",
+    "READER_DEFAULTS",
+    "SUBSCRIBE_DEFAULTS",
+    "check_ignored",
+    "client_settings",
+    "pick",
+]
 
 # What pulsar-client's own default objects are called, by parameter.
 _DEFAULT_NAMES = {
@@ -102,3 +111,40 @@ READER_DEFAULTS: dict[str, object] = {
 def pick(given: Mapping[str, object], defaults: Mapping[str, object]) -> dict[str, object]:
     """The parameters of ``given`` (a call's ``locals()``) that ``defaults`` names."""
     return {name: given[name] for name in defaults}
+
+
+# pulsar-client's Client parameters without a meaning here, at its defaults.
+CLIENT_DEFAULTS: dict[str, object] = {
+    "authentication": None,
+    "io_threads": 1,
+    "message_listener_threads": 1,
+    "concurrent_lookup_requests": 50000,
+    "log_conf_file_path": None,
+    "stats_interval_in_seconds": 600,
+    "use_tls": False,
+    "tls_allow_insecure_connection": False,
+    "tls_validate_hostname": False,
+    "logger": None,
+    "connection_timeout_ms": 10000,
+    "listener_name": None,
+    "tls_private_key_file_path": None,
+    "tls_certificate_file_path": None,
+}
+
+
+def client_settings(
+    call: str, given: Mapping[str, object]
+) -> tuple[str, float | None, str | os.PathLike[str] | None]:
+    """``(address, timeout, tls_ca)`` from a client constructor's ``locals()``, pulsar-client's
+    parameters first (the sync ``Client`` and the asyncio ``AsyncClient`` alike): the
+    ``service_url`` without ``compactlog://``, ``operation_timeout_seconds`` when it is not
+    its default 30 (else ``timeout``), ``tls_ca`` or ``tls_trust_certs_file_path``."""
+    check_ignored(call, pick(given, CLIENT_DEFAULTS), CLIENT_DEFAULTS)
+    operation_timeout = given["operation_timeout_seconds"]
+    timeout = given["timeout"] if operation_timeout == 30 else operation_timeout
+    if timeout is not None and not (isinstance(timeout, int | float) and timeout > 0):
+        raise InvalidArgument(f"timeout must be a number of seconds > 0, not {timeout!r}")
+    tls_ca = given["tls_ca"] or given["tls_trust_certs_file_path"]
+    service_url = str(given["service_url"])
+    address = service_url.removeprefix("compactlog://").rstrip("/")
+    return address, timeout, tls_ca  # type: ignore[return-value]

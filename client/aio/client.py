@@ -35,11 +35,11 @@ from compactlog.client.pulsar_params import (
     READER_DEFAULTS,
     SUBSCRIBE_DEFAULTS,
     check_ignored,
+    client_settings,
     pick,
 )
 from compactlog.client.subscriptions import reset_cursor_request
 from compactlog.client.types import CompactionStatus, TopicInfo
-from compactlog.errors import InvalidArgument
 from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 
@@ -59,13 +59,31 @@ class AsyncClient:
 
     def __init__(
         self,
-        address: str = "127.0.0.1:7650",
+        service_url: str = "127.0.0.1:7650",
+        authentication: object | None = None,
+        operation_timeout_seconds: float = 30,
+        io_threads: int = 1,
+        message_listener_threads: int = 1,
+        concurrent_lookup_requests: int = 50000,
+        log_conf_file_path: str | None = None,
+        stats_interval_in_seconds: int = 600,
+        use_tls: bool = False,
+        tls_trust_certs_file_path: str | None = None,
+        tls_allow_insecure_connection: bool = False,
+        tls_validate_hostname: bool = False,
+        logger: object | None = None,
+        connection_timeout_ms: int = 10000,
+        listener_name: str | None = None,
+        tls_private_key_file_path: str | None = None,
+        tls_certificate_file_path: str | None = None,
         token: str | None = None,
         tls_ca: str | os.PathLike[str] | None = None,
         timeout: float | None = 30.0,
     ) -> None:
-        if timeout is not None and not timeout > 0:
-            raise InvalidArgument(f"timeout must be a number of seconds > 0, not {timeout!r}")
+        """pulsar-client's ``Client`` parameters (its asyncio client takes the same), then
+        this client's ``token``, ``tls_ca`` and ``timeout``, read as ``Client`` reads them
+        (``pulsar_params.client_settings``)."""
+        address, timeout, tls_ca = client_settings("AsyncClient", locals())
         self.address = address
         self.timeout = timeout
         security = ChannelSecurity.of(token, tls_ca)

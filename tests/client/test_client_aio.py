@@ -20,6 +20,7 @@ from compactlog.client import (
     TopicNotFound,
 )
 from compactlog.client.aio import AsyncClient
+from compactlog.errors import InvalidArgument
 
 
 def run(coro: Coroutine[Any, Any, None]) -> None:
@@ -230,3 +231,26 @@ def test_async_consumer_seek_redeliver_last_id_and_unsubscribe(
     run(scenario())
     with Client(shared_server.address) as sync:
         assert "s" not in [s.name for s in sync.list_subscriptions(unique_topic)]
+
+
+def test_async_client_takes_pulsar_clients_client_parameters(shared_server) -> None:  # type: ignore[no-untyped-def]
+    """pulsar-client's asyncio Client takes the sync Client's parameters: so does
+    AsyncClient, in the same order with the same defaults, read the same way."""
+    sync = inspect.signature(Client.__init__).parameters
+    aio = inspect.signature(AsyncClient.__init__).parameters
+    assert [(p.name, p.default) for p in aio.values()] == [
+        (p.name, p.default) for p in sync.values()
+    ]
+
+    async def scenario() -> None:
+        url = f"compactlog://{shared_server.address}"
+        async with AsyncClient(service_url=url, operation_timeout_seconds=5) as client:
+            assert (client.address, client.timeout) == (shared_server.address, 5)
+            with pytest.raises(TopicNotFound):
+                await client.get_topic("no-such-topic-here")
+        with pytest.raises(InvalidArgument, match="io_threads"):
+            AsyncClient(shared_server.address, io_threads=4)
+        with pytest.raises(InvalidArgument, match="timeout"):
+            AsyncClient(shared_server.address, operation_timeout_seconds=0)
+
+    run(scenario())
