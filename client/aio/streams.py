@@ -283,33 +283,58 @@ class AsyncReader:
         last_id: Callable[[], Awaitable[MessageId | None]],
     ) -> None:
         self._topic = topic
-        self._start: StartLike = start_of(start_message_id)
-        self._skip = skipped_start(self._start, inclusive)
+        self._link = link
+        self._inclusive = inclusive
+        self._read_compacted = read_compacted
         self._last_id = last_id
+        self._address = link.address
+        self._closed = False
+        self._begin(start_of(start_message_id), None)
+
+    def _begin(self, start: StartLike, timestamp_ms: int | None) -> None:
+        """Open the follow Read at ``start`` (or ``timestamp_ms``) and its pump task."""
+        self._start = start
+        self._skip = skipped_start(start, self._inclusive)
         self._read: MessageId | None = None
         self._queue: asyncio.Queue[Message | BaseException] = asyncio.Queue(_QUEUE_MESSAGES)
-        req = read_request(topic, self._start, read_compacted=read_compacted, follow=True)
-        self._call = link.stub.Read(req, metadata=link.metadata)
-        self._address = link.address
-        self._pump = asyncio.get_running_loop().create_task(self._drain())
-        self._closed = False
+        req = read_request(
+            self._topic, start, timestamp_ms, read_compacted=self._read_compacted, follow=True
+        )
+        self._call = self._link.stub.Read(req, metadata=self._link.metadata)
+        self._pump = asyncio.get_running_loop().create_task(self._drain(self._call, self._queue))
+
+    async def _end(self) -> None:
+        self._call.cancel()
+        self._pump.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._pump
 
     def topic(self) -> str:
         return self._topic
 
-    async def _drain(self) -> None:
+    async def seek(self, message: MessageId | tuple[int, int] | int) -> None:
+        """As ``TopicReader.seek``: a new stream at an id, an end, or a publish time."""
+        if self._closed:
+            raise AlreadyClosed("the reader is closed")
+        await self._end()
+        if isinstance(message, int):
+            self._begin("earliest", message)
+        else:
+            self._begin(start_of(message), None)
+
+    async def _drain(self, call: Any, into: asyncio.Queue[Message | BaseException]) -> None:
         try:
-            async for resp in self._call:
+            async for resp in call:
                 for wire in resp.messages:
                     msg = cv.message_from_pb(wire, self._topic)
                     if self._skip is not None:
                         if msg.id == self._skip:
                             continue
                         self._skip = None
-                    await self._queue.put(msg)
-            await self._queue.put(AlreadyClosed("the read ended"))
+                    await into.put(msg)
+            await into.put(AlreadyClosed("the read ended"))
         except grpc.RpcError as err:
-            await self._queue.put(from_rpc_error(err, "Read", self._address))
+            await into.put(from_rpc_error(err, "Read", self._address))
 
     async def read_next(self, timeout_millis: int | None = None) -> Message:
         """The next message; ``Timeout`` after ``timeout_millis`` (None: wait forever)."""
@@ -334,7 +359,4 @@ class AsyncReader:
     async def close(self) -> None:
         if not self._closed:
             self._closed = True
-            self._call.cancel()
-            self._pump.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._pump
+            await self._end()

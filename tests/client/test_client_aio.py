@@ -254,3 +254,30 @@ def test_async_client_takes_pulsar_clients_client_parameters(shared_server) -> N
             AsyncClient(shared_server.address, operation_timeout_seconds=0)
 
     run(scenario())
+
+
+def test_async_reader_seeks_to_an_id_an_end_and_a_time(shared_server, unique_topic: str) -> None:  # type: ignore[no-untyped-def]
+    """As the sync reader's ``seek`` (ReaderTest's seeks): an id read inclusive as the
+    reader was made, earliest again, or the first message at or after a time."""
+
+    async def scenario() -> None:
+        async with AsyncClient(shared_server.address) as client:
+            await client.create_topic(unique_topic)
+            producer = await client.create_producer(unique_topic)
+            ids = [await producer.send(b"a%d" % i) for i in range(3)]
+            cut = int(time.time() * 1000) + 1
+            await asyncio.sleep(0.01)
+            await producer.send(b"late")
+            reader = await client.create_reader(unique_topic, MessageId.earliest)
+            assert (await reader.read_next(10_000)).data() == b"a0"
+            await reader.seek(ids[1])
+            assert (await reader.read_next(10_000)).data() == b"a2"  # not inclusive
+            await reader.seek(MessageId.earliest)
+            assert (await reader.read_next(10_000)).data() == b"a0"
+            await reader.seek(cut)
+            assert (await reader.read_next(10_000)).data() == b"late"
+            with pytest.raises(Timeout):
+                await reader.read_next(200)
+            await reader.close()
+
+    run(scenario())
