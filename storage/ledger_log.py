@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from compactlog.storage.cursor import Cursor
 from compactlog.storage.group_commit import SyncTicket
@@ -80,3 +80,10 @@ class LedgerTopicLog:
 
     def append_request(self, request: bytes, part: SpanningPart | None = None) -> PendingAppend:
         return self.store.append_request_start(self.name, request, self.partition, part)
+
+    def append_requests(
+        self,
+        requests: Sequence[tuple[bytes, SpanningPart | None]],
+        chains: Sequence[int] | None = None,
+    ) -> list[PendingAppend | Exception]:
+        return self.store.append_requests_start(self.name, requests, self.partition, chains)

@@ -263,36 +263,90 @@ class LedgerStore(CompactedLedgers, LedgerCursors):
         request is a marked part of a spanning publish, stored at most once
         (``storage/ledger_spanning.py``).
         """
+        result = self.append_requests_start(name, [(request, part)], partition)[0]
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    def append_requests_start(
+        self,
+        name: str,
+        requests: Sequence[tuple[bytes, SpanningPart | None]],
+        partition: int = 0,
+        chains: Sequence[int] | None = None,
+    ) -> list[PendingAppend | Exception]:
+        """``append_request_start`` of several requests to one topic, in order, under one
+        hold of the topic's lock and covered by ONE group-commit ticket (one fsync, one
+        callback round for them all: what a log's writer hands over, ``server/log/writer``).
+        Each request is stored whole or not at all on its own: one that fails gets its
+        error in its place and the others are stored, except the later requests of its
+        chain (``chains[i]``: one producer's stream), which get the same error unwritten."""
         now = int(self.clock() * 1000)
         topic = self.topic(name)
+        written: list[tuple[LedgerMeta | None, list[IdRun]] | PendingAppend | Exception] = []
+        failed: dict[int, Exception] = {}
         with topic.lock:
-            if topic.deleted:
-                raise TopicNotFound(f"topic {topic.name!r} does not exist", topic=topic.name)
-            if part is not None and (kept := self.spanning_parts.kept(topic, part)) is not None:
-                return kept  # a repeat of a part stored before: its first ids
-            undo = topic.undo_point()
-            before = topic.current
-            try:
-                runs, batch = build_append(topic, request, now, self._allocate_ledger, partition)
-                if part is not None:
-                    self.spanning_parts.keep(batch, topic, part, runs)
-                if runs:
-                    self.db.write(batch)
-            except BaseException:
-                topic.rollback(undo)  # memory must not run ahead of disk
-                raise
-            return self.appended(topic, before, runs)
+            for i, (request, part) in enumerate(requests):
+                chain = chains[i] if chains is not None else -1
+                if chain in failed:
+                    written.append(failed[chain])
+                    continue
+                try:
+                    written.append(self._write_request(topic, request, now, partition, part))
+                except Exception as exc:  # this request's own error; the others go on
+                    written.append(exc)
+                    if chain != -1:
+                        failed[chain] = exc
+            stored = any(isinstance(w, tuple) and w[1] for w in written)
+            ticket = self.group_commit.ticket() if self.fsync and stored else None
+            return [
+                self.appended(topic, *w, ticket=ticket) if isinstance(w, tuple) else w
+                for w in written
+            ]
+
+    def _write_request(
+        self,
+        topic: LedgerTopic,
+        request: bytes,
+        now: int,
+        partition: int,
+        part: SpanningPart | None,
+    ) -> tuple[LedgerMeta | None, list[IdRun]] | PendingAppend:
+        """One request's batches written to the WAL (under the topic's lock): the ledger
+        current before and the runs; or the first append of a part stored before."""
+        if topic.deleted:
+            raise TopicNotFound(f"topic {topic.name!r} does not exist", topic=topic.name)
+        if part is not None and (kept := self.spanning_parts.kept(topic, part)) is not None:
+            return kept  # a repeat of a part stored before: its first ids
+        undo = topic.undo_point()
+        before = topic.current
+        try:
+            runs, batch = build_append(topic, request, now, self._allocate_ledger, partition)
+            if part is not None:
+                self.spanning_parts.keep(batch, topic, part, runs)
+            if runs:
+                self.db.write(batch)
+        except BaseException:
+            topic.rollback(undo)  # memory must not run ahead of disk
+            raise
+        return before, runs
 
     def appended(
-        self, topic: LedgerTopic, before: LedgerMeta | None, runs: list[IdRun]
+        self,
+        topic: LedgerTopic,
+        before: LedgerMeta | None,
+        runs: list[IdRun],
+        ticket: int | None = None,
     ) -> PendingAppend:
         """The pending append of ``runs`` just written (under the topic's lock): indexed,
-        and visible at once or once the group commit syncs it."""
+        and visible at once or once the group commit syncs it (``ticket``: one taken
+        after this write, shared with the rest of its group; None: take one now)."""
         if not runs:
             return PendingAppend(self, topic, [], 0)
         self.key_indexer.appended(before, runs)
         if self.fsync:
-            return PendingAppend(self, topic, runs, self.group_commit.ticket())
+            ticket = self.group_commit.ticket() if ticket is None else ticket
+            return PendingAppend(self, topic, runs, ticket)
         lid, first, count = runs[-1]
         topic.confirm(MessageId(lid, first + count - 1))
         return PendingAppend(self, topic, runs, 0)

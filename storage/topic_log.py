@@ -15,7 +15,7 @@ how waiting readers are woken without polling.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol
 
 from compactlog.storage.cursor import Cursor
@@ -132,6 +132,19 @@ class TopicLog(ReadableLog, Protocol):
         """Append the records of raw ``PublishRequest`` bytes, all or none; ``part``: a
         marked part of a spanning publish, stored at most once (LEDGER only:
         ``storage/spanning.py``)."""
+        ...
+
+    def append_requests(
+        self,
+        requests: Sequence[tuple[bytes, SpanningPart | None]],
+        chains: Sequence[int] | None = None,
+    ) -> Sequence[Appended | Exception]:
+        """``append_request`` of several requests in order, each all or none on its own
+        (a failed one has its error in its place), durable together: what a log's writer
+        hands over (``server/log/writer.py``); on LEDGER topics one group-commit ticket
+        covers them all. ``chains[i]`` (-1: none) names the producer stream of request
+        ``i``: after one of a chain fails, its later requests are not written (they get
+        that error), as a stream stops at its first failed request."""
         ...
 
 

@@ -3,10 +3,12 @@
 
 Publish takes the request's raw bytes and Read/Consume answer raw bytes (see
 ``log_handler``): records go from the wire into stored batches and back out without a
-per-record Python object. Storage work runs in an executor, one step at a time; waits
-(for a group commit, for new data, for a consumer's ``wait_ms``) hold no thread. Appends
-have an executor of their own, so that a publish never queues behind the read steps of
-many readers and consumers woken at once (CONTRACT section 12).
+per-record Python object. A publish goes to its topic's writer (``log.writer``: every
+request waiting written as one group, one fsync and one wake-up of the loop for it), which
+runs on an executor of its own, so that a publish never queues behind the read steps of
+many readers and consumers woken at once (CONTRACT section 12). Other storage work runs in
+an executor, one step at a time; waits (for new data, for a consumer's ``wait_ms``) hold
+no thread.
 """
 
 from __future__ import annotations
@@ -29,25 +31,24 @@ from compactlog.server.log.partitioned import (
     PartitionedCalls,
     merged_key_history,
 )
-from compactlog.server.log.partitioned_publish import RoundRobin, append_spread
 from compactlog.server.log.partitioned_reading import MergedReadSession
+from compactlog.server.log.publishing import Publishing
 from compactlog.server.log.reading import ReadSession, as_of_point
 from compactlog.server.log.thread_futures import future_of
 from compactlog.server.log.waiting import TopicSignals
+from compactlog.server.log.writer import Chain
 from compactlog.server.metrics import Metrics
 from compactlog.server.rpc.convert import (
     id_from_pb,
     id_to_pb,
-    parse_publish,
-    publish_reply,
 )
 from compactlog.server.rpc.errors import rpc_async
 from compactlog.server.rpc.handlers import Admit, service_handler
+from compactlog.server.rpc.wire_peek import topic_of
 from compactlog.storage import file_limits
 from compactlog.storage.key_history import key_history
 from compactlog.storage.names import check_client_subscription
-from compactlog.storage.spanning import marker_of
-from compactlog.storage.topic_log import Appended, Pending, ReadableLog, TopicLog
+from compactlog.storage.topic_log import Pending, ReadableLog, TopicLog
 from compactlog.storage.types import MessageId
 from compactlog.v1 import compactlog_pb2 as pb
 
@@ -82,9 +83,17 @@ class LogService:
         self.batch_size = batch_size
         self.dispatchers = dispatchers or Dispatchers()
         self.consuming = Consuming(self._run, signals, metrics, batch_size, self.dispatchers)
-        self.robin = RoundRobin()  # keyless records of partitioned topics
-        self.spanning = False  # a slot of a sharded server: honour spanning-part markers
+        self.publishing = Publishing(broker, metrics, self.appends)
         self.partitioned = PartitionedCalls(self)
+
+    @property
+    def spanning(self) -> bool:
+        """A slot of a sharded server: honour spanning-part markers."""
+        return self.publishing.spanning
+
+    @spanning.setter
+    def spanning(self, on: bool) -> None:
+        self.publishing.spanning = on
 
     # Finding a topic's TopicLog is a dictionary lookup and stays on the event loop; every
     # step that may touch RocksDB or a file runs in the executor.
@@ -93,63 +102,36 @@ class LogService:
 
     # ---- publish ----------------------------------------------------------------------
 
-    def _append(self, raw: bytes) -> tuple[Appended, str, Callable[[], bytes]]:
-        """Parse once (a malformed request, or a property that is not UTF-8, is refused
-        before anything is stored), then append the raw records through the topic's log
-        (a partitioned topic's: routed over its partitions, ``log.partitioned_publish``).
-        Also returns how to build the reply once the append is durable."""
-        request = parse_publish(raw)
-        parted = self.broker.partitioned.get(request.topic)
-        if parted is not None:
-            spread = append_spread(self.broker, parted, raw, self.robin)
-            return spread, parted.kind.name, spread.reply
-        log = self.broker.log(request.topic)
-        appended = log.append_request(raw, marker_of(raw) if self.spanning else None)
-        return (
-            appended,
-            log.kind.name,
-            lambda: publish_reply(appended.runs, appended.synced, log.partition),
-        )
+    def _publish(self, raw: bytes, chain: Chain | None = None) -> asyncio.Future[bytes]:
+        """Hand ``raw`` to the writer of the topic it names (read from its bytes; the
+        writer's thread parses it); the future gives the reply once it is durable."""
+        return self.publishing.writers.submit(topic_of(raw) or "", raw, chain)
 
     async def _durable(self, appended: Pending) -> None:
         await future_of(appended.on_durable)
 
-    async def _publish(self, raw: bytes) -> Callable[[], Awaitable[bytes]]:
-        """Append now; the returned call waits for durability and gives the reply bytes."""
-        started = time.perf_counter()
-        loop = asyncio.get_running_loop()
-        appended, kind, build = await loop.run_in_executor(self.appends, self._append, raw)
-
-        async def reply() -> bytes:
-            await self._durable(appended)
-            count = sum(run[2] for run in appended.runs)
-            self.metrics.publish_requests.labels(kind).inc()
-            self.metrics.publish_records.labels(kind).inc(count)
-            self.metrics.publish_bytes.labels(kind).inc(len(raw))
-            self.metrics.publish_latency.labels(kind).observe(time.perf_counter() - started)
-            return build()
-
-        return reply
-
     @rpc_async
     async def Publish(self, request: bytes, context: Context) -> bytes:
-        return await (await self._publish(request))()
+        return await self._publish(request)
 
     @rpc_async
     async def PublishStream(
         self, request_iterator: AsyncIterator[bytes], context: Context
     ) -> AsyncIterator[bytes]:
-        """Answers in request order; the next requests are appended while earlier ones
-        wait for their fsync (so one producer shares group commits too). A failed request
-        ends the stream with its status, after the replies of every request before it."""
+        """Answers in request order. Up to ``PUBLISH_PIPELINE_DEPTH`` requests are handed
+        to their writers before the first is answered, so the writer finds several
+        waiting and one fsync covers them. A failed request ends the stream with its
+        status, after the replies of every request before it."""
         file_limits.BUDGET.check_stream("a PublishStream")
-        pending: asyncio.Queue[Callable[[], Awaitable[bytes]] | BaseException | None]
+        pending: asyncio.Queue[asyncio.Future[bytes] | BaseException | None]
         pending = asyncio.Queue(maxsize=PUBLISH_PIPELINE_DEPTH)
+
+        chain = Chain()  # a failed request stops the writing of the stream's later ones
 
         async def intake() -> None:
             try:
                 async for request in request_iterator:
-                    await pending.put(await self._publish(request))
+                    await pending.put(self._publish(request, chain))
             except Exception as exc:  # handed to the replying side, in order
                 await pending.put(exc)
             else:
@@ -163,9 +145,13 @@ class LogService:
                     return
                 if isinstance(item, BaseException):
                     raise item
-                yield await item()
+                yield await item
         finally:
             task.cancel()
+            while not pending.empty():  # nobody will take these answers now
+                left = pending.get_nowait()
+                if isinstance(left, asyncio.Future):
+                    left.cancel()
 
     # ---- read -------------------------------------------------------------------------
 

@@ -6,7 +6,7 @@ replica); ``synced`` says whether ``flush.messages``/``flush.ms`` put them on di
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from compactlog.errors import MalformedRequest, OffsetOutOfRange
 from compactlog.storage.cursor import Cursor
@@ -141,3 +141,26 @@ class SegmentedTopicLog:
                 request="PublishRequest",
             )
         return SegmentAppended(self.manager.append_request(self.name, request, self.partition))
+
+    def append_requests(
+        self,
+        requests: Sequence[tuple[bytes, SpanningPart | None]],
+        chains: Sequence[int] | None = None,
+    ) -> list[SegmentAppended | Exception]:
+        """One after the other, each whole or not at all on its own (segment files are
+        written per batch: a failed request's bytes are cut back before the next); the
+        later requests of a failed one's chain get its error unwritten."""
+        out: list[SegmentAppended | Exception] = []
+        failed: dict[int, Exception] = {}
+        for i, (request, part) in enumerate(requests):
+            chain = chains[i] if chains is not None else -1
+            if chain in failed:
+                out.append(failed[chain])
+                continue
+            try:
+                out.append(self.append_request(request, part))
+            except Exception as exc:  # this request's own error; the others go on
+                out.append(exc)
+                if chain != -1:
+                    failed[chain] = exc
+        return out

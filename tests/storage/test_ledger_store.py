@@ -314,6 +314,29 @@ def test_group_commit_shares_syncs_between_concurrent_publishers(
     assert all(store.topic(f"t{i}").stats()[0] == 25 for i in range(8))
 
 
+def test_append_requests_share_one_sync_and_a_failed_request_fails_alone(
+    open_store: Callable[..., LedgerStore],
+) -> None:
+    """A writer's group: one ticket, so one fsync, for every request stored; the request
+    over ``max.message.bytes`` gets its own error and leaves no id or byte behind."""
+    store = open_store()
+    store.create_topic("t", {"max.message.bytes": "100"})
+    good = [codec.records_to_request(recs((b"k%d" % i, b"v%d" % i))) for i in range(3)]
+    too_big = codec.records_to_request(recs((b"k", b"x" * 200)))
+    before = store.group_commit.syncs
+    results = store.append_requests_start("t", [(good[0], None), (too_big, None),
+                                                (good[1], None), (good[2], None)])  # fmt: skip
+    assert isinstance(results[1], RecordTooLarge)
+    pending = [r for i, r in enumerate(results) if i != 1]
+    assert all(not isinstance(p, Exception) for p in pending)
+    tickets = {p.ticket for p in pending if not isinstance(p, Exception)}
+    assert len(tickets) == 1 and 0 not in tickets
+    ids = [p.wait() for p in pending if not isinstance(p, Exception)]
+    assert ids == [[MessageId(1, 0)], [MessageId(1, 1)], [MessageId(1, 2)]]
+    assert store.group_commit.syncs - before == 1
+    assert values(store, "t") == [(MessageId(1, i), b"v%d" % i) for i in range(3)]
+
+
 def test_wal_durability_acknowledges_without_fsync(open_store: Callable[..., LedgerStore]) -> None:
     store = open_store("wal")
     store.create_topic("t", {})
