@@ -177,9 +177,18 @@ class LogWriters:
             elif index in errors:
                 outcomes.append(errors[index])
             else:
-                outcomes.append(one.reply())
-                self._answered(one, len(request.raw), now - request.started)
+                outcomes.append(self._reply(one, request, now))
         _wake(group, outcomes)
+
+    def _reply(self, accepted: Accepted, request: _Request, now: float) -> Outcome:
+        """The reply of a durable request, counted. This runs on the syncer's thread (for
+        LEDGER topics), which must never die of it: an error is the request's."""
+        try:
+            reply = accepted.reply()
+            self._answered(accepted, len(request.raw), now - request.started)
+        except Exception as exc:
+            return exc
+        return reply
 
 
 def _wake(group: list[_Request], outcomes: list[Outcome]) -> None:
