@@ -20,6 +20,7 @@ server puts in the status, plus ``Timeout``.
 
 from compactlog import errors
 from compactlog._linked import only_as
+from compactlog.client.batch_policy import ConsumerBatchReceivePolicy
 from compactlog.client.client import DEFAULT_ADDRESS, Client
 from compactlog.client.consumer import Consumer
 from compactlog.client.enums import ConsumerType, InitialPosition, Result
@@ -84,6 +85,7 @@ __all__ = [
     "CompactionVerification",
     "CompactlogError",
     "Consumer",
+    "ConsumerBatchReceivePolicy",
     "ConsumerBusy",
     "ConsumerType",
     "CorruptData",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import cast
 
 from compactlog.client.types import (
@@ -133,20 +133,25 @@ def id_from_pb(mid: pb.MessageId) -> MessageId:
     return MessageId._of_wire(mid.ledger_id, mid.entry_id, mid.partition)
 
 
+def ids_from_pb(ids: Sequence[pb.MessageId], one_log: bool) -> list[MessageId]:
+    """A Publish reply's ids. Those of one log (a topic that is not partitioned) rise
+    strictly in request order, so when the first and last share a ledger and lie
+    ``len - 1`` entries apart they are every entry between, and are made from the
+    numbers alone, without reading each wire id (a third of the time)."""
+    count = len(ids)
+    if one_log and count > 1:
+        first, last = ids[0], ids[count - 1]
+        ledger, start = first.ledger_id, first.entry_id
+        span = last.entry_id - start
+        if ledger == last.ledger_id and span == count - 1 and not first.partition:
+            new = tuple.__new__
+            return [new(MessageId, (ledger, e)) for e in range(start, start + count)]
+    return [MessageId._of_wire(i.ledger_id, i.entry_id, i.partition) for i in ids]
+
+
 def message_from_pb(msg: pb.Message, topic: str = "") -> Message:
-    # Positional and without helper calls: this runs once per message read.
-    mid = msg.id
-    props = msg.properties
-    return Message(
-        MessageId._of_wire(mid.ledger_id, mid.entry_id, mid.partition),
-        msg.key if msg.HasField("key") else None,
-        msg.value if msg.HasField("value") else None,
-        props,
-        msg.publish_time_ms,
-        msg.event_time_ms,
-        topic,
-        msg.redelivery_count,
-    )
+    """One wire message as a ``Message``, its fields converted when first asked."""
+    return Message.of_wire(msg, topic)
 
 
 def stats_from_pb(stats: pb.TopicStats) -> TopicStats:

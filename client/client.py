@@ -29,6 +29,7 @@ from typing import Literal, TypeVar, cast
 from compactlog.channels import ChannelSecurity, open_channel, retry_service_config
 from compactlog.client import _convert as cv
 from compactlog.client.admin import AdminCalls
+from compactlog.client.batch_policy import ConsumerBatchReceivePolicy
 from compactlog.client.closeable import Closeable
 from compactlog.client.consumer import Consumer
 from compactlog.client.consumer_state import ConsumerState
@@ -48,6 +49,7 @@ from compactlog.client.pulsar_params import (
     pick,
 )
 from compactlog.client.reader import Reader, StartLike
+from compactlog.client.send_batches import BatchingSettings
 from compactlog.client.shard_routes import RoutedLog, Routes
 from compactlog.client.subscriptions import SubscriptionCalls
 from compactlog.client.table_view import PartitionWatch, Source, TableView
@@ -227,7 +229,7 @@ class Client(AdminCalls, SubscriptionCalls, Closeable):
         max_pending_chunked_message: int = 10,
         auto_ack_oldest_chunked_message_on_queue_full: bool = False,
         start_message_id_inclusive: bool = False,
-        batch_receive_policy: object | None = None,
+        batch_receive_policy: ConsumerBatchReceivePolicy | None = None,
         key_shared_policy: object | None = None,
         batch_index_ack_enabled: bool = False,
         regex_subscription_mode: object | None = None,
@@ -271,6 +273,7 @@ class Client(AdminCalls, SubscriptionCalls, Closeable):
                 consumer_name=consumer_name,
                 negative_ack_redelivery_delay_ms=negative_ack_redelivery_delay_ms,
                 ack_timeout_ms=unacked_messages_timeout_ms or 0,
+                batch_receive_policy=batch_receive_policy,
             )
             consumer = Consumer(self._log_of(name), state, self.address, self.timeout, self)
             consumer.subscribe_now()
@@ -306,7 +309,9 @@ class Client(AdminCalls, SubscriptionCalls, Closeable):
     ) -> TopicProducer:
         """A producer with pulsar-client's ``send(content, properties=None,
         partition_key=None, ...)``; ``send_timeout_millis`` bounds each send (0: no
-        bound); the parameters without a meaning here take pulsar-client's defaults only."""
+        bound); ``batching_*`` shape the requests ``send_async`` gathers
+        (``send_batches``); the parameters without a meaning here take pulsar-client's
+        defaults only."""
         check_ignored("create_producer", pick(locals(), PRODUCER_DEFAULTS), PRODUCER_DEFAULTS)
         if send_timeout_millis < 0:
             raise InvalidArgument("send_timeout_millis is milliseconds >= 0")
@@ -315,7 +320,13 @@ class Client(AdminCalls, SubscriptionCalls, Closeable):
         timeout = send_timeout_millis / 1000 if send_timeout_millis else None
         log = self._log_of(topic)
         producer = Producer(log, topic, self.address, timeout, self._watchdog, partitions)
-        made = TopicProducer(producer, producer_name, initial_sequence_id)
+        batching = BatchingSettings(
+            batching_enabled,
+            batching_max_messages,
+            batching_max_allowed_size_in_bytes,
+            batching_max_publish_delay_ms,
+        )
+        made = TopicProducer(producer, producer_name, initial_sequence_id, batching)
         return self._opening(made)
 
     def create_reader(

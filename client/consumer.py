@@ -3,7 +3,8 @@
 The state between calls (buffer, unacknowledged books, negative acks, the requests) is a
 ``ConsumerState``, shared in shape with the asyncio consumer; this class does the calls.
 Acknowledgements go to the server at once: an acked message is never redelivered, also
-after a restart. The first Consume goes out when the consumer is made
+after a restart. While the application works through a full response, the next Consume
+is already on its way (``prefetch``). The first Consume goes out when the consumer is made
 (``Client.subscribe``), so the subscription exists from then on, at its initial
 position, as in pulsar-client.
 """
@@ -12,16 +13,19 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 from typing import Literal, Protocol
 
 from compactlog.client import _convert as cv
 from compactlog.client.closeable import Closeable
 from compactlog.client.consumer_state import ConsumerState
 from compactlog.client.enums import ConsumerType
-from compactlog.client.errors import AlreadyClosed, call
+from compactlog.client.errors import AlreadyClosed, Timeout, call
 from compactlog.client.message_id import MessageId
+from compactlog.client.prefetch import Prefetch
 from compactlog.client.types import Message
 from compactlog.errors import CompactlogError, InvalidArgument
+from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 
 
@@ -59,6 +63,8 @@ class Consumer(Closeable):
         self._state = state
         self._address = address
         self._timeout = timeout
+        self._prefetch: Prefetch[pb.ConsumeResponse] = Prefetch("compactlog-consume")
+        self._low_water = state.low_water
         self._closed = False
 
     def topic(self) -> str:
@@ -96,6 +102,7 @@ class Consumer(Closeable):
         """Every message given to this consumer and not acknowledged comes again: the
         buffer is dropped and the next Consume asks the server to redeliver."""
         self._check_open()
+        self._prefetch.drop()
         self._state.start_over()
 
     def seek(self, message: MessageId | tuple[int, int] | int) -> None:
@@ -111,6 +118,7 @@ class Consumer(Closeable):
             calls.reset_cursor(state.topic, state.subscription, position="latest")
         else:
             calls.reset_cursor(state.topic, state.subscription, message_id=message)
+        self._prefetch.drop()
         state.start_over()
 
     def unsubscribe(self) -> None:
@@ -124,43 +132,91 @@ class Consumer(Closeable):
         """Create the subscription (or join it) now; what comes back is kept for receive."""
         self._fetch(self._state.queue_size, 0)
 
-    def _fetch(self, max_messages: int, wait_ms: int) -> None:
+    def _consume(self, max_messages: int, wait_ms: int) -> Callable[[], pb.ConsumeResponse]:
+        """The Consume call for the state as it is now, to run here or ahead."""
         req = self._state.consume_request(max_messages, wait_ms)
         deadline = self._state.deadline(wait_ms, self._timeout)
+        return lambda: call(
+            "Consume", self._address, lambda: self._stub.Consume(req, timeout=deadline)
+        )
+
+    def _fetch(self, max_messages: int, wait_ms: int) -> None:
         try:
-            resp = call("Consume", self._address, lambda: self._stub.Consume(req, timeout=deadline))
+            resp = self._consume(max_messages, wait_ms)()
         except CompactlogError:
             self._state.fetch_failed()
             raise
         self._state.fetched(resp)
+
+    def _go_ahead(self) -> None:
+        """The next full Consume on its way (no server-side wait: a backlog is there)."""
+        self._state.more_waiting = False
+        self._prefetch.start(self._consume(self._state.queue_size, 0))
 
     def receive(
         self, timeout_millis: int | None = None, *, timeout_ms: int | None = None
     ) -> Message:
         """The next message; waits forever, or raises ``Timeout`` after ``timeout_millis``
         (``timeout_ms`` is the older spelling)."""
+        buffer = self._state.buffer
+        if len(buffer) > self._low_water:  # the usual case: no call, no conversion
+            return buffer.popleft()
+        if not buffer:
+            self._fill(timeout_millis if timeout_millis is not None else timeout_ms)
+        elif self._state.more_waiting:
+            self._go_ahead()
+        return buffer.popleft()
+
+    def batch_receive(
+        self, max_messages: int | None = None, timeout_ms: int | None = None
+    ) -> list[Message]:
+        """The messages ready now, in order: what is buffered, else the next Consume
+        response whole, waiting for it as ``receive`` does (pulsar-client's call). The
+        consumer's ``batch_receive_policy`` caps the batch and bounds the wait; so do
+        ``max_messages`` and ``timeout_ms`` (this client's), and a wait that runs out
+        returns an empty list."""
         self._check_open()
-        limit = timeout_millis if timeout_millis is not None else timeout_ms
+        state = self._state
+        policy = state.batch_policy
+        if max_messages is not None and max_messages < 1:
+            raise InvalidArgument("max_messages must be at least 1")
+        if timeout_ms is None and policy is not None:
+            timeout_ms = policy.timeout_ms
+        if not state.buffer:
+            try:
+                self._fill(timeout_ms)
+            except Timeout:
+                if timeout_ms is None:
+                    raise
+                return []
+        cap = max_messages or (policy.max_num_message if policy else 0)
+        batch = state.take_batch(cap, policy.max_num_bytes if policy else 0)
+        if state.more_waiting and len(state.buffer) <= state.low_water:
+            self._go_ahead()
+        return batch
+
+    def _fill(self, limit: int | None) -> None:
+        """Consume until a message is buffered (the Consume ahead first, when one is on
+        its way); ``Timeout`` after ``limit`` ms."""
+        self._check_open()
         state = self._state
         end = state.end_of(limit)
+        if self._prefetch.pending:
+            try:
+                resp = self._prefetch.take(None if limit is None else limit / 1000)
+            except CompactlogError:
+                state.fetch_failed()
+                raise
+            if resp is None:
+                raise state.timeout_error(limit)
+            state.fetched(resp)
+        first = True
         while not state.ready():
-            self._fetch(state.queue_size, state.wait_ms(end, limit))
+            self._fetch(state.queue_size, state.wait_ms(end, limit, first))
+            first = False
             self._check_open()
             if end is not None and time.monotonic() >= end and not state.ready():
                 raise state.timeout_error(limit)
-        return state.take()
-
-    def batch_receive(self, max_messages: int = 100, timeout_ms: int = 100) -> list[Message]:
-        """Up to ``max_messages`` at once; an empty list if none arrived within ``timeout_ms``."""
-        self._check_open()
-        if max_messages < 1:
-            raise InvalidArgument("max_messages must be at least 1")
-        state = self._state
-        if not state.ready():
-            self._fetch(max(max_messages, state.queue_size), timeout_ms)
-            state.ready()
-        count = min(max_messages, len(state.buffer))
-        return [state.take() for _ in range(count)]
 
     def acknowledge(self, message: cv.MessageIdLike) -> None:
         """Acknowledge one message (a ``Message``, ``MessageId`` or ``(ledger, entry)``)."""
@@ -192,7 +248,6 @@ class Consumer(Closeable):
             self._address,
             lambda: self._stub.Acknowledge(req, timeout=self._timeout),
         )
-        self._state.acked(message, cumulative)
 
     def close(self) -> None:
         """Stop receiving and leave the subscription at once (``Log.CloseConsumer``):
@@ -204,6 +259,7 @@ class Consumer(Closeable):
         if self._closed:
             return
         self._closed = True
+        self._prefetch.close()  # the server sees that Consume before CloseConsumer
         self._state.clear()
         req = self._state.close_request()
         with contextlib.suppress(CompactlogError):

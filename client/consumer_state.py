@@ -1,10 +1,13 @@
-"""What a consumer keeps between calls, with no I/O: the local buffer of fetched messages,
-the books of delivered-but-unacknowledged ones, and the requests built from that state.
+"""What a consumer keeps between calls, with no I/O: the local buffer of fetched messages
+and the requests built from that state.
 ``Consumer`` (threads) and ``aio.AsyncConsumer`` (asyncio) both drive one of these and only
 do the calls themselves, so the two cannot drift apart.
 
 Each Consume asks for up to ``receiver_queue_size`` messages (pulsar-client's name for
-the prefetch); ``receive`` hands them out one by one. A negative acknowledgement goes to
+the prefetch); the response becomes the buffer at once (``messages_of``: one lazily
+converted ``Message`` each), ``receive`` hands them out one by one and ``batch_receive``
+all that is buffered. Which messages are unacknowledged is the server's to know (it
+redelivers them); the consumer keeps no books of its own. A negative acknowledgement goes to
 the server (``NegativeAcknowledge``), which gives the message out again after the delay, on
 a shared subscription to any of its consumers (CONTRACT section 6).
 """
@@ -16,10 +19,10 @@ import uuid
 from collections import deque
 
 from compactlog.client import _convert as cv
+from compactlog.client.batch_policy import ConsumerBatchReceivePolicy
 from compactlog.client.enums import ConsumerType, InitialPosition
 from compactlog.client.errors import Timeout
-from compactlog.client.message import Message
-from compactlog.client.message_id import MessageId
+from compactlog.client.message import Message, messages_of
 from compactlog.client.subscriptions import subscription_type_to_pb
 from compactlog.errors import InvalidArgument
 from compactlog.v1 import compactlog_pb2 as pb
@@ -32,20 +35,11 @@ POLL_WAIT_MS = 1000
 # Slack on top of the server-side wait before the client gives up on a Consume call.
 DEADLINE_SLACK_S = 10.0
 
-_Key = tuple[int, int, int]  # ledger, entry, partition: a delivered message in the books
-
 
 def generated_name() -> str:
     """A consumer name no other consumer has (pulsar-client generates one too): two
     consumers made without names are two consumers to the server (CONTRACT section 6)."""
     return "consumer-" + uuid.uuid4().hex[:12]
-
-
-def _key(mid: cv.MessageIdLike) -> _Key:
-    if isinstance(mid, Message):
-        mid = mid.id
-    partition = max(mid.partition(), 0) if isinstance(mid, MessageId) else 0
-    return (mid[0], mid[1], partition)
 
 
 class ConsumerState:
@@ -62,6 +56,7 @@ class ConsumerState:
         consumer_name: str | None = None,
         negative_ack_redelivery_delay_ms: int = 60000,
         ack_timeout_ms: int = 0,
+        batch_receive_policy: ConsumerBatchReceivePolicy | None = None,
     ) -> None:
         if not subscription:
             raise InvalidArgument("a subscription needs a name")
@@ -69,6 +64,13 @@ class ConsumerState:
             raise InvalidArgument("receiver_queue_size must be at least 1")
         if ack_timeout_ms < 0 or negative_ack_redelivery_delay_ms < 0:
             raise InvalidArgument("ack timeout and redelivery delay are milliseconds >= 0")
+        if batch_receive_policy is not None and not isinstance(
+            batch_receive_policy, ConsumerBatchReceivePolicy
+        ):
+            raise InvalidArgument(
+                "batch_receive_policy is a compactlog.client.ConsumerBatchReceivePolicy"
+            )
+        self.batch_policy = batch_receive_policy
         self.topic = topic
         self.subscription = subscription
         self.read_compacted = read_compacted
@@ -79,15 +81,18 @@ class ConsumerState:
         self.consumer_type = consumer_type
         self.consumer_name = consumer_name or generated_name()
         self.buffer: deque[Message] = deque()
-        self._unacked: dict[_Key, Message] = {}  # handed out, not yet acknowledged
         self.nack_delay_ms = negative_ack_redelivery_delay_ms
         self.ack_timeout_ms = ack_timeout_ms
         # A new consumer gets every unacknowledged message again, as in Pulsar.
         self._redeliver = True
+        self.low_water = receiver_queue_size // 2  # a Consume goes ahead below this
+        self.more_waiting = False  # the last response was full: more is waiting
+        self._asked = 0
 
     # -- fetching ------------------------------------------------------------------------
 
     def consume_request(self, max_messages: int, wait_ms: int) -> pb.ConsumeRequest:
+        self._asked = max_messages
         req = pb.ConsumeRequest(
             topic=self.topic,
             subscription=self.subscription,
@@ -109,7 +114,9 @@ class ConsumerState:
 
     def fetched(self, resp: pb.ConsumeResponse) -> None:
         self._redeliver = False
-        self.buffer.extend(cv.message_from_pb(m, self.topic) for m in resp.messages)
+        self.more_waiting = len(resp.messages) >= self._asked
+        if resp.messages:
+            self.buffer.extend(messages_of(resp.messages, self.topic))
 
     def fetch_failed(self) -> None:
         """The server moves no cursor for a call that failed there, but a response lost on
@@ -125,18 +132,36 @@ class ConsumerState:
         return bool(self.buffer)
 
     def take(self) -> Message:
-        """The next message (``ready()`` was True), now in the unacknowledged books."""
-        msg = self.buffer.popleft()
-        self._unacked[_key(msg)] = msg
-        return msg
+        """The next message (``ready()`` was True)."""
+        return self.buffer.popleft()
+
+    def take_batch(self, max_messages: int = 0, max_bytes: int = 0) -> list[Message]:
+        """What is buffered (``ready()`` was True), in order: at most ``max_messages``
+        and, after the first, ``max_bytes`` of values (0: no limit)."""
+        buffer = self.buffer
+        if max_bytes <= 0 and (max_messages <= 0 or max_messages >= len(buffer)):
+            out = list(buffer)
+            buffer.clear()
+            return out
+        out = [buffer.popleft()]
+        size = len(out[0].data() or b"")
+        while buffer and (max_messages <= 0 or len(out) < max_messages):
+            size += len(buffer[0].data() or b"")
+            if 0 < max_bytes < size:
+                break
+            out.append(buffer.popleft())
+        return out
 
     def end_of(self, timeout_ms: int | None) -> float | None:
         return None if timeout_ms is None else time.monotonic() + timeout_ms / 1000
 
-    def wait_ms(self, end: float | None, timeout_ms: int | None) -> int:
+    def wait_ms(self, end: float | None, timeout_ms: int | None, first: bool = False) -> int:
         """How long the next Consume may wait on the server: until ``end``, or a poll when
-        there is none. ``Timeout`` once ``end`` has passed."""
+        there is none. ``Timeout`` once ``end`` has passed, except on the ``first`` call
+        of a receive, which always asks once (a timeout of 0 takes what is there)."""
         wait = POLL_WAIT_MS if end is None else int((end - time.monotonic()) * 1000)
+        if first:
+            wait = max(wait, 0)
         if wait < 0:
             raise self.timeout_error(timeout_ms)
         return wait
@@ -154,25 +179,11 @@ class ConsumerState:
             cumulative=cumulative,
         )
 
-    def acked(self, message: cv.MessageIdLike, cumulative: bool) -> None:
-        """Drop acknowledged messages from the books."""
-        acked = _key(message)
-
-        def covered(k: _Key) -> bool:
-            if cumulative:
-                return k[2] == acked[2] and k[:2] <= acked[:2]
-            return k == acked
-
-        for k in [k for k in self._unacked if covered(k)]:
-            del self._unacked[k]
-
     def nack_request(
         self, messages: list[cv.MessageIdLike], delay_ms: int | None = None
     ) -> pb.NegativeAcknowledgeRequest:
         """The server gives these out again after ``delay_ms`` (default: the consumer's
-        ``negative_ack_redelivery_delay_ms``); they leave this consumer's books."""
-        for message in messages:
-            self._unacked.pop(_key(message), None)
+        ``negative_ack_redelivery_delay_ms``)."""
         return pb.NegativeAcknowledgeRequest(
             topic=self.topic,
             subscription=self.subscription,
@@ -196,4 +207,4 @@ class ConsumerState:
 
     def clear(self) -> None:
         self.buffer.clear()
-        self._unacked.clear()
+        self.more_waiting = False

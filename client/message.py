@@ -9,17 +9,26 @@ b"v"`` and ``msg.value() == b"v"`` hold alike. A null value is ``NULL_VALUE``: i
 equals ``None``, is false, and ``msg.value()`` returns ``None``; code written for the
 field form tests ``msg.is_tombstone`` or ``msg.data() is None`` rather than ``msg.value
 is None``.
+
+A message read from the server is built over the response's protobuf: ``messages_of``
+makes one ``Message`` per entry of a response's ``messages`` holding only the repeated
+field and its index, and each field is converted on its first use and kept (``data()``
+never builds the id, nor ``message_id()`` the properties). A reader or consumer handing
+out thousands of messages a response then pays for the fields its caller reads and for
+nothing else. A message keeps its response alive while it lives (as a slice would).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Final
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final
 
 from compactlog.client.message_id import MessageId
 
-__all__ = ["NULL_VALUE", "Message", "Properties", "Value"]
+if TYPE_CHECKING:
+    from compactlog.v1 import compactlog_pb2 as pb
+
+__all__ = ["NULL_VALUE", "Message", "Properties", "Value", "messages_of"]
 
 
 class Value(bytes):
@@ -67,18 +76,25 @@ class Properties(dict[str, str]):
 _NO_PROPERTIES: Final = Properties()
 
 
-@dataclass(frozen=True, slots=True, init=False)
 class Message:
-    """One message as read. ``key`` is ``None`` when absent (keyless)."""
+    """One message as read. ``key`` is ``None`` when absent (keyless).
 
-    id: MessageId
-    key: bytes | None
-    value: Value | _NullValue
-    properties: Properties
-    publish_time_ms: int
-    event_time_ms: int
-    topic: str
-    redeliveries: int = field(compare=False)  # a redelivery is the same message
+    Built eagerly from its fields (``Message(id, key, value, ...)``), or over a wire
+    message (``messages_of``, ``Message.of_wire``) whose fields it converts when first
+    asked. The slots after ``_at`` are the converted fields; an unset one is not
+    converted yet."""
+
+    __slots__ = ("_at", "_batch", "_id", "_key", "_props", "_times", "_topic", "_value", "_wire")
+
+    _batch: Sequence[pb.Message] | None
+    _at: int
+    _wire: pb.Message
+    _topic: str
+    _id: MessageId
+    _key: bytes | None
+    _value: Value | _NullValue
+    _props: Properties
+    _times: tuple[int, int]
 
     def __init__(
         self,
@@ -89,21 +105,89 @@ class Message:
         publish_time_ms: int = 0,
         event_time_ms: int = 0,
         topic: str = "",
-        redeliveries: int = 0,
     ) -> None:
-        # Runs once per message read: type checks before calls, no helper on the usual path.
-        put = object.__setattr__
-        put(self, "id", id if type(id) is MessageId else MessageId.of(id))
-        put(self, "key", key)
-        if value is None or isinstance(value, _NullValue):
-            put(self, "value", NULL_VALUE)
-        else:
-            put(self, "value", value if type(value) is Value else Value(value))
-        put(self, "properties", Properties(properties) if properties else _NO_PROPERTIES)
-        put(self, "publish_time_ms", publish_time_ms)
-        put(self, "event_time_ms", event_time_ms)
-        put(self, "topic", topic)
-        put(self, "redeliveries", redeliveries)
+        self._batch = None
+        self._id = id if type(id) is MessageId else MessageId.of(id)
+        self._key = key
+        self._value = _value_of(value)
+        self._props = Properties(properties) if properties else _NO_PROPERTIES
+        self._times = (publish_time_ms, event_time_ms)
+        self._topic = topic
+
+    @classmethod
+    def of_wire(cls, wire: pb.Message, topic: str = "") -> Message:
+        """A message over one wire message, its fields converted when first asked."""
+        self = cls.__new__(cls)
+        self._batch = None
+        self._wire = wire
+        self._topic = topic
+        return self
+
+    # -- the wire message and its fields, each converted once --------------------------------
+
+    def _pb(self) -> pb.Message:
+        try:
+            return self._wire
+        except AttributeError:
+            assert self._batch is not None
+            wire = self._wire = self._batch[self._at]
+            return wire
+
+    @property
+    def id(self) -> MessageId:
+        try:
+            return self._id
+        except AttributeError:
+            mid = self._pb().id
+            made = self._id = MessageId._of_wire(mid.ledger_id, mid.entry_id, mid.partition)
+            return made
+
+    @property
+    def key(self) -> bytes | None:
+        try:
+            return self._key
+        except AttributeError:
+            wire = self._pb()
+            key = self._key = wire.key if wire.HasField("key") else None
+            return key
+
+    @property
+    def value(self) -> Value | _NullValue:
+        try:
+            return self._value
+        except AttributeError:
+            wire = self._pb()
+            value = self._value = Value(wire.value) if wire.HasField("value") else NULL_VALUE
+            return value
+
+    @property
+    def properties(self) -> Properties:
+        try:
+            return self._props
+        except AttributeError:
+            wire = self._pb().properties
+            props = self._props = Properties(wire) if wire else _NO_PROPERTIES
+            return props
+
+    @property
+    def publish_time_ms(self) -> int:
+        return self._time_fields()[0]
+
+    @property
+    def event_time_ms(self) -> int:
+        return self._time_fields()[1]
+
+    def _time_fields(self) -> tuple[int, int]:
+        try:
+            return self._times
+        except AttributeError:
+            wire = self._pb()
+            times = self._times = (wire.publish_time_ms, wire.event_time_ms)
+            return times
+
+    @property
+    def topic(self) -> str:
+        return self._topic
 
     @property
     def is_tombstone(self) -> bool:
@@ -114,13 +198,19 @@ class Message:
 
     def data(self) -> bytes | None:
         """The value's bytes; ``None`` for a null value (a tombstone when keyed)."""
-        return self.value()
+        try:
+            value = self._value
+        except AttributeError:  # not converted: the wire's bytes, without a Value
+            wire = self._pb()
+            return wire.value if wire.HasField("value") else None
+        return value()
 
     def partition_key(self) -> str | None:
         """The key as text (UTF-8, undecodable bytes escaped); ``None`` when keyless."""
-        if self.key is None:
+        key = self.key
+        if key is None:
             return None
-        return self.key.decode("utf-8", errors="surrogateescape")
+        return key.decode("utf-8", errors="surrogateescape")
 
     def message_id(self) -> MessageId:
         return self.id
@@ -130,9 +220,11 @@ class Message:
         return None
 
     def redelivery_count(self) -> int:
-        """How many times the subscription gave this message out before (the wire's
-        ``Message.redelivery_count``, Pulsar's count); 0 for a reader's messages."""
-        return self.redeliveries
+        """How many times the server gave this message out before (the subscription's
+        count, Pulsar's ``redeliveryCount``); 0 for a reader's messages."""
+        if self._batch is None and not hasattr(self, "_wire"):
+            return 0  # built from fields: never delivered
+        return self._pb().redelivery_count
 
     def publish_timestamp(self) -> int:
         """Milliseconds since the epoch when the server stored it."""
@@ -144,9 +236,54 @@ class Message:
 
     def topic_name(self) -> str:
         """The topic this message was read from (as the reader or consumer named it)."""
-        return self.topic
+        return self._topic
+
+    # -- a value: compared, printed and pickled by its fields ------------------------------
+
+    def _fields(self) -> tuple[Any, ...]:
+        return (
+            self.id,
+            self.key,
+            self.value,
+            self.properties,
+            self.publish_time_ms,
+            self.event_time_ms,
+            self._topic,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Message):
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    __hash__ = None  # type: ignore[assignment]  # properties are a dict, as before
+
+    def __repr__(self) -> str:
+        names = ("id", "key", "value", "properties", "publish_time_ms", "event_time_ms", "topic")
+        shown = ", ".join(f"{n}={v!r}" for n, v in zip(names, self._fields(), strict=True))
+        return f"Message({shown})"
 
     def __reduce__(self) -> tuple[Any, ...]:
         args = (self.id, self.key, self.data(), dict(self.properties))
-        times = (self.publish_time_ms, self.event_time_ms)
-        return (Message, (*args, *times, self.topic, self.redeliveries))
+        return (Message, (*args, self.publish_time_ms, self.event_time_ms, self._topic))
+
+
+def _value_of(value: bytes | _NullValue | None) -> Value | _NullValue:
+    if value is None or isinstance(value, _NullValue):
+        return NULL_VALUE
+    return value if type(value) is Value else Value(value)
+
+
+def messages_of(batch: Sequence[pb.Message], topic: str = "") -> list[Message]:
+    """One ``Message`` per wire message of a response, none of its fields converted yet:
+    the one loop of the client that runs once per message read."""
+    new = Message.__new__
+    out: list[Message] = []
+    append = out.append
+    for at in range(len(batch)):
+        msg = new(Message)
+        msg._batch = batch
+        msg._at = at
+        msg._topic = topic
+        append(msg)
+    return out

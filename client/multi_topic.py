@@ -74,6 +74,18 @@ class MultiTopicConsumer(MultiTopic[Consumer], Closeable):
                     msg = f"no message on {self.topic()} within {timeout_millis} ms"
                     raise Timeout(msg) from None
 
+    def batch_receive(self) -> list[Message]:
+        """The messages ready now on one of the topics, asked in turn (at least one;
+        waits as ``receive`` does)."""
+        while True:
+            if self._closed:
+                raise AlreadyClosed("the consumer is closed")
+            consumer = self._consumers[self._turn % len(self._consumers)]
+            self._turn += 1
+            batch = consumer.batch_receive(timeout_ms=_TURN_MS)
+            if batch:
+                return batch
+
     def _owner(self, message: cv.MessageIdLike) -> Consumer:
         if isinstance(message, Message) and message.topic in self._by_topic:
             return self._by_topic[message.topic]

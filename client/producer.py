@@ -74,7 +74,7 @@ class Producer(Closeable):
         resp = call(
             "Publish", self._address, lambda: self._stub.Publish(req, timeout=self._timeout)
         )
-        return [cv.id_from_pb(i) for i in resp.ids]
+        return cv.ids_from_pb(resp.ids, self._router is None)
 
     def send_stream(self, batches: Iterable[Iterable[cv.RecordLike]]) -> Iterator[list[MessageId]]:
         """Publish each batch over one PublishStream; yields each batch's ids as it is acked.
@@ -88,6 +88,7 @@ class Producer(Closeable):
         if self._closed:
             raise AlreadyClosed("the producer is closed")
         feed = _RequestFeed()
+        one_log = self._router is None
         responses = self._stub.PublishStream(feed.requests())
         watch = StreamWatch(
             self._watchdog, self._timeout, lambda: cancel(responses), f"PublishStream {self._topic}"
@@ -99,7 +100,7 @@ class Producer(Closeable):
                 try:
                     for resp in responses:
                         owed.answered()
-                        yield [cv.id_from_pb(i) for i in resp.ids]
+                        yield cv.ids_from_pb(resp.ids, one_log)
                 except Exception:
                     if watch.expired:
                         raise watch.timeout_error() from None

@@ -1,5 +1,6 @@
 """pulsar-client parameters that have no meaning here (CONTRACT section 13): schema,
-crypto, compression, batching, chunking, listener threads and the like.
+crypto, compression, chunking, listener threads and the like. (Batching has one: it
+shapes ``send_async``'s PublishStream requests, ``send_batches``.)
 
 Each is accepted at pulsar-client's default, so code written for pulsar-client runs
 unchanged, and refused at once with one line for any other value, so nobody believes a
@@ -64,10 +65,6 @@ PRODUCER_DEFAULTS: dict[str, object] = {
     "max_pending_messages": 1000,
     "max_pending_messages_across_partitions": 50000,
     "block_if_queue_full": False,
-    "batching_enabled": False,
-    "batching_max_messages": 1000,
-    "batching_max_allowed_size_in_bytes": 128 * 1024,
-    "batching_max_publish_delay_ms": 10,
     "chunking_enabled": False,
     "message_routing_mode": None,
     "lazy_start_partitioned_producers": False,
@@ -91,7 +88,6 @@ SUBSCRIBE_DEFAULTS: dict[str, object] = {
     "max_pending_chunked_message": 10,
     "auto_ack_oldest_chunked_message_on_queue_full": False,
     "start_message_id_inclusive": False,
-    "batch_receive_policy": None,
     "key_shared_policy": None,
     "batch_index_ack_enabled": False,
     "regex_subscription_mode": None,

@@ -1,14 +1,16 @@
 """``Reader``: iterate a topic from a position, raw or compacted, over one Read stream.
 
 Like pulsar-client's Reader it keeps no server-side cursor. The server sends messages in
-batches per response; the reader flattens them. Closing cancels the stream, which is how a
-``follow`` read ends. With a ``timeout`` the stream's start, and for a bounded read each
-next response, must come within it (``deadlines``); a follow read then waits for new
-messages as long as its caller does.
+batches per response; ``batches()`` hands them out a response at a time (``messages_of``:
+one lazily converted ``Message`` each), and iterating the reader flattens them. Closing
+cancels the stream, which is how a ``follow`` read ends. With a ``timeout`` the stream's
+start, and for a bounded read each next response, must come within it (``deadlines``); a
+follow read then waits for new messages as long as its caller does.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterator
 from typing import Literal
 
@@ -18,6 +20,7 @@ from compactlog.client import _convert as cv
 from compactlog.client.closeable import Closeable
 from compactlog.client.deadlines import StreamWatch, Watchdog
 from compactlog.client.errors import AlreadyClosed, cancel, from_rpc_error
+from compactlog.client.message import messages_of
 from compactlog.client.types import Message, MessageId
 from compactlog.errors import InvalidArgument
 from compactlog.v1 import compactlog_pb2 as pb
@@ -102,10 +105,15 @@ class Reader(Closeable):
         )
         self._call = stub.Read(req)
         self._watch = StreamWatch(watchdog, timeout, lambda: cancel(self._call), f"Read {topic}")
-        self._messages = self._iterate()
+        self._batches = self._iterate()
+        self._ready: deque[Message] = deque()
+        self._last: Message | None = None
         self._closed = False
-        self.last_id: MessageId | None = None
+
+    @property
+    def last_id(self) -> MessageId | None:
         """Id of the last message handed out, e.g. to resume a read after it."""
+        return None if self._last is None else self._last.id
 
     def topic(self) -> str:
         return self._topic
@@ -114,17 +122,35 @@ class Reader(Closeable):
         return self
 
     def __next__(self) -> Message:
-        if self._closed:
-            raise StopIteration
-        msg = next(self._messages)
-        self.last_id = msg.id
+        ready = self._ready
+        while not ready:
+            if self._closed:
+                raise StopIteration
+            ready.extend(next(self._batches))
+        msg = self._last = ready.popleft()
         return msg
 
     def read_next(self) -> Message | None:
         """The next message, or ``None`` once the read has ended (pulsar-client's name)."""
         return next(self, None)
 
-    def _iterate(self) -> Iterator[Message]:
+    def batches(self) -> Iterator[list[Message]]:
+        """The rest of the read a response at a time (never an empty list); what
+        ``__next__`` has buffered comes first."""
+        if self._ready:
+            first = list(self._ready)
+            self._ready.clear()
+            self._last = first[-1]
+            yield first
+        while not self._closed:
+            try:
+                batch = next(self._batches)
+            except StopIteration:
+                return
+            self._last = batch[-1]
+            yield batch
+
+    def _iterate(self) -> Iterator[list[Message]]:
         try:
             self._watch.arm()
             self._call.initial_metadata()  # the stream has started: the topic was found
@@ -138,8 +164,8 @@ class Reader(Closeable):
                     return
                 finally:
                     self._watch.disarm()
-                for msg in resp.messages:
-                    yield cv.message_from_pb(msg, self._topic)
+                if resp.messages:
+                    yield messages_of(resp.messages, self._topic)
         except grpc.RpcError as err:
             if self._watch.expired:
                 raise self._watch.timeout_error() from None
@@ -156,4 +182,5 @@ class Reader(Closeable):
         """Cancel the stream; iteration ends. Safe to call twice."""
         if not self._closed:
             self._closed = True
+            self._ready.clear()
             cancel(self._call)

@@ -3,8 +3,10 @@ pulsar-client's ``send(content, properties=None, partition_key=None, ...)``,
 ``send_async(content, callback, ...)`` (``callback(res, msg_id)``), ``flush()``,
 ``producer_name()`` and ``last_sequence_id()``.
 
-``send_async`` hands the send to one thread of the producer's, so messages keep their
-order; ``flush`` waits for every one handed over. Sequence ids are the client's count
+``send_async`` queues the message; the queued messages go out together in PublishStream
+requests, in order, and each callback is called when its message is stored
+(``send_batches``); ``flush`` waits for every one handed over, and ``send`` for those
+before it, so the two keep one order. Sequence ids are the client's count
 (``initial_sequence_id``, then one more per send, or the ``sequence_id`` given): the
 server neither stores them nor deduplicates by them.
 
@@ -16,24 +18,19 @@ message by the key's murmur2 on the server (CONTRACT section 9); nothing is rout
 
 from __future__ import annotations
 
-import threading
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Iterable, Iterator, Mapping
 
 from compactlog.client import _convert as cv
 from compactlog.client.closeable import Closeable
-from compactlog.client.enums import Result
-from compactlog.client.errors import AlreadyClosed
 from compactlog.client.message_id import MessageId
 from compactlog.client.producer import Producer
 from compactlog.client.pulsar_params import check_ignored, pick
-from compactlog.errors import CompactlogError
+from compactlog.client.send_batches import BatchingSettings, SendBatches, SendCallback
 from compactlog.records import Record
 
 __all__ = ["SendCallback", "TopicProducer", "record_of"]
 
-SendCallback = Callable[[Result | CompactlogError, MessageId | None], None]
 SEND_DEFAULTS: dict[str, object] = {
     "ordering_key": None,
     "replication_clusters": None,
@@ -62,13 +59,12 @@ class TopicProducer(Closeable):
         producer: Producer,
         producer_name: str | None = None,
         initial_sequence_id: int | None = None,
+        batching: BatchingSettings | None = None,
     ) -> None:
         self._producer = producer
         self._name = producer_name or "producer-" + uuid.uuid4().hex[:12]
-        self._sequence = -1 if initial_sequence_id is None else initial_sequence_id
-        self._lock = threading.Lock()
-        self._async: ThreadPoolExecutor | None = None  # made by the first send_async
-        self._pending: set[Future[None]] = set()
+        sequence = -1 if initial_sequence_id is None else initial_sequence_id
+        self._async = SendBatches(producer, batching or BatchingSettings(), sequence)
 
     def topic(self) -> str:
         return self._producer.topic()
@@ -79,7 +75,7 @@ class TopicProducer(Closeable):
 
     def last_sequence_id(self) -> int:
         """The sequence id of the last message sent (-1 before any, as pulsar-client)."""
-        return self._sequence
+        return self._async.sequence
 
     def send(
         self,
@@ -99,11 +95,19 @@ class TopicProducer(Closeable):
         ``content=None`` with a key is a tombstone (deletes the key); ``event_timestamp``
         milliseconds since the epoch (``None``: the publish time). ``ordering_key``,
         replication and delayed delivery have no meaning here (``pulsar_params``)."""
-        check_ignored("send", pick(locals(), SEND_DEFAULTS), SEND_DEFAULTS)
+        if (
+            ordering_key
+            or replication_clusters
+            or disable_replication
+            or deliver_at
+            or deliver_after
+        ):
+            check_ignored("send", pick(locals(), SEND_DEFAULTS), SEND_DEFAULTS)
         record = record_of(content, partition_key, properties, event_timestamp)
+        if self._async.unanswered:
+            self._async.flush()  # what send_async queued goes first
         msg_id = MessageId.of(self._producer.send_batch([record])[0])
-        with self._lock:
-            self._sequence = self._sequence + 1 if sequence_id is None else sequence_id
+        self._async.sequenced(sequence_id)
         return msg_id
 
     def send_async(
@@ -120,27 +124,30 @@ class TopicProducer(Closeable):
         deliver_at: int | None = None,
         deliver_after: object | None = None,
     ) -> None:
-        """``send`` on the producer's thread, in order; then ``callback(Result.Ok,
-        msg_id)``, or ``callback(error, None)`` with the ``CompactlogError`` it met."""
-        args = (content, properties, partition_key, ordering_key, sequence_id)
-        more = (replication_clusters, disable_replication, event_timestamp, deliver_at)
-
-        def run() -> None:
-            try:
-                msg_id = self.send(*args, *more, deliver_after)
-            except CompactlogError as exc:
-                callback(exc, None)
-            else:
-                callback(Result.Ok, msg_id)
-
-        with self._lock:
-            if self._producer.closed:
-                raise AlreadyClosed("the producer is closed")
-            if self._async is None:
-                self._async = ThreadPoolExecutor(1, thread_name_prefix="compactlog-send")
-            future = self._async.submit(run)
-            self._pending.add(future)
-        future.add_done_callback(self._pending.discard)
+        """Queue the message and return; ``callback(Result.Ok, msg_id)`` once it is
+        stored, or ``callback(error, None)`` with the ``CompactlogError`` it met.
+        Messages are stored and called back in the order they were given."""
+        if (
+            ordering_key
+            or replication_clusters
+            or disable_replication
+            or deliver_at
+            or deliver_after
+        ):
+            check_ignored("send_async", pick(locals(), SEND_DEFAULTS), SEND_DEFAULTS)
+        # Runs once per message: the common types first, without calls.
+        value = content if type(content) is bytes else cv.to_bytes(content)
+        key = partition_key
+        if type(key) is not bytes:
+            key = key.encode() if type(key) is str else cv.to_bytes(key)
+        record: cv.RecordLike
+        if key is not None and value is not None and not properties and not event_timestamp:
+            record = (key, value)  # the fast path of publish_request
+            size = len(key) + len(value)
+        else:
+            record = (key, value, properties, event_timestamp or 0)
+            size = len(key or b"") + len(value or b"")
+        self._async.add(record, size, callback, sequence_id)
 
     def send_batch(self, records: Iterable[cv.RecordLike]) -> list[MessageId]:
         """Records ``(key, value[, properties[, event_time_ms]])`` in one all-or-nothing
@@ -152,13 +159,11 @@ class TopicProducer(Closeable):
         return self._producer.send_stream(batches)
 
     def flush(self) -> None:
-        """Wait until every ``send_async`` handed over so far has been answered."""
-        for future in list(self._pending):
-            future.result()
+        """Send what ``send_async`` queued now and wait until every message handed over
+        so far has been called back."""
+        self._async.flush()
 
     def close(self) -> None:
         """Flush, then refuse later sends."""
-        self.flush()
-        if self._async is not None:
-            self._async.shutdown(wait=True)
+        self._async.close()
         self._producer.close()

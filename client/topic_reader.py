@@ -3,7 +3,9 @@ pulsar-client's Reader: ``read_next(timeout_millis=None)``, ``has_message_availa
 
 Under it is one ``follow`` Read stream (``reader.Reader``) drained by a thread of its own
 into a bounded queue, so ``read_next`` can wait with a timeout, which a blocking gRPC
-iterator cannot. The start follows pulsar-client: ``MessageId.earliest``,
+iterator cannot. The queue holds whole responses (``Reader.batches``): ``read_next`` takes
+the next message from the response in hand and touches the queue, its lock and the pump
+once per response, not once per message. The start follows pulsar-client: ``MessageId.earliest``,
 ``MessageId.latest``, or an id, after which reading begins (that id itself too with
 ``start_message_id_inclusive=True``). A start id that compaction removed reads from the
 next surviving message, as the server does for every start. ``seek`` opens a new stream
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections import deque
 from collections.abc import Callable
 
 from compactlog.client.closeable import Closeable
@@ -27,6 +30,7 @@ from compactlog.errors import InvalidArgument
 __all__ = ["TopicReader", "more_to_read", "skipped_start", "start_of"]
 
 _QUEUE_MESSAGES = 1000  # messages read ahead of read_next (pulsar-client's receiver queue)
+_RESPONSE_MESSAGES = 1000  # about what one Read response holds, to size the queue in responses
 _END = object()  # the stream ended (it only does when closed or failed)
 
 LastId = Callable[[], MessageId | None]
@@ -84,9 +88,12 @@ class TopicReader(Closeable):
         self.name = name
         self._open = open_reader
         self._inclusive = inclusive
-        self._queue_size = queue_size
+        # Responses read ahead: about receiver_queue_size messages, and at least one while
+        # read_next works through the one in hand.
+        self._ahead = max(1, queue_size // _RESPONSE_MESSAGES)
         self._last_id = last_id
         self._closed = threading.Event()
+        self._ready: deque[Message] = deque()  # the response in hand
         self._begin(start_of(start_message_id), None)
         self._topic = self._reader.topic()
 
@@ -95,10 +102,11 @@ class TopicReader(Closeable):
         self._start = start
         self._skip = skipped_start(start, self._inclusive)
         self._reader = self._open(start, timestamp_ms)
-        self._queue: queue.Queue[object] = queue.Queue(self._queue_size)
+        self._queue: queue.Queue[object] = queue.Queue(self._ahead)
+        self._ready.clear()
         self._stop = threading.Event()
         self._failure: BaseException | None = None
-        self._read: MessageId | None = None  # the last id handed out
+        self._last: Message | None = None  # the last message handed out
         self._pump = threading.Thread(
             target=self._drain,
             args=(self._reader, self._queue, self._stop),
@@ -135,16 +143,22 @@ class TopicReader(Closeable):
 
     def _drain(self, reader: Reader, into: queue.Queue[object], stop: threading.Event) -> None:
         try:
-            for msg in reader:
+            for batch in reader.batches():
                 if self._skip is not None:
-                    if msg.id == self._skip:
-                        continue  # the start id itself: not inclusive
-                    self._skip = None
-                if not self._put(into, stop, msg):
+                    batch = self._skipping(batch)
+                if batch and not self._put(into, stop, batch):
                     return
             self._put(into, stop, _END)
         except BaseException as exc:  # handed to the caller of read_next
             self._put(into, stop, exc)
+
+    def _skipping(self, batch: list[Message]) -> list[Message]:
+        """The start id itself is dropped when the read is not inclusive."""
+        if batch[0].id == self._skip:
+            batch = batch[1:]
+        if batch:
+            self._skip = None
+        return batch
 
     @staticmethod
     def _put(into: queue.Queue[object], stop: threading.Event, item: object) -> bool:
@@ -158,6 +172,14 @@ class TopicReader(Closeable):
 
     def read_next(self, timeout_millis: int | None = None) -> Message:
         """The next message; waits forever, or raises ``Timeout`` after ``timeout_millis``."""
+        ready = self._ready
+        if not ready:
+            self._refill(timeout_millis)
+        msg = self._last = ready.popleft()
+        return msg
+
+    def _refill(self, timeout_millis: int | None) -> None:
+        """The next response into ``_ready``, or the reason there is none."""
         if self._closed.is_set():
             raise AlreadyClosed("the reader is closed")
         if self._failure is not None:
@@ -168,21 +190,23 @@ class TopicReader(Closeable):
             )
         except queue.Empty:
             raise Timeout(f"no message on {self._topic} within {timeout_millis} ms") from None
-        if isinstance(item, Message):
-            self._read = item.id
-            return item
+        if isinstance(item, list):
+            self._ready.extend(item)
+            return
         self._failure = item if isinstance(item, BaseException) else AlreadyClosed("the read ended")
         raise self._failure
 
     def has_message_available(self) -> bool:
         """True when ``read_next`` has a message now or one the server holds is still to
         come (the topic's last id lies after the last one read)."""
-        if not self._queue.empty():
+        if self._ready or not self._queue.empty():
             return True
-        return more_to_read(self._last_id(), self._read, self._start, self._skip is not None)
+        read = None if self._last is None else self._last.id
+        return more_to_read(self._last_id(), read, self._start, self._skip is not None)
 
     def close(self) -> None:
         """Cancel the stream; a ``read_next`` after this raises ``AlreadyClosed``."""
         if not self._closed.is_set():
             self._closed.set()
+            self._ready.clear()
             self._end()

@@ -26,6 +26,7 @@ from compactlog.client.aio.streams import (
     _Link,
     acall,
 )
+from compactlog.client.batch_policy import ConsumerBatchReceivePolicy
 from compactlog.client.consumer_state import ConsumerState
 from compactlog.client.enums import ConsumerType, InitialPosition
 from compactlog.client.errors import AlreadyClosed
@@ -38,6 +39,7 @@ from compactlog.client.pulsar_params import (
     client_settings,
     pick,
 )
+from compactlog.client.send_batches import BatchingSettings
 from compactlog.client.subscriptions import reset_cursor_request
 from compactlog.client.types import CompactionStatus, TopicInfo
 from compactlog.v1 import compactlog_pb2 as pb
@@ -211,7 +213,13 @@ class AsyncClient:
         """As ``Client.create_producer`` (pulsar-client's parameters, the same checks)."""
         check_ignored("create_producer", pick(locals(), PRODUCER_DEFAULTS), PRODUCER_DEFAULTS)
         self._check_open()
-        return AsyncProducer(self._link, topic, producer_name, initial_sequence_id)
+        batching = BatchingSettings(
+            batching_enabled,
+            batching_max_messages,
+            batching_max_allowed_size_in_bytes,
+            batching_max_publish_delay_ms,
+        )
+        return AsyncProducer(self._link, topic, producer_name, initial_sequence_id, batching)
 
     async def subscribe(
         self,
@@ -235,7 +243,7 @@ class AsyncClient:
         max_pending_chunked_message: int = 10,
         auto_ack_oldest_chunked_message_on_queue_full: bool = False,
         start_message_id_inclusive: bool = False,
-        batch_receive_policy: object | None = None,
+        batch_receive_policy: ConsumerBatchReceivePolicy | None = None,
         key_shared_policy: object | None = None,
         batch_index_ack_enabled: bool = False,
         regex_subscription_mode: object | None = None,
@@ -259,6 +267,7 @@ class AsyncClient:
                 consumer_name=consumer_name,
                 negative_ack_redelivery_delay_ms=negative_ack_redelivery_delay_ms,
                 ack_timeout_ms=unacked_messages_timeout_ms or 0,
+                batch_receive_policy=batch_receive_policy,
             )
             consumer = AsyncConsumer(self._link, state, self)
             await consumer.subscribe_now()

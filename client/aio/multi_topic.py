@@ -38,6 +38,17 @@ class AsyncMultiTopicConsumer(MultiTopic[AsyncConsumer]):
                     msg = f"no message on {self.topic()} within {timeout_millis} ms"
                     raise Timeout(msg) from None
 
+    async def batch_receive(self) -> list[Message]:
+        """As ``MultiTopicConsumer.batch_receive``."""
+        while True:
+            if self._closed:
+                raise AlreadyClosed("the consumer is closed")
+            consumer = self._consumers[self._turn % len(self._consumers)]
+            self._turn += 1
+            batch = await consumer.batch_receive(timeout_ms=_TURN_MS)
+            if batch:
+                return batch
+
     def _owner(self, message: cv.MessageIdLike) -> AsyncConsumer:
         if isinstance(message, Message) and message.topic in self._by_topic:
             return self._by_topic[message.topic]

@@ -7,21 +7,24 @@ import asyncio
 import contextlib
 import time
 import uuid
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Literal, Protocol, TypeVar
 
 import grpc
 
 from compactlog.client import _convert as cv
+from compactlog.client.aio.send_batches import AsyncSendBatches
 from compactlog.client.consumer_state import ConsumerState
 from compactlog.client.errors import AlreadyClosed, Timeout, from_rpc_error
-from compactlog.client.message import Message
+from compactlog.client.message import Message, messages_of
 from compactlog.client.message_id import MessageId
 from compactlog.client.pulsar_params import check_ignored, pick
 from compactlog.client.reader import StartLike, read_request
+from compactlog.client.send_batches import BatchingSettings
 from compactlog.client.topic_producer import SEND_DEFAULTS, record_of
 from compactlog.client.topic_reader import more_to_read, skipped_start, start_of
-from compactlog.errors import CompactlogError
+from compactlog.errors import CompactlogError, InvalidArgument
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 
 __all__ = ["AsyncConsumer", "AsyncProducer", "AsyncReader", "AsyncSubscriptionAdmin", "acall"]
@@ -30,6 +33,7 @@ T = TypeVar("T")
 Metadata = tuple[tuple[str, str], ...]
 
 _QUEUE_MESSAGES = 1000  # messages an AsyncReader reads ahead of read_next
+_RESPONSE_MESSAGES = 1000  # about what one Read response holds
 
 
 async def acall(method: str, address: str, call: Awaitable[T]) -> T:
@@ -56,7 +60,8 @@ class _Link:
 class AsyncProducer:
     """Sends to one topic; ``await send(...)`` is durable when it returns. pulsar-client's
     asyncio producer has no ``send_async``: ``send`` is the coroutine, and ``flush()``
-    waits for every send begun (``asyncio.create_task(producer.send(...))``) to finish."""
+    waits for every send begun (``asyncio.create_task(producer.send(...))``) to finish.
+    Sends begun together go out together, in order (``AsyncSendBatches``)."""
 
     def __init__(
         self,
@@ -64,9 +69,11 @@ class AsyncProducer:
         topic: str,
         producer_name: str | None = None,
         initial_sequence_id: int | None = None,
+        batching: BatchingSettings | None = None,
     ) -> None:
         self._link = link
         self._topic = topic
+        self._batches = AsyncSendBatches(self.send_batch, batching or BatchingSettings())
         self._name = producer_name or "producer-" + uuid.uuid4().hex[:12]
         self._sequence = -1 if initial_sequence_id is None else initial_sequence_id
         self._in_flight: set[asyncio.Future[Any]] = set()
@@ -98,16 +105,19 @@ class AsyncProducer:
     ) -> MessageId:
         """As ``TopicProducer.send``, with its parameters in its order."""
         check_ignored("send", pick(locals(), SEND_DEFAULTS), SEND_DEFAULTS)
+        if self._closed:
+            raise AlreadyClosed("the producer is closed")
         record = record_of(content, partition_key, properties, event_timestamp)
-        msg_id = (await self.send_batch([record]))[0]
+        size = len(record.key or b"") + len(record.value or b"")
         self._sequence = self._sequence + 1 if sequence_id is None else sequence_id
-        return msg_id
+        return await self._batches.send(record, size)
 
     async def flush(self) -> None:
         """Wait until every send begun so far has been answered (its error is the send's).
         One yield first: tasks made before this call (``create_task(producer.send(...))``)
         run up to their request, in order, before flush looks at what is in flight."""
         await asyncio.sleep(0)
+        await self._batches.flush()
         if self._in_flight:
             await asyncio.wait(list(self._in_flight))
 
@@ -224,15 +234,43 @@ class AsyncConsumer:
 
     async def receive(self, timeout_millis: int | None = None) -> Message:
         """The next message; ``Timeout`` after ``timeout_millis`` (None: wait forever)."""
+        state = self._state
+        if not state.buffer:
+            await self._fill(timeout_millis)
+        return state.take()
+
+    async def batch_receive(
+        self, max_messages: int | None = None, timeout_ms: int | None = None
+    ) -> list[Message]:
+        """As ``Consumer.batch_receive``: what is buffered, else the next response whole."""
+        self._check_open()
+        policy = self._state.batch_policy
+        if max_messages is not None and max_messages < 1:
+            raise InvalidArgument("max_messages must be at least 1")
+        if timeout_ms is None and policy is not None:
+            timeout_ms = policy.timeout_ms
+        if not self._state.buffer:
+            try:
+                await self._fill(timeout_ms)
+            except Timeout:
+                if timeout_ms is None:
+                    raise
+                return []
+        cap = max_messages or (policy.max_num_message if policy else 0)
+        return self._state.take_batch(cap, policy.max_num_bytes if policy else 0)
+
+    async def _fill(self, limit: int | None) -> None:
+        """Consume until a message is buffered; ``Timeout`` after ``limit`` ms."""
         self._check_open()
         state = self._state
-        end = state.end_of(timeout_millis)
+        end = state.end_of(limit)
+        first = True
         while not state.ready():
-            await self._fetch(state.wait_ms(end, timeout_millis))
+            await self._fetch(state.wait_ms(end, limit, first))
+            first = False
             self._check_open()
             if end is not None and time.monotonic() >= end and not state.ready():
-                raise state.timeout_error(timeout_millis)
-        return state.take()
+                raise state.timeout_error(limit)
 
     async def acknowledge(self, message: cv.MessageIdLike) -> None:
         await self._ack(message, cumulative=False)
@@ -255,7 +293,6 @@ class AsyncConsumer:
         req = self._state.ack_request(message, cumulative)
         call = link.stub.Acknowledge(req, timeout=link.timeout, metadata=link.metadata)
         await acall("Acknowledge", link.address, call)
-        self._state.acked(message, cumulative)
 
     async def close(self) -> None:
         """As ``Consumer.close``: leave the subscription at once (``Log.CloseConsumer``)."""
@@ -289,14 +326,19 @@ class AsyncReader:
         self._last_id = last_id
         self._address = link.address
         self._closed = False
+        self._ready: deque[Message] = deque()  # the response in hand
         self._begin(start_of(start_message_id), None)
 
     def _begin(self, start: StartLike, timestamp_ms: int | None) -> None:
         """Open the follow Read at ``start`` (or ``timestamp_ms``) and its pump task."""
         self._start = start
         self._skip = skipped_start(start, self._inclusive)
-        self._read: MessageId | None = None
-        self._queue: asyncio.Queue[Message | BaseException] = asyncio.Queue(_QUEUE_MESSAGES)
+        self._last: Message | None = None  # the last message handed out
+        self._ready.clear()
+        # Whole responses read ahead (about _QUEUE_MESSAGES messages), as TopicReader.
+        self._queue: asyncio.Queue[list[Message] | BaseException] = asyncio.Queue(
+            max(1, _QUEUE_MESSAGES // _RESPONSE_MESSAGES)
+        )
         req = read_request(
             self._topic, start, timestamp_ms, read_compacted=self._read_compacted, follow=True
         )
@@ -322,22 +364,32 @@ class AsyncReader:
         else:
             self._begin(start_of(message), None)
 
-    async def _drain(self, call: Any, into: asyncio.Queue[Message | BaseException]) -> None:
+    async def _drain(
+        self, call: Any, into: asyncio.Queue[list[Message] | BaseException]
+    ) -> None:
         try:
             async for resp in call:
-                for wire in resp.messages:
-                    msg = cv.message_from_pb(wire, self._topic)
-                    if self._skip is not None:
-                        if msg.id == self._skip:
-                            continue
+                batch = messages_of(resp.messages, self._topic)
+                if batch and self._skip is not None:
+                    if batch[0].id == self._skip:
+                        batch = batch[1:]
+                    if batch:
                         self._skip = None
-                    await into.put(msg)
+                if batch:
+                    await into.put(batch)
             await into.put(AlreadyClosed("the read ended"))
         except grpc.RpcError as err:
             await into.put(from_rpc_error(err, "Read", self._address))
 
     async def read_next(self, timeout_millis: int | None = None) -> Message:
         """The next message; ``Timeout`` after ``timeout_millis`` (None: wait forever)."""
+        ready = self._ready
+        if not ready:
+            await self._refill(timeout_millis)
+        msg = self._last = ready.popleft()
+        return msg
+
+    async def _refill(self, timeout_millis: int | None) -> None:
         if self._closed:
             raise AlreadyClosed("the reader is closed")
         seconds = None if timeout_millis is None else timeout_millis / 1000
@@ -348,15 +400,16 @@ class AsyncReader:
         if isinstance(item, BaseException):
             self._queue.put_nowait(item)  # every later read_next fails the same way
             raise item
-        self._read = item.id
-        return item
+        self._ready.extend(item)
 
     async def has_message_available(self) -> bool:
-        if not self._queue.empty():
+        if self._ready or not self._queue.empty():
             return True
-        return more_to_read(await self._last_id(), self._read, self._start, self._skip is not None)
+        read = None if self._last is None else self._last.id
+        return more_to_read(await self._last_id(), read, self._start, self._skip is not None)
 
     async def close(self) -> None:
         if not self._closed:
             self._closed = True
+            self._ready.clear()
             await self._end()

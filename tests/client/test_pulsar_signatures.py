@@ -68,10 +68,10 @@ def test_send_async_calls_back_in_order_and_flush_waits(client: Client, topic: s
 
 
 def test_parameters_without_meaning_take_only_pulsars_default(client: Client, topic: str) -> None:
-    client.create_producer(topic, batching_enabled=False, compression_type=None).close()
+    client.create_producer(topic, chunking_enabled=False, compression_type=None).close()
     with pytest.raises(InvalidArgument) as info:
-        client.create_producer(topic, batching_enabled=True)
-    assert "batching_enabled" in str(info.value) and "\n" not in str(info.value)
+        client.create_producer(topic, chunking_enabled=True)
+    assert "chunking_enabled" in str(info.value) and "\n" not in str(info.value)
     with pytest.raises(InvalidArgument):
         client.subscribe(topic, "s", message_listener=print)
     with pytest.raises(InvalidArgument):

@@ -96,7 +96,7 @@ def test_segmented_empty_value_is_a_value(client: Client, unique_topic: str) -> 
 
 
 def test_compaction_committing_during_bootstrap_leaves_no_gap(client: Client, topic: str) -> None:
-    """A compaction commits after the bootstrap read has handed out its first message: the
+    """A compaction commits after the bootstrap read has handed out its first response: the
     view is read again, and deletions the new compacted ledger dropped are not missed."""
     producer = client.create_producer(topic)
     big = b"v" * 2048  # enough that the compacted view spans many responses
@@ -110,12 +110,12 @@ def test_compaction_committing_during_bootstrap_leaves_no_gap(client: Client, to
         reader = client.reader(topic, start, read_compacted=compacted, follow=follow)
         reads.append((start, compacted, follow))
         if len(reads) == 1:
-            reader._messages = compacting_after_first(reader._messages)  # type: ignore[method-assign]
+            reader._batches = compacting_after_first(reader._batches)  # type: ignore[method-assign]
         return reader
 
-    def compacting_after_first(messages: Iterator[Message]) -> Iterator[Message]:
-        for i, msg in enumerate(messages):
-            yield msg
+    def compacting_after_first(batches: Iterator[list[Message]]) -> Iterator[list[Message]]:
+        for i, batch in enumerate(batches):
+            yield batch
             if i == 0:
                 assert client.compact(topic, wait=True).state == "SUCCESS"
 
