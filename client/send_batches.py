@@ -41,7 +41,7 @@ __all__ = ["BatchingSettings", "SendBatches", "SendCallback"]
 SendCallback = Callable[[Result | CompactlogError, MessageId | None], None]
 IDLE_S = 1.0  # an idle stream ends after this long
 MAX_IN_FLIGHT = 4  # requests sent and not answered: while they are, the next one fills
-MAX_UNANSWERED = 50_000  # sends not yet called back before send_async waits for room
+MAX_UNANSWERED = 10_000  # sends not yet called back before send_async waits for room
 _log = logging.getLogger(__name__)
 _Entries = deque[tuple[cv.RecordLike, int, SendCallback]]  # a send: record, size, callback
 

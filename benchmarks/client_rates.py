@@ -1,0 +1,276 @@
+"""``compactlog bench client``: the Python client beside raw gRPC, same server, same run.
+
+A user meets the data plane through ``compactlog.client``; what the client costs on top
+of the wire is what this suite measures. Each run starts a fresh ``compactlog serve``
+(fsync durability), loads a LEDGER topic of ``--records`` 100 B messages (100k keys at
+most) with the raw-bytes PublishStream of ``rawlog`` (1000 records a request, timed: the
+publish floor), then times, on the same topic and server:
+
+1. raw gRPC Read, each response parsed (``ReadResponse.FromString``) and its messages
+   counted: the read floor;
+2. ``client.create_reader(topic, MessageId.earliest).read_next()`` in a loop;
+3. ``client.subscribe(...).receive()`` in a loop, a cumulative ack every 1000;
+4. ``consumer.batch_receive()`` in a loop, a cumulative ack of each batch's last;
+5. ``producer.send_async(value, callback, partition_key=key)`` for every record, then
+   ``flush()``, to a fresh topic: beside the publish floor.
+
+The consumers are also shown beside a second floor: raw gRPC Consume of 1000 messages a
+call, each response parsed, and a cumulative Acknowledge of its last message, one call
+after the other (what a consumer's calls cost on the server, without the client).
+
+The client loops hand out every message (a ``Message`` each) without reading its fields,
+as the floor counts messages without reading them. Figures are medians of ``--runs``
+runs, each ratio a median of the runs' own ratios. Goals (issue 29): read_next and
+receive >= 0.25, batch_receive >= 0.5 of the raw read; send_async + flush >= 0.5 of the
+raw PublishStream.
+
+    compactlog bench client                  # 200,000 messages, 3 runs
+    compactlog bench client --quick          # seconds
+    compactlog bench client --records 500000 --runs 5 --json client.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as dt
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from compactlog.bench.procstats import ServerProcess
+from compactlog.bench.rawlog import CHANNEL_OPTIONS, RawLog, publish_request, read_request
+from compactlog.bench.summary import Target, aggregate, machine, print_report, targets_markdown
+from compactlog.bench.summary import versions as package_versions
+from compactlog.client import Client, InitialPosition, MessageId, Result
+from compactlog.v1 import compactlog_pb2 as pb
+from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
+
+TOPIC, SENT = "client-read", "client-send"
+VALUE = b"v" * 100
+ACK_EVERY = 1000
+Sample = dict[str, float]
+READ_FLOOR = "raw gRPC Read, responses parsed, same server"
+PUBLISH_FLOOR = "raw gRPC PublishStream, 1000 x 100 B a request"
+CONSUME_FLOOR = "raw gRPC Consume 1000 + cumulative Acknowledge, same server"
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    records: int = 200_000
+    runs: int = 3
+    workdir: Path | None = None
+
+
+QUICK = {"records": 5000, "runs": 1}
+
+
+def _keys(records: int) -> list[bytes]:
+    return [b"k%d" % (i % 100_000) for i in range(records)]
+
+
+def _rate(count: int, work: Callable[[], int]) -> float:
+    started = time.perf_counter()
+    got = work()
+    seconds = time.perf_counter() - started
+    if got != count:
+        raise RuntimeError(f"expected {count} messages, got {got}")
+    return count / seconds
+
+
+def _read_next(client: Client, count: int) -> int:
+    reader = client.create_reader(TOPIC, MessageId.earliest)
+    try:
+        for _ in range(count):
+            reader.read_next()
+        return count
+    finally:
+        reader.close()
+
+
+def _receive(client: Client, count: int) -> int:
+    consumer = client.subscribe(TOPIC, "bench-receive", initial_position=InitialPosition.Earliest)
+    try:
+        for i in range(1, count + 1):
+            msg = consumer.receive()
+            if i % ACK_EVERY == 0 or i == count:
+                consumer.acknowledge_cumulative(msg)
+        return count
+    finally:
+        consumer.close()
+
+
+def _batch_receive(client: Client, count: int) -> int:
+    consumer = client.subscribe(TOPIC, "bench-batch", initial_position=InitialPosition.Earliest)
+    got = 0
+    try:
+        while got < count:
+            batch = consumer.batch_receive()
+            got += len(batch)
+            consumer.acknowledge_cumulative(batch[-1])
+        return got
+    finally:
+        consumer.close()
+
+
+def _raw_consume(address: str, count: int) -> int:
+    """The consume floor: Consume and a cumulative Acknowledge per response, bare stubs."""
+    with grpc.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
+        log = pb_grpc.LogStub(channel)
+        consume = pb.ConsumeRequest(
+            topic=TOPIC, subscription="bench-raw", consumer_name="bench-raw",
+            initial_position=pb.EARLIEST, max_messages=1000,
+        )  # fmt: skip
+        ack = pb.AcknowledgeRequest(topic=TOPIC, subscription="bench-raw", cumulative=True)
+        got = 0
+        while got < count:
+            resp = log.Consume(consume, timeout=600)
+            got += len(resp.messages)
+            if resp.messages:
+                ack.id.CopyFrom(resp.messages[-1].id)
+                log.Acknowledge(ack, timeout=600)
+        return got
+
+
+def _send_async(client: Client, keys: list[bytes]) -> int:
+    producer = client.create_producer(SENT)
+    stored = [0]
+
+    def callback(result: object, _msg_id: MessageId | None) -> None:
+        if result is Result.Ok:
+            stored[0] += 1
+
+    for key in keys:
+        producer.send_async(VALUE, callback, partition_key=key)
+    producer.flush()
+    producer.close()
+    return stored[0]
+
+
+def one_run(s: Settings, run: int, requests: list[bytes], keys: list[bytes]) -> Sample:
+    """A fresh server: the floors and the client's loops on the same topic."""
+    with tempfile.TemporaryDirectory(prefix="compactlog-client-", dir=s.workdir) as tmp:
+        server = ServerProcess(Path(tmp) / "data")
+        try:
+            with RawLog(server.address) as log, Client(server.address, timeout=600) as client:
+                client.create_topic(TOPIC)
+                client.create_topic(SENT)
+                print(f"run {run}: publish floor, reads, consumers, send_async", file=sys.stderr)
+                seconds, _ = log.publish_stream(requests)
+                m: Sample = {"raw_publish_rps": s.records / seconds}
+                req = read_request(TOPIC, compacted=False)
+                m["raw_read_mps"] = _rate(s.records, lambda: log.read(req, len).messages)
+                m["raw_consume_mps"] = _rate(
+                    s.records, lambda: _raw_consume(server.address, s.records)
+                )
+                m["read_next_mps"] = _rate(s.records, lambda: _read_next(client, s.records))
+                m["receive_mps"] = _rate(s.records, lambda: _receive(client, s.records))
+                m["batch_receive_mps"] = _rate(s.records, lambda: _batch_receive(client, s.records))
+                m["send_async_mps"] = _rate(s.records, lambda: _send_async(client, keys))
+        finally:
+            server.stop()
+    for name in ("read_next", "receive", "batch_receive"):
+        m[f"{name}.ratio"] = m[f"{name}_mps"] / m["raw_read_mps"]
+    for name in ("receive", "batch_receive"):
+        m[f"{name}.consume_ratio"] = m[f"{name}_mps"] / m["raw_consume_mps"]
+    m["send_async.ratio"] = m["send_async_mps"] / m["raw_publish_rps"]
+    return m
+
+
+ROWS = (
+    ("create_reader + read_next loop", "read_next", "raw_read_mps", READ_FLOOR, 0.25),
+    ("subscribe + receive, cumulative ack / 1000", "receive", "raw_read_mps", READ_FLOOR, 0.25),
+    ("subscribe + batch_receive, ack each batch", "batch_receive", "raw_read_mps", READ_FLOOR, 0.5),
+    ("send_async + flush", "send_async", "raw_publish_rps", PUBLISH_FLOOR, 0.5),
+)  # fmt: skip
+
+
+def rows(results: dict[str, dict[str, Any]]) -> list[Target]:
+    out = []
+    specs = [(*row, "ratio") for row in ROWS] + [
+        ("subscribe + receive (beside raw Consume)", "receive", "raw_consume_mps",
+         CONSUME_FLOOR, 0.25, "consume_ratio"),
+        ("subscribe + batch_receive (beside raw Consume)", "batch_receive", "raw_consume_mps",
+         CONSUME_FLOOR, 0.5, "consume_ratio"),
+    ]  # fmt: skip
+    for name, key, floor_key, floor_name, goal, ratio_key in specs:
+        ratio = results[f"{key}.{ratio_key}"]["median"]
+        out.append(
+            Target(
+                name, "ledger", results[f"{key}_mps"]["median"], "msg/s", f">= {goal} x floor",
+                ratio >= goal, results[floor_key]["median"], floor_name, ratio,
+                "median of the runs' figure / floor",
+            )
+        )  # fmt: skip
+    return out
+
+
+def run(s: Settings) -> dict[str, Any]:
+    started, t0 = dt.datetime.now(), time.perf_counter()
+    keys = _keys(s.records)
+    requests = [
+        publish_request(TOPIC, [(k, VALUE) for k in keys[i : i + 1000]])
+        for i in range(0, s.records, 1000)
+    ]
+    samples = [one_run(s, i + 1, requests, keys) for i in range(s.runs)]
+    results = {key: aggregate([m[key] for m in samples]) for key in samples[0]}
+    return {
+        "suite": "compactlog bench client",
+        "schema": 1,
+        "settings": {**dataclasses.asdict(s), "workdir": str(s.workdir or "")},
+        "started": started.isoformat(timespec="seconds"),
+        "duration_s": time.perf_counter() - t0,
+        "machine": machine(),
+        "versions": package_versions(),
+        "results": results,
+        "rows": [dataclasses.asdict(r) for r in rows(results)],
+    }
+
+
+def markdown(report: dict[str, Any]) -> str:
+    s, m = report["settings"], report["machine"]
+    spread = "; ".join(
+        f"{key} {min(agg['samples']):.2f}-{max(agg['samples']):.2f}"
+        for key, agg in report["results"].items()
+        if key.endswith("ratio")
+    )
+    head = (
+        f"{s['records']:,} LEDGER messages x 100 B, median of {s['runs']} run(s), one "
+        f"server per run (fsync durability). {m['cpu_model']}, {m['cores']} cores."
+    )
+    table = targets_markdown([Target(**r) for r in report["rows"]], first_header="client path")
+    return f"{head}\n\n{table}\n\nPer-run ratios (min-max): {spread}."
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="compactlog bench client",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--quick", action="store_true", help="5,000 messages, one run: seconds")
+    p.add_argument("--records", type=int, help="messages per run (default 200,000)")
+    p.add_argument("--runs", type=int, help="runs to take the median over (default 3)")
+    p.add_argument("--workdir", type=Path, help="where data dirs go (default: system temp)")
+    p.add_argument("--json", type=Path, help="also write the report as JSON here")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    given = {k: v for k in ("records", "runs", "workdir") if (v := getattr(args, k)) is not None}
+    s = Settings(**{**(QUICK if args.quick else {}), **given})
+    if s.records < 1 or s.runs < 1:
+        raise SystemExit("compactlog bench client: --records and --runs must be positive")
+    report = run(s)
+    print_report("compactlog bench client", argv, report, markdown, args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
