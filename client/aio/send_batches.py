@@ -33,6 +33,7 @@ class AsyncSendBatches:
         self._settings = settings
         self._delay_s = settings.max_delay_ms / 1000 if settings.enabled else 0.0
         self._waiting: list[_Entry] = []
+        self._unanswered: set[asyncio.Future[MessageId]] = set()  # queued or in a request
         self._waiting_bytes = 0
         self._flushing = 0
         self._wake: asyncio.Event | None = None
@@ -42,6 +43,8 @@ class AsyncSendBatches:
         """Queue one message; the future is its id once its request is stored."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[MessageId] = loop.create_future()
+        self._unanswered.add(future)
+        future.add_done_callback(self._unanswered.discard)
         self._waiting.append((record, size, future))
         self._waiting_bytes += size
         if self._wake is None:
@@ -53,7 +56,7 @@ class AsyncSendBatches:
 
     async def flush(self) -> None:
         """Send what waits now and wait until every message queued so far is answered."""
-        futures = [entry[2] for entry in self._waiting]
+        futures = list(self._unanswered)
         if not futures:
             return
         self._flushing += 1

@@ -196,8 +196,14 @@ def test_async_sends_begun_together_go_together(
             consumer = await client.subscribe(
                 unique_topic, "s", initial_position=InitialPosition.Earliest
             )
+            late = [asyncio.create_task(producer.send(b"late%d" % i)) for i in range(3)]
+            await asyncio.sleep(0)  # the request is out before the flush
+            await producer.flush()  # waits for the request already out, too
+            last = await client.get_last_message_id(unique_topic)
+            ids += await asyncio.gather(*late)
+            assert last == ids[-1]
             batch = await consumer.batch_receive()
-            assert [m.message_id() for m in batch] == ids
+            assert [m.message_id() for m in batch] == ids[:500]  # the buffer, fetched before
             reader = await client.create_reader(unique_topic, MessageId.earliest)
             first = [(await reader.read_next(5000)).data() for _ in range(3)]
             assert first == [b"v0", b"v1", b"v2"]
