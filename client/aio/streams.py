@@ -364,9 +364,7 @@ class AsyncReader:
         else:
             self._begin(start_of(message), None)
 
-    async def _drain(
-        self, call: Any, into: asyncio.Queue[list[Message] | BaseException]
-    ) -> None:
+    async def _drain(self, call: Any, into: asyncio.Queue[list[Message] | BaseException]) -> None:
         try:
             async for resp in call:
                 batch = messages_of(resp.messages, self._topic)
