@@ -1,4 +1,5 @@
-"""Helpers for the compaction end-to-end tests: a thin typed wrapper over the raw stubs."""
+"""Helpers for the end-to-end tests: a thin typed wrapper over the raw stubs for the
+compaction tests, and the damage matrices' template data dir."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -16,6 +18,8 @@ from compactlog.storage.cursor import COMPACTED_LEDGER_PROPERTY
 from compactlog.storage.rocks import RocksDB
 from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
+
+from .damage import build_template
 
 Pair = tuple[bytes | None, bytes | None]
 Id = tuple[int, int]
@@ -138,3 +142,12 @@ def ledger_census(data_dir: Path) -> tuple[set[int], set[int]]:
 @pytest.fixture
 def stored_ledgers() -> Callable[[Path], tuple[set[int], set[int]]]:
     return ledger_census
+
+
+@pytest.fixture(scope="session")
+def damage_template(
+    tmp_path_factory: pytest.TempPathFactory, server_class: Any
+) -> tuple[Path, dict[str, Any]]:
+    """The damage matrices' template data dir and what a correct server reads from it
+    (``damage.py``): built once, copied for every case, never changed."""
+    return build_template(tmp_path_factory.mktemp("matrix"), server_class)
