@@ -28,7 +28,7 @@ from compactlog.storage.codec import ROLE_RAW, LedgerMeta
 from compactlog.storage.cursor import Cursor
 from compactlog.storage.key_index import block_entries, block_of, entries_of
 from compactlog.storage.key_index_check import check_ledger_index, check_stray_indexes
-from compactlog.storage.ledger_catalog import LedgerCatalog, catalog_path, stored_topics
+from compactlog.storage.ledger_catalog import LedgerCatalog, catalog_path
 from compactlog.storage.ledger_topic import LedgerTopic
 from compactlog.storage.migrate import LEDGERS_DIR, SEGMENTS_DIR, hold_data_dir
 from compactlog.storage.rocks import RocksDB
@@ -117,17 +117,16 @@ def check_ledger_store(path: Path, report: CheckReport) -> None:
 
 
 def _check_catalog(path: Path, db: RocksDB, report: CheckReport) -> None:
-    """Topics the catalog lists and the store lost (a MANIFEST or an SST gone)."""
+    """Topics, ledgers and entries the catalog lists and the store lost (a MANIFEST, a
+    WAL or an SST gone)."""
     try:
         catalog = LedgerCatalog(path)
     except CompactlogError as exc:
         report.problem(str(catalog_path(path)), str(exc))
         return
-    if catalog.names is None:
-        return
-    for name in sorted(catalog.names - stored_topics(db)):
+    for what in catalog.lost(db):
         report.problem(
-            f"topic {name!r}", "listed in the catalog, gone from the store (MANIFEST or SST lost)"
+            what, "listed in the catalog, gone from the store (MANIFEST, WAL or SST lost)"
         )
 
 

@@ -1,19 +1,24 @@
-"""The LEDGER topics a store holds, kept outside RocksDB, so that a store which opens
-"fine" but lost what it had is noticed before anything is deleted.
+"""What a LEDGER store holds, kept outside RocksDB, so that a store which opens "fine" but
+lost what it had is noticed before anything is deleted.
 
 A RocksDB ``MANIFEST`` cut short at a record boundary opens without an error: the edits
 after the cut (the last flush, say) are gone, the store shows an older state, and the
-read-write open then deletes the SST files it no longer knows as obsolete. A topic
-vanishes without a word (CONTRACT section 11: removed data must be detected). So the
-store keeps, beside its directory (``<store>.catalog``, a checksummed state file), the
-names of its topics, and at start compares them with what a read-only open (which
-deletes nothing) finds: a name the store lacks refuses the start in one line, the
-files left as they were.
+read-write open then deletes the SST files it no longer knows as obsolete. A WAL deleted
+or emptied opens without an error too, and the writes only it held are gone. Either way
+data vanishes without a word (CONTRACT section 11: removed data must be detected). So the
+store keeps, beside its directory (``<store>.catalog``, a checksummed state file):
 
-The catalog only ever lists what the store has durably: a topic is added after its
-record is synced, removed before its record is deleted. So a crash between the two
-writes leaves the store with a topic the catalog lacks (taken in at the next start),
-never the other way round.
+* the names of its topics (added after a topic's record is synced, removed before it is
+  deleted);
+* each topic's ledgers and their entry counts, as of the last start or clean stop;
+* the store's next ledger id, raised each time a ledger is allocated, after the
+  allocation is synced (once a ledger, never once an append).
+
+At start the catalog is compared with what a read-only open (which deletes nothing) finds
+(``ledger_catalog_check``): a topic, a ledger or entries the store lacks, or a ledger id
+allocator that went back, refuse the start in one line, the files left as they were. The
+catalog only ever lists what the store has durably, so a plain crash is never mistaken
+for a loss.
 """
 
 from __future__ import annotations
@@ -23,76 +28,112 @@ import logging
 from pathlib import Path
 
 from compactlog.errors import CompactlogError, CorruptData
-from compactlog.storage import keys
+from compactlog.storage.ledger_catalog_check import lost_from
 from compactlog.storage.rocks import RocksDB
 from compactlog.storage.segmented import state_file
 
 log = logging.getLogger(__name__)
+
+Counts = dict[str, dict[int, int]]  # topic -> ledger id -> entries
 
 
 def catalog_path(store: Path) -> Path:
     return store.with_name(store.name + ".catalog")
 
 
-def stored_topics(db: RocksDB) -> set[str]:
-    """The names of every topic record in ``db``, readable or not."""
-    begin, end = keys.topic_range()
-    return {key[1:].decode(errors="replace") for key in db.scan_keys(begin, end)}
-
-
 class LedgerCatalog:
-    """``names``: the topics the catalog lists, None before it was first written."""
+    """``names``: the topics the catalog lists, None before it was first written;
+    ``ledgers``: their ledgers' entry counts; ``next_ledger``: 0 when unknown."""
 
     def __init__(self, store: Path) -> None:
         self.store = store
         self.path = catalog_path(store)
+        self.names: set[str] | None = None
+        self.ledgers: Counts = {}
+        self.next_ledger = 0
         body = state_file.read(self.path)
         try:
-            self.names: set[str] | None = None if body is None else set(json.loads(body))
-        except (ValueError, TypeError) as exc:
+            if body is not None:
+                self._parse(json.loads(body))
+        except (ValueError, TypeError, AttributeError) as exc:
             raise state_file.BadStateFile(self.path, f"malformed catalog ({exc})") from None
+
+    def _parse(self, obj: object) -> None:
+        if isinstance(obj, list):  # the first layout: names only
+            self.names = {str(name) for name in obj}
+            return
+        if not isinstance(obj, dict):
+            raise ValueError("not a list or an object")
+        self.names = set(obj["topics"])
+        self.ledgers = {
+            name: {int(lid): int(n) for lid, n in counts.items()}
+            for name, counts in obj["ledgers"].items()
+        }
+        self.next_ledger = int(obj["next_ledger"])
 
     def check_before_open(self) -> None:
         """Compare the catalog with a read-only open of the store (which deletes nothing);
-        ``CorruptData`` naming the topics the store lost."""
-        if not self.names:
+        ``CorruptData`` naming what the store lost."""
+        if not self.names and not self.next_ledger:
             return
-        found: set[str] = set()
-        if (self.store / "CURRENT").exists():  # else no store at all: every topic is lost
+        if (self.store / "CURRENT").exists():
             db = RocksDB(self.store, read_only=True)
             try:
-                found = stored_topics(db)
+                lost = self.lost(db)
             finally:
                 db.close()
-        missing = sorted(self.names - found)
-        if missing:
+        else:  # no store at all: everything is lost
+            lost = [f"topic {name}" for name in sorted(self.names or ())] or ["every ledger"]
+        if lost:
             raise CorruptData(
-                f"RocksDB store {self.store} opened without topics its catalog lists "
-                f"({', '.join(missing)}): its MANIFEST or an SST file was lost; nothing was "
+                f"RocksDB store {self.store} opened without what its catalog lists "
+                f"({'; '.join(lost)}): its MANIFEST, WAL or an SST file was lost; nothing was "
                 "changed or deleted: restore the store from a backup, or inspect it with "
                 "`compactlog check DATA_DIR`",
                 path=self.store,
             )
 
-    def take_in(self, names: set[str]) -> None:
-        """At start, after the open: the store's topics (the loaded ones, readable or not)
-        become the catalog, written only when that changes anything."""
-        if names != self.names:
-            self.write(names)
+    def lost(self, db: RocksDB) -> list[str]:
+        """What the catalog lists and ``db`` lacks, one phrase each (empty: nothing)."""
+        return lost_from(db, self.names or set(), self.ledgers, self.next_ledger)
 
-    def write(self, names: set[str]) -> None:
-        state_file.write(self.path, json.dumps(sorted(names)).encode())
-        self.names = set(names)
+    def take_in(self, names: set[str], ledgers: Counts, next_ledger: int) -> None:
+        """At start, after the open (and at a clean stop, after the close): what the store
+        holds becomes the catalog, written only when that changes anything. Topics without
+        counts (offline ones) keep the counts the catalog had."""
+        kept = {n: c for n, c in self.ledgers.items() if n in names and n not in ledgers}
+        ledgers = {**kept, **ledgers}
+        if (names, ledgers, next_ledger) != (self.names, self.ledgers, self.next_ledger):
+            self.write(names, ledgers, next_ledger)
+
+    def write(self, names: set[str], ledgers: Counts, next_ledger: int) -> None:
+        body = {
+            "topics": sorted(names),
+            "ledgers": {n: {str(lid): c for lid, c in sorted(ledgers[n].items())} for n in ledgers},
+            "next_ledger": next_ledger,
+        }
+        state_file.write(self.path, json.dumps(body, sort_keys=True).encode())
+        self.names, self.ledgers, self.next_ledger = set(names), ledgers, next_ledger
+
+    def _write_or_log(self, names: set[str], next_ledger: int, what: str) -> None:
+        """A write that only makes the catalog know more: a failure leaves it knowing less
+        (taken in at the next start), so it is logged, never raised."""
+        try:
+            self.write(names, self.ledgers, next_ledger)
+        except CompactlogError as exc:
+            log.warning("%s: %s not yet in the catalog: %s", self.path, what, exc)
 
     def add(self, name: str) -> None:
-        """After the topic's record is synced; a failure only leaves it out (it is taken in
-        at the next start), so it is logged, never raised."""
-        try:
-            self.write((self.names or set()) | {name})
-        except CompactlogError as exc:
-            log.warning("%s: topic %r not yet in the catalog: %s", self.path, name, exc)
+        """After the topic's record is synced."""
+        self._write_or_log((self.names or set()) | {name}, self.next_ledger, f"topic {name!r}")
+
+    def allocated(self, next_ledger: int) -> None:
+        """After an allocation of ledger ``next_ledger - 1`` is synced."""
+        if next_ledger > self.next_ledger:
+            self._write_or_log(self.names or set(), next_ledger, f"ledger {next_ledger - 1}")
 
     def remove(self, name: str) -> None:
         """Before the topic's record is deleted; raises (then nothing is deleted)."""
         if self.names is not None and name in self.names:
-            self.write(self.names - {name})
+            ledgers = {n: c for n, c in self.ledgers.items() if n != name}
+            self.write(self.names - {name}, ledgers, self.next_ledger)

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from compactlog.errors import (
+    CompactlogError,
     TopicExists,
     TopicNotFound,
 )
@@ -71,7 +72,7 @@ class LedgerStore(CompactedLedgers, LedgerCursors):
         self.changes = ChangeListeners()
         try:
             self._load()
-            self.catalog.take_in({*self._topics, *self._offline})  # what a crash left out
+            self._take_in_catalog()  # what a crash left out, what start-up sealed
             built = build_missing(
                 self.db, [led.ledger_id for t in self._topics.values() for led in t.ledgers]
             )
@@ -95,6 +96,13 @@ class LedgerStore(CompactedLedgers, LedgerCursors):
         self._ledgers = state.ledgers
         self._topics = state.topics
         self._offline = state.offline
+
+    def _take_in_catalog(self) -> None:
+        counts = {
+            name: {led.ledger_id: led.entries for led in topic.ledgers}
+            for name, topic in self._topics.items()
+        }
+        self.catalog.take_in({*self._topics, *self._offline}, counts, self._next_ledger)
 
     def _index_state(self, ledger_id: int) -> IndexedLedger | None:
         """What the key indexer needs to merge a raw ledger's index safely."""
@@ -219,11 +227,15 @@ class LedgerStore(CompactedLedgers, LedgerCursors):
     # ---- ledgers --------------------------------------------------------------------
 
     def _allocate_ledger(self, topic: str, role: int) -> LedgerMeta:
-        """A new ledger id, persisted at once so that ids are never reused."""
+        """A new ledger id, synced at once so that ids are never reused, then raised in the
+        catalog (so a store that loses the allocation is noticed: once a ledger)."""
         with self._lock:
             lid = self._next_ledger
-            self._next_ledger += 1
-            self.db.put(keys.NEXT_LEDGER_KEY, keys.U64.pack(self._next_ledger))
+            batch = Batch()
+            batch.put(keys.NEXT_LEDGER_KEY, keys.U64.pack(lid + 1))
+            self.db.write(batch, sync=True)
+            self._next_ledger = lid + 1
+            self.catalog.allocated(self._next_ledger)
             meta = LedgerMeta(ledger_id=lid, topic=topic, role=role)
             self._ledgers[lid] = meta
             return meta
@@ -424,6 +436,10 @@ class LedgerStore(CompactedLedgers, LedgerCursors):
             topic.closed = True
             self.changes.notify(topic.name)
         self.db.close()
+        try:  # a clean stop: what the store holds now is on disk
+            self._take_in_catalog()
+        except CompactlogError as exc:
+            log.warning("%s: not updated at the stop: %s", self.catalog.path, exc)
 
 
 __all__ = ["COMPACTED_LEDGER_PROPERTY", "KeyEntry", "LedgerStore", "StoredBatch"]

@@ -1,7 +1,8 @@
-"""The LEDGER topic catalog beside the store: it never lists more than the store holds, so a
-delete the disk refuses changes nothing, and a start after faults raises no false alarm;
-a store that lost a topic the catalog lists is not opened (the MANIFEST case is cut for
-real in tests/e2e/test_manifest_cut.py)."""
+"""The LEDGER catalog beside the store: it never lists more than the store holds, so a
+delete the disk refuses changes nothing, and a start after faults, retention or a crash
+raises no false alarm; a store that lost a topic, a ledger or entries the catalog lists is
+not opened (the MANIFEST, WAL and SST cases are cut for real in
+tests/e2e/test_manifest_cut.py and tests/e2e/test_truncation_matrix.py)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,12 @@ from pathlib import Path
 import pytest
 
 from compactlog.errors import CorruptData, DiskFull
+from compactlog.storage import keys
 from compactlog.storage.config import ServerSettings
 from compactlog.storage.ledger_catalog import catalog_path
 from compactlog.storage.ledger_store import LedgerStore
+from compactlog.storage.rocks import Batch
+from compactlog.storage.types import Record
 
 SETTINGS = ServerSettings(topic_defaults={})
 
@@ -45,6 +49,63 @@ def test_a_store_without_a_listed_topic_is_not_opened(tmp_path: Path) -> None:
     before = catalog_path(path).read_bytes()
     shutil.rmtree(path)  # the store lost everything; the catalog still lists "a"
     path.mkdir()
-    with pytest.raises(CorruptData, match="opened without topics its catalog lists \\(a\\)"):
+    with pytest.raises(CorruptData, match="opened without what its catalog lists \\(topic a\\)"):
         LedgerStore(path, SETTINGS)
     assert catalog_path(path).read_bytes() == before  # nothing rewritten or deleted
+
+
+def records(n: int) -> list[Record]:
+    return [Record(key=b"k%d" % i, value=b"v%d" % i) for i in range(n)]
+
+
+def test_a_store_that_went_back_in_time_is_not_opened(tmp_path: Path) -> None:
+    """A store that opens as it was earlier (a lost flush, a lost WAL): the topic is still
+    there, but a ledger and entries of it are gone."""
+    path = tmp_path / "ledgers"
+    store = LedgerStore(path, SETTINGS)
+    store.create_topic("a", {"ledger.max.entries": "4"})
+    store.append("a", records(3))
+    store.close()
+    earlier = tmp_path / "earlier"
+    shutil.copytree(path, earlier)
+    store = LedgerStore(path, SETTINGS)  # ledger 1 sealed at 3 entries; ledger 2 new
+    store.append("a", records(6))
+    store.close()
+    before = catalog_path(path).read_bytes()
+    shutil.rmtree(path)
+    earlier.rename(path)
+    with pytest.raises(CorruptData) as refused:
+        LedgerStore(path, SETTINGS)
+    assert "ledgers 2 to 3 (ids allocated, unknown to the store)" in str(refused.value)
+    assert "ledger 2 of topic a" in str(refused.value)
+    assert catalog_path(path).read_bytes() == before  # nothing rewritten or deleted
+
+
+def test_a_ledger_whose_entries_are_gone_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "ledgers"
+    store = LedgerStore(path, SETTINGS)
+    store.create_topic("a", {})
+    store.append("a", records(5))
+    (ledger,) = store.topic("a").ledgers
+    gone = Batch()
+    gone.delete_range(*keys.ledger_range(ledger.ledger_id))  # an SST of entries lost
+    store.db.write(gone, sync=True)
+    store.close()
+    with pytest.raises(CorruptData, match=f"the 5 entries of ledger {ledger.ledger_id} of topic a"):
+        LedgerStore(path, SETTINGS)
+
+
+def test_a_crash_and_retention_raise_no_false_alarm(tmp_path: Path) -> None:
+    path = tmp_path / "ledgers"
+    store = LedgerStore(path, SETTINGS)
+    store.create_topic("a", {"ledger.max.entries": "2", "retention.bytes": "1"})
+    store.append("a", records(7))  # ledgers 1 to 4
+    assert store.enforce_retention("a") == [1, 2, 3]
+    store.close()
+    store = LedgerStore(path, SETTINGS)
+    store.append("a", records(1))  # a fifth ledger, allocated after the start
+    assert [led.ledger_id for led in store.topic("a").ledgers] == [4, 5]
+    store.close()
+    store = LedgerStore(path, SETTINGS)
+    assert store.topic("a").ledgers[-1].entries == 1
+    store.close()
