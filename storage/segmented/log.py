@@ -10,9 +10,10 @@ retention and the cleaner's swaps without a descriptor per segment.
 Files beside the segments, checksummed (``state_file.py``): ``log-start-offset`` (raised by
 DeleteRecords and retention; unreadable: the topic cannot be served, ``BadStateFile``) and
 ``recovery-point`` (every offset below it was fsynced; recovery validates from there;
-unreadable: set aside, and only the last segment counts as unsynced), and
-``segments.manifest`` (what each sealed segment held: ``manifest.py``; checked at start by
-``sealed.py``, so a segment cut short or gone is a lost range, never a shorter log).
+unreadable: set aside, and only the last segment counts as unsynced; a log that ends
+below it lost synced offsets, and goes offline), and ``segments.manifest`` (what each
+sealed segment held: ``manifest.py``; checked at start by ``sealed.py``, so a segment cut
+short or gone is a lost range, never a shorter log).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pathlib import Path
 
 from compactlog.errors import (
     CompactlogError,
+    CorruptData,
     OffsetOutOfRange,
     StoreClosed,
     TopicNotFound,
@@ -65,6 +67,25 @@ def _view(segments: Sequence[LogSegment]) -> _View:
     return _View(tuple(s.base_offset for s in segments), tuple(segments))
 
 
+def _check_synced_end(
+    name: str, directory: Path, segments: list[LogSegment], saved: int | None, start: int
+) -> None:
+    """Every offset below the recovery point ``saved`` was synced: a log whose segments end
+    below it (the active one emptied or deleted while stopped) lost data no crash can lose,
+    and is not served (``CorruptData``: the topic goes offline). A damaged last segment is
+    served up to its damage instead (``DATA_LOSS`` beyond)."""
+    end = segments[-1].next_offset if segments else start
+    if saved is None or end >= saved or (segments and segments[-1].damaged_at is not None):
+        return
+    for seg in segments:
+        seg.close_index_files()
+    raise CorruptData(
+        f"{name}: the log ends at offset {end}, but every offset below {saved} was synced: "
+        "a segment was emptied, cut or deleted",
+        path=directory,
+    )
+
+
 class Log(LogRetention, LogSwaps):
     """Append, read, roll, flush and retention (``log_retention.py``) of one topic; swap
     target of the cleaner (``log_swaps.py``)."""
@@ -95,6 +116,7 @@ class Log(LogRetention, LogSwaps):
         segments, sealed_last = check_sealed(
             self.manifest, segments, self.log_start_offset, self.index_params()
         )
+        _check_synced_end(self.name, directory, segments, saved_point, self.log_start_offset)
         if not segments or sealed_last:  # the active segment is gone: start a new one
             end = max(
                 self.log_start_offset, recovery_point, segments[-1].next_offset if segments else 0

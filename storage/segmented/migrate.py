@@ -250,6 +250,9 @@ def migrate_segments(root: Path) -> int:
         logs = [p for p in files if p.name.endswith(".log")]
         for path in files:
             converted += convert_segment(path, truncate_bad=bool(logs) and path == logs[-1])
+        # Format 1's recovery point was never held against the log, and a torn tail
+        # dropped above may lie below it: start-up validates the last segment instead.
+        unlink_quietly(topic / "recovery-point")
     write_format(root)
     log.info("%s: %d segment file(s) converted to format %d", root, converted, CURRENT)
     return converted

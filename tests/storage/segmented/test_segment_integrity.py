@@ -126,6 +126,25 @@ def test_a_damaged_recovery_point_is_set_aside(tmp_path: Path) -> None:
     m.close()
 
 
+@pytest.mark.parametrize("how", ["emptied", "deleted"])
+def test_a_last_segment_that_lost_synced_offsets_takes_its_topic_offline(
+    tmp_path: Path, how: str
+) -> None:
+    """Below the recovery point every offset was synced: a log ending there lost data that
+    no crash can lose (issue 27), so it is never served short."""
+    filled(tmp_path, topics=("t", "u")).close()
+    last = logs(tmp_path)[-1]
+    if how == "emptied":
+        last.write_bytes(b"")
+    else:
+        last.unlink()
+    m = open_manager(tmp_path)
+    reason = m.offline_topics()["t"].reason
+    assert "every offset below 40 was synced" in reason, reason
+    assert values(m, "u") == EXPECTED
+    m.close()
+
+
 def test_state_files_catch_every_flip_and_read_legacy_files(tmp_path: Path) -> None:
     path = tmp_path / "f"
     state_file.write_int(path, 1234)
