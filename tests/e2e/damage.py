@@ -175,6 +175,7 @@ ALSO_CUT = {
     "ledgers.catalog": "catalog",
     "IDENTITY": "IDENTITY",
     "rocksdict-config.json": "rocksdict-config.json",
+    "segments.manifest": "segments.manifest",
 }
 
 

@@ -6,8 +6,7 @@ Damage that removes data must be seen like damage that changes it: each case end
 correct, data_loss, offline or refused (``damage.py``), never with a shorter answer and OK
 or a topic gone. The quick variant cuts the file kinds where a loss is most likely to go
 unseen (RocksDB's SST, WAL, MANIFEST and CURRENT, the catalog, a sealed segment, the
-cursors); the ``slow`` one cuts every file of the template every way. A sealed segment
-emptied or deleted needs the per-log segment manifest, and is its own test.
+cursors); the ``slow`` one cuts every file of the template every way.
 """
 
 from __future__ import annotations
@@ -43,27 +42,18 @@ class Cut:
             fh.truncate({"zero": 0, "half": size // 2, "byte": size - 1}[self.how])
 
 
-def sealed_losses(data: Path) -> set[str]:
-    """The sealed segments' ``.log`` files: emptied or deleted, only the per-log segment
-    manifest can tell them from a log that never held them."""
-    return {p.relative_to(data).as_posix() for p in sealed_segments(data)}
-
-
 def every_cut(data: Path) -> list[Cut]:
-    """Each file every way (an empty file can only be deleted), but the sealed segments
-    emptied or deleted (``test_a_sealed_segment_emptied_or_deleted``)."""
-    sealed = sealed_losses(data)
+    """Each file every way; an empty file can only be deleted."""
     return [
         Cut(kind, rel, how)
         for kind, rel, size in stored_files(data, every=True)
         for how in (HOW if size else ("delete",))
-        if not (rel in sealed and how in ("zero", "delete"))
     ]
 
 
 def quick_cuts(data: Path) -> list[Cut]:
     """The cuts most likely to lose data without a word: RocksDB's files, the cursors
-    journal, the active and a sealed segment."""
+    journal, the active segment emptied, a sealed one halved and emptied."""
     largest: dict[str, str] = {}
     sizes: dict[str, int] = {}
     for kind, rel, size in stored_files(data, every=True):
@@ -74,7 +64,7 @@ def quick_cuts(data: Path) -> list[Cut]:
     active = sorted((data / "segments" / SEG).glob("*.log"))[-1]
     cuts.append(Cut("segment", active.relative_to(data).as_posix(), "zero"))
     sealed = max(sealed_segments(data), key=lambda p: p.stat().st_size)
-    cuts.append(Cut("segment", sealed.relative_to(data).as_posix(), "half"))
+    cuts += [Cut("segment", sealed.relative_to(data).as_posix(), how) for how in ("half", "zero")]
     return cuts
 
 
@@ -91,23 +81,3 @@ def test_truncation_matrix_every_file_kind(
 ) -> None:
     cuts = every_cut(damage_template[0])
     run_matrix("truncation matrix", damage_template, cuts, tmp_path, server_class, capsys)
-
-
-NEEDS_MANIFEST = pytest.mark.xfail(strict=True, reason="needs the segment manifest (h-manifest)")
-
-
-@NEEDS_MANIFEST
-@pytest.mark.parametrize(
-    ("sealed", "how"),
-    [
-        pytest.param(i, how, marks=() if (i, how) == (0, "zero") else pytest.mark.slow)
-        for i in range(5)
-        for how in ("zero", "delete")
-    ],
-)
-def test_a_sealed_segment_emptied_or_deleted(
-    damage_template: Template, tmp_path: Path, server_class: Any, capsys: Any, sealed: int, how: str
-) -> None:
-    path = sealed_segments(damage_template[0])[sealed]
-    cut = Cut("segment", path.relative_to(damage_template[0]).as_posix(), how)
-    run_matrix("sealed segment", damage_template, [cut], tmp_path, server_class, capsys)

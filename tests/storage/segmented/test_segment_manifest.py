@@ -185,7 +185,12 @@ def test_a_sealed_segment_cut_or_deleted_is_data_loss_never_a_shorter_read(
 
 def test_the_active_segment_gone_starts_a_new_one_after_the_sealed(tmp_path: Path) -> None:
     filled(tmp_path).close()
-    logs(tmp_path)[-1].unlink()
+    last = logs(tmp_path)[-1]
+    last.unlink()
+    m = open_manager(tmp_path)  # its offsets were synced (the recovery point): offline
+    assert "every offset below 40 was synced" in m.offline_topics()["t"].reason
+    m.close()
+    (tmp_path / "t" / "recovery-point").unlink()  # a crash before anything was synced there
     m = open_manager(tmp_path)
     assert values(m) == EXPECTED[:38]
     assert m.append("t", [Record(b"k", b"x")]).base_offset >= 38
