@@ -26,7 +26,6 @@ from pathlib import Path
 
 from compactlog.errors import (
     CompactlogError,
-    CorruptData,
     OffsetOutOfRange,
     StoreClosed,
     TopicNotFound,
@@ -41,7 +40,7 @@ from compactlog.storage.segmented.log_retention import LogRetention
 from compactlog.storage.segmented.log_swaps import CleaningAborted, LogSwaps
 from compactlog.storage.segmented.manifest import SegmentManifest
 from compactlog.storage.segmented.reads import decode, pieces, resuming
-from compactlog.storage.segmented.recovery import recover_log_dir
+from compactlog.storage.segmented.recovery import check_synced_end, recover_log_dir
 from compactlog.storage.segmented.sealed import check_sealed
 from compactlog.storage.segmented.segment import IndexParams, LogSegment
 from compactlog.storage.segmented.state_file import BadStateFile
@@ -65,25 +64,6 @@ class _View:
 
 def _view(segments: Sequence[LogSegment]) -> _View:
     return _View(tuple(s.base_offset for s in segments), tuple(segments))
-
-
-def _check_synced_end(
-    name: str, directory: Path, segments: list[LogSegment], saved: int | None, start: int
-) -> None:
-    """Every offset below the recovery point ``saved`` was synced: a log whose segments end
-    below it (the active one emptied or deleted while stopped) lost data no crash can lose,
-    and is not served (``CorruptData``: the topic goes offline). A damaged last segment is
-    served up to its damage instead (``DATA_LOSS`` beyond)."""
-    end = segments[-1].next_offset if segments else start
-    if saved is None or end >= saved or (segments and segments[-1].damaged_at is not None):
-        return
-    for seg in segments:
-        seg.close_index_files()
-    raise CorruptData(
-        f"{name}: the log ends at offset {end}, but every offset below {saved} was synced: "
-        "a segment was emptied, cut or deleted",
-        path=directory,
-    )
 
 
 class Log(LogRetention, LogSwaps):
@@ -116,7 +96,7 @@ class Log(LogRetention, LogSwaps):
         segments, sealed_last = check_sealed(
             self.manifest, segments, self.log_start_offset, self.index_params()
         )
-        _check_synced_end(self.name, directory, segments, saved_point, self.log_start_offset)
+        check_synced_end(self.name, directory, segments, saved_point, self.log_start_offset)
         if not segments or sealed_last:  # the active segment is gone: start a new one
             end = max(
                 self.log_start_offset, recovery_point, segments[-1].next_offset if segments else 0

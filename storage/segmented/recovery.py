@@ -230,3 +230,22 @@ def _restore_originals(
             f"{directory / file_name(base, LOG_EXT, SWAP)} is damaged and the segments it "
             "replaced are gone: its offsets cannot be read"
         )
+
+
+def check_synced_end(
+    name: str, directory: Path, segments: list[LogSegment], saved: int | None, start: int
+) -> None:
+    """Every offset below the recovery point ``saved`` was synced: a log whose segments end
+    below it (the active one emptied or deleted while stopped) lost data no crash can lose,
+    and is not served (``CorruptData``: the topic goes offline). A damaged last segment is
+    served up to its damage instead (``DATA_LOSS`` beyond)."""
+    end = segments[-1].next_offset if segments else start
+    if saved is None or end >= saved or (segments and segments[-1].damaged_at is not None):
+        return
+    for seg in segments:
+        seg.close_index_files()
+    raise CorruptData(
+        f"{name}: the log ends at offset {end}, but every offset below {saved} was synced: "
+        "a segment was emptied, cut or deleted",
+        path=directory,
+    )
