@@ -246,8 +246,10 @@ class TimeIndex(_Index):
         del self.offsets[entries:]
 
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
-        """Add an entry if ``timestamp`` is a new maximum (and, normally, the index has room)."""
-        if self.timestamps and timestamp <= self.timestamps[-1]:
+        """Add an entry if ``timestamp`` is a new maximum (and, normally, the index has room).
+        An empty index reads as Kafka's: its last entry no timestamp (-1), so an empty
+        segment's recovery or roll writes no ``(-1, base)`` entry that names no batch."""
+        if timestamp <= (self.timestamps[-1] if self.timestamps else -1):
             return
         if not skip_full_check and self.is_full():
             return

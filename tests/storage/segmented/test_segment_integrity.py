@@ -302,3 +302,23 @@ def test_a_lone_deleted_index_is_removed_at_start(tmp_path: Path) -> None:
     assert not list(topic.glob("*.deleted"))
     assert [x.id.entry_id for x in m.read("t", 0, 0)] == expected
     m.close()
+
+
+def test_an_empty_segment_recovered_after_a_crash_gets_no_stray_time_entry(
+    tmp_path: Path,
+) -> None:
+    """A topic created, then the process killed before its first append: the recovery
+    of its empty segment wrote a time index entry ``(-1, 0)`` that names no batch, which
+    ``compactlog check`` then reported for ever once a record was appended."""
+    from compactlog.storage.check import CheckReport
+    from compactlog.storage.segmented.check import check_segments
+
+    m = open_manager(tmp_path)
+    m.create_topic("t", {})  # never closed: the next open recovers it
+    again = open_manager(tmp_path)
+    again.append("t", [Record(b"k", b"v", None, 1000)])
+    again.close()
+    report = CheckReport()
+    check_segments(tmp_path, report)
+    assert report.ok, report.problems
+    assert values(open_manager(tmp_path)) == [b"v"]
