@@ -151,8 +151,7 @@ class ServedStore:
         admit_metadata: bool = False,
     ) -> None:
         self.broker = broker
-        for name, old, new in PartitionedNamespace(broker).finish_cut_grows():
-            log.warning("%s: an AddPartitions cut short is finished: %d -> %d", name, old, new)
+        PartitionedNamespace(broker).finish_pending()  # what a crash cut short, finished
         self.settings = settings
         self.guard = guard
         self.metrics = metrics or Metrics()

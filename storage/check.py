@@ -90,11 +90,17 @@ def _check_partition_counts(data_dir: Path, report: CheckReport) -> None:
     """``partitioned-topics.json`` (``storage.partitioned_topics``): checksum and parse."""
     path = data_dir / partitioned_topics.FILE_NAME
     try:
-        found = partitioned_topics.load(path)
+        found, pending = partitioned_topics.read(path)
     except CorruptData as exc:
         report.problem(str(path), str(exc))
         return
     report.count("partitioned topics", len(found))
+    for change in pending.values():
+        report.note(
+            f"{path} {change.name!r}",
+            f"a partition {change.op.value} to {change.partitions} partitions cut short "
+            "(the server finishes it at start)",
+        )
 
 
 # ---- the ledger store -----------------------------------------------------------------

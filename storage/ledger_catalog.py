@@ -103,6 +103,12 @@ class LedgerCatalog:
         counts (offline ones) keep the counts the catalog had."""
         kept = {n: c for n, c in self.ledgers.items() if n in names and n not in ledgers}
         ledgers = {**kept, **ledgers}
+        if self.names is not None and names - self.names:  # a create cut short
+            log.warning(
+                "%s: topics %s taken into the catalog (a create or delete cut short)",
+                self.path,
+                ", ".join(sorted(names - self.names)),
+            )
         if (names, ledgers, next_ledger) != (self.names, self.ledgers, self.next_ledger):
             self.write(names, ledgers, next_ledger)
 

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from compactlog.crash_points import reached
 from compactlog.errors import (
     CompactlogError,
     TopicExists,
@@ -159,6 +160,7 @@ class LedgerStore(CompactedLedgers, LedgerCursors):
             batch = Batch()
             batch.put(keys.topic_key(name), topic.record())
             self.db.write(batch, sync=True)  # synced before the catalog lists it
+            reached("ledger_create_before_catalog")
             self._topics[name] = topic
             self.catalog.add(name)
             return topic
@@ -184,6 +186,7 @@ class LedgerStore(CompactedLedgers, LedgerCursors):
             topic = self.topic(name)
             with topic.lock:
                 self.catalog.remove(name)  # first: the catalog never lists less than the store
+                reached("ledger_delete_after_catalog")
                 batch = Batch()
                 batch.delete(keys.topic_key(name))
                 batch.delete(keys.status_key(name))

@@ -15,18 +15,22 @@ keep is the partition count. It lives in one small file at the top of the data d
 stops the start with one line naming it (``BadStateFile``): losing it would silently
 turn partitioned topics into unrelated ones, so it is never set aside nor rebuilt.
 
-Order of writes, so that a crash never leaves a count naming a missing partition:
-create and AddPartitions create the partition topics first, then record the new count;
-delete removes the record first, then the partitions. A crash in between leaves
-ordinary ``NAME-partition-i`` topics that no count names; a grow's are taken in at the
-next start (``server.admin.partitioned_topics``), a delete's stay listed and deletable.
+A change of several partitions at once is made whole across crashes by the change
+itself, kept in the same file before any partition is touched (``"pending"``: ``NAME`` ->
+``{"op": "create" | "grow" | "delete", "partitions": N, "kind": K, "config": {...}}``;
+a delete removes ``NAME``'s record in that same write). Then the partitions are made or
+deleted, and one last write records the new count and drops the change. A crash in
+between leaves the change pending, never a count naming a missing partition nor
+partitions that no count names: the next start finishes it (rolls it forward,
+``server.admin.partitioned_topics``), and ``decided`` is the state it will reach.
 """
 
 from __future__ import annotations
 
+import enum
 import json
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from compactlog.storage.segmented import state_file
@@ -44,13 +48,38 @@ class PartitionedTopic:
     kind: TopicKind
 
 
+class Op(enum.Enum):
+    CREATE = "create"
+    GROW = "grow"
+    DELETE = "delete"
+
+
+@dataclass(frozen=True)
+class PendingChange:
+    """An admin change of ``name`` begun and not finished: ``partitions`` is the count it
+    makes (create, grow) or removes (delete); ``config``, new partitions' config."""
+
+    name: str
+    op: Op
+    partitions: int
+    kind: TopicKind
+    config: dict[str, str] = field(default_factory=dict, compare=False)
+
+    @property
+    def outcome(self) -> PartitionedTopic | None:
+        """``name``'s record once the change is finished."""
+        if self.op is Op.DELETE:
+            return None
+        return PartitionedTopic(self.name, self.partitions, self.kind)
+
+
 class PartitionedTopics:
     """The partition counts of a data dir's partitioned topics (thread-safe)."""
 
     def __init__(self, data_dir: Path) -> None:
         self.path = data_dir / FILE_NAME
         self._lock = threading.Lock()
-        self._topics = load(self.path)
+        self._topics, self._pending = read(self.path)
 
     def get(self, name: str) -> PartitionedTopic | None:
         return self._topics.get(name)
@@ -73,48 +102,125 @@ class PartitionedTopics:
             return None
         return parsed[1]
 
-    def put(self, topic: PartitionedTopic) -> None:
-        with self._lock:
-            topics = {**self._topics, topic.name: topic}
-            save(self.path, topics)
-            self._topics = topics
+    def pending(self) -> list[PendingChange]:
+        """The changes begun and not finished (a crash or a failure cut them short)."""
+        return [self._pending[name] for name in sorted(self._pending)]
 
-    def remove(self, name: str) -> None:
+    def pending_of(self, name: str) -> PendingChange | None:
+        return self._pending.get(name)
+
+    def begin(self, change: PendingChange) -> None:
+        """Keep ``change`` before any partition is touched (a delete drops the record)."""
+        with self._lock:
+            topics = dict(self._topics)
+            if change.op is Op.DELETE:
+                topics.pop(change.name, None)
+            self._write(topics, {**self._pending, change.name: change})
+
+    def finish(self, name: str, topic: PartitionedTopic | None) -> None:
+        """``name``'s change is over: its record is ``topic`` (None: no record)."""
         with self._lock:
             topics = {k: v for k, v in self._topics.items() if k != name}
-            save(self.path, topics)
-            self._topics = topics
+            if topic is not None:
+                topics[name] = topic
+            pending = {k: v for k, v in self._pending.items() if k != name}
+            self._write(topics, pending)
+
+    def put(self, topic: PartitionedTopic) -> None:
+        self.finish(topic.name, topic)
+
+    def remove(self, name: str) -> None:
+        self.finish(name, None)
+
+    def _write(
+        self, topics: dict[str, PartitionedTopic], pending: dict[str, PendingChange]
+    ) -> None:
+        save(self.path, topics, pending)
+        self._topics, self._pending = topics, pending
 
 
 def load(path: Path) -> dict[str, PartitionedTopic]:
-    """The file's topics (none when there is no file); ``BadStateFile`` when it fails."""
+    """The file's recorded topics (none when there is no file); ``BadStateFile`` when it
+    fails."""
+    return read(path)[0]
+
+
+def decided(path: Path) -> dict[str, PartitionedTopic]:
+    """The topics as they are once every pending change is finished."""
+    topics, pending = read(path)
+    for name, change in pending.items():
+        outcome = change.outcome
+        if outcome is None:
+            topics.pop(name, None)
+        else:
+            topics[name] = outcome
+    return topics
+
+
+def read(path: Path) -> tuple[dict[str, PartitionedTopic], dict[str, PendingChange]]:
+    """The file's topics and pending changes; ``BadStateFile`` when it fails."""
     body = state_file.read(path)
     if body is None:
-        return {}
+        return {}, {}
     try:
         data = json.loads(body)
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise ValueError(f"not format {FORMAT}")
-        out = {}
+        topics = {}
         for name, entry in dict(data["topics"]).items():
-            count = entry["partitions"]
-            if not isinstance(name, str) or not isinstance(count, int) or count < 2:
-                raise ValueError(f"bad entry {name!r}")
-            out[name] = PartitionedTopic(name, count, TopicKind[str(entry["kind"])])
-        return out
+            count = _count(name, entry)
+            topics[name] = PartitionedTopic(name, count, TopicKind[str(entry["kind"])])
+        pending = {}
+        for name, entry in dict(data.get("pending", {})).items():
+            config = {str(k): str(v) for k, v in dict(entry.get("config", {})).items()}
+            kind = TopicKind[str(entry["kind"])]
+            op = Op(entry["op"])
+            pending[name] = PendingChange(name, op, _count(name, entry), kind, config)
+        return topics, pending
     except (ValueError, KeyError, TypeError) as exc:
         raise BadStateFile(path, f"malformed partitioned-topic metadata: {exc}") from None
 
 
-def save(path: Path, topics: dict[str, PartitionedTopic]) -> None:
-    body = {
+def _count(name: object, entry: dict[str, object]) -> int:
+    count = entry["partitions"]
+    if not isinstance(name, str) or not isinstance(count, int) or count < 2:
+        raise ValueError(f"bad entry {name!r}")
+    return count
+
+
+def save(
+    path: Path,
+    topics: dict[str, PartitionedTopic],
+    pending: dict[str, PendingChange] | None = None,
+) -> None:
+    body: dict[str, object] = {
         "format": FORMAT,
         "topics": {
             t.name: {"partitions": t.partitions, "kind": t.kind.name}
             for t in sorted(topics.values(), key=lambda t: t.name)
         },
     }
+    if pending:  # absent when none: the file reads as before
+        body["pending"] = {
+            c.name: {
+                "op": c.op.value,
+                "partitions": c.partitions,
+                "kind": c.kind.name,
+                "config": c.config,
+            }
+            for c in sorted(pending.values(), key=lambda c: c.name)
+        }
     state_file.write(path, json.dumps(body, indent=1).encode())
 
 
-__all__ = ["FILE_NAME", "BadStateFile", "PartitionedTopic", "PartitionedTopics", "load"]
+__all__ = [
+    "FILE_NAME",
+    "BadStateFile",
+    "Op",
+    "PartitionedTopic",
+    "PartitionedTopics",
+    "PendingChange",
+    "decided",
+    "load",
+    "read",
+]

@@ -1,21 +1,22 @@
 """Partitioned topics in the broker's namespace: create, grow, describe, configure, delete.
 
 A partitioned topic ``NAME`` is N ordinary topics ``NAME-partition-i`` plus its partition
-count, kept in ``storage.partitioned_topics`` (whose docstring draws the order of writes);
-the calls here act on every partition this store holds (``Broker.holds``). See
-docs/partitions.md ("Inside the server").
+count, kept in ``storage.partitioned_topics``; a change of the partition set is made whole
+across crashes by ``partition_changes``. The calls here act on every partition this store
+holds (``Broker.holds``). See docs/partitions.md ("Inside the server").
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 
 from compactlog.errors import InvalidArgument, TopicExists, TopicNotFound
 from compactlog.partitioner import partition_name
+from compactlog.server.admin.partition_changes import PartitionChanges
 from compactlog.server.broker import Broker, TopicDescription
+from compactlog.storage.config import validate_topic_overrides
 from compactlog.storage.names import check_topic_name
-from compactlog.storage.partitioned_topics import PartitionedTopic
+from compactlog.storage.partitioned_topics import Op, PartitionedTopic, PendingChange
 from compactlog.storage.types import TopicKind
 
 # A sane bound: every partition is a topic with its own files and cursors.
@@ -27,6 +28,7 @@ class PartitionedNamespace:
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
+        self.changes = PartitionChanges(broker)
 
     def get(self, name: str) -> PartitionedTopic | None:
         return self.broker.partitioned.get(name)
@@ -56,12 +58,15 @@ class PartitionedNamespace:
     ) -> TopicDescription:
         check_topic_name(name)
         _check_count(name, partitions)
+        validate_topic_overrides(kind, config, name)  # a bad config starts nothing
         broker = self.broker
         with broker.namespace_lock:
+            self._finish_pending(name)
             if broker.has_name(name):
                 raise TopicExists(f"topic {name!r} already exists", topic=name)
-            self._create_partitions(name, kind, config, 0, partitions)
-            broker.partitioned.put(PartitionedTopic(name, partitions, kind))
+            self._check_free(name, kind, 0, partitions, adopt=False)
+            change = PendingChange(name, Op.CREATE, partitions, kind, dict(config))
+            self.changes.apply(change, None)
         return self.describe(name)
 
     def add_partitions(
@@ -72,6 +77,7 @@ class PartitionedNamespace:
         (the new names free too), nothing created (Kafka's validate-only CreatePartitions)."""
         broker = self.broker
         with broker.namespace_lock:
+            self._finish_pending(name)
             if self.get(name) is None and broker.has_name(name):
                 raise InvalidArgument(
                     f"topic {name!r} is not partitioned: partitions are set when a topic "
@@ -93,63 +99,35 @@ class PartitionedNamespace:
             elif total > topic.partitions:
                 held = self.partition_names(name)  # the lowest one's config: partition 0's
                 config = broker.overrides(held[0]) if held else {}
-                self._create_partitions(
-                    name, topic.kind, config, topic.partitions, total, adopt=True
-                )
-                broker.partitioned.put(dataclasses.replace(topic, partitions=total))
+                self._check_free(name, topic.kind, topic.partitions, total, adopt=True)
+                change = PendingChange(name, Op.GROW, total, topic.kind, config)
+                self.changes.apply(change, topic)
         return self.describe(name)
 
-    def _create_partitions(
-        self,
-        name: str,
-        kind: TopicKind,
-        config: dict[str, str],
-        first: int,
-        total: int,
-        adopt: bool = False,
-    ) -> None:
-        """Every name checked and free first, so a bad one creates nothing; only the
-        partitions this store holds are created here."""
-        names = self._check_free(name, kind, first, total, adopt)
-        for part in filter(self.broker.holds, names):
-            if not self.broker.has_name(part):
-                self.broker.create_topic(part, kind, config)
-
-    def _check_free(
-        self, name: str, kind: TopicKind, first: int, total: int, adopt: bool
-    ) -> list[str]:
-        """The names of partitions ``first .. total - 1``, each checked and free.
-        ``adopt`` (a grow): a partition of the right kind that an AddPartitions cut short
-        left behind is taken as made."""
-        names = [partition_name(name, i) for i in range(first, total)]
-        for part in names:
+    def _check_free(self, name: str, kind: TopicKind, first: int, total: int, adopt: bool) -> None:
+        """Every name checked and free first, so a bad one starts nothing. ``adopt`` (a
+        grow): a partition of the right kind that an AddPartitions of an older version
+        cut short left behind is taken as made."""
+        for part in (partition_name(name, i) for i in range(first, total)):
             check_topic_name(part)
             if self.broker.has_name(part) and not (adopt and self._left_by_a_grow(part, kind)):
                 raise TopicExists(f"topic {part!r} already exists", topic=part)
-        return names
 
     def _left_by_a_grow(self, part: str, kind: TopicKind) -> bool:
         return self.broker.partitioned.get(part) is None and self.broker.kind(part) == kind
 
-    def finish_cut_grows(self) -> list[tuple[str, int, int]]:
-        """At start: an AddPartitions cut short (kill -9 between creating the partitions and
-        recording the count) left ``NAME-partition-c`` ... that no count names, writable as
-        ordinary topics. Roll it forward: the count takes in every such partition that
-        follows without a gap (they may hold data already). ``(NAME, old, new)`` of each."""
-        broker = self.broker
-        finished: list[tuple[str, int, int]] = []
-        with broker.namespace_lock:
-            for name in broker.partitioned.names():
-                topic = self.require(name)
-                count = topic.partitions
-                while count < MAX_PARTITIONS and broker.has_name(partition_name(name, count)):
-                    if not self._left_by_a_grow(partition_name(name, count), topic.kind):
-                        break
-                    count += 1
-                if count > topic.partitions:
-                    broker.partitioned.put(dataclasses.replace(topic, partitions=count))
-                    finished.append((name, topic.partitions, count))
-        return finished
+    def _finish_pending(self, name: str) -> PendingChange | None:
+        """A change of ``name`` a crash or a failure left pending, finished first (so
+        the call sees its outcome); that change, if any."""
+        change = self.broker.partitioned.pending_of(name)
+        if change is not None:
+            self.changes.finish(change)
+        return change
+
+    def finish_pending(self) -> list[PendingChange]:
+        """At start: the changes a crash cut short, rolled forward (``partition_changes``)."""
+        with self.broker.namespace_lock:
+            return self.changes.finish_pending()
 
     def update_config(
         self,
@@ -164,15 +142,14 @@ class PartitionedNamespace:
         return self.describe(name)
 
     def delete(self, name: str) -> None:
+        """A DeleteTopic a failure left half-way is finished by this one (answered OK)."""
         broker = self.broker
         with broker.namespace_lock:
-            names = self.partition_names(name)
-            broker.partitioned.remove(name)
-            for part in names:
-                try:
-                    broker.delete_topic(part)
-                except TopicNotFound:
-                    continue
+            cut = self._finish_pending(name)
+            if cut is not None and cut.op is Op.DELETE:
+                return
+            topic = self.require(name)
+            self.changes.apply(PendingChange(name, Op.DELETE, topic.partitions, topic.kind), topic)
 
     # ---- description ----------------------------------------------------------------
 

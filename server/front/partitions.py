@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from compactlog.storage.partitioned_topics import FILE_NAME, PartitionedTopic, load
+from compactlog.storage.partitioned_topics import FILE_NAME, PartitionedTopic, decided
 from compactlog.storage.slots import Placement, slot_dir, slots_of_partitions
 
 
@@ -29,8 +29,8 @@ class PartitionedIndex:
     @classmethod
     def load(cls, data_dir: Path, slot_count: int, placement: Placement) -> PartitionedIndex:
         index = cls(slot_count, placement)
-        for slot in range(slot_count):
-            for name, topic in load(slot_dir(data_dir, slot) / FILE_NAME).items():
+        for slot in range(slot_count):  # a change a crash cut short is finished at start
+            for name, topic in decided(slot_dir(data_dir, slot) / FILE_NAME).items():
                 held = index._topics.get(name)
                 if held is None or topic.partitions > held.partitions:
                     index._topics[name] = topic

@@ -14,13 +14,13 @@ import asyncio
 import itertools
 import logging
 import os
-import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import grpc
 
+from compactlog.crash_points import crash
 from compactlog.server.front.intents import Intent, IntentLog
 from compactlog.server.log.thread_futures import future_of
 from compactlog.storage.spanning import SpanningPart
@@ -60,11 +60,6 @@ CRASH_POINTS = (
 def _retrieve(future: asyncio.Future[None]) -> None:
     if not future.cancelled():
         future.exception()
-
-
-def crash(point: str) -> None:
-    print(f"compactlog: crash injected at {point} (pid {os.getpid()})", file=sys.stderr, flush=True)
-    os._exit(137)
 
 
 class Spanning:

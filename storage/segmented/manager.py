@@ -35,6 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
+from compactlog.crash_points import reached
 from compactlog.errors import CompactlogError, TopicExists, TopicNotFound, from_os_error
 from compactlog.storage import file_limits
 from compactlog.storage.config import (
@@ -98,7 +99,8 @@ class SegmentedLogManager:
         for entry in sorted(self.root.iterdir()):
             if not entry.is_dir():
                 continue
-            if entry.name.endswith((_NEW, _DEL)):
+            if entry.name.endswith((_NEW, _DEL)):  # a create or delete a crash cut short
+                log.warning("removing %s, left by a topic create or delete cut short", entry)
                 shutil.rmtree(entry, ignore_errors=True)
                 continue
             self._open_topic(entry)
@@ -205,6 +207,7 @@ class SegmentedLogManager:
             try:
                 staging.mkdir()
                 write_topic_file(staging / TOPIC_FILE, overrides)
+                reached("segmented_create_before_rename")
                 os.rename(staging, final)
             except OSError as exc:
                 shutil.rmtree(staging, ignore_errors=True)  # a start removes what is left
@@ -259,6 +262,7 @@ class SegmentedLogManager:
                 rename_durably(
                     target.dir, trash, f"deleting topic {name}"
                 )  # a failure changes nothing
+                reached("segmented_delete_after_rename")
                 del self._logs[name]
                 del self._overrides[name]
                 self._cursors.pop(name, None)

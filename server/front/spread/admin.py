@@ -20,12 +20,13 @@ from typing import Any
 
 import grpc
 
+from compactlog.crash_points import crash
 from compactlog.errors import CompactlogError, InvalidArgument
 from compactlog.server.front.partitions import PartitionedIndex
 from compactlog.server.front.relay import Ctx, SlotCall
 from compactlog.server.front.relay import relay as _relay
 from compactlog.server.front.router import Owners
-from compactlog.server.front.spanning import CRASH_ENV, crash
+from compactlog.server.front.spanning import CRASH_ENV
 from compactlog.server.front.spread.compaction import SpreadCompaction
 from compactlog.server.front.spread.merge import (
     merge_topic_infos,

@@ -14,11 +14,12 @@ from pathlib import Path
 import grpc
 import pytest
 
-from compactlog.errors import TopicExists
+from compactlog.errors import InvalidConfig, TopicExists
 from compactlog.partitioner import partition_name
 from compactlog.server.admin.partitioned_topics import PartitionedNamespace
 from compactlog.server.broker import Broker
 from compactlog.storage.config import ServerSettings
+from compactlog.storage.partitioned_topics import Op, PendingChange
 from compactlog.storage.types import TopicKind
 from compactlog.v1 import compactlog_pb2 as pb
 
@@ -28,9 +29,9 @@ SETTINGS = ServerSettings(topic_defaults={})
 
 
 @pytest.mark.parametrize("kind", [TopicKind.LEDGER, TopicKind.SEGMENTED])
-def test_a_cut_grow_is_taken_in_by_the_next_one_and_at_start(
-    tmp_path: Path, kind: TopicKind
-) -> None:
+def test_a_cut_grow_is_taken_in_by_the_next_one(tmp_path: Path, kind: TopicKind) -> None:
+    """Partitions an older version's grow left without a record: the next grow takes
+    them in, with what was written to them."""
     broker = Broker(tmp_path, SETTINGS)
     space = PartitionedNamespace(broker)
     space.create("p", kind, {}, 2)
@@ -47,11 +48,47 @@ def test_a_cut_grow_is_taken_in_by_the_next_one_and_at_start(
     assert [n for n in broker.topic_names() if n.startswith("p-")] == [
         partition_name("p", i) for i in range(6)
     ]
-    broker.create_topic(partition_name("p", 6), kind, {})  # cut again, then a restart
+    assert broker.describe(partition_name("p", 2)).entries == 1
     broker.close()
+
+
+@pytest.mark.parametrize("kind", [TopicKind.LEDGER, TopicKind.SEGMENTED])
+def test_a_pending_change_is_rolled_forward_at_start(tmp_path: Path, kind: TopicKind) -> None:
+    """What a kill -9 inside each call leaves (the change kept, some partitions made or
+    deleted) is finished whole by the next start, to the count the call asked for."""
     broker = Broker(tmp_path, SETTINGS)
-    assert PartitionedNamespace(broker).finish_cut_grows() == [("p", 6, 7)]
-    assert PartitionedNamespace(broker).require("p").partitions == 7
+    space = PartitionedNamespace(broker)
+    space.create("p", kind, {"retention.ms": "60000"}, 2)
+    broker.partitioned.begin(PendingChange("p", Op.GROW, 6, kind, {"retention.ms": "60000"}))
+    broker.create_topic(partition_name("p", 2), kind, {"retention.ms": "60000"})
+    broker.partitioned.begin(PendingChange("c", Op.CREATE, 3, kind, {}))
+    broker.create_topic(partition_name("c", 0), kind, {})
+    space.create("d", kind, {}, 4)
+    broker.partitioned.begin(PendingChange("d", Op.DELETE, 4, kind))
+    broker.delete_topic(partition_name("d", 0))
+    broker.close()
+
+    broker = Broker(tmp_path, SETTINGS)
+    space = PartitionedNamespace(broker)
+    assert [c.name for c in space.finish_pending()] == ["c", "d", "p"]
+    assert space.require("p").partitions == 6
+    assert space.require("c").partitions == 3
+    assert space.get("d") is None
+    assert broker.partitioned.pending() == []
+    names = [n for n in broker.topic_names() if "-partition-" in n]
+    assert names == sorted(
+        [partition_name("c", i) for i in range(3)] + [partition_name("p", i) for i in range(6)]
+    )
+    assert broker.overrides(partition_name("p", 5)) == {"retention.ms": "60000"}
+    broker.close()
+
+
+def test_a_bad_config_starts_nothing(tmp_path: Path) -> None:
+    broker = Broker(tmp_path, SETTINGS)
+    space = PartitionedNamespace(broker)
+    with pytest.raises(InvalidConfig):
+        space.create("p", TopicKind.SEGMENTED, {"no.such.key": "1"}, 3)
+    assert broker.partitioned.pending() == [] and broker.topic_names() == []
     broker.close()
 
 
@@ -60,7 +97,6 @@ def test_a_topic_of_the_other_kind_is_not_taken_in(tmp_path: Path) -> None:
     space = PartitionedNamespace(broker)
     space.create("p", TopicKind.LEDGER, {}, 2)
     broker.create_topic(partition_name("p", 2), TopicKind.SEGMENTED, {})
-    assert space.finish_cut_grows() == []
     with pytest.raises(TopicExists):
         space.add_partitions("p", 3)
     broker.close()
