@@ -141,6 +141,12 @@ class PartitionedNamespace:
             self.broker.update_config(part, set_, remove, validate_only)
         return self.describe(name)
 
+    def deletes(self, name: str) -> bool:
+        """A DeleteTopic of ``name`` is this namespace's: ``name`` is partitioned, or a
+        delete of it failed half-way and is still to finish."""
+        change = self.broker.partitioned.pending_of(name)
+        return self.get(name) is not None or (change is not None and change.op is Op.DELETE)
+
     def delete(self, name: str) -> None:
         """A DeleteTopic a failure left half-way is finished by this one (answered OK)."""
         broker = self.broker

@@ -154,7 +154,7 @@ class TopicAdminService(pb_grpc.TopicAdminServicer):
     def DeleteTopic(
         self, request: pb.DeleteTopicRequest, context: grpc.ServicerContext
     ) -> pb.DeleteTopicResponse:
-        if self.partitioned.get(request.name) is not None:
+        if self.partitioned.deletes(request.name):
             self.partitioned.delete(request.name)
         else:
             self.broker.delete_topic(request.name)

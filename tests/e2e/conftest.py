@@ -1,10 +1,14 @@
 """Helpers for the end-to-end tests: a thin typed wrapper over the raw stubs for the
-compaction tests, and the damage matrices' template data dir."""
+compaction tests, the damage matrices' template data dir, and a server without root's
+file-mode capabilities for the fault tests."""
 
 from __future__ import annotations
 
 import gc
 import json
+import os
+import shutil
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,6 +22,7 @@ from compactlog.storage.cursor import COMPACTED_LEDGER_PROPERTY
 from compactlog.storage.rocks import RocksDB
 from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
+from tests.conftest import ServerProcess
 
 from .damage import build_template
 
@@ -151,3 +156,32 @@ def damage_template(
     """The damage matrices' template data dir and what a correct server reads from it
     (``damage.py``): built once, copied for every case, never changed."""
     return build_template(tmp_path_factory.mktemp("matrix"), server_class)
+
+
+# ---- a server without the capabilities that let root ignore file modes ---------------
+
+DROP_CAPS = ["setpriv", "--bounding-set=-all", "--inh-caps=-all", "--"]
+
+
+class UnprivilegedServer(ServerProcess):
+    """The server as an unprivileged root: file modes apply to it (no CAP_DAC_OVERRIDE)."""
+
+    def command(self) -> list[str]:
+        return [*DROP_CAPS, *super().command()]
+
+
+@pytest.fixture
+def unprivileged(tmp_path: Path) -> Iterator[UnprivilegedServer]:
+    if shutil.which("setpriv") is None or os.geteuid() != 0:
+        pytest.skip("needs root and setpriv (util-linux) to drop capabilities, as CI has")
+    probe = subprocess.run([*DROP_CAPS, "true"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"cannot drop capabilities here: {probe.stderr.strip()}")
+    srv = UnprivilegedServer(tmp_path / "data")
+    srv.start()
+    yield srv
+    for path in (tmp_path / "data").rglob("*"):  # give the teardown its permissions back
+        if path.is_dir():
+            path.chmod(0o755)
+    if srv.proc is not None and srv.proc.poll() is None:
+        srv.kill()

@@ -6,11 +6,7 @@ a restart (CONTRACT section 11)."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import grpc
 import pytest
@@ -19,34 +15,10 @@ from grpc_status import rpc_status
 
 from compactlog.v1 import compactlog_pb2 as pb
 
-from ..conftest import ServerProcess, Stubs
+from ..conftest import Stubs
+from .conftest import UnprivilegedServer
 
-DROP_CAPS = ["setpriv", "--bounding-set=-all", "--inh-caps=-all", "--"]
 RECORDS = [pb.Record(key=b"k%d" % i, value=b"v" * 200) for i in range(8)]
-
-
-class UnprivilegedServer(ServerProcess):
-    """The server as an unprivileged root: file modes apply to it (no CAP_DAC_OVERRIDE)."""
-
-    def command(self) -> list[str]:
-        return [*DROP_CAPS, *super().command()]
-
-
-@pytest.fixture
-def unprivileged(tmp_path: Path) -> Iterator[UnprivilegedServer]:
-    if shutil.which("setpriv") is None or os.geteuid() != 0:
-        pytest.skip("needs root and setpriv (util-linux) to drop capabilities, as CI has")
-    probe = subprocess.run([*DROP_CAPS, "true"], capture_output=True, text=True)
-    if probe.returncode != 0:
-        pytest.skip(f"cannot drop capabilities here: {probe.stderr.strip()}")
-    srv = UnprivilegedServer(tmp_path / "data")
-    srv.start()
-    yield srv
-    for path in (tmp_path / "data").rglob("*"):  # give the teardown its permissions back
-        if path.is_dir():
-            path.chmod(0o755)
-    if srv.proc is not None and srv.proc.poll() is None:
-        srv.kill()
 
 
 def refusal(call: Callable[[], object]) -> tuple[grpc.StatusCode, str, dict[str, str]]:

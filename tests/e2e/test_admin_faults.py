@@ -1,0 +1,108 @@
+"""A partition-set change whose file operation fails half-way, on a real server without
+root's file-mode capabilities: a create or a grow is undone (no partition of it left,
+the old count kept), a delete is decided and finished by the next DeleteTopic; every
+refusal says STORAGE_UNAVAILABLE, and once the cause is gone the same call succeeds.
+
+The failure is real and lands on one chosen partition: a directory the server cannot
+empty sits where that partition's create stages it (``NAME~new``) or its delete moves
+it (``NAME~del``), so the partitions before it are made or deleted and it is refused.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from compactlog.partitioner import partition_name
+from compactlog.storage.partitioned_topics import read
+from compactlog.v1 import compactlog_pb2 as pb
+from tests.e2e.conftest import UnprivilegedServer
+from tests.e2e.shards import SEGMENTED, Api
+from tests.e2e.test_admin_crashes import count_of, listed, values, whole
+
+pytestmark = pytest.mark.slow
+
+
+def refused(call: object) -> str:
+    """The reason of the refusal ``call()`` gets (its ErrorInfo's)."""
+    with pytest.raises(grpc.RpcError) as failed:
+        call()  # type: ignore[operator]
+    metadata = dict(failed.value.trailing_metadata() or ())  # type: ignore[attr-defined]
+    assert failed.value.code() == grpc.StatusCode.UNAVAILABLE, failed.value  # type: ignore[attr-defined]
+    assert "grpc-status-details-bin" in metadata
+    return str(failed.value.details())  # type: ignore[attr-defined]
+
+
+class Blocker:
+    """A directory at ``segments/<name>`` the server can neither empty nor replace."""
+
+    def __init__(self, segments: Path, name: str) -> None:
+        self.top = segments / name
+        stuck = self.top / "stuck"
+        stuck.mkdir(parents=True)
+        (stuck / "file").write_bytes(b"x")
+        stuck.chmod(0o555)
+
+    def remove(self) -> None:
+        (self.top / "stuck").chmod(0o755)
+        shutil.rmtree(self.top)
+
+
+@pytest.fixture
+def api(unprivileged: UnprivilegedServer) -> Iterator[Api]:
+    stubs = Api(unprivileged.address)
+    yield stubs
+    stubs.close()
+
+
+def pending(srv: UnprivilegedServer) -> dict[str, object]:
+    return dict(read(srv.data_dir / "partitioned-topics.json")[1])
+
+
+def test_a_grow_and_a_create_failing_half_way_are_undone(
+    unprivileged: UnprivilegedServer, api: Api
+) -> None:
+    segments = unprivileged.data_dir / "segments"
+    api.admin.CreateTopic(pb.CreateTopicRequest(name="q", kind=SEGMENTED, partitions=2))
+    api.publish(partition_name("q", 1), b"kept")
+    blocker = Blocker(segments, partition_name("q", 3) + "~new")
+    grow = pb.AddPartitionsRequest(name="q", partitions=5)
+    assert "creating topic q-partition-3" in refused(lambda: api.admin.AddPartitions(grow))
+    assert whole(api, "q", 2) and values(api, "q") == [b"kept"]  # q-partition-2 undone
+    assert pending(unprivileged) == {}
+
+    create = pb.CreateTopicRequest(name="r", kind=SEGMENTED, partitions=4)
+    stuck = Blocker(segments, partition_name("r", 2) + "~new")
+    refused(lambda: api.admin.CreateTopic(create))
+    assert count_of(api, "r") == 0 and listed(api, "r") == set()
+    assert pending(unprivileged) == {}
+
+    blocker.remove()
+    stuck.remove()
+    assert api.admin.AddPartitions(grow).partitions == 5
+    api.admin.CreateTopic(create)
+    assert whole(api, "q", 5) and whole(api, "r", 4)
+    assert values(api, "q") == [b"kept"]
+
+
+def test_a_delete_failing_half_way_is_finished_by_the_next_one(
+    unprivileged: UnprivilegedServer, api: Api
+) -> None:
+    segments = unprivileged.data_dir / "segments"
+    api.admin.CreateTopic(pb.CreateTopicRequest(name="q", kind=SEGMENTED, partitions=5))
+    blocker = Blocker(segments, partition_name("q", 3) + "~del")
+    delete = pb.DeleteTopicRequest(name="q")
+    assert "deleting topic q-partition-3" in refused(lambda: api.admin.DeleteTopic(delete))
+    assert count_of(api, "q") == 0  # decided: the name is gone
+    assert list(pending(unprivileged)) == ["q"]
+    refused(lambda: api.admin.DeleteTopic(delete))  # still blocked: still refused
+
+    blocker.remove()
+    api.admin.DeleteTopic(delete)  # finishes the first one: answered OK
+    assert listed(api, "q") == set() and pending(unprivileged) == {}
+    api.admin.CreateTopic(pb.CreateTopicRequest(name="q", kind=SEGMENTED, partitions=2))
+    assert whole(api, "q", 2) and values(api, "q") == []
