@@ -150,11 +150,13 @@ def _move_segments(segments: Path, tmp: Path) -> int:
 def _split_partitioned(data_dir: Path, tmp: Path) -> None:
     """Each slot's ``partitioned-topics.json`` holds the partitioned topics of its slot
     (a topic's partitions live in its slot); written before ``SLOTS`` makes them live."""
-    topics = partitioned_topics.load(data_dir / partitioned_topics.FILE_NAME)
+    topics, pending = partitioned_topics.read(data_dir / partitioned_topics.FILE_NAME)
     for slot in range(SLOT_COUNT):
         mine = {n: t for n, t in topics.items() if slot_of(n, SLOT_COUNT) == slot}
-        if mine:
-            partitioned_topics.save(tmp / str(slot) / partitioned_topics.FILE_NAME, mine)
+        changes = {n: c for n, c in pending.items() if slot_of(n, SLOT_COUNT) == slot}
+        if mine or changes:  # a change a crash cut short goes along, finished at start
+            path = tmp / str(slot) / partitioned_topics.FILE_NAME
+            partitioned_topics.save(path, mine, changes)
 
 
 def migrate_to_slots(data_dir: Path, log: Callable[[str], None] = print) -> SlotMigration:

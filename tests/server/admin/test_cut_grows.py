@@ -136,3 +136,24 @@ def test_kill_9_in_add_partitions_never_leaves_a_half_made_set(
 def _grow_to_40(api: Stubs) -> None:
     with contextlib.suppress(grpc.RpcError):  # the server is killed under it
         api.admin.AddPartitions(pb.AddPartitionsRequest(name="q", partitions=40), timeout=30)
+
+
+def test_a_pending_change_moves_into_its_slot_and_is_finished_there(tmp_path: Path) -> None:
+    """``compactlog migrate --slots`` over a data dir a crash left with a grow pending:
+    the change goes into the topic's slot with it and that slot's start finishes it."""
+    from compactlog.storage.slot_migrate import migrate_to_slots
+    from compactlog.storage.slots import SLOT_COUNT, slot_dir, slot_of
+
+    broker = Broker(tmp_path, SETTINGS)
+    PartitionedNamespace(broker).create("p", TopicKind.SEGMENTED, {}, 2)
+    broker.partitioned.begin(PendingChange("p", Op.GROW, 5, TopicKind.SEGMENTED))
+    broker.create_topic(partition_name("p", 2), TopicKind.SEGMENTED, {})
+    broker.close()
+    migrate_to_slots(tmp_path, log=lambda _line: None)
+    slot = Broker(slot_dir(tmp_path, slot_of("p", SLOT_COUNT)), SETTINGS)
+    assert [c.name for c in PartitionedNamespace(slot).finish_pending()] == ["p"]
+    assert PartitionedNamespace(slot).require("p").partitions == 5
+    assert [n for n in slot.topic_names() if n.startswith("p-")] == [
+        partition_name("p", i) for i in range(5)
+    ]
+    slot.close()
