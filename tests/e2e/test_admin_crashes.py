@@ -128,7 +128,15 @@ def _publish_each(api: Api, name: str, count: int, tag: bytes) -> list[bytes]:
 
 @pytest.mark.parametrize(
     ("placement", "kind", "point"),
-    [_case(p, k, point) for p in PLACEMENTS for k in KINDS for point in PARTITIONED],
+    [
+        _case(p, k, point)
+        for p in PLACEMENTS
+        for k in KINDS
+        for point in PARTITIONED
+        # Spread over 8 slots, a grow 2 -> 4 makes its new partitions in slots new to
+        # NAME, by a CreateTopic (the create points): no slot's grow makes a partition.
+        if (p, point) != ("spread", "grow_after_first_partition")
+    ],
 )
 def test_kill_9_in_a_partition_change_leaves_it_whole(
     server_factory: Callable[..., ServerProcess], placement: str, kind: str, point: str
