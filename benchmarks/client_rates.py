@@ -45,8 +45,13 @@ import grpc
 
 from compactlog.bench.procstats import ServerProcess
 from compactlog.bench.rawlog import CHANNEL_OPTIONS, RawLog, publish_request, read_request
-from compactlog.bench.summary import Target, aggregate, machine, print_report, targets_markdown
-from compactlog.bench.summary import versions as package_versions
+from compactlog.bench.summary import (
+    Target,
+    aggregate,
+    envelope,
+    print_report,
+    targets_markdown,
+)
 from compactlog.client import Client, InitialPosition, MessageId, Result
 from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
@@ -219,17 +224,14 @@ def run(s: Settings) -> dict[str, Any]:
     ]
     samples = [one_run(s, i + 1, requests, keys) for i in range(s.runs)]
     results = {key: aggregate([m[key] for m in samples]) for key in samples[0]}
-    return {
-        "suite": "compactlog bench client",
-        "schema": 1,
-        "settings": {**dataclasses.asdict(s), "workdir": str(s.workdir or "")},
-        "started": started.isoformat(timespec="seconds"),
-        "duration_s": time.perf_counter() - t0,
-        "machine": machine(),
-        "versions": package_versions(),
-        "results": results,
-        "rows": [dataclasses.asdict(r) for r in rows(results)],
-    }
+    return envelope(
+        "compactlog bench client",
+        s,
+        started,
+        t0,
+        results=results,
+        rows=[dataclasses.asdict(r) for r in rows(results)],
+    )
 
 
 def markdown(report: dict[str, Any]) -> str:

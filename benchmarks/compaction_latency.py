@@ -48,12 +48,11 @@ from compactlog.bench.compaction_latency_runs import (
 from compactlog.bench.summary import (
     Target,
     aggregate,
-    machine,
+    envelope,
     medians,
     percentile,
     print_report,
     targets_markdown,
-    versions,
 )
 
 
@@ -148,18 +147,15 @@ def run(s: Settings) -> dict[str, Any]:
     aggs = {key: aggregate([m[key] for m in samples]) for key in samples[0]}
     pool = pooled([calls for _m, calls in runs])
     table = rows(medians(aggs), pool, s.kinds, s.records)
-    return {
-        "suite": "compactlog bench compaction-latency",
-        "schema": 1,
-        "settings": {**dataclasses.asdict(s), "workdir": str(s.workdir or "")},
-        "started": started.isoformat(timespec="seconds"),
-        "duration_s": time.perf_counter() - t0,
-        "machine": machine(),
-        "versions": versions(),
-        "results": aggs,
-        "pooled": pool,
-        "rows": [dataclasses.asdict(r) for r in table],
-    }
+    return envelope(
+        "compactlog bench compaction-latency",
+        s,
+        started,
+        t0,
+        results=aggs,
+        pooled=pool,
+        rows=[dataclasses.asdict(r) for r in table],
+    )
 
 
 def markdown(report: dict[str, Any]) -> str:

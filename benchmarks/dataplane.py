@@ -54,11 +54,10 @@ from compactlog.bench.rawlog import publish_request
 from compactlog.bench.summary import (
     Target,
     aggregate,
-    machine,
+    envelope,
     medians,
     print_report,
     targets_markdown,
-    versions,
 )
 from compactlog.bench.workloads import batches
 
@@ -145,19 +144,16 @@ def run(s: Settings) -> dict[str, Any]:
     aggs = aggregates(samples)
     mem_aggs = aggregates([memory]) if memory else {}
     table = rows({**medians(aggs), **medians(mem_aggs)}, s.kinds, s.memory_mb)
-    return {
-        "suite": "compactlog bench dataplane",
-        "schema": 1,
-        "settings": {**dataclasses.asdict(s), "workdir": str(s.workdir or "")},
-        "started": started.isoformat(timespec="seconds"),
-        "duration_s": time.perf_counter() - t0,
-        "machine": machine(),
-        "versions": versions(),
-        "results": aggs,
-        "publish_ratios": publish_ratios(samples, s.kinds),
-        "memory": mem_aggs,
-        "rows": [dataclasses.asdict(r) for r in table],
-    }
+    return envelope(
+        "compactlog bench dataplane",
+        s,
+        started,
+        t0,
+        results=aggs,
+        publish_ratios=publish_ratios(samples, s.kinds),
+        memory=mem_aggs,
+        rows=[dataclasses.asdict(r) for r in table],
+    )
 
 
 def markdown(report: dict[str, Any]) -> str:

@@ -35,11 +35,10 @@ from compactlog.bench.rawlog import RawLog, acked, publish_request, read_request
 from compactlog.bench.summary import (
     Target,
     aggregate,
-    machine,
+    envelope,
     medians,
     print_report,
     targets_markdown,
-    versions,
 )
 from compactlog.bench.workloads import Workload, batches
 from compactlog.v1 import compactlog_pb2 as pb
@@ -192,17 +191,14 @@ def run(s: Settings) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="compactlog-kafka-", dir=s.workdir) as t:
         samples = [one_run(s, i + 1, chunks, Path(t)) for i in range(s.runs)]
     aggs = {key: aggregate([m[key] for m in samples]) for key in samples[0]}
-    return {
-        "suite": "compactlog bench kafka",
-        "schema": 1,
-        "settings": {**dataclasses.asdict(s), "workdir": str(s.workdir or "")},
-        "started": started.isoformat(timespec="seconds"),
-        "duration_s": time.perf_counter() - t0,
-        "machine": machine(),
-        "versions": versions(),
-        "results": aggs,
-        "rows": [dataclasses.asdict(r) for r in rows(medians(aggs))],
-    }
+    return envelope(
+        "compactlog bench kafka",
+        s,
+        started,
+        t0,
+        results=aggs,
+        rows=[dataclasses.asdict(r) for r in rows(medians(aggs))],
+    )
 
 
 def markdown(report: dict[str, Any]) -> str:

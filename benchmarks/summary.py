@@ -7,11 +7,14 @@ gRPC (``dataplane``) keeps working while those internals change.
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
 import importlib.metadata
 import json
 import os
 import platform
 import statistics
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,6 +107,24 @@ def versions() -> dict[str, str]:
         except importlib.metadata.PackageNotFoundError:
             out[name] = "not installed"
     return out
+
+
+def envelope(
+    suite: str, settings: Any, started: dt.datetime, t0: float, **figures: Any
+) -> dict[str, Any]:
+    """The JSON report every ``compactlog bench`` suite writes: what ran (``settings``, a
+    dataclass with a ``workdir``), when, how long (from ``perf_counter`` ``t0``), on which
+    machine and packages, then the suite's own ``figures``."""
+    return {
+        "suite": suite,
+        "schema": 1,
+        "settings": {**dataclasses.asdict(settings), "workdir": str(settings.workdir or "")},
+        "started": started.isoformat(timespec="seconds"),
+        "duration_s": time.perf_counter() - t0,
+        "machine": machine(),
+        "versions": versions(),
+        **figures,
+    }
 
 
 def medians(aggs: Mapping[str, Mapping[str, Any]]) -> dict[str, float]:
