@@ -137,10 +137,12 @@ def test_a_killed_worker_fails_the_run_naming_it(pool: WorkerPool) -> None:
     pids: list[int] = []
 
     def kill() -> None:
-        while not pool.pids():
+        # Once the job has reported its phase: a kill before that (the worker still
+        # starting, as on a slow box) is the start's crash, named "its start".
+        deadline = time.monotonic() + 60
+        while control.snapshot().phase != "probe" and time.monotonic() < deadline:
             time.sleep(0.01)
         pids.extend(pool.pids())
-        time.sleep(0.2)
         os.kill(pids[0], signal.SIGKILL)
 
     threading.Thread(target=kill).start()
