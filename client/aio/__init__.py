@@ -17,6 +17,7 @@ differ. Errors are the same classes, ``Timeout`` included, never a ``grpc.RpcErr
 """
 
 from compactlog.client.aio.client import AsyncClient
-from compactlog.client.aio.streams import AsyncConsumer, AsyncProducer, AsyncReader
+from compactlog.client.aio.reader import AsyncReader
+from compactlog.client.aio.streams import AsyncConsumer, AsyncProducer
 
 __all__ = ["AsyncClient", "AsyncConsumer", "AsyncProducer", "AsyncReader"]

@@ -19,10 +19,10 @@ from compactlog.channels import (
 )
 from compactlog.client import _convert as cv
 from compactlog.client.aio.multi_topic import AsyncMultiTopicConsumer
+from compactlog.client.aio.reader import AsyncReader
 from compactlog.client.aio.streams import (
     AsyncConsumer,
     AsyncProducer,
-    AsyncReader,
     _Link,
     acall,
 )

@@ -1,5 +1,5 @@
-"""``AsyncProducer``, ``AsyncConsumer``, ``AsyncReader``: the asyncio twins of
-``TopicProducer``, ``Consumer`` and ``TopicReader``, doing the same requests with ``await``."""
+"""``AsyncProducer``, ``AsyncConsumer``: the asyncio twins of ``TopicProducer`` and
+``Consumer``, doing the same requests with ``await`` (``AsyncReader`` is ``reader.py``)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections import deque
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Iterable, Mapping
 from typing import Any, Literal, Protocol, TypeVar
 
 import grpc
@@ -17,23 +16,18 @@ from compactlog.client import _convert as cv
 from compactlog.client.aio.send_batches import AsyncSendBatches
 from compactlog.client.consumer_state import ConsumerState
 from compactlog.client.errors import AlreadyClosed, Timeout, from_rpc_error
-from compactlog.client.message import Message, messages_of
+from compactlog.client.message import Message
 from compactlog.client.message_id import MessageId
 from compactlog.client.pulsar_params import check_ignored, pick
-from compactlog.client.reader import StartLike, read_request
 from compactlog.client.send_batches import BatchingSettings
 from compactlog.client.topic_producer import SEND_DEFAULTS, record_of
-from compactlog.client.topic_reader import more_to_read, skipped_start, start_of
 from compactlog.errors import CompactlogError, InvalidArgument
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 
-__all__ = ["AsyncConsumer", "AsyncProducer", "AsyncReader", "AsyncSubscriptionAdmin", "acall"]
+__all__ = ["AsyncConsumer", "AsyncProducer", "AsyncSubscriptionAdmin", "acall"]
 
 T = TypeVar("T")
 Metadata = tuple[tuple[str, str], ...]
-
-_QUEUE_MESSAGES = 1000  # messages an AsyncReader reads ahead of read_next
-_RESPONSE_MESSAGES = 1000  # about what one Read response holds
 
 
 async def acall(method: str, address: str, call: Awaitable[T]) -> T:
@@ -305,109 +299,3 @@ class AsyncConsumer:
         with contextlib.suppress(CompactlogError):
             call = link.stub.CloseConsumer(req, timeout=link.timeout, metadata=link.metadata)
             await acall("CloseConsumer", link.address, call)
-
-
-class AsyncReader:
-    """Reads a topic from a start id on (``TopicReader``'s rules), following new messages."""
-
-    def __init__(
-        self,
-        link: _Link,
-        topic: str,
-        start_message_id: MessageId | tuple[int, int],
-        inclusive: bool,
-        read_compacted: bool,
-        last_id: Callable[[], Awaitable[MessageId | None]],
-    ) -> None:
-        self._topic = topic
-        self._link = link
-        self._inclusive = inclusive
-        self._read_compacted = read_compacted
-        self._last_id = last_id
-        self._address = link.address
-        self._closed = False
-        self._ready: deque[Message] = deque()  # the response in hand
-        self._begin(start_of(start_message_id), None)
-
-    def _begin(self, start: StartLike, timestamp_ms: int | None) -> None:
-        """Open the follow Read at ``start`` (or ``timestamp_ms``) and its pump task."""
-        self._start = start
-        self._skip = skipped_start(start, self._inclusive)
-        self._last: Message | None = None  # the last message handed out
-        self._ready.clear()
-        # Whole responses read ahead (about _QUEUE_MESSAGES messages), as TopicReader.
-        self._queue: asyncio.Queue[list[Message] | BaseException] = asyncio.Queue(
-            max(1, _QUEUE_MESSAGES // _RESPONSE_MESSAGES)
-        )
-        req = read_request(
-            self._topic, start, timestamp_ms, read_compacted=self._read_compacted, follow=True
-        )
-        self._call = self._link.stub.Read(req, metadata=self._link.metadata)
-        self._pump = asyncio.get_running_loop().create_task(self._drain(self._call, self._queue))
-
-    async def _end(self) -> None:
-        self._call.cancel()
-        self._pump.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._pump
-
-    def topic(self) -> str:
-        return self._topic
-
-    async def seek(self, message: MessageId | tuple[int, int] | int) -> None:
-        """As ``TopicReader.seek``: a new stream at an id, an end, or a publish time."""
-        if self._closed:
-            raise AlreadyClosed("the reader is closed")
-        await self._end()
-        if isinstance(message, int):
-            self._begin("earliest", message)
-        else:
-            self._begin(start_of(message), None)
-
-    async def _drain(self, call: Any, into: asyncio.Queue[list[Message] | BaseException]) -> None:
-        try:
-            async for resp in call:
-                batch = messages_of(resp.messages, self._topic)
-                if batch and self._skip is not None:
-                    if batch[0].id == self._skip:
-                        batch = batch[1:]
-                    if batch:
-                        self._skip = None
-                if batch:
-                    await into.put(batch)
-            await into.put(AlreadyClosed("the read ended"))
-        except grpc.RpcError as err:
-            await into.put(from_rpc_error(err, "Read", self._address))
-
-    async def read_next(self, timeout_millis: int | None = None) -> Message:
-        """The next message; ``Timeout`` after ``timeout_millis`` (None: wait forever)."""
-        ready = self._ready
-        if not ready:
-            await self._refill(timeout_millis)
-        msg = self._last = ready.popleft()
-        return msg
-
-    async def _refill(self, timeout_millis: int | None) -> None:
-        if self._closed:
-            raise AlreadyClosed("the reader is closed")
-        seconds = None if timeout_millis is None else timeout_millis / 1000
-        try:
-            item = await asyncio.wait_for(self._queue.get(), seconds)
-        except TimeoutError:
-            raise Timeout(f"no message on {self._topic} within {timeout_millis} ms") from None
-        if isinstance(item, BaseException):
-            self._queue.put_nowait(item)  # every later read_next fails the same way
-            raise item
-        self._ready.extend(item)
-
-    async def has_message_available(self) -> bool:
-        if self._ready or not self._queue.empty():
-            return True
-        read = None if self._last is None else self._last.id
-        return more_to_read(await self._last_id(), read, self._start, self._skip is not None)
-
-    async def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self._ready.clear()
-            await self._end()
