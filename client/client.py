@@ -349,19 +349,24 @@ class Client(AdminCalls, SubscriptionCalls, Closeable):
         self._check_open()
         check_ignored("create_reader", pick(locals(), READER_DEFAULTS), READER_DEFAULTS)
 
-        def open_reader(start: StartLike, timestamp_ms: int | None) -> Reader:
-            return self.reader(
-                topic, start, timestamp_ms, read_compacted=is_read_compacted, follow=True
-            )
+        def open_reader(start: StartLike) -> Reader:
+            return self.reader(topic, start, read_compacted=is_read_compacted, follow=True)
 
         def last_id() -> MessageId | None:
             return self.get_last_message_id(topic, read_compacted=is_read_compacted)
+
+        def first_at(timestamp_ms: int) -> MessageId | None:
+            with self.reader(
+                topic, "earliest", timestamp_ms, read_compacted=is_read_compacted, max_messages=1
+            ) as peek:
+                return next((msg.message_id() for msg in peek), None)
 
         reader = TopicReader(
             open_reader,
             start_message_id,
             start_message_id_inclusive,
             last_id,
+            first_at,
             queue_size=receiver_queue_size,
             name=reader_name,
         )

@@ -10,7 +10,9 @@ once per response, not once per message. The start follows pulsar-client: ``Mess
 ``start_message_id_inclusive=True``). A start id that compaction removed reads from the
 next surviving message, as the server does for every start. ``seek`` opens a new stream
 at the new start (an id, read as the first start was, or a publish time) and drops what
-was read ahead.
+was read ahead. A publish time is resolved at the seek to the first message published at
+or after it (or, when there is none yet, to just after the topic's last message), so
+``has_message_available`` answers for that start, not for the earliest.
 """
 
 from __future__ import annotations
@@ -27,15 +29,17 @@ from compactlog.client.message_id import MessageId
 from compactlog.client.reader import Reader, StartLike
 from compactlog.errors import InvalidArgument
 
-__all__ = ["TopicReader", "more_to_read", "skipped_start", "start_of"]
+__all__ = ["TopicReader", "more_to_read", "skipped_start", "start_of", "time_start"]
 
 _QUEUE_MESSAGES = 1000  # messages read ahead of read_next (pulsar-client's receiver queue)
 _RESPONSE_MESSAGES = 1000  # about what one Read response holds, to size the queue in responses
 _END = object()  # the stream ended (it only does when closed or failed)
 
 LastId = Callable[[], MessageId | None]
-# Opens the Read stream: a start, or with a publish time in epoch ms, from that time.
-OpenReader = Callable[[StartLike, int | None], Reader]
+# The first message published at or after a time in epoch ms, or None when there is none yet.
+FirstAt = Callable[[int], MessageId | None]
+# Opens the follow Read stream at a start.
+OpenReader = Callable[[StartLike], Reader]
 
 
 def start_of(start_message_id: MessageId | tuple[int, int]) -> StartLike:
@@ -51,6 +55,18 @@ def start_of(start_message_id: MessageId | tuple[int, int]) -> StartLike:
 def skipped_start(start: StartLike, inclusive: bool) -> MessageId | None:
     """The start id a reader drops when the server sends it (not ``inclusive``)."""
     return start if isinstance(start, MessageId) and not inclusive else None
+
+
+def time_start(first: MessageId | None, last: MessageId | None) -> tuple[StartLike, bool]:
+    """The start (and whether it is inclusive) that a seek to a publish time resolves to:
+    the first message at or after that time; with none, just after ``last``, the topic's
+    last message before the seek looked (so what is published later is read); the
+    earliest of an empty topic."""
+    if first is not None:
+        return first, True
+    if last is not None:
+        return last, False
+    return "earliest", True
 
 
 def more_to_read(
@@ -80,6 +96,7 @@ class TopicReader(Closeable):
         start_message_id: MessageId | tuple[int, int],
         inclusive: bool,
         last_id: LastId,
+        first_at: FirstAt,
         queue_size: int = _QUEUE_MESSAGES,
         name: str | None = None,
     ) -> None:
@@ -92,16 +109,17 @@ class TopicReader(Closeable):
         # read_next works through the one in hand.
         self._ahead = max(1, queue_size // _RESPONSE_MESSAGES)
         self._last_id = last_id
+        self._first_at = first_at
         self._closed = threading.Event()
         self._ready: deque[Message] = deque()  # the response in hand
-        self._begin(start_of(start_message_id), None)
+        self._begin(start_of(start_message_id), inclusive)
         self._topic = self._reader.topic()
 
-    def _begin(self, start: StartLike, timestamp_ms: int | None) -> None:
-        """Open the stream at ``start`` (or ``timestamp_ms``) and its pump thread."""
+    def _begin(self, start: StartLike, inclusive: bool) -> None:
+        """Open the stream at ``start`` and its pump thread."""
         self._start = start
-        self._skip = skipped_start(start, self._inclusive)
-        self._reader = self._open(start, timestamp_ms)
+        self._skip = skipped_start(start, inclusive)
+        self._reader = self._open(start)
         self._queue: queue.Queue[object] = queue.Queue(self._ahead)
         self._ready.clear()
         self._stop = threading.Event()
@@ -130,9 +148,10 @@ class TopicReader(Closeable):
             raise AlreadyClosed("the reader is closed")
         self._end()
         if isinstance(message, int):
-            self._begin("earliest", message)
+            last = self._last_id()  # before the first: what is published between is read
+            self._begin(*time_start(self._first_at(message), last))
         else:
-            self._begin(start_of(message), None)
+            self._begin(start_of(message), self._inclusive)
 
     def topic(self) -> str:
         return self._topic

@@ -17,7 +17,7 @@ from compactlog.client.errors import AlreadyClosed, Timeout, from_rpc_error
 from compactlog.client.message import Message, messages_of
 from compactlog.client.message_id import MessageId
 from compactlog.client.reader import StartLike, read_request
-from compactlog.client.topic_reader import more_to_read, skipped_start, start_of
+from compactlog.client.topic_reader import more_to_read, skipped_start, start_of, time_start
 
 __all__ = ["AsyncReader"]
 
@@ -45,21 +45,19 @@ class AsyncReader:
         self._address = link.address
         self._closed = False
         self._ready: deque[Message] = deque()  # the response in hand
-        self._begin(start_of(start_message_id), None)
+        self._begin(start_of(start_message_id), inclusive)
 
-    def _begin(self, start: StartLike, timestamp_ms: int | None) -> None:
-        """Open the follow Read at ``start`` (or ``timestamp_ms``) and its pump task."""
+    def _begin(self, start: StartLike, inclusive: bool) -> None:
+        """Open the follow Read at ``start`` and its pump task."""
         self._start = start
-        self._skip = skipped_start(start, self._inclusive)
+        self._skip = skipped_start(start, inclusive)
         self._last: Message | None = None  # the last message handed out
         self._ready.clear()
         # Whole responses read ahead (about _QUEUE_MESSAGES messages), as TopicReader.
         self._queue: asyncio.Queue[list[Message] | BaseException] = asyncio.Queue(
             max(1, _QUEUE_MESSAGES // _RESPONSE_MESSAGES)
         )
-        req = read_request(
-            self._topic, start, timestamp_ms, read_compacted=self._read_compacted, follow=True
-        )
+        req = read_request(self._topic, start, read_compacted=self._read_compacted, follow=True)
         self._call = self._link.stub.Read(req, metadata=self._link.metadata)
         self._pump = asyncio.get_running_loop().create_task(self._drain(self._call, self._queue))
 
@@ -78,9 +76,30 @@ class AsyncReader:
             raise AlreadyClosed("the reader is closed")
         await self._end()
         if isinstance(message, int):
-            self._begin("earliest", message)
+            last = await self._last_id()  # before the first: what is published between is read
+            self._begin(*time_start(await self._first_at(message), last))
         else:
-            self._begin(start_of(message), None)
+            self._begin(start_of(message), self._inclusive)
+
+    async def _first_at(self, timestamp_ms: int) -> MessageId | None:
+        """The first message published at or after ``timestamp_ms``; None when none is."""
+        req = read_request(
+            self._topic,
+            start_timestamp_ms=timestamp_ms,
+            read_compacted=self._read_compacted,
+            max_messages=1,
+        )
+        call = self._link.stub.Read(req, metadata=self._link.metadata)
+        try:
+            async for resp in call:
+                found = messages_of(resp.messages, self._topic)
+                if found:
+                    return found[0].message_id()
+            return None
+        except grpc.RpcError as err:
+            raise from_rpc_error(err, "Read", self._address) from None
+        finally:
+            call.cancel()
 
     async def _drain(self, call: Any, into: asyncio.Queue[list[Message] | BaseException]) -> None:
         try:

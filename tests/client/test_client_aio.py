@@ -275,9 +275,15 @@ def test_async_reader_seeks_to_an_id_an_end_and_a_time(shared_server, unique_top
             await reader.seek(MessageId.earliest)
             assert (await reader.read_next(10_000)).data() == b"a0"
             await reader.seek(cut)
+            assert await reader.has_message_available()
             assert (await reader.read_next(10_000)).data() == b"late"
             with pytest.raises(Timeout):
                 await reader.read_next(200)
+            await reader.seek(int(time.time() * 1000) + 1)  # past the last message
+            assert not await reader.has_message_available()
+            await producer.send(b"later")
+            assert await reader.has_message_available()
+            assert (await reader.read_next(10_000)).data() == b"later"
             await reader.close()
 
     run(scenario())

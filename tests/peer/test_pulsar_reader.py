@@ -96,6 +96,27 @@ def test_reader_seek_to_an_id_and_a_time(client: Client, unique_topic: str) -> N
     reader.close()
 
 
+def test_has_message_available_after_a_seek_to_a_time(client: Client, unique_topic: str) -> None:
+    """After ``seek(time)`` the reader answers for that start, not for the earliest: a
+    time past the last message has nothing available until something is published."""
+    topic = make_topic(client, unique_topic)
+    publish(client, topic, 3)
+    cut = int(time.time() * 1000) + 1
+    time.sleep(0.01)
+    reader = client.create_reader(topic, MessageId.earliest)
+    assert reader.has_message_available()
+    reader.seek(cut)
+    assert not reader.has_message_available()
+    publish(client, topic, 1, "late-")
+    assert reader.has_message_available()
+    assert values([reader.read_next(10_000)]) == ["late-0"]
+    assert not reader.has_message_available()
+    reader.seek(0)  # every message is at or after the epoch
+    assert reader.has_message_available()
+    assert values([reader.read_next(10_000)]) == ["test-0"]
+    reader.close()
+
+
 def test_read_from_one_partition(client: Client, unique_topic: str) -> None:
     """ReaderTest.testReadFromPartition: a reader of NAME-partition-i reads only that
     partition, its ids naming it."""
