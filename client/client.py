@@ -26,7 +26,7 @@ import os
 import weakref
 from typing import Literal, TypeVar, cast
 
-from compactlog.channels import ChannelSecurity, open_channel, retry_service_config
+from compactlog.channels import ChannelSecurity, client_channel_options, open_channel
 from compactlog.client import _convert as cv
 from compactlog.client.admin import AdminCalls
 from compactlog.client.batch_policy import ConsumerBatchReceivePolicy
@@ -63,13 +63,7 @@ from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 DEFAULT_ADDRESS = "127.0.0.1:7650"
 DEFAULT_TIMEOUT_S = 30.0  # every call's deadline (CONTRACT sections 12, 13); None = none
 
-_CHANNEL_OPTIONS = [
-    # Read responses carry batches of messages; the server bounds them, not the client.
-    ("grpc.max_receive_message_length", -1),
-    ("grpc.max_send_message_length", -1),
-    ("grpc.enable_retries", 1),
-    ("grpc.service_config", retry_service_config()),
-]
+_CHANNEL_OPTIONS = client_channel_options()
 C = TypeVar("C", bound=Closeable)
 _POSITIONS = {"earliest": InitialPosition.Earliest, "latest": InitialPosition.Latest}
 

@@ -6,12 +6,14 @@ Acknowledgements go to the server at once: an acked message is never redelivered
 after a restart. While the application works through a full response, the next Consume
 is already on its way (``prefetch``). The first Consume goes out when the consumer is made
 (``Client.subscribe``), so the subscription exists from then on, at its initial
-position, as in pulsar-client.
+position, as in pulsar-client. A server restart is waited out within the receive's
+timeout (``reconnect``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Callable
 from typing import Literal, Protocol
@@ -23,6 +25,7 @@ from compactlog.client.enums import ConsumerType
 from compactlog.client.errors import AlreadyClosed, Timeout, call
 from compactlog.client.message_id import MessageId
 from compactlog.client.prefetch import Prefetch
+from compactlog.client.reconnect import Reconnect
 from compactlog.client.types import Message
 from compactlog.errors import CompactlogError, InvalidArgument
 from compactlog.v1 import compactlog_pb2 as pb
@@ -66,6 +69,8 @@ class Consumer(Closeable):
         self._prefetch: Prefetch[pb.ConsumeResponse] = Prefetch("compactlog-consume")
         self._low_water = state.low_water
         self._closed = False
+        self._closing = threading.Event()  # cuts a reconnect's wait short
+        self._reconnect = Reconnect(f"consumer {state.subscription!r} of {state.topic}")
 
     def topic(self) -> str:
         return self._state.topic
@@ -197,22 +202,29 @@ class Consumer(Closeable):
 
     def _fill(self, limit: int | None) -> None:
         """Consume until a message is buffered (the Consume ahead first, when one is on
-        its way); ``Timeout`` after ``limit`` ms."""
+        its way); ``Timeout`` after ``limit`` ms. A server that went away is waited for
+        within ``limit`` (``reconnect``)."""
         self._check_open()
         state = self._state
         end = state.end_of(limit)
         if self._prefetch.pending:
             try:
                 resp = self._prefetch.take(None if limit is None else limit / 1000)
-            except CompactlogError:
+            except CompactlogError as exc:
                 state.fetch_failed()
-                raise
-            if resp is None:
-                raise state.timeout_error(limit)
-            state.fetched(resp)
+                self._closing.wait(self._reconnect.pause(exc, end))
+            else:
+                if resp is None:
+                    raise state.timeout_error(limit)
+                state.fetched(resp)
         first = True
         while not state.ready():
-            self._fetch(state.queue_size, state.wait_ms(end, limit, first))
+            try:
+                self._fetch(state.queue_size, state.wait_ms(end, limit, first))
+            except CompactlogError as exc:
+                self._closing.wait(self._reconnect.pause(exc, end))
+            else:
+                self._reconnect.succeeded()
             first = False
             self._check_open()
             if end is not None and time.monotonic() >= end and not state.ready():
@@ -259,6 +271,7 @@ class Consumer(Closeable):
         if self._closed:
             return
         self._closed = True
+        self._closing.set()
         self._prefetch.close()  # the server sees that Consume before CloseConsumer
         self._state.clear()
         req = self._state.close_request()

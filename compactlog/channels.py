@@ -188,3 +188,20 @@ def retry_service_config(max_attempts: int = 4) -> str:
         "retryableStatusCodes": ["UNAVAILABLE"],
     }
     return json.dumps({"methodConfig": [{"name": names, "retryPolicy": policy}]})
+
+
+def client_channel_options() -> list[tuple[str, object]]:
+    """The client's channel options (sync and asyncio alike): read responses bounded by
+    the server, not the client; idempotent calls retried (``retry_service_config``); and
+    a lost server tried again every 0.1 s doubling to 2 s (gRPC's own reconnect backoff
+    grows to 2 minutes), so a consumer waiting out a restart sees it back within 2 s, as
+    pulsar-client's reconnect does. The connect timeout (``min_reconnect_backoff_ms``)
+    stays gRPC's 20 s: a slow handshake is not a lost server."""
+    return [
+        ("grpc.max_receive_message_length", -1),
+        ("grpc.max_send_message_length", -1),
+        ("grpc.enable_retries", 1),
+        ("grpc.service_config", retry_service_config()),
+        ("grpc.initial_reconnect_backoff_ms", 100),
+        ("grpc.max_reconnect_backoff_ms", 2000),
+    ]

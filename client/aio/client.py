@@ -14,8 +14,8 @@ from typing import Literal, Self
 from compactlog.channels import (
     ChannelSecurity,
     bearer_metadata,
+    client_channel_options,
     open_aio_channel,
-    retry_service_config,
 )
 from compactlog.client import _convert as cv
 from compactlog.client.aio.multi_topic import AsyncMultiTopicConsumer
@@ -47,12 +47,7 @@ from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 
 __all__ = ["AsyncClient"]
 
-_CHANNEL_OPTIONS = [
-    ("grpc.max_receive_message_length", -1),
-    ("grpc.max_send_message_length", -1),
-    ("grpc.enable_retries", 1),
-    ("grpc.service_config", retry_service_config()),
-]
+_CHANNEL_OPTIONS = client_channel_options()
 _WAIT_POLL_S = 0.1  # compact(wait=True) polls the status this often
 
 

@@ -19,6 +19,7 @@ from compactlog.client.errors import AlreadyClosed, Timeout, from_rpc_error
 from compactlog.client.message import Message
 from compactlog.client.message_id import MessageId
 from compactlog.client.pulsar_params import check_ignored, pick
+from compactlog.client.reconnect import Reconnect
 from compactlog.client.send_batches import BatchingSettings
 from compactlog.client.topic_producer import SEND_DEFAULTS, record_of
 from compactlog.errors import CompactlogError, InvalidArgument
@@ -162,6 +163,7 @@ class AsyncConsumer:
         self._state = state
         self._admin = admin
         self._closed = False
+        self._reconnect = Reconnect(f"consumer {state.subscription!r} of {state.topic}")
 
     def topic(self) -> str:
         return self._state.topic
@@ -254,13 +256,19 @@ class AsyncConsumer:
         return self._state.take_batch(cap, policy.max_num_bytes if policy else 0)
 
     async def _fill(self, limit: int | None) -> None:
-        """Consume until a message is buffered; ``Timeout`` after ``limit`` ms."""
+        """Consume until a message is buffered; ``Timeout`` after ``limit`` ms. A server
+        that went away is waited for within ``limit`` (``reconnect``)."""
         self._check_open()
         state = self._state
         end = state.end_of(limit)
         first = True
         while not state.ready():
-            await self._fetch(state.wait_ms(end, limit, first))
+            try:
+                await self._fetch(state.wait_ms(end, limit, first))
+            except CompactlogError as exc:
+                await asyncio.sleep(self._reconnect.pause(exc, end))
+            else:
+                self._reconnect.succeeded()
             first = False
             self._check_open()
             if end is not None and time.monotonic() >= end and not state.ready():
