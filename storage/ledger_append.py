@@ -21,7 +21,7 @@ from compactlog.storage.rocks import Batch
 from compactlog.storage.types import MessageId
 
 if TYPE_CHECKING:
-    from compactlog.storage.ledger_store import LedgerStore
+    from compactlog.storage.ledger_appends import LedgerAppends
     from compactlog.storage.ledger_topic import LedgerTopic
 
 IdRun = tuple[int, int, int]  # ledger id, first entry id, count
@@ -164,7 +164,7 @@ class PendingAppend:
     commit has synced it (at once with ``publish.durability = wal``)."""
 
     def __init__(
-        self, store: LedgerStore, topic: LedgerTopic, runs: list[IdRun], ticket: int
+        self, store: LedgerAppends, topic: LedgerTopic, runs: list[IdRun], ticket: int
     ) -> None:
         self.store, self.topic, self.runs, self.ticket = store, topic, runs, ticket
         self.synced = store.fsync
