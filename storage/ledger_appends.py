@@ -2,7 +2,7 @@
 
 A base of ``LedgerStore`` with one job: a group of publish requests for one topic is
 written under one hold of the topic's lock, each request whole or not at all on its own
-(a failed request stops the rest of its producer's stream), and the
+(``storage.chains``: a failed request stops the rest of its producer's stream), and the
 group shares ONE group-commit ticket, so one fsync covers it. The request's bytes become
 batches in ``storage.ledger_append``; readers see them once the sync confirms them
 (``publish.durability = fsync``), or at once (``wal``).
@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 
 from compactlog.errors import TopicNotFound
 from compactlog.storage import batch as codec
+from compactlog.storage.chains import until_failed
 from compactlog.storage.codec import LedgerMeta
 from compactlog.storage.group_commit import GroupCommit
 from compactlog.storage.key_indexer import KeyIndexer
@@ -81,20 +82,12 @@ class LedgerAppends:
         chain (``chains[i]``: one producer's stream), which get the same error unwritten."""
         now = int(self.clock() * 1000)
         topic = self.topic(name)
-        written: list[tuple[LedgerMeta | None, list[IdRun]] | PendingAppend | Exception] = []
-        failed: dict[int, Exception] = {}
         with topic.lock:
-            for i, (request, part) in enumerate(requests):
-                chain = chains[i] if chains is not None else -1
-                if chain in failed:
-                    written.append(failed[chain])
-                    continue
-                try:
-                    written.append(self._write_request(topic, request, now, partition, part))
-                except Exception as exc:  # this request's own error; the others go on
-                    written.append(exc)
-                    if chain != -1:
-                        failed[chain] = exc
+            written = until_failed(
+                requests,
+                chains,
+                lambda rp: self._write_request(topic, rp[0], now, partition, rp[1]),
+            )
             stored = any(isinstance(w, tuple) and w[1] for w in written)
             ticket = self.group_commit.ticket() if self.fsync and stored else None
             return [

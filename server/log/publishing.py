@@ -20,6 +20,7 @@ from compactlog.server.log.partitioned_publish import RoundRobin, append_spread
 from compactlog.server.log.writer import Accepted, LogWriters, Written
 from compactlog.server.metrics import Metrics
 from compactlog.server.rpc.convert import parse_publish, publish_reply
+from compactlog.storage.chains import until_failed
 from compactlog.storage.partitioned_topics import PartitionedTopic
 from compactlog.storage.spanning import marker_of
 from compactlog.storage.topic_log import Appended, IdRun
@@ -39,25 +40,17 @@ class Publishing:
     def _write_group(self, topic: str, raws: list[bytes], chains: list[int]) -> list[Written]:
         """A writer's group of requests for ``topic`` (on the appends executor): one
         result per request, in order (see the module's docstring)."""
+        named = until_failed(raws, chains, lambda raw: parse_publish(raw).topic)
         out: list[Written] = []
-        failed: dict[int, Exception] = {}  # chains with a request that failed to parse
         run: list[tuple[bytes, str, int]] = []  # parsed, for one log, not yet written
-        for raw, chain in zip(raws, chains, strict=True):
-            if chain in failed:
+        for raw, chain, topic_or_error in zip(raws, chains, named, strict=True):
+            if isinstance(topic_or_error, Exception):
                 self._append_run(run, out)
-                out.append(failed[chain])
+                out.append(topic_or_error)
                 continue
-            try:
-                named = parse_publish(raw).topic
-            except Exception as exc:
+            if run and run[0][1] != topic_or_error:
                 self._append_run(run, out)
-                out.append(exc)
-                if chain != -1:
-                    failed[chain] = exc
-                continue
-            if run and run[0][1] != named:
-                self._append_run(run, out)
-            run.append((raw, named, chain))
+            run.append((raw, topic_or_error, chain))
         self._append_run(run, out)
         return out
 
@@ -89,21 +82,15 @@ class Publishing:
         self, parted: PartitionedTopic, raws: list[bytes], chains: list[int]
     ) -> list[Written]:
         """Each request across the partitions, one by one (a chain stops at a failure)."""
-        out: list[Written] = []
-        failed: dict[int, Exception] = {}
-        for raw, chain in zip(raws, chains, strict=True):
-            if chain in failed:
-                out.append(failed[chain])
-                continue
-            try:
-                spread = append_spread(self.broker, parted, raw, self.robin)
-            except Exception as exc:
-                out.append(exc)
-                if chain != -1:
-                    failed[chain] = exc
-                continue
-            out.append(Accepted(spread, spread.reply, parted.kind.name, _records(spread.runs)))
-        return out
+        spreads = until_failed(
+            raws, chains, lambda raw: append_spread(self.broker, parted, raw, self.robin)
+        )
+        return [
+            s
+            if isinstance(s, Exception)
+            else Accepted(s, s.reply, parted.kind.name, _records(s.runs))
+            for s in spreads
+        ]
 
     def _answered(self, accepted: Accepted, size: int, seconds: float) -> None:
         """The metrics of a request answered (on the thread that saw its group durable)."""

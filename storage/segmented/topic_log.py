@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from compactlog.errors import MalformedRequest, OffsetOutOfRange
+from compactlog.storage.chains import until_failed
 from compactlog.storage.cursor import Cursor
 from compactlog.storage.read_range import ViewBatch
 from compactlog.storage.segmented.append import AppendResult
@@ -150,17 +151,4 @@ class SegmentedTopicLog:
         """One after the other, each whole or not at all on its own (segment files are
         written per batch: a failed request's bytes are cut back before the next); the
         later requests of a failed one's chain get its error unwritten."""
-        out: list[SegmentAppended | Exception] = []
-        failed: dict[int, Exception] = {}
-        for i, (request, part) in enumerate(requests):
-            chain = chains[i] if chains is not None else -1
-            if chain in failed:
-                out.append(failed[chain])
-                continue
-            try:
-                out.append(self.append_request(request, part))
-            except Exception as exc:  # this request's own error; the others go on
-                out.append(exc)
-                if chain != -1:
-                    failed[chain] = exc
-        return out
+        return until_failed(requests, chains, lambda rp: self.append_request(*rp))
