@@ -4,7 +4,9 @@ A writer applies its batch to RocksDB (WAL written, not yet synced), takes a tic
 and waits. One syncer thread fsyncs the WAL for every ticket issued before the sync
 began, then wakes them together, the way BookKeeper's journal acknowledges a group
 of adds with one force-write. Tickets are issued after the write returns, so a sync
-that starts after a ticket covers that write.
+that starts after a ticket covers that write. A writer with nothing more to write may
+run the sync itself (``sync_here``) when none is running, as the first writer of a
+RocksDB write group leads it: an idle request then costs its fsync and no thread hop.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ class GroupCommit:
         self._synced = 0
         self._error: Exception | None = None
         self._closed = False
+        self._syncing = False  # a sync is running (the syncer's or a caller's)
         self._callbacks: list[tuple[int, Synced]] = []  # in ticket order
         self.syncs = 0  # how many fsyncs ran, for metrics and tests
         self._thread = threading.Thread(target=self._run, name="group-commit", daemon=True)
@@ -68,31 +71,57 @@ class GroupCommit:
         del self._callbacks[:cut]
         return taken
 
+    def sync_here(self) -> None:
+        """Sync what is issued on the caller's thread, now, if no sync is running: an idle
+        writer's fast path. A lone request then waits for its fsync alone, not also for
+        the syncer thread to wake (and win the interpreter); the syncer waits meanwhile."""
+        with self._cond:
+            if (
+                self._syncing
+                or self._issued == self._synced
+                or self._error is not None
+                or self._closed
+            ):
+                return
+            self._syncing = True
+            target = self._issued
+        self._sync_to(target)
+
     def _run(self) -> None:
         while True:
             with self._cond:
-                while self._issued == self._synced and not self._closed:
+                while self._syncing or (self._issued == self._synced and not self._closed):
                     self._cond.wait()
-                if self._closed and self._issued == self._synced:
+                if self._error is not None or (self._closed and self._issued == self._synced):
                     return
+                self._syncing = True
                 target = self._issued
-            try:
-                self._sync()
-            except Exception as exc:  # a failed fsync fails every waiter, loudly
-                with self._cond:
-                    self._error = exc
-                    self._cond.notify_all()
-                    failed = self._take_callbacks(None)
-                for done in failed:
-                    done(exc)
+            if not self._sync_to(target):
                 return
+
+    def _sync_to(self, target: int) -> bool:
+        """One fsync covering every ticket up to ``target`` (``_syncing`` set by the
+        caller), then their callbacks; False when it failed (every waiter fails, loudly)."""
+        try:
+            self._sync()
+        except Exception as exc:
             with self._cond:
-                self._synced = target
-                self.syncs += 1
+                self._error = exc
+                self._syncing = False
                 self._cond.notify_all()
-                ready = self._take_callbacks(target)
-            for done in ready:
-                done(None)
+                failed = self._take_callbacks(None)
+            for done in failed:
+                done(exc)
+            return False
+        with self._cond:
+            self._synced = target
+            self._syncing = False
+            self.syncs += 1
+            self._cond.notify_all()
+            ready = self._take_callbacks(target)
+        for done in ready:
+            done(None)
+        return True
 
     def close(self) -> None:
         """Sync what is pending, then stop the syncer."""

@@ -34,7 +34,9 @@ class Publishing:
         self.metrics = metrics
         self.robin = RoundRobin()  # keyless records of partitioned topics
         self.spanning = False  # a slot of a sharded server: honour spanning-part markers
-        self.writers = LogWriters(self._write_group, executor, self._answered)
+        self.writers = LogWriters(
+            self._write_group, executor, self._answered, broker.ledgers.group_commit.sync_here
+        )
         self._counters: dict[str, tuple[Any, Any, Any, Any]] = {}
 
     def _write_group(self, topic: str, raws: list[bytes], chains: list[int]) -> list[Written]:

@@ -6,9 +6,11 @@ appends executor: it takes every request waiting, writes them through the topic'
 one group (``TopicLog.append_requests``: on LEDGER topics one group-commit ticket, so one
 fsync covers them), and once the whole group is durable wakes the event loop ONCE with
 each request's reply bytes or its own error. Kafka's log append and RocksDB's write group
-have this shape. It does not wait for a group's fsync before writing the next (the syncer
-overlaps them), which is how one pipelined PublishStream keeps several requests in one
-group. A topic's requests are written in the order they were handed over; a request that
+have this shape. While requests keep coming it does not wait for a group's fsync before
+writing the next (the syncer overlaps them), which is how one pipelined PublishStream
+keeps several requests in one group; a writer left with nothing to write runs the fsync
+itself (``idle``, when no sync is running), so a lone request makes no hop to the syncer
+thread. A topic's requests are written in the order they were handed over; a request that
 fails is never acknowledged, and the others of its group get their own outcome.
 """
 
@@ -83,8 +85,15 @@ class _Writer:
 class LogWriters:
     """The writers of every topic being published to (one dropped when it runs dry)."""
 
-    def __init__(self, write: WriteGroup, executor: Executor, answered: Answered) -> None:
+    def __init__(
+        self,
+        write: WriteGroup,
+        executor: Executor,
+        answered: Answered,
+        idle: Callable[[], None] = lambda: None,
+    ) -> None:
         self._write = write
+        self._idle = idle
         self._executor = executor
         self._answered = answered
         self._lock = threading.Lock()
@@ -127,6 +136,8 @@ class LogWriters:
                         del self._writers[writer.topic]
                     return
             self._write_group(writer.topic, group)
+            if not writer.queue:  # nothing more to write: sync now, on this thread
+                self._idle()
 
     def _write_group(self, topic: str, group: list[_Request]) -> None:
         abandoned = [r for r in group if r.chain is not None and r.chain.failed is not None]

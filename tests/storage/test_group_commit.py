@@ -1,0 +1,99 @@
+"""Group commit's idle fast path (``GroupCommit.sync_here``) over a real RocksDB WAL: a
+caller with nothing more to write syncs on its own thread when no sync is running, leaves
+a running one to the syncer thread, and a sync that fails there fails every waiter."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from compactlog.storage.group_commit import GroupCommit
+from compactlog.storage.rocks import RocksDB
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[RocksDB]:
+    opened = RocksDB(tmp_path / "db")
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def no_switches() -> Iterator[None]:
+    """The syncer thread, woken by a ticket, cannot take the interpreter before the test
+    reaches ``sync_here`` (the test's thread never blocks in between)."""
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(5.0)
+    yield
+    sys.setswitchinterval(before)
+
+
+def recording(
+    db: RocksDB, threads: list[str], gate: threading.Event | None = None
+) -> Callable[[], None]:
+    def sync() -> None:
+        threads.append(threading.current_thread().name)
+        if gate is not None:
+            gate.wait(10)
+        db.sync_wal()
+
+    return sync
+
+
+def test_an_idle_caller_syncs_on_its_own_thread(db: RocksDB, no_switches: None) -> None:
+    threads: list[str] = []
+    commit = GroupCommit(recording(db, threads))
+    try:
+        db.put(b"k", b"v")
+        ticket = commit.ticket()
+        done: list[tuple[str, BaseException | None]] = []
+        commit.when_synced(ticket, lambda e: done.append((threading.current_thread().name, e)))
+        commit.sync_here()
+        here = threading.current_thread().name
+        assert threads == [here]
+        assert done == [(here, None)]  # answered on this thread, before sync_here returned
+        commit.sync_here()  # nothing issued since: no second fsync
+        assert commit.syncs == 1
+    finally:
+        commit.close()
+
+
+def test_a_running_sync_is_left_to_the_syncer_thread(db: RocksDB) -> None:
+    threads: list[str] = []
+    gate = threading.Event()
+    commit = GroupCommit(recording(db, threads, gate))
+    try:
+        first = commit.ticket()  # the syncer takes it and waits at the gate
+        while not threads:
+            threading.Event().wait(0.001)
+        second = commit.ticket()
+        commit.sync_here()  # a sync is running: returns at once, syncs nothing
+        assert threads == ["group-commit"]
+        gate.set()
+        commit.wait(second)
+        assert threads == ["group-commit", "group-commit"]
+        assert commit.syncs == 2 and first < second
+    finally:
+        gate.set()
+        commit.close()
+
+
+def test_a_failed_sync_here_fails_every_waiter(db: RocksDB, no_switches: None) -> None:
+    def broken() -> None:
+        raise OSError(5, "Input/output error")
+
+    commit = GroupCommit(broken)
+    try:
+        ticket = commit.ticket()
+        errors: list[BaseException | None] = []
+        commit.when_synced(ticket, errors.append)
+        commit.sync_here()
+        assert len(errors) == 1 and isinstance(errors[0], OSError)
+        with pytest.raises(OSError):
+            commit.wait(commit.ticket())  # nothing is acknowledged after a failed fsync
+    finally:
+        commit.close()
