@@ -23,7 +23,7 @@ from multiprocessing.connection import Connection
 from typing import Any, Protocol
 
 from compactlog.compactor.progress import Progress, RunCancelled
-from compactlog.errors import CompactlogError
+from compactlog.errors import CompactlogError, from_os_error
 
 CANCEL = "cancel"
 REPORT_EVERY_S = 0.1
@@ -61,7 +61,11 @@ class Failed:
 
 
 def portable(exc: BaseException) -> BaseException:
-    """``exc`` if it survives a pickle round trip, else a WorkerJobFailed naming it."""
+    """``exc`` if it survives a pickle round trip, else a WorkerJobFailed naming it. An
+    ``OSError`` goes as the error CONTRACT section 11 names for its cause (DISK_FULL,
+    STORAGE_UNAVAILABLE, FILE_LIMIT, with ``path`` and ``errno``)."""
+    if isinstance(exc, OSError):
+        exc = from_os_error(exc, "a compaction worker's file operation")
     try:
         pickle.loads(pickle.dumps(exc))
         return exc

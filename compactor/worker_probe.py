@@ -49,6 +49,7 @@ class ProbeJob:
     question: object = None  # sent to the server when not None
     sleep_s: float = 0.0  # in 10 ms steps, checking for a cancel
     fail: str = ""  # raise InvalidArgument(fail)
+    fail_errno: int = 0  # raise the OSError of this errno on a file, as a job's write can
 
     def run(self, link: WorkerLink) -> ProbeAnswer:
         for i in range(self.reports):
@@ -60,6 +61,8 @@ class ProbeJob:
             time.sleep(0.01)
         if self.fail:
             raise InvalidArgument(self.fail)
+        if self.fail_errno:
+            raise OSError(self.fail_errno, os.strerror(self.fail_errno), "/probe/file")
         with Fanout(2) as fan:
             threads = tuple(s for r in fan.ordered(_standing_of, range(4)) for s in r)
         nice, io, cores = standing()

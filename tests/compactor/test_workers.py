@@ -3,6 +3,7 @@ priorities, and the workers' death with their server."""
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
@@ -17,7 +18,7 @@ from compactlog.compactor.progress import LocalRunControl, RunCancelled
 from compactlog.compactor.worker_os import IOPRIO_CLASS_IDLE, NICE
 from compactlog.compactor.worker_probe import ProbeAnswer, ProbeJob
 from compactlog.compactor.workers import WorkerCrashed, WorkerPool, _alive
-from compactlog.errors import InvalidArgument, TopicNotFound
+from compactlog.errors import DiskFull, InvalidArgument, StorageUnavailable, TopicNotFound
 
 
 @pytest.fixture
@@ -120,6 +121,18 @@ def test_errors_travel_back_as_themselves_and_the_worker_lives_on(pool: WorkerPo
     with pytest.raises(TopicNotFound, match="missing"):  # the server's answer, in the worker
         run(pool, ProbeJob(question="missing"))
     assert len(pool.pids()) == 1
+
+
+def test_a_jobs_os_error_answers_its_reason_and_the_worker_lives_on(pool: WorkerPool) -> None:
+    """A write the job could not make (the worker's own OSError) is the job's failure with
+    the reason CONTRACT section 11 names, never a broken pipe that kills the worker."""
+    started = time.monotonic()
+    with pytest.raises(StorageUnavailable) as refused:
+        run(pool, ProbeJob(fail_errno=errno.EACCES))
+    assert refused.value.metadata == {"path": "/probe/file", "errno": "EACCES"}
+    with pytest.raises(DiskFull):
+        run(pool, ProbeJob(fail_errno=errno.ENOSPC))
+    assert len(pool.pids()) == 1 and time.monotonic() - started < 5
 
 
 def test_cancel_stops_the_job(pool: WorkerPool) -> None:
