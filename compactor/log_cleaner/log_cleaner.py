@@ -33,10 +33,18 @@ from compactlog.compactor.log_cleaner.checkpoint import FILE_NAME, CleanerCheckp
 from compactlog.compactor.log_cleaner.cleaner import CleanPlan, PassStats
 from compactlog.compactor.log_cleaner.manager import LogCleanerManager, LogToClean
 from compactlog.compactor.log_cleaner.passes import InProcessPasses, PassRunner
-from compactlog.compactor.log_cleaner.uncleanable import RETRY_S
+from compactlog.compactor.log_cleaner.uncleanable import FAULT_RETRY_S, RETRY_S
 from compactlog.compactor.progress import LocalRunControl, RunCancelled, RunControl
 from compactlog.compactor.workers import WorkerCrashed
-from compactlog.errors import CompactionRunning, CorruptData, NotCompacted, TopicNotFound
+from compactlog.errors import (
+    CompactionRunning,
+    CorruptData,
+    DiskFull,
+    FileLimit,
+    NotCompacted,
+    StorageUnavailable,
+    TopicNotFound,
+)
 from compactlog.storage.config import ServerSettings
 from compactlog.storage.segmented import CleaningAborted, Log, SegmentedLogManager
 from compactlog.storage.segmented.version import server_file
@@ -262,6 +270,12 @@ class LogCleaner:
             log.warning("cleaning of %s stopped: %s", job.name, error)
         except (CleaningAborted, RunCancelled) as exc:
             error = str(exc)
+        except (DiskFull, StorageUnavailable, FileLimit) as exc:  # the disk's fault, not the log's
+            error = f"{type(exc).__name__}: {exc}"
+            self.cleaner_manager.mark_uncleanable(job.name, error, damage=False)
+            log.warning(
+                "cleaning of %s failed; tried again in %.0f s: %s", job.name, FAULT_RETRY_S, error
+            )
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
             if self.cleaner_manager.mark_uncleanable(job.name, error):
@@ -336,7 +350,7 @@ class LogCleaner:
             max_clean_time_s=max((x.seconds for x in last), default=0.0),
             max_dirty_ratio=self.cleaner_manager.max_dirty_ratio,
             time_since_last_run_s=time.monotonic() - self._last_run,
-            uncleanable_count=len(self.cleaner_manager.uncleanable),
+            uncleanable_count=self.cleaner_manager.uncleanable_count(),
             passes=passes,
             last_throughput_bytes_per_s=last[-1].bytes_per_s if last else 0.0,
         )

@@ -232,17 +232,25 @@ class LogCleanerManager:
             mark = self.uncleanable.get(name)
             if mark is None or not self.logs.has_topic(name):
                 return None
+            if not mark.damage:
+                return None
             return mark.cause if mark.holds(self.logs.get_log(name), self.clock()) else None
 
-    def mark_uncleanable(self, name: str, cause: str) -> bool:
-        """Mark ``name`` uncleanable for ``cause``; True when it was not marked before."""
+    def mark_uncleanable(self, name: str, cause: str, damage: bool = True) -> bool:
+        """Mark ``name`` uncleanable for ``cause`` (``damage`` False: held back by a disk
+        fault, ``uncleanable.py``); True when it was not marked before."""
         with self._cond:
             if not self.logs.has_topic(name):
                 return False
             log = self.logs.get_log(name)
             new = name not in self.uncleanable
-            self.uncleanable[name] = Uncleanable(cause, self.clock(), fingerprint(log))
+            self.uncleanable[name] = Uncleanable(cause, self.clock(), fingerprint(log), damage)
             return new
+
+    def uncleanable_count(self) -> int:
+        """Logs marked for damage (Kafka's uncleanable-partitions-count)."""
+        with self._cond:
+            return sum(1 for mark in self.uncleanable.values() if mark.damage)
 
     def cleaned(self, name: str) -> None:
         """A pass of ``name`` went through: whatever was marked is gone."""

@@ -9,6 +9,12 @@ background cleaner skips the log until the fingerprint changes (retention or Del
 removed the damage, a segment rolled, a file was restored) or ``RETRY_S`` passed, so a
 damaged log is tried a few times an hour, not a hundred times a second. An explicit
 Compact of a marked, unchanged log answers CORRUPT_DATA with the cause.
+
+A pass that fails for want of space, permission or file handles (DISK_FULL,
+STORAGE_UNAVAILABLE, FILE_LIMIT) says nothing about the log: it is held back too, so a
+full disk is not retried a hundred times a second, but only for ``FAULT_RETRY_S``, it is
+not counted as uncleanable, and an explicit Compact tries again at once (its run then
+answers the cause, or succeeds once the cause is gone).
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from dataclasses import dataclass
 from compactlog.storage.segmented import Log
 
 RETRY_S = 600.0  # a marked log is tried again this long after its last failed pass
+FAULT_RETRY_S = 5.0  # a log held back by a disk fault is tried again this soon
 
 
 def fingerprint(log: Log) -> tuple[tuple[int, int, int], ...]:
@@ -40,7 +47,9 @@ class Uncleanable:
     cause: str
     since: float
     segments: tuple[tuple[int, int, int], ...]
+    damage: bool = True  # False: a disk fault held it back, not its own bytes
 
     def holds(self, log: Log, now: float) -> bool:
         """True while the mark still applies: the log unchanged and the backoff running."""
-        return now - self.since < RETRY_S and fingerprint(log) == self.segments
+        backoff = RETRY_S if self.damage else FAULT_RETRY_S
+        return now - self.since < backoff and fingerprint(log) == self.segments

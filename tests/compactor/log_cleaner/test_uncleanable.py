@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from compactlog.compactor.log_cleaner import LogCleaner
-from compactlog.compactor.log_cleaner.uncleanable import RETRY_S
+from compactlog.compactor.log_cleaner.uncleanable import FAULT_RETRY_S, RETRY_S
 from compactlog.compactor.log_cleaner.worker_pass import WorkerPasses
 from compactlog.compactor.workers import WorkerPool
 from compactlog.errors import CorruptData
@@ -82,4 +82,29 @@ def test_the_mark_lifts_after_the_backoff_or_a_change(tmp_path: Path) -> None:
     result = cleaner.clean_now("t")
     assert result.error is None and cleaner.stats().uncleanable_count == 0
     assert m.log_start_offset("t") > damaged_base
+    m.close()
+
+
+def test_a_disk_fault_holds_the_log_back_briefly_and_is_no_damage(tmp_path: Path) -> None:
+    """A pass that met a full disk or lost permission (``damage=False``) says nothing
+    about the log: not counted as uncleanable, an explicit pass runs at once, and the
+    background tries again after ``FAULT_RETRY_S``, not ``RETRY_S``."""
+    clock = Clock()
+    m = SegmentedLogManager(tmp_path, SETTINGS, clock=clock, start_threads=False)
+    m.create_topic("t", COMPACT)
+    for i in range(20):
+        m.append("t", [Record(b"k%d" % (i % 3), b"v%d" % i)])
+    m.get_log("t").roll()
+    cleaner = LogCleaner(m, SETTINGS, clock=clock)
+    manager = cleaner.cleaner_manager
+    manager.mark_uncleanable("t", "DiskFull: no space", damage=False)
+    assert manager.uncleanable_cause("t") is None and cleaner.stats().uncleanable_count == 0
+    assert manager.grab_filthiest() is None  # held back: not a hundred passes a second
+    clock.now += FAULT_RETRY_S
+    job = manager.grab_filthiest()
+    assert job is not None and job.name == "t"
+    manager.done_cleaning("t", None)
+    manager.mark_uncleanable("t", "DiskFull: no space", damage=False)
+    assert cleaner.clean_now("t").error is None  # an explicit pass is not refused
+    assert manager.uncleanable_cause("t") is None and not manager.uncleanable
     m.close()
