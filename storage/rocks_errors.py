@@ -26,6 +26,7 @@ from compactlog.errors import (
 # RocksDB's IOStatus texts carry strerror(); these name the causes the contract separates.
 _DISK_FULL = ("No space left on device", "Disk quota exceeded")
 _FILE_LIMIT = ("Too many open files",)
+_UNAVAILABLE = (("Permission denied", "EACCES"), ("Read-only file system", "EROFS"))
 
 
 def _one_line(exc: BaseException) -> str:
@@ -42,8 +43,9 @@ def _resource_error(text: str, message: str, path: object) -> CompactlogError | 
         return DiskFull(f"{message}; nothing of this call was kept", path=path, errno="ENOSPC")
     if any(cause in text for cause in _FILE_LIMIT):
         return FileLimit(f"{message}; nothing of this call was kept", path=path, errno="EMFILE")
-    if text.startswith("IO error") or "Permission denied" in text:
-        return StorageUnavailable(message, path=path, errno="EIO")
+    named = [name for cause, name in _UNAVAILABLE if cause in text]
+    if text.startswith("IO error") or named:
+        return StorageUnavailable(message, path=path, errno=(named or ["EIO"])[0])
     return None
 
 

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from compactlog.errors import StorageError, StoreClosed, StoreLocked
+from compactlog.errors import DiskFull, StorageError, StorageUnavailable, StoreClosed, StoreLocked
 from compactlog.storage.rocks import Batch, RocksDB, SecondaryRocksDB, SstWriter
+from compactlog.storage.rocks_errors import wrap_error
 
 
 @pytest.fixture
@@ -101,3 +102,31 @@ def test_an_sst_file_written_back_in_pieces_is_the_same_file(tmp_path: Path, db:
     assert len(files[0]) == len(files[1]) > 4096 * 4
     db.ingest(tmp_path / "pieces.sst")
     assert db.get(b"E00001999") == b"v1999" * 20
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "errno"),
+    [
+        (
+            "IO error: No space left on device: While appending to file: x/000004.log",
+            DiskFull,
+            "ENOSPC",
+        ),
+        (
+            "IO error: while link file to x/000022.sst: y/ledger-85.sst: Permission denied",
+            StorageUnavailable,
+            "EACCES",
+        ),
+        (
+            "IO error: While open a file for appending: x/LOG: Read-only file system",
+            StorageUnavailable,
+            "EROFS",
+        ),
+        ("IO error: Input/output error", StorageUnavailable, "EIO"),
+    ],
+)
+def test_an_io_error_names_its_cause(text: str, kind: type, errno: str) -> None:
+    """RocksDB's status text carries strerror(): the reason and errno come from it."""
+    error = wrap_error(Exception(text), "ingesting", "/data/ledgers")
+    assert isinstance(error, kind)
+    assert error.metadata == {"path": "/data/ledgers", "errno": errno}
