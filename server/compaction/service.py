@@ -170,7 +170,14 @@ class CompactionService:
                 raise CompactionRunning(f"a compaction of {topic!r} is running", topic=topic)
             slot.idle.clear()
             slot.control = LocalRunControl()
-        self._set(topic, slot, slot.status.to(CompactionState.RUNNING))
+            previous = slot.status
+        try:
+            self._set(topic, slot, previous.to(CompactionState.RUNNING))
+        except CompactlogError:  # the status not stored (a full disk): no run, none left running
+            with self._lock:
+                slot.status = previous
+            slot.idle.set()
+            raise
         task = self._clean if segmented else self._run
         if wait or (not segmented and self._nothing_to_do(topic)):
             task(topic, slot)
