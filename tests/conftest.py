@@ -445,17 +445,28 @@ def small_disk(tmp_path: Path) -> Iterator[Callable[[int], SmallDisk]]:
 
     def make(size: int) -> SmallDisk:
         path = tmp_path / f"disk-{len(mounted)}"
-        path.mkdir()
-        done = subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-            capture_output=True,
-            text=True,
-        )
-        if done.returncode != 0:
-            pytest.skip(f"cannot mount a tmpfs (needs root, as CI has): {done.stderr.strip()}")
+        disk = mount_small_disk(path, size)
         mounted.append(path)
-        return SmallDisk(path, size)
+        return disk
 
     yield make
     for path in mounted:
-        subprocess.run(["umount", "-l", str(path)], check=False)
+        unmount_small_disk(path)
+
+
+def mount_small_disk(path: Path, size: int) -> SmallDisk:
+    """A tmpfs of ``size`` bytes mounted at ``path`` (made here); skips the test where it
+    cannot be (needs root, as CI has). ``unmount_small_disk`` takes it away."""
+    path.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs (needs root, as CI has): {done.stderr.strip()}")
+    return SmallDisk(path, size)
+
+
+def unmount_small_disk(path: Path) -> None:
+    subprocess.run(["umount", "-l", str(path)], check=False)

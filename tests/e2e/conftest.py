@@ -170,13 +170,18 @@ class UnprivilegedServer(ServerProcess):
         return [*DROP_CAPS, *super().command()]
 
 
-@pytest.fixture
-def unprivileged(tmp_path: Path) -> Iterator[UnprivilegedServer]:
+def require_drop_caps() -> None:
+    """Skip the test where a capability-less child cannot be started (CI can: root)."""
     if shutil.which("setpriv") is None or os.geteuid() != 0:
         pytest.skip("needs root and setpriv (util-linux) to drop capabilities, as CI has")
     probe = subprocess.run([*DROP_CAPS, "true"], capture_output=True, text=True)
     if probe.returncode != 0:
         pytest.skip(f"cannot drop capabilities here: {probe.stderr.strip()}")
+
+
+@pytest.fixture
+def unprivileged(tmp_path: Path) -> Iterator[UnprivilegedServer]:
+    require_drop_caps()
     srv = UnprivilegedServer(tmp_path / "data")
     srv.start()
     yield srv
