@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from compactlog.errors import InvalidArgument, TopicExists, TopicNotFound
-from compactlog.partitioner import partition_name
+from compactlog.errors import InvalidArgument, InvalidTopicName, TopicExists, TopicNotFound
+from compactlog.partitioner import parse_partition_name, partition_name
 from compactlog.server.admin.partition_changes import PartitionChanges
 from compactlog.server.broker import Broker, TopicDescription
 from compactlog.storage.config import validate_topic_overrides
@@ -64,10 +64,46 @@ class PartitionedNamespace:
             self._finish_pending(name)
             if broker.has_name(name):
                 raise TopicExists(f"topic {name!r} already exists", topic=name)
-            self._check_free(name, kind, 0, partitions, adopt=False)
+            self._check_free(name, 0, partitions)
             change = PendingChange(name, Op.CREATE, partitions, kind, dict(config))
             self.changes.apply(change, None)
         return self.describe(name)
+
+    def create_plain(self, name: str, kind: TopicKind, config: dict[str, str]) -> TopicDescription:
+        """A topic of its own (not partitioned), refused when its name is a partition's
+        of a partitioned topic here (``check_not_a_partition``)."""
+        check_topic_name(name)
+        with self.broker.namespace_lock:
+            self.check_not_a_partition(name)
+            return self.broker.create_topic(name, kind, config)
+
+    def check_plain(self, name: str, kind: TopicKind, config: dict[str, str]) -> None:
+        """Every check of ``create_plain``, nothing created (a validate-only create)."""
+        check_topic_name(name)
+        validate_topic_overrides(kind, config, name)
+        with self.broker.namespace_lock:
+            self.check_not_a_partition(name)
+            if self.broker.has_name(name):
+                raise TopicExists(f"topic {name!r} already exists", topic=name)
+
+    def check_not_a_partition(self, name: str) -> None:
+        """``NAME-partition-i`` is refused as a topic of its own while ``NAME`` is a
+        partitioned topic (or a change of it is pending), whatever its count: a later
+        AddPartitions would otherwise take the topic in as a partition (Pulsar refuses
+        such names likewise). ``INVALID_ARGUMENT`` / ``INVALID_TOPIC_NAME``."""
+        parsed = parse_partition_name(name)
+        if parsed is None:
+            return
+        base = parsed[0]
+        if self.get(base) is None and self.broker.partitioned.pending_of(base) is None:
+            return
+        raise InvalidTopicName(
+            f"topic name {name!r} is a partition's name of the partitioned topic {base!r}: "
+            f"its partitions are made by CreateTopic or AddPartitions of {base!r}, not one "
+            "by one",
+            topic=name,
+            partitioned_topic=base,
+        )
 
     def add_partitions(
         self, name: str, total: int, validate_only: bool = False
@@ -95,26 +131,28 @@ class PartitionedNamespace:
                 )
             _check_count(name, total)
             if validate_only:
-                self._check_free(name, topic.kind, topic.partitions, total, adopt=True)
+                self._check_free(name, topic.partitions, total)
             elif total > topic.partitions:
                 held = self.partition_names(name)  # the lowest one's config: partition 0's
                 config = broker.overrides(held[0]) if held else {}
-                self._check_free(name, topic.kind, topic.partitions, total, adopt=True)
+                self._check_free(name, topic.partitions, total)
                 change = PendingChange(name, Op.GROW, total, topic.kind, config)
                 self.changes.apply(change, topic)
         return self.describe(name)
 
-    def _check_free(self, name: str, kind: TopicKind, first: int, total: int, adopt: bool) -> None:
-        """Every name checked and free first, so a bad one starts nothing. ``adopt`` (a
-        grow): a partition of the right kind that an AddPartitions of an older version
-        cut short left behind is taken as made."""
+    def _check_free(self, name: str, first: int, total: int) -> None:
+        """Every name checked and free first, so a bad one starts nothing. A topic of its
+        own already under a new partition's name is refused, never taken in as the
+        partition: its data and subscriptions are not the partitioned topic's."""
         for part in (partition_name(name, i) for i in range(first, total)):
             check_topic_name(part)
-            if self.broker.has_name(part) and not (adopt and self._left_by_a_grow(part, kind)):
-                raise TopicExists(f"topic {part!r} already exists", topic=part)
-
-    def _left_by_a_grow(self, part: str, kind: TopicKind) -> bool:
-        return self.broker.partitioned.get(part) is None and self.broker.kind(part) == kind
+            if self.broker.has_name(part):
+                raise TopicExists(
+                    f"topic {part!r} already exists as a topic of its own: {name!r} cannot "
+                    "take it as a partition (delete it first)",
+                    topic=part,
+                    partitioned_topic=name,
+                )
 
     def _finish_pending(self, name: str) -> PendingChange | None:
         """A change of ``name`` a crash or a failure left pending, finished first (so

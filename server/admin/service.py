@@ -110,7 +110,7 @@ class TopicAdminService(pb_grpc.TopicAdminServicer):
                 request.name, kind, dict(request.config), request.partitions
             )
         else:
-            desc = self.broker.create_topic(request.name, kind, dict(request.config))
+            desc = self.partitioned.create_plain(request.name, kind, dict(request.config))
         return topic_info(desc)
 
     @rpc

@@ -9,13 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from compactlog.errors import TopicExists
 from compactlog.server.admin.partitioned_topics import PartitionedNamespace
 from compactlog.server.kafka.errors import ErrorCode, KafkaError, code_of
 from compactlog.server.kafka.protocol import NO_THROTTLE, make, response_module
 from compactlog.server.kafka.topics import KafkaContext
-from compactlog.storage.config import validate_topic_overrides
-from compactlog.storage.names import check_topic_name
 from compactlog.storage.types import TopicKind
 
 CREATE_TOPICS = 19
@@ -34,16 +31,13 @@ def create(ctx: KafkaContext, topic: Any, validate_only: bool) -> int:
     if topic.assignments:
         raise KafkaError(ErrorCode.invalid_request, "replica assignments are not supported")
     config = {c.name: c.value for c in topic.configs if c.value is not None}
-    broker = ctx.broker
-    if validate_only:
-        check_topic_name(topic.name)
-        validate_topic_overrides(TopicKind.SEGMENTED, config, topic.name)
-        if broker.has_name(topic.name):
-            raise TopicExists(f"topic {topic.name!r} already exists", topic=topic.name)
+    namespace = PartitionedNamespace(ctx.broker)
+    if validate_only:  # checked as a plain create: the name free, the config good
+        namespace.check_plain(topic.name, TopicKind.SEGMENTED, config)
     elif partitions > 1:
-        PartitionedNamespace(broker).create(topic.name, TopicKind.SEGMENTED, config, partitions)
+        namespace.create(topic.name, TopicKind.SEGMENTED, config, partitions)
     else:
-        broker.create_topic(topic.name, TopicKind.SEGMENTED, config)
+        namespace.create_plain(topic.name, TopicKind.SEGMENTED, config)
     return partitions
 
 

@@ -89,11 +89,11 @@ def test_create_partitions_refusals(admin: AdminClient, grpc_side: Grpc, topic: 
             grow(admin, name, 3)
         assert kafka_code(raised) == ck.KafkaError.UNKNOWN_TOPIC_OR_PART
     assert info(grpc_side, topic + "-ledger").partitions == 2
-    # the name of a partition to come is taken (by a topic of the other kind: one of the
-    # same kind is adopted, as a grow cut short leaves it): nothing is made, validate_only
-    # says so too
+    # the name of a partition to come is taken by a topic of its own, made before the
+    # partitioned topic (of the same kind: never taken in as a partition): nothing is
+    # made, validate_only says so too
+    grpc_side.create(f"{topic}-p-partition-3")
     grpc_side.create(topic + "-p", partitions=2)
-    grpc_side.create(f"{topic}-p-partition-3", kind=pb.LEDGER)
     for validate_only in (True, False):
         with pytest.raises(ck.KafkaException) as raised:
             grow(admin, topic + "-p", 4, validate_only=validate_only)

@@ -1,7 +1,8 @@
 """An AddPartitions cut short (kill -9 after some partitions were made, before the count
-was recorded) is finished, never left half-made: its partitions are taken in by the next
-AddPartitions and by the next start, with whatever was written to them. A real Broker on
-real files; the e2e test kills a real server in the middle of one."""
+was recorded) is finished, never left half-made: the change is kept first and the next
+start finishes it, with whatever was written to its partitions; a topic of its own under a
+new partition's name is refused, never taken in. A real Broker on real files; the e2e test
+kills a real server in the middle of one."""
 
 from __future__ import annotations
 
@@ -29,26 +30,30 @@ SETTINGS = ServerSettings(topic_defaults={})
 
 
 @pytest.mark.parametrize("kind", [TopicKind.LEDGER, TopicKind.SEGMENTED])
-def test_a_cut_grow_is_taken_in_by_the_next_one(tmp_path: Path, kind: TopicKind) -> None:
-    """Partitions an older version's grow left without a record: the next grow takes
-    them in, with what was written to them."""
+def test_a_topic_under_a_new_partitions_name_is_refused_not_taken_in(
+    tmp_path: Path, kind: TopicKind
+) -> None:
+    """A topic of its own named like a new partition (made before ``p`` was partitioned,
+    or by an older version's grow that left no record): the grow refuses it, naming it,
+    and nothing changes; it is never taken in with its data and subscriptions."""
     broker = Broker(tmp_path, SETTINGS)
     space = PartitionedNamespace(broker)
+    broker.create_topic(partition_name("p", 3), kind, {})
     space.create("p", kind, {}, 2)
-    for i in (2, 3):  # what a grow to 6 made before it was killed
-        broker.create_topic(partition_name("p", i), kind, {})
-    broker.log(partition_name("p", 2)).append_request(
+    broker.log(partition_name("p", 3)).append_request(
         pb.PublishRequest(
-            topic=partition_name("p", 2), records=[pb.Record(value=b"x")]
+            topic=partition_name("p", 3), records=[pb.Record(value=b"x")]
         ).SerializeToString()
     )
-    assert space.require("p").partitions == 2
-    space.add_partitions("p", 6)  # before: TOPIC_EXISTS for p-partition-2, for ever
-    assert space.require("p").partitions == 6
+    with pytest.raises(TopicExists, match="p-partition-3' already exists as a topic of its own"):
+        space.add_partitions("p", 6)
+    assert space.require("p").partitions == 2 and broker.partitioned.pending() == []
     assert [n for n in broker.topic_names() if n.startswith("p-")] == [
-        partition_name("p", i) for i in range(6)
+        partition_name("p", i) for i in (0, 1, 3)
     ]
-    assert broker.describe(partition_name("p", 2)).entries == 1
+    assert broker.describe(partition_name("p", 3)).entries == 1
+    space.add_partitions("p", 3)  # below it: grown
+    assert space.require("p").partitions == 3
     broker.close()
 
 

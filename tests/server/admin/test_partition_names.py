@@ -1,0 +1,54 @@
+"""A topic of its own named like a partition (``NAME-partition-i``) is refused while
+``NAME`` is partitioned: a real Broker on real files (the e2e tests meet it through a
+real server)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from compactlog.errors import InvalidTopicName, TopicExists
+from compactlog.partitioner import partition_name
+from compactlog.server.admin.partitioned_topics import PartitionedNamespace
+from compactlog.server.broker import Broker
+from compactlog.storage.config import ServerSettings
+from compactlog.storage.types import TopicKind
+
+SETTINGS = ServerSettings(topic_defaults={})
+KIND = TopicKind.SEGMENTED
+
+
+@pytest.fixture
+def space(tmp_path: Path) -> Iterator[PartitionedNamespace]:
+    broker = Broker(tmp_path, SETTINGS)
+    yield PartitionedNamespace(broker)
+    broker.close()
+
+
+@pytest.mark.parametrize("index", [0, 1, 2, 7, 999])
+def test_a_partitions_name_is_refused_while_its_topic_is_partitioned(
+    space: PartitionedNamespace, index: int
+) -> None:
+    space.create("p", KIND, {}, 2)
+    name = partition_name("p", index)
+    with pytest.raises(InvalidTopicName, match="partition's name of the partitioned topic 'p'"):
+        space.create_plain(name, KIND, {})
+    with pytest.raises(InvalidTopicName) as validated:
+        space.check_plain(name, KIND, {})
+    assert validated.value.metadata == {"topic": name, "partitioned_topic": "p"}
+    assert space.require("p").partitions == 2
+    assert space.broker.has_name(partition_name("p", 2)) is False
+
+
+def test_names_like_a_partition_of_no_partitioned_topic_are_free(
+    space: PartitionedNamespace,
+) -> None:
+    space.create_plain("q-partition-3", KIND, {})  # no q: a name like any other
+    space.create_plain("p-partition-x", KIND, {})  # not a partition's name
+    with pytest.raises(TopicExists):
+        space.create("q", KIND, {}, 4)  # its partition 3 is taken
+    space.create("r", KIND, {}, 2)
+    space.delete("r")
+    space.create_plain("r-partition-5", KIND, {})  # r is gone: free again
