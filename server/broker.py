@@ -291,13 +291,30 @@ class Broker:
 
     def log(self, name: str) -> TopicLog:
         """The topic's ``TopicLog``, whatever its kind (what the Log service reads and
-        appends through)."""
+        appends through). A partition of a delete refused half-way is refused
+        (``refuse_if_deleting``)."""
+        self.refuse_if_deleting(name)
         partition = self.partition_index(name) or 0
         if self.ledgers.has_topic(name):
             return LedgerTopicLog(self.ledgers, name, partition)
         if self.segments.has_topic(name):
             return SegmentedTopicLog(self.segments, name, partition)
         raise TopicNotFound(f"topic {name!r} does not exist", topic=name)
+
+    def refuse_if_deleting(self, name: str) -> None:
+        """``NOT_FOUND`` / ``TOPIC_NOT_FOUND`` for a partition of a partitioned topic whose
+        DeleteTopic was refused half-way (a file operation failed): the delete is decided
+        (``NAME`` is gone), so what is left of it takes no publish, subscription or
+        reader, and no read answers as if it were whole, until the next DeleteTopic of
+        ``NAME`` or the next start finishes it (server.admin.partition_changes)."""
+        change = self.partitioned.deleting(name)
+        if change is not None:
+            raise TopicNotFound(
+                f"topic {name!r} is being deleted: a DeleteTopic of {change.name!r} was "
+                "refused half-way and finishes at the next DeleteTopic of it or the next start",
+                topic=name,
+                deleting=change.name,
+            )
 
     def as_of_view(
         self, name: str, as_of: MessageId | None, as_of_time_ms: int | None

@@ -33,6 +33,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from compactlog.partitioner import parse_partition_name
 from compactlog.storage.segmented import state_file
 from compactlog.storage.segmented.state_file import BadStateFile
 from compactlog.storage.types import TopicKind
@@ -108,6 +109,19 @@ class PartitionedTopics:
 
     def pending_of(self, name: str) -> PendingChange | None:
         return self._pending.get(name)
+
+    def deleting(self, topic: str) -> PendingChange | None:
+        """The pending delete whose partitions include ``topic``, if any: that partition
+        is being deleted (the name is parsed only while a change is pending)."""
+        if not self._pending:
+            return None
+        parsed = parse_partition_name(topic)
+        if parsed is None:
+            return None
+        change = self._pending.get(parsed[0])
+        if change is None or change.op is not Op.DELETE or parsed[1] >= change.partitions:
+            return None
+        return change
 
     def begin(self, change: PendingChange) -> None:
         """Keep ``change`` before any partition is touched (a delete drops the record)."""

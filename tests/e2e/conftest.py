@@ -181,8 +181,15 @@ def require_drop_caps() -> None:
 
 @pytest.fixture
 def unprivileged(tmp_path: Path) -> Iterator[UnprivilegedServer]:
+    yield from unprivileged_server(tmp_path)
+
+
+def unprivileged_server(
+    tmp_path: Path, config: Path | None = None, extra_args: list[str] | None = None
+) -> Iterator[UnprivilegedServer]:
+    """An ``UnprivilegedServer`` on ``tmp_path / "data"`` for a fixture to yield from."""
     require_drop_caps()
-    srv = UnprivilegedServer(tmp_path / "data")
+    srv = UnprivilegedServer(tmp_path / "data", config, extra_args or ())
     srv.start()
     yield srv
     for path in (tmp_path / "data").rglob("*"):  # give the teardown its permissions back

@@ -1,7 +1,9 @@
 """A partition-set change whose file operation fails half-way, on a real server without
 root's file-mode capabilities: a create or a grow is undone (no partition of it left,
-the old count kept), a delete is decided and finished by the next DeleteTopic; every
-refusal says STORAGE_UNAVAILABLE, and once the cause is gone the same call succeeds.
+the old count kept), a delete is decided and finished by the next DeleteTopic, its
+partitions not yet deleted refusing publishes and readers (NOT_FOUND, "being deleted")
+meanwhile; every refusal says STORAGE_UNAVAILABLE,
+and once the cause is gone the same call succeeds.
 
 The failure is real and lands on one chosen partition: a directory the server cannot
 empty sits where that partition's create stages it (``NAME~new``) or its delete moves
@@ -59,8 +61,26 @@ def api(unprivileged: UnprivilegedServer) -> Iterator[Api]:
     stubs.close()
 
 
-def pending(srv: UnprivilegedServer) -> dict[str, object]:
-    return dict(read(srv.data_dir / "partitioned-topics.json")[1])
+def pending(srv: UnprivilegedServer, store: Path | None = None) -> dict[str, object]:
+    return dict(read((store or srv.data_dir) / "partitioned-topics.json")[1])
+
+
+def being_deleted(api: Api, part: str) -> None:
+    """A partition of a delete refused half-way takes no publish, reader or consumer:
+    NOT_FOUND, saying why (never a read of what is left as if it were whole)."""
+    calls = {
+        "publish": lambda: api.publish(part, b"late"),
+        "read": lambda: api.values(part),
+        "consume": lambda: api.log.Consume(
+            pb.ConsumeRequest(topic=part, subscription="s", max_messages=10), timeout=30
+        ),
+    }
+    for what, call in calls.items():
+        with pytest.raises(grpc.RpcError) as refused_:
+            call()
+        error = refused_.value
+        assert error.code() == grpc.StatusCode.NOT_FOUND, (what, error)  # type: ignore[attr-defined]
+        assert "is being deleted" in str(error.details()), (what, error)  # type: ignore[attr-defined]
 
 
 def test_a_grow_and_a_create_failing_half_way_are_undone(
@@ -99,6 +119,8 @@ def test_a_delete_failing_half_way_is_finished_by_the_next_one(
     assert "deleting topic q-partition-3" in refused(lambda: api.admin.DeleteTopic(delete))
     assert count_of(api, "q") == 0  # decided: the name is gone
     assert list(pending(unprivileged)) == ["q"]
+    for i in (3, 4):  # not deleted yet
+        being_deleted(api, partition_name("q", i))
     refused(lambda: api.admin.DeleteTopic(delete))  # still blocked: still refused
 
     blocker.remove()

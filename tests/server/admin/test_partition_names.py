@@ -1,6 +1,6 @@
 """A topic of its own named like a partition (``NAME-partition-i``) is refused while
-``NAME`` is partitioned: a real Broker on real files (the e2e tests meet it through a
-real server)."""
+``NAME`` is partitioned, and the partitions of a delete refused half-way take no publish
+or reader: a real Broker on real files (the e2e tests meet both through a real server)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from compactlog.errors import InvalidTopicName, TopicExists
+from compactlog.errors import InvalidTopicName, TopicExists, TopicNotFound
 from compactlog.partitioner import partition_name
 from compactlog.server.admin.partitioned_topics import PartitionedNamespace
 from compactlog.server.broker import Broker
 from compactlog.storage.config import ServerSettings
+from compactlog.storage.partitioned_topics import Op, PendingChange
 from compactlog.storage.types import TopicKind
 
 SETTINGS = ServerSettings(topic_defaults={})
@@ -52,3 +53,22 @@ def test_names_like_a_partition_of_no_partitioned_topic_are_free(
     space.create("r", KIND, {}, 2)
     space.delete("r")
     space.create_plain("r-partition-5", KIND, {})  # r is gone: free again
+
+
+def test_the_partitions_of_a_delete_refused_half_way_take_no_publish_or_reader(
+    space: PartitionedNamespace,
+) -> None:
+    broker = space.broker
+    space.create("d", KIND, {}, 4)
+    broker.partitioned.begin(PendingChange("d", Op.DELETE, 4, KIND))  # as a refusal leaves it
+    broker.delete_topic(partition_name("d", 0))
+    for i in (1, 3):
+        with pytest.raises(TopicNotFound, match="is being deleted: a DeleteTopic of 'd'") as no:
+            broker.log(partition_name("d", i))
+        assert no.value.metadata == {"topic": partition_name("d", i), "deleting": "d"}
+    with pytest.raises(InvalidTopicName):
+        space.create_plain(partition_name("d", 9), KIND, {})  # still d's until it is done
+    space.delete("d")  # the next DeleteTopic finishes it
+    assert broker.topic_names() == [] and broker.partitioned.pending() == []
+    space.create_plain(partition_name("d", 1), KIND, {})
+    assert broker.log(partition_name("d", 1)).partition == 0
