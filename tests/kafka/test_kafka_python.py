@@ -4,6 +4,7 @@ matching what gRPC serves."""
 
 from __future__ import annotations
 
+import grpc
 import pytest
 
 from compactlog.v1 import compactlog_pb2 as pb
@@ -12,7 +13,7 @@ from tests.kafka.conftest import Grpc
 
 kafka = pytest.importorskip("kafka")
 from kafka.admin import KafkaAdminClient, NewTopic  # noqa: E402
-from kafka.errors import TopicAlreadyExistsError  # noqa: E402
+from kafka.errors import InvalidTopicError, TopicAlreadyExistsError  # noqa: E402
 
 
 def producer(address: str) -> object:
@@ -81,6 +82,45 @@ def test_create_topics_partitions_make_a_partitioned_topic(
     assert (sent.partition, sent.offset) == (2, 0)
     [message] = grpc_side.read(topic)
     assert (message.id.partition, message.id.entry_id, message.value) == (2, 0, b"y")
+
+
+def test_a_partitions_name_is_refused_as_a_topic_of_its_own(
+    kafka_server: ServerProcess, grpc_side: Grpc, topic: str
+) -> None:
+    """``T-partition-i`` while ``T`` is partitioned: INVALID_TOPIC_EXCEPTION over Kafka's
+    CreateTopics (validate-only too) and INVALID_ARGUMENT over gRPC, whatever ``i``; and
+    a grow over a topic of its own under a new partition's name is refused, not taken in."""
+    grpc_side.create(topic, partitions=2)
+    admin = KafkaAdminClient(bootstrap_servers=kafka_server.kafka_address)
+    try:
+        for i, validate_only in ((5, False), (1, False), (7, True)):
+            with pytest.raises(InvalidTopicError):
+                admin.create_topics(
+                    [NewTopic(f"{topic}-partition-{i}", 1, 1)], validate_only=validate_only
+                )
+    finally:
+        admin.close()
+    with pytest.raises(grpc.RpcError) as refused:
+        grpc_side.create(f"{topic}-partition-2")
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
+    assert "partition's name of the partitioned topic" in str(refused.value.details())  # type: ignore[attr-defined]
+
+    other = topic + "-r"
+    grpc_side.create(f"{other}-partition-3")  # no partitioned topic of that name yet
+    grpc_side.create(other, partitions=2)
+    grow = pb.AddPartitionsRequest(name=other, partitions=5)
+    with pytest.raises(grpc.RpcError) as taken:
+        grpc_side.admin.AddPartitions(grow, timeout=30)
+    assert taken.value.code() == grpc.StatusCode.ALREADY_EXISTS  # type: ignore[attr-defined]
+    info = grpc_side.admin.GetTopic(pb.GetTopicRequest(name=other), timeout=30)
+    assert info.partitions == 2
+    names = {t.name for t in grpc_side.admin.ListTopics(pb.ListTopicsRequest(), timeout=30).topics}
+    assert {n for n in names if n.startswith(other)} == {
+        other,
+        f"{other}-partition-0",
+        f"{other}-partition-1",
+        f"{other}-partition-3",
+    }
 
 
 def test_default_idempotent_producer_keeps_offsets_across_batches(
