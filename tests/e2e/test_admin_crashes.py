@@ -10,7 +10,9 @@ count the call asked for or none, exactly its partitions exist (no ``Q-partition
 writable on its own), what was published is still there, the same call again succeeds or
 answers ALREADY_EXISTS / NOT_FOUND as the outcome says, the roll forward is logged in one
 line, and ``compactlog check`` notes nothing left over. The issue's reproduction (a grow
-2 -> 40 killed after 0.15-0.4 s) runs at random times in that window.
+2 -> 40 killed after 0.15-0.4 s) runs at random times in that window. Under partition
+placement the home shard alone is also killed inside a CreateTopic while the front lives
+on: the retry answers as the outcome says, and the topic is served, without a restart.
 """
 
 from __future__ import annotations
@@ -21,11 +23,12 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import grpc
 import pytest
 
-from compactlog.crash_points import ADMIN_ENV, ADMIN_POINTS
+from compactlog.crash_points import ADMIN_ENV, ADMIN_POINTS, ONCE_ENV
 from compactlog.partitioner import partition_name
 from compactlog.v1 import compactlog_pb2 as pb
 from tests.conftest import ServerProcess
@@ -269,3 +272,59 @@ def test_the_issues_grow_killed_at_random_times_is_all_or_nothing(
         api.admin.DeleteTopic(pb.DeleteTopicRequest(name=Q), timeout=60)
         api.admin.CreateTopic(create, timeout=30)
     api.close()
+
+
+@pytest.mark.slow
+def test_a_create_its_home_shard_died_in_is_learnt_without_a_restart(
+    server_factory: Callable[..., ServerProcess], tmp_path: Path
+) -> None:
+    """Partition placement: ``Q``'s home shard is killed inside its part of a CreateTopic
+    (once: ``COMPACTLOG_CRASH_ONCE``), the supervisor restarts it and its start finishes
+    the create; the front lives on and never heard the outcome. The retry answers
+    ALREADY_EXISTS as the outcome says, and the front has learnt ``Q`` and made its other
+    slots agree: every partition takes a publish and ``Q`` reads whole."""
+    srv = server_factory(start=False, **PLACEMENTS["spread"])
+    srv.start({ADMIN_ENV: "create_before_record", ONCE_ENV: str(tmp_path / "crashed-once")})
+    api = Api(srv.address)
+    create = pb.CreateTopicRequest(name=Q, kind=SEGMENTED, partitions=GROWN)
+    with pytest.raises(grpc.RpcError) as cut:
+        api.admin.CreateTopic(create, timeout=30)
+    assert cut.value.code() == grpc.StatusCode.UNAVAILABLE  # type: ignore[attr-defined]
+    wait_for(lambda: any("restarted as pid" in x for x in srv.stderr_lines), 60)
+
+    def retried() -> bool:
+        try:
+            api.admin.CreateTopic(create, timeout=30)
+        except grpc.RpcError as exc:
+            code = exc.code()  # type: ignore[attr-defined]
+            assert code in (grpc.StatusCode.ALREADY_EXISTS, grpc.StatusCode.UNAVAILABLE), exc
+            return bool(code == grpc.StatusCode.ALREADY_EXISTS)
+        raise AssertionError("the retry made the topic a second time")
+
+    wait_for(retried, 60)  # UNAVAILABLE while the shard is still starting
+    assert whole(api, Q, GROWN)
+    assert any("repaired spread topic 'q'" in x for x in srv.stderr_lines)
+    published = _publish_each(api, Q, GROWN, b"after:")
+    api.publish(Q, b"keyed")
+    assert values(api, Q) == sorted([*published, b"keyed"])
+    assert srv.proc is not None and srv.proc.poll() is None  # the front never restarted
+    _partition_names_refused(api)
+    api.close()
+
+
+def _partition_names_refused(api: Api) -> None:
+    """The front refuses what no slot alone can see: ``q-partition-6`` as a topic of its
+    own (its slot holds no part of ``q``), and a grow of ``r`` over a topic of its own
+    under a new partition's name, before any slot grows."""
+    plain = pb.CreateTopicRequest(name=partition_name(Q, 6), kind=SEGMENTED)
+    with pytest.raises(grpc.RpcError) as refused:
+        api.admin.CreateTopic(plain, timeout=30)
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
+    api.create(partition_name("r", 3), SEGMENTED)
+    api.admin.CreateTopic(pb.CreateTopicRequest(name="r", kind=SEGMENTED, partitions=2))
+    with pytest.raises(grpc.RpcError) as taken:
+        api.admin.AddPartitions(pb.AddPartitionsRequest(name="r", partitions=5), timeout=30)
+    assert taken.value.code() == grpc.StatusCode.ALREADY_EXISTS  # type: ignore[attr-defined]
+    assert "r-partition-3" in str(taken.value.details())  # type: ignore[attr-defined]
+    assert count_of(api, "r") == 2
+    assert listed(api, "r") == {"r", *(partition_name("r", i) for i in (0, 1, 3))}

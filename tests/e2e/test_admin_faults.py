@@ -2,7 +2,7 @@
 root's file-mode capabilities: a create or a grow is undone (no partition of it left,
 the old count kept), a delete is decided and finished by the next DeleteTopic, its
 partitions not yet deleted refusing publishes and readers (NOT_FOUND, "being deleted")
-meanwhile; every refusal says STORAGE_UNAVAILABLE,
+meanwhile, local and under partition placement; every refusal says STORAGE_UNAVAILABLE,
 and once the cause is gone the same call succeeds.
 
 The failure is real and lands on one chosen partition: a directory the server cannot
@@ -21,8 +21,9 @@ import pytest
 
 from compactlog.partitioner import partition_name
 from compactlog.storage.partitioned_topics import read
+from compactlog.storage.slots import SLOT_COUNT, Placement, slot_dir, slot_of
 from compactlog.v1 import compactlog_pb2 as pb
-from tests.e2e.conftest import UnprivilegedServer
+from tests.e2e.conftest import UnprivilegedServer, unprivileged_server
 from tests.e2e.shards import SEGMENTED, Api
 from tests.e2e.test_admin_crashes import count_of, listed, values, whole
 
@@ -128,3 +129,37 @@ def test_a_delete_failing_half_way_is_finished_by_the_next_one(
     assert listed(api, "q") == set() and pending(unprivileged) == {}
     api.admin.CreateTopic(pb.CreateTopicRequest(name="q", kind=SEGMENTED, partitions=2))
     assert whole(api, "q", 2) and values(api, "q") == []
+
+
+@pytest.fixture
+def spread(tmp_path: Path) -> Iterator[UnprivilegedServer]:
+    config = tmp_path / "spread.toml"
+    config.write_text('"shards.placement" = "partition"\n')
+    yield from unprivileged_server(tmp_path, config, ["--shards", "2"])
+
+
+def test_a_spread_delete_refused_at_home_half_way_is_decided_everywhere(
+    spread: UnprivilegedServer,
+) -> None:
+    """Partition placement, 9 partitions over 8 slots: the home slot holds partitions 0
+    and 8, and its delete is refused at 8. The front deletes the other slots' partitions
+    as well (the home has decided), then answers the refusal; partition 8 refuses
+    publishes and readers until the next DeleteTopic finishes the delete."""
+    api = Api(spread.address)
+    home = slot_dir(spread.data_dir, slot_of("q", SLOT_COUNT, Placement.PARTITION))
+    api.admin.CreateTopic(pb.CreateTopicRequest(name="q", kind=SEGMENTED, partitions=9))
+    for i in range(9):
+        api.publish(partition_name("q", i), b"v%d" % i)
+    blocker = Blocker(home / "segments", partition_name("q", 8) + "~del")
+    delete = pb.DeleteTopicRequest(name="q")
+    assert "deleting topic q-partition-8" in refused(lambda: api.admin.DeleteTopic(delete))
+    assert count_of(api, "q") == 0 and listed(api, "q") == {partition_name("q", 8)}
+    assert list(pending(spread, home)) == ["q"]
+    being_deleted(api, partition_name("q", 8))
+
+    blocker.remove()
+    api.admin.DeleteTopic(delete)  # finishes it: answered OK
+    assert listed(api, "q") == set() and pending(spread, home) == {}
+    api.admin.CreateTopic(pb.CreateTopicRequest(name="q", kind=SEGMENTED, partitions=2))
+    assert whole(api, "q", 2) and values(api, "q") == []
+    api.close()

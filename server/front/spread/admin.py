@@ -32,6 +32,12 @@ from compactlog.server.front.spread.merge import (
     merge_topic_infos,
     partition_map,
 )
+from compactlog.server.front.spread.names import (
+    home_decided,
+    learn,
+    refuse_a_partition_name,
+    refuse_taken_partitions,
+)
 from compactlog.server.front.spread.subscriptions import SpreadSubscriptions
 from compactlog.server.rpc.convert import kind_from_pb
 from compactlog.server.rpc.errors import error_status
@@ -41,11 +47,13 @@ from compactlog.v1 import compactlog_pb2 as pb
 
 _ADMIN = "/compactlog.v1.TopicAdmin/"
 _DELETE = _ADMIN + "DeleteTopic"
+_CREATE = _ADMIN + "CreateTopic"
 _STATUS = _ADMIN + "GetCompactionStatus"
 Unary = Callable[[bytes, Any], Awaitable[bytes]]
 UnaryStream = Callable[[bytes, Any], AsyncIterator[bytes]]
 Result = bytes | grpc.aio.AioRpcError
 Answer = Callable[[str, PartitionedTopic | None, bytes, Ctx], Awaitable[bytes]]
+Mend = Callable[[Sequence[str]], Awaitable[object]]
 _UNLOCKED = contextlib.nullcontext()
 
 
@@ -57,6 +65,7 @@ class SpreadAdmin:
         self.index = index
         self.lock = asyncio.Lock()  # namespace and config changes of spread topics
         self.crash_at = os.environ.get(CRASH_ENV, "")  # tests only (front.spanning)
+        self.mend: Mend | None = None  # the repair of named topics (front.spread.repair)
         self._answers: dict[str, Answer] = {
             "CreateTopic": self._create,
             "GetTopic": self._describe,
@@ -89,9 +98,12 @@ class SpreadAdmin:
         async def routed(request: bytes, context: Ctx) -> bytes:
             name = topic_of(request)
             held = self.index.get(name) if name else None
-            if name is None or not (held or _creates_partitioned(method, request)):
-                return await handle(request, context)
             try:
+                partitioned = held or _creates_partitioned(method, request)
+                if name is not None and method == _CREATE and not partitioned:
+                    refuse_a_partition_name(self.index, name)
+                if name is None or not partitioned:
+                    return await handle(request, context)
                 return await answer(name, held, request, context)
             except CompactlogError as exc:
                 await _abort(context, exc, method)
@@ -179,24 +191,41 @@ class SpreadAdmin:
     async def _create(
         self, name: str, held: PartitionedTopic | None, request: bytes, context: Ctx
     ) -> bytes:
-        method = _ADMIN + "CreateTopic"
+        """A home refusing ``ALREADY_EXISTS`` for a ``NAME`` the index lacks has it learnt
+        (``names.learn``: a create the home shard died under and finished at its restart)
+        and its slots made to agree before the refusal is answered, as the outcome says."""
         async with self.lock:
             if held is not None:  # NAME's slot says it exists, as a single store does
-                return await self._home(method)(name, held, request, context)
-            partitions = pb.CreateTopicRequest.FromString(request).partitions
-            slots = self.index.slots(name, partitions)
-            home = await self.answers(slots[:1], method, request, context)
-            self._crash("after_home_create")
-            results = await self.fan_out(slots[1:], method, request, self.call_of(context))
-            failed = [r for r in results if isinstance(r, grpc.aio.AioRpcError)]
-            if failed:  # undo the parts made (NAME's own slot first), then say why
-                made = [s for s, r in zip(slots[1:], results, strict=True) if isinstance(r, bytes)]
-                undo = pb.DeleteTopicRequest(name=name).SerializeToString()
-                for undone in (slots[:1], made):
-                    await self.fan_out(undone, _DELETE, undo, self.call_of(context))
-                await _relay(context, failed[0])
-            infos = [pb.TopicInfo.FromString(b) for b in (*home, *results) if isinstance(b, bytes)]
-            self.index.put(PartitionedTopic(name, partitions, kind_from_pb(infos[0].kind)))
+                return await self._home(_CREATE)(name, held, request, context)
+            made = await self._make(name, request, context)
+            learnt = isinstance(made, grpc.aio.AioRpcError) and _exists(made)
+            learnt = learnt and await learn(self, name, self.call_of(context))
+        if isinstance(made, bytes):
+            return made
+        if learnt and self.mend is not None:
+            await self.mend([name])
+        await _relay(context, made)
+        raise made  # abort raised already
+
+    async def _make(self, name: str, request: bytes, context: Ctx) -> Result:
+        """The create made on every slot (the merged answer), or the home's refusal; a
+        failure of another slot undoes the parts made and is relayed."""
+        partitions = pb.CreateTopicRequest.FromString(request).partitions
+        slots = self.index.slots(name, partitions)
+        home = await self.fan_out(slots[:1], _CREATE, request, self.call_of(context))
+        if isinstance(home[0], grpc.aio.AioRpcError):
+            return home[0]
+        self._crash("after_home_create")
+        results = await self.fan_out(slots[1:], _CREATE, request, self.call_of(context))
+        failed = [r for r in results if isinstance(r, grpc.aio.AioRpcError)]
+        if failed:  # undo the parts made (NAME's own slot first), then say why
+            made = [s for s, r in zip(slots[1:], results, strict=True) if isinstance(r, bytes)]
+            undo = pb.DeleteTopicRequest(name=name).SerializeToString()
+            for undone in (slots[:1], made):
+                await self.fan_out(undone, _DELETE, undo, self.call_of(context))
+            await _relay(context, failed[0])
+        infos = [pb.TopicInfo.FromString(b) for b in (*home, *results) if isinstance(b, bytes)]
+        self.index.put(PartitionedTopic(name, partitions, kind_from_pb(infos[0].kind)))
         return merge_topic_infos(infos, partitions).SerializeToString()
 
     async def _add_partitions(
@@ -210,6 +239,8 @@ class SpreadAdmin:
             total = pb.AddPartitionsRequest.FromString(request).partitions
             grown = dataclasses.replace(held, partitions=max(total, held.partitions))
             slots = self.slots(grown)
+            call = self.call_of(context)
+            await refuse_taken_partitions(self, name, held.partitions, total, call)
             first = await self.answers(slots[:1], method, request, context)
             home = pb.TopicInfo.FromString(first[0])
             self._crash("after_home_add_partitions")
@@ -280,8 +311,15 @@ class SpreadAdmin:
         slots = self.slots(held)
         async with self.lock, self._watched(name):
             results = await self.fan_out(slots[:1], _DELETE, request, self.call_of(context))
-            if isinstance(results[0], grpc.aio.AioRpcError) and not _not_found(results[0]):
-                await _relay(context, results[0])  # nothing decided: nothing else asked
+            home = results[0]
+            # Refused half-way, the home has decided (its record gone): the others are
+            # deleted as well, then the refusal answered; else nothing else is asked.
+            if (
+                isinstance(home, grpc.aio.AioRpcError)
+                and not _not_found(home)
+                and not await home_decided(self, name, self.call_of(context))
+            ):
+                await _relay(context, home)
             self._crash("after_home_delete")
             results += await self.fan_out(slots[1:], _DELETE, request, self.call_of(context))
             answers = await _found(slots, results, context)
@@ -336,6 +374,10 @@ async def _found(slots: Sequence[int], results: list[Result], context: Ctx) -> d
 
 def _not_found(error: grpc.aio.AioRpcError) -> bool:
     return error.code() == grpc.StatusCode.NOT_FOUND
+
+
+def _exists(error: grpc.aio.AioRpcError) -> bool:
+    return error.code() == grpc.StatusCode.ALREADY_EXISTS
 
 
 def _one_partition_only(name: str, what: str) -> InvalidArgument:

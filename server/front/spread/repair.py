@@ -88,6 +88,7 @@ class SpreadRepair:
         self.index = admin.index
         self.every_s = every_s
         self._task: asyncio.Task[None] | None = None
+        admin.mend = self.run_pass  # a NAME the admin learnt is repaired at once
 
     def _call(self) -> SlotCall:
         return SlotCall(self.admin.owners.front_mark(), CALL_TIMEOUT_S)

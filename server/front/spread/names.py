@@ -1,0 +1,122 @@
+"""What the front checks and learns about the names of spread partitioned topics.
+
+Under partition placement a slot sees only its own part of ``NAME``, so three checks that a
+single store makes alone need the front: a topic of its own named like a partition of a
+spread ``NAME`` (``NAME-partition-i``, whatever ``i``) is refused, as each store refuses it
+for the partitioned topics it holds; a grow is refused when a topic of its own already has
+a new partition's name (in that partition's slot), before any slot grows; and a
+``NAME`` that ``NAME``'s home slot holds but the index lacks is learnt. The last happens when
+the home shard died under a CreateTopic and finished it at its restart (the call was never
+answered, so the front never heard): a retry then meets ``ALREADY_EXISTS`` from the home,
+and the front takes ``NAME`` in and has the repair make the other slots agree.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+import grpc
+
+from compactlog.errors import InvalidTopicName, TopicExists
+from compactlog.partitioner import parse_partition_name, partition_name
+from compactlog.server.front.partitions import PartitionedIndex
+from compactlog.server.front.relay import SlotCall
+from compactlog.server.rpc.convert import kind_from_pb
+from compactlog.storage.partitioned_topics import PartitionedTopic
+from compactlog.v1 import compactlog_pb2 as pb
+
+if TYPE_CHECKING:
+    from compactlog.server.front.spread.admin import SpreadAdmin
+
+_GET_TOPIC = "/compactlog.v1.TopicAdmin/GetTopic"
+_ASKED_AT_ONCE = 64  # GetTopic calls in flight while a grow's new names are checked
+
+
+def refuse_a_partition_name(index: PartitionedIndex, name: str) -> None:
+    """``INVALID_ARGUMENT`` / ``INVALID_TOPIC_NAME`` for a topic of its own named
+    ``NAME-partition-i`` while ``NAME`` is a spread partitioned topic (as
+    ``PartitionedNamespace.check_not_a_partition`` refuses it in one store)."""
+    parsed = parse_partition_name(name)
+    if parsed is None or index.get(parsed[0]) is None:
+        return
+    base = parsed[0]
+    raise InvalidTopicName(
+        f"topic name {name!r} is a partition's name of the partitioned topic {base!r}: its "
+        f"partitions are made by CreateTopic or AddPartitions of {base!r}, not one by one",
+        topic=name,
+        partitioned_topic=base,
+    )
+
+
+async def refuse_taken_partitions(
+    admin: SpreadAdmin, name: str, first: int, total: int, call: SlotCall
+) -> None:
+    """``ALREADY_EXISTS`` / ``TOPIC_EXISTS`` when a topic of its own holds the name of a
+    partition ``first`` .. ``total - 1`` of ``NAME`` (each asked of its own slot), so that
+    no slot grows and none takes such a topic in."""
+    parts = [partition_name(name, i) for i in range(first, total)]
+    for at in range(0, len(parts), _ASKED_AT_ONCE):
+        chunk = parts[at : at + _ASKED_AT_ONCE]
+        found = await asyncio.gather(*(_info(admin, part, call) for part in chunk))
+        for i, info in enumerate(found, start=first + at):
+            part = partition_name(name, i)
+            if info is not None and not await _holds_partition(admin, name, i, call):
+                raise TopicExists(
+                    f"topic {part!r} already exists as a topic of its own: {name!r} cannot "
+                    "take it as a partition (delete it first)",
+                    topic=part,
+                    partitioned_topic=name,
+                )
+
+
+async def _holds_partition(admin: SpreadAdmin, name: str, i: int, call: SlotCall) -> bool:
+    """Partition ``i``'s slot keeps ``NAME``'s record with more than ``i`` partitions:
+    that topic is the partition, made by a grow whose end the index never heard."""
+    request = pb.GetTopicRequest(name=name).SerializeToString()
+    slot = admin.owners.slot_of(partition_name(name, i))
+    try:
+        answer = await admin.ask(slot, _GET_TOPIC, request, call)
+    except grpc.aio.AioRpcError as exc:
+        if exc.code() == grpc.StatusCode.NOT_FOUND:
+            return False
+        raise
+    return pb.TopicInfo.FromString(answer).partitions > i
+
+
+async def _info(admin: SpreadAdmin, topic: str, call: SlotCall) -> pb.TopicInfo | None:
+    """``topic``'s description from its slot; None when it does not exist."""
+    request = pb.GetTopicRequest(name=topic).SerializeToString()
+    try:
+        answer = await admin.ask(admin.owners.slot_of(topic), _GET_TOPIC, request, call)
+    except grpc.aio.AioRpcError as exc:
+        if exc.code() == grpc.StatusCode.NOT_FOUND:
+            return None
+        raise
+    return pb.TopicInfo.FromString(answer)
+
+
+async def learn(admin: SpreadAdmin, name: str, call: SlotCall) -> bool:
+    """``NAME`` taken into the index (and marked for the repair) when its home slot holds
+    it as a partitioned topic the index lacks (module docstring); whether it was."""
+    if admin.index.get(name) is not None:
+        return False
+    try:
+        info = await _info(admin, name, call)
+    except grpc.aio.AioRpcError:
+        return False  # the home is away: the retry answers as the home did
+    if info is None or info.partitions < 2:
+        return False  # a topic of its own: ALREADY_EXISTS as it is
+    admin.index.put(PartitionedTopic(name, info.partitions, kind_from_pb(info.kind)))
+    admin.index.suspect(name)
+    return True
+
+
+async def home_decided(admin: SpreadAdmin, name: str, call: SlotCall) -> bool:
+    """``NAME``'s home slot, having refused a DeleteTopic, holds no record of it: the
+    delete was refused half-way and is decided there (its record is dropped before any
+    partition is touched, ``server.admin.partition_changes``)."""
+    try:
+        return await _info(admin, name, call) is None
+    except grpc.aio.AioRpcError:
+        return False  # the home is away: nothing known, nothing else asked
