@@ -15,13 +15,14 @@ from setuptools import Extension, setup
 TABLE = "compactor/log_cleaner/_offset_table.h"
 WALK = "compactor/log_cleaner/_batch_walk.h"
 WIRE = "storage/_wire.h"
+BUF = "storage/_buf.h"
 
 setup(
     ext_modules=[
         Extension(
             "compactlog.storage._batch",
             sources=["storage/_batch.c"],
-            depends=[WIRE],
+            depends=[WIRE, BUF],
             extra_compile_args=["-O3", "-std=c11", "-Wall"],
             optional=True,
         ),
@@ -36,6 +37,13 @@ setup(
             "compactlog.compactor.log_cleaner._batch_scan",
             sources=["compactor/log_cleaner/_batch_scan.c"],
             depends=[TABLE, WALK, WIRE],
+            extra_compile_args=["-O3", "-std=c11", "-Wall"],
+            optional=True,
+        ),
+        Extension(
+            "compactlog.server.kafka._records",
+            sources=["server/kafka/_records.c"],
+            depends=[WIRE, BUF],
             extra_compile_args=["-O3", "-std=c11", "-Wall"],
             optional=True,
         ),

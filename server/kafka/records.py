@@ -1,9 +1,12 @@
-"""Kafka's RecordBatch v2 to and from our stored batches, through aiokafka's codec.
+"""Kafka's RecordBatch v2 to and from our stored batches, in a compiled twin.
 
 A produced RecordBatch becomes the ``records`` of a ``PublishRequest``, so a Kafka
-produce takes the gRPC Publish path; a
-fetch converts each stored batch to one uncompressed RecordBatch v2 at read time. How
-fields map is in docs/kafka.md ("Mapping", "Inside the listener").
+produce takes the gRPC Publish path; a fetch converts each stored batch to one
+uncompressed RecordBatch v2 at read time. The per-record work is ``_records.c``, with a
+pure-Python twin, ``_records_py.py`` (aiokafka's codec, record by record) of the same
+results, used where no compiler was present at install: chosen here at import as
+``storage.batch`` chooses its own. How fields map is in docs/kafka.md ("Mapping",
+"Inside the listener").
 
 Kafka's RecordBatch v2 (big-endian; the CRC-32C covers attributes .. the end)::
 
@@ -17,78 +20,62 @@ Kafka's RecordBatch v2 (big-endian; the CRC-32C covers attributes .. the end)::
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+import os
+from collections.abc import Callable
+from types import ModuleType
 
-from aiokafka.errors import CorruptRecordException, UnsupportedCodecError
-from aiokafka.record.default_records import DefaultRecordBatchBuilder
-from aiokafka.record.memory_records import MemoryRecords
-from google.protobuf.message import DecodeError
+from aiokafka.codec import gzip_decode, lz4_decode, snappy_decode, zstd_decode
 
 from compactlog.errors import CorruptData
+from compactlog.server.kafka import _records_py
 from compactlog.server.kafka.errors import ErrorCode, KafkaError
 from compactlog.storage import batch as codec
 from compactlog.storage.read_range import ViewBatch
-from compactlog.v1 import compactlog_pb2 as pb
 
-MAX_BATCH_BYTES = 2**31 - 1
-_BASE_OFFSET = slice(0, 8)  # outside the CRC: set after the batch is built
+
+def _load_twin() -> tuple[ModuleType, bool]:
+    """The compiled twin when it was built, unless ``COMPACTLOG_NO_EXT=1`` asks for the
+    pure-Python one (what an install without a C compiler gets; tests run both)."""
+    if os.environ.get("COMPACTLOG_NO_EXT") == "1":
+        return _records_py, False
+    try:
+        from compactlog.server.kafka import _records  # type: ignore[attr-defined]
+    except ImportError:
+        return _records_py, False
+    return _records, True
+
+
+twin, COMPILED = _load_twin()
+
+# Kafka's compression codecs (attributes bits 0-2), decoded by aiokafka's codec (cramjam).
+_DECODERS: dict[int, tuple[str, Callable[[bytes], bytes]]] = {
+    1: ("gzip", gzip_decode),
+    2: ("snappy", snappy_decode),
+    3: ("lz4", lz4_decode),
+    4: ("zstd", zstd_decode),
+}
+
+
+def decompress(codec_id: int, data: bytes) -> bytes:
+    """A compressed batch's records, uncompressed; ``KafkaError`` when they are not."""
+    if codec_id not in _DECODERS:
+        raise KafkaError(
+            ErrorCode.unsupported_compression_type, f"unknown compression codec {codec_id}"
+        )
+    name, decode = _DECODERS[codec_id]
+    try:
+        return bytes(decode(data))
+    except Exception as exc:  # each library raises its own kind for bad input
+        raise KafkaError(
+            ErrorCode.corrupt_message, f"a {name} record batch does not decompress: {exc}"
+        ) from None
 
 
 def produced_request(data: bytes) -> bytes:
     """The records of a Produce partition's ``records`` bytes as raw ``PublishRequest``
     bytes (records only), CRCs checked, batches decompressed; ``KafkaError`` when they are
-    not RecordBatch v2 we can store. Built by protobuf's compiled encoder: the request
-    ``storage.batch.records_to_request`` writes (``tests/storage/test_batch_codec`` holds
-    the two alike), without its per-record Python encoding."""
-    request = pb.PublishRequest()
-    records = request.records
-    for batch in _batches(data):
-        for rec in batch:
-            out = records.add()
-            if rec.key is not None:
-                out.key = rec.key
-            if rec.value is not None:
-                out.value = rec.value
-            for name, raw in rec.headers:
-                out.properties[name] = _header_text(name, raw)
-            if rec.timestamp > 0:
-                out.event_time_ms = rec.timestamp
-    if not records:
-        raise KafkaError(ErrorCode.invalid_record, "a produce with no records")
-    return request.SerializeToString()
-
-
-def _batches(data: bytes) -> Iterator[Any]:
-    """The RecordBatch v2 of ``data``, each checked before its records are read."""
-    try:
-        batches = MemoryRecords(data)
-        while batches.has_next():
-            batch = batches.next_batch()
-            if batch is None:
-                break
-            if batch.magic != 2:
-                raise KafkaError(ErrorCode.unsupported_version, "record batches before v2")
-            if not batch.validate_crc():
-                raise KafkaError(ErrorCode.corrupt_message, "record batch CRC-32C mismatch")
-            if batch.is_transactional or batch.is_control_batch:
-                raise KafkaError(
-                    ErrorCode.invalid_record, "transactional batches are not supported"
-                )
-            yield batch
-    except UnsupportedCodecError as exc:
-        raise KafkaError(ErrorCode.unsupported_compression_type, str(exc)) from None
-    except CorruptRecordException as exc:
-        raise KafkaError(ErrorCode.corrupt_message, str(exc)) from None
-
-
-def _header_text(name: str, raw: bytes | None) -> str:
-    try:
-        return (raw or b"").decode()
-    except UnicodeDecodeError:
-        raise KafkaError(
-            ErrorCode.invalid_record, f"header {name!r}: properties are UTF-8 text"
-        ) from None
+    not RecordBatch v2 we can store."""
+    return bytes(twin.produced_request(data, decompress))
 
 
 def fetched_batch(stored: ViewBatch, start: int, where: str) -> tuple[bytes, int] | None:
@@ -96,29 +83,10 @@ def fetched_batch(stored: ViewBatch, start: int, where: str) -> tuple[bytes, int
     the last offset in it; None when none are left.
 
     The stored payload is a ``ReadResponse``'s ``messages`` field as it is (the batch
-    codec's promise), so protobuf's compiled parser reads the whole batch at once: record
-    by record in Python (``storage.message_decode``) this was most of a fetch's time."""
+    codec's promise): the twin reads its records in place and writes Kafka's."""
     data, header, _first = stored
     try:
-        messages = pb.ReadResponse.FromString(bytes(codec.payload_of(data, header))).messages
-    except DecodeError as exc:
+        out: tuple[bytes, int] | None = twin.fetched_batch(codec.payload_of(data, header), start)
+    except codec.MalformedPayload as exc:
         raise CorruptData(f"{where}: a stored batch does not parse: {exc}") from None
-    builder = DefaultRecordBatchBuilder(2, 0, 0, -1, -1, -1, MAX_BATCH_BYTES)
-    base = last = -1
-    for msg in messages:
-        entry = msg.id.entry_id
-        if entry < start:
-            continue
-        if base < 0:
-            base = entry
-        headers = [(name, value.encode()) for name, value in msg.properties.items()]
-        stamp = msg.event_time_ms or msg.publish_time_ms
-        key = msg.key if msg.HasField("key") else None
-        value = msg.value if msg.HasField("value") else None
-        builder.append(entry - base, stamp, key, value, headers)  # type: ignore[arg-type]
-        last = entry
-    if base < 0:
-        return None
-    out = builder.build()
-    out[_BASE_OFFSET] = base.to_bytes(8, "big", signed=True)
-    return bytes(out), last
+    return out
