@@ -15,6 +15,7 @@ from typing import Any
 from aiokafka.errors import CorruptRecordException, UnsupportedCodecError
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from aiokafka.record.memory_records import MemoryRecords
+from google.protobuf.message import DecodeError
 
 from compactlog.server.kafka.errors import ErrorCode, KafkaError
 from compactlog.storage import _batch_py
@@ -86,19 +87,36 @@ def _header_text(name: str, raw: bytes | None) -> str:
 def fetched_batch(payload: bytes | memoryview, start: int) -> tuple[bytes, int] | None:
     """The records of a stored payload at offsets ``>= start`` as one RecordBatch v2, and
     the last offset in it; None when none are left. ``MalformedPayload`` when the payload
-    does not parse."""
+    does not parse.
+
+    The payload is a ``ReadResponse``'s ``messages`` field as it is (the batch codec's
+    promise), so protobuf's compiled parser reads it whole; only a message with several
+    properties is read again (``decode_message``) for their stored order, which protobuf's
+    maps do not keep and the compiled twin gives."""
     data = bytes(payload)
+    try:
+        messages = pb.ReadResponse.FromString(data).messages
+    except DecodeError as exc:
+        raise _batch_py.MalformedPayload(str(exc)) from None
     builder = DefaultRecordBatchBuilder(2, 0, 0, -1, -1, -1, MAX_BATCH_BYTES)
     base = last = -1
-    for _ledger, entry, _flags, _key, begin, end in _batch_py.walk(data):
+    walked: list[tuple[int, int, int, bytes | None, int, int]] | None = None
+    for index, msg in enumerate(messages):
+        entry = msg.id.entry_id
         if entry < start:
             continue
-        msg = decode_message(data[begin:end])
         if base < 0:
             base = entry
-        headers = [(name, value.encode()) for name, value in msg.properties.items()]
+        properties = msg.properties
+        if len(properties) > 1:
+            walked = walked or _batch_py.walk(data)
+            begin, end = walked[index][4:]
+            properties = decode_message(data[begin:end]).properties  # type: ignore[assignment]
+        headers = [(name, value.encode()) for name, value in properties.items()]
         stamp = msg.event_time_ms or msg.publish_time_ms
-        builder.append(entry - base, stamp, msg.key, msg.value, headers)
+        key = msg.key if msg.HasField("key") else None
+        value = msg.value if msg.HasField("value") else None
+        builder.append(entry - base, stamp, key, value, headers)
         last = entry
     if base < 0:
         return None

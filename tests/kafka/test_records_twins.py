@@ -132,7 +132,7 @@ def test_a_property_stored_twice_is_one_header_with_its_last_value(compiled: Mod
     assert record.headers == [("a", b"3"), ("b", b"2")] and record.timestamp == 5
 
 
-@pytest.mark.parametrize("payload", [b"\x0a\x05\x0a", b"\x12\x00", b"\x0a\x02\x0a\x09"])
+@pytest.mark.parametrize("payload", [b"\x0a\x05\x0a", b"\x0a\x03\x0a\x01\x08", b"\x0a\x02\x0a\x09"])
 def test_a_payload_that_does_not_parse_is_corrupt_data(
     compiled: ModuleType, payload: bytes, monkeypatch: pytest.MonkeyPatch
 ) -> None:
