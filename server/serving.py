@@ -26,6 +26,7 @@ from compactlog.server.compaction.engine_runs import make_outside_runs
 from compactlog.server.compaction.engine_service import CompactionEngineService
 from compactlog.server.kafka.listener import KafkaListener, KafkaOptions
 from compactlog.server.kafka.topics import KafkaContext
+from compactlog.server.log.publishing import Publishing
 from compactlog.server.log.service import LogService, log_handler
 from compactlog.server.log.waiting import TopicSignals
 from compactlog.server.metrics import Metrics
@@ -197,7 +198,8 @@ class ServedStore:
         """Bind the Kafka listener (after ``bind``): the same broker, executors and topic
         signals as the Log service. The bound port; ``CompactlogError`` when it cannot."""
         assert self.signals is not None, "bind first"
-        ctx = KafkaContext(self.broker, self._storage, self._appends, self.signals, "", 0)
+        writers = Publishing(self.broker, self.metrics, self._appends).writers
+        ctx = KafkaContext(self.broker, self._storage, self._appends, self.signals, "", 0, writers)
         ctx.door = self.guard.auth  # --auth-tokens: SASL with the same tokens and roles
         self.kafka = KafkaListener(ctx)
         port = await self.kafka.bind(options.listen, self.guard.ssl_context())

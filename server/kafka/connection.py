@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 
 from compactlog.server.kafka import access, api_versions, sasl
 from compactlog.server.kafka.errors import ErrorCode
@@ -30,6 +31,8 @@ log = logging.getLogger("compactlog.kafka")
 
 MAX_REQUEST_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes default
 MIN_REQUEST_BYTES = HEAD.size + 2  # api key, version, correlation id, client id length
+PRODUCE = 0
+MAX_PIPELINED = 64  # produces read ahead of their answers, at most
 
 
 async def answer(ctx: KafkaContext, frame: bytes, session: sasl.Session | None) -> bytes | None:
@@ -81,7 +84,13 @@ def unsupported(api_key: int, version: int, correlation_id: int) -> bytes:
 
 class Connection:
     """Serves one client's stream until it closes, sends a bad frame, or the listener
-    stops."""
+    stops.
+
+    Produce requests are pipelined: each is handed to its logs' writers as it comes and
+    the next frame is read while it waits to be durable (librdkafka sends many small
+    produces without waiting), so a writer takes several in one group. Answers still go
+    out in request order (``_send``); any other request waits until every earlier one is
+    answered before it starts, and is answered before the next frame is read."""
 
     def __init__(
         self, ctx: KafkaContext, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
@@ -90,30 +99,88 @@ class Connection:
         self.reader = reader
         self.writer = writer
         self.peer = writer.get_extra_info("peername")
-        self.busy = False  # a request is being answered (a stop lets it finish)
         self.session = None if ctx.door is None else sasl.Session(ctx.door, self.peer)
+        self._reading = False  # a frame read, its answer not queued yet
+        self._answers: deque[asyncio.Future[bytes | None]] = deque()  # in request order
+        self._more = asyncio.Event()  # an answer was queued
+        self._sent = asyncio.Event()  # every answer queued has been sent
+
+    @property
+    def busy(self) -> bool:
+        """A request is being answered (a stop lets it finish)."""
+        return self._reading or bool(self._answers)
 
     async def serve(self) -> None:
+        sender = asyncio.create_task(self._send())
         try:
-            while True:
+            while not sender.done():
                 frame = await self._read_frame()
                 if frame is None:
                     return
-                self.busy = True
-                response: bytes | None
-                if self.session is not None and self.session.raw:
-                    response = self._raw_login(self.session, frame)
-                else:
-                    response = await answer(self.ctx, frame, self.session)
-                if response is not None:
-                    self.writer.write(response)
-                    await self.writer.drain()
-                self.busy = False
+                self._reading = True
+                pipelined = self._pipelined(frame)
+                if not pipelined and self._answers:
+                    await asyncio.wait(list(self._answers))
+                answer_of = self._answer(frame)
+                self._answers.append(answer_of)
+                self._reading = False
+                self._sent.clear()
+                self._more.set()
+                if not pipelined or len(self._answers) > MAX_PIPELINED:
+                    await asyncio.wait([answer_of])
         except BadFrame as exc:
             log.warning("kafka: closing connection from %s: %s", self.peer, exc)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass  # the client went away
         finally:
+            self._reading = False
+            await self._close(sender)
+
+    def _pipelined(self, frame: bytes) -> bool:
+        if self.session is not None and self.session.raw:
+            return False  # raw SASL bytes: no request header
+        return bool(HEAD.unpack_from(frame)[0] == PRODUCE)
+
+    def _answer(self, frame: bytes) -> asyncio.Future[bytes | None]:
+        if self.session is not None and self.session.raw:
+            done: asyncio.Future[bytes | None] = asyncio.get_running_loop().create_future()
+            done.set_result(self._raw_login(self.session, frame))  # BadFrame: closed
+            return done
+        return asyncio.ensure_future(answer(self.ctx, frame, self.session))
+
+    async def _send(self) -> None:
+        """Answers, in request order, as each is ready; a bad frame ends the connection."""
+        while True:
+            if not self._answers:
+                self._sent.set()
+                self._more.clear()
+                await self._more.wait()
+                continue
+            try:
+                response = await self._answers[0]
+                if response is not None:
+                    self.writer.write(response)
+                    await self.writer.drain()
+            except BadFrame as exc:
+                log.warning("kafka: closing connection from %s: %s", self.peer, exc)
+                self.writer.close()
+                return
+            except ConnectionError:
+                return  # the client went away
+            finally:
+                self._answers.popleft()
+
+    async def _close(self, sender: asyncio.Task[None]) -> None:
+        """Send the answers of what was read (unless the client went away), then close."""
+        try:
+            if self._answers and not sender.done():
+                sent = asyncio.ensure_future(self._sent.wait())
+                await asyncio.wait([sent, sender], return_when=asyncio.FIRST_COMPLETED)
+                sent.cancel()
+        finally:
+            sender.cancel()
+            for pending in self._answers:
+                pending.cancel()
             self.writer.close()
 
     def _raw_login(self, session: sasl.Session, auth: bytes) -> bytes:

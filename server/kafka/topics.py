@@ -22,6 +22,7 @@ from compactlog.server.kafka.errors import ErrorCode, KafkaError
 from compactlog.server.kafka.group_coordinator import Coordinator
 from compactlog.server.kafka.sasl import Door
 from compactlog.server.log.waiting import TopicSignals
+from compactlog.server.log.writer import LogWriters
 from compactlog.storage.topic_log import TopicLog
 from compactlog.storage.types import TopicKind
 
@@ -41,6 +42,7 @@ class KafkaContext:
     signals: TopicSignals  # wake-ups of waiting readers (follow reads, long polls)
     host: str  # advertised to clients in Metadata
     port: int
+    writers: LogWriters  # each log's writer of produces, as the Log service's own
     groups: Coordinator = field(default_factory=Coordinator)  # every consumer group
     door: Door | None = None  # --auth-tokens: every connection logs in with SASL
     _ledger_logged: set[str] = field(default_factory=set)
