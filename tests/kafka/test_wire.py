@@ -19,7 +19,10 @@ from tests.conftest import ServerProcess
 from tests.kafka.conftest import Grpc
 
 kio_serial = pytest.importorskip("kio.serial")
-from aiokafka.record.default_records import DefaultRecordBatch  # noqa: E402
+from aiokafka.record.default_records import (  # noqa: E402
+    DefaultRecordBatch,
+    DefaultRecordBatchBuilder,
+)
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as VersionsV0  # noqa: E402
 from kio.schema.api_versions.v3.request import ApiVersionsRequest  # noqa: E402
 from kio.schema.api_versions.v3.response import ApiVersionsResponse  # noqa: E402
@@ -30,6 +33,8 @@ from kio.schema.fetch.v12 import request as fetch_req  # noqa: E402
 from kio.schema.fetch.v12.response import FetchResponse  # noqa: E402
 from kio.schema.init_producer_id.v4.request import InitProducerIdRequest  # noqa: E402
 from kio.schema.init_producer_id.v4.response import InitProducerIdResponse  # noqa: E402
+from kio.schema.produce.v9 import request as produce_req  # noqa: E402
+from kio.schema.produce.v9.response import ProduceResponse  # noqa: E402
 from kio.static.primitive import i32Timedelta  # noqa: E402
 
 
@@ -183,3 +188,45 @@ def test_fetch_long_polls_until_an_append(
     assert part.high_watermark == 1
     [record] = list(DefaultRecordBatch(part.records))
     assert (record.offset, record.key, record.value) == (0, b"k", b"v")
+
+
+def produce_request(topic: str, values: list[bytes], corrupt: bool = False) -> Any:
+    builder = DefaultRecordBatchBuilder(2, 0, 0, -1, -1, -1, 2**31 - 1)
+    for i, value in enumerate(values):
+        builder.append(i, 1000 + i, b"k", value, [])
+    records = bytearray(builder.build())
+    if corrupt:
+        records[-1] ^= 1  # the CRC no longer matches
+    part = produce_req.PartitionProduceData(index=0, records=bytes(records))
+    return produce_req.ProduceRequest(
+        acks=-1,
+        timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)),
+        topic_data=(produce_req.TopicProduceData(name=topic, partition_data=(part,)),),
+    )
+
+
+def test_pipelined_produces_are_answered_in_order(
+    kafka_server: ServerProcess, grpc_side: Grpc, topic: str
+) -> None:
+    """Produces sent without waiting (as librdkafka does) are appended and answered in
+    the order sent; a bad one fails alone; another API between them waits its turn."""
+    grpc_side.create(topic)
+    sent = [[b"%d-%d" % (n, i) for i in range(3)] for n in range(12)]
+    frames = [frame(produce_request(topic, values, n == 4), n) for n, values in enumerate(sent)]
+    versions = ApiVersionsRequest(client_software_name="wire", client_software_version="1")
+    frames.insert(8, frame(versions, 100))
+    with connect(kafka_server.kafka_address) as sock:
+        sock.sendall(b"".join(frames))
+        answers = [receive(sock) for _ in frames]
+    ids = [struct.unpack_from(">i", a)[0] for a in answers]
+    assert ids == [*range(8), 100, *range(8, 12)]
+    assert decode(ApiVersionsResponse, answers.pop(8), 100).error_code == ErrorCode.none
+    parts = [
+        decode(ProduceResponse, a, n).responses[0].partition_responses[0]
+        for n, a in enumerate(answers)
+    ]
+    assert parts[4].error_code == ErrorCode.corrupt_message
+    stored = [values for n, values in enumerate(sent) if n != 4]
+    assert [p.base_offset for n, p in enumerate(parts) if n != 4] == [3 * i for i in range(11)]
+    assert [p.error_code for n, p in enumerate(parts) if n != 4] == [ErrorCode.none] * 11
+    assert [m.value for m in grpc_side.read(topic)] == [v for vs in stored for v in vs]
