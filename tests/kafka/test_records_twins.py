@@ -239,3 +239,30 @@ def test_a_batch_that_does_not_decompress_is_corrupt(compiled: ModuleType) -> No
     data[22] |= 0x07  # no such codec
     _refresh_crc(data)
     assert _refused(compiled, bytes(data)) == ErrorCode.unsupported_compression_type
+
+
+@FAST
+@given(
+    recs=RECORDS,
+    flips=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), min_size=1, max_size=4),
+    cut=st.none() | st.integers(0, 10**6),
+)
+def test_a_damaged_batch_is_refused_never_more(
+    compiled: ModuleType, recs: list[pb.Record], flips: list[tuple[int, int]], cut: int | None
+) -> None:
+    """Bytes off the network, damaged past the CRC (it is made to match): the compiled
+    twin gives a request or a ``KafkaError``, nothing else (and never reads out of bounds)."""
+    data = bytearray(kafka_batch(recs))
+    for at, byte in flips:
+        data[12 + at % (len(data) - 12)] = byte
+    if cut is not None:
+        data = data[: cut % len(data)]
+    if len(data) > 61:
+        _refresh_crc(data)
+    try:
+        request = pb.PublishRequest.FromString(
+            compiled.produced_request(bytes(data), records.decompress)
+        )
+    except KafkaError:
+        return
+    assert len(request.records) >= 1  # an accepted produce holds records
