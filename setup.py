@@ -43,7 +43,7 @@ setup(
         Extension(
             "compactlog.server.kafka._records",
             sources=["server/kafka/_records.c"],
-            depends=[WIRE, BUF],
+            depends=[WIRE, BUF, "server/kafka/_kafka_wire.h", "server/kafka/_records_fetch.h"],
             extra_compile_args=["-O3", "-std=c11", "-Wall"],
             optional=True,
         ),
