@@ -9,6 +9,7 @@ views they leave, and at the end writes ``report.md``, ``report.json`` and PNG p
     compactlog bench --profile full           # 1M-2M records per workload
     compactlog bench dataplane [--quick]      # publish/read/latency/memory vs bare gRPC
     compactlog bench client [--quick]         # the Python client vs raw gRPC, same server
+    compactlog bench spark [--quick]          # the Spark source vs raw gRPC, same server
     compactlog bench compaction-latency       # Publish p99 idle vs during a compaction
     compactlog bench key-history              # GetKeyHistory in a 1M-message topic
     compactlog bench as-of                    # reading the past vs compaction, compacted read
@@ -162,6 +163,10 @@ def main(argv: list[str]) -> int:
         from compactlog.bench import client_rates
 
         return client_rates.main(argv[1:])
+    if argv[:1] == ["spark"]:
+        from compactlog.bench import spark_rates
+
+        return spark_rates.main(argv[1:])
     if argv[:1] == ["as-of"]:
         from compactlog.bench import bench_as_of
 

@@ -1,0 +1,208 @@
+"""``compactlog bench spark``: the Spark source beside raw gRPC, same server, same run.
+
+The ``compactlog`` data source carries the data pipeline; what Spark and the source cost
+on top of the wire is what this suite measures. One Spark session (``--master``, default
+``local[2]``) serves every run, so start-up is timed once and apart. Each run starts a
+fresh ``compactlog serve`` (fsync durability), loads a LEDGER topic of ``--records``
+100 B messages (100k keys at most) with the raw-bytes PublishStream of ``rawlog``, then
+times on the same topic and server:
+
+1. raw gRPC Read, each response parsed (``ReadResponse.FromString``) and its messages
+   counted: the read floor (one reader, one core);
+2. ``spark.read.format("compactlog")`` of the whole topic with ``count(*)`` and the sum
+   of every value's length, so every row reaches Spark: the first query warms the Python
+   workers, the second is timed.
+
+The ratio per Spark core is the Spark rate divided by the cores of ``--master`` and by
+the read floor. Goal (issue 29): >= 0.5. Figures are medians of ``--runs`` runs.
+
+    compactlog bench spark                          # 1,000,000 messages, local[2], 3 runs
+    compactlog bench spark --quick                  # 20,000 messages, one run
+    compactlog bench spark --records 500000 --runs 5 --json spark.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as dt
+import os
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from compactlog.bench.procstats import ServerProcess
+from compactlog.bench.rawlog import RawLog, publish_request, read_request
+from compactlog.bench.summary import Target, aggregate, envelope, print_report, targets_markdown
+from compactlog.v1 import compactlog_pb2 as pb
+from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
+
+TOPIC = "spark-read"
+VALUE = b"v" * 100
+GOAL = 0.5
+READ_FLOOR = "raw gRPC Read, responses parsed, same server"
+Sample = dict[str, float]
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    records: int = 1_000_000
+    runs: int = 3
+    master: str = "local[2]"
+    workdir: Path | None = None
+
+
+QUICK = {"records": 20_000, "runs": 1}
+
+
+def cores(master: str) -> int:
+    """Spark's task slots for a ``local[N]`` / ``local[*]`` / ``local`` master."""
+    match = re.fullmatch(r"local(?:\[(\d+|\*)\])?", master)
+    if match is None:
+        raise SystemExit(f"compactlog bench spark: --master must be local[N], got {master!r}")
+    n = match.group(1)
+    return 1 if n is None else (os.cpu_count() or 1) if n == "*" else int(n)
+
+
+def _requests(records: int) -> list[bytes]:
+    keys = [b"k%d" % (j % 100_000) for j in range(records)]
+    return [
+        publish_request(TOPIC, [(k, VALUE) for k in keys[i : i + 1000]])
+        for i in range(0, records, 1000)
+    ]
+
+
+def spark_count(spark: Any, address: str) -> int:
+    """One batch query of the whole topic: rows counted, every value's length summed."""
+    from pyspark.sql import functions as F
+
+    df = spark.read.format("compactlog").option("server", address).option("topic", TOPIC).load()
+    row = df.agg(F.count(F.lit(1)), F.sum(F.length("value"))).first()
+    if int(row[1]) != int(row[0]) * len(VALUE):
+        raise RuntimeError(f"value lengths summed to {row[1]} over {row[0]} rows")
+    return int(row[0])
+
+
+def create_topic(log: RawLog, topic: str) -> None:
+    """The LEDGER topic, created over the raw log's channel."""
+    pb_grpc.TopicAdminStub(log.channel).CreateTopic(pb.CreateTopicRequest(name=topic), timeout=60)
+
+
+def _timed(count: int, work: Any) -> float:
+    started = time.perf_counter()
+    got = work()
+    seconds = time.perf_counter() - started
+    if got != count:
+        raise RuntimeError(f"expected {count} messages, got {got}")
+    return count / seconds
+
+
+def one_run(s: Settings, run: int, spark: Any, requests: list[bytes]) -> Sample:
+    """A fresh server: the read floor, then a warm-up and a timed Spark query."""
+    with tempfile.TemporaryDirectory(prefix="compactlog-spark-", dir=s.workdir) as tmp:
+        server = ServerProcess(Path(tmp) / "data")
+        try:
+            with RawLog(server.address) as log:
+                create_topic(log, TOPIC)
+                print(f"run {run}: load, raw read, Spark warm-up, Spark read", file=sys.stderr)
+                log.publish_stream(requests)
+                req = read_request(TOPIC, compacted=False)
+                m: Sample = {"raw_read_mps": _timed(s.records, lambda: log.read(req, len).messages)}
+                started = time.perf_counter()
+                spark_count(spark, server.address)
+                m["spark_first_s"] = time.perf_counter() - started
+                m["spark_read_mps"] = _timed(s.records, lambda: spark_count(spark, server.address))
+        finally:
+            server.stop()
+    m["spark_read.ratio"] = m["spark_read_mps"] / m["raw_read_mps"]
+    m["spark_read.per_core_ratio"] = m["spark_read.ratio"] / cores(s.master)
+    return m
+
+
+def rows(results: dict[str, dict[str, Any]], master: str) -> list[Target]:
+    per_core = results["spark_read.per_core_ratio"]["median"]
+    return [
+        Target(
+            f"spark.read.format('compactlog'), {master}, warm", "ledger",
+            results["spark_read_mps"]["median"], "msg/s", f">= {GOAL} x floor per core",
+            per_core >= GOAL, results["raw_read_mps"]["median"], READ_FLOOR, per_core,
+            "median of the runs' figure / cores / floor",
+        )
+    ]  # fmt: skip
+
+
+def run(s: Settings) -> dict[str, Any]:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from compactlog.compactor.spark import spark_session
+
+    started, t0 = dt.datetime.now(), time.perf_counter()
+    requests = _requests(s.records)
+    spark = spark_session(s.master)
+    spark.sparkContext.setLogLevel("ERROR")
+    start_s = time.perf_counter() - t0
+    try:
+        samples = [one_run(s, i + 1, spark, requests) for i in range(s.runs)]
+    finally:
+        spark.stop()
+    results = {key: aggregate([m[key] for m in samples]) for key in samples[0]}
+    return envelope(
+        "compactlog bench spark",
+        s,
+        started,
+        t0,
+        spark_start_s=start_s,
+        results=results,
+        rows=[dataclasses.asdict(r) for r in rows(results, s.master)],
+    )
+
+
+def markdown(report: dict[str, Any]) -> str:
+    s, m, res = report["settings"], report["machine"], report["results"]
+    spread = "; ".join(
+        f"{key} {min(agg['samples']):.3f}-{max(agg['samples']):.3f}"
+        for key, agg in res.items()
+        if key.endswith("ratio")
+    )
+    head = (
+        f"{s['records']:,} LEDGER messages x 100 B, median of {s['runs']} run(s), one "
+        f"server per run (fsync durability), Spark {s['master']}. {m['cpu_model']}, "
+        f"{m['cores']} cores. Spark start-up {report['spark_start_s']:.1f} s; first query "
+        f"of each run (not timed in the figure) {res['spark_first_s']['median']:.1f} s."
+    )
+    table = targets_markdown([Target(**r) for r in report["rows"]], first_header="Spark path")
+    return f"{head}\n\n{table}\n\nPer-run ratios (min-max): {spread}."
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="compactlog bench spark",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--quick", action="store_true", help="20,000 messages, one run")
+    p.add_argument("--records", type=int, help="messages per run (default 1,000,000)")
+    p.add_argument("--runs", type=int, help="runs to take the median over (default 3)")
+    p.add_argument("--master", help="Spark master, local[N] (default local[2])")
+    p.add_argument("--workdir", type=Path, help="where data dirs go (default: system temp)")
+    p.add_argument("--json", type=Path, help="also write the report as JSON here")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    names = ("records", "runs", "master", "workdir")
+    given = {k: v for k in names if (v := getattr(args, k)) is not None}
+    s = Settings(**{**(QUICK if args.quick else {}), **given})
+    if s.records < 1 or s.runs < 1:
+        raise SystemExit("compactlog bench spark: --records and --runs must be positive")
+    cores(s.master)
+    report = run(s)
+    print_report("compactlog bench spark", argv, report, markdown, args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
