@@ -1,11 +1,13 @@
-"""Builds the optional compiled twins: the batch codec (``storage/_batch.c``), the
+"""Builds the optional compiled twins: the batch codec (``storage/_batch.c``), the Spark
+source's column builder (``compactlog/spark/_columns.c``, over the same wire reader), the
 offset map's hashing and probing (``compactor/log_cleaner/_offset_map.c``) and the
 compactors' per-batch scans over it (``compactor/log_cleaner/_batch_scan.c``, with the
-records' walk in ``_batch_walk.h``; both include ``_offset_table.h``). Both walks read the
-wire format through ``storage/_wire.h``.
+records' walk in ``_batch_walk.h``; both include ``_offset_table.h``). All three walks read
+the wire format through ``storage/_wire.h``.
 
 Everything else is declared in pyproject.toml. ``optional=True``: where no C compiler is
 present the install still succeeds and the pure-Python twins (``storage/_batch_py.py``,
+``compactlog/spark/_columns_py.py``,
 ``compactor/log_cleaner/_offset_map_py.py``, ``compactor/log_cleaner/_batch_scan_py.py``),
 which behave identically, are used.
 """
@@ -23,6 +25,14 @@ setup(
             "compactlog.storage._batch",
             sources=["storage/_batch.c"],
             depends=[WIRE, BUF],
+            extra_compile_args=["-O3", "-std=c11", "-Wall"],
+            optional=True,
+        ),
+        Extension(
+            "compactlog.spark._columns",
+            sources=["compactlog/spark/_columns.c"],
+            depends=[WIRE],
+            include_dirs=["storage"],
             extra_compile_args=["-O3", "-std=c11", "-Wall"],
             optional=True,
         ),

@@ -49,16 +49,16 @@ def grpc_columns(server: Server, topic: str, schema: Any) -> tuple[int, float]:
     from compactlog.records import MessageId
     from compactlog.spark.offsets import TopicPartition
     from compactlog.spark.options import connection
-    from compactlog.spark.rows import record_batches
+    from compactlog.spark.planning import ReadRange
+    from compactlog.spark.source import read_range
 
     arrow_schema = to_arrow_schema(schema, timezone="UTC")
 
     t0 = time.perf_counter()
     count = 0
-    tp = TopicPartition(topic, -1)
+    rng = ReadRange(TopicPartition(topic, -1), MessageId(0, 0), MessageId(1 << 62, 0), False)
     with connection({"server": server.address}).calls() as calls:
-        messages = calls.read(topic, MessageId(0, 0), MessageId(1 << 62, 0), False, 0)
-        for batch in record_batches(tp, messages, arrow_schema):
+        for batch in read_range(calls, rng, True, arrow_schema):
             count += batch.num_rows
     return count, time.perf_counter() - t0
 

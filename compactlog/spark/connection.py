@@ -35,6 +35,7 @@ CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", 64 * 1024 * 1024),
 ]
 UNARY_TIMEOUT_S = 60.0
+READ_METHOD = "/compactlog.v1.Log/Read"
 # Codes under which the layout is simply not ours to see (a reader's token): the plan
 # then does without split points.
 _NOT_PERMITTED = ("PERMISSION_DENIED", "UNAUTHENTICATED", "UNIMPLEMENTED")
@@ -71,6 +72,12 @@ class ServerCalls:
         self._log = pb_grpc.LogStub(self._channel)
         self._admin = pb_grpc.TopicAdminStub(self._channel)
         self._engine = pb_grpc.CompactionEngineStub(self._channel)
+        # Read's responses stay bytes: no deserializer, no Message object per message.
+        self._read: grpc.UnaryStreamMultiCallable[pb.ReadRequest, bytes] = (
+            self._channel.unary_stream(
+                READ_METHOD, request_serializer=pb.ReadRequest.SerializeToString
+            )
+        )
 
     def __enter__(self) -> ServerCalls:
         return self
@@ -112,23 +119,17 @@ class ServerCalls:
             raise
         return list(layout.raw_view)
 
-    def read(
-        self, log: str, start: MessageId, end: MessageId, compacted: bool, limit: int
-    ) -> Iterator[pb.Message]:
-        """Messages of ``log`` with ids in ``[start, end)``, raw or compacted view.
-        ``limit`` (0: none) caps the stream where the range's size is known; the stream
-        is cancelled once it passes ``end`` either way."""
+    def read(self, log: str, start: MessageId, compacted: bool, limit: int) -> Iterator[bytes]:
+        """The serialized ``ReadResponse``s of ``log`` from ``start``, raw or compacted
+        view, unparsed (the column builder reads the bytes). ``limit`` (0: none) caps the
+        stream where the range's size is known; the caller stops where the range ends,
+        and the stream is cancelled when it does."""
         req = pb.ReadRequest(topic=log, read_compacted=compacted, max_messages=limit)
         req.message_id.ledger_id, req.message_id.entry_id = start
-        end_key = (end.ledger_id, end.entry_id)
         with translate_errors("Read", self.conn.server):
-            stream = self._log.Read(req)
+            stream = self._read(req)
             try:
-                for resp in stream:
-                    for msg in resp.messages:
-                        if (msg.id.ledger_id, msg.id.entry_id) >= end_key:
-                            return
-                        yield msg
+                yield from stream
             finally:
                 cancel(stream)
 

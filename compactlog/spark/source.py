@@ -34,6 +34,7 @@ from pyspark.sql.types import StructType
 
 from compactlog.errors import InvalidArgument, OffsetOutOfRange, TopicNotFound
 from compactlog.records import MessageId
+from compactlog.spark.columns import response_columns
 from compactlog.spark.connection import Connection, ServerCalls
 from compactlog.spark.offsets import (
     Offsets,
@@ -53,9 +54,8 @@ from compactlog.spark.planning import (
     plan,
     resolve,
 )
-from compactlog.spark.rows import SCHEMA, record_batches
+from compactlog.spark.rows import SCHEMA
 from compactlog.spark.writer import PublishStreamWriter, PublishWriter
-from compactlog.v1 import compactlog_pb2 as pb
 
 SCHEMA_STRING = (
     "struct<key:binary,value:binary,topic:string,partition:int,ledger_id:bigint,"
@@ -113,19 +113,26 @@ def read_partition(
         return
     arrow_schema = to_arrow_schema(schema, timezone="UTC")
     with conn.calls() as calls:
-        messages = read_range(calls, rng, fail_on_data_loss)
-        yield from record_batches(rng.tp, messages, arrow_schema)
+        yield from read_range(calls, rng, fail_on_data_loss, arrow_schema)
 
 
-def read_range(calls: ServerCalls, rng: ReadRange, fail_on_data_loss: bool) -> Iterator[pb.Message]:
-    """The range's messages; where retention removed its start since it was planned
-    (OFFSET_OUT_OF_RANGE), ``failOnDataLoss`` decides: fail, or go on from the log start."""
+def read_range(
+    calls: ServerCalls, rng: ReadRange, fail_on_data_loss: bool, schema: pa.Schema
+) -> Iterator[pa.RecordBatch]:
+    """The range's messages, a batch per Read response; where retention removed its start
+    since it was planned (OFFSET_OUT_OF_RANGE), ``failOnDataLoss`` decides: fail, or go
+    on from the log start."""
     position, limit = rng.start, rng.limit
     while True:
         try:
-            for msg in calls.read(rng.tp.log, position, rng.end, rng.compacted, limit):
-                position = MessageId(msg.id.ledger_id, msg.id.entry_id + 1)
-                yield msg
+            for data in calls.read(rng.tp.log, position, rng.compacted, limit):
+                cols = response_columns(rng.tp, data, rng.end, schema)
+                if cols.batch is not None:
+                    yield cols.batch
+                if cols.last is not None:
+                    position = MessageId(cols.last.ledger_id, cols.last.entry_id + 1)
+                if cols.stopped:
+                    return
             return
         except OffsetOutOfRange:
             log_start = LogShape.of(calls.topic(rng.tp.log)).earliest.entry_id

@@ -87,6 +87,21 @@ def df_rows(df: Any) -> list[Row]:
     return out
 
 
+def arrow_row(r: dict[str, Any]) -> Row:
+    """A row of one of the source's Arrow batches (``to_pylist``) in the same shape."""
+    return (
+        r["key"],
+        r["value"],
+        r["topic"],
+        r["partition"],
+        r["ledger_id"],
+        r["entry_id"],
+        ms(r["publish_time"]),
+        ms(r["event_time"]),
+        dict(r["properties"]),
+    )
+
+
 def ms(ts: object) -> int:
     assert isinstance(ts, datetime.datetime)
     aware = ts if ts.tzinfo else ts.astimezone()  # Spark returns session-local naive times

@@ -11,12 +11,16 @@ import pytest
 
 from compactlog.errors import TopicNotFound
 from compactlog.records import MessageId
+from compactlog.spark.columns import arrow_schema
 from compactlog.spark.offsets import OffsetSpec, TopicPartition
 from compactlog.spark.options import connection
 from compactlog.spark.planning import cut_many, discover, partition_count, plan, resolve
+from compactlog.spark.source import read_range
 from compactlog.v1 import compactlog_pb2 as pb
 
-from .conftest import Wire, grpc_row, records
+from .conftest import Wire, arrow_row, records
+
+ARROW_SCHEMA = arrow_schema()
 
 
 def test_cut_points_follow_the_ledgers() -> None:
@@ -69,9 +73,10 @@ def test_ranges_read_exactly_the_topic(
         assert len(ranges) == -(-total // 25)  # cut every 25 entries
         assert all(a.end == b.start for a, b in itertools.pairwise(ranges))
         got = [
-            grpc_row(topic, m)
+            arrow_row(row)
             for r in ranges
-            for m in calls.read(r.tp.log, r.start, r.end, r.compacted, r.limit)
+            for batch in read_range(calls, r, True, ARROW_SCHEMA)
+            for row in batch.to_pylist()
         ]
     assert got == wire.read(topic, compacted)
 

@@ -11,9 +11,11 @@ from typing import Any
 import pytest
 
 from compactlog.client import Client
+from compactlog.spark.columns import arrow_schema
 from compactlog.spark.offsets import OffsetSpec
 from compactlog.spark.options import connection
 from compactlog.spark.planning import discover, plan, resolve
+from compactlog.spark.source import read_range
 
 from ..conftest import ServerProcess, TlsFiles, write_tokens_file
 
@@ -51,7 +53,8 @@ def test_a_reader_token_plans_without_the_layout(
         starts = resolve(OffsetSpec("earliest"), shapes)
         ranges = plan(calls, shapes, starts, resolve(OffsetSpec("latest"), shapes), False, 10)
         assert len(ranges) == 1  # four ledgers, but where they begin is not known
-        got = [m.value for r in ranges for m in calls.read(r.tp.log, r.start, r.end, False, 0)]
+        batches = [b for r in ranges for b in read_range(calls, r, True, arrow_schema())]
+        got = [v for b in batches for v in b.column("value").to_pylist()]
     assert got == grpc_values(secure, tls_files.ca)
 
 
