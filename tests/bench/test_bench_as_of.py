@@ -14,3 +14,6 @@ def test_a_tiny_run_prints_every_row(capsys: pytest.CaptureFixture[str]) -> None
     for row in ("before the horizon", "at the horizon", "past the horizon"):
         assert row in out
     assert out.count("(target <=") == 3
+    # issue 29's floor past the horizon: compacted read + a fresh phase one of the tail
+    assert "fresh phase one of the tail" in out
+    assert "as_of / floor (goal <= 1.2)" in out
