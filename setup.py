@@ -16,6 +16,7 @@ from setuptools import Extension, setup
 
 TABLE = "compactor/log_cleaner/_offset_table.h"
 WALK = "compactor/log_cleaner/_batch_walk.h"
+DIGESTS = "compactor/log_cleaner/_key_digests.h"
 WIRE = "storage/_wire.h"
 BUF = "storage/_buf.h"
 
@@ -46,7 +47,7 @@ setup(
         Extension(
             "compactlog.compactor.log_cleaner._batch_scan",
             sources=["compactor/log_cleaner/_batch_scan.c"],
-            depends=[TABLE, WALK, WIRE],
+            depends=[TABLE, WALK, DIGESTS, WIRE],
             extra_compile_args=["-O3", "-std=c11", "-Wall"],
             optional=True,
         ),

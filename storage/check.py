@@ -25,6 +25,11 @@ from compactlog.errors import CompactlogError, CorruptData, StoreLocked
 from compactlog.storage import batch as codec
 from compactlog.storage import keys, partitioned_topics
 from compactlog.storage.codec import ROLE_RAW, LedgerMeta
+from compactlog.storage.compacted_digests import (
+    batch_crc,
+    check_ledger_digests,
+    check_stray_digests,
+)
 from compactlog.storage.cursor import Cursor
 from compactlog.storage.key_index import block_entries, block_of, entries_of
 from compactlog.storage.key_index_check import check_ledger_index, check_stray_indexes
@@ -150,11 +155,14 @@ def _check_store(db: RocksDB, report: CheckReport) -> None:
     if not indexed and metas:
         report.note("key index", "not built yet (the server builds it at its next start)")
     for _lid, meta in sorted(metas.items()):
-        expected = _check_ledger(db, meta, report)
+        batches: dict[int, tuple[int, int]] = {}
+        expected = _check_ledger(db, meta, report, batches)
         if indexed:
             check_ledger_index(db, meta, expected, report)
+        check_ledger_digests(db, meta, None if expected is None else batches, report)
     _stray_entries(db, metas, report)
     check_stray_indexes(db, metas, report)
+    check_stray_digests(db, metas, report)
 
 
 def _metas(db: RocksDB, report: CheckReport) -> dict[int, LedgerMeta]:
@@ -216,9 +224,10 @@ def _cursors_and_status(db: RocksDB, topics: set[str], report: CheckReport) -> N
 
 
 def _check_ledger(
-    db: RocksDB, meta: LedgerMeta, report: CheckReport
+    db: RocksDB, meta: LedgerMeta, report: CheckReport, batches: dict[int, tuple[int, int]]
 ) -> list[tuple[int, int]] | None:
-    """Check a ledger's batches; the key index entries they call for (None: unreadable)."""
+    """Check a ledger's batches; the key index entries they call for (None: unreadable).
+    ``batches`` gets each batch's position -> (crc field, count), for its key digests."""
     lid = meta.ledger_id
     where = f"topic {meta.topic!r} ledger {lid}"
     expected, last_id = 0, None
@@ -241,6 +250,7 @@ def _check_ledger(
             if not raw and (ids != sorted(set(ids)) or (last_id and ids and ids[0] <= last_id)):
                 report.problem(f"{where} entry {at}", "compacted ids do not ascend")
             last_id = ids[-1] if ids else last_id
+            batches[at] = (batch_crc(data), header.count)
             expected = at + header.count
             index.append(block_entries(block_of(walked), at) if raw else b"")
     except CorruptData as exc:

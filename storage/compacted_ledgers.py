@@ -14,6 +14,7 @@ from pathlib import Path
 from compactlog.errors import StorageError
 from compactlog.storage import keys
 from compactlog.storage.codec import ROLE_COMPACTED, LedgerMeta
+from compactlog.storage.compacted_digests import digest_record
 from compactlog.storage.ledger_append import compacted_batch, live_only
 from compactlog.storage.ledger_scans import LedgerScans
 from compactlog.storage.rocks import Batch, RocksDB
@@ -53,8 +54,12 @@ class CompactedLedgers(LedgerScans):
         )
         self.append_compacted(ledger_id, first, len(entries), data)
 
-    def append_compacted(self, ledger_id: int, first: int, count: int, data: bytes) -> None:
-        """Append one packed COMPACTED batch of ``count`` entries at position ``first``."""
+    def append_compacted(
+        self, ledger_id: int, first: int, count: int, data: bytes, digests: bytes | None = None
+    ) -> None:
+        """Append one packed COMPACTED batch of ``count`` entries at position ``first``;
+        ``digests``: its messages' key digests, stored beside it in the same write
+        (``storage.compacted_digests``)."""
         meta = self._ledgers[ledger_id]
         if meta.sealed:
             raise StorageError(f"ledger {ledger_id} is sealed")
@@ -64,6 +69,8 @@ class CompactedLedgers(LedgerScans):
         meta.bytes += len(data)
         batch = Batch()
         batch.put(keys.entry_key(ledger_id, first), data)
+        if digests is not None:
+            batch.put(keys.digest_key(ledger_id, first), digest_record(data, count, digests))
         batch.put(keys.ledger_meta_key(ledger_id), meta.encode())
         self.db.write(batch)
 
@@ -74,11 +81,20 @@ class CompactedLedgers(LedgerScans):
         batch.put(keys.ledger_meta_key(ledger_id), meta.encode())
         self.db.write(batch, sync=True)
 
-    def ingest_ledger(self, ledger_id: int, sst: Path | None, entries: int, nbytes: int) -> None:
+    def ingest_ledger(
+        self,
+        ledger_id: int,
+        sst: Path | None,
+        entries: int,
+        nbytes: int,
+        digests_sst: Path | None = None,
+    ) -> None:
         """Fill an empty compacted ledger from an SST file of its batches (written by a
-        compaction worker: keys ``E ledger position`` only) and seal it.
+        compaction worker: keys ``E ledger position`` only) and seal it; ``digests_sst``:
+        a second file of their digest records (keys ``D ledger position``), ingested in
+        the same step.
 
-        The file is ingested in one step; its first and last batch are read back and
+        The files are ingested in one step; the first and last batch are read back and
         checked before the ledger is sealed with the worker's counts, so a short or
         foreign file never becomes a ledger a commit could point at.
         """
@@ -88,7 +104,7 @@ class CompactedLedgers(LedgerScans):
         if (sst is None) != (entries == 0):
             raise StorageError(f"ledger {ledger_id}: {entries} entries, SST file {sst}")
         if sst is not None:
-            self.db.ingest(sst)
+            self.db.ingest(sst, *([digests_sst] if digests_sst is not None else []))
             first, last = self.batch_at(ledger_id, 0), self.batch_at(ledger_id, entries - 1)
             if first is None or first[0] != 0 or last is None or last[2].count + last[0] != entries:
                 raise StorageError(f"ledger {ledger_id}: the ingested file lacks its batches")

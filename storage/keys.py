@@ -8,6 +8,9 @@ numeric order and one ledger is one contiguous key range).
     b"T" topic                           -> JSON          kind, overrides, ledger ids, incarnation
     b"L" ledger_id:u64                   -> ledger meta   see codec.LedgerMeta
     b"E" ledger_id:u64 first_entry:u64   -> batch         storage/batch.py, keyed by its first entry
+    b"D" ledger_id:u64 position:u64      -> key digests   of the compacted ledger batch at
+                                                          E ledger position, written with it
+                                                          (storage/compacted_digests.py)
     b"C" topic 0x00 subscription         -> JSON          cursor head: mark-delete, delivered,
                                                           properties (storage/cursor.py)
     b"A" topic 0x00 subscription 0x00 ledger_id:u64 entry_id:u64
@@ -87,6 +90,21 @@ def ledger_range(ledger_id: int) -> tuple[bytes, bytes]:
         _ENTRY.pack(b"E", ledger_id, 0),
         _LEDGER.pack(b"E", ledger_id + 1) if ledger_id < MAX_ID else b"F",
     )
+
+
+def digest_key(ledger_id: int, position: int) -> bytes:
+    """The key digests of the compacted ledger batch at ``E ledger position``."""
+    return _ENTRY.pack(b"D", ledger_id, position)
+
+
+def digest_range(ledger_id: int) -> tuple[bytes, bytes]:
+    """Every digest record of one ledger (deleted with the ledger)."""
+    end = _LEDGER.pack(b"D", ledger_id + 1) if ledger_id < MAX_ID else b"E"
+    return _ENTRY.pack(b"D", ledger_id, 0), end
+
+
+def digest_all() -> tuple[bytes, bytes]:
+    return b"D", b"E"
 
 
 KEY_INDEX_KEY = b"\x00key_index"

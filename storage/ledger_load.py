@@ -219,4 +219,5 @@ def _collect_orphans(state: LoadedLedgers, batch: Batch) -> None:
         batch.delete(keys.ledger_meta_key(lid))
         batch.delete_range(*keys.ledger_range(lid))
         batch.delete_range(*keys.key_index_range(lid))
+        batch.delete_range(*keys.digest_range(lid))
         del state.ledgers[lid]

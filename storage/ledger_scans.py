@@ -85,6 +85,13 @@ class LedgerScans:
                 raise CorruptData(f"{where(topic, ledger_id, at)}: {exc}") from None
             raise
 
+    def digest_records(self, ledger_id: int) -> Iterator[tuple[int, bytes]]:
+        """``(position, digest record)`` of a compacted ledger's batches that have one, in
+        order (``storage.compacted_digests``; the caller checks each against its batch)."""
+        entry_ids = keys.entry_ids
+        for key, value in self.db.scan(*keys.digest_range(ledger_id)):
+            yield entry_ids(key)[1], value
+
     def batches_reversed(self, ledger_id: int, first: int, last: int) -> Iterator[StoredBatch]:
         """Checked batches holding positions ``first..last``, last batch first."""
         topic = self._owner(ledger_id)

@@ -246,6 +246,7 @@ class LedgerStore(LedgerAppends, CompactedLedgers, LedgerCursors):
         batch.delete(keys.ledger_meta_key(ledger_id))
         batch.delete_range(*keys.ledger_range(ledger_id))
         batch.delete_range(*keys.key_index_range(ledger_id))
+        batch.delete_range(*keys.digest_range(ledger_id))
 
     def ledger(self, ledger_id: int) -> LedgerMeta | None:
         return self._ledgers.get(ledger_id)

@@ -306,16 +306,16 @@ class RocksDB(RocksReads):
         except Exception as exc:
             raise self._failed(exc) from None
 
-    def ingest(self, sst: Path) -> None:
-        """Add the keys of an SST file (``SstWriter``) in one atomic step, moving the file
-        into the store. A key range no memtable key falls in (a new ledger's) needs no
-        flush, so writers are held up only for the moment RocksDB assigns a sequence
-        number."""
+    def ingest(self, sst: Path, *more: Path) -> None:
+        """Add the keys of SST files (``SstWriter``; key ranges apart) in one atomic step,
+        moving the files into the store. A key range no memtable key falls in (a new
+        ledger's) needs no flush, so writers are held up only for the moment RocksDB
+        assigns a sequence number."""
         opts = IngestExternalFileOptions()
         opts.set_move_files(True)
         self._writable()
         try:
-            self.db.ingest_external_file([str(sst)], opts)
+            self.db.ingest_external_file([str(sst), *map(str, more)], opts)
         except (StoreClosed, StorageUnavailable):
             raise
         except Exception as exc:

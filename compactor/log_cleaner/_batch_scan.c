@@ -16,6 +16,9 @@
  *   winner_bits     phase two's selection through phase one's map, as bits
  *   select_batch    phase two: the records whose bit is set, framed for a new batch
  *   live_bitmap     phase one's map as a bitmap of the live winners' positions
+ *   key_digests     a compacted batch's key digests, stored beside it (_key_digests.h)
+ *   unsuperseded    the as_of merge: a compacted batch's records a later raw part does
+ *                   not supersede, over its stored digests or its keys (_key_digests.h)
  * A payload is walked whole before any record is acted on (a malformed record anywhere
  * fails the call, as a whole-payload walk would; _batch_walk.h).
  *
@@ -24,6 +27,7 @@
  * (compactor/log_cleaner/fanout.py).
  */
 #include "_batch_walk.h"
+#include "_key_digests.h"
 
 typedef struct {
     long long start, end;
@@ -199,49 +203,6 @@ static PyObject *survivors(PyObject *self, PyObject *args) {
     table_close(&t);
     PyBuffer_Release(&v);
     PyBuffer_Release(&b);
-    return out;
-}
-
-/* unsuperseded(hashes, offsets, payload, retain) -> (records, count, first ledger,
- *   first entry, last ledger, last entry): the records of one batch of a compacted ledger
- *   that a run over it and a later raw part keeps, where the table maps the raw part's
- *   keys: keyed with a non-empty value and a key the table does not hold, or keyless when
- *   `retain`; the records as they are framed in the payload. */
-static PyObject *unsuperseded(PyObject *self, PyObject *args) {
-    PyObject *h, *o, *out = NULL;
-    Py_buffer v;
-    int retain;
-    if (!PyArg_ParseTuple(args, "OOy*p", &h, &o, &v, &retain)) return NULL;
-    Table t;
-    if (table_open(&t, h, o) < 0) { PyBuffer_Release(&v); return NULL; }
-    const uint8_t *buf = v.buf;
-    Walk w;
-    if (walk_all(buf, v.len, &t, &w, 0, 0) < 0) { raise_walk_error(); goto done; }
-    uint8_t *kept_bytes = PyMem_Malloc(v.len > 0 ? (size_t)v.len : 1);
-    if (!kept_bytes) { PyErr_NoMemory(); walk_free(&w); goto done; }
-    unsigned long long fl = 0, fe = 0, ll = 0, le = 0;
-    long long count = 0;
-    Py_ssize_t n = 0;
-    for (Py_ssize_t i = 0; i < w.n; i++) {
-        const Record *r = &w.recs[i];
-        if (r->flags & HAS_KEY) {
-            if (!(r->flags & VALUE_NON_EMPTY)) continue;
-            if (table_get(t.hashes.buf, t.offsets.buf, t.slots, w.digests[i]) >= 0) continue;
-        } else if (!retain) {
-            continue;
-        }
-        memcpy(kept_bytes + n, buf + r->start, (size_t)(r->end - r->start));
-        n += r->end - r->start;
-        if (!count) fl = r->ledger, fe = r->entry;
-        ll = r->ledger, le = r->entry;
-        count++;
-    }
-    out = Py_BuildValue("(y#LKKKK)", (const char *)kept_bytes, n, count, fl, fe, ll, le);
-    PyMem_Free(kept_bytes);
-    walk_free(&w);
-done:
-    table_close(&t);
-    PyBuffer_Release(&v);
     return out;
 }
 
@@ -449,6 +410,7 @@ static PyMethodDef methods[] = {
     {"winner_bits", winner_bits, METH_VARARGS, "Phase two: one batch's winners as bits."},
     {"live_bitmap", live_bitmap, METH_VARARGS, "Phase one's live winners as a bitmap."},
     {"unsuperseded", unsuperseded, METH_VARARGS, "A compacted batch's records a merge keeps."},
+    {"key_digests", key_digests, METH_VARARGS, "Each record's key digest, 16 bytes."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -14,7 +14,9 @@ does), and answers for the whole batch, so the callers' loops run once a batch:
   order on one);
 - ``winner_bits``: phase two's selection through phase one's map, as bits;
 - ``select_batch``: phase two, the records whose bit is set, framed for a new batch;
-- ``live_bitmap``: phase one's map turned into a bitmap of the live winners.
+- ``live_bitmap``: phase one's map turned into a bitmap of the live winners;
+- ``key_digests``: a compacted batch's key digests, stored beside it, and
+  ``unsuperseded``: the as_of merge over them (or over the keys, hashed).
 
 A malformed payload raises ``MalformedPayload`` (the whole payload is walked, also when a
 function stopped early); the callers name the batch in the ``CorruptData`` they raise.
@@ -152,22 +154,43 @@ def survivors(
 
 
 def unsuperseded(
-    hashes: bytearray, offsets: array[int], payload: bytes | memoryview, retain: bool
-) -> tuple[bytes, int, int, int, int, int]:
+    hashes: bytearray,
+    offsets: array[int],
+    payload: bytes | memoryview,
+    retain: bool,
+    digests: bytes | memoryview | None = None,
+    live_only: bool = False,
+) -> tuple[bytes | memoryview, int, int, int, int, int]:
     """The records of one batch of a compacted ledger that a run over it and a later raw
     part keeps, the map holding the raw part's keys: keyed with a non-empty value and a
     key the map does not hold, or keyless when ``retain``. ``(their bytes as framed,
-    count, first ledger, first entry, last ledger, last entry)``."""
+    count, first ledger, first entry, last ledger, last entry)``; when every record is
+    kept, ``(payload, count, 0, 0, 0, 0)`` (no copy: the caller has the batch).
+    ``digests``: the records' stored key digests (``key_digests``), used instead of
+    hashing the keys; with ``live_only`` (a ``LIVE_ONLY`` batch) a batch that keeps all or
+    none of its records is answered without walking it."""
+    if digests is not None:
+        if len(digests) % DIGEST:
+            raise ValueError(f"unsuperseded: {DIGEST} bytes a digest")
+        stored = [bytes(digests[i : i + DIGEST]) for i in range(0, len(digests), DIGEST)]
+        if live_only:
+            gone = sum(_held(hashes, offsets, d) for d in stored)
+            if gone == 0:
+                return payload, len(stored), 0, 0, 0, 0
+            if gone == len(stored):
+                return b"", 0, 0, 0, 0, 0
+    walked = _walk(payload)
+    if digests is not None and len(walked) != len(stored):
+        raise ValueError(f"unsuperseded: {len(stored)} digests for {len(walked)} records")
     parts: list[bytes | memoryview] = []
     view = memoryview(payload)
     count = fl = fe = ll = le = 0
-    for lid, eid, flags, key, s, e in _walk(payload):
+    for i, (lid, eid, flags, key, s, e) in enumerate(walked):
         if key is not None and flags & HAS_KEY:
             if flags & LIVE != LIVE:
                 continue
-            slot = _find(hashes, offsets, digest(key))
-            if slot >= 0 and offsets[slot]:  # the raw part holds the key again
-                continue
+            if _held(hashes, offsets, stored[i] if digests is not None else digest(key)):
+                continue  # the raw part holds the key again
         elif not retain:
             continue
         parts.append(view[s:e])
@@ -175,11 +198,30 @@ def unsuperseded(
             fl, fe = lid, eid
         ll, le = lid, eid
         count += 1
+    if count and count == len(walked):
+        return payload, count, 0, 0, 0, 0
     return b"".join(parts), count, fl, fe, ll, le
 
 
+def _held(hashes: bytearray, offsets: array[int], key_digest: bytes) -> bool:
+    slot = _find(hashes, offsets, key_digest)
+    return slot >= 0 and offsets[slot] != 0
+
+
+DIGEST = 16  # key_digests' bytes a record
+_NO_DIGEST = bytes(DIGEST)
+
+
+def key_digests(payload: bytes | memoryview) -> bytes:
+    """For each record of a payload, in order, its key's digest (the offset map's),
+    16 zero bytes for a keyless record."""
+    return b"".join(
+        digest(key) if key is not None and flags & HAS_KEY else _NO_DIGEST
+        for _l, _e, flags, key, _s, _e2 in _walk(payload)
+    )
+
+
 _POSITION = struct.Struct("=II16s")  # digest_positions' entry: size, flags, key digest
-_NO_DIGEST = bytes(16)
 
 
 def digest_positions(payload: bytes | memoryview) -> bytes:

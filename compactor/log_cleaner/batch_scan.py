@@ -29,7 +29,7 @@ Exchanged = tuple[int, int, int, int, int, int, int]
 # last entry, next position, not live)
 Selected = tuple[bytes, int, int, int, int, int, int, int, int]
 # unsuperseded: (records, count, first ledger, first entry, last ledger, last entry)
-Kept = tuple[bytes, int, int, int, int, int]
+Kept = tuple[Buffer, int, int, int, int, int]
 
 
 class ScanTwin(Protocol):
@@ -96,8 +96,16 @@ class ScanTwin(Protocol):
     def live_bitmap(self, offsets: array[int], bits: bytearray, tombstones: bool) -> int: ...
 
     def unsuperseded(
-        self, hashes: bytearray, offsets: array[int], payload: Buffer, retain: bool
+        self,
+        hashes: bytearray,
+        offsets: array[int],
+        payload: Buffer,
+        retain: bool,
+        digests: Buffer | None = None,
+        live_only: bool = False,
     ) -> Kept: ...
+
+    def key_digests(self, payload: Buffer) -> bytes: ...
 
     def winner_bits(
         self,
@@ -226,12 +234,33 @@ def select_batch(
         raise CorruptData(f"{where}: {exc}", position=where) from None
 
 
-def unsuperseded(m: SkimpyOffsetMap, payload: Buffer, retain: bool, where: str) -> Kept:
+def unsuperseded(
+    m: SkimpyOffsetMap,
+    payload: Buffer,
+    retain: bool,
+    where: str,
+    digests: Buffer | None = None,
+    live_only: bool = False,
+) -> Kept:
     """A compacted batch's records a merge with a later raw part keeps, ``m`` mapping the
-    raw part's keys (``_batch_scan_py.unsuperseded``)."""
+    raw part's keys (``_batch_scan_py.unsuperseded``; the payload itself when it keeps
+    them all); ``digests``: the batch's stored key digests, checked by the caller, used
+    instead of hashing its keys (``live_only``: the batch is ``LIVE_ONLY``)."""
     hashes, offsets, _slots = m.table()
     try:
-        return twin.unsuperseded(hashes, offsets, payload, retain)
+        return twin.unsuperseded(hashes, offsets, payload, retain, digests, live_only)
+    except MalformedPayload as exc:
+        raise CorruptData(f"{where}: {exc}", position=where) from None
+    except ValueError as exc:  # digests that do not fit the batch's records
+        raise CorruptData(f"{where} key digests: {exc}", position=where) from None
+
+
+def key_digests(payload: Buffer, where: str) -> bytes:
+    """Each record's key digest (16 bytes, the offset map's; zeros for a keyless record)
+    of one batch (``_batch_scan_py.key_digests``): what a compacted ledger stores beside
+    the batch, so that a past view's merge probes them instead of hashing the keys."""
+    try:
+        return twin.key_digests(payload)
     except MalformedPayload as exc:
         raise CorruptData(f"{where}: {exc}", position=where) from None
 

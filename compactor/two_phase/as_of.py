@@ -10,7 +10,9 @@ or past the current horizon), or the raw ledgers from the start (``as_of`` befor
                fit is refused (``AsOfTooLarge``), never cut short
     merge      (past the horizon) the compacted ledger's stored batches, as they are
                where no message of a batch is superseded by a key of the map, else
-               without those messages; tombstones it kept for slow readers go too
+               without those messages; tombstones it kept for slow readers go too;
+               the map is probed with the key digests stored beside each batch
+               (``ledger_digests``), or the keys hashed where a ledger has none
     phase two  over the raw part, each segment's winners by phase two's ``selection``
                (tombstones remove their key, keyless messages go unless
                ``compaction.retain.null.key``), spliced as stored into COMPACTED batches
@@ -33,6 +35,7 @@ from compactlog.compactor.log_cleaner.batch_scan import select_batch, unsupersed
 from compactlog.compactor.log_cleaner.offset_map import BYTES_PER_ENTRY, SkimpyOffsetMap
 from compactlog.compactor.progress import NoControl
 from compactlog.compactor.two_phase.ledger_adapter import LedgerReads
+from compactlog.compactor.two_phase.ledger_digests import StoredDigests
 from compactlog.compactor.two_phase.phase_one import (
     INITIAL_TAIL_KEYS,
     LOAD_FACTOR,
@@ -172,26 +175,30 @@ def _merged(
 ) -> Iterator[Framed]:
     """The compacted ledger's batches without the messages a run over it would drop:
     keys the raw part holds again, tombstones, keyless messages unless retained; a batch
-    that loses none goes out as stored (one compiled call a batch: ``unsuperseded``)."""
+    that loses none goes out as stored (one compiled call a batch: ``unsuperseded``,
+    over the batch's stored key digests where it has them, ``ledger_digests``)."""
     if state.entries == 0:
         return
     where = f"compacted ledger {state.ledger_id}"
     held = superseded is not None and superseded.size > 0  # the raw part holds keys
     table = superseded if superseded is not None and held else _no_keys()
     expected = 0
+    digests = StoredDigests(store, state.ledger_id)
     for at, data, header in store.batches(state.ledger_id, 0, state.entries - 1):
         if at != expected:
             break
         expected = at + header.count
-        if not held and header.attributes & codec.LIVE_ONLY:
+        live_only = bool(header.attributes & codec.LIVE_ONLY)
+        if not held and live_only:
             yield data, header  # nothing in it for a run to drop
             continue
         payload = codec.payload_of(data, header)
-        records, n, fl, fe, ll, le = unsuperseded(table, payload, retain, where)
+        stored = digests.of(at, data, header.count)
+        records, n, fl, fe, ll, le = unsuperseded(table, payload, retain, where, stored, live_only)
         if n == header.count:
             yield data, header
         elif n:
-            yield _batch(records, n, MessageId(fl, fe), MessageId(ll, le))
+            yield _batch(bytes(records), n, MessageId(fl, fe), MessageId(ll, le))
     if expected != state.entries:
         raise DataLoss(
             f"compacted ledger {state.ledger_id} lacks entry {expected}",

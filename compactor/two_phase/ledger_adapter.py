@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
+from compactlog.compactor.two_phase.ledger_digests import key_digests, packed_digests
 from compactlog.compactor.two_phase.storage import (
     CompactionInput,
     KeyEntry,
@@ -22,7 +23,7 @@ from compactlog.compactor.two_phase.storage import (
     TombstoneRetention,
     tail_segments,
 )
-from compactlog.errors import CommitConflict, DataLoss, TopicNotFound
+from compactlog.errors import CommitConflict, DataLoss, StorageError, TopicNotFound
 from compactlog.storage import batch as batch_codec
 from compactlog.storage.codec import ROLE_COMPACTED
 from compactlog.storage.cursor import (
@@ -30,7 +31,7 @@ from compactlog.storage.cursor import (
     COMPACTION_SUBSCRIPTION,
     Cursor,
 )
-from compactlog.storage.ledger_append import compacted_records_batch
+from compactlog.storage.ledger_append import compacted_batch, compacted_records_batch, live_only
 from compactlog.storage.ledger_scans import LedgerScans
 from compactlog.storage.ledger_store import LedgerStore
 from compactlog.storage.types import MessageId
@@ -232,7 +233,14 @@ class LedgerStoreCompactionStorage(LedgerReads):
         return self.store.create_ledger(topic, ROLE_COMPACTED).ledger_id
 
     def append(self, ledger_id: int, entries: Sequence[NewEntry]) -> None:
-        self.store.append_entries(ledger_id, entries)
+        if not entries:
+            return
+        first = entries[0][0]
+        if entries[-1][0] != first + len(entries) - 1:
+            raise StorageError(f"ledger {ledger_id}: positions {first}.. do not follow on")
+        data = compacted_batch(ledger_id, [d for _p, d, _k, _f in entries], live_only(entries))
+        digests = packed_digests(data, f"ledger {ledger_id} entry {first}")
+        self.store.append_compacted(ledger_id, first, len(entries), data, digests)
 
     def append_records(
         self,
@@ -245,7 +253,8 @@ class LedgerStoreCompactionStorage(LedgerReads):
         live_only: bool,
     ) -> None:
         data = compacted_records_batch(records, count, first_id, last_id, live_only)
-        self.store.append_compacted(ledger_id, position, count, data)
+        digests = key_digests(records, f"ledger {ledger_id} entry {position}")
+        self.store.append_compacted(ledger_id, position, count, data, digests)
 
     def seal(self, ledger_id: int) -> None:
         self.store.seal_ledger(ledger_id)

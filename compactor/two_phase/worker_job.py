@@ -7,7 +7,9 @@ ledger's id, then ships ``LedgerCompactionJob``. In the worker the unchanged
     begin      the server's input (the secondary caught up to its horizon first)
     reads      checked batches through a secondary instance of the server's store
     append     COMPACTED batches into an SST file (keys ``E ledger position``, ascending)
-    seal       the SST file finished (synced)
+               and their key digests into a second one (``D ledger position``,
+               ``ledger_digests``), ingested with it
+    seal       the SST files finished (synced)
     commit     a request: the server ingests the file, seals the ledger with its counts
                and commits the cursor in one synced write (CommitConflict etc. come back)
     delete     of the previous ledger: a request; of its own: the SST file goes
@@ -32,6 +34,7 @@ from compactlog.compactor.throttle import Throttler, sleep_checking
 from compactlog.compactor.two_phase.compactor import CompactionResult, TwoPhaseCompactor
 from compactlog.compactor.two_phase.faults import fault_from_env
 from compactlog.compactor.two_phase.ledger_adapter import LedgerReads
+from compactlog.compactor.two_phase.ledger_digests import digests_sst, key_digests, packed_digests
 from compactlog.compactor.two_phase.phase_one import find_winners
 from compactlog.compactor.two_phase.storage import (
     CompactionInput,
@@ -40,6 +43,7 @@ from compactlog.compactor.two_phase.storage import (
 from compactlog.compactor.worker_link import WorkerLink, kill_self
 from compactlog.errors import StorageError
 from compactlog.storage import keys
+from compactlog.storage.compacted_digests import digest_record
 from compactlog.storage.ledger_append import compacted_batch, compacted_records_batch, live_only
 from compactlog.storage.ledger_scans import StoredBatch
 from compactlog.storage.ledger_secondary import SecondaryLedgerScans
@@ -59,6 +63,7 @@ class CommitLedger:
     entries: int
     bytes: int
     horizon: MessageId  # the run's: phase one may have cut the input short
+    digests_sst: str | None = None  # the batches' digest records, ingested with ``sst``
 
 
 @dataclass(frozen=True)
@@ -109,6 +114,7 @@ class WorkerCompactionStorage(LedgerReads):
         super().__init__(scans, in_server=False)
         self.job, self.link, self.meter = job, link, scans.meter
         self.sst: SstWriter | None = None
+        self.digests: SstWriter | None = None
         self.entries = self.bytes = 0
 
     def begin(self, topic: str) -> CompactionInput:
@@ -123,7 +129,8 @@ class WorkerCompactionStorage(LedgerReads):
         if ledger_id != self.job.ledger_id or not entries or entries[0][0] != self.entries:
             raise StorageError(f"ledger {ledger_id}: appends must continue at {self.entries}")
         messages = [d for _pos, d, _key, _flags in entries]
-        self._put(compacted_batch(ledger_id, messages, live_only(entries)), len(entries))
+        data = compacted_batch(ledger_id, messages, live_only(entries))
+        self._put(data, len(entries), packed_digests(data, self._where()))
 
     def append_records(
         self,
@@ -137,19 +144,28 @@ class WorkerCompactionStorage(LedgerReads):
     ) -> None:
         if ledger_id != self.job.ledger_id or count < 1 or position != self.entries:
             raise StorageError(f"ledger {ledger_id}: appends must continue at {self.entries}")
-        self._put(compacted_records_batch(records, count, first_id, last_id, live_only), count)
+        data = compacted_records_batch(records, count, first_id, last_id, live_only)
+        self._put(data, count, key_digests(records, self._where()))
 
-    def _put(self, data: bytes, count: int) -> None:
-        if self.sst is None:
-            self.sst = SstWriter(Path(self.job.sst_path), SST_BYTES_PER_SYNC)
+    def _where(self) -> str:
+        return f"ledger {self.job.ledger_id} entry {self.entries}"
+
+    def _put(self, data: bytes, count: int, digests: bytes) -> None:
+        if self.sst is None or self.digests is None:
+            sst = Path(self.job.sst_path)
+            self.sst = SstWriter(sst, SST_BYTES_PER_SYNC)
+            self.digests = SstWriter(digests_sst(sst), SST_BYTES_PER_SYNC)
         self.sst.put(keys.entry_key(self.job.ledger_id, self.entries), data)
+        record = digest_record(data, count, digests)
+        self.digests.put(keys.digest_key(self.job.ledger_id, self.entries), record)
         self.entries += count
         self.bytes += len(data)
-        self.meter.wrote(count, len(data))
+        self.meter.wrote(count, len(data) + len(record))
 
     def seal(self, ledger_id: int) -> None:
-        if self.sst is not None:
+        if self.sst is not None and self.digests is not None:
             self.sst.finish()
+            self.digests.finish()
 
     def commit(
         self,
@@ -160,11 +176,13 @@ class WorkerCompactionStorage(LedgerReads):
         incarnation: int = 0,
     ) -> None:
         sst = self.job.sst_path if self.entries else None
-        self.link.request(CommitLedger(ledger_id, sst, self.entries, self.bytes, horizon))
+        digests = str(digests_sst(Path(self.job.sst_path))) if self.entries else None
+        self.link.request(CommitLedger(ledger_id, sst, self.entries, self.bytes, horizon, digests))
 
     def delete_ledger(self, ledger_id: int) -> None:
         if ledger_id == self.job.ledger_id:  # a failed run's: the server drops the ledger
             Path(self.job.sst_path).unlink(missing_ok=True)
+            digests_sst(Path(self.job.sst_path)).unlink(missing_ok=True)
         else:
             self.link.request(DeleteLedger(ledger_id))
 

@@ -6,7 +6,8 @@ meta written, so a crash anywhere leaves an unreferenced ledger that start-up co
 ship ``LedgerCompactionJob``; answer the worker's requests in the order the compactor
 makes them:
 
-    CommitLedger   ingest the SST file (one step), seal the ledger with its counts,
+    CommitLedger   ingest the SST files (the batches and their key digests, one step),
+                   seal the ledger with its counts,
                    [after_ingest], commit the cursor + CompactedTopicLedger in one synced
                    write (CommitConflict / TopicNotFound go back to the worker's compactor)
     DeleteLedger   the previous compacted ledger, only once the commit happened
@@ -37,6 +38,7 @@ from compactlog.compactor.two_phase.compactor import (
     FaultHook,
 )
 from compactlog.compactor.two_phase.ledger_adapter import LedgerStoreCompactionStorage
+from compactlog.compactor.two_phase.ledger_digests import digests_sst
 from compactlog.compactor.two_phase.ledger_snapshot import CompactedView, compacted_view, plan
 from compactlog.compactor.two_phase.storage import CompactionInput
 from compactlog.compactor.two_phase.verify import Verification, verify_view
@@ -151,8 +153,12 @@ class WorkerCompactions:
             raise InvalidArgument(
                 f"horizon {body.horizon} is outside the run's input ({previous}, {inp.horizon}]"
             )
+        digests = digests_sst(run.sst)
+        if body.digests_sst is not None and Path(body.digests_sst) != digests:
+            raise InvalidArgument(f"ledger {run.ledger_id}'s digests are not in {body.digests_sst}")
         sst = run.sst if body.sst is not None else None
-        self.store.ingest_ledger(run.ledger_id, sst, body.entries, body.bytes)
+        with_digests = digests if body.digests_sst is not None else None
+        self.store.ingest_ledger(run.ledger_id, sst, body.entries, body.bytes, with_digests)
         log.info("compaction of %s: ledger %d ingested, committing", run.topic, run.ledger_id)
         self.fault("after_ingest")
         self.local.commit(
@@ -216,6 +222,7 @@ class WorkerCompactions:
         try:
             if not run.committed:
                 run.sst.unlink(missing_ok=True)
+                digests_sst(run.sst).unlink(missing_ok=True)
                 self.local.delete_ledger(run.ledger_id)
             elif run.input.previous_ledger is not None and not run.previous_deleted:
                 self.local.delete_ledger(run.input.previous_ledger)

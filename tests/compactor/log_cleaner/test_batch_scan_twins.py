@@ -53,8 +53,13 @@ def table(slots: int) -> tuple[bytearray, array[int]]:
 
 
 def both(name: str, *args: Any) -> Any:
-    """Call ``name`` on each twin with its own copy of the table; they must agree."""
+    """Call ``name`` on each twin with its own copy of the table; they must agree
+    (``key_digests`` takes no table: its two first arguments are dropped)."""
     tables = [(bytearray(args[0]), array("q", args[1])) for _ in TWINS]
+    if name == "key_digests":
+        answers = [t.key_digests(*args[2:]) for t in TWINS]
+        assert answers[0] == answers[1]
+        return answers[0], tables[0]
     answers = [getattr(t, name)(*tables[i], *args[2:]) for i, t in enumerate(TWINS)]
     assert answers[0] == answers[1]
     assert tables[0] == tables[1]
@@ -193,6 +198,8 @@ def test_malformed_payloads_raise_the_same_error(cut: int) -> None:
         lambda t: t.unsuperseded(*table(7), payload, True),
         lambda t: t.digest_keys(payload, 0, 10),
         lambda t: t.digest_positions(payload),
+        lambda t: t.key_digests(payload),
+        lambda t: t.unsuperseded(*table(7), payload, True, bytes(32)),
     ):
         errors = []
         for t in TWINS:
@@ -366,5 +373,16 @@ def test_unsuperseded_agrees_and_keeps_what_the_rule_keeps(
     ]
     assert count == len(expected)
     assert records == b"".join(payload[w[4] : w[5]] for w in expected)
-    if expected:
+    if len(expected) == len(walked):  # all kept: the payload itself, the caller has its ids
+        assert records is payload and (fl, fe, ll, le) == (0, 0, 0, 0)
+    elif expected:
         assert (fl, fe, ll, le) == (*expected[0][:2], *expected[-1][:2])
+    # the same over the batch's stored key digests, walked or (LIVE_ONLY) not
+    digests, _ = both("key_digests", bytearray(16), array("q", [0]), payload)
+    assert digests == b"".join(
+        _offset_map_py.digest(w[3]) if w[3] is not None else bytes(16) for w in walked
+    )
+    live_only = all(key is not None and value for key, value, _step in compacted)
+    stored, _ = both("unsuperseded", hashes, offsets, payload, retain, digests, live_only)
+    assert stored[1] == count
+    assert stored[0] == records and (stored[0] is payload) == (records is payload)

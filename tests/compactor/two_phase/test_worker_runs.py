@@ -65,6 +65,12 @@ def publish(store: LedgerStore, topic: str, n: int, start: int = 0) -> None:
         store.append(topic, records[i : i + 50])
 
 
+def digests(store: LedgerStore) -> list[tuple[int, bytes]]:
+    lid = store.topic("t").compacted_ledger_id()
+    assert lid is not None
+    return list(store.digest_records(lid))
+
+
 def test_a_worker_run_leaves_the_view_an_in_process_run_leaves(
     tmp_path: Path, pool: WorkerPool
 ) -> None:
@@ -80,6 +86,8 @@ def test_a_worker_run_leaves_the_view_an_in_process_run_leaves(
         result = worker.compact("t", control)
         assert result.committed and result.run.kept == 7
         assert view(stores["worker"], "t") == view(stores["local"], "t")
+        # the key digests beside the batches, from the worker's second SST file
+        assert digests(stores["worker"]) == digests(stores["local"]) != []
         for store in stores.values():
             publish(store, "t", 400, 300)
     phases = [p.phase for p in control.seen]
