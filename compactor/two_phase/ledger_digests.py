@@ -46,21 +46,34 @@ class StoredDigests:
     def __init__(self, scans: LedgerScans, ledger_id: int) -> None:
         self.ledger_id = ledger_id
         self._records: Iterator[tuple[int, bytes]] = scans.digest_records(ledger_id)
-        self._next: tuple[int, bytes] | None = next(self._records, None)
         self.damaged = 0  # records that did not check (their batches were hashed)
+        self._next = self._read()
+
+    def _read(self) -> tuple[int, bytes] | None:
+        """The next record; None at the end, or where the store cannot read the range
+        (an unreadable block: the rest of the batches are hashed)."""
+        try:
+            return next(self._records, None)
+        except CorruptData as exc:
+            self._damage(exc)
+            self._records = iter(())
+            return None
+
+    def _damage(self, exc: CorruptData) -> None:
+        if not self.damaged:
+            log.warning("%s; the keys of the batch are hashed instead", exc)
+        self.damaged += 1
 
     def of(self, at: int, data: bytes | memoryview, count: int) -> memoryview | None:
         """The checked digests of the batch ``data`` at position ``at``; None when it has
         no record, or one that does not check (logged: ``compactlog check`` names it)."""
         while self._next is not None and self._next[0] < at:
-            self._next = next(self._records, None)
+            self._next = self._read()
         if self._next is None or self._next[0] != at:
             return None
         where = f"compacted ledger {self.ledger_id} key digests at {at}"
         try:
             return checked(self._next[1], data, count, where)
         except CorruptData as exc:
-            if not self.damaged:
-                log.warning("%s; the keys of the batch are hashed instead", exc)
-            self.damaged += 1
+            self._damage(exc)
             return None
