@@ -17,3 +17,9 @@ def test_a_tiny_run_prints_every_row(capsys: pytest.CaptureFixture[str]) -> None
     # issue 29's floor past the horizon: compacted read + a fresh phase one of the tail
     assert "fresh phase one of the tail" in out
     assert "as_of / floor (goal <= 1.2)" in out
+
+
+def test_the_cpu_clock_is_taken(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["as-of", "--messages", "600", "--keys", "60", "--batch", "100", "--runs", "1"]
+    assert bench_cli.main([*argv, "--clock", "cpu"]) == 0
+    assert "as_of / floor (goal <= 1.2)" in capsys.readouterr().out
