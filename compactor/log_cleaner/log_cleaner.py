@@ -283,6 +283,7 @@ class LogCleaner:
             else:
                 log.warning("cleaning of %s failed again; still uncleanable: %s", job.name, error)
         finally:
+            job.log.save_swaps()
             with self._lock:
                 self._controls.pop(job.name, None)
             self.cleaner_manager.done_cleaning(job.name, end)

@@ -69,6 +69,13 @@ class LogSwaps:
                 self._drop_emptied(new)
             self.manifest.commit_swap(None if dropped else new, list(old))
 
+    def save_swaps(self) -> None:
+        """Write the manifest the pass's last swap left unsaved (``commit_swap``): once at
+        the end of a pass, not after every swap."""
+        with self._lock:
+            if not self._closed:
+                self.manifest.save_if_unsaved()
+
     def check_nothing_lost(self, segments: Sequence[LogSegment] | None = None) -> None:
         """``CorruptData`` when a segment (of ``segments``, or of the log) lost offsets: a
         cleaner pass over it would write the loss into the log for good."""

@@ -181,11 +181,17 @@ class SegmentManifest:
                 raise
 
     def commit_swap(self, new: LogSegment | None, old: list[LogSegment]) -> None:
-        """The swap is done: ``new`` (None: dropped, it kept nothing) replaces ``old``."""
+        """The swap is done: ``new`` (None: dropped, it kept nothing) replaces ``old``; the
+        file is written by the next save."""
         if self.entries is not None:
             for seg in old:
                 self.entries.pop(seg.base_offset, None)
             if new is not None:
                 self.entries[new.base_offset] = figures_of(new)
             self.swap = None
-            self.save_or_log("a cleaner swap")
+            # Not written now: the file still names the swap as pending, which start-up
+            # settles as done from the files (``sealed._settle_swap``), as after a crash
+            # between the renames and this write. The pass's next ``begin_swap`` or its
+            # end (``LogSwaps.save_swaps``) writes both at once: one synced manifest write
+            # per swap instead of two.
+            self._unsaved = True

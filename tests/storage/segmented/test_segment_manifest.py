@@ -134,6 +134,56 @@ def test_a_crash_inside_a_swap_is_never_taken_for_lost_data(tmp_path: Path, step
     assert check(tmp_path).ok
 
 
+def test_a_crash_between_swaps_settles_the_swap_whose_entry_was_not_written(
+    tmp_path: Path,
+) -> None:
+    """A swap's end is written with the next swap's start (one synced manifest write per
+    swap): a crash between them leaves the file naming a finished swap as pending, and
+    start-up settles it from the files."""
+    config = {**SMALL, "cleanup.policy": "compact", "segment.bytes": "1000"}
+    m = filled(tmp_path, config)
+    path = tmp_path / "t" / MANIFEST_FILE
+    at_crash: list[bytes] = []
+
+    class Crash(BaseException):
+        pass
+
+    def hook(name: str) -> None:
+        if name == "cleaned" and (at_crash or not m.get_log("t").manifest.swap):
+            at_crash.append(path.read_bytes())  # what a kill -9 now leaves on disk
+            if len(at_crash) == 2:
+                raise Crash(name)
+
+    m.get_log("t").swap_hook = hook
+    with pytest.raises(Crash):
+        LogCleaner(m, SETTINGS).clean_now("t")
+    for one in m.logs().values():
+        one.mark_deleted()  # the process dies: nothing flushed or written at close
+    path.write_bytes(at_crash[-1])
+    body = read(path)
+    assert body is not None
+    _listed, pending = decode(path, body)
+    assert pending is not None  # the first swap is done, the file does not say so yet
+    m = open_manager(tmp_path)
+    m.get_log("t").check_nothing_lost()
+    assert values(m)[-5:] == EXPECTED[-5:]
+    assert sorted(entries(tmp_path)) == [s.base_offset for s in m.get_log("t").segments[:-1]]
+    m.close()
+    assert check(tmp_path).ok
+
+
+def test_a_pass_leaves_no_swap_pending_in_the_file(tmp_path: Path) -> None:
+    config = {**SMALL, "cleanup.policy": "compact", "segment.bytes": "1000"}
+    m = filled(tmp_path, config)
+    swaps: list[str] = []
+    m.get_log("t").swap_hook = swaps.append
+    assert LogCleaner(m, SETTINGS).clean_now("t").error is None
+    assert swaps.count("renamed") >= 2  # several swaps in one pass
+    entries(tmp_path)  # asserts the file names no pending swap
+    assert sorted(entries(tmp_path)) == [s.base_offset for s in m.get_log("t").segments[:-1]]
+    m.close()
+
+
 # ---- damage that removes data ----------------------------------------------------------
 
 CUTS = {
