@@ -58,8 +58,15 @@ def _batch_at(store: LedgerStore, state: CompactedState, position: int) -> Store
 
 
 def _compacted_start(store: LedgerStore, state: CompactedState, start: MessageId) -> int:
-    """Position of the first batch of the compacted ledger holding an id >= start."""
-    lo, hi = 0, state.entries
+    """Position of the first batch of the compacted ledger holding an id >= start. The
+    first batch is looked at first: a read of the whole view (from EARLIEST, the common
+    case) needs one batch read, not the ~log2(batches) of the search."""
+    if state.entries == 0:
+        return 0
+    at, _data, header = _batch_at(store, state, 0)
+    if header.last_id >= start:
+        return at
+    lo, hi = at + header.count, state.entries
     while lo < hi:
         at, _data, header = _batch_at(store, state, (lo + hi) // 2)
         if header.last_id < start:
