@@ -136,8 +136,10 @@ class Log(LogRetention, LogSwaps):
             raise StoreClosed(f"topic {self.name} is closed", topic=self.name)
 
     def _set_log_start(self, offset: int) -> None:
-        self.log_start_offset = offset
+        """Record the new log start, then move it: a write refused (DISK_FULL, ...) leaves
+        the log as it was, never a start that a restart would take back."""
         state_file.write_int(self.dir / LOG_START_FILE, offset)
+        self.log_start_offset = offset
 
     def run_hook(self, step: str) -> None:
         if self.swap_hook is not None:

@@ -84,10 +84,10 @@ class LogRetention:
             return 0
         if doomed[-1] is segs[-1]:
             self.roll()  # every segment qualifies: keep one empty active segment
-        self._set_segments([s for s in self.segments if s not in doomed])
-        first_base = self.segments[0].base_offset
-        if first_base > self.log_start_offset:
-            self._set_log_start(first_base)
+        kept = [s for s in self.segments if s not in doomed]
+        if kept[0].base_offset > self.log_start_offset:
+            self._set_log_start(kept[0].base_offset)  # refused: nothing dropped
+        self._set_segments(kept)
         self.manifest.remove(doomed)
         for seg in doomed:
             self._async_delete(seg)
