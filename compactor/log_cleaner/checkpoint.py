@@ -11,20 +11,27 @@ followed by a checksum line (``storage.segmented.state_file``). Written as a who
 temp file + fsync + rename, so a crash leaves the old or the new file; a lost update only
 makes the next pass re-clean some already clean records. For the same reason a file that
 fails its checksum or its parse is set aside (``*.bad-<ms>``, logged) and the cleaner
-starts over from the log start offsets: re-cleaning is slower, never wrong.
+starts over from the log start offsets: re-cleaning is slower, never wrong. A write
+refused (DISK_FULL, STORAGE_UNAVAILABLE, ...) is logged and made again, whole, at the next
+change: the offsets in memory stay, so only a restart before then re-cleans from the
+older file.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from pathlib import Path
 
+from compactlog.errors import CompactlogError
 from compactlog.storage.segmented import state_file
 from compactlog.storage.segmented.state_file import BadStateFile
 from compactlog.storage.segmented.version import CHECKPOINT_FILE
 
 FILE_NAME = CHECKPOINT_FILE
 VERSION = 0
+
+log = logging.getLogger(__name__)
 
 
 class CleanerCheckpoint:
@@ -66,8 +73,11 @@ class CleanerCheckpoint:
     def _write(self) -> None:
         body = [str(VERSION), str(len(self._offsets))]
         body += [f"{name} {offset}" for name, offset in sorted(self._offsets.items())]
-        self.path.parent.mkdir(exist_ok=True)
-        state_file.write(self.path, ("\n".join(body) + "\n").encode())
+        try:
+            self.path.parent.mkdir(exist_ok=True)
+            state_file.write(self.path, ("\n".join(body) + "\n").encode())
+        except CompactlogError as exc:
+            log.warning("%s not written (tried again at the next pass): %s", self.path, exc)
 
     def get(self, name: str) -> int | None:
         with self._lock:
