@@ -1,7 +1,9 @@
 """ENOSPC and EACCES at each write site of a real ``compactlog serve`` (issue 27, CONTRACT
 section 11): publish, a segment roll and its ``segments.manifest``, a cleaner pass (the
-``.cleaned`` segment, then the swap), a LEDGER compaction, a cursor write on both kinds, a
-topic create on both kinds and the LEDGER catalog's allocation write.
+``.cleaned`` segment, then the swap, then the cleaner's offset checkpoint), DeleteRecords
+and retention (the log start offset, then ``segments.manifest``), a LEDGER compaction, a
+cursor write on both kinds, a topic create on both kinds and the LEDGER catalog's
+allocation write.
 
 One server without CAP_DAC_OVERRIDE (so file modes apply to it) runs on a small tmpfs for
 the whole module; each case causes its fault for real (a ballast file leaving an exact
@@ -31,12 +33,13 @@ from tests.conftest import mount_small_disk, unmount_small_disk
 from .conftest import UnprivilegedServer, require_drop_caps
 from .write_sites import Case, Lab, Refused, records
 from .write_sites_ledger import LEDGER_CASES
+from .write_sites_offsets import OFFSET_CASES
 from .write_sites_segmented import ROLLING, SEGMENTED_CASES
 
 pytestmark = pytest.mark.slow
 
 DISK = 8 << 20
-CASES = [*SEGMENTED_CASES, *LEDGER_CASES]
+CASES = [*SEGMENTED_CASES, *OFFSET_CASES, *LEDGER_CASES]
 
 
 @pytest.fixture(scope="module")
@@ -113,6 +116,6 @@ def test_every_write_site_refuses_with_its_reason_and_recovers(lab: Lab, capsys:
             + f"lost {lab.lost}"
         )
         for case, outcome in pairs:
-            print(f"  {case.site:30} {case.fault:7} {outcome[:300]}")
+            print(f"  {case.site:34} {case.fault:7} {outcome[:300]}")
     assert not failed and not problems, "\n".join(failed + problems)
     assert lab.internal == 0 and lab.lost == 0

@@ -53,6 +53,7 @@ class Lab:
         self.acked: dict[str, list[tuple[bytes, bytes]]] = {}
         self.compacting: set[str] = set()
         self.last_ack: dict[str, tuple[int, int]] = {}
+        self.starts: dict[str, int] = {}  # log start offsets DeleteRecords/retention moved
         self.internal = 0  # refusals that said INTERNAL
         self.lost = 0  # reads that missed (or added to) what was acknowledged
 
@@ -83,6 +84,21 @@ class Lab:
         request = pb.PublishRequest(topic=topic, records=batch)
         self.call(lambda: self.api.log.Publish(request, timeout=30))
         self.acked[topic] += [(r.key, r.value) for r in batch]
+
+    def drop_before(self, topic: str, info: pb.TopicInfo) -> None:
+        """DeleteRecords or retention answered ``info``: what lies below its log start is
+        no longer expected (a topic these cases never compact: offset = position)."""
+        start = info.stats.log_start_offset
+        del self.acked[topic][: start - self.starts.get(topic, 0)]
+        self.starts[topic] = start
+
+    def delete_records(self, topic: str, before: int) -> None:
+        request = pb.DeleteRecordsRequest(topic=topic, before_offset=before)
+        self.drop_before(topic, self.call(lambda: self.api.admin.DeleteRecords(request)))
+
+    def enforce_retention(self, topic: str) -> None:
+        request = pb.EnforceRetentionRequest(topic=topic)
+        self.drop_before(topic, self.call(lambda: self.api.admin.EnforceRetention(request)))
 
     def compact(self, topic: str) -> pb.CompactionStatus:
         request = pb.CompactRequest(topic=topic, wait=True)
