@@ -53,6 +53,7 @@ from compactlog.storage.segmented.consumer_offsets import CURSORS_FILE, SegmentC
 from compactlog.storage.segmented.files import fsync_dir, rename_durably
 from compactlog.storage.segmented.handles import HANDLES
 from compactlog.storage.segmented.log import Log
+from compactlog.storage.segmented.scheduled import ScheduledFaults
 from compactlog.storage.segmented.state_file import BadStateFile
 from compactlog.storage.segmented.stats import SegmentedStats
 from compactlog.storage.segmented.version import TOPIC_FILE, ensure_format
@@ -95,6 +96,7 @@ class SegmentedLogManager:
         self._offline: dict[str, OfflineTopic] = {}
         self._hooks: CleanerHooks | None = None
         self._stop = threading.Event()
+        self._faults = ScheduledFaults()  # what the scheduler's work last failed with
         self.changes = ChangeListeners()  # appends, deletions, close: waiting readers wake
         for entry in sorted(self.root.iterdir()):
             if not entry.is_dir():
@@ -350,9 +352,11 @@ class SegmentedLogManager:
                     topic.delete_expired_files()
                     if now >= next_check:
                         topic.delete_old_segments()
-                except Exception:
+                except Exception as exc:
                     if not topic.closed:
-                        log.exception("scheduled work on %s failed", topic.name)
+                        self._faults.failed(topic.name, exc)
+                else:
+                    self._faults.succeeded(topic.name)
             if now >= next_check:
                 next_check = now + interval
 
