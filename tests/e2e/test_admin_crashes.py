@@ -115,11 +115,24 @@ def listed(api: Api, name: str) -> set[str]:
 
 
 def whole(api: Api, name: str, count: int) -> bool:
-    """``name`` has ``count`` partitions and exactly those exist (the front's repair
-    may still be finishing a spread change)."""
+    """``name`` has ``count`` partitions, exactly those exist, and every slot holding one
+    reads it (the front's repair may still be finishing a spread change: a slot makes
+    its partitions before its record of ``name``, so ListTopics can show them all while
+    the last slot's Read of ``name`` still answers NOT_FOUND)."""
     parts = {partition_name(name, i) for i in range(count)} if count > 1 else set()
     wanted = {name} | parts if count else set()
-    return count_of(api, name) == count and listed(api, name) == wanted
+    if count_of(api, name) != count or listed(api, name) != wanted:
+        return False
+    return count == 0 or readable(api, name)
+
+
+def readable(api: Api, name: str) -> bool:
+    try:
+        api.values(name)
+    except grpc.RpcError as exc:
+        assert exc.code() == grpc.StatusCode.NOT_FOUND, exc  # type: ignore[attr-defined]
+        return False
+    return True
 
 
 def values(api: Api, name: str) -> list[bytes]:
