@@ -43,11 +43,9 @@ a payload) lives in a compiled twin, ``_batch.c``, with a pure-Python twin,
 
 from __future__ import annotations
 
-import os
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
-from types import ModuleType
 
 import crc32c
 
@@ -56,21 +54,9 @@ from compactlog.storage import _batch_py
 from compactlog.storage.message_decode import decode_message
 from compactlog.storage.protowire import id_field, put_varint, read_varint
 from compactlog.storage.types import MessageId, Record, StoredMessage
+from compactlog.twins import load_twin
 
-
-def _load_twin() -> tuple[ModuleType, bool]:
-    """The compiled twin when it was built, unless ``COMPACTLOG_NO_EXT=1`` asks for the
-    pure-Python one (what an install without a C compiler gets; tests run both)."""
-    if os.environ.get("COMPACTLOG_NO_EXT") == "1":
-        return _batch_py, False
-    try:
-        from compactlog.storage import _batch  # type: ignore[attr-defined]
-    except ImportError:
-        return _batch_py, False
-    return _batch, True
-
-
-codec, COMPILED = _load_twin()
+codec, COMPILED = load_twin("compactlog.storage._batch", _batch_py)
 MalformedPayload = _batch_py.MalformedPayload  # the class both twins raise
 HAS_KEY = _batch_py.HAS_KEY
 VALUE_NON_EMPTY = _batch_py.VALUE_NON_EMPTY

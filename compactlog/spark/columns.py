@@ -10,9 +10,7 @@ Python loop over parsed messages read about 145k messages/s on two Spark cores).
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
-from types import ModuleType
 
 import pyarrow as pa
 
@@ -20,20 +18,9 @@ from compactlog.errors import CorruptData
 from compactlog.records import MessageId
 from compactlog.spark import _columns_py
 from compactlog.spark.offsets import TopicPartition
+from compactlog.twins import load_twin
 
-
-def _load_twin() -> tuple[ModuleType, bool]:
-    """The compiled twin when it was built, unless ``COMPACTLOG_NO_EXT=1``."""
-    if os.environ.get("COMPACTLOG_NO_EXT") == "1":
-        return _columns_py, False
-    try:
-        from compactlog.spark import _columns  # type: ignore[attr-defined]
-    except ImportError:
-        return _columns_py, False
-    return _columns, True
-
-
-builder, COMPILED = _load_twin()
+builder, COMPILED = load_twin("compactlog.spark._columns", _columns_py)
 
 
 def arrow_schema() -> pa.Schema:

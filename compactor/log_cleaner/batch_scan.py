@@ -11,7 +11,6 @@ the batch (``where``).
 
 from __future__ import annotations
 
-import os
 from array import array
 from typing import Protocol, cast
 
@@ -19,6 +18,7 @@ from compactlog.compactor.log_cleaner import _batch_scan_py
 from compactlog.compactor.log_cleaner.offset_map import SkimpyOffsetMap
 from compactlog.errors import CorruptData
 from compactlog.storage.batch import MalformedPayload
+from compactlog.twins import load_twin
 
 Buffer = bytes | bytearray | memoryview
 # survivors: (record bytes, kept, first, last, tombstone kept, read, keyless, tombstones)
@@ -123,17 +123,8 @@ class ScanTwin(Protocol):
     ) -> int: ...
 
 
-def _load_twin() -> tuple[ScanTwin, bool]:
-    if os.environ.get("COMPACTLOG_NO_EXT") == "1":
-        return cast(ScanTwin, _batch_scan_py), False
-    try:
-        from compactlog.compactor.log_cleaner import _batch_scan  # type: ignore[attr-defined]
-    except ImportError:
-        return cast(ScanTwin, _batch_scan_py), False
-    return cast(ScanTwin, _batch_scan), True
-
-
-twin, COMPILED = _load_twin()
+_module, COMPILED = load_twin("compactlog.compactor.log_cleaner._batch_scan", _batch_scan_py)
+twin = cast(ScanTwin, _module)
 
 
 NO_BITS = bytearray()  # a pass that keeps no bitmap of the latest offsets

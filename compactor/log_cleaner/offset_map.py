@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import ctypes
 import math
-import os
 import struct
 from array import array
 from collections.abc import Callable
@@ -35,6 +34,7 @@ from typing import Protocol, cast
 from compactlog.compactor.log_cleaner import _offset_map_py
 from compactlog.compactor.log_cleaner._offset_map_py import FULL, NEW
 from compactlog.errors import InvalidConfig
+from compactlog.twins import load_twin
 
 __all__ = ["BYTES_PER_ENTRY", "COMPILED", "FULL", "NEW", "SkimpyOffsetMap", "key_digest"]
 
@@ -65,17 +65,8 @@ class Twin(Protocol):
     def digest(self, key: bytes) -> bytes: ...
 
 
-def _load_twin() -> tuple[Twin, bool]:
-    if os.environ.get("COMPACTLOG_NO_EXT") == "1":
-        return cast(Twin, _offset_map_py), False
-    try:
-        from compactlog.compactor.log_cleaner import _offset_map  # type: ignore[attr-defined]
-    except ImportError:
-        return cast(Twin, _offset_map_py), False
-    return cast(Twin, _offset_map), True
-
-
-twin, COMPILED = _load_twin()
+_module, COMPILED = load_twin("compactlog.compactor.log_cleaner._offset_map", _offset_map_py)
+twin = cast(Twin, _module)
 key_digest: Callable[[bytes], bytes] = twin.digest  # the 16 bytes the map keeps for a key
 
 

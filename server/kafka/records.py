@@ -20,9 +20,7 @@ Kafka's RecordBatch v2 (big-endian; the CRC-32C covers attributes .. the end)::
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
-from types import ModuleType
 
 from aiokafka.codec import gzip_decode, lz4_decode, snappy_decode, zstd_decode
 
@@ -31,21 +29,9 @@ from compactlog.server.kafka import _records_py
 from compactlog.server.kafka.errors import ErrorCode, KafkaError
 from compactlog.storage import batch as codec
 from compactlog.storage.read_range import ViewBatch
+from compactlog.twins import load_twin
 
-
-def _load_twin() -> tuple[ModuleType, bool]:
-    """The compiled twin when it was built, unless ``COMPACTLOG_NO_EXT=1`` asks for the
-    pure-Python one (what an install without a C compiler gets; tests run both)."""
-    if os.environ.get("COMPACTLOG_NO_EXT") == "1":
-        return _records_py, False
-    try:
-        from compactlog.server.kafka import _records  # type: ignore[attr-defined]
-    except ImportError:
-        return _records_py, False
-    return _records, True
-
-
-twin, COMPILED = _load_twin()
+twin, COMPILED = load_twin("compactlog.server.kafka._records", _records_py)
 
 # Kafka's compression codecs (attributes bits 0-2), decoded by aiokafka's codec (cramjam).
 _DECODERS: dict[int, tuple[str, Callable[[bytes], bytes]]] = {
