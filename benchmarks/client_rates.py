@@ -50,6 +50,7 @@ from compactlog.bench.summary import (
     aggregate,
     envelope,
     print_report,
+    ratio_spread,
     targets_markdown,
 )
 from compactlog.client import Client, InitialPosition, MessageId, Result
@@ -236,11 +237,7 @@ def run(s: Settings) -> dict[str, Any]:
 
 def markdown(report: dict[str, Any]) -> str:
     s, m = report["settings"], report["machine"]
-    spread = "; ".join(
-        f"{key} {min(agg['samples']):.2f}-{max(agg['samples']):.2f}"
-        for key, agg in report["results"].items()
-        if key.endswith("ratio")
-    )
+    spread = ratio_spread(report["results"])
     head = (
         f"{s['records']:,} LEDGER messages x 100 B, median of {s['runs']} run(s), one "
         f"server per run (fsync durability). {m['cpu_model']}, {m['cores']} cores."

@@ -36,7 +36,14 @@ from typing import Any
 
 from compactlog.bench.procstats import ServerProcess
 from compactlog.bench.rawlog import RawLog, publish_request, read_request
-from compactlog.bench.summary import Target, aggregate, envelope, print_report, targets_markdown
+from compactlog.bench.summary import (
+    Target,
+    aggregate,
+    envelope,
+    print_report,
+    ratio_spread,
+    targets_markdown,
+)
 from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 
@@ -161,11 +168,7 @@ def run(s: Settings) -> dict[str, Any]:
 
 def markdown(report: dict[str, Any]) -> str:
     s, m, res = report["settings"], report["machine"], report["results"]
-    spread = "; ".join(
-        f"{key} {min(agg['samples']):.3f}-{max(agg['samples']):.3f}"
-        for key, agg in res.items()
-        if key.endswith("ratio")
-    )
+    spread = ratio_spread(res, digits=3)
     head = (
         f"{s['records']:,} LEDGER messages x 100 B, median of {s['runs']} run(s), one "
         f"server per run (fsync durability), Spark {s['master']}. {m['cpu_model']}, "

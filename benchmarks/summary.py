@@ -132,6 +132,16 @@ def medians(aggs: Mapping[str, Mapping[str, Any]]) -> dict[str, float]:
     return {key: float(agg["median"]) for key, agg in aggs.items()}
 
 
+def ratio_spread(results: Mapping[str, Mapping[str, Any]], digits: int = 2) -> str:
+    """ "key min-max; ..." over the per-run samples of every ``*ratio`` result: the line
+    under a suite's table that says how far its runs agreed."""
+    return "; ".join(
+        f"{key} {min(agg['samples']):.{digits}f}-{max(agg['samples']):.{digits}f}"
+        for key, agg in results.items()
+        if key.endswith("ratio")
+    )
+
+
 def print_report(
     command: str,
     argv: Sequence[str],
