@@ -33,6 +33,7 @@ import crc32c
 from compactlog.errors import CorruptData
 from compactlog.storage import keys
 from compactlog.storage.codec import ROLE_RAW, LedgerMeta
+from compactlog.storage.ledger_scans import ledgers_under
 from compactlog.storage.rocks import RocksReads
 
 DIGEST = 16
@@ -122,12 +123,7 @@ def check_ledger_digests(
 
 def check_stray_digests(db: RocksReads, metas: Container[int], report: Report) -> None:
     """Digest records of ledgers that have no meta (nothing can reach them)."""
-    begin, end = keys.digest_all()
-    while True:
-        key = next(iter(db.scan_keys(begin, end)), None)
-        if key is None:
-            return
-        lid = keys.entry_ids(key)[0]
+    ledger_of = keys.entry_ids
+    for lid in ledgers_under(db, keys.digest_all(), lambda k: ledger_of(k)[0], keys.digest_range):
         if lid not in metas:
             report.problem(f"ledger {lid}", "key digests stored without a ledger meta")
-        begin = keys.digest_range(lid)[1]

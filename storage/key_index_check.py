@@ -10,6 +10,7 @@ from typing import Protocol
 from compactlog.errors import CorruptData
 from compactlog.storage import key_index, keys
 from compactlog.storage.codec import ROLE_RAW, LedgerMeta
+from compactlog.storage.ledger_scans import ledgers_under
 from compactlog.storage.rocks import RocksReads
 
 
@@ -65,12 +66,9 @@ def check_ledger_index(
 
 def check_stray_indexes(db: RocksReads, metas: dict[int, LedgerMeta], report: Report) -> None:
     """Key index records of ledgers that have no meta."""
-    begin = keys.key_index_all()[0]
-    while True:
-        key = next(iter(db.scan_keys(begin, keys.key_index_all()[1])), None)
-        if key is None:
-            return
-        lid = keys.parse_index_key(key)[0]
+    ledger_of = keys.parse_index_key
+    for lid in ledgers_under(
+        db, keys.key_index_all(), lambda k: ledger_of(k)[0], keys.key_index_range
+    ):
         if lid not in metas:
             report.problem(f"ledger {lid}", "key index records stored without a ledger meta")
-        begin = keys.key_index_range(lid)[1]

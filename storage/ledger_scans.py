@@ -8,7 +8,7 @@ seek-for-prev) and passes every batch through ``batch.check``: a CRC mismatch is
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from compactlog.errors import CorruptData
 from compactlog.storage import batch as codec
@@ -171,3 +171,19 @@ class LedgerScans:
                 if header.publish_time_ms >= timestamp_ms:
                     return header.first_id
         return None
+
+
+def ledgers_under(
+    db: RocksReads,
+    span: tuple[bytes, bytes],
+    ledger_of: Callable[[bytes], int],
+    ledger_span: Callable[[int], tuple[bytes, bytes]],
+) -> Iterator[int]:
+    """The ledger ids holding a key in ``span`` (a key range ordered by ledger id), one
+    seek per ledger: ``ledger_of`` reads a key's ledger, ``ledger_span`` gives that
+    ledger's part of the range, which is skipped whole."""
+    begin, end = span
+    while (key := next(iter(db.scan_keys(begin, end)), None)) is not None:
+        lid = ledger_of(key)
+        yield lid
+        begin = ledger_span(lid)[1]

@@ -118,6 +118,13 @@ def test_the_key_index_is_checked_against_the_batches(data_dir: Path) -> None:
     assert "key index" in text and "missing from it" in text
 
 
+def test_key_digests_without_a_ledger_are_a_problem(data_dir: Path) -> None:
+    _tamper_key_index(data_dir, lambda s: s.db.put(keys.digest_key(998, 0), bytes(16)))
+    assert (
+        "ledger 998: key digests stored without a ledger meta" in check_data_dir(data_dir).problems
+    )
+
+
 def test_a_key_index_without_a_ledger_is_a_problem(data_dir: Path) -> None:
     _tamper_key_index(data_dir, lambda s: s.db.put(keys.index_block_key(999, 0), bytes(16)))
     assert (
