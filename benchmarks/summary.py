@@ -11,6 +11,7 @@ import dataclasses
 import datetime as dt
 import importlib.metadata
 import json
+import math
 import os
 import platform
 import statistics
@@ -40,12 +41,21 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 def num(value: float) -> str:
-    """Thousands separators for big figures, three significant-ish digits for small ones."""
-    if abs(value) >= 1000:
+    """Thousands separators for big figures, at least two significant digits for small ones.
+
+    Below 0.1 the places grow with the value's order of magnitude, so a floor of 0.0095 s
+    prints as 0.00950, not 0.009 (a ratio computed from the printed figures stays close to
+    the printed ratio).
+    """
+    size = abs(value)
+    if size >= 1000:
         return f"{value:,.0f}"
-    if abs(value) >= 10:
+    if size >= 10:
         return f"{value:.1f}"
-    return f"{value:.2f}" if abs(value) >= 0.1 else f"{value:.3f}"
+    if size >= 0.1 or size == 0:
+        return f"{value:.2f}"
+    places = min(12, 2 - math.floor(math.log10(size)))
+    return f"{value:.{places}f}"
 
 
 @dataclass(frozen=True)

@@ -83,8 +83,34 @@ def test_printed_ratios_are_figure_over_floor_within_rounding(
         assert cells[2] == f"{num(r['figure'])} {r['unit']}"
         assert cells[5].startswith(f"{num(r['floor'])} {r['unit']} (")
         assert cells[6] == f"{num(r['ratio'])} (figure / floor)"
-        shown = [float(re.sub(r"[^0-9.]", "", c.split()[0])) for c in (cells[2], cells[5])]
-        assert float(cells[6].split()[0]) == pytest.approx(shown[0] / shown[1], rel=0.05)
+        figure, floor, ratio = (shown_bounds(c.split()[0]) for c in (cells[2], cells[5], cells[6]))
+        # the printed ratio, within its own rounding, lies where the printed figure and floor
+        # (each within its rounding) put it
+        assert ratio[0] <= figure[1] / floor[0] and ratio[1] >= figure[0] / floor[1], cells
+
+
+def shown_bounds(text: str) -> tuple[float, float]:
+    """The interval a printed figure stands for: half a unit of its last place either side."""
+    digits = re.sub(r"[^0-9.]", "", text)
+    places = len(digits.split(".")[1]) if "." in digits else 0
+    half = 0.5 * 10.0**-places
+    return float(digits) - half, float(digits) + half
+
+
+@pytest.mark.parametrize(
+    ("value", "printed"),
+    [
+        (123456.7, "123,457"),
+        (42.06, "42.1"),
+        (0.47, "0.47"),
+        (0.0095, "0.00950"),
+        (0.012345, "0.0123"),
+        (0.00012345, "0.000123"),
+        (0.0, "0.00"),
+    ],
+)
+def test_small_figures_keep_their_significant_digits(value: float, printed: str) -> None:
+    assert num(value) == printed
 
 
 def test_results_hold_one_sample_per_run(quick_run: tuple[int, str, dict[str, Any]]) -> None:
