@@ -1,9 +1,9 @@
 """The Kafka listener: an asyncio server on the gRPC server's event loop.
 
 ``KafkaListener.bind`` checks and binds the address (port 0 picks one) before the server
-says it is ready; ``stop`` stops accepting, ends waiting fetches (the topic signals are
-stopped by the caller first), lets answers under way finish for a grace period, then
-closes what is left.
+says it is ready; ``start`` serves and loads kio's schemas ahead (``warmup``); ``stop``
+stops accepting, ends waiting fetches (the topic signals are stopped by the caller
+first), lets answers under way finish for a grace period, then closes what is left.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from compactlog.errors import CompactlogError
 from compactlog.server.kafka.connection import Connection
 from compactlog.server.kafka.topics import KafkaContext
+from compactlog.server.kafka.warmup import Warmup
 
 log = logging.getLogger("compactlog.kafka")
 
@@ -52,6 +53,7 @@ class KafkaListener:
         self.server: asyncio.Server | None = None
         self.port = 0
         self._open: dict[asyncio.Task[None], Connection] = {}
+        self.warmup = Warmup()
 
     async def bind(self, listen: str, tls: ssl.SSLContext | None = None) -> int:
         """Listen on ``listen`` (with ``tls``: SSL, or SASL_SSL when the context has a
@@ -74,6 +76,7 @@ class KafkaListener:
 
     async def start(self) -> None:
         assert self.server is not None, "bind first"
+        self.warmup.start()  # kio's schemas, before the first clients need them
         await self.server.start_serving()
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -89,6 +92,7 @@ class KafkaListener:
         if self.server is None:
             return
         self.server.close()
+        self.warmup.stop()
         self.ctx.groups.stop()  # waiting joins and syncs answer NOT_COORDINATOR
         for task, connection in list(self._open.items()):
             if not connection.busy:  # waiting for a next request that will not be read

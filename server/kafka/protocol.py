@@ -64,6 +64,19 @@ def _writer(cls: Any) -> Any:
     return entity_writer(cls)
 
 
+def load_schemas(api_key: int, version: int) -> None:
+    """Import and build now what the first request of one API version would: kio's schema
+    modules (10-250 ms each on a busy box, longer than the request itself) and the
+    reader and writer of its request, response and headers."""
+    cls = request_type(api_key, version)
+    _reader(cls.__header_schema__)
+    _reader(cls)
+    response = load_response(api_key, version)
+    response_module(api_key, version)
+    _writer(response.__header_schema__)
+    _writer(response)
+
+
 def read_request(frame: bytes, api_key: int, version: int) -> Any:
     """The request body of a frame whose API and version we serve. ``BadFrame`` when the
     bytes do not read as that request. Bytes left over are ignored, as Kafka's broker

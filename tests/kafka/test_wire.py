@@ -230,3 +230,20 @@ def test_pipelined_produces_are_answered_in_order(
     assert [p.base_offset for n, p in enumerate(parts) if n != 4] == [3 * i for i in range(11)]
     assert [p.error_code for n, p in enumerate(parts) if n != 4] == [ErrorCode.none] * 11
     assert [m.value for m in grpc_side.read(topic)] == [v for vs in stored for v in vs]
+
+
+def test_fetch_with_data_ready_answers_at_once(
+    kafka_server: ServerProcess, grpc_side: Grpc, topic: str
+) -> None:
+    """Records already there are answered as soon as read, not after ``max_wait_ms``."""
+    grpc_side.create(topic)
+    records = [pb.Record(key=b"k%d" % i, value=b"v%d" % i) for i in range(3)]
+    grpc_side.log.Publish(pb.PublishRequest(topic=topic, records=records), timeout=30)
+    with connect(kafka_server.kafka_address) as sock:
+        started = time.monotonic()
+        sock.sendall(frame(fetch_request(topic, 60_000), 1))
+        answered = decode(FetchResponse, receive(sock), 1)
+    assert time.monotonic() - started < 30  # the 60 s max_wait_ms was not waited out
+    part = answered.responses[0].partitions[0]
+    got = [(r.offset, r.key, r.value) for r in DefaultRecordBatch(part.records)]
+    assert got == [(i, b"k%d" % i, b"v%d" % i) for i in range(3)]
