@@ -1,5 +1,6 @@
 """``compactlog bench kafka`` runs end to end: librdkafka's figures beside gRPC's from the
-same server, each row with its ratio, and a JSON record of every run."""
+same server, each row with its ratio, the client settings and load average printed, and
+a JSON record of every run."""
 
 from __future__ import annotations
 
@@ -23,11 +24,14 @@ def test_quick_run_prints_both_rows_beside_grpc(
     out = capsys.readouterr().out
     assert "librdkafka Producer, acks=-1, linger 5 ms, 100 B" in out
     assert "gRPC PublishStream, 1000 x 100 B per request" in out
-    assert "librdkafka Consumer, whole topic" in out
+    assert "librdkafka Consumer, whole topic, connected" in out
+    assert "librdkafka Consumer, whole topic, from Consumer()" in out
+    assert "'acks': -1, 'linger.ms': 5" in out  # the client settings are printed
     report = json.loads(out_json.read_text())
     assert report["suite"] == "compactlog bench kafka"
-    [produce, consume] = report["rows"]
-    for row in (produce, consume):
+    assert len(report["load_average"]) == 2
+    [produce, consume, from_start] = report["rows"]
+    for row in (produce, consume, from_start):
         assert row["figure"] > 0 and row["floor"] > 0
         assert row["ratio"] == pytest.approx(row["figure"] / row["floor"])
     assert report["results"]["ratio.produce"]["samples"][0] > 0
