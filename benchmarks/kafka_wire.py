@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from compactlog.bench.procstats import ListeningProcess
+from compactlog.bench.procstats import ListeningProcess, cpu_seconds
 from compactlog.bench.rawlog import RawLog, acked, publish_request, read_request
 from compactlog.bench.summary import (
     Target,
@@ -126,18 +126,21 @@ def kafka_produce(address: str, records: Records) -> float:
     return seconds
 
 
-def kafka_consume(address: str, topic: str, count: int, connected: bool) -> float:
+def kafka_consume(address: str, topic: str, count: int, connected: bool) -> Sample:
     """Seconds for librdkafka's consumer to read ``count`` records of ``topic``: from
-    ``Consumer()``, or (``connected``) from once it has its connection and metadata."""
+    ``Consumer()``, or (``connected``) from once it has its connection and metadata; and
+    the CPU seconds meanwhile of this thread (the Python loop: ``consume()`` making each
+    message, ``key()`` and ``value()``) and of the whole client (librdkafka's threads
+    fetch and parse)."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-    started = time.perf_counter()
+    started, loop, cpu = time.perf_counter(), time.thread_time(), time.process_time()
     consumer = Consumer({"bootstrap.servers": address, **CONSUMER})
     got = 0
     try:
         if connected:
             consumer.list_topics(topic, timeout=60)
-            started = time.perf_counter()
+            started, loop, cpu = time.perf_counter(), time.thread_time(), time.process_time()
         consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
         while got < count:
             _check(time.perf_counter() - started < 600, f"librdkafka read {got} of {count}")
@@ -145,7 +148,11 @@ def kafka_consume(address: str, topic: str, count: int, connected: bool) -> floa
                 _check(message.error() is None, f"librdkafka: {message.error()}")
                 message.key(), message.value()  # what a reader takes from each record
                 got += 1
-        return time.perf_counter() - started
+        return {
+            "s": time.perf_counter() - started,
+            "loop_cpu_s": time.thread_time() - loop,
+            "client_cpu_s": time.process_time() - cpu,
+        }
     finally:
         consumer.close()
 
@@ -166,15 +173,21 @@ def one_run(s: Settings, run: int, chunks: list[Records], tmp: Path) -> Sample:
             step(f"run {run}: librdkafka produce")
             m["kafka.produce_rps"] = s.records / kafka_produce(server.kafka_address, records)
             step(f"run {run}: gRPC Read")
+            server_cpu, cpu = cpu_seconds(server.pid), time.thread_time()
             read = log.read(read_request(GRPC_TOPIC, False), lambda _raw: None)
             _check(read.messages == s.records, f"gRPC Read gave {read.messages} records")
             m["grpc.read_mps"] = s.records / read.seconds
+            m["grpc.read_loop_cpu_s"] = time.thread_time() - cpu
+            m["grpc.read_server_cpu_s"] = cpu_seconds(server.pid) - server_cpu
             step(f"run {run}: librdkafka consume, from start")
-            seconds = kafka_consume(server.kafka_address, GRPC_TOPIC, s.records, False)
-            m["kafka.consume_from_start_mps"] = s.records / seconds
+            cold = kafka_consume(server.kafka_address, GRPC_TOPIC, s.records, False)
+            m["kafka.consume_from_start_mps"] = s.records / cold["s"]
             step(f"run {run}: librdkafka consume, connected")
-            seconds = kafka_consume(server.kafka_address, GRPC_TOPIC, s.records, True)
-            m["kafka.consume_mps"] = s.records / seconds
+            server_cpu = cpu_seconds(server.pid)
+            warm = kafka_consume(server.kafka_address, GRPC_TOPIC, s.records, True)
+            m["kafka.consume_server_cpu_s"] = cpu_seconds(server.pid) - server_cpu
+            m["kafka.consume_mps"] = s.records / warm["s"]
+            m.update({f"kafka.consume_{key}": value for key, value in warm.items()})
     except Exception as exc:
         raise BenchError(f"run {run}: {exc}; server log: {server.tail()}") from exc
     finally:
@@ -239,7 +252,17 @@ def markdown(report: dict[str, Any]) -> str:
         for what, key in kinds
     )
     table = targets_markdown([Target(**row) for row in report["rows"]], first_header="measure")
-    return f"{head}\n\n{table}\n\nPer-run Kafka / gRPC ratios, median (min-max): {spread}."
+    med = {key: r[key]["median"] for key in r}
+    where = (
+        f"Where the connected consume's {med['kafka.consume_s']:.2f} s went (medians, CPU "
+        f"seconds): the consumer's Python loop {med['kafka.consume_loop_cpu_s']:.2f} of the "
+        f"client's {med['kafka.consume_client_cpu_s']:.2f}, the server "
+        f"{med['kafka.consume_server_cpu_s']:.2f}; gRPC's Read: its reading loop "
+        f"{med['grpc.read_loop_cpu_s']:.2f}, the server {med['grpc.read_server_cpu_s']:.2f}."
+    )
+    return (
+        f"{head}\n\n{table}\n\nPer-run Kafka / gRPC ratios, median (min-max): {spread}.\n\n{where}"
+    )
 
 
 def main(argv: list[str]) -> int:

@@ -6,6 +6,7 @@
   (files; gRPC's sockets go through ``sendmsg`` and are not counted), so a delta over a
   phase is what that phase wrote, page cache or not;
 - disk: bytes of the files under a directory (``du``-like, apparent sizes);
+- CPU: user + system seconds of the process and all its threads (``cpu_seconds``);
 - ``ServerProcess``: the server itself, its stderr kept for the report's error messages.
 """
 
@@ -47,6 +48,16 @@ def reset_peak_rss(pid: int) -> bool:
         return True
     except OSError:
         return False
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of the process so far (``/proc/PID/stat``); 0 when gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 
 def written_bytes(pid: int) -> int:

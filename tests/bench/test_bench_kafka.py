@@ -35,3 +35,8 @@ def test_quick_run_prints_both_rows_beside_grpc(
         assert row["figure"] > 0 and row["floor"] > 0
         assert row["ratio"] == pytest.approx(row["figure"] / row["floor"])
     assert report["results"]["ratio.produce"]["samples"][0] > 0
+    results = {key: value["median"] for key, value in report["results"].items()}
+    assert 0 < results["kafka.consume_loop_cpu_s"] <= results["kafka.consume_client_cpu_s"]
+    # /proc counts CPU in clock ticks: a 2,000-record read may cost less than one
+    assert results["kafka.consume_server_cpu_s"] >= 0 and results["grpc.read_server_cpu_s"] >= 0
+    assert "Where the connected consume's" in out
