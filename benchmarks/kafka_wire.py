@@ -35,8 +35,9 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from compactlog.bench.procstats import ListeningProcess, cpu_seconds
 from compactlog.bench.rawlog import RawLog, acked, publish_request, read_request
@@ -54,6 +55,7 @@ from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 
 Records = list[tuple[bytes | None, bytes | None]]
 Sample = dict[str, float]
+T = TypeVar("T")
 GRPC_TOPIC, KAFKA_TOPIC = "bench-grpc", "bench-kafka"
 PRODUCER = {"acks": -1, "linger.ms": 5}  # the issue's producer
 CONSUMER = {"group.id": "bench", "enable.auto.commit": False}  # otherwise librdkafka's defaults
@@ -157,37 +159,60 @@ def kafka_consume(address: str, topic: str, count: int, connected: bool) -> Samp
         consumer.close()
 
 
+def costed(pid: int, fn: Callable[[], T]) -> tuple[T, float, float]:
+    """``fn()``, and the CPU seconds spent meanwhile by this process (every thread) and
+    by the server ``pid``."""
+    client, server = time.process_time(), cpu_seconds(pid)
+    out = fn()
+    return out, time.process_time() - client, cpu_seconds(pid) - server
+
+
+def write_phase(s: Settings, log: RawLog, pid: int, address: str, chunks: list[Records]) -> Sample:
+    requests = [publish_request(GRPC_TOPIC, chunk) for chunk in chunks]
+    records = [r for chunk in chunks for r in chunk]
+    step("gRPC PublishStream")
+    (seconds, replies), client, server = costed(pid, lambda: log.publish_stream(requests))
+    _check(acked(replies) == s.records, "gRPC: not every record was acknowledged")
+    m = {"grpc.publish_rps": s.records / seconds}
+    m["grpc.publish_client_cpu_s"], m["grpc.publish_server_cpu_s"] = client, server
+    step("librdkafka produce")
+    seconds, client, server = costed(pid, lambda: kafka_produce(address, records))
+    m["kafka.produce_rps"] = s.records / seconds
+    m["kafka.produce_client_cpu_s"], m["kafka.produce_server_cpu_s"] = client, server
+    return m
+
+
+def read_phase(s: Settings, log: RawLog, pid: int, address: str) -> Sample:
+    step("gRPC Read")
+    loop = time.thread_time()
+    read, _client, server = costed(pid, lambda: log.read(read_request(GRPC_TOPIC, False), _drop))
+    _check(read.messages == s.records, f"gRPC Read gave {read.messages} records")
+    m = {"grpc.read_mps": s.records / read.seconds, "grpc.read_server_cpu_s": server}
+    m["grpc.read_loop_cpu_s"] = time.thread_time() - loop
+    step("librdkafka consume, from start")
+    cold = kafka_consume(address, GRPC_TOPIC, s.records, False)
+    m["kafka.consume_from_start_mps"] = s.records / cold["s"]
+    step("librdkafka consume, connected")
+    warm, _client, server = costed(pid, lambda: kafka_consume(address, GRPC_TOPIC, s.records, True))
+    m["kafka.consume_mps"], m["kafka.consume_server_cpu_s"] = s.records / warm["s"], server
+    m.update({f"kafka.consume_{key}": value for key, value in warm.items()})
+    return m
+
+
+def _drop(_raw: bytes) -> None:
+    """gRPC Read's sink: each response is parsed and counted, then dropped."""
+
+
 def one_run(s: Settings, run: int, chunks: list[Records], tmp: Path) -> Sample:
     server = KafkaServer(tmp / f"run{run}-data")
-    records = [r for chunk in chunks for r in chunk]
+    step(f"run {run}")
     try:
         with RawLog(server.address) as log:
             admin = pb_grpc.TopicAdminStub(log.channel)
             for topic in (GRPC_TOPIC, KAFKA_TOPIC):
                 admin.CreateTopic(pb.CreateTopicRequest(name=topic, kind=pb.SEGMENTED))
-            step(f"run {run}: gRPC PublishStream")
-            requests = [publish_request(GRPC_TOPIC, chunk) for chunk in chunks]
-            seconds, replies = log.publish_stream(requests)
-            _check(acked(replies) == s.records, "gRPC: not every record was acknowledged")
-            m = {"grpc.publish_rps": s.records / seconds}
-            step(f"run {run}: librdkafka produce")
-            m["kafka.produce_rps"] = s.records / kafka_produce(server.kafka_address, records)
-            step(f"run {run}: gRPC Read")
-            server_cpu, cpu = cpu_seconds(server.pid), time.thread_time()
-            read = log.read(read_request(GRPC_TOPIC, False), lambda _raw: None)
-            _check(read.messages == s.records, f"gRPC Read gave {read.messages} records")
-            m["grpc.read_mps"] = s.records / read.seconds
-            m["grpc.read_loop_cpu_s"] = time.thread_time() - cpu
-            m["grpc.read_server_cpu_s"] = cpu_seconds(server.pid) - server_cpu
-            step(f"run {run}: librdkafka consume, from start")
-            cold = kafka_consume(server.kafka_address, GRPC_TOPIC, s.records, False)
-            m["kafka.consume_from_start_mps"] = s.records / cold["s"]
-            step(f"run {run}: librdkafka consume, connected")
-            server_cpu = cpu_seconds(server.pid)
-            warm = kafka_consume(server.kafka_address, GRPC_TOPIC, s.records, True)
-            m["kafka.consume_server_cpu_s"] = cpu_seconds(server.pid) - server_cpu
-            m["kafka.consume_mps"] = s.records / warm["s"]
-            m.update({f"kafka.consume_{key}": value for key, value in warm.items()})
+            m = write_phase(s, log, server.pid, server.kafka_address, chunks)
+            m.update(read_phase(s, log, server.pid, server.kafka_address))
     except Exception as exc:
         raise BenchError(f"run {run}: {exc}; server log: {server.tail()}") from exc
     finally:
@@ -254,9 +279,13 @@ def markdown(report: dict[str, Any]) -> str:
     table = targets_markdown([Target(**row) for row in report["rows"]], first_header="measure")
     med = {key: r[key]["median"] for key in r}
     where = (
-        f"Where the connected consume's {med['kafka.consume_s']:.2f} s went (medians, CPU "
-        f"seconds): the consumer's Python loop {med['kafka.consume_loop_cpu_s']:.2f} of the "
-        f"client's {med['kafka.consume_client_cpu_s']:.2f}, the server "
+        f"CPU seconds (medians): librdkafka's producer {med['kafka.produce_client_cpu_s']:.2f} "
+        f"in the client, {med['kafka.produce_server_cpu_s']:.2f} in the server; gRPC "
+        f"PublishStream {med['grpc.publish_client_cpu_s']:.2f} and "
+        f"{med['grpc.publish_server_cpu_s']:.2f}. The connected consume "
+        f"({med['kafka.consume_s']:.2f} s of wall time): the consumer's Python loop "
+        f"{med['kafka.consume_loop_cpu_s']:.2f} of the client's "
+        f"{med['kafka.consume_client_cpu_s']:.2f}, the server "
         f"{med['kafka.consume_server_cpu_s']:.2f}; gRPC's Read: its reading loop "
         f"{med['grpc.read_loop_cpu_s']:.2f}, the server {med['grpc.read_server_cpu_s']:.2f}."
     )
