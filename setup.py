@@ -25,7 +25,7 @@ setup(
         Extension(
             "compactlog.storage._batch",
             sources=["storage/_batch.c"],
-            depends=[WIRE, BUF],
+            depends=[WIRE, BUF, "storage/_publish_check.h"],
             extra_compile_args=["-O3", "-std=c11", "-Wall"],
             optional=True,
         ),

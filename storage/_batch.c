@@ -23,6 +23,7 @@ static int wire_error(const char *what) {
     return -1;
 }
 #include "_wire.h"
+#include "_publish_check.h"
 
 /* The key index's hash of a key (storage/key_index.py): FNV-1a 64 folded to 32 bits,
  * never 0 (0 marks a keyless record in an index block). */
@@ -537,6 +538,7 @@ static PyMethodDef methods[] = {
     {"skip_records", skip_records, METH_VARARGS, "Position after n message records."},
     {"id_runs", id_runs, METH_O, "Wire bytes of repeated MessageId for id runs."},
     {"route_records", route_records, METH_VARARGS, "Records of a PublishRequest by partition."},
+    {"check_publish", check_publish, METH_O, "A PublishRequest checked; its topic."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -7,7 +7,8 @@ header: that is ``storage.batch``'s one job.
 
 ``encode_records`` turns the ``records`` field (2) of raw ``PublishRequest`` wire bytes
 into stored message records, giving each its id and publish time; ``walk`` lists the
-records of a payload with their ids, key flags, keys and byte ranges.
+records of a payload with their ids, key flags, keys and byte ranges; ``check_publish``
+(in ``_publish_check_py``) checks a request's bytes as protobuf's parse would.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import array
 
 from compactlog.partitioner import murmur2, to_positive
+from compactlog.storage._publish_check_py import check_publish
 from compactlog.storage.protowire import (
     MalformedPayload,
     id_field,
@@ -340,6 +342,7 @@ __all__ = [
     "VALUE_NON_EMPTY",
     "VALUE_PRESENT",
     "MalformedPayload",
+    "check_publish",
     "encode_records",
     "id_field",
     "id_runs",

@@ -1,8 +1,9 @@
 """What a topic's writer does with a group of publishes: parse, append, count.
 
 ``log.writer`` queues the requests and wakes the event loop; this is the work it runs on
-the appends executor for each group. Each request is parsed once (a malformed one, or one
-with a property that is not UTF-8, gets its own error before anything of it is stored);
+the appends executor for each group. Each request's bytes are checked once by the batch
+codec (``batch.publish_topic``, which also reads the topic; a malformed one, or one with a
+property that is not UTF-8, gets its own error before anything of it is stored);
 consecutive requests for one log are appended together through it
 (``TopicLog.append_requests``: one group-commit ticket on LEDGER topics), those of a
 partitioned topic one by one across its partitions (``log.partitioned_publish``). The
@@ -19,7 +20,8 @@ from compactlog.server.broker import Broker
 from compactlog.server.log.partitioned_publish import RoundRobin, append_spread
 from compactlog.server.log.writer import Accepted, LogWriters, Written
 from compactlog.server.metrics import Metrics
-from compactlog.server.rpc.convert import parse_publish, publish_reply
+from compactlog.server.rpc.convert import publish_reply
+from compactlog.storage.batch import publish_topic
 from compactlog.storage.chains import until_failed
 from compactlog.storage.partitioned_topics import PartitionedTopic
 from compactlog.storage.spanning import marker_of
@@ -42,7 +44,7 @@ class Publishing:
     def _write_group(self, topic: str, raws: list[bytes], chains: list[int]) -> list[Written]:
         """A writer's group of requests for ``topic`` (on the appends executor): one
         result per request, in order (see the module's docstring)."""
-        named = until_failed(raws, chains, lambda raw: parse_publish(raw).topic)
+        named = until_failed(raws, chains, publish_topic)
         out: list[Written] = []
         run: list[tuple[bytes, str, int]] = []  # parsed, for one log, not yet written
         for raw, chain, topic_or_error in zip(raws, chains, named, strict=True):

@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import cast
 
-from google.protobuf.message import DecodeError
-
 from compactlog.errors import MalformedRequest
 from compactlog.server.broker import TopicDescription
 from compactlog.storage.batch import id_runs
@@ -66,16 +64,6 @@ def topic_info(desc: TopicDescription) -> pb.TopicInfo:
     s.log_start_offset = desc.log_start_offset
     info.partitions = desc.partitions
     return info
-
-
-def parse_publish(raw: bytes) -> pb.PublishRequest:
-    """A PublishRequest's bytes, parsed once to validate them and to learn the topic."""
-    try:
-        return pb.PublishRequest.FromString(raw)
-    except DecodeError as exc:
-        raise MalformedRequest(
-            f"malformed publish request: {exc}", request="PublishRequest"
-        ) from None
 
 
 def publish_reply(runs: Sequence[tuple[int, int, int]], synced: bool, partition: int = 0) -> bytes:
