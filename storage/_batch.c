@@ -73,25 +73,26 @@ static PyObject *encode_records(PyObject *self, PyObject *args) {
     }
     const unsigned char *req = view.buf;
     Py_ssize_t end = view.len, p = pos, count = 0;
-    Buf payload = {0}, keys = {0}, body = {0};
+    Buf payload = {0}, keys = {0};
     int64_t max_event = INT64_MIN;
     Py_ssize_t max_size = -1, max_index = -1, keyed = 0;
     PyObject *result = NULL;
     if (pos < 0 || pos > end) { malformed("position outside the request"); goto done; }
+    /* room for the records' bytes and their ids and times, as a rule: no regrowth */
+    Py_ssize_t want = end - pos < room ? end - pos : room;
+    if (buf_reserve(&payload, want + want / 4 + 256) < 0) goto done;
     while (p < end && count < max_count && payload.len < room) {
         Field rec;
         Py_ssize_t nxt = p;
         if (read_field(req, &nxt, end, &rec) < 0) goto done;
         if (rec.number != 2 || rec.wire != 2) { p = nxt; continue; }
         Py_ssize_t rs = rec.start, re = rec.end;
-        unsigned char idbuf[32];
+        unsigned char idbuf[32], tail[22];
         Py_ssize_t idlen =
             id_field_p(idbuf, ledger, first_entry + (uint64_t)count, (uint32_t)partition);
-        body.len = 0;
-        if (buf_put(&body, idbuf, idlen) < 0) goto done;
-        Py_ssize_t key_s = -1, key_e = -1, key_f = -1, val_f = -1, val_e = -1;
+        Py_ssize_t key_s = -1, key_e = -1, key_f = -1, val_f = -1, val_e = -1, props = 0;
         uint64_t event = 0;
-        /* first pass: locate key/value (last wins) and event time */
+        /* first pass: locate key/value (last wins), event time, the properties' size */
         Py_ssize_t r = rs;
         Field f;
         while (r < re) {
@@ -100,43 +101,53 @@ static PyObject *encode_records(PyObject *self, PyObject *args) {
                 key_f = f.at; key_s = f.start; key_e = f.end;
             } else if (f.number == 2 && f.wire == 2) {
                 val_f = f.at; val_e = f.end;
+            } else if (f.number == 3 && f.wire == 2) {
+                props += 1 + f.end - f.at;
             } else if (f.number == 4 && f.wire == 0) {
                 Py_ssize_t s = f.at;
                 if (read_varint(req, &s, re, &event) < 0) goto done;
             }
         }
-        if (key_f >= 0) {
-            if (buf_byte(&body, 0x12) < 0 || buf_put(&body, req + key_f, key_e - key_f) < 0)
-                goto done;
-        }
-        if (val_f >= 0) {
-            if (buf_byte(&body, 0x1A) < 0 || buf_put(&body, req + val_f, val_e - val_f) < 0)
-                goto done;
-        }
-        /* second pass: properties, in order */
-        r = rs;
-        while (r < re) {
-            if (read_field(req, &r, re, &f) < 0) goto done;
-            if (f.number == 3 && f.wire == 2) {
-                if (buf_byte(&body, 0x22) < 0 || buf_put(&body, req + f.at, f.end - f.at) < 0)
-                    goto done;
-            }
-        }
+        Py_ssize_t tlen = 0; /* publish and event times */
         if (publish_ms) {
-            if (buf_byte(&body, 0x28) < 0 || buf_varint(&body, (uint64_t)publish_ms) < 0)
-                goto done;
+            tail[tlen++] = 0x28;
+            tlen += varint_encode(tail + tlen, (uint64_t)publish_ms);
         }
         if (!event) event = (uint64_t)publish_ms;
         if (event) {
-            if (buf_byte(&body, 0x30) < 0 || buf_varint(&body, event) < 0) goto done;
+            tail[tlen++] = 0x30;
+            tlen += varint_encode(tail + tlen, event);
         }
-        if (buf_byte(&payload, 0x0A) < 0 || buf_varint(&payload, (uint64_t)body.len) < 0 ||
-            buf_put(&payload, body.data, body.len) < 0)
-            goto done;
+        Py_ssize_t size = (key_f >= 0 ? 1 + key_e - key_f : 0) +
+                          (val_f >= 0 ? 1 + val_e - val_f : 0) + props + tlen;
+        Py_ssize_t blen = idlen + size;
+        /* the record written in place: its framing, then the Message's fields */
+        if (buf_reserve(&payload, 11 + blen) < 0) goto done;
+        unsigned char *out = payload.data + payload.len;
+        *out++ = 0x0A;
+        out += varint_encode(out, (uint64_t)blen);
+        memcpy(out, idbuf, (size_t)idlen), out += idlen;
+        if (key_f >= 0) {
+            *out++ = 0x12;
+            memcpy(out, req + key_f, (size_t)(key_e - key_f)), out += key_e - key_f;
+        }
+        if (val_f >= 0) {
+            *out++ = 0x1A;
+            memcpy(out, req + val_f, (size_t)(val_e - val_f)), out += val_e - val_f;
+        }
+        /* second pass: properties, in order */
+        for (r = rs; props && r < re;) {
+            if (read_field(req, &r, re, &f) < 0) goto done;
+            if (f.number == 3 && f.wire == 2) {
+                *out++ = 0x22;
+                memcpy(out, req + f.at, (size_t)(f.end - f.at)), out += f.end - f.at;
+            }
+        }
+        memcpy(out, tail, (size_t)tlen), out += tlen;
+        payload.len = out - payload.data;
         if (buf_u32be(&keys, key_f >= 0 ? index_hash(req + key_s, key_e - key_s) : 0) < 0)
             goto done;
         keyed += key_f >= 0;
-        Py_ssize_t size = body.len - idlen;
         if (size > max_size) { max_size = size; max_index = count; }
         if ((int64_t)event > max_event) max_event = (int64_t)event;
         count++;
@@ -157,7 +168,6 @@ static PyObject *encode_records(PyObject *self, PyObject *args) {
 done:
     PyMem_Free(payload.data);
     PyMem_Free(keys.data);
-    PyMem_Free(body.data);
     PyBuffer_Release(&view);
     return result;
 }

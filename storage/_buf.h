@@ -32,7 +32,7 @@ static int buf_put(Buf *b, const unsigned char *src, Py_ssize_t n) {
     return 0;
 }
 
-static int buf_byte(Buf *b, unsigned char c) { return buf_put(b, &c, 1); }
+static inline int buf_byte(Buf *b, unsigned char c) { return buf_put(b, &c, 1); }
 
 static Py_ssize_t varint_encode(unsigned char *out, uint64_t n) {
     Py_ssize_t i = 0;
@@ -41,7 +41,7 @@ static Py_ssize_t varint_encode(unsigned char *out, uint64_t n) {
     return i;
 }
 
-static int buf_varint(Buf *b, uint64_t n) {
+static inline int buf_varint(Buf *b, uint64_t n) {
     unsigned char tmp[10];
     return buf_put(b, tmp, varint_encode(tmp, n));
 }
