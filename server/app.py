@@ -21,7 +21,7 @@ from typing import IO
 from compactlog.errors import CompactlogError, StoreLocked
 from compactlog.server.broker import Broker
 from compactlog.server.compaction.cleaner_metrics import export_cleaner_stats
-from compactlog.server.kafka.listener import KafkaOptions, split_address
+from compactlog.server.kafka.listener import KafkaOptions, preload_schemas, split_address
 from compactlog.server.metrics import Metrics
 from compactlog.server.rpc.errors import error_listeners
 from compactlog.server.security.guard import Guard, SecurityOptions, check_exposure
@@ -83,6 +83,7 @@ def run(
         guard = Guard.open(security or SecurityOptions(), listen)
         if kafka is not None:
             check_kafka(kafka, security or SecurityOptions(), shards)
+            preload_schemas()  # on its own thread, while the store opens
         settings = ServerSettings.load(config)
         data_dir.mkdir(parents=True, exist_ok=True)
         lock = lock_data_dir(data_dir)

@@ -1,23 +1,29 @@
 """The Kafka listener: an asyncio server on the gRPC server's event loop.
 
 ``KafkaListener.bind`` checks and binds the address (port 0 picks one) before the server
-says it is ready; ``start`` serves and loads kio's schemas ahead (``warmup``); ``stop``
-stops accepting, ends waiting fetches (the topic signals are stopped by the caller
-first), lets answers under way finish for a grace period, then closes what is left.
+says it is ready; ``start`` serves once every API version's ``kio`` types are loaded
+(``preload_schemas``, on a thread since start-up began), so no client's first request
+pays for loading them; ``stop`` stops accepting, ends waiting fetches (the topic signals are
+stopped by the caller first), lets answers under way finish for a grace period, then
+closes what is left.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import socket
 import ssl
+import time
 from dataclasses import dataclass
 
 from compactlog.errors import CompactlogError
+from compactlog.server.kafka import sasl
+from compactlog.server.kafka.api_versions import API_VERSIONS, SUPPORTED
 from compactlog.server.kafka.connection import Connection
+from compactlog.server.kafka.protocol import start_preload
 from compactlog.server.kafka.topics import KafkaContext
-from compactlog.server.kafka.warmup import Warmup
 
 log = logging.getLogger("compactlog.kafka")
 
@@ -47,13 +53,38 @@ def split_address(address: str, option: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+def preload_schemas() -> concurrent.futures.Future[int]:
+    """Start loading (once a process) the types a client's first requests need: every
+    ApiVersions version (a client's first request, at its own version) and the highest
+    version of every other API served, SASL's included (what librdkafka and aiokafka
+    negotiate); the future of how many versions were loaded. All 133 versions would
+    cost seconds of start-up for versions few clients ask for."""
+    return start_preload(first_versions())
+
+
+# The versions below our highest that current librdkafka (2.16, its debug=protocol log)
+# sends for these APIs: FindCoordinator, JoinGroup, Heartbeat, LeaveGroup, SyncGroup,
+# CreateTopics.
+LIBRDKAFKA_FIRST = {10: 2, 11: 5, 12: 3, 13: 1, 14: 3, 19: 4}
+
+
+def first_versions() -> dict[int, tuple[int, int]]:
+    """API key -> (lowest, highest) version loaded ahead: the highest of each API served,
+    down to what librdkafka sends where it sends less, and every ApiVersions version."""
+    served = {**SUPPORTED, **sasl.VERSIONS}
+    ranges = {
+        key: (max(low, min(LIBRDKAFKA_FIRST.get(key, high), high)), high)
+        for key, (low, high) in served.items()
+    }
+    return {**ranges, API_VERSIONS: SUPPORTED[API_VERSIONS]}
+
+
 class KafkaListener:
     def __init__(self, ctx: KafkaContext) -> None:
         self.ctx = ctx
         self.server: asyncio.Server | None = None
         self.port = 0
         self._open: dict[asyncio.Task[None], Connection] = {}
-        self.warmup = Warmup()
 
     async def bind(self, listen: str, tls: ssl.SSLContext | None = None) -> int:
         """Listen on ``listen`` (with ``tls``: SSL, or SASL_SSL when the context has a
@@ -76,7 +107,11 @@ class KafkaListener:
 
     async def start(self) -> None:
         assert self.server is not None, "bind first"
-        self.warmup.start()  # kio's schemas, before the first clients need them
+        began = time.monotonic()
+        versions = await asyncio.wrap_future(preload_schemas())
+        log.debug(
+            "kafka: %d API versions loaded (waited %.3f s)", versions, time.monotonic() - began
+        )
         await self.server.start_serving()
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -92,7 +127,6 @@ class KafkaListener:
         if self.server is None:
             return
         self.server.close()
-        self.warmup.stop()
         self.ctx.groups.stop()  # waiting joins and syncs answer NOT_COORDINATOR
         for task, connection in list(self._open.items()):
             if not connection.busy:  # waiting for a next request that will not be read
