@@ -127,9 +127,10 @@ async def leave_group(ctx: KafkaContext, request: Any, version: int) -> Any:
         except KafkaError as exc:
             codes.append(exc.code)
     top = codes[0] if version < 3 else ErrorCode.none
-    members = tuple(
+    members = tuple(  # v3+ (KIP-345); before, the one member's code is the top one
         make(module.MemberResponse, member_id=m, group_instance_id=None, error_code=c)
         for m, c in zip(ids, codes, strict=True)
+        if version >= 3
     )
     return make(
         module.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=top, members=members

@@ -247,3 +247,13 @@ def test_fetch_with_data_ready_answers_at_once(
     part = answered.responses[0].partitions[0]
     got = [(r.offset, r.key, r.value) for r in DefaultRecordBatch(part.records)]
     assert got == [(i, b"k%d" % i, b"v%d" % i) for i in range(3)]
+
+
+def test_leave_group_before_v3_answers_with_its_top_code(kafka_server: ServerProcess) -> None:
+    from kio.schema.leave_group.v1.request import LeaveGroupRequest
+    from kio.schema.leave_group.v1.response import LeaveGroupResponse
+
+    with connect(kafka_server.kafka_address) as sock:  # librdkafka's close() sends v1
+        sock.sendall(frame(LeaveGroupRequest(group_id="never-joined", member_id="m-1"), 9))
+        answer = decode(LeaveGroupResponse, receive(sock), 9)
+    assert answer.error_code == ErrorCode.unknown_member_id
