@@ -83,7 +83,6 @@ def run(
         guard = Guard.open(security or SecurityOptions(), listen)
         if kafka is not None:
             check_kafka(kafka, security or SecurityOptions(), shards)
-            preload_schemas()  # on its own thread, while the store opens
         settings = ServerSettings.load(config)
         data_dir.mkdir(parents=True, exist_ok=True)
         lock = lock_data_dir(data_dir)
@@ -95,14 +94,20 @@ def run(
         layout = choose_layout(data_dir, shards, Placement(settings.shards_placement))
         if layout.sharded and metrics_listen:
             raise CompactlogError("--metrics-listen is not available with store slots (--shards)")
+        if layout.sharded and kafka is not None and layout.placement is not Placement.TOPIC:
+            raise CompactlogError(
+                "--kafka-listen is not available yet on a data dir of partition placement"
+            )
     except CompactlogError as exc:
         lock.close()
         return _fail(str(exc))
     if layout.sharded:
         try:
-            return run_front(data_dir, layout, shards, listen, config, guard)
+            return run_front(data_dir, layout, shards, listen, config, guard, kafka)
         finally:
             lock.close()
+    if kafka is not None:
+        preload_schemas()  # on its own thread, while the store opens
     try:
         broker = Broker(data_dir, settings)
     except CompactlogError as exc:
@@ -123,8 +128,10 @@ def check_kafka(kafka: KafkaOptions, security: SecurityOptions, shards: int) -> 
     split_address(kafka.listen, "--kafka-listen")
     if kafka.advertised is not None:
         split_address(kafka.advertised, "--kafka-advertised")
-    if shards > 1:
-        raise CompactlogError("--kafka-listen is not available with --shards yet")
+    if shards > 1 and (security.auth_tokens is not None or security.tls_cert is not None):
+        raise CompactlogError(
+            "--kafka-listen with --shards does not take --auth-tokens or --tls-cert yet"
+        )
     check_exposure(kafka.listen, security)
 
 

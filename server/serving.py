@@ -25,7 +25,7 @@ from compactlog.server.broker import Broker
 from compactlog.server.compaction.engine_runs import make_outside_runs
 from compactlog.server.compaction.engine_service import CompactionEngineService
 from compactlog.server.kafka.listener import KafkaListener, KafkaOptions
-from compactlog.server.kafka.topics import KafkaContext
+from compactlog.server.kafka.topics import Cluster, KafkaContext, Store
 from compactlog.server.log.publishing import Publishing
 from compactlog.server.log.service import LogService, log_handler
 from compactlog.server.log.waiting import TopicSignals
@@ -198,13 +198,27 @@ class ServedStore:
         """Bind the Kafka listener (after ``bind``): the same broker, executors and topic
         signals as the Log service. The bound port; ``CompactlogError`` when it cannot."""
         assert self.signals is not None, "bind first"
-        writers = Publishing(self.broker, self.metrics, self._appends).writers
-        ctx = KafkaContext(self.broker, self._storage, self._appends, self.signals, "", 0, writers)
-        ctx.door = self.guard.auth  # --auth-tokens: SASL with the same tokens and roles
-        self.kafka = KafkaListener(ctx)
+        self.kafka = KafkaListener(self.kafka_context(Cluster.alone("", 0)))
         port = await self.kafka.bind(options.listen, self.guard.ssl_context())
-        ctx.host, ctx.port = options.advertised_address(port)
+        self.kafka.ctx.cluster = Cluster.alone(*options.advertised_address(port))
         return port
+
+    def kafka_store(self) -> Store:
+        """This store as the Kafka listener serves it (after ``bind``): its broker, its
+        own writers of produces and the Log service's topic signals."""
+        assert self.signals is not None, "bind first"
+        writers = Publishing(self.broker, self.metrics, self._appends).writers
+        return Store(self.broker, writers, self.signals)
+
+    def kafka_context(
+        self, cluster: Cluster, stores: dict[int, Store] | None = None
+    ) -> KafkaContext:
+        """A Kafka listener's context on this store's executors, over this store alone
+        or over ``stores`` (a shard's slots, by slot)."""
+        stores = {0: self.kafka_store()} if stores is None else stores
+        ctx = KafkaContext(stores, self._storage, self._appends, cluster)
+        ctx.door = self.guard.auth  # --auth-tokens: SASL with the same tokens and roles
+        return ctx
 
     async def start(self, warm_workers: bool = True) -> None:
         """Serve; ``warm_workers``: start the compaction workers now (a shard holding

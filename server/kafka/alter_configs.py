@@ -125,7 +125,7 @@ def alter(ctx: KafkaContext, resource: Any, plan: Plan, validate_only: bool) -> 
         )
     if kind != ResourceType.TOPIC:
         raise KafkaError(ErrorCode.invalid_request, f"unsupported resource type {kind}")
-    broker = ctx.broker
+    broker = ctx.broker_of(name)
     with broker.config_lock:  # the change is planned on the config it replaces
         change = plan(describe_topic(ctx, name))
         if broker.partitioned.get(name) is not None:

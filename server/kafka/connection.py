@@ -14,7 +14,6 @@ from collections import deque
 
 from compactlog.server.kafka import access, api_versions, sasl
 from compactlog.server.kafka.errors import ErrorCode
-from compactlog.server.kafka.handlers import HANDLERS
 from compactlog.server.kafka.protocol import (
     HEAD,
     SIZE,
@@ -25,6 +24,7 @@ from compactlog.server.kafka.protocol import (
     load_response,
     read_request,
 )
+from compactlog.server.kafka.spread import handle
 from compactlog.server.kafka.topics import KafkaContext
 
 log = logging.getLogger("compactlog.kafka")
@@ -44,14 +44,15 @@ async def answer(ctx: KafkaContext, frame: bytes, session: sasl.Session | None) 
     versions = api_versions.SUPPORTED.get(api_key)
     if versions is None or not versions[0] <= version <= versions[1]:
         return unsupported(api_key, version, correlation_id)
-    request = read_request(frame, api_key, version)
+    header, request = read_request(frame, api_key, version)
     if session is not None and (refused := session.refused(api_key)) is not None:
         code, message = refused
         log.info("kafka: api %d from %s refused: %s", api_key, session.peer, message)
         response = access.refusal(api_key, version, request, code, message)
         return None if response is None else encode(correlation_id, response)
+    forwarded = ctx.peers is not None and ctx.peers.marked(header.client_id)
     try:
-        response = await HANDLERS[api_key](ctx, request, version)
+        response = await handle(ctx, api_key, request, version, forwarded)
     except Exception as exc:
         log.error("kafka: api %d v%d failed", api_key, version, exc_info=exc)
         response = error_response(load_response(api_key, version), ErrorCode.unknown_server_error)
@@ -65,7 +66,7 @@ def login(
     low, high = sasl.VERSIONS[api_key]
     if not low <= version <= high:
         return unsupported(api_key, version, correlation_id)
-    request = read_request(frame, api_key, version)
+    _header, request = read_request(frame, api_key, version)
     if api_key == sasl.SASL_HANDSHAKE:
         return encode(correlation_id, session.handshake(request, version))
     return encode(correlation_id, session.authenticate(request, version))

@@ -36,7 +36,9 @@ def grow(ctx: KafkaContext, topic: Any, validate_only: bool) -> None:
         )
     _check_assignments(topic, topic.count - current)
     try:
-        PartitionedNamespace(ctx.broker).add_partitions(topic.name, topic.count, validate_only)
+        PartitionedNamespace(ctx.broker_of(topic.name)).add_partitions(
+            topic.name, topic.count, validate_only
+        )
     except InvalidArgument as exc:  # not partitioned, shrinking (a race), over the bound
         if exc.metadata.get("field") != "partitions":
             raise

@@ -31,7 +31,7 @@ def create(ctx: KafkaContext, topic: Any, validate_only: bool) -> int:
     if topic.assignments:
         raise KafkaError(ErrorCode.invalid_request, "replica assignments are not supported")
     config = {c.name: c.value for c in topic.configs if c.value is not None}
-    namespace = PartitionedNamespace(ctx.broker)
+    namespace = PartitionedNamespace(ctx.broker_of(topic.name))
     if validate_only:  # checked as a plain create: the name free, the config good
         namespace.check_plain(topic.name, TopicKind.SEGMENTED, config)
     elif partitions > 1:

@@ -26,7 +26,7 @@ def delete_before(ctx: KafkaContext, topic: str, partition: int, offset: int) ->
         offset = log.latest().entry_id
     elif offset < 0:
         raise KafkaError(ErrorCode.offset_out_of_range, f"offset {offset}")
-    return ctx.broker.delete_records(log.name, offset).log_start_offset
+    return ctx.broker_of(log.name).delete_records(log.name, offset).log_start_offset
 
 
 async def delete_partition(ctx: KafkaContext, module: Any, topic: str, part: Any) -> Any:

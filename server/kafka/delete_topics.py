@@ -20,7 +20,7 @@ DELETE_TOPICS = 20
 def delete(ctx: KafkaContext, name: str) -> None:
     """Delete the Kafka topic ``name`` (every partition of a partitioned one)."""
     ctx.partitions(name)  # unknown and LEDGER topics: UNKNOWN_TOPIC_OR_PARTITION
-    broker = ctx.broker
+    broker = ctx.broker_of(name)
     if broker.partitioned.get(name) is not None:
         PartitionedNamespace(broker).delete(name)
     else:

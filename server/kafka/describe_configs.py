@@ -31,17 +31,18 @@ DESCRIBE_CONFIGS = 32
 def describe_topic(ctx: KafkaContext, name: str) -> TopicDescription:
     """The broker's description of Kafka topic ``name`` (``KafkaError`` when it is none)."""
     ctx.partitions(name)
-    if ctx.broker.partitioned.get(name) is not None:
-        return PartitionedNamespace(ctx.broker).describe(name)
-    return ctx.broker.describe(name)
+    broker = ctx.broker_of(name)
+    if broker.partitioned.get(name) is not None:
+        return PartitionedNamespace(broker).describe(name)
+    return broker.describe(name)
 
 
 def entries_of(ctx: KafkaContext, resource_type: int, name: str) -> list[ConfigEntry]:
     if resource_type == ResourceType.TOPIC:
         desc = describe_topic(ctx, name)
-        return topic_entries(ctx.broker, {k: desc.config[k] for k in desc.overrides})
+        return topic_entries(ctx.broker_of(name), {k: desc.config[k] for k in desc.overrides})
     if resource_type == ResourceType.BROKER:
-        return broker_entries(ctx.broker, name)
+        return broker_entries(ctx.settings_broker, name)
     if resource_type == ResourceType.BROKER_LOGGER:
         return logger_entries(name)
     raise KafkaError(ErrorCode.invalid_request, f"unsupported resource type {resource_type}")

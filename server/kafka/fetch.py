@@ -103,14 +103,14 @@ async def handle(ctx: KafkaContext, request: Any, version: int) -> Any:
     deadline = loop.time() + request.max_wait.total_seconds()
     max_bytes = getattr(request, "max_bytes", 2**31 - 1)
     while True:
-        changes = [ctx.signals.next_change(w.log.name) for w in wanted if w.log is not None]
+        changes = [ctx.next_change(w.log.name) for w in wanted if w.log is not None]
         reads = await ctx.run(read_all, wanted, max_bytes)
         got = sum(len(r.records) for r in reads)
         failed = any(r.error != ErrorCode.none for r in reads)
         remaining = deadline - loop.time()
         if got >= request.min_bytes or failed or remaining <= 0 or not changes:
             break
-        if ctx.signals.stopping.is_set():
+        if ctx.stopping:
             break
         await asyncio.wait(changes, timeout=remaining)  # shared futures: never cancelled
     return _response(version, wanted, reads)

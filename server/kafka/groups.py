@@ -16,7 +16,7 @@ from compactlog.server.kafka.errors import ErrorCode, KafkaError
 from compactlog.server.kafka.group_coordinator import Group, Joined
 from compactlog.server.kafka.offsets import check_group_id
 from compactlog.server.kafka.protocol import NO_THROTTLE, make, response_module
-from compactlog.server.kafka.topics import NODE_ID, KafkaContext
+from compactlog.server.kafka.topics import KafkaContext
 
 FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 10, 11, 12, 13, 14
 DESCRIBE_GROUPS, LIST_GROUPS = 15, 16
@@ -25,27 +25,32 @@ GROUP_KEY = 0  # FindCoordinator key_type: a group (1, a transaction, is not ser
 
 def _group(ctx: KafkaContext, group_id: str) -> Group:
     check_group_id(group_id)
-    return ctx.groups.get(group_id)
+    return ctx.group(group_id)
 
 
 async def find_coordinator(ctx: KafkaContext, request: Any, version: int) -> Any:
     module = response_module(FIND_COORDINATOR, version)
     key_type = getattr(request, "key_type", GROUP_KEY)
     code = ErrorCode.none if key_type == GROUP_KEY else ErrorCode.coordinator_not_available
-    found = {"node_id": NODE_ID, "host": ctx.host, "port": ctx.port}
-    if code != ErrorCode.none:
-        found = {"node_id": -1, "host": "", "port": -1}
     message = None if code == ErrorCode.none else "only consumer groups are coordinated here"
+
+    def found(key: str) -> dict[str, Any]:
+        if code != ErrorCode.none:
+            return {"node_id": -1, "host": "", "port": -1}
+        node = ctx.cluster.coordinator_of(key)  # the broker the group's name hashes to
+        host, port = ctx.cluster.brokers[node]
+        return {"node_id": node, "host": host, "port": port}
+
     if version < 4:
         return make(
             module.FindCoordinatorResponse,
             throttle_time=NO_THROTTLE,
             error_code=code,
             error_message=message,
-            **found,
+            **found(request.key),
         )
     coordinators = tuple(
-        make(module.Coordinator, key=key, error_code=code, error_message=message, **found)
+        make(module.Coordinator, key=key, error_code=code, error_message=message, **found(key))
         for key in request.coordinator_keys
     )
     return make(

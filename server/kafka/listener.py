@@ -105,6 +105,19 @@ class KafkaListener:
         self.port = self.server.sockets[0].getsockname()[1]
         return self.port
 
+    async def adopt(self, sock: socket.socket, tls: ssl.SSLContext | None = None) -> int:
+        """Serve ``sock``, a socket bound and listening already (a shard's, bound by the
+        front); its port."""
+        self.server = await asyncio.start_server(
+            self._accept,
+            sock=sock,
+            start_serving=False,
+            ssl=tls,
+            ssl_handshake_timeout=None if tls is None else TLS_HANDSHAKE_S,
+        )
+        self.port = sock.getsockname()[1]
+        return self.port
+
     async def start(self) -> None:
         assert self.server is not None, "bind first"
         began = time.monotonic()

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from compactlog.partitioner import partition_name
 from compactlog.server.kafka.errors import ErrorCode, KafkaError
 from compactlog.server.kafka.protocol import NO_THROTTLE, make, response_module
-from compactlog.server.kafka.topics import NODE_ID, KafkaContext
+from compactlog.server.kafka.topics import KafkaContext
 
 METADATA = 3
 CLUSTER_ID = "compactlog"
@@ -34,10 +35,12 @@ def topic_metadata(ctx: KafkaContext, module: Any, name: str) -> Any:
             module.MetadataResponsePartition,
             error_code=ErrorCode.none,
             partition_index=i,
-            leader_id=NODE_ID,
+            leader_id=(
+                leader := ctx.cluster.leader_of(name if count == 1 else partition_name(name, i))
+            ),
             leader_epoch=0,
-            replica_nodes=(NODE_ID,),
-            isr_nodes=(NODE_ID,),
+            replica_nodes=(leader,),
+            isr_nodes=(leader,),
             offline_replicas=(),
         )
         for i in range(count)
@@ -54,15 +57,18 @@ def topic_metadata(ctx: KafkaContext, module: Any, name: str) -> Any:
 
 async def handle(ctx: KafkaContext, request: Any, version: int) -> Any:
     module = response_module(METADATA, version)
-    broker = make(module.MetadataResponseBroker, node_id=NODE_ID, host=ctx.host, port=ctx.port)
+    brokers = tuple(
+        make(module.MetadataResponseBroker, node_id=node, host=host, port=port)
+        for node, (host, port) in enumerate(ctx.cluster.brokers)
+    )
     topics = tuple(
         topic_metadata(ctx, module, name) for name in requested_names(ctx, request, version)
     )
     return make(
         module.MetadataResponse,
         throttle_time=NO_THROTTLE,
-        brokers=(broker,),
+        brokers=brokers,
         cluster_id=CLUSTER_ID,
-        controller_id=NODE_ID,
+        controller_id=0,
         topics=topics,
     )

@@ -15,7 +15,7 @@ from compactlog.errors import CompactlogError
 from compactlog.records import MessageId
 from compactlog.server.kafka.errors import ErrorCode, KafkaError, code_of
 from compactlog.server.kafka.protocol import NO_THROTTLE, make, response_module
-from compactlog.server.kafka.topics import KafkaContext
+from compactlog.server.kafka.topics import FORWARDED, KafkaContext
 from compactlog.storage.names import check_client_subscription
 
 OFFSET_COMMIT = 8
@@ -53,8 +53,9 @@ async def offset_commit(ctx: KafkaContext, request: Any, version: int) -> Any:
     generation = getattr(request, "generation_id_or_member_epoch", -1)
     try:
         check_group_id(request.group_id)
-        group = ctx.groups.get(request.group_id)
-        group.check_commit(request.member_id, generation)
+        group = ctx.group(request.group_id)
+        if not FORWARDED.get():  # else checked by the coordinator that sent it on
+            group.check_commit(request.member_id, generation)
         refused: ErrorCode | None = None
     except KafkaError as exc:
         refused = exc.code
@@ -86,6 +87,7 @@ async def offset_fetch(ctx: KafkaContext, request: Any, version: int) -> Any:
     module = response_module(OFFSET_FETCH, version)
     try:
         check_group_id(request.group_id)
+        ctx.group(request.group_id)  # NOT_COORDINATOR when another broker coordinates it
     except KafkaError as exc:
         return make(
             module.OffsetFetchResponse, throttle_time=NO_THROTTLE, topics=(), error_code=exc.code

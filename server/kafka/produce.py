@@ -35,7 +35,9 @@ def submit(ctx: KafkaContext, topic: str, index: int, records: bytes | None) -> 
         if not records:
             raise KafkaError(ErrorCode.invalid_record, "a produce with no records")
         head = pb.PublishRequest(topic=log.name).SerializeToString()
-        return log, ctx.writers.submit(log.name, head + produced_request(records))
+        return log, ctx.store_of(log.name).writers.submit(
+            log.name, head + produced_request(records)
+        )
     except Exception as exc:
         return exc
 

@@ -109,17 +109,48 @@ def start_preload(apis: Mapping[int, tuple[int, int]]) -> concurrent.futures.Fut
         return _preloads[key]
 
 
-def read_request(frame: bytes, api_key: int, version: int) -> Any:
-    """The request body of a frame whose API and version we serve. ``BadFrame`` when the
-    bytes do not read as that request. Bytes left over are ignored, as Kafka's broker
-    does (librdkafka's Metadata v12 carries three more than the schema has)."""
+def read_request(frame: bytes, api_key: int, version: int) -> tuple[Any, Any]:
+    """The request header and body of a frame whose API and version we serve.
+    ``BadFrame`` when the bytes do not read as that request. Bytes left over are
+    ignored, as Kafka's broker does (librdkafka's Metadata v12 carries three more than
+    the schema has)."""
     cls = request_type(api_key, version)
     try:
-        _header, used = _reader(cls.__header_schema__)(frame, 0)
+        header, used = _reader(cls.__header_schema__)(frame, 0)
         request, _size = _reader(cls)(frame, used)
     except Exception as exc:  # kio raises ValueError, BufferUnderflow, UnicodeError...
         raise BadFrame(f"api {api_key} v{version}: {type(exc).__name__}: {exc}") from None
-    return request
+    return header, request
+
+
+def encode_request(request: Any, version: int, correlation_id: int, client_id: str) -> bytes:
+    """A request frame (a broker forwarding part of a request to another)."""
+    out = io.BytesIO()
+    out.write(b"\0\0\0\0")
+    header_cls: Any = request.__header_schema__
+    header = header_cls(
+        request_api_key=request.__api_key__,
+        request_api_version=version,
+        correlation_id=correlation_id,
+        client_id=client_id,
+    )
+    request_cls: Any = type(request)
+    _writer(header_cls)(out, header)
+    _writer(request_cls)(out, request)
+    data = out.getbuffer()
+    SIZE.pack_into(data, 0, len(data) - 4)
+    return bytes(data)
+
+
+def read_response(frame: bytes, api_key: int, version: int) -> tuple[int, Any]:
+    """A response frame's correlation id and body (``BadFrame`` when it does not read)."""
+    cls = load_response(api_key, version)
+    try:
+        header, used = _reader(cls.__header_schema__)(frame, 0)
+        response, _size = _reader(cls)(frame, used)
+    except Exception as exc:
+        raise BadFrame(f"api {api_key} v{version} response: {type(exc).__name__}: {exc}") from None
+    return header.correlation_id, response
 
 
 def encode(correlation_id: int, response: Any) -> bytes:

@@ -12,6 +12,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -19,7 +20,8 @@ from compactlog.errors import TopicNotFound
 from compactlog.partitioner import partition_name
 from compactlog.server.broker import Broker
 from compactlog.server.kafka.errors import ErrorCode, KafkaError
-from compactlog.server.kafka.group_coordinator import Coordinator
+from compactlog.server.kafka.group_coordinator import Coordinator, Group
+from compactlog.server.kafka.peers import Peers
 from compactlog.server.kafka.sasl import Door
 from compactlog.server.log.waiting import TopicSignals
 from compactlog.server.log.writer import LogWriters
@@ -27,37 +29,106 @@ from compactlog.storage.topic_log import TopicLog
 from compactlog.storage.types import TopicKind
 
 T = TypeVar("T")
+FORWARDED: ContextVar[bool] = ContextVar("kafka_forwarded", default=False)  # from a peer
 log = logging.getLogger("compactlog.kafka")
 
-NODE_ID = 0  # the one broker of the cluster this listener shows
+NODE_ID = 0  # the one broker of a server without shards
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """The Kafka brokers Metadata shows and which leads what (``serve --shards N``: one
+    broker a shard, docs/kafka.md "With --shards N"); a server without shards is broker 0
+    alone, leading everything."""
+
+    node_id: int  # this listener's broker
+    brokers: tuple[tuple[str, int], ...]  # each broker's advertised (host, port), by node id
+    leader_of: Callable[[str], int] = lambda _name: NODE_ID  # a stored topic's broker
+    coordinator_of: Callable[[str], int] = lambda _group: NODE_ID  # a group's coordinator
+
+    @classmethod
+    def alone(cls, host: str, port: int) -> Cluster:
+        return cls(NODE_ID, ((host, port),))
+
+    def leads(self, name: str) -> bool:
+        return self.leader_of(name) == self.node_id
+
+
+@dataclass(frozen=True)
+class Store:
+    """One store this listener serves: its broker, the writers of its produces and the
+    signals that wake its waiting fetches (a shard serves several: one a store slot)."""
+
+    broker: Broker
+    writers: LogWriters  # each log's writer of produces, as the Log service's own
+    signals: TopicSignals  # wake-ups of waiting readers (follow reads, long polls)
 
 
 @dataclass
 class KafkaContext:
     """The server's pieces the listener shares with the gRPC Log service."""
 
-    broker: Broker
+    stores: dict[int, Store]  # by store slot; a server without shards: {0: its store}
     storage: Executor  # read steps, as the Log service's
     appends: Executor  # appends, as the Log service's
-    signals: TopicSignals  # wake-ups of waiting readers (follow reads, long polls)
-    host: str  # advertised to clients in Metadata
-    port: int
-    writers: LogWriters  # each log's writer of produces, as the Log service's own
+    cluster: Cluster
+    slot_of: Callable[[str], int] = lambda _name: 0  # the store slot holding a topic
     groups: Coordinator = field(default_factory=Coordinator)  # every consumer group
     door: Door | None = None  # --auth-tokens: every connection logs in with SASL
+    peers: Peers | None = None  # the other brokers of a sharded server
     _ledger_logged: set[str] = field(default_factory=set)
+
+    def store_of(self, name: str) -> Store:
+        """The store holding topic ``name``: NOT_LEADER_OR_FOLLOWER when another broker
+        leads it, UNKNOWN_TOPIC_OR_PARTITION when no store here is its home."""
+        if not self.cluster.leads(name):
+            raise KafkaError(
+                ErrorCode.not_leader_or_follower,
+                f"{name!r} is led by broker {self.cluster.leader_of(name)}, not by this one",
+            )
+        store = self.stores.get(self.slot_of(name))
+        if store is None:
+            raise KafkaError(ErrorCode.unknown_topic_or_partition, f"no topic {name!r} here")
+        return store
+
+    def group(self, group_id: str) -> Group:
+        """Group ``group_id``, coordinated here: NOT_COORDINATOR when another broker
+        coordinates it (a request another broker sent on has been checked there)."""
+        node = self.cluster.coordinator_of(group_id)
+        if node != self.cluster.node_id and not FORWARDED.get():
+            raise KafkaError(
+                ErrorCode.not_coordinator, f"group {group_id!r} is coordinated by broker {node}"
+            )
+        return self.groups.get(group_id)
+
+    def broker_of(self, name: str) -> Broker:
+        return self.store_of(name).broker
+
+    def next_change(self, name: str) -> asyncio.Future[None]:
+        """A future done at the next append to (or change of) stored topic ``name``."""
+        return self.store_of(name).signals.next_change(name)
+
+    @property
+    def settings_broker(self) -> Broker:
+        """A broker to read the server's settings from (every store has the same)."""
+        return next(iter(self.stores.values())).broker
+
+    @property
+    def stopping(self) -> bool:
+        return any(store.signals.stopping.is_set() for store in self.stores.values())
 
     def run(self, fn: Callable[..., T], *args: Any) -> Awaitable[T]:
         return asyncio.get_running_loop().run_in_executor(self.storage, fn, *args)
 
     def partitions(self, topic: str) -> int:
         """How many Kafka partitions ``topic`` has (``KafkaError`` when it is none)."""
-        parted = self.broker.partitioned.get(topic)
+        broker = self.broker_of(topic)
+        parted = broker.partitioned.get(topic)
         if parted is not None:
             self._check_kind(topic, parted.kind)
             return parted.partitions
         try:
-            kind = self.broker.kind(topic)
+            kind = broker.kind(topic)
         except TopicNotFound:
             raise KafkaError(ErrorCode.unknown_topic_or_partition, f"no topic {topic!r}") from None
         self._check_kind(topic, kind)
@@ -71,25 +142,28 @@ class KafkaContext:
                 ErrorCode.unknown_topic_or_partition,
                 f"topic {topic!r} has {count} partition(s), not {partition}",
             )
-        if self.broker.partitioned.get(topic) is None:
-            return self.broker.log(topic)
-        return self.broker.log(partition_name(topic, partition))
+        if self.broker_of(topic).partitioned.get(topic) is None:
+            return self.broker_of(topic).log(topic)
+        name = partition_name(topic, partition)
+        return self.broker_of(name).log(name)
 
     def topic_names(self) -> list[str]:
-        """Every Kafka topic: SEGMENTED topics that are not a partition of another, and
-        SEGMENTED partitioned topics."""
-        broker = self.broker
-        names = [
-            name
-            for name in broker.segments.topic_names()
-            if broker.parent_of(name) is None and broker.partitioned.get(name) is None
-        ]
-        parted = [
-            name
-            for name in broker.partitioned.names()
-            if (p := broker.partitioned.get(name)) is not None and p.kind == TopicKind.SEGMENTED
-        ]
-        return sorted({*names, *parted})
+        """Every Kafka topic of the stores here: SEGMENTED topics that are not a partition
+        of another, and SEGMENTED partitioned topics."""
+        found: set[str] = set()
+        for store in self.stores.values():
+            broker = store.broker
+            found.update(
+                name
+                for name in broker.segments.topic_names()
+                if broker.parent_of(name) is None and broker.partitioned.get(name) is None
+            )
+            found.update(
+                name
+                for name in broker.partitioned.names()
+                if (p := broker.partitioned.get(name)) is not None and p.kind == TopicKind.SEGMENTED
+            )
+        return sorted(found)
 
     def _check_kind(self, topic: str, kind: TopicKind) -> None:
         if kind == TopicKind.SEGMENTED:

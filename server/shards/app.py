@@ -30,6 +30,7 @@ from compactlog.server.front.partitions import PartitionedIndex
 from compactlog.server.front.router import FrontHandler, Owners
 from compactlog.server.front.spanning import Spanning, channel_of
 from compactlog.server.front.spread.repair import SpreadRepair
+from compactlog.server.kafka.listener import KafkaOptions
 from compactlog.server.rpc.reflection import enable_server_reflection
 from compactlog.server.security.guard import Guard
 from compactlog.server.serving import (
@@ -38,6 +39,7 @@ from compactlog.server.serving import (
     SHUTDOWN_GRACE_S,
     listen_on,
 )
+from compactlog.server.shards.kafka_ports import KafkaBrokers
 from compactlog.server.shards.supervisor import ShardSpec, ShardSupervisor
 from compactlog.storage.config import ServerSettings
 from compactlog.storage.slots import Layout, Placement
@@ -98,9 +100,15 @@ def _spanning(
 
 
 def run_front(
-    data_dir: Path, layout: Layout, shards: int, listen: str, config: Path | None, guard: Guard
+    data_dir: Path,
+    layout: Layout,
+    shards: int,
+    listen: str,
+    config: Path | None,
+    guard: Guard,
+    kafka: KafkaOptions | None = None,
 ) -> int:
-    return asyncio.run(_serve_front(data_dir, layout, shards, listen, config, guard))
+    return asyncio.run(_serve_front(data_dir, layout, shards, listen, config, guard, kafka))
 
 
 def _finish_what_a_crash_left(
@@ -133,12 +141,20 @@ def _on_signals(stop: asyncio.Event, guard: Guard, supervisor: ShardSupervisor) 
 
 
 async def _serve_front(
-    data_dir: Path, layout: Layout, shards: int, listen: str, config: Path | None, guard: Guard
+    data_dir: Path,
+    layout: Layout,
+    shards: int,
+    listen: str,
+    config: Path | None,
+    guard: Guard,
+    kafka: KafkaOptions | None = None,
 ) -> int:
     tls_root = guard.options.tls_cert.read_bytes() if guard.options.tls_cert else None
     # Under partition placement a slot answers calls on a spread NAME only from this front.
-    secret = front_secret.new_secret() if layout.placement is Placement.PARTITION else None
-    owners = Owners(layout.slots, tls_root, layout.placement, secret)
+    # Kafka's brokers mark the requests they send each other with it (kafka.peers).
+    spread = layout.placement is Placement.PARTITION
+    secret = front_secret.new_secret() if spread or kafka is not None else None
+    owners = Owners(layout.slots, tls_root, layout.placement, secret if spread else None)
     stop = asyncio.Event()
     fatal: list[str] = []
 
@@ -147,8 +163,12 @@ async def _serve_front(
         fatal.append(message)
         stop.set()
 
+    try:
+        brokers = None if kafka is None else KafkaBrokers.bind(kafka, shards)
+    except CompactlogError as exc:
+        return _fail(str(exc))
     spec = ShardSpec(
-        data_dir, layout.slots, shards, config, guard.options, layout.placement, secret
+        data_dir, layout.slots, shards, config, guard.options, layout.placement, secret, brokers
     )
     supervisor = ShardSupervisor(spec, owners.update, on_fatal)
     spanning: Spanning | None = None
@@ -161,10 +181,15 @@ async def _serve_front(
         await supervisor.stop()
         if spanning is not None:
             await spanning.stop()
+        if brokers is not None:
+            brokers.close()
         return _fail(str(exc))
     repair = _finish_what_a_crash_left(handler, spanning)
     _on_signals(stop, guard, supervisor)
     await server.start()
+    if brokers is not None:  # before the gRPC line, which says everything is ready
+        log.info("kafka: %s", brokers.describe())
+        print(f"compactlog kafka listening on {brokers.bootstrap}", flush=True)
     host = listen.rpartition(":")[0]
     print(f"compactlog listening on {host}:{port}", flush=True)
     log.info("serving data dir %s with %d shards over %d slots", data_dir, shards, layout.slots)
@@ -178,6 +203,8 @@ async def _serve_front(
     if spanning is not None:
         await spanning.stop()
     await owners.close()
+    if brokers is not None:
+        brokers.close()
     if fatal:
         return _fail(fatal[0])
     return 0

@@ -26,10 +26,14 @@ from compactlog.errors import CompactlogError, MalformedRequest, NotOwner
 from compactlog.server.app import lock_data_dir
 from compactlog.server.broker import Broker
 from compactlog.server.front.secret import SECRET_ENV, from_front
+from compactlog.server.kafka.listener import preload_schemas
+from compactlog.server.kafka.peers import Peers
 from compactlog.server.rpc.handlers import Admit, Metadata
 from compactlog.server.rpc.wire_peek import topic_of
 from compactlog.server.security.guard import Guard, SecurityOptions
-from compactlog.server.serving import ServedStore
+from compactlog.server.serving import SHUTDOWN_GRACE_S, ServedStore
+from compactlog.server.shards.kafka_broker import ShardBroker
+from compactlog.server.shards.kafka_ports import parse_brokers
 from compactlog.storage import file_limits
 from compactlog.storage.config import ServerSettings
 from compactlog.storage.slots import Placement, slot_dir, slot_of
@@ -113,6 +117,9 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--auth-tokens", default=None)
     parser.add_argument("--tls-cert", default=None)
     parser.add_argument("--tls-key", default=None)
+    parser.add_argument("--kafka-fd", type=int, default=None, help="the broker's socket")
+    parser.add_argument("--kafka-brokers", default=None, help="JSON [[host, port], ...]")
+    parser.add_argument("--kafka-peers", default=None, help="JSON [[host, port], ...]")
     return parser.parse_args(argv)
 
 
@@ -137,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     data_dir = Path(args.data_dir)
     placement = Placement(args.placement)
     secret = os.environ.pop(SECRET_ENV, None)  # the front's mark; not passed on further
+    kafka = _kafka_broker(args, secret)
     locks: list[IO[str]] = []
     brokers: dict[int, Broker] = {}
     try:
@@ -164,10 +172,21 @@ def main(argv: list[str] | None = None) -> int:
             for slot, broker in brokers.items()
         }
         spread = placement is Placement.PARTITION  # admission reads the front's mark
-        return asyncio.run(_serve(brokers, settings, guard, admits, spread))
+        return asyncio.run(_serve(brokers, settings, guard, admits, spread, kafka))
     finally:
         for lock in locks:
             lock.close()
+
+
+def _kafka_broker(args: argparse.Namespace, secret: str | None) -> ShardBroker | None:
+    """This shard's Kafka broker (``--kafka-fd``), its types loading from now on."""
+    if args.kafka_fd is None:
+        return None
+    preload_schemas()
+    brokers = parse_brokers(args.kafka_brokers)
+    peers = Peers(parse_brokers(args.kafka_peers), secret or "")
+    placement = Placement(args.placement)
+    return ShardBroker(args.kafka_fd, args.shard, brokers, peers, args.slot_count, placement)
 
 
 def _holds(slot: int, slot_count: int, placement: Placement) -> Callable[[str], bool]:
@@ -185,6 +204,7 @@ async def _serve(
     guard: Guard,
     admits: dict[int, Admit],
     admit_metadata: bool,
+    kafka: ShardBroker | None = None,
 ) -> int:
     loop = asyncio.get_running_loop()
     served: dict[int, ServedStore] = {}
@@ -205,12 +225,21 @@ async def _serve(
         loop.add_signal_handler(sig, stop.set)
     if guard.auth is not None:
         loop.add_signal_handler(signal.SIGHUP, guard.reload)
+    listener = None if kafka is None else await kafka.listen(served, guard)
     for store in served.values():  # one worker pool a slot: each starts with its first run
         await store.start(warm_workers=len(served) == 1)
+    if listener is not None:
+        await listener.start()
     addresses = {str(slot): f"127.0.0.1:{store.port}" for slot, store in served.items()}
     print(json.dumps({"slots": addresses}), flush=True)
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # nobody reads the pipe any more
     await stop.wait()
+    if listener is not None and kafka is not None:  # its answers finish on open stores
+        for store in served.values():
+            if store.signals is not None:
+                store.signals.stop()  # waiting fetches answer now
+        await listener.stop(SHUTDOWN_GRACE_S)
+        kafka.peers.close()
     await asyncio.gather(*(store.stop() for store in served.values()))
     return 0
 

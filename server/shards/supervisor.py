@@ -24,6 +24,7 @@ from pathlib import Path
 from compactlog.errors import CompactlogError
 from compactlog.server.front.secret import SECRET_ENV
 from compactlog.server.security.guard import SecurityOptions
+from compactlog.server.shards.kafka_ports import KafkaBrokers
 from compactlog.storage.slots import Placement, slots_of_shard
 
 log = logging.getLogger("compactlog.shards")
@@ -45,6 +46,7 @@ class ShardSpec:
     security: SecurityOptions
     placement: Placement = Placement.TOPIC
     secret: str | None = None  # the front's mark (front_secret), handed over in the env
+    kafka: KafkaBrokers | None = None  # --kafka-listen: the front's sockets, one a shard
 
     def command(self, shard: int) -> list[str]:
         slots = ",".join(str(s) for s in slots_of_shard(shard, self.shards, self.slot_count))
@@ -73,7 +75,13 @@ class ShardSpec:
         ):
             if value is not None:
                 args += [flag, str(value)]
+        if self.kafka is not None:
+            args += self.kafka.argv(shard)
         return args
+
+    def inherited(self, shard: int) -> tuple[int, ...]:
+        """The file descriptors the shard inherits: its Kafka broker's socket."""
+        return () if self.kafka is None else self.kafka.fds(shard)
 
     def environment(self) -> dict[str, str]:
         """The shard's environment: the front's own, plus the secret (never in argv,
@@ -142,7 +150,10 @@ class ShardSupervisor:
     def _spawn(self, index: int) -> subprocess.Popen[bytes]:
         # From the event loop's thread, the main thread: see the module docstring.
         return subprocess.Popen(
-            self.spec.command(index), stdout=subprocess.PIPE, env=self.spec.environment()
+            self.spec.command(index),
+            stdout=subprocess.PIPE,
+            env=self.spec.environment(),
+            pass_fds=self.spec.inherited(index),
         )
 
     async def start(self) -> None:

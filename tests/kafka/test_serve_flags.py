@@ -3,6 +3,7 @@ and the address Metadata hands to clients."""
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import sys
 from pathlib import Path
@@ -25,9 +26,21 @@ def serve_fails(tmp_path: Path, *args: str) -> str:
     return line
 
 
-def test_shards_refuse_the_kafka_listener_in_one_line(tmp_path: Path) -> None:
-    line = serve_fails(tmp_path, "--shards", "2", *KAFKA_ARGS)
-    assert "--kafka-listen is not available with --shards" in line
+def test_shards_refuse_kafka_with_tokens_in_one_line(tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens.toml"
+    digest = hashlib.sha256(b"secret").hexdigest()
+    tokens.write_text(f'[principals.a]\ntoken_sha256 = "{digest}"\nrole = "admin"\n')
+    command = [sys.executable, "-m", "compactlog", "serve", "--data-dir", str(tmp_path / "d")]
+    args = ["--shards", "2", "--auth-tokens", str(tokens), *KAFKA_ARGS]
+    done = subprocess.run([*command, *args], capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    [line] = [x for x in done.stderr.splitlines() if "error" in x]  # after the tokens' INFO
+    assert "--kafka-listen with --shards does not take --auth-tokens or --tls-cert yet" in line
+
+
+def test_shards_take_consecutive_kafka_ports_or_refuse_in_one_line(tmp_path: Path) -> None:
+    line = serve_fails(tmp_path, "--shards", "2", "--kafka-listen", "127.0.0.1:65535")
+    assert "--kafka-listen 127.0.0.1:65535: 2 ports past it" in line
 
 
 def test_kafka_listener_beyond_loopback_needs_insecure(tmp_path: Path) -> None:

@@ -1,0 +1,148 @@
+"""Requests that span the brokers of a sharded server, split by owner and merged.
+
+With ``serve --shards N`` each shard is a Kafka broker that stores some topics
+(docs/kafka.md, "With --shards N"). A Metadata, an admin request or a coordinator's
+OffsetCommit or OffsetFetch may name topics other brokers store: this broker answers
+its share itself and sends each other share, as the same request and version, to the
+topic's broker (``peers``), then joins the answers' lists. A null list (Metadata's every
+topic, OffsetFetch's every partition) goes to every broker. A request marked as sent by
+another broker is answered here alone. Produce, Fetch, ListOffsets and DeleteRecords
+are not split: each partition's leader answers it (others say NOT_LEADER_OR_FOLLOWER).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from compactlog.server.kafka.config_entries import ResourceType
+from compactlog.server.kafka.errors import ErrorCode, KafkaError
+from compactlog.server.kafka.handlers import HANDLERS
+from compactlog.server.kafka.offsets import check_group_id
+from compactlog.server.kafka.protocol import make, response_module
+from compactlog.server.kafka.topics import FORWARDED, KafkaContext
+
+METADATA, OFFSET_COMMIT, OFFSET_FETCH = 3, 8, 9
+
+
+def _topic(item: Any) -> str | None:
+    return item if isinstance(item, str) else item.name
+
+
+def _resource(item: Any) -> str | None:
+    return item.resource_name if item.resource_type == ResourceType.TOPIC else None
+
+
+# api key -> (the request's list, the response's list, the topic an item names)
+SPLITS: dict[int, tuple[str, str, Callable[[Any], str | None]]] = {
+    3: ("topics", "topics", _topic),  # Metadata
+    8: ("topics", "topics", _topic),  # OffsetCommit
+    9: ("topics", "topics", _topic),  # OffsetFetch
+    19: ("topics", "topics", _topic),  # CreateTopics
+    20: ("topics", "responses", _topic),  # DeleteTopics v6 (topic_names before: below)
+    32: ("resources", "results", _resource),  # DescribeConfigs
+    33: ("resources", "responses", _resource),  # AlterConfigs
+    37: ("topics", "results", _topic),  # CreatePartitions
+    44: ("resources", "responses", _resource),  # IncrementalAlterConfigs
+}
+
+
+async def handle(
+    ctx: KafkaContext, api_key: int, request: Any, version: int, forwarded: bool
+) -> Any:
+    """The response to ``request``: split over the brokers when it spans them."""
+    token = FORWARDED.set(forwarded)
+    try:
+        if ctx.peers is None or forwarded or api_key not in SPLITS:
+            return await HANDLERS[api_key](ctx, request, version)
+        return await _spread(ctx, api_key, request, version)
+    finally:
+        FORWARDED.reset(token)
+
+
+def _shares(ctx: KafkaContext, items: Any, name_of: Callable[[Any], str | None]) -> dict[int, Any]:
+    """The items each broker answers (``None``, every item, goes to every broker)."""
+    cluster = ctx.cluster
+    if items is None:
+        return dict.fromkeys(range(len(cluster.brokers)))
+    shares: dict[int, list[Any]] = {}
+    for item in items:
+        name = name_of(item)
+        node = cluster.node_id if name is None else cluster.leader_of(name)
+        shares.setdefault(node, []).append(item)
+    return {node: tuple(share) for node, share in shares.items()}
+
+
+async def _spread(ctx: KafkaContext, api_key: int, request: Any, version: int) -> Any:
+    asked, answered, name_of = SPLITS[api_key]
+    if not hasattr(request, asked):  # DeleteTopics before v6: a list of names
+        asked = "topic_names"
+    shares = _shares(ctx, getattr(request, asked), name_of)
+    if set(shares) <= {ctx.cluster.node_id} or _refused_here(ctx, api_key, request):
+        return await HANDLERS[api_key](ctx, request, version)
+    nodes = sorted(shares)
+    answers = await asyncio.gather(
+        *(
+            _ask(ctx, node, api_key, dataclasses.replace(request, **{asked: shares[node]}), version)
+            for node in nodes
+        ),
+        return_exceptions=True,
+    )
+    merged: list[Any] = []
+    base: Any = None
+    for node, answer in zip(nodes, answers, strict=True):
+        if isinstance(answer, BaseException):
+            if api_key != METADATA:
+                raise answer
+            merged += _unreachable(version, shares[node], node)
+            continue
+        base = base if base is not None else answer
+        merged += getattr(answer, answered)
+    if base is None:  # no broker answered: this one's own answer with the errors
+        base = await HANDLERS[api_key](ctx, dataclasses.replace(request, **{asked: ()}), version)
+    return dataclasses.replace(base, **{answered: tuple(merged)})
+
+
+async def _ask(ctx: KafkaContext, node: int, api_key: int, request: Any, version: int) -> Any:
+    if node == ctx.cluster.node_id:
+        return await HANDLERS[api_key](ctx, request, version)
+    assert ctx.peers is not None
+    return await ctx.peers.ask(node, api_key, request, version)
+
+
+def _refused_here(ctx: KafkaContext, api_key: int, request: Any) -> bool:
+    """Whether this broker refuses a group's OffsetCommit or OffsetFetch whole (it does
+    not coordinate the group; a commit from no member of its generation) before any
+    part of it is sent on: the handler then answers every partition with the refusal."""
+    if api_key not in (OFFSET_COMMIT, OFFSET_FETCH):
+        return False
+    try:
+        check_group_id(request.group_id)
+        group = ctx.group(request.group_id)
+        if api_key == OFFSET_COMMIT:
+            generation = getattr(request, "generation_id_or_member_epoch", -1)
+            group.check_commit(request.member_id, generation)
+    except KafkaError:
+        return True
+    return False
+
+
+def _unreachable(version: int, share: Any, node: int) -> list[Any]:
+    """Metadata's answer for the topics of a broker that did not answer (restarting):
+    LEADER_NOT_AVAILABLE, which clients retry."""
+    if share is None:
+        return []
+    module = response_module(METADATA, version)
+    return [
+        make(
+            module.MetadataResponseTopic,
+            error_code=ErrorCode.leader_not_available,
+            name=item.name,
+            topic_id=None,
+            is_internal=False,
+            partitions=(),
+        )
+        for item in share
+    ]
