@@ -85,6 +85,7 @@ class KafkaListener:
         self.server: asyncio.Server | None = None
         self.port = 0
         self._open: dict[asyncio.Task[None], Connection] = {}
+        self._stopping = False
 
     async def bind(self, listen: str, tls: ssl.SSLContext | None = None) -> int:
         """Listen on ``listen`` (with ``tls``: SSL, or SASL_SSL when the context has a
@@ -133,12 +134,18 @@ class KafkaListener:
         self._open[task] = Connection(self.ctx, reader, writer)
         try:
             await self._open[task].serve()
+        except asyncio.CancelledError:
+            # ``stop`` ended the connection; asyncio's stream callback would log a
+            # cancelled handler task as an error in every shutdown's log.
+            if not self._stopping:
+                raise
         finally:
             del self._open[task]
 
     async def stop(self, grace_s: float) -> None:
         if self.server is None:
             return
+        self._stopping = True
         self.server.close()
         self.ctx.groups.stop()  # waiting joins and syncs answer NOT_COORDINATOR
         for task, connection in list(self._open.items()):

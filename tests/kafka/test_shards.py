@@ -59,7 +59,11 @@ def sharded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]
     data: Path = tmp_path_factory.mktemp("kafka-shards") / "data"
     srv = ServerProcess(data, extra_args=SHARD_ARGS).start()
     yield srv
+    idle = connect(srv.kafka_address)  # a client's connection still open at the stop
     assert srv.stop() == 0
+    idle.close()
+    time.sleep(0.5)  # the last of stderr read
+    assert not [line for line in srv.stderr_lines if "Exception in callback" in line]
 
 
 @pytest.fixture(scope="module")
