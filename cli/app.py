@@ -168,13 +168,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="HOST:PORT",
         default=None,
         help="also serve Kafka's wire protocol here for SEGMENTED topics, port 0 picks one "
-        "(off by default; docs/kafka.md)",
+        "(off by default; with --shards N, broker k listens on PORT+k; docs/kafka.md)",
     )
     serve.add_argument(
         "--kafka-advertised",
         metavar="HOST:PORT",
         default=None,
-        help="the address Kafka clients are told to connect to (default: --kafka-listen's)",
+        help="the address Kafka clients are told to connect to (default: --kafka-listen's; "
+        "with --shards N, broker k is told PORT+k)",
     )
     _add_security_options(serve)
     serve.set_defaults(func=_serve)
