@@ -132,11 +132,11 @@ def topic_entries(broker: Broker, overrides: dict[str, str]) -> list[ConfigEntry
     return entries
 
 
-def broker_entries(broker: Broker, resource_name: str) -> list[ConfigEntry]:
+def broker_entries(broker: Broker, resource_name: str, node_id: int = NODE_ID) -> list[ConfigEntry]:
     """The broker's settings: ``"0"`` (this broker) every server-wide key and the topic
     defaults of the ``--config`` file; ``""`` (the cluster's dynamic defaults) none, as
     nothing is set at run time. Read-only: the file is read at start."""
-    _check_broker(resource_name)
+    _check_broker(resource_name, node_id)
     if resource_name == "":
         return []
     settings = broker.settings
@@ -158,10 +158,10 @@ def broker_entries(broker: Broker, resource_name: str) -> list[ConfigEntry]:
 _KAFKA_LEVELS = {"WARNING": "WARN", "CRITICAL": "FATAL", "NOTSET": "INFO"}
 
 
-def logger_entries(resource_name: str) -> list[ConfigEntry]:
+def logger_entries(resource_name: str, node_id: int = NODE_ID) -> list[ConfigEntry]:
     """The server's loggers (``root`` and ``compactlog...``) and their effective levels,
     in Kafka's level names."""
-    _check_broker(resource_name)
+    _check_broker(resource_name, node_id)
     loggers = [logging.getLogger()] + [
         found
         for name, found in sorted(logging.Logger.manager.loggerDict.items())
@@ -180,10 +180,11 @@ def _fixed(name: str, value: str, source: ConfigSource, kind: ConfigType, doc: s
     return ConfigEntry(name, value, source, True, kind, doc, (Synonym(name, value, source),))
 
 
-def _check_broker(resource_name: str) -> None:
-    """A broker resource names this broker (``"0"``) or, for the cluster, ``""``."""
-    if resource_name not in ("", str(NODE_ID)):
+def _check_broker(resource_name: str, node_id: int) -> None:
+    """A broker resource names this broker (``"0"`` without shards, a shard's own id
+    with them) or, for the cluster, ``""``."""
+    if resource_name not in ("", str(node_id)):
         raise KafkaError(
             ErrorCode.invalid_request,
-            f"unexpected broker id {resource_name!r}: this cluster has one broker, {NODE_ID}",
+            f"unexpected broker id {resource_name!r}: this broker is {node_id}",
         )

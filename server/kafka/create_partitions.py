@@ -20,7 +20,7 @@ from compactlog.errors import InvalidArgument
 from compactlog.server.admin.partitioned_topics import PartitionedNamespace
 from compactlog.server.kafka.errors import ErrorCode, KafkaError, code_of
 from compactlog.server.kafka.protocol import NO_THROTTLE, make, response_module
-from compactlog.server.kafka.topics import NODE_ID, KafkaContext
+from compactlog.server.kafka.topics import KafkaContext
 
 CREATE_PARTITIONS = 37
 
@@ -34,7 +34,7 @@ def grow(ctx: KafkaContext, topic: Any, validate_only: bool) -> None:
             f"topic {topic.name!r} has {current} partition(s): a count of {topic.count} "
             "does not grow it",
         )
-    _check_assignments(topic, topic.count - current)
+    _check_assignments(topic, topic.count - current, ctx.cluster.leader_of(topic.name))
     try:
         PartitionedNamespace(ctx.broker_of(topic.name)).add_partitions(
             topic.name, topic.count, validate_only
@@ -45,7 +45,8 @@ def grow(ctx: KafkaContext, topic: Any, validate_only: bool) -> None:
         raise KafkaError(ErrorCode.invalid_partitions, str(exc)) from None
 
 
-def _check_assignments(topic: Any, new: int) -> None:
+def _check_assignments(topic: Any, new: int, leader: int) -> None:
+    """Assignments, when given, name the one broker that stores the topic."""
     assignments = topic.assignments
     if assignments is None:
         return
@@ -55,10 +56,10 @@ def _check_assignments(topic: Any, new: int) -> None:
             f"{new} new partition(s) but {len(assignments)} assignment(s)",
         )
     for assignment in assignments:
-        if tuple(assignment.broker_ids) != (NODE_ID,):
+        if tuple(assignment.broker_ids) != (leader,):
             raise KafkaError(
                 ErrorCode.invalid_replica_assignment,
-                f"brokers {list(assignment.broker_ids)}: this cluster has one broker, {NODE_ID}",
+                f"brokers {list(assignment.broker_ids)}: the topic's one broker is {leader}",
             )
 
 

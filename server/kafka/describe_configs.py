@@ -42,9 +42,9 @@ def entries_of(ctx: KafkaContext, resource_type: int, name: str) -> list[ConfigE
         desc = describe_topic(ctx, name)
         return topic_entries(ctx.broker_of(name), {k: desc.config[k] for k in desc.overrides})
     if resource_type == ResourceType.BROKER:
-        return broker_entries(ctx.settings_broker, name)
+        return broker_entries(ctx.settings_broker, name, ctx.cluster.node_id)
     if resource_type == ResourceType.BROKER_LOGGER:
-        return logger_entries(name)
+        return logger_entries(name, ctx.cluster.node_id)
     raise KafkaError(ErrorCode.invalid_request, f"unsupported resource type {resource_type}")
 
 

@@ -166,6 +166,9 @@ def test_admin_creates_and_describes_on_every_broker(sharded: ServerProcess, sid
     resources = [ConfigResource(ConfigResource.Type.TOPIC, name) for name in names]
     for future in admin.describe_configs(resources).values():
         assert future.result(30)["cleanup.policy"].value == "compact"
+    for node in range(SHARDS):  # each asked at its own broker, one a call
+        broker = ConfigResource(ConfigResource.Type.BROKER, str(node))
+        assert admin.describe_configs([broker])[broker].result(30)
     for name in names:
         info = side.admin.GetTopic(pb.GetTopicRequest(name=name), timeout=30)
         assert (info.kind, info.partitions) == (pb.SEGMENTED, 2)
