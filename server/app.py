@@ -128,10 +128,6 @@ def check_kafka(kafka: KafkaOptions, security: SecurityOptions, shards: int) -> 
     split_address(kafka.listen, "--kafka-listen")
     if kafka.advertised is not None:
         split_address(kafka.advertised, "--kafka-advertised")
-    if shards > 1 and (security.auth_tokens is not None or security.tls_cert is not None):
-        raise CompactlogError(
-            "--kafka-listen with --shards does not take --auth-tokens or --tls-cert yet"
-        )
     check_exposure(kafka.listen, security)
 
 

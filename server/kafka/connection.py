@@ -45,12 +45,14 @@ async def answer(ctx: KafkaContext, frame: bytes, session: sasl.Session | None) 
     if versions is None or not versions[0] <= version <= versions[1]:
         return unsupported(api_key, version, correlation_id)
     header, request = read_request(frame, api_key, version)
-    if session is not None and (refused := session.refused(api_key)) is not None:
+    forwarded = ctx.peers is not None and ctx.peers.marked(header.client_id)
+    # A request another broker of this server sent on carries its mark, not a login:
+    # the client's roles were checked by the broker it reached (kafka.peers).
+    if session is not None and not forwarded and (refused := session.refused(api_key)):
         code, message = refused
         log.info("kafka: api %d from %s refused: %s", api_key, session.peer, message)
         response = access.refusal(api_key, version, request, code, message)
         return None if response is None else encode(correlation_id, response)
-    forwarded = ctx.peers is not None and ctx.peers.marked(header.client_id)
     try:
         response = await handle(ctx, api_key, request, version, forwarded)
     except Exception as exc:

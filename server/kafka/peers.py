@@ -3,9 +3,11 @@
 A request that spans brokers (``spread``) sends each other broker its share as the same
 Kafka request and version, over one loopback connection a peer, its ``client_id`` the
 mark ``compactlog-shard/<the front's per-run secret>``: a marked request is answered
-from the peer's own stores only, never sent on again. Requests on one connection are
-answered in order, so a lock a peer keeps one request in flight on it; a connection
-that fails is dropped and the next request opens a new one.
+from the peer's own stores only, never sent on again. With ``--tls-cert`` the connection speaks
+TLS, trusting exactly the server's own certificate; with ``--auth-tokens`` the mark
+stands for the login (the client's roles were checked by the broker it reached).
+Requests on one connection are answered in order, so a lock a peer keeps one request
+in flight on it; a connection that fails is dropped and the next request opens a new one.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import itertools
+import ssl
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +39,7 @@ class Peers:
         self.addresses = addresses
         self.secret = secret  # never empty from the front; empty: nothing is marked
         self.mark = MARK + secret
+        self.tls: ssl.SSLContext | None = None  # the brokers speak TLS (--tls-cert)
         self._lines: dict[int, _Line] = {}
         self._ids = itertools.count(1)
 
@@ -63,7 +67,7 @@ class Peers:
     ) -> Any:
         if line.writer is None:
             host, port = self.addresses[node]
-            line.reader, line.writer = await asyncio.open_connection(host, port)
+            line.reader, line.writer = await asyncio.open_connection(host, port, ssl=self.tls)
         assert line.reader is not None
         correlation_id = next(self._ids) & 0x7FFFFFFF
         line.writer.write(encode_request(request, version, correlation_id, self.mark))
@@ -78,6 +82,14 @@ class Peers:
         if line.writer is not None:
             line.writer.close()
         line.reader = line.writer = None
+
+    def trust(self, cert_pem: bytes) -> None:
+        """Speak TLS to the other brokers, trusting exactly this server's certificate
+        (they all present it; loopback addresses need not be among its names)."""
+        tls = ssl.create_default_context(cadata=cert_pem.decode("ascii"))
+        tls.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN  # the leaf itself is the anchor
+        tls.check_hostname = False
+        self.tls = tls
 
     def close(self) -> None:
         for line in self._lines.values():

@@ -53,6 +53,8 @@ class ShardBroker:
         ctx = first.kafka_context(self.cluster, stores)
         ctx.slot_of = self.slot_of
         ctx.peers = self.peers
+        if guard.options.tls_cert is not None:
+            self.peers.trust(guard.options.tls_cert.read_bytes())
         listener = KafkaListener(ctx)
         await listener.adopt(socket.socket(fileno=self.fd), guard.ssl_context())
         return listener

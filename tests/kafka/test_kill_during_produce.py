@@ -21,10 +21,10 @@ ck = pytest.importorskip("confluent_kafka")
 class Producing(threading.Thread):
     """Produces numbered records until told to stop; keeps every delivery report."""
 
-    def __init__(self, address: str, topic: str) -> None:
+    def __init__(self, address: str, topic: str, **extra: Any) -> None:
         super().__init__(daemon=True)
         config = {"bootstrap.servers": address, "acks": -1, "linger.ms": 5}
-        config |= {"message.timeout.ms": 5000, "reconnect.backoff.max.ms": 200}
+        config |= {"message.timeout.ms": 5000, "reconnect.backoff.max.ms": 200, **extra}
         self.producer = ck.Producer(config)
         self.topic = topic
         self.stop = threading.Event()

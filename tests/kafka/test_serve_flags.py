@@ -3,7 +3,6 @@ and the address Metadata hands to clients."""
 
 from __future__ import annotations
 
-import hashlib
 import subprocess
 import sys
 from pathlib import Path
@@ -24,18 +23,6 @@ def serve_fails(tmp_path: Path, *args: str) -> str:
     assert done.returncode != 0
     [line] = done.stderr.strip().splitlines()
     return line
-
-
-def test_shards_refuse_kafka_with_tokens_in_one_line(tmp_path: Path) -> None:
-    tokens = tmp_path / "tokens.toml"
-    digest = hashlib.sha256(b"secret").hexdigest()
-    tokens.write_text(f'[principals.a]\ntoken_sha256 = "{digest}"\nrole = "admin"\n')
-    command = [sys.executable, "-m", "compactlog", "serve", "--data-dir", str(tmp_path / "d")]
-    args = ["--shards", "2", "--auth-tokens", str(tokens), *KAFKA_ARGS]
-    done = subprocess.run([*command, *args], capture_output=True, text=True, timeout=60)
-    assert done.returncode != 0
-    [line] = [x for x in done.stderr.splitlines() if "error" in x]  # after the tokens' INFO
-    assert "--kafka-listen with --shards does not take --auth-tokens or --tls-cert yet" in line
 
 
 def test_shards_take_consecutive_kafka_ports_or_refuse_in_one_line(tmp_path: Path) -> None:

@@ -15,17 +15,20 @@ from typing import Any
 
 import pytest
 
+from compactlog.channels import ChannelSecurity, open_channel
 from compactlog.storage.slots import SLOT_COUNT, shard_of, slot_of
 from compactlog.v1 import compactlog_pb2 as pb
-from tests.conftest import ServerProcess
+from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
+from tests.conftest import ServerProcess, TlsFiles, write_tokens_file
 from tests.e2e.shards import shard_pids, wait_for
 from tests.kafka.conftest import KAFKA_ARGS, Grpc
 from tests.kafka.test_groups_confluent import consumer, create, poll_until, subscription
 from tests.kafka.test_kill_during_produce import Producing
+from tests.kafka.test_security import consume_group, produce
 from tests.kafka.test_wire import connect, decode, fetch_request, frame, receive
 
 ck = pytest.importorskip("confluent_kafka")
-from confluent_kafka.admin import AdminClient, ConfigResource  # noqa: E402
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic  # noqa: E402
 from kio.schema.errors import ErrorCode  # noqa: E402
 from kio.schema.fetch.v12.response import FetchResponse  # noqa: E402
 from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest  # noqa: E402
@@ -37,6 +40,7 @@ from kio.schema.metadata.v12.response import MetadataResponse  # noqa: E402
 
 SHARDS = 2
 SHARD_ARGS = ("--shards", str(SHARDS), *KAFKA_ARGS)
+TOKEN = "shards-admin-7e3a"
 
 
 def leader(name: str) -> int:
@@ -174,16 +178,44 @@ def test_admin_creates_and_describes_on_every_broker(sharded: ServerProcess, sid
         assert (info.kind, info.partitions) == (pb.SEGMENTED, 2)
 
 
+def _secure(srv: ServerProcess, tls: TlsFiles) -> dict[str, Any]:
+    """librdkafka's SASL_SSL settings for the admin principal."""
+    return {
+        "bootstrap.servers": srv.kafka_address,
+        "security.protocol": "SASL_SSL",
+        "ssl.ca.location": str(tls.ca),
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": "ops",
+        "sasl.password": TOKEN,
+    }
+
+
 @pytest.mark.slow
-def test_a_shard_killed_during_acks_all_produce_loses_no_acknowledged_record(
-    tmp_path: Path,
+def test_over_sasl_ssl_a_killed_shard_loses_no_acknowledged_record(
+    tmp_path: Path, tls_files: TlsFiles
 ) -> None:
-    srv = ServerProcess(tmp_path / "data", extra_args=SHARD_ARGS).start()
-    side = Grpc(srv.address)
+    tokens = write_tokens_file(tmp_path / "tokens.toml", {"ops": (TOKEN, "admin")})
+    args = [*SHARD_ARGS, "--auth-tokens", str(tokens)]
+    args += ["--tls-cert", str(tls_files.cert), "--tls-key", str(tls_files.key)]
+    srv = ServerProcess(tmp_path / "data", extra_args=args).start()
+    config = _secure(srv, tls_files)
+    channel = open_channel(srv.address, ChannelSecurity.of(TOKEN, tls_files.ca))
+    admin, grpc_log = pb_grpc.TopicAdminStub(channel), pb_grpc.LogStub(channel)
     try:
-        name = names_on_every_broker("kill", 1)[0]  # led by broker 0, the bootstrap
-        side.create(name)
-        producing = Producing(srv.kafka_address, name)
+        # Brokers send each other their shares over TLS, marked, not logged in: the
+        # topic led by broker 1 is created, and its commit stored, through broker 0.
+        name, other = names_on_every_broker("kill", 1)  # led by broker 0 and by 1
+        group = next(g for g in (f"g{i}" for i in range(99)) if leader(g) == 0)
+        kafka_admin = AdminClient(config)  # kept: its futures need the handle alive
+        for future in kafka_admin.create_topics([NewTopic(other, 1)]).values():
+            future.result(30)
+        assert produce(config, other, [(b"k", b"v%d" % i) for i in range(10)]) == [None] * 10
+        assert len(consume_group(config, other, group, 10)) == 10
+        listing = admin.ListSubscriptions(pb.ListSubscriptionsRequest(topic=other), timeout=30)
+        assert [(s.name, s.backlog) for s in listing.subscriptions] == [(group, 0)]
+
+        admin.CreateTopic(pb.CreateTopicRequest(name=name, kind=pb.SEGMENTED), timeout=30)
+        producing = Producing(srv.kafka_address, name, **config)
         producing.start()
         deadline = time.monotonic() + 60
         while len(producing.acked) < 3000:
@@ -197,9 +229,11 @@ def test_a_shard_killed_during_acks_all_produce_loses_no_acknowledged_record(
         wait_for(lambda: len(producing.acked) > resumed + 500, 60)  # the same port again
         producing.stop.set()
         producing.join(30)
-        stored = {m.id.entry_id: (m.key, m.value) for m in side.read(name)}
+        request = pb.ReadRequest(topic=name, position=pb.EARLIEST)
+        read = [m for reply in grpc_log.Read(request, timeout=30) for m in reply.messages]
+        stored = {m.id.entry_id: (m.key, m.value) for m in read}
     finally:
-        side.channel.close()
+        channel.close()
         assert srv.stop() == 0
     acked = producing.acked
     assert len(acked) > killed_at
