@@ -108,8 +108,12 @@ class LedgerCursors:
     ) -> SyncTicket:
         """Apply an ack now (memory and WAL); the result tells when it is on disk. Acks
         share the group commit with appends: many consumers acknowledging at once cost
-        one fsync, and no thread waits on one while holding the topic's lock."""
+        one fsync, and no thread waits on one while holding the topic's lock. When no
+        sync is running, this thread runs it (``sync_here``, after the lock): a lone
+        consumer's ack waits for its fsync alone, not also for the syncer to wake."""
         _cursor, ticket = self._acknowledge(name, subscription, msg_id, cumulative)
+        if ticket:
+            self.group_commit.sync_here()
         return SyncTicket(self.group_commit, ticket)
 
     def _acknowledge(

@@ -59,6 +59,15 @@ class LedgerTopicLog:
     ) -> Cursor:
         return self.store.open_cursor(self.name, subscription, latest, read_compacted, properties)
 
+    def cursor_in_memory(self, subscription: str, read_compacted: bool) -> Cursor | None:
+        """(A change of ``read_compacted`` is a durable write: ``open_cursor``.)"""
+        if self.gone():
+            return None
+        cursor = self.topic.cursors.get(subscription)
+        if cursor is None or cursor.reads_compacted != read_compacted:
+            return None
+        return cursor
+
     def subscriptions(self) -> list[Cursor]:
         with self.topic.lock:
             return [self.topic.cursors[name] for name in sorted(self.topic.cursors)]

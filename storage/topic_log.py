@@ -101,6 +101,12 @@ class TopicLog(ReadableLog, Protocol):
         LEDGER cursor."""
         ...
 
+    def cursor_in_memory(self, subscription: str, read_compacted: bool) -> Cursor | None:
+        """The subscription's cursor when it is open and ``open_cursor`` would write
+        nothing for this Consume: a dictionary lookup, no lock, no I/O, so the event loop
+        may call it; None sends the caller to ``open_cursor`` in the executor."""
+        ...
+
     def subscriptions(self) -> list[Cursor]:
         """Every subscription of the topic, by name (the server's own included)."""
         ...

@@ -113,7 +113,9 @@ class Consuming:
         created = {SUBSCRIPTION_TYPE_PROPERTY: type_name(request.subscription_type)}
         members = []
         for log in logs:
-            cursor: Cursor = await self.run(
+            # An open subscription is found in memory: no executor hop for it.
+            found = log.cursor_in_memory(request.subscription, request.read_compacted)
+            cursor: Cursor = found or await self.run(
                 log.open_cursor, request.subscription, latest, request.read_compacted, created
             )
             dispatcher = self.dispatchers.of(log.name, cursor)

@@ -284,6 +284,11 @@ class SegmentCursors:
                 self._record(cursor, CursorChange(head=True), sync=True)
             return cursor
 
+    def in_memory(self, subscription: str) -> Cursor | None:
+        """The subscription's cursor, without the lock (a dictionary lookup); None when
+        it is not open."""
+        return self._cursors.get(subscription)
+
     def all(self) -> list[Cursor]:
         with self._lock:
             return [self._cursors[name] for name in sorted(self._cursors)]

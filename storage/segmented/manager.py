@@ -157,6 +157,11 @@ class SegmentedLogManager:
                 raise self._missing(name)
         return found
 
+    def cursors_in_memory(self, name: str) -> SegmentCursors | None:
+        """The topic's cursors, without the lock (a dictionary lookup, for the event
+        loop); None when the topic is not served."""
+        return self._cursors.get(name)
+
     def logs(self) -> dict[str, Log]:
         with self._lock:
             return dict(self._logs)

@@ -93,6 +93,11 @@ class SegmentedTopicLog:
         initial = MessageId(0, end - 1) if latest and end else None
         return self.manager.cursors(self.name).open(subscription, initial, properties)
 
+    def cursor_in_memory(self, subscription: str, read_compacted: bool) -> Cursor | None:
+        """(A SEGMENTED cursor records nothing of how it is read.)"""
+        cursors = self.manager.cursors_in_memory(self.name)
+        return None if cursors is None else cursors.in_memory(subscription)
+
     def subscriptions(self) -> list[Cursor]:
         return self.manager.cursors(self.name).all()
 

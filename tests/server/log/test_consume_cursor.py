@@ -107,3 +107,58 @@ def test_a_cancelled_consume_moves_no_cursor(broker: Broker, kind: TopicKind) ->
     broker.create_topic("t", kind, {})
     gate = GatedStep()
     assert asyncio.run(_cancelled_then_again(broker, gate, "t")) == [0, 1, 2]
+
+
+class CountingExecutor(ThreadPoolExecutor):
+    """Counts the storage steps handed to it."""
+
+    steps = 0
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        self.steps += 1
+        return super().submit(fn, *args, **kwargs)
+
+
+async def _steps_per_consume(broker: Broker, topic: str, kind: TopicKind) -> list[int]:
+    """Executor steps of: a first Consume, a second, a LEDGER switch to read_compacted,
+    and a Consume after the subscription was deleted; checks what each returned."""
+    loop = asyncio.get_running_loop()
+    with CountingExecutor(2) as executor:
+        service = LogService(broker, Metrics(), executor, TopicSignals(loop), 100)
+        publish = pb.PublishRequest(topic=topic, records=RECORDS).SerializeToString()
+        await service.Publish(publish, Context())
+
+        async def consume(compacted: bool = False) -> tuple[int, list[int]]:
+            before = executor.steps
+            req = pb.ConsumeRequest(
+                topic=topic, subscription="s", max_messages=2, read_compacted=compacted
+            )
+            reply = await service.Consume(req, Context())
+            ids = [m.id.entry_id for m in pb.ConsumeResponse.FromString(reply).messages]
+            return executor.steps - before, ids
+
+        counts = []
+        for compacted, expected in ((False, [0, 1]), (False, [2, 3]), (True, [4])):
+            steps, ids = await consume(compacted)
+            assert ids == expected
+            counts.append(steps)
+        log = broker.log(topic)
+        assert log.subscriptions()[0].reads_compacted is (kind == TopicKind.LEDGER)
+        await loop.run_in_executor(None, log.delete_subscription, "s")
+        service.dispatchers.forget(topic, "s")
+        steps, ids = await consume()
+        assert ids == [0, 1]  # a new subscription, not the deleted one's cursor
+        return [*counts, steps]
+
+
+@pytest.mark.parametrize(
+    "kind", [TopicKind.LEDGER, TopicKind.SEGMENTED], ids=["ledger", "segmented"]
+)
+def test_a_consume_on_an_open_subscription_is_one_storage_step(
+    broker: Broker, kind: TopicKind
+) -> None:
+    """Opening the subscription is a step of its own only when it writes: on first use,
+    and on a LEDGER subscription when how it is read changes (recorded durably)."""
+    broker.create_topic("t", kind, {})
+    switch = 2 if kind == TopicKind.LEDGER else 1
+    assert asyncio.run(_steps_per_consume(broker, "t", kind)) == [2, 1, switch, 2]
