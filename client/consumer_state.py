@@ -85,7 +85,9 @@ class ConsumerState:
         self.ack_timeout_ms = ack_timeout_ms
         # A new consumer gets every unacknowledged message again, as in Pulsar.
         self._redeliver = True
-        self.low_water = receiver_queue_size // 2  # a Consume goes ahead below this
+        # A Consume goes ahead below this: once a full response is being worked through,
+        # so the next is on its way while the application works (and acknowledges).
+        self.low_water = receiver_queue_size - 1
         self.more_waiting = False  # the last response was full: more is waiting
         self._asked = 0
 

@@ -1,9 +1,9 @@
 """``Prefetch``: one Consume ahead of the caller, so the server's work on the next batch
 overlaps the application's on this one (pulsar-client's receiver queue does the same).
 
-A consumer starts one when its buffer runs low after a full response (a full response
-means more is waiting; after a partial one the consumer is caught up and asks only when
-the buffer is empty). The call runs on a thread of the consumer's and its response is
+A consumer starts one as soon as it hands out the first message of a full response (a
+full response means more is waiting; after a partial one the consumer is caught up and
+asks only when the buffer is empty). The call runs on a thread of the consumer's and its response is
 applied on the caller's thread when the buffer is empty, so the consumer's state is only
 ever touched by its caller. Before anything that moves or releases the subscription
 (``seek``, ``redeliver_unacknowledged_messages``, ``close``) the consumer waits for the
