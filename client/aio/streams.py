@@ -7,12 +7,13 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import Awaitable, Iterable, Mapping
+from collections.abc import Awaitable, Coroutine, Iterable, Mapping
 from typing import Any, Literal, Protocol, TypeVar
 
 import grpc
 
 from compactlog.client import _convert as cv
+from compactlog.client.aio.prefetch import AsyncPrefetch
 from compactlog.client.aio.send_batches import AsyncSendBatches
 from compactlog.client.consumer_state import ConsumerState
 from compactlog.client.errors import AlreadyClosed, Timeout, from_rpc_error
@@ -23,6 +24,7 @@ from compactlog.client.reconnect import Reconnect
 from compactlog.client.send_batches import BatchingSettings
 from compactlog.client.topic_producer import SEND_DEFAULTS, record_of
 from compactlog.errors import CompactlogError, InvalidArgument
+from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 
 __all__ = ["AsyncConsumer", "AsyncProducer", "AsyncSubscriptionAdmin", "acall"]
@@ -156,13 +158,15 @@ class AsyncSubscriptionAdmin(Protocol):
 
 
 class AsyncConsumer:
-    """One consumer of a subscription; the books are a ``ConsumerState``."""
+    """One consumer of a subscription; the books are a ``ConsumerState``. While a full
+    response is worked through, the next Consume is on its way (``AsyncPrefetch``)."""
 
     def __init__(self, link: _Link, state: ConsumerState, admin: AsyncSubscriptionAdmin) -> None:
         self._link = link
         self._state = state
         self._admin = admin
         self._closed = False
+        self._prefetch: AsyncPrefetch[pb.ConsumeResponse] = AsyncPrefetch()
         self._reconnect = Reconnect(f"consumer {state.subscription!r} of {state.topic}")
 
     def topic(self) -> str:
@@ -190,12 +194,14 @@ class AsyncConsumer:
     def redeliver_unacknowledged_messages(self) -> None:
         """As ``Consumer.redeliver_unacknowledged_messages`` (no call: the next receive asks)."""
         self._check_open()
+        self._prefetch.stale = self._prefetch.pending  # its response goes unread
         self._state.start_over()
 
     async def seek(self, message: MessageId | tuple[int, int] | int) -> None:
         """As ``Consumer.seek``: an id (inclusive), ``MessageId.earliest`` / ``latest``, or
         epoch milliseconds. Needs the ``admin`` role (ResetCursor)."""
         self._check_open()
+        await self._prefetch.drop()  # the server sees that Consume before the reset
         admin, topic, sub = self._admin, self._state.topic, self._state.subscription
         if isinstance(message, int):
             await admin.reset_cursor(topic, sub, timestamp_ms=message)
@@ -216,24 +222,41 @@ class AsyncConsumer:
     async def subscribe_now(self) -> None:
         await self._fetch(0)
 
-    async def _fetch(self, wait_ms: int) -> None:
+    def _consume(self, wait_ms: int) -> Coroutine[Any, Any, pb.ConsumeResponse]:
+        """The Consume call for the state as it is now (sent at once), to await here or
+        ahead."""
         link, state = self._link, self._state
         req = state.consume_request(state.queue_size, wait_ms)
         deadline = state.deadline(wait_ms, link.timeout)
+        call = link.stub.Consume(req, timeout=deadline, metadata=link.metadata)
+        return acall("Consume", link.address, call)
+
+    async def _fetch(self, wait_ms: int) -> None:
+        state = self._state
         try:
-            call = link.stub.Consume(req, timeout=deadline, metadata=link.metadata)
-            resp = await acall("Consume", link.address, call)
+            resp = await self._consume(wait_ms)
         except BaseException:
             state.fetch_failed()
             raise
         state.fetched(resp)
 
+    def _go_ahead(self) -> None:
+        """The next full Consume on its way (no server-side wait: a backlog is there)."""
+        self._state.more_waiting = False
+        if not self._prefetch.pending:
+            self._prefetch.start(self._consume(0))
+
     async def receive(self, timeout_millis: int | None = None) -> Message:
         """The next message; ``Timeout`` after ``timeout_millis`` (None: wait forever)."""
         state = self._state
-        if not state.buffer:
+        buffer = state.buffer
+        if len(buffer) > state.low_water:  # the usual case: no call
+            return buffer.popleft()
+        if not buffer:
             await self._fill(timeout_millis)
-        return state.take()
+        elif state.more_waiting:
+            self._go_ahead()
+        return buffer.popleft()
 
     async def batch_receive(
         self, max_messages: int | None = None, timeout_ms: int | None = None
@@ -253,7 +276,11 @@ class AsyncConsumer:
                     raise
                 return []
         cap = max_messages or (policy.max_num_message if policy else 0)
-        return self._state.take_batch(cap, policy.max_num_bytes if policy else 0)
+        state = self._state
+        batch = state.take_batch(cap, policy.max_num_bytes if policy else 0)
+        if state.more_waiting and len(state.buffer) <= state.low_water:
+            self._go_ahead()
+        return batch
 
     async def _fill(self, limit: int | None) -> None:
         """Consume until a message is buffered; ``Timeout`` after ``limit`` ms. A server
@@ -261,6 +288,18 @@ class AsyncConsumer:
         self._check_open()
         state = self._state
         end = state.end_of(limit)
+        if self._prefetch.stale:
+            await self._prefetch.drop()
+        elif self._prefetch.pending:
+            try:
+                resp = await self._prefetch.take(None if limit is None else limit / 1000)
+            except CompactlogError as exc:
+                state.fetch_failed()
+                await asyncio.sleep(self._reconnect.pause(exc, end))
+            else:
+                if resp is None:
+                    raise state.timeout_error(limit)
+                state.fetched(resp)
         first = True
         while not state.ready():
             try:
@@ -301,6 +340,7 @@ class AsyncConsumer:
         if self._closed:
             return
         self._closed = True
+        await self._prefetch.drop()  # the server sees that Consume before CloseConsumer
         self._state.clear()
         link = self._link
         req = self._state.close_request()

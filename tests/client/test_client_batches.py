@@ -119,6 +119,40 @@ def test_receive_across_prefetched_responses_then_redeliver(client: Client, topi
     assert again == ids[150:]
 
 
+def test_async_receive_across_prefetched_responses_then_redeliver_seek_and_close(
+    client: Client, topic: str, shared_server: ServerProcess
+) -> None:
+    """The asyncio consumer's Consume ahead is dropped, not lost, on a redelivery, a seek
+    and a close: everything unacknowledged comes again, to it or to the next consumer."""
+    ids = client.producer(topic).send_batch([(f"k{i}", b"v") for i in range(700)])
+
+    async def scenario() -> tuple[list[MessageId], ...]:
+        async with AsyncClient(shared_server.address, timeout=30) as aio:
+            consumer = await aio.subscribe(
+                topic, "s", initial_position=InitialPosition.Earliest, receiver_queue_size=200
+            )
+            got = [await consumer.receive(5000) for _ in range(350)]
+            await consumer.acknowledge_cumulative(got[149])
+            consumer.redeliver_unacknowledged_messages()  # a Consume is ahead now
+            again = [(await consumer.receive(5000)).message_id() for _ in range(550)]
+            await consumer.seek(ids[200])
+            batch = await consumer.batch_receive()  # full: the next Consume goes ahead
+            await consumer.close()
+            nxt = await aio.subscribe(topic, "s", receiver_queue_size=1000)
+            rest = await nxt.batch_receive()
+            await nxt.close()
+            return (
+                [m.message_id() for m in got],
+                again,
+                [m.message_id() for m in batch],
+                [m.message_id() for m in rest],
+            )
+
+    got, again, batch, rest = asyncio.run(scenario())
+    assert got == ids[:350] and again == ids[150:]
+    assert batch == ids[200:400] and rest == ids[200:]  # nothing acknowledged since the seek
+
+
 def test_reader_reads_across_responses_and_skips_its_start(client: Client, topic: str) -> None:
     big = b"b" * 3000  # about 1,400 messages a 4 MiB response: several responses
     ids = client.producer(topic).send_batch([(f"k{i}", big) for i in range(3000)])
