@@ -387,6 +387,7 @@ class Broker:
             hook()
         try:
             self.workers.close()
+            WorkerCompactions.clear_secondaries(self.work_dir)  # kept open between jobs
             self.cleaner.stop()
             self.segments.close()
         finally:

@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from compactlog.compactor.throttle import Throttler, sleep_checking
 from compactlog.compactor.two_phase.compactor import CompactionResult, TwoPhaseCompactor
@@ -41,7 +42,7 @@ from compactlog.compactor.two_phase.storage import (
     NewEntry,
 )
 from compactlog.compactor.worker_link import WorkerLink, kill_self
-from compactlog.errors import StorageError
+from compactlog.errors import CompactlogError, StorageError
 from compactlog.storage import keys
 from compactlog.storage.compacted_digests import digest_record
 from compactlog.storage.ledger_append import compacted_batch, compacted_records_batch, live_only
@@ -215,6 +216,9 @@ class LedgerCompactionJob:
             return compactor.compact(self.input.topic, link)
 
 
+SECONDARY = "secondary"  # ``link.cache`` key: the secondary kept open between jobs
+
+
 @contextmanager
 def metered_secondary(
     store_path: str,
@@ -226,14 +230,55 @@ def metered_secondary(
     """The server's store opened in this worker as a secondary instance (its own directory
     in ``work_dir``), caught up until every id of ``visible`` is, each batch read passing
     the job's ``log.cleaner.io.max.bytes.per.second`` throttle (whose sleeps a cancel cuts
-    short); with it, whether that throttle limits at all."""
-    secondary = Path(work_dir) / f"secondary-{os.getpid()}"
-    scans = MeteredScans(Path(store_path), secondary)
+    short); with it, whether that throttle limits at all.
+
+    The instance stays open in ``link.cache`` for the worker's next job on the same store
+    (opening one replays the primary's WAL: about 80 ms, a third of a 200k-record run);
+    a catch-up applies only what the primary wrote since. A job that fails closes it, and
+    a kept one that cannot catch up is replaced by a fresh one."""
     throttler = Throttler(io_max_bytes_per_second, sleep=sleep_checking(link.check))
+    scans, kept = _secondary(store_path, work_dir, link.cache)
     scans.meter = RunMeter(throttler)
+    done = False
     try:
-        for at in visible:
-            scans.catch_up_to(at)
+        try:
+            _catch_up(scans, visible)
+        except CompactlogError:  # StorageError, DataLoss: a kept one gets a second chance
+            if not kept:
+                raise
+            _drop_secondary(link.cache)
+            scans, _kept = _secondary(store_path, work_dir, link.cache)
+            scans.meter = RunMeter(throttler)
+            _catch_up(scans, visible)
         yield scans, throttler.limited
+        done = True
     finally:
-        scans.close()
+        if not done:
+            _drop_secondary(link.cache)
+
+
+def _secondary(store_path: str, work_dir: str, cache: dict[Any, Any]) -> tuple[MeteredScans, bool]:
+    """The kept secondary of ``store_path`` (True), else a new one, kept from now on."""
+    held = cache.get(SECONDARY)
+    # the IDENTITY file names the database: a store made anew at the path is another one
+    try:
+        identity = (Path(store_path) / "IDENTITY").read_bytes()
+    except OSError:  # no such file: the open below says what is wrong
+        identity = b""
+    if held is not None and held[0] == (store_path, work_dir, identity):
+        return held[1], True
+    _drop_secondary(cache)  # one store's at a time: a slot's store may go with its slot
+    scans = MeteredScans(Path(store_path), Path(work_dir) / f"secondary-{os.getpid()}")
+    cache[SECONDARY] = ((store_path, work_dir, identity), scans)
+    return scans, False
+
+
+def _catch_up(scans: MeteredScans, visible: Sequence[MessageId]) -> None:
+    for at in visible:
+        scans.catch_up_to(at)
+
+
+def _drop_secondary(cache: dict[Any, Any]) -> None:
+    held = cache.pop(SECONDARY, None)
+    if held is not None:
+        held[1].close()

@@ -27,6 +27,7 @@ import dataclasses
 import logging
 import shutil
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -211,9 +212,15 @@ class WorkerCompactions:
     # ---- failures ----------------------------------------------------------------------
 
     def _clear_dead_secondaries(self) -> None:
-        live = {f"secondary-{pid}" for pid in self.pool.pids()}
-        for secondary in self.work_dir.glob("secondary-*"):
-            if secondary.name not in live:  # a dead worker's
+        self.clear_secondaries(self.work_dir, self.pool.pids())
+
+    @staticmethod
+    def clear_secondaries(work_dir: Path, live: Iterable[int] = ()) -> None:
+        """The secondary dirs of workers not in ``live``: a dead worker's, or, once the
+        pool is closed, the ones its workers kept open between jobs."""
+        keep = {f"secondary-{pid}" for pid in live}
+        for secondary in work_dir.glob("secondary-*"):
+            if secondary.name not in keep:
                 shutil.rmtree(secondary, ignore_errors=True)
 
     def _clean_up(self, run: _Run) -> None:

@@ -101,7 +101,8 @@ def test_a_worker_run_leaves_the_view_an_in_process_run_leaves(
     assert phases.index(PHASE_ONE) < phases.index(PHASE_TWO) < phases.index(COMMIT)
     one = [p for p in control.seen if p.phase == PHASE_ONE][-1]
     assert one.bytes_read > 0 and 0 < one.done <= one.total
-    assert list((tmp_path / "work").iterdir()) == []  # SST ingested, secondary gone
+    # the SST files ingested; the worker's secondary kept open for its next run
+    assert [p.name for p in (tmp_path / "work").iterdir()] == [f"secondary-{pool.pids()[0]}"]
     for store in stores.values():
         store.close()
     gc.collect()
@@ -131,5 +132,38 @@ def test_a_cancelled_throttled_run_leaves_nothing(tmp_path: Path, pool: WorkerPo
     assert {lid for lid in range(1, 20) if store.ledger(lid) is not None} == before
     assert store.topic("t").compacted_ledger_id() is None
     assert list((tmp_path / "work").glob("*.sst")) == []
+    store.close()
+    gc.collect()
+
+
+def test_a_worker_keeps_its_secondary_between_runs_and_drops_it_when_one_fails(
+    tmp_path: Path, pool: WorkerPool
+) -> None:
+    store = open_store(tmp_path / "db")
+    store.create_topic("t", {"ledger.max.entries": "60"})
+    work = tmp_path / "work"
+    worker = runs(store, pool, work)
+    secondary = work / f"secondary-{pool.pids()[0]}"
+    publish(store, "t", 300)
+    assert worker.compact("t", LocalRunControl()).committed
+    (secondary / "mark").touch()  # a new instance would start in an emptied directory
+    publish(store, "t", 400, 300)  # the next run sees these through a catch-up alone
+    result = worker.compact("t", LocalRunControl())
+    assert result.committed and result.run.kept == 7
+    assert (secondary / "mark").exists()  # the same instance, not a new one
+    lac = store.topic("t").lac
+    assert lac is not None
+    latest = {m.key: m.value for m in view_messages(store, "t", MessageId(0, 0), lac, False)}
+    assert {k: v for _id, k, v in view(store, "t")} == {
+        k: v for k, v in latest.items() if k is not None
+    }
+    publish(store, "t", 2000, 400)
+    control = LocalRunControl()
+    control.cancel()  # the run fails at its first check: the worker drops its secondary
+    with pytest.raises(RunCancelled):
+        worker.compact("t", control)
+    assert not secondary.exists()
+    assert worker.compact("t", LocalRunControl()).committed  # and opens a fresh one
+    assert secondary.exists() and not (secondary / "mark").exists()
     store.close()
     gc.collect()
