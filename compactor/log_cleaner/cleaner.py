@@ -15,12 +15,13 @@ the pass's own thread, which alone fills the map and writes).
    for a dirty record from its bit, without digesting its key again or probing the map.
 2. Rewrite every segment below ``end`` (the active segment never), grouped so that a group
    fits in ``segment.bytes`` and ``segment.index.bytes``, each group into one ``.cleaned``
-   segment named after its first segment, offsets and order kept. A record survives if it has
-   a key, no later offset of its key is in the map, and — for a tombstone (a keyed record
-   with a null value; an empty value is a value) — its batch's delete horizon has not
-   passed. Survivors are copied byte for byte into new batches (``rewrite.BatchWriter``);
-   a batch holding a tombstone kept for the first time gets the horizon
-   ``now + delete.retention.ms``.
+   segment named after its first segment, offsets and order kept; a group whose survivors
+   fit beside the previous group's joins its ``.cleaned`` segment (``joins``). A record
+   survives if it has a key, no later offset of its key is in the map, and — for a
+   tombstone (a keyed record with a null value; an empty value is a value) — its batch's
+   delete horizon has not passed. Survivors are copied byte for byte into new batches
+   (``rewrite.BatchWriter``); a batch holding a tombstone kept for the first time gets the
+   horizon ``now + delete.retention.ms``.
 3. Hand each group's ``.cleaned`` segment to ``swap``, which swaps it in
    (``Log.replace_segments``: ``.cleaned`` → ``.swap`` → old ``.deleted`` → final names); the
    caller then checkpoints ``end``.
@@ -54,12 +55,13 @@ from compactlog.compactor.log_cleaner.batch_scan import (
 )
 from compactlog.compactor.log_cleaner.fanout import ONE_THREAD, Fanout, Piece
 from compactlog.compactor.log_cleaner.groups import group_segments_by_size
+from compactlog.compactor.log_cleaner.joins import Survived, Unit, joined
 from compactlog.compactor.log_cleaner.manager import LogToClean
 from compactlog.compactor.log_cleaner.offset_map import SkimpyOffsetMap
 from compactlog.compactor.log_cleaner.rewrite import BatchSink, BatchWriter, CountedBatches
 from compactlog.compactor.progress import CLEANING, NoControl, Progress, RunControl
 from compactlog.compactor.throttle import Throttler
-from compactlog.storage.batch import NO_HORIZON, BatchHeader, payload_of
+from compactlog.storage.batch import NO_HORIZON, payload_of
 from compactlog.storage.config import SegmentedTopicConfig
 from compactlog.storage.segmented import CleaningAborted, LogSegment
 from compactlog.storage.segmented.segment import CLEANED, IndexParams
@@ -69,11 +71,6 @@ from compactlog.storage.segmented.segment import CLEANED, IndexParams
 # without one every 1 MiB (each look costs a lock, a pipe poll in a worker and a report).
 PACE_BYTES = 64 * 1024
 UNTHROTTLED_PACE_BYTES = 1024 * 1024
-# Survivors of one batch: (record bytes, count, first offset, last offset, horizon)
-Survivors = tuple[list[bytes], int, int, int, int]
-# A batch of the rewrite: its survivors (None: none), header, (records, keyless dropped,
-# tombstones removed)
-Survived = tuple[Survivors | None, BatchHeader, tuple[int, int, int]]
 
 
 @dataclass
@@ -224,12 +221,18 @@ class Cleaner:
         # one stream over every group's pieces: the threads read the next group's while
         # this one's segment is finished and swapped
         pieces = [[p for seg in group for p in self.fan.pieces(seg, seg.size)] for group in groups]
+        lasts = [g[0].base_offset - 1 for g in groups[1:]] + [end - 1] * bool(groups)
         scan = partial(self._survivors, plan.now_ms, horizon)
         with closing(self.fan.ordered(scan, (p for ps in pieces for p in ps))) as sifted:
-            for group, group_pieces in zip(groups, pieces, strict=True):
-                self._check_aborted(plan.name)
-                group_sifted = islice(sifted, len(group_pieces))
-                self.clean_segments(plan, group, horizon, stats, swap, group_sifted)
+
+            def units() -> Iterator[Unit]:
+                for group, group_pieces, last in zip(groups, pieces, lasts, strict=True):
+                    self._check_aborted(plan.name)
+                    yield group, last, chain.from_iterable(islice(sifted, len(group_pieces)))
+
+            outputs = joined(units(), cfg.segment_bytes, cfg.segment_index_bytes, not cfg.delete)
+            for group, survived in outputs:
+                self.clean_segments(plan, group, horizon, stats, swap, survived)
         self._report(self.progress.total)
         return stats
 
@@ -298,11 +301,12 @@ class Cleaner:
         horizon: int,
         stats: PassStats,
         swap: Swap,
-        sifted: Iterator[Iterator[Survived]],
+        sifted: Iterator[Survived],
     ) -> None:
         """Rewrite ``group`` into one ``.cleaned`` segment and have ``swap`` put it in;
-        ``sifted``: the survivors of the group's pieces, in order (``_survivors``). A dry
-        run packs the same batches and only counts their bytes."""
+        ``sifted``: the survivors of the group's batches, in order (``_survivors``; groups
+        ``joins.joined`` adds to ``group`` while they are taken). A dry run packs the same
+        batches and only counts their bytes."""
         if plan.dry_run:
             self._copy_survivors(CountedBatches(), group, sifted, stats, plan.name)
             return
@@ -328,14 +332,14 @@ class Cleaner:
         self,
         cleaned: BatchSink,
         group: list[LogSegment],
-        sifted: Iterator[Iterator[Survived]],
+        sifted: Iterator[Survived],
         stats: PassStats,
         name: str,
     ) -> None:
         writer = BatchWriter(cleaned)
         tally = _Tally()
         since = 0
-        for kept, header, (read, keyless, tombstones) in chain.from_iterable(sifted):
+        for kept, header, (read, keyless, tombstones) in sifted:
             tally.read += read
             tally.keyless += keyless
             tally.tombstones += tombstones
