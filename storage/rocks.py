@@ -402,7 +402,7 @@ class SstWriter:
         try:
             self._writer.open(str(path))
         except Exception as exc:
-            raise wrap_error(exc, f"creating {path.name}") from None
+            raise wrap_error(exc, f"creating {path.name}", path) from None
         self.keys = 0
         self._writeback = Writeback(path, bytes_per_sync)
 

@@ -45,7 +45,8 @@ def _resource_error(text: str, message: str, path: object) -> CompactlogError | 
         return FileLimit(f"{message}; nothing of this call was kept", path=path, errno="EMFILE")
     named = [name for cause, name in _UNAVAILABLE if cause in text]
     if text.startswith("IO error") or named:
-        return StorageUnavailable(message, path=path, errno=(named or ["EIO"])[0])
+        errno = (named or ["EIO"])[0]  # in the text too, as ``from_os_error`` writes it
+        return StorageUnavailable(f"{message} ({errno})", path=path, errno=errno)
     return None
 
 

@@ -130,3 +130,4 @@ def test_an_io_error_names_its_cause(text: str, kind: type, errno: str) -> None:
     error = wrap_error(Exception(text), "ingesting", "/data/ledgers")
     assert isinstance(error, kind)
     assert error.metadata == {"path": "/data/ledgers", "errno": errno}
+    assert errno in str(error) or kind is DiskFull  # "No space left on device" says it
