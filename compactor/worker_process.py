@@ -4,7 +4,9 @@ Started by ``workers.WorkerPool`` with one end of a socket pair as descriptor ``
 lowers its priority, arranges to die with the server (``worker_os``), then runs the jobs
 it is sent one at a time until the server closes the pipe. A job's error goes back as
 ``Failed`` and the worker takes the next job; only a crash (or the server's kill, for a
-job that ignores a cancel) ends it early.
+job that ignores a cancel) ends it early. The secondary instance of the server's store
+that LEDGER jobs keep open between them (``worker_job.metered_secondary``) is closed after
+``IDLE_S`` without a job, so that it does not hold deleted files of the store open.
 """
 
 from __future__ import annotations
@@ -18,12 +20,15 @@ import traceback
 from multiprocessing.connection import Connection
 from typing import Any
 
+from compactlog.compactor.two_phase.worker_job import SECONDARY, drop_secondary
 from compactlog.compactor.worker_cores import confine_self
 from compactlog.compactor.worker_link import CANCEL, Done, Failed, WorkerLink, portable
 from compactlog.compactor.worker_os import die_with_parent, lower_priority
 
 # The modules of the jobs a worker runs (both designs'): a job's unpickling would import
 # them, and the first job would wait for it.
+# A secondary kept between jobs is closed after this long without one (tests shorten it).
+IDLE_S = float(os.environ.get("COMPACTLOG_WORKER_IDLE_S", "30"))
 JOB_MODULES = (
     "compactlog.compactor.log_cleaner.worker_pass",
     "compactlog.compactor.two_phase.worker_job",
@@ -34,6 +39,9 @@ def serve(conn: Connection) -> int:
     cache: dict[Any, Any] = {}
     while True:
         try:
+            if SECONDARY in cache and not conn.poll(IDLE_S):
+                drop_secondary(cache)  # it holds the store's files open, deleted ones too
+                continue
             job = conn.recv()
         except (EOFError, OSError):  # the server closed the pipe or died
             return 0

@@ -246,7 +246,7 @@ def metered_secondary(
         except CompactlogError:  # StorageError, DataLoss: a kept one gets a second chance
             if not kept:
                 raise
-            _drop_secondary(link.cache)
+            drop_secondary(link.cache)
             scans, _kept = _secondary(store_path, work_dir, link.cache)
             scans.meter = RunMeter(throttler)
             _catch_up(scans, visible)
@@ -254,7 +254,7 @@ def metered_secondary(
         done = True
     finally:
         if not done:
-            _drop_secondary(link.cache)
+            drop_secondary(link.cache)
 
 
 def _secondary(store_path: str, work_dir: str, cache: dict[Any, Any]) -> tuple[MeteredScans, bool]:
@@ -267,7 +267,7 @@ def _secondary(store_path: str, work_dir: str, cache: dict[Any, Any]) -> tuple[M
         identity = b""
     if held is not None and held[0] == (store_path, work_dir, identity):
         return held[1], True
-    _drop_secondary(cache)  # one store's at a time: a slot's store may go with its slot
+    drop_secondary(cache)  # one store's at a time: a slot's store may go with its slot
     scans = MeteredScans(Path(store_path), Path(work_dir) / f"secondary-{os.getpid()}")
     cache[SECONDARY] = ((store_path, work_dir, identity), scans)
     return scans, False
@@ -278,7 +278,8 @@ def _catch_up(scans: MeteredScans, visible: Sequence[MessageId]) -> None:
         scans.catch_up_to(at)
 
 
-def _drop_secondary(cache: dict[Any, Any]) -> None:
+def drop_secondary(cache: dict[Any, Any]) -> None:
+    """Close the secondary ``cache`` keeps, if it keeps one."""
     held = cache.pop(SECONDARY, None)
     if held is not None:
         held[1].close()

@@ -167,3 +167,24 @@ def test_a_worker_keeps_its_secondary_between_runs_and_drops_it_when_one_fails(
     assert secondary.exists() and not (secondary / "mark").exists()
     store.close()
     gc.collect()
+
+
+def test_an_idle_worker_closes_its_secondary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COMPACTLOG_WORKER_IDLE_S", "0.3")
+    idle = WorkerPool(1)  # its worker reads the variable at its start
+    store = open_store(tmp_path / "db")
+    store.create_topic("t", {})
+    publish(store, "t", 100)
+    try:
+        assert runs(store, idle, tmp_path / "work").compact("t", LocalRunControl()).committed
+        secondary = tmp_path / "work" / f"secondary-{idle.pids()[0]}"
+        deadline = time.monotonic() + 10
+        while secondary.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not secondary.exists()
+    finally:
+        idle.close()
+        store.close()
+        gc.collect()
