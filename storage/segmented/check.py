@@ -22,12 +22,12 @@ from compactlog.storage.segmented import state_file
 from compactlog.storage.segmented.consumer_offsets import SegmentCursors
 from compactlog.storage.segmented.index import IndexCorrupt, OffsetIndex, TimeIndex
 from compactlog.storage.segmented.log import LOG_START_FILE, RECOVERY_POINT_FILE
-from compactlog.storage.segmented.manager import read_topic_file
 from compactlog.storage.segmented.manifest import MANIFEST_FILE, decode
 from compactlog.storage.segmented.manifest_check import Figures, missing
 from compactlog.storage.segmented.manifest_check import compare as compare_figures
 from compactlog.storage.segmented.scan import fd_reader, iter_batches
 from compactlog.storage.segmented.segment import CLEANED, DELETED, LOG_EXT, SWAP, file_name
+from compactlog.storage.segmented.topic_dirs import read_topic_file
 from compactlog.storage.segmented.version import (
     CHECKPOINT_FILE,
     FORMAT_FILE,

@@ -1,33 +1,18 @@
 """SegmentedLogManager: every SEGMENTED topic under one root directory.
 
-Layout::
-
-    <root>/
-      ~server/                      the server's own files (``~`` is in no topic name)
-        FORMAT                      "2\n": segment files hold batches (see version.py)
-        cleaner-offset-checkpoint   owned by the LogCleaner
-      <topic>/                      one directory per topic
-        topic.json                  {"overrides": {...}}  (checksummed: state_file.py)
-        cursors.json                durable cursors (consumer_offsets.py)
-        log-start-offset, recovery-point
-        segments.manifest           the sealed segments' figures (manifest.py)
-        00000000000000000000.log / .index / .timeindex   ...  (batches: segment.py)
-      <topic>~new/  <topic>~del/    a create or delete a crash interrupted; removed at start-up
-
-``~`` cannot occur in a topic name, so these never clash with a topic. A topic whose
+The manager creates, opens (with recovery), configures and deletes the topic logs and
+keeps them in memory; the directories on disk (the layout, a topic's config file, a create
+or delete that a crash cannot leave half-way) are ``topic_dirs``. A topic whose
 ``topic.json``, ``cursors.json`` or ``log-start-offset`` fails validation, or whose segments
 cannot be recovered, is taken offline (``storage.offline``) and left as it is on disk; the
-other topics are served. The manager owns a
-scheduler thread that applies retention every ``log.retention.check.interval.ms``, flushes
-logs whose ``flush.ms`` has passed and unlinks ``.deleted`` files after
-``file.delete.delay.ms``.
+other topics are served. The manager owns a scheduler thread that applies retention every
+``log.retention.check.interval.ms``, flushes logs whose ``flush.ms`` has passed and unlinks
+``.deleted`` files after ``file.delete.delay.ms``.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import shutil
 import threading
 import time
@@ -36,33 +21,35 @@ from pathlib import Path
 from typing import Protocol
 
 from compactlog.crash_points import reached
-from compactlog.errors import CompactlogError, TopicExists, TopicNotFound, from_os_error
+from compactlog.errors import CompactlogError, TopicExists, TopicNotFound
 from compactlog.storage import file_limits
 from compactlog.storage.config import (
     SegmentedTopicConfig,
     ServerSettings,
     effective_topic_config,
-    validate_topic_overrides,
 )
 from compactlog.storage.config_checks import check_segmented_config
 from compactlog.storage.names import check_topic_name
 from compactlog.storage.offline import OfflineTopic, take_offline
-from compactlog.storage.segmented import state_file
 from compactlog.storage.segmented.append import AppendResult, pack_request
 from compactlog.storage.segmented.consumer_offsets import CURSORS_FILE, SegmentCursors
-from compactlog.storage.segmented.files import fsync_dir, rename_durably
 from compactlog.storage.segmented.handles import HANDLES
 from compactlog.storage.segmented.log import Log
 from compactlog.storage.segmented.scheduled import ScheduledFaults
-from compactlog.storage.segmented.state_file import BadStateFile
 from compactlog.storage.segmented.stats import SegmentedStats
+from compactlog.storage.segmented.topic_dirs import (
+    make_topic_dir,
+    read_topic_file,
+    topic_dirs,
+    trash_topic_dir,
+    unreadable_reason,
+    write_topic_file,
+)
 from compactlog.storage.segmented.version import TOPIC_FILE, ensure_format
 from compactlog.storage.topic_log import ChangeListeners
 from compactlog.storage.types import Record, StoredMessage, TopicKind
 
 log = logging.getLogger(__name__)
-
-_NEW, _DEL = "~new", "~del"
 
 
 class CleanerHooks(Protocol):
@@ -98,13 +85,7 @@ class SegmentedLogManager:
         self._stop = threading.Event()
         self._faults = ScheduledFaults()  # what the scheduler's work last failed with
         self.changes = ChangeListeners()  # appends, deletions, close: waiting readers wake
-        for entry in sorted(self.root.iterdir()):
-            if not entry.is_dir():
-                continue
-            if entry.name.endswith((_NEW, _DEL)):  # a create or delete a crash cut short
-                log.warning("removing %s, left by a topic create or delete cut short", entry)
-                shutil.rmtree(entry, ignore_errors=True)
-                continue
+        for entry in topic_dirs(self.root):
             self._open_topic(entry)
         self._thread: threading.Thread | None = None
         if start_threads:
@@ -130,7 +111,7 @@ class SegmentedLogManager:
             self._cursors[name] = cursors
         except (CompactlogError, OSError) as exc:
             self._overrides.pop(name, None)
-            take_offline(self._offline, name, TopicKind.SEGMENTED, _reason(exc))
+            take_offline(self._offline, name, TopicKind.SEGMENTED, unreadable_reason(exc))
 
     # ---- topics ------------------------------------------------------------------------
     def set_cleaner_hooks(self, hooks: CleanerHooks | None) -> None:
@@ -208,25 +189,7 @@ class SegmentedLogManager:
         with self._lock:
             if name in self._logs or name in self._offline:
                 raise TopicExists(f"topic {name} already exists", topic=name)
-            staging = self.root / (name + _NEW)
-            shutil.rmtree(staging, ignore_errors=True)
-            final = self.root / name
-            try:
-                staging.mkdir()
-                write_topic_file(staging / TOPIC_FILE, overrides)
-                reached("segmented_create_before_rename")
-                os.rename(staging, final)
-            except OSError as exc:
-                shutil.rmtree(staging, ignore_errors=True)  # a start removes what is left
-                raise from_os_error(exc, f"creating topic {name}", staging) from None
-            except CompactlogError:
-                shutil.rmtree(staging, ignore_errors=True)
-                raise
-            try:
-                fsync_dir(self.root)
-            except OSError as exc:  # not durable: undone, so a restart cannot show it
-                shutil.rmtree(final, ignore_errors=True)
-                raise from_os_error(exc, f"creating topic {name}", self.root) from None
+            final = make_topic_dir(self.root, name, overrides)
             self._overrides[name] = dict(overrides)
             self._logs[name] = Log(final, self.config(name), self.clock)
             self._cursors[name] = SegmentCursors(final)
@@ -264,11 +227,7 @@ class SegmentedLogManager:
             with self._lock:
                 if self._logs.get(name) is not target:
                     raise TopicNotFound(f"topic {name} does not exist", topic=name)
-                trash = self.root / (name + _DEL)
-                shutil.rmtree(trash, ignore_errors=True)
-                rename_durably(
-                    target.dir, trash, f"deleting topic {name}"
-                )  # a failure changes nothing
+                trash = trash_topic_dir(self.root, name, target.dir)  # a failure: no change
                 reached("segmented_delete_after_rename")
                 del self._logs[name]
                 del self._overrides[name]
@@ -284,9 +243,7 @@ class SegmentedLogManager:
         self.changes.notify(name)
 
     def _remove_dir(self, name: str) -> None:
-        trash = self.root / (name + _DEL)
-        shutil.rmtree(trash, ignore_errors=True)
-        rename_durably(self.root / name, trash, f"deleting topic {name}")
+        trash = trash_topic_dir(self.root, name, self.root / name)
         shutil.rmtree(trash, ignore_errors=True)
 
     # ---- data --------------------------------------------------------------------------
@@ -376,33 +333,3 @@ class SegmentedLogManager:
                 self.changes.notify(topic.name)
             for cursors in self._cursors.values():
                 cursors.close()
-
-
-def read_topic_file(path: Path) -> dict[str, str]:
-    """A topic's stored overrides, checked (``BadStateFile`` when they fail)."""
-    body = state_file.read(path)
-    if body is None:
-        raise BadStateFile(path, "missing")
-    try:
-        obj = json.loads(body)
-        if not isinstance(obj, dict) or set(obj) != {"overrides"}:
-            raise ValueError("not an object of overrides")
-        overrides = obj["overrides"]
-        if not isinstance(overrides, dict):
-            raise ValueError("overrides are not a map")
-        checked = validate_topic_overrides(TopicKind.SEGMENTED, overrides)
-        if checked != overrides:
-            raise ValueError("overrides are not in the form they are stored in")
-        return checked
-    except (ValueError, CompactlogError) as exc:
-        raise BadStateFile(path, f"malformed topic config ({exc})") from None
-
-
-def write_topic_file(path: Path, overrides: Mapping[str, str]) -> None:
-    state_file.write(path, json.dumps({"overrides": dict(overrides)}, sort_keys=True).encode())
-
-
-def _reason(exc: BaseException) -> str:
-    if isinstance(exc, OSError):
-        return f"{exc.filename or 'a file'} cannot be read ({exc.strerror or exc})"
-    return " ".join(str(exc).split())
