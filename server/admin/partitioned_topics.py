@@ -56,18 +56,24 @@ class PartitionedNamespace:
     def create(
         self, name: str, kind: TopicKind, config: dict[str, str], partitions: int
     ) -> TopicDescription:
-        check_topic_name(name)
-        _check_count(name, partitions)
-        validate_topic_overrides(kind, config, name)  # a bad config starts nothing
-        broker = self.broker
-        with broker.namespace_lock:
-            self._finish_pending(name)
-            if broker.has_name(name):
-                raise TopicExists(f"topic {name!r} already exists", topic=name)
-            self._check_free(name, 0, partitions)
+        with self.broker.namespace_lock:
+            self.check(name, kind, config, partitions)
             change = PendingChange(name, Op.CREATE, partitions, kind, dict(config))
             self.changes.apply(change, None)
         return self.describe(name)
+
+    def check(self, name: str, kind: TopicKind, config: dict[str, str], partitions: int) -> None:
+        """Every check of ``create``, nothing created (a validate-only create); a bad name,
+        count or config starts nothing."""
+        check_topic_name(name)
+        check_partitioned_name(name)
+        _check_count(name, partitions)
+        validate_topic_overrides(kind, config, name)
+        with self.broker.namespace_lock:
+            self._finish_pending(name)
+            if self.broker.has_name(name):
+                raise TopicExists(f"topic {name!r} already exists", topic=name)
+            self._check_free(name, 0, partitions)
 
     def create_plain(self, name: str, kind: TopicKind, config: dict[str, str]) -> TopicDescription:
         """A topic of its own (not partitioned), refused when its name is a partition's
@@ -219,6 +225,19 @@ class PartitionedNamespace:
                 f"{p.name}: {p.offline_reason}" for p in parts if p.offline_reason
             ),
             partitions=topic.partitions,
+        )
+
+
+def check_partitioned_name(name: str) -> None:
+    """A partitioned topic's own name is never a partition's (``X-partition-N``): its
+    partitions would be named ``X-partition-N-partition-i``, and ``X-partition-N`` itself
+    would read as partition N of ``X`` (Pulsar refuses such names likewise).
+    ``INVALID_ARGUMENT`` / ``INVALID_TOPIC_NAME``."""
+    if parse_partition_name(name) is not None:
+        raise InvalidTopicName(
+            f"topic name {name!r} is a partition's name (NAME-partition-i): a partitioned "
+            "topic cannot take it, as its partitions add '-partition-i' to it",
+            topic=name,
         )
 
 

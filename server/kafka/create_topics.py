@@ -32,7 +32,9 @@ def create(ctx: KafkaContext, topic: Any, validate_only: bool) -> int:
         raise KafkaError(ErrorCode.invalid_request, "replica assignments are not supported")
     config = {c.name: c.value for c in topic.configs if c.value is not None}
     namespace = PartitionedNamespace(ctx.broker_of(topic.name))
-    if validate_only:  # checked as a plain create: the name free, the config good
+    if validate_only and partitions > 1:  # every check of the create, nothing made
+        namespace.check(topic.name, TopicKind.SEGMENTED, config, partitions)
+    elif validate_only:
         namespace.check_plain(topic.name, TopicKind.SEGMENTED, config)
     elif partitions > 1:
         namespace.create(topic.name, TopicKind.SEGMENTED, config, partitions)

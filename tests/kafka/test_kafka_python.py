@@ -87,9 +87,10 @@ def test_create_topics_partitions_make_a_partitioned_topic(
 def test_a_partitions_name_is_refused_as_a_topic_of_its_own(
     kafka_server: ServerProcess, grpc_side: Grpc, topic: str
 ) -> None:
-    """``T-partition-i`` while ``T`` is partitioned: INVALID_TOPIC_EXCEPTION over Kafka's
-    CreateTopics (validate-only too) and INVALID_ARGUMENT over gRPC, whatever ``i``; and
-    a grow over a topic of its own under a new partition's name is refused, not taken in."""
+    """``T-partition-i`` while ``T`` is partitioned, and a partitioned topic named like a
+    partition at all: INVALID_TOPIC_EXCEPTION over Kafka's CreateTopics (validate-only
+    too) and INVALID_ARGUMENT over gRPC, whatever ``i``; and a grow over a topic of its own
+    under a new partition's name is refused, not taken in."""
     grpc_side.create(topic, partitions=2)
     admin = KafkaAdminClient(bootstrap_servers=kafka_server.kafka_address)
     try:
@@ -98,8 +99,17 @@ def test_a_partitions_name_is_refused_as_a_topic_of_its_own(
                 admin.create_topics(
                     [NewTopic(f"{topic}-partition-{i}", 1, 1)], validate_only=validate_only
                 )
+        for validate_only in (False, True):  # a partitioned topic named like a partition
+            with pytest.raises(InvalidTopicError):
+                admin.create_topics(
+                    [NewTopic(f"{topic}-x-partition-3", 2, 1)], validate_only=validate_only
+                )
     finally:
         admin.close()
+    with pytest.raises(grpc.RpcError) as named:
+        grpc_side.create(f"{topic}-x-partition-3", partitions=2)
+    assert named.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
+    assert "is a partition's name" in str(named.value.details())  # type: ignore[attr-defined]
     with pytest.raises(grpc.RpcError) as refused:
         grpc_side.create(f"{topic}-partition-2")
     assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]

@@ -72,3 +72,18 @@ def test_the_partitions_of_a_delete_refused_half_way_take_no_publish_or_reader(
     assert broker.topic_names() == [] and broker.partitioned.pending() == []
     space.create_plain(partition_name("d", 1), KIND, {})
     assert broker.log(partition_name("d", 1)).partition == 0
+
+
+@pytest.mark.parametrize("name", ["x-partition-0", "x-partition-3", "a-partition-1-partition-2"])
+def test_a_partitioned_topic_named_like_a_partition_is_refused(
+    space: PartitionedNamespace, name: str
+) -> None:
+    """Pulsar refuses it: ``X-partition-N`` would read as partition N of ``X``, and its
+    own partitions would be ``X-partition-N-partition-i``. Validate-only too."""
+    for call in (space.create, space.check):
+        with pytest.raises(InvalidTopicName, match="is a partition's name") as refused:
+            call(name, KIND, {}, 2)
+        assert refused.value.metadata == {"topic": name}
+    assert space.broker.topic_names() == [] and space.broker.partitioned.names() == []
+    space.create_plain(name, KIND, {})  # a topic of its own may take it
+    space.check("x-partition-y", KIND, {}, 2)  # not a partition's name
