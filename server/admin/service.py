@@ -120,8 +120,11 @@ class TopicAdminService(pb_grpc.TopicAdminServicer):
         return topic_info(self.partitioned.add_partitions(request.name, request.partitions))
 
     def _describe(self, name: str) -> pb.TopicInfo:
+        """GetTopic's answer; a partition of a delete refused half-way is not shown
+        (``NOT_FOUND``, "is being deleted"), as its Log calls are refused."""
         if self.partitioned.get(name) is not None:
             return topic_info(self.partitioned.describe(name))
+        self.broker.refuse_if_deleting(name)
         return topic_info(self.broker.describe(name))
 
     @rpc
@@ -135,6 +138,8 @@ class TopicAdminService(pb_grpc.TopicAdminServicer):
         resp = pb.ListTopicsResponse()
         names = sorted({*self.broker.topic_names(), *self.broker.partitioned.names()})
         for name in names:
+            if self.broker.partitioned.deleting(name) is not None:
+                continue  # what a delete refused half-way left: gone for a client
             try:
                 resp.topics.append(self._describe(name))
             except Exception:  # deleted between listing and describing

@@ -149,14 +149,16 @@ class KafkaContext:
 
     def topic_names(self) -> list[str]:
         """Every Kafka topic of the stores here: SEGMENTED topics that are not a partition
-        of another, and SEGMENTED partitioned topics."""
+        of another (nor of a delete refused half-way), and SEGMENTED partitioned topics."""
         found: set[str] = set()
         for store in self.stores.values():
             broker = store.broker
             found.update(
                 name
                 for name in broker.segments.topic_names()
-                if broker.parent_of(name) is None and broker.partitioned.get(name) is None
+                if broker.parent_of(name) is None
+                and broker.partitioned.get(name) is None
+                and broker.partitioned.deleting(name) is None
             )
             found.update(
                 name
