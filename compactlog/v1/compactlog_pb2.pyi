@@ -566,12 +566,17 @@ Global___GetTopicRequest: _TypeAlias = GetTopicRequest  # noqa: Y015
 class ListTopicsRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
+    PREFIX_FIELD_NUMBER: _builtins.int
+    prefix: _builtins.str
+    """only the topics whose name starts with it; empty: every topic"""
     def __init__(
         self,
+        *,
+        prefix: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["prefix", b"prefix"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

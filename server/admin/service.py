@@ -137,7 +137,7 @@ class TopicAdminService(pb_grpc.TopicAdminServicer):
     ) -> pb.ListTopicsResponse:
         resp = pb.ListTopicsResponse()
         names = sorted({*self.broker.topic_names(), *self.broker.partitioned.names()})
-        for name in names:
+        for name in (n for n in names if n.startswith(request.prefix)):
             if self.broker.partitioned.deleting(name) is not None:
                 continue  # what a delete refused half-way left: gone for a client
             try:

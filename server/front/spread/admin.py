@@ -240,7 +240,10 @@ class SpreadAdmin:
             grown = dataclasses.replace(held, partitions=max(total, held.partitions))
             slots = self.slots(grown)
             call = self.call_of(context)
-            await refuse_taken_partitions(self, name, held.partitions, total, call)
+            try:
+                await refuse_taken_partitions(self, name, held.partitions, total, call)
+            except grpc.aio.AioRpcError as exc:  # a slot away: its status, nothing grown
+                await _relay(context, exc)
             first = await self.answers(slots[:1], method, request, context)
             home = pb.TopicInfo.FromString(first[0])
             self._crash("after_home_add_partitions")

@@ -4,11 +4,12 @@ Under partition placement a slot sees only its own part of ``NAME``, so three ch
 single store makes alone need the front: a topic of its own named like a partition of a
 spread ``NAME`` (``NAME-partition-i``, whatever ``i``) is refused, as each store refuses it
 for the partitioned topics it holds; a grow is refused when a topic of its own already has
-a new partition's name (in that partition's slot), before any slot grows; and a
-``NAME`` that ``NAME``'s home slot holds but the index lacks is learnt. The last happens when
-the home shard died under a CreateTopic and finished it at its restart (the call was never
-answered, so the front never heard): a retry then meets ``ALREADY_EXISTS`` from the home,
-and the front takes ``NAME`` in and has the repair make the other slots agree.
+a new partition's name (each slot of a new partition asked once), before any slot grows;
+and a ``NAME`` that ``NAME``'s home slot holds but the index lacks is learnt. The last
+happens when the home shard died under a CreateTopic and finished it at its restart (the
+call was never answered, so the front never heard): a retry then meets ``ALREADY_EXISTS``
+from the home, and the front takes ``NAME`` in and has the repair make the other slots
+agree.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     from compactlog.server.front.spread.admin import SpreadAdmin
 
 _GET_TOPIC = "/compactlog.v1.TopicAdmin/GetTopic"
-_ASKED_AT_ONCE = 64  # GetTopic calls in flight while a grow's new names are checked
+_LIST_TOPICS = "/compactlog.v1.TopicAdmin/ListTopics"
 
 
 def refuse_a_partition_name(index: PartitionedIndex, name: str) -> None:
@@ -53,35 +54,28 @@ async def refuse_taken_partitions(
     admin: SpreadAdmin, name: str, first: int, total: int, call: SlotCall
 ) -> None:
     """``ALREADY_EXISTS`` / ``TOPIC_EXISTS`` when a topic of its own holds the name of a
-    partition ``first`` .. ``total - 1`` of ``NAME`` (each asked of its own slot), so that
-    no slot grows and none takes such a topic in."""
-    parts = [partition_name(name, i) for i in range(first, total)]
-    for at in range(0, len(parts), _ASKED_AT_ONCE):
-        chunk = parts[at : at + _ASKED_AT_ONCE]
-        found = await asyncio.gather(*(_info(admin, part, call) for part in chunk))
-        for i, info in enumerate(found, start=first + at):
+    partition ``first`` .. ``total - 1`` of ``NAME``, so that no slot grows and none takes
+    such a topic in. Each slot of a new partition is asked once, whatever the count: its
+    ``ListTopics`` of the names starting with ``NAME`` (its record of ``NAME`` among them)."""
+    new: dict[int, list[int]] = {}  # slot -> the new partitions it is to hold
+    for i in range(first, total):
+        new.setdefault(admin.owners.slot_of(partition_name(name, i)), []).append(i)
+    request = pb.ListTopicsRequest(prefix=name).SerializeToString()
+    slots = sorted(new)
+    answers = await asyncio.gather(*(admin.ask(s, _LIST_TOPICS, request, call) for s in slots))
+    for slot, answer in zip(slots, answers, strict=True):
+        infos = {t.name: t for t in pb.ListTopicsResponse.FromString(answer).topics}
+        record = infos.get(name)  # a grow whose end the index never heard made these
+        held = record.partitions if record is not None else 0
+        for i in new[slot]:
             part = partition_name(name, i)
-            if info is not None and not await _holds_partition(admin, name, i, call):
+            if part in infos and i >= held:
                 raise TopicExists(
                     f"topic {part!r} already exists as a topic of its own: {name!r} cannot "
                     "take it as a partition (delete it first)",
                     topic=part,
                     partitioned_topic=name,
                 )
-
-
-async def _holds_partition(admin: SpreadAdmin, name: str, i: int, call: SlotCall) -> bool:
-    """Partition ``i``'s slot keeps ``NAME``'s record with more than ``i`` partitions:
-    that topic is the partition, made by a grow whose end the index never heard."""
-    request = pb.GetTopicRequest(name=name).SerializeToString()
-    slot = admin.owners.slot_of(partition_name(name, i))
-    try:
-        answer = await admin.ask(slot, _GET_TOPIC, request, call)
-    except grpc.aio.AioRpcError as exc:
-        if exc.code() == grpc.StatusCode.NOT_FOUND:
-            return False
-        raise
-    return pb.TopicInfo.FromString(answer).partitions > i
 
 
 async def _info(admin: SpreadAdmin, topic: str, call: SlotCall) -> pb.TopicInfo | None:

@@ -49,7 +49,8 @@ class FakeSlot:
         self.compacted: set[str] = set()
         self.configs: dict[str, dict[str, str]] = {}  # name -> config set on it
         self.away = False  # every call UNAVAILABLE, as a shard down
-        self.answers_reads = False  # away, but GetTopic answered (gone after the checks)
+        self.answers_reads = False  # away, but GetTopic and ListTopics answered (gone after
+        # the checks)
 
     def local(self, name: str, partitions: int) -> list[int]:
         return partitions_in_slot(name, partitions, self.slot, 8, SPREAD)
@@ -99,6 +100,14 @@ class FakeSlot:
         del self.records[request.name]
         return pb.DeleteTopicResponse()
 
+    def list_topics(self, request: pb.ListTopicsRequest) -> pb.ListTopicsResponse:
+        """The records and ordinary topics whose name starts with the prefix asked."""
+        names = sorted({*self.records, *self.taken})
+        shown = [n for n in names if n.startswith(request.prefix)]
+        return pb.ListTopicsResponse(
+            topics=[self.info(n) if n in self.records else pb.TopicInfo(name=n) for n in shown]
+        )
+
     def status(self, topic: str) -> pb.CompactionStatus:
         names = [partition_name(topic, i) for i in self.local(topic, self.require(topic))]
         return aggregate(
@@ -122,6 +131,7 @@ class FakeSlot:
         answers: dict[str, Callable[[Any], Any]] = {
             "CreateTopic": self.create,
             "GetTopic": lambda r: self.info(r.name) if self.require(r.name) else None,
+            "ListTopics": self.list_topics,
             "DeleteTopic": self.delete,
             "AddPartitions": self.grow,
             "UpdateTopicConfig": self.configure,
@@ -146,7 +156,7 @@ class FakeSlot:
         async def handle(request: Any, context: Ctx) -> Any:
             marked = from_front(context.invocation_metadata(), SECRET)
             self.marked.append((short, marked))
-            if self.away and not (short == "GetTopic" and self.answers_reads):
+            if self.away and not (short in ("GetTopic", "ListTopics") and self.answers_reads):
                 await context.abort(grpc.StatusCode.UNAVAILABLE, f"slot {self.slot} is away")
             try:
                 name = getattr(request, "name", "") or getattr(request, "topic", "")
@@ -312,10 +322,10 @@ def test_add_partitions_creates_the_topic_in_slots_new_to_it() -> None:
         old, new = holders(cluster, "t", 4)[:2], holders(cluster, "t", 4)[2:]
         assert all(s.records == {"t": 4} for s in old + new)
         assert all(s.marked[-1] == ("AddPartitions", True) for s in old)
-        for slot in new:  # its new partition's name checked free, then asked to grow:
-            # no record, so created with the full count
+        for slot in new:  # its new partitions' names checked free (one ListTopics of the
+            # names starting with t), then asked to grow: no record, so created with the count
             assert slot.marked == [
-                ("GetTopic", True),
+                ("ListTopics", True),
                 ("AddPartitions", True),
                 ("CreateTopic", True),
             ]
@@ -326,5 +336,21 @@ def test_add_partitions_creates_the_topic_in_slots_new_to_it() -> None:
             await admin.AddPartitions(pb.AddPartitionsRequest(name="t", partitions=3))
         assert shrink.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert all(s.records == {"t": 4} for s in old + new)
+
+    run(test)
+
+
+def test_a_slot_away_in_a_grows_name_check_answers_its_status() -> None:
+    """A new partition's slot away while the names are checked: its UNAVAILABLE, nothing
+    grown (never UNKNOWN)."""
+
+    async def test(cluster: Cluster, admin: pb_grpc.TopicAdminStub) -> None:
+        await admin.CreateTopic(pb.CreateTopicRequest(name="t", partitions=2))
+        for slot in holders(cluster, "t", 4)[2:]:
+            slot.away = True
+        with pytest.raises(grpc.aio.AioRpcError) as away:
+            await admin.AddPartitions(pb.AddPartitionsRequest(name="t", partitions=4))
+        assert away.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert all(s.records == {"t": 2} for s in holders(cluster, "t", 2))
 
     run(test)

@@ -1,0 +1,90 @@
+"""Edges of partitioned topics spread over the shards (partition placement), on one real
+``serve --shards 2`` for the module: a name check asked once per slot, names a partitioned
+topic may not take, a topic of its own racing a create of its base name, and reads racing
+a create. Each test uses names of its own."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from compactlog.partitioner import partition_name
+from compactlog.v1 import compactlog_pb2 as pb
+from tests.conftest import ServerProcess
+from tests.e2e.shards import Api
+
+SPREAD_CONFIG = '"shards.placement" = "partition"\n'
+
+
+@pytest.fixture(scope="module")
+def spread(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, Api]]:
+    folder: Path = tmp_path_factory.mktemp("spread-edges")
+    config = folder / "spread.toml"
+    config.write_text(SPREAD_CONFIG)
+    srv = ServerProcess(folder / "data", config, ["--shards", "2"]).start()
+    api = Api(srv.address)
+    yield srv, api
+    api.close()
+    srv.kill()
+
+
+def refusal(call: object) -> grpc.RpcError:
+    with pytest.raises(grpc.RpcError) as refused:
+        call()  # type: ignore[operator]
+    return refused.value
+
+
+def names(api: Api, prefix: str = "") -> list[str]:
+    listed = api.admin.ListTopics(pb.ListTopicsRequest(prefix=prefix), timeout=30)
+    return [t.name for t in listed.topics]
+
+
+def test_list_topics_takes_a_prefix_across_the_slots(spread: tuple[ServerProcess, Api]) -> None:
+    _, api = spread
+    api.admin.CreateTopic(pb.CreateTopicRequest(name="lp", partitions=12), timeout=30)
+    api.admin.CreateTopic(pb.CreateTopicRequest(name="lp-other"), timeout=30)
+    wanted = [partition_name("lp", i) for i in (1, 10, 11)]
+    assert names(api, "lp-partition-1") == sorted(wanted)
+    assert names(api, "lp") == sorted(
+        ["lp", "lp-other", *(partition_name("lp", i) for i in range(12))]
+    )
+    whole = [t for t in api.admin.ListTopics(pb.ListTopicsRequest(prefix="lp")).topics]
+    assert [t.partitions for t in whole if t.name == "lp"] == [12]  # merged over the slots
+    assert names(api, "no-such-") == []
+
+
+def test_a_grow_checks_its_new_names_once_per_slot(spread: tuple[ServerProcess, Api]) -> None:
+    """A grow to hundreds of partitions is refused before any slot grows when one new
+    name is a topic of its own (made before ``g``), and goes through once it is deleted."""
+    _, api = spread
+    taken = partition_name("g", 377)
+    api.admin.CreateTopic(pb.CreateTopicRequest(name=taken), timeout=30)
+    api.admin.CreateTopic(pb.CreateTopicRequest(name="g", partitions=2), timeout=30)
+    grow = pb.AddPartitionsRequest(name="g", partitions=400)
+    refused = refusal(lambda: api.admin.AddPartitions(grow, timeout=60))
+    assert refused.code() == grpc.StatusCode.ALREADY_EXISTS  # type: ignore[attr-defined]
+    assert taken in str(refused.details())  # type: ignore[attr-defined]
+    assert api.admin.GetTopic(pb.GetTopicRequest(name="g"), timeout=30).partitions == 2
+    assert names(api, "g-") == [partition_name("g", 0), partition_name("g", 1), taken]
+
+    api.admin.DeleteTopic(pb.DeleteTopicRequest(name=taken), timeout=30)
+    started = time.monotonic()
+    assert api.admin.AddPartitions(grow, timeout=60).partitions == 400
+    print(f"grow 2 -> 400 partitions over 8 slots: {time.monotonic() - started:.2f} s")
+    assert len(names(api, "g-partition-")) == 400
+
+
+def test_a_partitioned_topic_named_like_a_partition_is_refused(
+    spread: tuple[ServerProcess, Api],
+) -> None:
+    _, api = spread
+    for name in ("n-partition-3", "n-partition-0"):
+        create = pb.CreateTopicRequest(name=name, partitions=4)
+        refused = refusal(lambda c=create: api.admin.CreateTopic(c, timeout=30))
+        assert refused.code() == grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
+        assert "is a partition's name" in str(refused.details())  # type: ignore[attr-defined]
+        assert names(api, name) == []
