@@ -13,6 +13,7 @@ import grpc
 import pytest
 
 from compactlog.partitioner import partition_name
+from compactlog.rpc_errors import error_info
 from compactlog.v1 import compactlog_pb2 as pb
 from tests.conftest import ServerProcess
 from tests.e2e.shards import Api
@@ -88,3 +89,47 @@ def test_a_partitioned_topic_named_like_a_partition_is_refused(
         assert refused.code() == grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
         assert "is a partition's name" in str(refused.details())  # type: ignore[attr-defined]
         assert names(api, name) == []
+
+
+def test_a_topic_named_like_a_partition_races_a_create_and_a_grow_of_its_base(
+    spread: tuple[ServerProcess, Api],
+) -> None:
+    """``X-partition-2`` as a topic of its own sent with CreateTopic ``X`` (4 partitions)
+    at once, either first, then ``X-partition-5`` with a grow of ``X`` to 6: the front
+    checks and makes the topic of its own under its lock, so the one sent first is made
+    and the other refused (a topic of its own always INVALID_TOPIC_NAME, the create
+    TOPIC_EXISTS and undone everywhere). Before, the topic of its own slipped past a
+    create of ``X`` under way and won every time."""
+    _, api = spread
+    for k in range(6):
+        base = f"race{k}"
+        plain = pb.CreateTopicRequest(name=partition_name(base, 2))
+        parted = pb.CreateTopicRequest(name=base, partitions=4)
+        pair = (parted, plain) if k % 2 else (plain, parted)  # either sent first
+        calls = {r.name: api.admin.CreateTopic.future(r, timeout=30) for r in pair}
+        made, own = _outcome(calls[base]), _outcome(calls[plain.name])
+        assert (made is None) == bool(k % 2), (k, made, own)  # the first sent won
+        if made is None:  # the partitioned topic won: the name is its partition's
+            assert own == "INVALID_TOPIC_NAME", own
+            assert names(api, base) == [base, *(partition_name(base, i) for i in range(4))]
+        else:  # the topic of its own won: the create refused and undone everywhere
+            assert (made, own) == ("TOPIC_EXISTS", None)
+            assert names(api, base) == [partition_name(base, 2)]
+            continue
+        grow = pb.AddPartitionsRequest(name=base, partitions=6)
+        late = pb.CreateTopicRequest(name=partition_name(base, 5))
+        calls = [api.admin.AddPartitions.future(grow, timeout=30)]
+        calls.append(api.admin.CreateTopic.future(late, timeout=30))
+        assert [_outcome(c) for c in calls] == [None, "INVALID_TOPIC_NAME"]
+        assert names(api, base) == [base, *(partition_name(base, i) for i in range(6))]
+
+
+def _outcome(call: grpc.Future) -> str | None:
+    """None when the call succeeded, else its ErrorInfo reason."""
+    try:
+        call.result()
+    except grpc.RpcError as exc:
+        info = error_info(exc)
+        assert info is not None, exc
+        return str(info.reason)
+    return None

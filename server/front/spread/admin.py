@@ -33,9 +33,9 @@ from compactlog.server.front.spread.merge import (
     partition_map,
 )
 from compactlog.server.front.spread.names import (
+    create_plain,
     home_decided,
     learn,
-    refuse_a_partition_name,
     refuse_taken_partitions,
 )
 from compactlog.server.front.spread.subscriptions import SpreadSubscriptions
@@ -101,7 +101,7 @@ class SpreadAdmin:
             try:
                 partitioned = held or _creates_partitioned(method, request)
                 if name is not None and method == _CREATE and not partitioned:
-                    refuse_a_partition_name(self.index, name)
+                    return await create_plain(self, name, request, context, handle)
                 if name is None or not partitioned:
                     return await handle(request, context)
                 return await answer(name, held, request, context)

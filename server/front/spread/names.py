@@ -3,7 +3,8 @@
 Under partition placement a slot sees only its own part of ``NAME``, so three checks that a
 single store makes alone need the front: a topic of its own named like a partition of a
 spread ``NAME`` (``NAME-partition-i``, whatever ``i``) is refused, as each store refuses it
-for the partitioned topics it holds; a grow is refused when a topic of its own already has
+for the partitioned topics it holds (checked and made under the front's lock, so no create
+or grow of ``NAME`` runs in between); a grow is refused when a topic of its own already has
 a new partition's name (each slot of a new partition asked once), before any slot grows;
 and a ``NAME`` that ``NAME``'s home slot holds but the index lacks is learnt. The last
 happens when the home shard died under a CreateTopic and finished it at its restart (the
@@ -22,13 +23,13 @@ import grpc
 from compactlog.errors import InvalidTopicName, TopicExists
 from compactlog.partitioner import parse_partition_name, partition_name
 from compactlog.server.front.partitions import PartitionedIndex
-from compactlog.server.front.relay import SlotCall
+from compactlog.server.front.relay import Ctx, SlotCall
 from compactlog.server.rpc.convert import kind_from_pb
 from compactlog.storage.partitioned_topics import PartitionedTopic
 from compactlog.v1 import compactlog_pb2 as pb
 
 if TYPE_CHECKING:
-    from compactlog.server.front.spread.admin import SpreadAdmin
+    from compactlog.server.front.spread.admin import SpreadAdmin, Unary
 
 _GET_TOPIC = "/compactlog.v1.TopicAdmin/GetTopic"
 _LIST_TOPICS = "/compactlog.v1.TopicAdmin/ListTopics"
@@ -48,6 +49,20 @@ def refuse_a_partition_name(index: PartitionedIndex, name: str) -> None:
         topic=name,
         partitioned_topic=base,
     )
+
+
+async def create_plain(
+    admin: SpreadAdmin, name: str, request: bytes, context: Ctx, handle: Unary
+) -> bytes:
+    """A CreateTopic of a topic of its own (``handle``: the front's usual routing). One
+    named like a partition (``X-partition-i``) is checked and made under
+    ``SpreadAdmin.lock``, so that no create or grow of ``X`` runs between the check
+    (``refuse_a_partition_name``) and the make; other names go as they are."""
+    if parse_partition_name(name) is None:
+        return await handle(request, context)
+    async with admin.lock:
+        refuse_a_partition_name(admin.index, name)
+        return await handle(request, context)
 
 
 async def refuse_taken_partitions(
