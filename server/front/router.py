@@ -110,7 +110,7 @@ class FrontHandler(grpc.GenericRpcHandler):
         self.owners = owners
         self.index = index  # partition placement's partitioned topics; None: topic placement
         self.spread = SpreadAdmin(owners, index) if index is not None else None
-        self.spread_log = SpreadLog(owners, index) if index is not None else None
+        self.spread_log = SpreadLog(owners, index, self.spread) if index is not None else None
         self.spread_publish = SpreadPublish(owners, index, spanning) if index is not None else None
         self.shapes: dict[str, tuple[bool, bool]] = {}
         for name in _SERVICES:

@@ -5,18 +5,21 @@ a create. Each test uses names of its own."""
 
 from __future__ import annotations
 
+import collections
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import grpc
 import pytest
 
+from compactlog.crash_points import ADMIN_ENV, ONCE_ENV
 from compactlog.partitioner import partition_name
 from compactlog.rpc_errors import error_info
 from compactlog.v1 import compactlog_pb2 as pb
 from tests.conftest import ServerProcess
-from tests.e2e.shards import Api
+from tests.e2e.shards import SEGMENTED, Api, wait_for
 
 SPREAD_CONFIG = '"shards.placement" = "partition"\n'
 
@@ -133,3 +136,66 @@ def _outcome(call: grpc.Future) -> str | None:
         assert info is not None, exc
         return str(info.reason)
     return None
+
+
+@pytest.mark.slow
+def test_reads_racing_a_learnt_create_never_answer_not_found(
+    server_factory: Callable[..., ServerProcess], tmp_path: Path
+) -> None:
+    """``lr``'s home shard is killed inside its part of a CreateTopic (once); its restart
+    finishes that part, and the retry has the front learn ``lr`` and repair the other
+    slots, each making its partitions before its record. Reads and Consumes of ``lr``
+    sent all along never answer NOT_FOUND once ListTopics lists ``lr`` (UNAVAILABLE while
+    the shard restarts, retryable): a slot without its record yet makes the call wait
+    for the repair and ask again. Before, they answered NOT_FOUND during the repair."""
+    srv = server_factory(start=False, config=SPREAD_CONFIG, extra_args=["--shards", "2"])
+    srv.start({ADMIN_ENV: "create_before_record", ONCE_ENV: str(tmp_path / "crashed-once")})
+    api = Api(srv.address)
+    count = 8
+    create = pb.CreateTopicRequest(name="lr", kind=SEGMENTED, partitions=count)
+    assert refusal(lambda: api.admin.CreateTopic(create, timeout=30)).code() == (
+        grpc.StatusCode.UNAVAILABLE  # type: ignore[attr-defined]
+    )
+    wait_for(lambda: any("restarted as pid" in x for x in srv.stderr_lines), 60)
+    wanted = ["lr", *sorted(partition_name("lr", i) for i in range(count))]
+    seen: list[tuple[bool, str]] = []  # (lr listed first, the call's outcome)
+    whole: list[bool] = []  # every partition listed
+    stop = threading.Event()
+
+    def reader(k: int) -> None:
+        own = Api(srv.address)
+        consume = pb.ConsumeRequest(topic="lr", subscription=f"s{k}", max_messages=5)
+        calls = (lambda: own.values("lr"), lambda: own.log.Consume(consume, timeout=30))
+        while not stop.is_set():
+            shown = names(own, "lr")
+            listed = "lr" in shown
+            whole.append(shown == wanted)
+            for call in calls:
+                try:
+                    call()
+                    seen.append((listed, "OK"))
+                except grpc.RpcError as exc:
+                    seen.append((listed, exc.code().name))  # type: ignore[attr-defined]
+        own.close()
+
+    readers = [threading.Thread(target=reader, args=(k,)) for k in range(3)]
+    for thread in readers:
+        thread.start()
+
+    def retried() -> bool:
+        try:
+            api.admin.CreateTopic(create, timeout=30)
+        except grpc.RpcError as exc:
+            return bool(exc.code() == grpc.StatusCode.ALREADY_EXISTS)  # type: ignore[attr-defined]
+        raise AssertionError("the retry made the topic a second time")
+
+    try:
+        wait_for(retried, 60)
+        time.sleep(0.5)
+    finally:
+        stop.set()
+        for thread in readers:
+            thread.join()
+    print("outcomes:", collections.Counter(seen))
+    assert [s for s in seen if s[0] and s[1] not in ("OK", "UNAVAILABLE")] == []
+    assert (True, "OK") in seen and any(whole)

@@ -3,8 +3,12 @@
 Each slot holding partitions of ``NAME`` answers for its own only, and only with the
 front's mark (``front.secret``); so the front sends Read, Consume, Acknowledge,
 GetLastMessageId, GetKeyHistory and CloseConsumer on ``NAME`` to the slots of
-``PartitionedIndex.slots`` and merges the answers (``front.spread.merge``). Publish is not
-here (``front.spread.publish``). How each call is spread and merged is in
+``PartitionedIndex.slots`` and merges the answers (``front.spread.merge``). A slot that
+answers NOT_FOUND lacks its record of ``NAME`` (a slot makes its partitions before its
+record, in a create, a grow or the repair): the call waits for the repair of ``NAME``
+(``SpreadAdmin.mend``, which holds the admin lock, so a change under way ends first) and
+is asked once more, so that it never answers NOT_FOUND while ListTopics lists the
+partitions. Publish is not here (``front.spread.publish``). How each call is spread and merged is in
 docs/architecture.md ("The front room, module by module").
 """
 
@@ -24,7 +28,7 @@ from compactlog.server.front.relay import forwarded as _forwarded
 from compactlog.server.front.relay import relay as _relay
 from compactlog.server.front.router import Owners
 from compactlog.server.front.spread import log_merge as merge
-from compactlog.server.front.spread.admin import Unary, UnaryStream
+from compactlog.server.front.spread.admin import SpreadAdmin, Unary, UnaryStream
 from compactlog.server.front.tasks import all_or_first_error, settle, start
 from compactlog.server.rpc.wire_peek import topic_of
 from compactlog.v1 import compactlog_pb2 as pb
@@ -37,9 +41,12 @@ Spread = tuple[str, int]  # NAME and its partition count
 class SpreadLog:
     """The Log calls the front answers for a spread ``NAME``."""
 
-    def __init__(self, owners: Owners, index: PartitionedIndex) -> None:
+    def __init__(
+        self, owners: Owners, index: PartitionedIndex, admin: SpreadAdmin | None = None
+    ) -> None:
         self.owners = owners
         self.index = index
+        self.admin = admin  # its ``mend`` (the repair) for a slot lacking NAME's record
         self._turns: dict[str, int] = {}
         self.unary: dict[str, _Unary] = {
             _LOG + "GetLastMessageId": self._merged(merge.last_ids),
@@ -63,7 +70,18 @@ class SpreadLog:
             spread = self.spread(method, request)
             if answer is None or spread is None:
                 return await handle(request, context)
-            return await answer(method, spread, request, context)
+            try:
+                return await answer(method, spread, request, context)
+            except grpc.aio.AioRpcError as exc:
+                mended = await self.mended(spread, exc)
+                if mended is None:
+                    await _relay(context, exc)
+                    raise
+            try:
+                return await answer(method, mended, request, context)
+            except grpc.aio.AioRpcError as exc:
+                await _relay(context, exc)
+                raise
 
         return routed
 
@@ -81,6 +99,17 @@ class SpreadLog:
                 yield response
 
         return routed
+
+    async def mended(self, spread: Spread, error: grpc.aio.AioRpcError) -> Spread | None:
+        """After a slot's NOT_FOUND: ``NAME`` and its count once the repair has made its
+        slots agree (module docstring), to be asked again; None when the error stands (not
+        NOT_FOUND, no repair here, or ``NAME`` gone meanwhile)."""
+        mend = self.admin.mend if self.admin is not None else None
+        if error.code() != grpc.StatusCode.NOT_FOUND or mend is None:
+            return None
+        await mend([spread[0]])
+        topic = self.index.get(spread[0])
+        return (topic.name, topic.partitions) if topic is not None else None
 
     def spread(self, method: str, request: bytes) -> Spread | None:
         """``NAME`` and its partition count when ``method`` on ``request`` is answered
@@ -107,12 +136,9 @@ class SpreadLog:
         self, context: Ctx, method: str, requests: Sequence[tuple[int, bytes]]
     ) -> list[bytes]:
         """Each (slot, request) asked at once; the answers in order. The first error is
-        relayed as the slot gave it and the calls still under way are cancelled."""
-        try:
-            return await all_or_first_error(self._ask(s, method, r, context) for s, r in requests)
-        except grpc.aio.AioRpcError as exc:
-            await _relay(context, exc)
-            raise
+        raised as the slot gave it (``around`` relays it) and the calls still under way
+        are cancelled."""
+        return await all_or_first_error(self._ask(s, method, r, context) for s, r in requests)
 
     def _merged(self, combine: Callable[[list[bytes]], bytes]) -> _Unary:
         async def handle(method: str, spread: Spread, request: bytes, context: Ctx) -> bytes:
@@ -184,18 +210,25 @@ class SpreadLog:
         tasks = start(self._ask(s, method, waiting, ctx) for s in slots)
         try:
             return await _first_answers(tasks)
-        except grpc.aio.AioRpcError as exc:
-            await _relay(ctx, exc)
-            raise
         finally:
             await settle(tasks)
 
     async def read(self, spread: Spread, request: bytes, context: Ctx) -> AsyncIterator[bytes]:
-        """Read on ``NAME``: every slot's stream, forwarded as responses come."""
+        """Read on ``NAME``: every slot's stream, forwarded as responses come; asked once
+        more after a NOT_FOUND that came before any response went (``mended``)."""
         limit = pb.ReadRequest.FromString(request).max_messages
-        reads = SpreadRead(self, self.index.slots(*spread), request, context)
-        async for response in reads.run(limit):
-            yield response
+        for again in (False, True):
+            reads = SpreadRead(self, self.index.slots(*spread), request, context)
+            try:
+                async for response in reads.run(limit):
+                    yield response
+                return
+            except grpc.aio.AioRpcError as exc:
+                mended = None if again or reads.sent else await self.mended(spread, exc)
+                if mended is None:
+                    await _relay(context, exc)
+                    raise
+                spread = mended
 
 
 _Unary = Callable[[str, Spread, bytes, Ctx], Awaitable[bytes]]
@@ -226,6 +259,7 @@ class SpreadRead:
             stub: grpc.aio.UnaryStreamMultiCallable[bytes, bytes]
             stub = log.owners.channels[slot].unary_stream(READ)
             self.calls.append(stub(request, timeout=context.time_remaining(), metadata=metadata))
+        self.sent = False  # a response went to the caller
         # Bounded: a slow reader holds the slots' streams back (gRPC flow control).
         self.queue: asyncio.Queue[bytes | grpc.aio.AioRpcError | None] = asyncio.Queue(len(slots))
 
@@ -251,12 +285,14 @@ class SpreadRead:
                 if item is None:
                     running -= 1
                 elif isinstance(item, grpc.aio.AioRpcError):
-                    await _relay(self.context, item)
+                    raise item  # relayed by SpreadLog.read
                 elif not limit:
+                    self.sent = True
                     yield item
                 else:
                     response, count = merge.cut(item, remaining)
                     remaining -= count
+                    self.sent = True
                     yield response
                     if not remaining:
                         return
