@@ -22,6 +22,7 @@ from typing import Any
 import grpc
 
 from compactlog.partitioner import partition_name
+from compactlog.rpc_errors import error_info
 from compactlog.server.front.partitions import PartitionedIndex
 from compactlog.server.front.relay import Ctx
 from compactlog.server.front.relay import forwarded as _forwarded
@@ -101,12 +102,13 @@ class SpreadLog:
         return routed
 
     async def mended(self, spread: Spread, error: grpc.aio.AioRpcError) -> Spread | None:
-        """After a slot's NOT_FOUND: ``NAME`` and its count once the repair has made its
+        """After a slot's TOPIC_NOT_FOUND: ``NAME`` and its count once the repair has made its
         slots agree (module docstring), to be asked again; None when the error stands (not
         NOT_FOUND, no repair here, or ``NAME`` gone meanwhile)."""
         mend = self.admin.mend if self.admin is not None else None
-        if error.code() != grpc.StatusCode.NOT_FOUND or mend is None:
-            return None
+        info = error_info(error)
+        if info is None or info.reason != "TOPIC_NOT_FOUND" or mend is None:
+            return None  # a subscription not found, say: the slot's answer stands
         await mend([spread[0]])
         topic = self.index.get(spread[0])
         return (topic.name, topic.partitions) if topic is not None else None
