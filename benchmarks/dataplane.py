@@ -8,14 +8,15 @@ the same machine at the same moment, so each run measures both, on both topic ki
    own process): the fair one, group commit (an intake thread writes each request's
    bytes unsynced, the replying side fsyncs the WAL once for all written so far, then
    answers them), as the server keeps the promise; and the old one, each request's
-   bytes as one synced RocksDB put (one fsync a request). Goal: >= 0.5 x floor.
+   bytes as one synced RocksDB put (one fsync a request). Goal: >= 0.6 x the fair
+   floor (issue 29); the old floor is shown for comparison only.
 2. Raw Read, and compacted Read after ``Compact(wait=true)``, of the whole topic; floor:
    the bare server streaming the very responses the real server sent, from memory.
-   Goal: >= 0.5 x floor. The ``Compact(wait=true)`` itself (LEDGER: a two-phase run;
-   SEGMENTED: a cleaner pass), timed by the client, beside the raw Read of the same
-   topic in the same run. Goal: <= 1.0 x that read.
+   Goals: raw >= 0.8 x floor, compacted >= 0.6 x floor. The ``Compact(wait=true)``
+   itself (LEDGER: a two-phase run; SEGMENTED: a cleaner pass), timed by the client,
+   beside the raw Read of the same topic in the same run. Goal: <= 1.0 x that read.
 3. Unary Publish of one record at idle, p50 and p99; floor: a unary raw-bytes echo.
-   Goal: p99 <= 3 ms.
+   Goal: p99 <= 2 ms (on a quiet box: the report prints the load average).
 4. Server RSS growth while reading a large topic end to end; floor: the bare server's
    growth streaming the same responses from a file. Goal: < 100 MB.
 
@@ -35,6 +36,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as dt
+import os
 import sys
 import tempfile
 import time
@@ -64,9 +66,16 @@ from compactlog.bench.summary import (
 from compactlog.bench.workloads import batches
 
 Goal = tuple[str, Callable[[float, float], bool | None]]
-HALF_FLOOR: Goal = (">= 0.5 x floor", lambda fig, floor: fig / floor >= 0.5)
+
+
+def at_least(share: float) -> Goal:
+    """The goal of a figure at ``share`` of its floor or more."""
+    return (f">= {share:g} x floor", lambda fig, floor: fig / floor >= share)
+
+
+PUBLISH_GOAL, RAW_READ_GOAL, COMPACTED_READ_GOAL = at_least(0.6), at_least(0.8), at_least(0.6)
 NO_GOAL: Goal = ("n/a", lambda _fig, _floor: None)
-P99_GOAL: Goal = ("<= 3 ms", lambda fig, _floor: fig <= 3.0)
+P99_GOAL: Goal = ("<= 2 ms", lambda fig, _floor: fig <= 2.0)
 RSS_GOAL: Goal = ("< 100 MB", lambda fig, _floor: fig < 100.0)
 ONE_READ: Goal = ("<= 1.0 x raw Read", lambda fig, floor: fig / floor <= 1.0)
 COMPACTION = {"ledger": "two-phase run", "segmented": "cleaner pass"}
@@ -84,13 +93,13 @@ def rows(med: Sample, kinds: tuple[str, ...], memory_mb: float) -> list[Target]:
     for k in kinds:
         specs: list[tuple[str, str, str, str, Goal, str]] = [
             ("PublishStream, 1000 x 100 B per request", f"{k}.publish_rps",
-             "floor.group_commit.publish_rps", "records/s", HALF_FLOOR, GROUP_COMMIT),
+             "floor.group_commit.publish_rps", "records/s", PUBLISH_GOAL, GROUP_COMMIT),
             ("PublishStream, 1000 x 100 B per request", f"{k}.publish_rps",
-             "floor.publish_rps", "records/s", HALF_FLOOR, SYNCED_PUTS),
+             "floor.publish_rps", "records/s", NO_GOAL, SYNCED_PUTS),
             ("Read, raw, whole topic", f"{k}.raw_read_mps", f"floor.{k}.raw_read_mps",
-             "messages/s", HALF_FLOOR, FROM_MEMORY),
+             "messages/s", RAW_READ_GOAL, FROM_MEMORY),
             ("Read, compacted, whole topic", f"{k}.compacted_read_mps",
-             f"floor.{k}.compacted_read_mps", "messages/s", HALF_FLOOR, FROM_MEMORY),
+             f"floor.{k}.compacted_read_mps", "messages/s", COMPACTED_READ_GOAL, FROM_MEMORY),
             (f"{COMPACTION[k]}, Compact(wait=true), whole topic", f"{k}.compaction_s",
              f"{k}.raw_read_s", "s", ONE_READ, "one raw Read of the same topic, same run"),
             ("unary Publish of one record, p50, idle", f"{k}.unary.p50_ms",
@@ -137,7 +146,7 @@ def ratios_line(report: dict[str, Any]) -> str:
 
 def run(s: Settings) -> dict[str, Any]:
     """Every run, the memory measurement, and the report (JSON-ready)."""
-    started, t0 = dt.datetime.now(), time.perf_counter()
+    started, t0, load = dt.datetime.now(), time.perf_counter(), os.getloadavg()[0]
     requests = [publish_request(TOPIC, b) for b in batches(s.workload, s.seed)]
     samples = [one_run(s, i + 1, requests) for i in range(s.runs)]
     del requests
@@ -159,6 +168,7 @@ def run(s: Settings) -> dict[str, Any]:
         publish_ratios=publish_ratios(samples, s.kinds),
         memory=mem_aggs,
         rows=[dataclasses.asdict(r) for r in table],
+        load_average=[load, os.getloadavg()[0]],
     )
 
 
@@ -172,7 +182,9 @@ def markdown(report: dict[str, Any]) -> str:
         f"{s['records']:,} records x 100 B, median of {s['runs']} run(s); memory: one "
         f"read of a {s['memory_mb']:g} MB topic ({s['memory_value_bytes']} B values). "
         f"{m['cpu_model']}, {m['cores']} cores. {synced}. Group-commit floor: "
-        f"{gc['requests'] / gc['syncs']:.1f} requests per WAL fsync."
+        f"{gc['requests'] / gc['syncs']:.1f} requests per WAL fsync. Load average (1 min) "
+        f"{report['load_average'][0]:.2f} at the start, {report['load_average'][1]:.2f} at "
+        "the end."
     )
     rows_ = [Target(**r) for r in report["rows"]]
     table = targets_markdown(rows_, first_header="measure")
