@@ -1,5 +1,6 @@
 """One ``compactlog serve --kafka-listen 127.0.0.1:0`` process for the Kafka tests of a
-module, and gRPC helpers to compare what Kafka clients see with what gRPC serves."""
+module, gRPC helpers to compare what Kafka clients see with what gRPC serves, and the
+one way these tests start a kafka-python group consumer."""
 
 from __future__ import annotations
 
@@ -55,3 +56,21 @@ def grpc_side(kafka_server: ServerProcess) -> Iterator[Grpc]:
 @pytest.fixture
 def topic() -> str:
     return "k-" + uuid.uuid4().hex[:12]
+
+
+def kafka_python_group_consumer(topic: str, **config: Any) -> Any:
+    """A kafka-python consumer subscribed to ``topic`` that knows the topic's partitions
+    before its first poll joins the group.
+
+    kafka-python (3.0.12) joins on the first poll whether or not its metadata has the
+    topic yet; the leader then assigns nothing, the metadata that arrives next makes it
+    join again, and when that second JoinGroup and SyncGroup outlast the poll's timeout
+    the client never applies their answer: it sends no heartbeat and no fetch until it
+    closes (the server drops the member after its session timeout, so the LeaveGroup
+    then gets UNKNOWN_MEMBER_ID). A loaded machine opens that window; reading the
+    topic's metadata first closes it."""
+    import kafka  # only where kafka-python is installed (the tests importorskip it)
+
+    consumer = kafka.KafkaConsumer(topic, **config)
+    assert consumer.partitions_for_topic(topic), f"no metadata for {topic!r}"
+    return consumer

@@ -25,6 +25,7 @@ from compactlog.channels import ChannelSecurity, open_channel
 from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 from tests.conftest import ServerProcess, TlsFiles, write_tokens_file
+from tests.kafka.conftest import kafka_python_group_consumer
 from tests.kafka.test_wire import decode, frame
 
 ck = pytest.importorskip("confluent_kafka")
@@ -232,7 +233,7 @@ def test_kafka_python_over_sasl_ssl(
         reader.send(topic, key=b"b", value=b"2").get(timeout=30)
     reader.close()
 
-    consumer = kafka.KafkaConsumer(
+    consumer = kafka_python_group_consumer(
         topic,
         group_id="kp",
         auto_offset_reset="earliest",
