@@ -63,11 +63,19 @@ class Member:
     syncing: asyncio.Future[bytes] | None = None
 
     def fail(self, code: ErrorCode) -> None:
-        """End its waiting JoinGroup or SyncGroup with ``code``."""
+        """End its waiting JoinGroup or SyncGroup with ``code``; its session counts again
+        from this answer."""
         for future in (self.joining, self.syncing):
             if future is not None and not future.done():
                 future.set_exception(KafkaError(code))
+                self.seen = future.get_loop().time()
         self.joining = self.syncing = None
+
+    @property
+    def waiting(self) -> bool:
+        """Its JoinGroup or SyncGroup waits on the group: the answer is late, not the
+        member (clients do not heartbeat meanwhile), so its session does not run."""
+        return self.joining is not None or self.syncing is not None
 
 
 @dataclass
@@ -221,9 +229,11 @@ class Group:
         for other in self.members.values():
             other.assignment = assignments.get(other.member_id, b"")
         self._move(State.STABLE)
+        now = self.loop.time()
         for other in self.members.values():
             if other.syncing is not None and not other.syncing.done():
                 other.syncing.set_result(other.assignment)
+                other.seen = now
             other.syncing = None
         return member.assignment
 
@@ -245,10 +255,11 @@ class Group:
         self._maybe_complete_join()
 
     def expire(self) -> None:
-        """Remove members whose session timed out (not those waiting in a join)."""
+        """Remove members whose session timed out; as Kafka, not those waiting for the
+        answer to their JoinGroup or SyncGroup (a follower waits for the leader's sync)."""
         now = self.loop.time()
         for member in list(self.members.values()):
-            if member.joining is None and now - member.seen > member.session_s:
+            if not member.waiting and now - member.seen > member.session_s:
                 self._remove(member, f"timed out ({member.session_s:g} s without a heartbeat)")
 
     def _reap_later(self) -> None:
