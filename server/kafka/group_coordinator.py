@@ -89,7 +89,7 @@ class Group:
     leader: str = ""
     members: dict[str, Member] = field(default_factory=dict)
     _deadline: asyncio.TimerHandle | None = None
-    _reaping: bool = False
+    _reap_due: float | None = None  # loop time the next reaper tick is due at
 
     def _move(self, to: State) -> None:
         if to not in TRANSITIONS[self.state]:
@@ -263,15 +263,25 @@ class Group:
                 self._remove(member, f"timed out ({member.session_s:g} s without a heartbeat)")
 
     def _reap_later(self) -> None:
-        if not self._reaping:
-            self._reaping = True
+        if self._reap_due is None:
+            self._reap_due = self.loop.time() + REAP_EVERY_S
             self.loop.call_later(REAP_EVERY_S, self._reap)
 
     def _reap(self) -> None:
-        self._reaping = False
-        if self.members:
+        """A tick of the reaper. One that runs a tick late found the server itself
+        stalled (stopped, starved of CPU, blocked): the heartbeats that came meanwhile
+        wait unread in the sockets, and this tick runs before they are read, so it
+        expires no one; the next tick, once they are read, does."""
+        assert self._reap_due is not None
+        late = self.loop.time() - self._reap_due
+        self._reap_due = None
+        if not self.members:
+            return
+        if late < REAP_EVERY_S:
             self.expire()
-            self._reap_later()
+        else:
+            log.info("kafka group %r: the server stalled %.1f s; expiry waits", self.group_id, late)
+        self._reap_later()
 
     def check_commit(self, member_id: str, generation: int) -> None:
         """May this OffsetCommit move the group's offsets? As Kafka: a commit without a

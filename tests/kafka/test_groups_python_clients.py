@@ -5,6 +5,8 @@ commit is the group's subscription as gRPC lists it."""
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import time
 from typing import Any
 
@@ -85,6 +87,51 @@ def test_kafka_python_short_polls_take_their_assignment(
     got = kp_consume(address, topic, "kp-short", 2, poll_ms=2)
     assert [(r.offset, r.value) for r in got] == [(0, b"1"), (1, b"2")]
     assert mark_of(grpc_side, topic, "kp-short") == 1
+
+
+def test_a_stalled_server_keeps_the_members_it_could_not_hear(
+    kafka_server: ServerProcess, grpc_side: Grpc, topic: str
+) -> None:
+    """The server stopped (SIGSTOP) past a member's 2 s session: the heartbeats sent
+    meanwhile wait in its socket, and the reaper tick that runs first on SIGCONT must not
+    drop the member for the server's own silence; the commit then lands."""
+    address = kafka_server.kafka_address
+    grpc_side.create(topic)
+    producer = kafka.KafkaProducer(bootstrap_servers=address, enable_idempotence=False)
+    for value in (b"1", b"2"):
+        producer.send(topic, key=b"k", value=value)
+    producer.flush()
+    producer.close()
+    c = kafka_python_group_consumer(
+        topic,
+        bootstrap_servers=address,
+        group_id="kp-stall",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        session_timeout_ms=2000,
+        heartbeat_interval_ms=200,
+    )
+    try:
+        got: list[Any] = []
+        deadline = time.monotonic() + 30
+        while len(got) < 2:
+            assert time.monotonic() < deadline, f"only {len(got)} of 2"
+            for records in c.poll(timeout_ms=200).values():
+                got.extend(records)
+        assert kafka_server.proc is not None
+        os.kill(kafka_server.proc.pid, signal.SIGSTOP)
+        try:
+            time.sleep(3.5)
+        finally:
+            os.kill(kafka_server.proc.pid, signal.SIGCONT)
+        c.commit()
+    finally:
+        c.close()
+    assert mark_of(grpc_side, topic, "kp-stall") == 1
+    dropped = [
+        line for line in kafka_server.stderr_lines if "'kp-stall'" in line and "timed out" in line
+    ]
+    assert dropped == []
 
 
 async def aio_consume(address: str, topic: str, group: str, count: int) -> list[Any]:
