@@ -29,7 +29,14 @@ from compactlog.client.message_id import MessageId
 from compactlog.client.reader import Reader, StartLike
 from compactlog.errors import InvalidArgument
 
-__all__ = ["TopicReader", "more_to_read", "skipped_start", "start_of", "time_start"]
+__all__ = [
+    "TopicReader",
+    "latest_resolved",
+    "more_to_read",
+    "skipped_start",
+    "start_of",
+    "time_start",
+]
 
 _QUEUE_MESSAGES = 1000  # messages read ahead of read_next (pulsar-client's receiver queue)
 _RESPONSE_MESSAGES = 1000  # about what one Read response holds, to size the queue in responses
@@ -50,6 +57,20 @@ def start_of(start_message_id: MessageId | tuple[int, int]) -> StartLike:
     if mid == MessageId.latest:
         return "latest"
     return mid
+
+
+def latest_resolved(
+    start: StartLike, inclusive: bool, last: MessageId | None
+) -> tuple[StartLike, bool]:
+    """The start a reader opens its stream at: ``"latest"`` is fixed when the reader opens
+    as just after ``last``, the topic's last message then (the earliest of an empty topic),
+    so the stream and ``has_message_available`` agree on where reading began; a message
+    published while the stream opens is read, not skipped."""
+    if start != "latest":
+        return start, inclusive
+    if last is None:
+        return "earliest", True
+    return last, False
 
 
 def skipped_start(start: StartLike, inclusive: bool) -> MessageId | None:
@@ -80,9 +101,7 @@ def more_to_read(
         return tuple(last) > tuple(read)
     if start == "earliest":
         return True
-    if start == "latest":
-        return False
-    assert isinstance(start, MessageId)
+    assert isinstance(start, MessageId), "a latest start is resolved as the reader opens"
     after = tuple(last) > tuple(start)
     return after or (not skipping and last == start)
 
@@ -117,6 +136,8 @@ class TopicReader(Closeable):
 
     def _begin(self, start: StartLike, inclusive: bool) -> None:
         """Open the stream at ``start`` and its pump thread."""
+        if start == "latest":
+            start, inclusive = latest_resolved(start, inclusive, self._last_id())
         self._start = start
         self._skip = skipped_start(start, inclusive)
         self._reader = self._open(start)

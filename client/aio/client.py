@@ -292,7 +292,7 @@ class AsyncClient:
         async def last_id() -> MessageId | None:
             return await self.get_last_message_id(topic, read_compacted=is_read_compacted)
 
-        return AsyncReader(
+        return await AsyncReader.opening(
             self._link,
             topic,
             start_message_id,

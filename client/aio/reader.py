@@ -17,7 +17,13 @@ from compactlog.client.errors import AlreadyClosed, Timeout, from_rpc_error
 from compactlog.client.message import Message, messages_of
 from compactlog.client.message_id import MessageId
 from compactlog.client.reader import StartLike, read_request
-from compactlog.client.topic_reader import more_to_read, skipped_start, start_of, time_start
+from compactlog.client.topic_reader import (
+    latest_resolved,
+    more_to_read,
+    skipped_start,
+    start_of,
+    time_start,
+)
 
 __all__ = ["AsyncReader"]
 
@@ -32,7 +38,7 @@ class AsyncReader:
         self,
         link: _Link,
         topic: str,
-        start_message_id: MessageId | tuple[int, int],
+        start: StartLike,
         inclusive: bool,
         read_compacted: bool,
         last_id: Callable[[], Awaitable[MessageId | None]],
@@ -45,7 +51,30 @@ class AsyncReader:
         self._address = link.address
         self._closed = False
         self._ready: deque[Message] = deque()  # the response in hand
-        self._begin(start_of(start_message_id), inclusive)
+        self._begin(start, inclusive)
+
+    @staticmethod
+    async def opening(
+        link: _Link,
+        topic: str,
+        start_message_id: MessageId | tuple[int, int],
+        inclusive: bool,
+        read_compacted: bool,
+        last_id: Callable[[], Awaitable[MessageId | None]],
+    ) -> AsyncReader:
+        """A reader whose ``MessageId.latest`` start is fixed now (``latest_resolved``)."""
+        start, inclusive = await AsyncReader._resolved(
+            start_of(start_message_id), inclusive, last_id
+        )
+        return AsyncReader(link, topic, start, inclusive, read_compacted, last_id)
+
+    @staticmethod
+    async def _resolved(
+        start: StartLike, inclusive: bool, last_id: Callable[[], Awaitable[MessageId | None]]
+    ) -> tuple[StartLike, bool]:
+        if start != "latest":
+            return start, inclusive
+        return latest_resolved(start, inclusive, await last_id())
 
     def _begin(self, start: StartLike, inclusive: bool) -> None:
         """Open the follow Read at ``start`` and its pump task."""
@@ -79,7 +108,7 @@ class AsyncReader:
             last = await self._last_id()  # before the first: what is published between is read
             self._begin(*time_start(await self._first_at(message), last))
         else:
-            self._begin(start_of(message), self._inclusive)
+            self._begin(*await self._resolved(start_of(message), self._inclusive, self._last_id))
 
     async def _first_at(self, timestamp_ms: int) -> MessageId | None:
         """The first message published at or after ``timestamp_ms``; None when none is."""
