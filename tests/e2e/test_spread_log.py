@@ -132,3 +132,34 @@ def test_key_history_merges_the_partitions_by_publish_time(api: Api) -> None:
     history = api.log.GetKeyHistory(request, timeout=30)
     assert [m.value for m in history.messages] == [b"in-2", b"in-0", b"in-3"]
     assert [m.id.partition for m in history.messages] == [2, 0, 3]
+
+
+def test_a_consume_failing_on_one_slot_gives_the_others_messages_back(api: Api) -> None:
+    """Consumer ``a`` holds the EXCLUSIVE subscription on partition 2 alone, so ``b``'s
+    Consume of NAME fails there (CONSUMER_BUSY) while the other slots deliver to ``b``:
+    those messages are given back, and once ``a`` leaves, ``b`` receives every message
+    (before, the ones of the failed Consume counted as delivered and never came)."""
+    sub = {"subscription": "x", "subscription_type": pb.SubscriptionType.EXCLUSIVE}
+    start = pb.StartPosition.EARLIEST
+    held = pb.ConsumeRequest(
+        topic=partition_name(NAME, 2),
+        consumer_name="a",
+        max_messages=1,
+        initial_position=start,
+        **sub,
+    )
+    assert len(api.log.Consume(held, timeout=30).messages) == 1
+    mine = pb.ConsumeRequest(
+        topic=NAME, consumer_name="b", max_messages=100, initial_position=start, **sub
+    )
+    with pytest.raises(grpc.RpcError) as busy:
+        api.log.Consume(mine, timeout=30)
+    assert busy.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    leave = pb.CloseConsumerRequest(
+        topic=partition_name(NAME, 2), subscription="x", consumer_name="a"
+    )
+    api.log.CloseConsumer(leave, timeout=30)
+    seen: list[tuple[int, bytes]] = []
+    while answer := api.log.Consume(mine, timeout=30).messages:
+        seen.extend((m.id.partition, m.value) for m in answer)
+    assert sorted(seen) == sorted((i, v) for i in range(PARTITIONS) for v in values(i))

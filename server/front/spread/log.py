@@ -15,6 +15,7 @@ docs/architecture.md ("The front room, module by module").
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
@@ -36,6 +37,9 @@ from compactlog.v1 import compactlog_pb2 as pb
 
 _LOG = "/compactlog.v1.Log/"
 READ = _LOG + "Read"
+NACK = _LOG + "NegativeAcknowledge"
+
+log = logging.getLogger(__name__)
 Spread = tuple[str, int]  # NAME and its partition count
 
 
@@ -193,7 +197,8 @@ class SpreadLog:
     async def _consume(self, method: str, spread: Spread, request: bytes, ctx: Ctx) -> bytes:
         """Two rounds, concatenated from this call's first slot on (the next call starts
         one later). First every slot without waiting, every answer kept: no answer is
-        cancelled while a slot may be sending messages it counted as delivered. Then,
+        cancelled while a slot may be sending messages it counted as delivered, and when
+        one fails the others' messages are given back (``_first_round``). Then,
         when all were empty, every slot waiting ``wait_ms``: the first answers with
         messages are taken and the slots still waiting cancelled."""
         slots = self.index.slots(*spread)
@@ -204,7 +209,7 @@ class SpreadLog:
         parsed.max_messages = math.ceil(parsed.max_messages / len(slots))
         wait_ms, parsed.wait_ms = parsed.wait_ms, 0
         at_once = parsed.SerializeToString()
-        answers = await self._all(ctx, method, [(s, at_once) for s in slots])
+        answers = await self._first_round(method, parsed, slots, at_once, ctx)
         if any(answers) or not wait_ms:
             return b"".join(answers)
         parsed.wait_ms = wait_ms
@@ -214,6 +219,43 @@ class SpreadLog:
             return await _first_answers(tasks)
         finally:
             await settle(tasks)
+
+    async def _first_round(
+        self, method: str, parsed: pb.ConsumeRequest, slots: list[int], at_once: bytes, ctx: Ctx
+    ) -> list[bytes]:
+        """Every slot's answer to ``at_once``. When one slot fails, the messages the others
+        counted as delivered are given back (a negative ack, redelivered at once) before
+        its error is raised: a Consume that fails moves no cursor, spread or not."""
+        results = await asyncio.gather(
+            *(self._ask(s, method, at_once, ctx) for s in slots), return_exceptions=True
+        )
+        failed = next((r for r in results if isinstance(r, BaseException)), None)
+        if failed is None:
+            return [r for r in results if isinstance(r, bytes)]
+        given = [(s, r) for s, r in zip(slots, results, strict=True) if isinstance(r, bytes) and r]
+        await self._give_back(parsed, given, ctx)
+        raise failed
+
+    async def _give_back(
+        self, parsed: pb.ConsumeRequest, given: list[tuple[int, bytes]], ctx: Ctx
+    ) -> None:
+        """Each slot's delivered messages negatively acknowledged there, at once."""
+        requests = []
+        for slot, answer in given:
+            ids = [m.id for m in pb.ConsumeResponse.FromString(answer).messages]
+            nack = pb.NegativeAcknowledgeRequest(
+                topic=parsed.topic,
+                subscription=parsed.subscription,
+                ids=ids,
+                redelivery_delay_ms=0,
+                consumer_name=parsed.consumer_name,
+            )
+            requests.append(self._ask(slot, NACK, nack.SerializeToString(), ctx))
+        for outcome in await asyncio.gather(*requests, return_exceptions=True):
+            if isinstance(outcome, BaseException):  # they come back at the ack timeout
+                log.warning(
+                    "spread Consume on %s: giving messages back failed: %s", parsed.topic, outcome
+                )
 
     async def read(self, spread: Spread, request: bytes, context: Ctx) -> AsyncIterator[bytes]:
         """Read on ``NAME``: every slot's stream, forwarded as responses come; asked once
