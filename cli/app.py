@@ -208,7 +208,7 @@ def _add_security_options(serve: argparse.ArgumentParser) -> None:
 def _serve(args: argparse.Namespace) -> int:
     try:
         from compactlog.server.app import run
-        from compactlog.server.kafka.listener import KafkaOptions
+        from compactlog.server.kafka.options import KafkaOptions
         from compactlog.server.security.guard import SecurityOptions
     except ImportError as exc:
         raise UsageError(f"the server is not available: {exc}") from None

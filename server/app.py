@@ -21,7 +21,7 @@ from typing import IO
 from compactlog.errors import CompactlogError, StoreLocked
 from compactlog.server.broker import Broker
 from compactlog.server.compaction.cleaner_metrics import export_cleaner_stats
-from compactlog.server.kafka.listener import KafkaOptions, preload_schemas, split_address
+from compactlog.server.kafka.options import KafkaOptions, split_address
 from compactlog.server.metrics import Metrics
 from compactlog.server.rpc.errors import error_listeners
 from compactlog.server.security.guard import Guard, SecurityOptions, check_exposure
@@ -107,6 +107,8 @@ def run(
         finally:
             lock.close()
     if kafka is not None:
+        from compactlog.server.kafka.listener import preload_schemas  # only with Kafka
+
         preload_schemas()  # on its own thread, while the store opens
     try:
         broker = Broker(data_dir, settings)

@@ -13,6 +13,7 @@ import asyncio
 import logging
 import socket
 from concurrent import futures
+from typing import TYPE_CHECKING
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -24,8 +25,6 @@ from compactlog.server.admin.subscriptions import SubscriptionAdmin
 from compactlog.server.broker import Broker
 from compactlog.server.compaction.engine_runs import make_outside_runs
 from compactlog.server.compaction.engine_service import CompactionEngineService
-from compactlog.server.kafka.listener import KafkaListener, KafkaOptions
-from compactlog.server.kafka.topics import Cluster, KafkaContext, Store
 from compactlog.server.log.publishing import Publishing
 from compactlog.server.log.service import LogService, log_handler
 from compactlog.server.log.waiting import TopicSignals
@@ -36,6 +35,11 @@ from compactlog.server.rpc.reflection import enable_server_reflection
 from compactlog.server.security.guard import Guard
 from compactlog.storage.config import ServerSettings
 from compactlog.v1 import compactlog_pb2 as pb
+
+if TYPE_CHECKING:  # imported where used: a server without --kafka-listen never loads kio
+    from compactlog.server.kafka.listener import KafkaListener
+    from compactlog.server.kafka.options import KafkaOptions
+    from compactlog.server.kafka.topics import Cluster, KafkaContext, Store
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 SHUTDOWN_GRACE_S = 10.0
@@ -197,6 +201,9 @@ class ServedStore:
     async def bind_kafka(self, options: KafkaOptions) -> int:
         """Bind the Kafka listener (after ``bind``): the same broker, executors and topic
         signals as the Log service. The bound port; ``CompactlogError`` when it cannot."""
+        from compactlog.server.kafka.listener import KafkaListener
+        from compactlog.server.kafka.topics import Cluster
+
         assert self.signals is not None, "bind first"
         self.kafka = KafkaListener(self.kafka_context(Cluster.alone("", 0)))
         port = await self.kafka.bind(options.listen, self.guard.ssl_context())
@@ -206,6 +213,8 @@ class ServedStore:
     def kafka_store(self) -> Store:
         """This store as the Kafka listener serves it (after ``bind``): its broker, its
         own writers of produces and the Log service's topic signals."""
+        from compactlog.server.kafka.topics import Store
+
         assert self.signals is not None, "bind first"
         writers = Publishing(self.broker, self.metrics, self._appends).writers
         return Store(self.broker, writers, self.signals)
@@ -215,6 +224,8 @@ class ServedStore:
     ) -> KafkaContext:
         """A Kafka listener's context on this store's executors, over this store alone
         or over ``stores`` (a shard's slots, by slot)."""
+        from compactlog.server.kafka.topics import KafkaContext
+
         stores = {0: self.kafka_store()} if stores is None else stores
         ctx = KafkaContext(stores, self._storage, self._appends, cluster)
         ctx.door = self.guard.auth  # --auth-tokens: SASL with the same tokens and roles

@@ -16,41 +16,18 @@ import logging
 import socket
 import ssl
 import time
-from dataclasses import dataclass
 
 from compactlog.errors import CompactlogError
 from compactlog.server.kafka import sasl
 from compactlog.server.kafka.api_versions import API_VERSIONS, SUPPORTED
 from compactlog.server.kafka.connection import Connection
+from compactlog.server.kafka.options import split_address
 from compactlog.server.kafka.protocol import start_preload
 from compactlog.server.kafka.topics import KafkaContext
 
 log = logging.getLogger("compactlog.kafka")
 
 TLS_HANDSHAKE_S = 10.0  # a client that opens the port and never finishes TLS is dropped
-
-
-@dataclass(frozen=True)
-class KafkaOptions:
-    """``serve --kafka-listen HOST:PORT [--kafka-advertised HOST:PORT]``."""
-
-    listen: str
-    advertised: str | None = None  # None: the listen address (its host name for 0.0.0.0)
-
-    def advertised_address(self, port: int) -> tuple[str, int]:
-        """Where Metadata sends clients: ``--kafka-advertised``, else the bound address."""
-        if self.advertised is not None:
-            return split_address(self.advertised, "--kafka-advertised")
-        host = split_address(self.listen, "--kafka-listen")[0]
-        return (socket.getfqdn() if host in ("0.0.0.0", "::", "") else host), port
-
-
-def split_address(address: str, option: str) -> tuple[str, int]:
-    """``HOST:PORT`` (``[v6]:PORT`` too) as ``(host, port)``; one line when it is not."""
-    host, sep, port = address.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise CompactlogError(f"{option} {address!r}: expected HOST:PORT")
-    return host.strip("[]"), int(port)
 
 
 def preload_schemas() -> concurrent.futures.Future[int]:

@@ -30,7 +30,7 @@ from compactlog.server.front.partitions import PartitionedIndex
 from compactlog.server.front.router import FrontHandler, Owners
 from compactlog.server.front.spanning import Spanning, channel_of
 from compactlog.server.front.spread.repair import SpreadRepair
-from compactlog.server.kafka.listener import KafkaOptions
+from compactlog.server.kafka.options import KafkaOptions
 from compactlog.server.rpc.reflection import enable_server_reflection
 from compactlog.server.security.guard import Guard
 from compactlog.server.serving import (

@@ -17,7 +17,7 @@ import socket
 from dataclasses import dataclass
 
 from compactlog.errors import CompactlogError
-from compactlog.server.kafka.listener import KafkaOptions, split_address
+from compactlog.server.kafka.options import KafkaOptions, split_address
 
 BACKLOG = 1024  # connections waiting while a shard (re)starts
 

@@ -19,26 +19,25 @@ import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from compactlog.compactor.worker_os import die_with_parent
 from compactlog.errors import CompactlogError, MalformedRequest, NotOwner
 from compactlog.server.app import lock_data_dir
 from compactlog.server.broker import Broker
 from compactlog.server.front.secret import SECRET_ENV, from_front
-from compactlog.server.kafka.listener import preload_schemas
-from compactlog.server.kafka.peers import Peers
 from compactlog.server.rpc.handlers import Admit, Metadata
 from compactlog.server.rpc.wire_peek import topic_of
 from compactlog.server.security.guard import Guard, SecurityOptions
 from compactlog.server.serving import SHUTDOWN_GRACE_S, ServedStore
-from compactlog.server.shards.kafka_broker import ShardBroker
-from compactlog.server.shards.kafka_ports import parse_brokers
 from compactlog.storage import file_limits
 from compactlog.storage.config import ServerSettings
 from compactlog.storage.slots import Placement, slot_dir, slot_of
 from compactlog.storage.spanning import marker_of
 from compactlog.v1 import compactlog_pb2 as pb
+
+if TYPE_CHECKING:  # imported where used: a shard without Kafka never loads kio
+    from compactlog.server.shards.kafka_broker import ShardBroker
 
 log = logging.getLogger("compactlog.shard")
 
@@ -182,6 +181,11 @@ def _kafka_broker(args: argparse.Namespace, secret: str | None) -> ShardBroker |
     """This shard's Kafka broker (``--kafka-fd``), its types loading from now on."""
     if args.kafka_fd is None:
         return None
+    from compactlog.server.kafka.listener import preload_schemas  # only with Kafka
+    from compactlog.server.kafka.peers import Peers
+    from compactlog.server.shards.kafka_broker import ShardBroker
+    from compactlog.server.shards.kafka_ports import parse_brokers
+
     preload_schemas()
     brokers = parse_brokers(args.kafka_brokers)
     peers = Peers(parse_brokers(args.kafka_peers), secret or "")

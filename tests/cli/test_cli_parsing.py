@@ -348,7 +348,7 @@ def test_bench_missing_is_one_line(run_cli: RunCli, monkeypatch: pytest.MonkeyPa
 
 
 def test_serve_passes_its_kafka_listener(monkeypatch: pytest.MonkeyPatch) -> None:
-    from compactlog.server.kafka.listener import KafkaOptions
+    from compactlog.server.kafka.options import KafkaOptions
 
     calls: list[dict[str, object]] = []
 
