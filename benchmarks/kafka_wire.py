@@ -17,6 +17,8 @@ ten records) both ways:
    librdkafka's start-up (connections, ApiVersions, Metadata, FindCoordinator, ListOffsets;
    an ``assign()`` before the metadata is in waits out librdkafka's 500 ms offset-query
    backoff).
+3. kcat's producer and consumer (``kafka_kcat``): the same librdkafka driven from C, so
+   their rows measure the listener rather than the Python loop; left out without kcat.
 
 Figures are medians of ``--runs`` runs; each run's ratio is kept in the JSON too, with
 the load average at the start and the end (other work on the box moves every figure).
@@ -39,6 +41,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from compactlog.bench import kafka_kcat
 from compactlog.bench.procstats import ListeningProcess, cpu_seconds
 from compactlog.bench.rawlog import RawLog, acked, publish_request, read_request
 from compactlog.bench.summary import (
@@ -56,7 +59,7 @@ from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 Records = list[tuple[bytes | None, bytes | None]]
 Sample = dict[str, float]
 T = TypeVar("T")
-GRPC_TOPIC, KAFKA_TOPIC = "bench-grpc", "bench-kafka"
+GRPC_TOPIC, KAFKA_TOPIC, KCAT_TOPIC = "bench-grpc", "bench-kafka", "bench-kcat"
 PRODUCER = {"acks": -1, "linger.ms": 5}  # the issue's producer
 CONSUMER = {"group.id": "bench", "enable.auto.commit": False}  # otherwise librdkafka's defaults
 
@@ -167,7 +170,9 @@ def costed(pid: int, fn: Callable[[], T]) -> tuple[T, float, float]:
     return out, time.process_time() - client, cpu_seconds(pid) - server
 
 
-def write_phase(s: Settings, log: RawLog, pid: int, address: str, chunks: list[Records]) -> Sample:
+def write_phase(
+    s: Settings, log: RawLog, pid: int, address: str, chunks: list[Records], kcat_input: Path | None
+) -> Sample:
     requests = [publish_request(GRPC_TOPIC, chunk) for chunk in chunks]
     records = [r for chunk in chunks for r in chunk]
     step("gRPC PublishStream")
@@ -179,6 +184,14 @@ def write_phase(s: Settings, log: RawLog, pid: int, address: str, chunks: list[R
     seconds, client, server = costed(pid, lambda: kafka_produce(address, records))
     m["kafka.produce_rps"] = s.records / seconds
     m["kafka.produce_client_cpu_s"], m["kafka.produce_server_cpu_s"] = client, server
+    if kcat_input is not None:
+        step("kcat produce")
+        seconds, _client, server = costed(
+            pid, lambda: kafka_kcat.produce(address, KCAT_TOPIC, kcat_input)
+        )
+        m["kcat.produce_rps"], m["kcat.produce_server_cpu_s"] = s.records / seconds, server
+        stored = log.read(read_request(KCAT_TOPIC, False), _drop).messages
+        _check(stored == s.records, f"kcat: {stored} of {s.records} records stored")
     return m
 
 
@@ -196,6 +209,12 @@ def read_phase(s: Settings, log: RawLog, pid: int, address: str) -> Sample:
     warm, _client, server = costed(pid, lambda: kafka_consume(address, GRPC_TOPIC, s.records, True))
     m["kafka.consume_mps"], m["kafka.consume_server_cpu_s"] = s.records / warm["s"], server
     m.update({f"kafka.consume_{key}": value for key, value in warm.items()})
+    if kafka_kcat.kcat() is not None:
+        step("kcat consume")
+        seconds, _client, server = costed(
+            pid, lambda: kafka_kcat.consume(address, GRPC_TOPIC, s.records)
+        )
+        m["kcat.consume_mps"], m["kcat.consume_server_cpu_s"] = s.records / seconds, server
     return m
 
 
@@ -203,15 +222,17 @@ def _drop(_raw: bytes) -> None:
     """gRPC Read's sink: each response is parsed and counted, then dropped."""
 
 
-def one_run(s: Settings, run: int, chunks: list[Records], tmp: Path) -> Sample:
+def one_run(
+    s: Settings, run: int, chunks: list[Records], tmp: Path, kcat_input: Path | None
+) -> Sample:
     server = KafkaServer(tmp / f"run{run}-data")
     step(f"run {run}")
     try:
         with RawLog(server.address) as log:
             admin = pb_grpc.TopicAdminStub(log.channel)
-            for topic in (GRPC_TOPIC, KAFKA_TOPIC):
+            for topic in (GRPC_TOPIC, KAFKA_TOPIC, KCAT_TOPIC):
                 admin.CreateTopic(pb.CreateTopicRequest(name=topic, kind=pb.SEGMENTED))
-            m = write_phase(s, log, server.pid, server.kafka_address, chunks)
+            m = write_phase(s, log, server.pid, server.kafka_address, chunks, kcat_input)
             m.update(read_phase(s, log, server.pid, server.kafka_address))
     except Exception as exc:
         raise BenchError(f"run {run}: {exc}; server log: {server.tail()}") from exc
@@ -220,6 +241,9 @@ def one_run(s: Settings, run: int, chunks: list[Records], tmp: Path) -> Sample:
     m["ratio.produce"] = m["kafka.produce_rps"] / m["grpc.publish_rps"]
     m["ratio.consume"] = m["kafka.consume_mps"] / m["grpc.read_mps"]
     m["ratio.consume_from_start"] = m["kafka.consume_from_start_mps"] / m["grpc.read_mps"]
+    if "kcat.produce_rps" in m:
+        m["ratio.kcat_produce"] = m["kcat.produce_rps"] / m["grpc.publish_rps"]
+        m["ratio.kcat_consume"] = m["kcat.consume_mps"] / m["grpc.read_mps"]
     return m
 
 
@@ -231,9 +255,15 @@ def rows(med: Sample) -> list[Target]:
          "messages/s", "gRPC Read, whole topic"),
         ("librdkafka Consumer, whole topic, from Consumer()", "kafka.consume_from_start_mps",
          "grpc.read_mps", "messages/s", "gRPC Read, whole topic"),
+        ("kcat -P (librdkafka from C), acks=all, linger 5 ms, 100 B", "kcat.produce_rps",
+         "grpc.publish_rps", "records/s", "gRPC PublishStream, 1000 x 100 B per request"),
+        ("kcat -C (librdkafka from C), whole topic, from its start", "kcat.consume_mps",
+         "grpc.read_mps", "messages/s", "gRPC Read, whole topic"),
     ]  # fmt: skip
     out = []
     for name, key, floor, unit, floor_name in specs:
+        if key not in med:  # kcat not installed
+            continue
         ratio = med[key] / med[floor]
         out.append(Target(name, "segmented", med[key], unit, ">= 0.5 x gRPC", ratio >= 0.5,
                           med[floor], floor_name, ratio, "Kafka / gRPC"))  # fmt: skip
@@ -244,7 +274,11 @@ def run(s: Settings) -> dict[str, Any]:
     started, t0, load = dt.datetime.now(), time.perf_counter(), os.getloadavg()[0]
     chunks = batches(s.workload, s.seed)  # built up front: timing measures the servers
     with tempfile.TemporaryDirectory(prefix="compactlog-kafka-", dir=s.workdir) as t:
-        samples = [one_run(s, i + 1, chunks, Path(t)) for i in range(s.runs)]
+        records = [r for chunk in chunks for r in chunk]
+        kcat_input = None
+        if kafka_kcat.kcat() is not None:
+            kcat_input = kafka_kcat.write_input(records, Path(t) / "kcat-input")
+        samples = [one_run(s, i + 1, chunks, Path(t), kcat_input) for i in range(s.runs)]
     aggs = {key: aggregate([m[key] for m in samples]) for key in samples[0]}
     return envelope(
         "compactlog bench kafka",
@@ -254,7 +288,7 @@ def run(s: Settings) -> dict[str, Any]:
         results=aggs,
         rows=[dataclasses.asdict(r) for r in rows(medians(aggs))],
         load_average=[load, os.getloadavg()[0]],
-        clients={"producer": PRODUCER, "consumer": CONSUMER},
+        clients={"producer": PRODUCER, "consumer": CONSUMER, "kcat": kafka_kcat.kcat()},
     )
 
 
@@ -271,10 +305,13 @@ def markdown(report: dict[str, Any]) -> str:
         ("produce", "ratio.produce"),
         ("consume connected", "ratio.consume"),
         ("consume from Consumer()", "ratio.consume_from_start"),
+        ("kcat produce", "ratio.kcat_produce"),
+        ("kcat consume", "ratio.kcat_consume"),
     )
     spread = "; ".join(
         f"{what} {r[key]['median']:.2f} ({r[key]['min']:.2f}-{r[key]['max']:.2f})"
         for what, key in kinds
+        if key in r
     )
     table = targets_markdown([Target(**row) for row in report["rows"]], first_header="measure")
     med = {key: r[key]["median"] for key in r}
@@ -289,6 +326,10 @@ def markdown(report: dict[str, Any]) -> str:
         f"{med['kafka.consume_server_cpu_s']:.2f}; gRPC's Read: its reading loop "
         f"{med['grpc.read_loop_cpu_s']:.2f}, the server {med['grpc.read_server_cpu_s']:.2f}."
     )
+    if clients.get("kcat") is None:
+        head += " kcat is not installed: its rows are left out."
+    else:
+        head += f" kcat: {' '.join(kafka_kcat.PRODUCER)} for -P, its defaults for -C."
     return (
         f"{head}\n\n{table}\n\nPer-run Kafka / gRPC ratios, median (min-max): {spread}.\n\n{where}"
     )

@@ -1,0 +1,71 @@
+"""``compactlog bench kafka``'s kcat rows: librdkafka's own C producer and consumer.
+
+confluent-kafka's figures hold its Python loop (``produce()``, ``consume()``, ``key()``,
+``value()`` per record), which alone caps a consumer near 0.16 of gRPC's Read on a 2-core
+box; kcat (Debian's ``kcat``, built on librdkafka) drives the same library from C, so its
+rows say what the Kafka listener serves rather than what Python can take. Each is timed
+from the process's start (connections and metadata included; kcat has no other way), with
+kcat's defaults but for the producer's ``acks=all`` and ``linger.ms=5`` (the issue's
+producer). Without kcat on the PATH the rows are left out and the report says so.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+Records = list[tuple[bytes | None, bytes | None]]
+KEY_DELIMITER = b"|"  # never in the workload's keys (key-NNNNNNNN) or values (digits, x)
+PRODUCER = ["-X", "acks=all", "-X", "linger.ms=5"]
+TIMEOUT_S = 600
+
+
+def kcat() -> str | None:
+    """kcat's path, None when it is not installed."""
+    return shutil.which("kcat")
+
+
+def write_input(records: Records, path: Path) -> Path:
+    """The records as kcat -P reads them: ``KEY|VALUE`` lines, empty for a null key or a
+    tombstone (sent as NULL with ``-Z``)."""
+    with path.open("wb") as out:
+        for key, value in records:
+            out.write(b"%s%s%s\n" % (key or b"", KEY_DELIMITER, value or b""))
+    return path
+
+
+def produce(address: str, topic: str, input_file: Path) -> float:
+    """Seconds for kcat to produce every line of ``input_file`` to partition 0 and exit
+    (it waits for every delivery report); an error when any delivery failed."""
+    tool = kcat()
+    assert tool is not None
+    args = [tool, "-P", "-b", address, "-t", topic, "-p", "0", "-K", KEY_DELIMITER.decode()]
+    args += ["-Z", *PRODUCER, "-l", str(input_file)]
+    started = time.perf_counter()
+    done = subprocess.run(args, capture_output=True, timeout=TIMEOUT_S, check=False)
+    seconds = time.perf_counter() - started
+    if done.returncode != 0 or b"Delivery failed" in done.stderr:
+        raise RuntimeError(f"kcat -P failed ({done.returncode}): {done.stderr[-500:]!r}")
+    return seconds
+
+
+def consume(address: str, topic: str, count: int) -> float:
+    """Seconds for kcat to read partition 0 of ``topic`` from the beginning to its end;
+    an error unless it printed exactly ``count`` records."""
+    tool = kcat()
+    assert tool is not None
+    args = [tool, "-C", "-b", address, "-t", topic, "-p", "0", "-o", "beginning", "-e", "-q"]
+    started = time.perf_counter()
+    with subprocess.Popen([*args, "-Z"], stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+        out = proc.stdout
+        assert out is not None
+        lines = 0
+        while chunk := out.read(1 << 20):
+            lines += chunk.count(b"\n")
+        proc.wait(TIMEOUT_S)
+    seconds = time.perf_counter() - started
+    if proc.returncode != 0 or lines != count:
+        raise RuntimeError(f"kcat -C read {lines} of {count} records (exit {proc.returncode})")
+    return seconds
