@@ -10,9 +10,23 @@ present the install still succeeds and the pure-Python twins (``storage/_batch_p
 ``compactlog/spark/_columns_py.py``,
 ``compactor/log_cleaner/_offset_map_py.py``, ``compactor/log_cleaner/_batch_scan_py.py``),
 which behave identically, are used.
+
+Each extension carries a digest of the files it is built from (``twin``, by
+``compactlog/twin_hash.py``'s rule), so that a build older than its sources is seen and its
+pure twin used (``compactlog/twins.py``).
 """
 
+import importlib.util
+from pathlib import Path
+
 from setuptools import Extension, setup
+
+ROOT = Path(__file__).resolve().parent
+_spec = importlib.util.spec_from_file_location("twin_hash", ROOT / "compactlog" / "twin_hash.py")
+assert _spec is not None and _spec.loader is not None
+twin_hash = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(twin_hash)
+STAMP = "storage/_twin_stamp.h"
 
 TABLE = "compactor/log_cleaner/_offset_table.h"
 WALK = "compactor/log_cleaner/_batch_walk.h"
@@ -20,43 +34,52 @@ DIGESTS = "compactor/log_cleaner/_key_digests.h"
 WIRE = "storage/_wire.h"
 BUF = "storage/_buf.h"
 
+
+def twin(name: str, sources: list[str], depends: list[str], **options: object) -> Extension:
+    """An optional compiled twin stamped with the digest of every file it is built from."""
+    files = [*sources, *depends, STAMP]
+    stamp = [
+        ("TWIN_SOURCE_HASH", f'"{twin_hash.source_hash(ROOT, files)}"'),
+        ("TWIN_SOURCES", '"' + " ".join(sorted(files)) + '"'),
+    ]
+    return Extension(
+        name,
+        sources=sources,
+        depends=[*depends, STAMP],
+        define_macros=stamp,
+        extra_compile_args=["-O3", "-std=c11", "-Wall"],
+        optional=True,
+        **options,  # type: ignore[arg-type]
+    )
+
+
 setup(
     ext_modules=[
-        Extension(
+        twin(
             "compactlog.storage._batch",
-            sources=["storage/_batch.c"],
-            depends=[WIRE, BUF, "storage/_publish_check.h"],
-            extra_compile_args=["-O3", "-std=c11", "-Wall"],
-            optional=True,
+            ["storage/_batch.c"],
+            [WIRE, BUF, "storage/_publish_check.h"],
         ),
-        Extension(
+        twin(
             "compactlog.spark._columns",
-            sources=["compactlog/spark/_columns.c"],
-            depends=[WIRE],
+            ["compactlog/spark/_columns.c"],
+            [WIRE],
             include_dirs=["storage"],
-            extra_compile_args=["-O3", "-std=c11", "-Wall"],
-            optional=True,
         ),
-        Extension(
+        twin(
             "compactlog.compactor.log_cleaner._offset_map",
-            sources=["compactor/log_cleaner/_offset_map.c"],
-            depends=[TABLE],
-            extra_compile_args=["-O3", "-std=c11", "-Wall"],
-            optional=True,
+            ["compactor/log_cleaner/_offset_map.c"],
+            [TABLE],
         ),
-        Extension(
+        twin(
             "compactlog.compactor.log_cleaner._batch_scan",
-            sources=["compactor/log_cleaner/_batch_scan.c"],
-            depends=[TABLE, WALK, DIGESTS, WIRE],
-            extra_compile_args=["-O3", "-std=c11", "-Wall"],
-            optional=True,
+            ["compactor/log_cleaner/_batch_scan.c"],
+            [TABLE, WALK, DIGESTS, WIRE],
         ),
-        Extension(
+        twin(
             "compactlog.server.kafka._records",
-            sources=["server/kafka/_records.c"],
-            depends=[WIRE, BUF, "server/kafka/_kafka_wire.h", "server/kafka/_records_fetch.h"],
-            extra_compile_args=["-O3", "-std=c11", "-Wall"],
-            optional=True,
+            ["server/kafka/_records.c"],
+            [WIRE, BUF, "server/kafka/_kafka_wire.h", "server/kafka/_records_fetch.h"],
         ),
     ]
 )

@@ -24,6 +24,7 @@ static int wire_error(const char *what) {
 }
 #include "_wire.h"
 #include "_publish_check.h"
+#include "_twin_stamp.h"
 
 /* The key index's hash of a key (storage/key_index.py): FNV-1a 64 folded to 32 bits,
  * never 0 (0 marks a keyless record in an index block). */
@@ -568,5 +569,5 @@ PyMODINIT_FUNC PyInit__batch(void) {
     PyModule_AddIntConstant(m, "HAS_KEY", HAS_KEY);
     PyModule_AddIntConstant(m, "VALUE_NON_EMPTY", VALUE_NON_EMPTY);
     PyModule_AddIntConstant(m, "VALUE_PRESENT", VALUE_PRESENT);
-    return m;
+    return twin_stamped(m);
 }

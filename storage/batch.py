@@ -199,10 +199,8 @@ def encode_request(
     """Encode PublishRequest records from ``pos`` (see ``_batch_py.encode_records``);
     ``partition`` goes into every id (the messages of ``NAME-partition-i``)."""
     try:
-        # Without a partition the call stays the one a compiled twin built before
-        # partitions understands (a checkout whose _batch.so is not rebuilt yet).
-        args = (request, pos, ledger_id, first_entry, publish_ms, max_count, room)
-        out = codec.encode_records(*args, partition) if partition else codec.encode_records(*args)
+        args = (request, pos, ledger_id, first_entry, publish_ms, max_count, room, partition)
+        out = codec.encode_records(*args)
     except MalformedPayload as exc:
         raise MalformedRequest(
             f"malformed publish request: {exc}", request="PublishRequest"
@@ -214,9 +212,8 @@ def publish_topic(request: bytes) -> str:
     """The topic of raw ``PublishRequest`` bytes, once the codec has checked them as
     protobuf's parse would (``_publish_check_py``), so that a malformed request is
     refused before anything of it is stored; one walk, no message built."""
-    check_publish = getattr(codec, "check_publish", _batch_py.check_publish)  # older build
     try:
-        return str(check_publish(request))
+        return str(codec.check_publish(request))
     except MalformedPayload as exc:
         raise MalformedRequest(
             f"malformed publish request: {exc}", request="PublishRequest"
@@ -230,9 +227,8 @@ def route_records(
     partitioner's way (see ``_batch_py.route_records``): each partition's ``records``
     field bytes (a PublishRequest of its own), ``(partition, index)`` of every record in
     request order (a flat uint32 view), and how many keyless records took a turn."""
-    route = getattr(codec, "route_records", _batch_py.route_records)  # an older build
     try:
-        parts, order, keyless = route(request, partitions, first_keyless)
+        parts, order, keyless = codec.route_records(request, partitions, first_keyless)
     except MalformedPayload as exc:
         raise MalformedRequest(
             f"malformed publish request: {exc}", request="PublishRequest"

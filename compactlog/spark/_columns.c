@@ -18,6 +18,7 @@ static int wire_error(const char *what) {
     return -1;
 }
 #include "_wire.h"
+#include "_twin_stamp.h"
 
 /* A growable byte buffer, handed to Python as bytes at the end. */
 typedef struct {
@@ -228,5 +229,5 @@ PyMODINIT_FUNC PyInit__columns(void) {
         Py_DECREF(m);
         return NULL;
     }
-    return m;
+    return twin_stamped(m);
 }

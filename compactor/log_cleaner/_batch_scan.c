@@ -28,6 +28,7 @@
  */
 #include "_batch_walk.h"
 #include "_key_digests.h"
+#include "../../storage/_twin_stamp.h"
 
 typedef struct {
     long long start, end;
@@ -424,5 +425,5 @@ PyMODINIT_FUNC PyInit__batch_scan(void) {
     MalformedPayload = PyObject_GetAttrString(py, "MalformedPayload");
     Py_DECREF(py);
     if (!MalformedPayload) { Py_DECREF(m); return NULL; }
-    return m;
+    return twin_stamped(m);
 }

@@ -11,6 +11,7 @@
  *   siphash128(key16, data) -> SipHash-2-4-128 under any key (its test vectors)
  */
 #include "_offset_table.h"
+#include "../../storage/_twin_stamp.h"
 
 static int key_digest(PyObject *key, uint8_t digest[16]) {
     Py_buffer k;
@@ -138,4 +139,4 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_offset_map", NULL, -1, methods};
 
-PyMODINIT_FUNC PyInit__offset_map(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__offset_map(void) { return twin_stamped(PyModule_Create(&module)); }

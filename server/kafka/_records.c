@@ -26,6 +26,7 @@ static int wire_error(const char *what) {
 #include "../../storage/_wire.h"
 
 #include "_kafka_wire.h"
+#include "../../storage/_twin_stamp.h"
 
 /* ---- produce: RecordBatch v2 -> PublishRequest records ---------------------------- */
 
@@ -294,5 +295,5 @@ PyMODINIT_FUNC PyInit__records(void) {
                                   : NULL;
     ErrorCode = KafkaError ? import_attr("compactlog.server.kafka.errors", "ErrorCode") : NULL;
     if (!ErrorCode) return NULL;
-    return PyModule_Create(&module);
+    return twin_stamped(PyModule_Create(&module));
 }
