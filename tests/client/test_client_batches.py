@@ -177,6 +177,39 @@ def test_send_async_batches_in_order_and_calls_each_back(client: Client, topic: 
     assert read == [b"v%d" % i for i in range(1000)] + [b"last"]
 
 
+def test_send_async_from_many_threads_keeps_each_threads_order(client: Client, topic: str) -> None:
+    """Each thread's sends go out in its order, every one is called back once, the
+    sequence counts them all, and a callback may send without waiting for itself."""
+    producer = client.create_producer(topic)
+    outcomes = Outcomes()
+    from_callback = Outcomes()
+
+    def send_more(result: object, msg_id: MessageId | None) -> None:
+        outcomes(result, msg_id)
+        producer.send_async(b"from-callback", from_callback)
+
+    def sender(t: int) -> None:
+        for i in range(2000):
+            producer.send_async(b"%d-%d" % (t, i), outcomes, partition_key=f"k{i}")
+
+    threads = [threading.Thread(target=sender, args=(t,)) for t in range(4)]
+    for thread in threads:
+        thread.start()
+    producer.send_async(b"calls-back", send_more)
+    for thread in threads:
+        thread.join()
+    producer.flush()
+    assert len(outcomes.got) == 8001 and {r for r, _ in outcomes.got} == {Result.Ok}
+    assert len({m for _, m in outcomes.got}) == 8001
+    producer.flush()  # the callback's send, begun before this flush
+    assert [r for r, _ in from_callback.got] == [Result.Ok]
+    assert producer.last_sequence_id() == 8001
+    values = [m.data() for m in client.reader(topic)]
+    for t in range(4):
+        mine = [v for v in values if v is not None and v.startswith(b"%d-" % t)]
+        assert mine == [b"%d-%d" % (t, i) for i in range(2000)]
+
+
 def test_the_publish_delay_holds_a_request_until_full_or_flushed(
     client: Client, topic: str
 ) -> None:
