@@ -41,6 +41,9 @@ class Peers:
         self.mark = MARK + secret
         self.tls: ssl.SSLContext | None = None  # the brokers speak TLS (--tls-cert)
         self._lines: dict[int, _Line] = {}
+        # each broker's topics as its last Metadata answer showed them, by name: while
+        # it restarts, Metadata still lists them (leaderless) so clients wait and retry
+        self.shown: dict[int, dict[str, Any]] = {}
         self._ids = itertools.count(1)
 
     def marked(self, client_id: str | None) -> bool:

@@ -25,6 +25,7 @@ from compactlog.server.kafka.protocol import make, response_module
 from compactlog.server.kafka.topics import FORWARDED, KafkaContext
 
 METADATA, OFFSET_COMMIT, OFFSET_FETCH = 3, 8, 9
+NO_LEADER = -1
 
 
 def _topic(item: Any) -> str | None:
@@ -96,8 +97,10 @@ async def _spread(ctx: KafkaContext, api_key: int, request: Any, version: int) -
         if isinstance(answer, BaseException):
             if api_key != METADATA:
                 raise answer
-            merged += _unreachable(version, shares[node], node)
+            merged += _unreachable(ctx, version, shares[node], node)
             continue
+        if api_key == METADATA:
+            _remember(ctx, node, shares[node], answer.topics)
         base = base if base is not None else answer
         merged += getattr(answer, answered)
     if base is None:  # no broker answered: this one's own answer with the errors
@@ -129,20 +132,52 @@ def _refused_here(ctx: KafkaContext, api_key: int, request: Any) -> bool:
     return False
 
 
-def _unreachable(version: int, share: Any, node: int) -> list[Any]:
-    """Metadata's answer for the topics of a broker that did not answer (restarting):
-    LEADER_NOT_AVAILABLE, which clients retry."""
+def _remember(ctx: KafkaContext, node: int, share: Any, topics: Any) -> None:
+    """Keep broker ``node``'s topics as its Metadata answer shows them (all of them when
+    ``share`` is every topic): each partition's replicas, for ``_unreachable``."""
+    assert ctx.peers is not None
+    shown = ctx.peers.shown.setdefault(node, {})
     if share is None:
-        return []
+        shown.clear()
+    for topic in topics:
+        if topic.error_code == ErrorCode.none:
+            shown[topic.name] = tuple(
+                (p.partition_index, p.replica_nodes) for p in topic.partitions
+            )
+        else:
+            shown.pop(topic.name, None)
+
+
+def _unreachable(ctx: KafkaContext, version: int, share: Any, node: int) -> list[Any]:
+    """Metadata's answer for the topics of a broker that did not answer (restarting), as
+    a Kafka cluster gives it for a broker that is down: each topic it was last seen to
+    hold, every partition LEADER_NOT_AVAILABLE with no leader (-1); a topic never seen
+    LEADER_NOT_AVAILABLE whole. Clients retry both."""
+    assert ctx.peers is not None
+    shown = ctx.peers.shown.get(node, {})
+    names = list(shown) if share is None else [item.name for item in share]
     module = response_module(METADATA, version)
-    return [
-        make(
-            module.MetadataResponseTopic,
-            error_code=ErrorCode.leader_not_available,
-            name=item.name,
-            topic_id=None,
-            is_internal=False,
-            partitions=(),
-        )
-        for item in share
-    ]
+    return [_leaderless(module, name, shown.get(name)) for name in names]
+
+
+def _leaderless(module: Any, name: str, partitions: Any) -> Any:
+    return make(
+        module.MetadataResponseTopic,
+        error_code=ErrorCode.leader_not_available if partitions is None else ErrorCode.none,
+        name=name,
+        topic_id=None,
+        is_internal=False,
+        partitions=tuple(
+            make(
+                module.MetadataResponsePartition,
+                error_code=ErrorCode.leader_not_available,
+                partition_index=index,
+                leader_id=NO_LEADER,
+                leader_epoch=0,
+                replica_nodes=replicas,
+                isr_nodes=(),
+                offline_replicas=replicas,
+            )
+            for index, replicas in partitions or ()
+        ),
+    )

@@ -190,6 +190,52 @@ def _secure(srv: ServerProcess, tls: TlsFiles) -> dict[str, Any]:
     }
 
 
+def test_a_down_broker_s_topics_stay_listed_without_a_leader(sharded: ServerProcess) -> None:
+    """Broker 0 killed and held down (its front stopped, so not yet restarted): broker 1's
+    Metadata for every topic still lists broker 0's topics, each partition
+    LEADER_NOT_AVAILABLE with leader -1, as Kafka does, so clients retry."""
+    down, up = names_on_every_broker("down", 1)  # led by broker 0 and by 1
+    for name in (down, up):
+        create(sharded.kafka_address, name, 2)
+    brokers = {b.node_id: f"{b.host}:{b.port}" for b in metadata(sharded.kafka_address).brokers}
+    metadata(brokers[1])  # broker 1 sees broker 0's topics (and connects to it)
+    assert sharded.proc is not None
+    victim = next(p for p in shard_pids(sharded) if " --shard 0 " in _cmdline(p))
+    restarts = _restarts(sharded)
+    os.kill(sharded.proc.pid, signal.SIGSTOP)
+    try:
+        os.kill(victim, signal.SIGKILL)
+        wait_for(lambda: not os.path.exists(f"/proc/{victim}/cmdline") or _zombie(victim), 30)
+        topics = {t.name: t for t in metadata(brokers[1]).topics}
+    finally:
+        os.kill(sharded.proc.pid, signal.SIGCONT)
+        wait_for(lambda: _restarts(sharded) > restarts, 60)  # later tests need broker 0
+    assert topics[up].error_code == ErrorCode.none
+    assert [p.leader_id for p in topics[up].partitions] == [1, 1]
+    assert topics[down].error_code == ErrorCode.none
+    assert [(p.error_code, p.leader_id) for p in topics[down].partitions] == [
+        (ErrorCode.leader_not_available, -1)
+    ] * 2
+    wait_for(lambda: _leaders(brokers[1], down) == [0, 0], 60)  # back with its leader
+
+
+def _restarts(srv: ServerProcess) -> int:
+    return sum("restarted as pid" in line for line in srv.stderr_lines)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def _leaders(address: str, name: str) -> list[int]:
+    topics = {t.name: t for t in metadata(address).topics}
+    return [p.leader_id for p in topics[name].partitions]
+
+
 @pytest.mark.slow
 def test_over_sasl_ssl_a_killed_shard_loses_no_acknowledged_record(
     tmp_path: Path, tls_files: TlsFiles
