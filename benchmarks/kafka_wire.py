@@ -329,7 +329,8 @@ def markdown(report: dict[str, Any]) -> str:
     if clients.get("kcat") is None:
         head += " kcat is not installed: its rows are left out."
     else:
-        head += f" kcat: {' '.join(kafka_kcat.PRODUCER)} for -P, its defaults for -C."
+        head += f" kcat: {' '.join(kafka_kcat.PRODUCER)} for -P, its defaults for -C"
+        head += " (-e, and -c COUNT to end at the last record)."
     return (
         f"{head}\n\n{table}\n\nPer-run Kafka / gRPC ratios, median (min-max): {spread}.\n\n{where}"
     )
