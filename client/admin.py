@@ -238,6 +238,13 @@ class AdminCalls:
 
     def get_last_message_id(self, topic: str, read_compacted: bool = False) -> MessageId | None:
         """The last message's id, or ``None`` when there is none (empty, or every key deleted)."""
+        return self.last_position(topic, read_compacted)[0]
+
+    def last_position(
+        self, topic: str, read_compacted: bool = False
+    ) -> tuple[MessageId | None, bool]:
+        """The last message's id (``None`` when there is none) and whether ``topic`` is a
+        partitioned topic with messages, whose id is only the greatest of its partitions'."""
         self._check_open()
         req = pb.GetLastMessageIdRequest(topic=topic, read_compacted=read_compacted)
         resp = call(
@@ -245,4 +252,5 @@ class AdminCalls:
             self.address,
             lambda: self._log_of(topic).GetLastMessageId(req, timeout=self.timeout),
         )
-        return cv.id_from_pb(resp.id) if resp.HasField("id") else None
+        last = cv.id_from_pb(resp.id) if resp.HasField("id") else None
+        return last, len(resp.partitions) > 0

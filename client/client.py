@@ -355,12 +355,16 @@ class Client(AdminCalls, SubscriptionCalls, Closeable):
             ) as peek:
                 return next((msg.message_id() for msg in peek), None)
 
+        def latest_at() -> tuple[MessageId | None, bool]:
+            return self.last_position(topic, read_compacted=is_read_compacted)
+
         reader = TopicReader(
             open_reader,
             start_message_id,
             start_message_id_inclusive,
             last_id,
             first_at,
+            latest_at,
             queue_size=receiver_queue_size,
             name=reader_name,
         )

@@ -43,6 +43,8 @@ _RESPONSE_MESSAGES = 1000  # about what one Read response holds, to size the que
 _END = object()  # the stream ended (it only does when closed or failed)
 
 LastId = Callable[[], MessageId | None]
+# The topic's last id and whether it is a partitioned topic's (``latest_resolved``).
+LatestAt = Callable[[], tuple[MessageId | None, bool]]
 # The first message published at or after a time in epoch ms, or None when there is none yet.
 FirstAt = Callable[[int], MessageId | None]
 # Opens the follow Read stream at a start.
@@ -60,13 +62,15 @@ def start_of(start_message_id: MessageId | tuple[int, int]) -> StartLike:
 
 
 def latest_resolved(
-    start: StartLike, inclusive: bool, last: MessageId | None
+    start: StartLike, inclusive: bool, last: MessageId | None, partitioned: bool = False
 ) -> tuple[StartLike, bool]:
     """The start a reader opens its stream at: ``"latest"`` is fixed when the reader opens
     as just after ``last``, the topic's last message then (the earliest of an empty topic),
     so the stream and ``has_message_available`` agree on where reading began; a message
-    published while the stream opens is read, not skipped."""
-    if start != "latest":
+    published while the stream opens is read, not skipped. A ``partitioned`` topic's last
+    id is only the greatest of its partitions', one id cannot start them all: its reader
+    stays at ``"latest"``, which the server resolves partition by partition."""
+    if start != "latest" or partitioned:
         return start, inclusive
     if last is None:
         return "earliest", True
@@ -101,7 +105,9 @@ def more_to_read(
         return tuple(last) > tuple(read)
     if start == "earliest":
         return True
-    assert isinstance(start, MessageId), "a latest start is resolved as the reader opens"
+    if start == "latest":  # a partitioned topic's (``latest_resolved``)
+        return False
+    assert isinstance(start, MessageId)
     after = tuple(last) > tuple(start)
     return after or (not skipping and last == start)
 
@@ -116,6 +122,7 @@ class TopicReader(Closeable):
         inclusive: bool,
         last_id: LastId,
         first_at: FirstAt,
+        latest_at: LatestAt,
         queue_size: int = _QUEUE_MESSAGES,
         name: str | None = None,
     ) -> None:
@@ -129,6 +136,7 @@ class TopicReader(Closeable):
         self._ahead = max(1, queue_size // _RESPONSE_MESSAGES)
         self._last_id = last_id
         self._first_at = first_at
+        self._latest_at = latest_at
         self._closed = threading.Event()
         self._ready: deque[Message] = deque()  # the response in hand
         self._begin(start_of(start_message_id), inclusive)
@@ -137,7 +145,7 @@ class TopicReader(Closeable):
     def _begin(self, start: StartLike, inclusive: bool) -> None:
         """Open the stream at ``start`` and its pump thread."""
         if start == "latest":
-            start, inclusive = latest_resolved(start, inclusive, self._last_id())
+            start, inclusive = latest_resolved(start, inclusive, *self._latest_at())
         self._start = start
         self._skip = skipped_start(start, inclusive)
         self._reader = self._open(start)

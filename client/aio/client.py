@@ -152,11 +152,18 @@ class AsyncClient:
     async def get_last_message_id(
         self, topic: str, read_compacted: bool = False
     ) -> MessageId | None:
+        return (await self.last_position(topic, read_compacted))[0]
+
+    async def last_position(
+        self, topic: str, read_compacted: bool = False
+    ) -> tuple[MessageId | None, bool]:
+        """As ``Client.last_position``."""
         self._check_open()
         req = pb.GetLastMessageIdRequest(topic=topic, read_compacted=read_compacted)
         call = self._link.stub.GetLastMessageId(req, timeout=self.timeout, metadata=self._metadata)
         resp = await acall("GetLastMessageId", self.address, call)
-        return cv.id_from_pb(resp.id) if resp.HasField("id") else None
+        last = cv.id_from_pb(resp.id) if resp.HasField("id") else None
+        return last, len(resp.partitions) > 0
 
     async def delete_subscription(self, topic: str, subscription: str) -> None:
         """Drop a subscription and its acknowledgements (``admin`` role)."""
@@ -292,6 +299,9 @@ class AsyncClient:
         async def last_id() -> MessageId | None:
             return await self.get_last_message_id(topic, read_compacted=is_read_compacted)
 
+        async def latest_at() -> tuple[MessageId | None, bool]:
+            return await self.last_position(topic, read_compacted=is_read_compacted)
+
         return await AsyncReader.opening(
             self._link,
             topic,
@@ -299,4 +309,5 @@ class AsyncClient:
             start_message_id_inclusive,
             is_read_compacted,
             last_id,
+            latest_at,
         )

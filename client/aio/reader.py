@@ -42,12 +42,14 @@ class AsyncReader:
         inclusive: bool,
         read_compacted: bool,
         last_id: Callable[[], Awaitable[MessageId | None]],
+        latest_at: Callable[[], Awaitable[tuple[MessageId | None, bool]]],
     ) -> None:
         self._topic = topic
         self._link = link
         self._inclusive = inclusive
         self._read_compacted = read_compacted
         self._last_id = last_id
+        self._latest_at = latest_at
         self._address = link.address
         self._closed = False
         self._ready: deque[Message] = deque()  # the response in hand
@@ -61,20 +63,23 @@ class AsyncReader:
         inclusive: bool,
         read_compacted: bool,
         last_id: Callable[[], Awaitable[MessageId | None]],
+        latest_at: Callable[[], Awaitable[tuple[MessageId | None, bool]]],
     ) -> AsyncReader:
         """A reader whose ``MessageId.latest`` start is fixed now (``latest_resolved``)."""
         start, inclusive = await AsyncReader._resolved(
-            start_of(start_message_id), inclusive, last_id
+            start_of(start_message_id), inclusive, latest_at
         )
-        return AsyncReader(link, topic, start, inclusive, read_compacted, last_id)
+        return AsyncReader(link, topic, start, inclusive, read_compacted, last_id, latest_at)
 
     @staticmethod
     async def _resolved(
-        start: StartLike, inclusive: bool, last_id: Callable[[], Awaitable[MessageId | None]]
+        start: StartLike,
+        inclusive: bool,
+        latest_at: Callable[[], Awaitable[tuple[MessageId | None, bool]]],
     ) -> tuple[StartLike, bool]:
         if start != "latest":
             return start, inclusive
-        return latest_resolved(start, inclusive, await last_id())
+        return latest_resolved(start, inclusive, *await latest_at())
 
     def _begin(self, start: StartLike, inclusive: bool) -> None:
         """Open the follow Read at ``start`` and its pump task."""
@@ -108,7 +113,7 @@ class AsyncReader:
             last = await self._last_id()  # before the first: what is published between is read
             self._begin(*time_start(await self._first_at(message), last))
         else:
-            self._begin(*await self._resolved(start_of(message), self._inclusive, self._last_id))
+            self._begin(*await self._resolved(start_of(message), self._inclusive, self._latest_at))
 
     async def _first_at(self, timestamp_ms: int) -> MessageId | None:
         """The first message published at or after ``timestamp_ms``; None when none is."""

@@ -76,3 +76,22 @@ def test_an_async_latest_reader_sees_what_is_published_after_it(
                 await reader.close()
 
     asyncio.run(scenario())
+
+
+def test_a_latest_reader_of_a_partitioned_topic_reads_only_what_comes_after(
+    shared_server: ServerProcess, unique_topic: str
+) -> None:
+    """One id cannot start every partition: the reader stays at the server's per-partition
+    latest (the first fix of this race read the other partitions' old messages)."""
+    with Client(shared_server.address) as client:
+        client.create_topic(unique_topic, partitions=3)
+        producer = client.create_producer(unique_topic)
+        for i in range(30):
+            producer.send(b"old-%d" % i, partition_key=f"k{i}")
+        reader = client.create_reader(unique_topic, MessageId.latest)
+        assert not reader.has_message_available()
+        for i in range(6):
+            producer.send(b"new-%d" % i, partition_key=f"k{i}")
+        got = sorted(reader.read_next(10_000).data() for _ in range(6))
+        assert got == [b"new-%d" % i for i in range(6)]
+        reader.close()
