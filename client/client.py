@@ -346,8 +346,8 @@ class Client(AdminCalls, SubscriptionCalls, Closeable):
         def open_reader(start: StartLike) -> Reader:
             return self.reader(topic, start, read_compacted=is_read_compacted, follow=True)
 
-        def last_id() -> MessageId | None:
-            return self.get_last_message_id(topic, read_compacted=is_read_compacted)
+        def last_position() -> tuple[MessageId | None, bool]:
+            return self.last_position(topic, read_compacted=is_read_compacted)
 
         def first_at(timestamp_ms: int) -> MessageId | None:
             with self.reader(
@@ -355,16 +355,12 @@ class Client(AdminCalls, SubscriptionCalls, Closeable):
             ) as peek:
                 return next((msg.message_id() for msg in peek), None)
 
-        def latest_at() -> tuple[MessageId | None, bool]:
-            return self.last_position(topic, read_compacted=is_read_compacted)
-
         reader = TopicReader(
             open_reader,
             start_message_id,
             start_message_id_inclusive,
-            last_id,
+            last_position,
             first_at,
-            latest_at,
             queue_size=receiver_queue_size,
             name=reader_name,
         )

@@ -31,7 +31,7 @@ from compactlog.errors import InvalidArgument
 
 __all__ = [
     "TopicReader",
-    "latest_resolved",
+    "latest_start",
     "more_to_read",
     "skipped_start",
     "start_of",
@@ -42,9 +42,9 @@ _QUEUE_MESSAGES = 1000  # messages read ahead of read_next (pulsar-client's rece
 _RESPONSE_MESSAGES = 1000  # about what one Read response holds, to size the queue in responses
 _END = object()  # the stream ended (it only does when closed or failed)
 
-LastId = Callable[[], MessageId | None]
-# The topic's last id and whether it is a partitioned topic's (``latest_resolved``).
-LatestAt = Callable[[], tuple[MessageId | None, bool]]
+# The topic's last id (None: no message) and whether it is a partitioned topic's, only the
+# greatest of its partitions' (``Client.last_position``).
+LastPosition = Callable[[], tuple[MessageId | None, bool]]
 # The first message published at or after a time in epoch ms, or None when there is none yet.
 FirstAt = Callable[[int], MessageId | None]
 # Opens the follow Read stream at a start.
@@ -61,17 +61,16 @@ def start_of(start_message_id: MessageId | tuple[int, int]) -> StartLike:
     return mid
 
 
-def latest_resolved(
-    start: StartLike, inclusive: bool, last: MessageId | None, partitioned: bool = False
-) -> tuple[StartLike, bool]:
-    """The start a reader opens its stream at: ``"latest"`` is fixed when the reader opens
-    as just after ``last``, the topic's last message then (the earliest of an empty topic),
-    so the stream and ``has_message_available`` agree on where reading began; a message
-    published while the stream opens is read, not skipped. A ``partitioned`` topic's last
-    id is only the greatest of its partitions', one id cannot start them all: its reader
-    stays at ``"latest"``, which the server resolves partition by partition."""
-    if start != "latest" or partitioned:
-        return start, inclusive
+def latest_start(last: MessageId | None, partitioned: bool) -> tuple[StartLike, bool]:
+    """The start (and whether inclusive) a ``MessageId.latest`` reader opens its stream at:
+    fixed as it opens, just after ``last``, the topic's last message then (the earliest of
+    an empty topic), so the stream and ``has_message_available`` agree on where reading
+    began and a message published while the stream opens is read, not skipped. A
+    ``partitioned`` topic's last id is only the greatest of its partitions', and one id
+    cannot start them all: its reader stays at ``"latest"``, which the server resolves
+    partition by partition."""
+    if partitioned:
+        return "latest", False
     if last is None:
         return "earliest", True
     return last, False
@@ -105,7 +104,7 @@ def more_to_read(
         return tuple(last) > tuple(read)
     if start == "earliest":
         return True
-    if start == "latest":  # a partitioned topic's (``latest_resolved``)
+    if start == "latest":  # a partitioned topic's (``latest_start``)
         return False
     assert isinstance(start, MessageId)
     after = tuple(last) > tuple(start)
@@ -120,9 +119,8 @@ class TopicReader(Closeable):
         open_reader: OpenReader,
         start_message_id: MessageId | tuple[int, int],
         inclusive: bool,
-        last_id: LastId,
+        last_position: LastPosition,
         first_at: FirstAt,
-        latest_at: LatestAt,
         queue_size: int = _QUEUE_MESSAGES,
         name: str | None = None,
     ) -> None:
@@ -134,9 +132,8 @@ class TopicReader(Closeable):
         # Responses read ahead: about receiver_queue_size messages, and at least one while
         # read_next works through the one in hand.
         self._ahead = max(1, queue_size // _RESPONSE_MESSAGES)
-        self._last_id = last_id
+        self._last_position = last_position
         self._first_at = first_at
-        self._latest_at = latest_at
         self._closed = threading.Event()
         self._ready: deque[Message] = deque()  # the response in hand
         self._begin(start_of(start_message_id), inclusive)
@@ -145,7 +142,7 @@ class TopicReader(Closeable):
     def _begin(self, start: StartLike, inclusive: bool) -> None:
         """Open the stream at ``start`` and its pump thread."""
         if start == "latest":
-            start, inclusive = latest_resolved(start, inclusive, *self._latest_at())
+            start, inclusive = latest_start(*self._last_position())
         self._start = start
         self._skip = skipped_start(start, inclusive)
         self._reader = self._open(start)
@@ -177,7 +174,7 @@ class TopicReader(Closeable):
             raise AlreadyClosed("the reader is closed")
         self._end()
         if isinstance(message, int):
-            last = self._last_id()  # before the first: what is published between is read
+            last = self._last_position()[0]  # before the first: what is published between is read
             self._begin(*time_start(self._first_at(message), last))
         else:
             self._begin(start_of(message), self._inclusive)
@@ -250,7 +247,7 @@ class TopicReader(Closeable):
         if self._ready or not self._queue.empty():
             return True
         read = None if self._last is None else self._last.id
-        return more_to_read(self._last_id(), read, self._start, self._skip is not None)
+        return more_to_read(self._last_position()[0], read, self._start, self._skip is not None)
 
     def close(self) -> None:
         """Cancel the stream; a ``read_next`` after this raises ``AlreadyClosed``."""

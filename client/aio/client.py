@@ -296,10 +296,7 @@ class AsyncClient:
         self._check_open()
         check_ignored("create_reader", pick(locals(), READER_DEFAULTS), READER_DEFAULTS)
 
-        async def last_id() -> MessageId | None:
-            return await self.get_last_message_id(topic, read_compacted=is_read_compacted)
-
-        async def latest_at() -> tuple[MessageId | None, bool]:
+        async def last_position() -> tuple[MessageId | None, bool]:
             return await self.last_position(topic, read_compacted=is_read_compacted)
 
         return await AsyncReader.opening(
@@ -308,6 +305,5 @@ class AsyncClient:
             start_message_id,
             start_message_id_inclusive,
             is_read_compacted,
-            last_id,
-            latest_at,
+            last_position,
         )

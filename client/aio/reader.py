@@ -18,7 +18,7 @@ from compactlog.client.message import Message, messages_of
 from compactlog.client.message_id import MessageId
 from compactlog.client.reader import StartLike, read_request
 from compactlog.client.topic_reader import (
-    latest_resolved,
+    latest_start,
     more_to_read,
     skipped_start,
     start_of,
@@ -41,15 +41,13 @@ class AsyncReader:
         start: StartLike,
         inclusive: bool,
         read_compacted: bool,
-        last_id: Callable[[], Awaitable[MessageId | None]],
-        latest_at: Callable[[], Awaitable[tuple[MessageId | None, bool]]],
+        last_position: Callable[[], Awaitable[tuple[MessageId | None, bool]]],
     ) -> None:
         self._topic = topic
         self._link = link
         self._inclusive = inclusive
         self._read_compacted = read_compacted
-        self._last_id = last_id
-        self._latest_at = latest_at
+        self._last_position = last_position
         self._address = link.address
         self._closed = False
         self._ready: deque[Message] = deque()  # the response in hand
@@ -62,24 +60,23 @@ class AsyncReader:
         start_message_id: MessageId | tuple[int, int],
         inclusive: bool,
         read_compacted: bool,
-        last_id: Callable[[], Awaitable[MessageId | None]],
-        latest_at: Callable[[], Awaitable[tuple[MessageId | None, bool]]],
+        last_position: Callable[[], Awaitable[tuple[MessageId | None, bool]]],
     ) -> AsyncReader:
-        """A reader whose ``MessageId.latest`` start is fixed now (``latest_resolved``)."""
+        """A reader whose ``MessageId.latest`` start is fixed now (``latest_start``)."""
         start, inclusive = await AsyncReader._resolved(
-            start_of(start_message_id), inclusive, latest_at
+            start_of(start_message_id), inclusive, last_position
         )
-        return AsyncReader(link, topic, start, inclusive, read_compacted, last_id, latest_at)
+        return AsyncReader(link, topic, start, inclusive, read_compacted, last_position)
 
     @staticmethod
     async def _resolved(
         start: StartLike,
         inclusive: bool,
-        latest_at: Callable[[], Awaitable[tuple[MessageId | None, bool]]],
+        last_position: Callable[[], Awaitable[tuple[MessageId | None, bool]]],
     ) -> tuple[StartLike, bool]:
         if start != "latest":
             return start, inclusive
-        return latest_resolved(start, inclusive, *await latest_at())
+        return latest_start(*await last_position())
 
     def _begin(self, start: StartLike, inclusive: bool) -> None:
         """Open the follow Read at ``start`` and its pump task."""
@@ -110,10 +107,14 @@ class AsyncReader:
             raise AlreadyClosed("the reader is closed")
         await self._end()
         if isinstance(message, int):
-            last = await self._last_id()  # before the first: what is published between is read
+            last = (await self._last_position())[
+                0
+            ]  # before the first: what is published between is read
             self._begin(*time_start(await self._first_at(message), last))
         else:
-            self._begin(*await self._resolved(start_of(message), self._inclusive, self._latest_at))
+            self._begin(
+                *await self._resolved(start_of(message), self._inclusive, self._last_position)
+            )
 
     async def _first_at(self, timestamp_ms: int) -> MessageId | None:
         """The first message published at or after ``timestamp_ms``; None when none is."""
@@ -175,7 +176,9 @@ class AsyncReader:
         if self._ready or not self._queue.empty():
             return True
         read = None if self._last is None else self._last.id
-        return more_to_read(await self._last_id(), read, self._start, self._skip is not None)
+        return more_to_read(
+            (await self._last_position())[0], read, self._start, self._skip is not None
+        )
 
     async def close(self) -> None:
         if not self._closed:

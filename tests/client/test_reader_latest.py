@@ -8,7 +8,7 @@ import asyncio
 
 from compactlog.client import Client, MessageId
 from compactlog.client.aio import AsyncClient
-from compactlog.client.topic_reader import latest_resolved, more_to_read
+from compactlog.client.topic_reader import latest_start, more_to_read
 from tests.conftest import ServerProcess
 
 ROUNDS = 10
@@ -16,11 +16,10 @@ ROUNDS = 10
 
 def test_latest_is_fixed_as_just_after_the_last_message() -> None:
     last = MessageId(3, 7)
-    assert latest_resolved("latest", True, last) == (last, False)
-    assert latest_resolved("latest", False, None) == ("earliest", True)
-    assert latest_resolved("earliest", True, last) == ("earliest", True)
-    assert latest_resolved(last, True, MessageId(9, 9)) == (last, True)
-    start, inclusive = latest_resolved("latest", False, last)
+    assert latest_start(last, partitioned=False) == (last, False)
+    assert latest_start(None, partitioned=False) == ("earliest", True)
+    assert latest_start(last, partitioned=True) == ("latest", False)
+    start, inclusive = latest_start(last, partitioned=False)
     assert not more_to_read(last, None, start, skipping=not inclusive)
     assert more_to_read(MessageId(3, 8), None, start, skipping=not inclusive)
 
@@ -92,6 +91,6 @@ def test_a_latest_reader_of_a_partitioned_topic_reads_only_what_comes_after(
         assert not reader.has_message_available()
         for i in range(6):
             producer.send(b"new-%d" % i, partition_key=f"k{i}")
-        got = sorted(reader.read_next(10_000).data() for _ in range(6))
+        got = sorted(reader.read_next(10_000).data() or b"" for _ in range(6))
         assert got == [b"new-%d" % i for i in range(6)]
         reader.close()
