@@ -15,6 +15,7 @@ import grpc
 from compactlog.client import _convert as cv
 from compactlog.client.deadlines import StreamWatch, Watchdog
 from compactlog.client.errors import call, cancel, from_rpc_error
+from compactlog.client.reader_start import LastPosition, position_from_pb
 from compactlog.client.types import (
     CompactionProgress,
     CompactionRun,
@@ -238,13 +239,11 @@ class AdminCalls:
 
     def get_last_message_id(self, topic: str, read_compacted: bool = False) -> MessageId | None:
         """The last message's id, or ``None`` when there is none (empty, or every key deleted)."""
-        return self.last_position(topic, read_compacted)[0]
+        return self.last_position(topic, read_compacted).id
 
-    def last_position(
-        self, topic: str, read_compacted: bool = False
-    ) -> tuple[MessageId | None, bool]:
-        """The last message's id (``None`` when there is none) and whether ``topic`` is a
-        partitioned topic with messages, whose id is only the greatest of its partitions'."""
+    def last_position(self, topic: str, read_compacted: bool = False) -> LastPosition:
+        """The last message's id (``None`` when there is none) and, for a partitioned
+        topic, each partition's last id (the first is then only the greatest of them)."""
         self._check_open()
         req = pb.GetLastMessageIdRequest(topic=topic, read_compacted=read_compacted)
         resp = call(
@@ -252,5 +251,4 @@ class AdminCalls:
             self.address,
             lambda: self._log_of(topic).GetLastMessageId(req, timeout=self.timeout),
         )
-        last = cv.id_from_pb(resp.id) if resp.HasField("id") else None
-        return last, len(resp.partitions) > 0
+        return position_from_pb(resp)

@@ -49,6 +49,7 @@ from compactlog.client.pulsar_params import (
     pick,
 )
 from compactlog.client.reader import Reader, StartLike
+from compactlog.client.reader_start import AtTime, LastPosition
 from compactlog.client.send_batches import BatchingSettings
 from compactlog.client.shard_routes import RoutedLog, Routes
 from compactlog.client.subscriptions import SubscriptionCalls
@@ -343,15 +344,20 @@ class Client(AdminCalls, SubscriptionCalls, Closeable):
         self._check_open()
         check_ignored("create_reader", pick(locals(), READER_DEFAULTS), READER_DEFAULTS)
 
-        def open_reader(start: StartLike) -> Reader:
+        def open_reader(start: StartLike | AtTime) -> Reader:
+            if isinstance(start, AtTime):
+                return self.reader(
+                    topic, "earliest", start.ms, read_compacted=is_read_compacted, follow=True
+                )
             return self.reader(topic, start, read_compacted=is_read_compacted, follow=True)
 
-        def last_position() -> tuple[MessageId | None, bool]:
+        def last_position() -> LastPosition:
             return self.last_position(topic, read_compacted=is_read_compacted)
 
-        def first_at(timestamp_ms: int) -> MessageId | None:
+        def first_at(timestamp_ms: int, partition: int | None) -> MessageId | None:
+            name = topic if partition is None else partition_name(topic, partition)
             with self.reader(
-                topic, "earliest", timestamp_ms, read_compacted=is_read_compacted, max_messages=1
+                name, "earliest", timestamp_ms, read_compacted=is_read_compacted, max_messages=1
             ) as peek:
                 return next((msg.message_id() for msg in peek), None)
 

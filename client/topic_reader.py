@@ -10,9 +10,8 @@ once per response, not once per message. The start follows pulsar-client: ``Mess
 ``start_message_id_inclusive=True``). A start id that compaction removed reads from the
 next surviving message, as the server does for every start. ``seek`` opens a new stream
 at the new start (an id, read as the first start was, or a publish time) and drops what
-was read ahead. A publish time is resolved at the seek to the first message published at
-or after it (or, when there is none yet, to just after the topic's last message), so
-``has_message_available`` answers for that start, not for the earliest.
+was read ahead. Where a start leaves each partition, and so what
+``has_message_available`` answers, is ``reader_start``'s job.
 """
 
 from __future__ import annotations
@@ -27,88 +26,31 @@ from compactlog.client.errors import AlreadyClosed, Timeout
 from compactlog.client.message import Message
 from compactlog.client.message_id import MessageId
 from compactlog.client.reader import Reader, StartLike
+from compactlog.client.reader_start import (
+    AtTime,
+    LastPosition,
+    ReaderStart,
+    id_start,
+    mark_read,
+    more_to_read,
+    start_of,
+    time_start,
+)
 from compactlog.errors import InvalidArgument
 
-__all__ = [
-    "TopicReader",
-    "latest_start",
-    "more_to_read",
-    "skipped_start",
-    "start_of",
-    "time_start",
-]
+__all__ = ["TopicReader"]
 
 _QUEUE_MESSAGES = 1000  # messages read ahead of read_next (pulsar-client's receiver queue)
 _RESPONSE_MESSAGES = 1000  # about what one Read response holds, to size the queue in responses
 _END = object()  # the stream ended (it only does when closed or failed)
 
-# The topic's last id (None: no message) and whether it is a partitioned topic's, only the
-# greatest of its partitions' (``Client.last_position``).
-LastPosition = Callable[[], tuple[MessageId | None, bool]]
-# The first message published at or after a time in epoch ms, or None when there is none yet.
-FirstAt = Callable[[int], MessageId | None]
+# The topic's last ids now (``Client.last_position``).
+LastPositionOf = Callable[[], LastPosition]
+# The first message of a partition (None: a plain topic) published at or after a time in
+# epoch ms, or None when there is none yet.
+FirstAt = Callable[[int, int | None], MessageId | None]
 # Opens the follow Read stream at a start.
-OpenReader = Callable[[StartLike], Reader]
-
-
-def start_of(start_message_id: MessageId | tuple[int, int]) -> StartLike:
-    """The Read start for a pulsar-client start id."""
-    mid = MessageId.of(start_message_id)
-    if mid == MessageId.earliest:
-        return "earliest"
-    if mid == MessageId.latest:
-        return "latest"
-    return mid
-
-
-def latest_start(last: MessageId | None, partitioned: bool) -> tuple[StartLike, bool]:
-    """The start (and whether inclusive) a ``MessageId.latest`` reader opens its stream at:
-    fixed as it opens, just after ``last``, the topic's last message then (the earliest of
-    an empty topic), so the stream and ``has_message_available`` agree on where reading
-    began and a message published while the stream opens is read, not skipped. A
-    ``partitioned`` topic's last id is only the greatest of its partitions', and one id
-    cannot start them all: its reader stays at ``"latest"``, which the server resolves
-    partition by partition."""
-    if partitioned:
-        return "latest", False
-    if last is None:
-        return "earliest", True
-    return last, False
-
-
-def skipped_start(start: StartLike, inclusive: bool) -> MessageId | None:
-    """The start id a reader drops when the server sends it (not ``inclusive``)."""
-    return start if isinstance(start, MessageId) and not inclusive else None
-
-
-def time_start(first: MessageId | None, last: MessageId | None) -> tuple[StartLike, bool]:
-    """The start (and whether it is inclusive) that a seek to a publish time resolves to:
-    the first message at or after that time; with none, just after ``last``, the topic's
-    last message before the seek looked (so what is published later is read); the
-    earliest of an empty topic."""
-    if first is not None:
-        return first, True
-    if last is not None:
-        return last, False
-    return "earliest", True
-
-
-def more_to_read(
-    last: MessageId | None, read: MessageId | None, start: StartLike, skipping: bool
-) -> bool:
-    """``has_message_available`` from the topic's ``last`` id: after the last id ``read``,
-    or, before any, at or after the start (after it while the start is still skipped)."""
-    if last is None:
-        return False
-    if read is not None:
-        return tuple(last) > tuple(read)
-    if start == "earliest":
-        return True
-    if start == "latest":  # a partitioned topic's (``latest_start``)
-        return False
-    assert isinstance(start, MessageId)
-    after = tuple(last) > tuple(start)
-    return after or (not skipping and last == start)
+OpenReader = Callable[[StartLike | AtTime], Reader]
 
 
 class TopicReader(Closeable):
@@ -119,7 +61,7 @@ class TopicReader(Closeable):
         open_reader: OpenReader,
         start_message_id: MessageId | tuple[int, int],
         inclusive: bool,
-        last_position: LastPosition,
+        last_position: LastPositionOf,
         first_at: FirstAt,
         queue_size: int = _QUEUE_MESSAGES,
         name: str | None = None,
@@ -136,21 +78,30 @@ class TopicReader(Closeable):
         self._first_at = first_at
         self._closed = threading.Event()
         self._ready: deque[Message] = deque()  # the response in hand
-        self._begin(start_of(start_message_id), inclusive)
+        self._begin(self._id_start(start_of(start_message_id)))
         self._topic = self._reader.topic()
 
-    def _begin(self, start: StartLike, inclusive: bool) -> None:
+    def _id_start(self, start: StartLike) -> ReaderStart:
+        position = self._last_position() if start == "latest" else None
+        return id_start(start, self._inclusive, position)
+
+    def _time_start(self, ms: int) -> ReaderStart:
+        """A seek's start at publish time ``ms`` (the last ids first: what is published
+        between is read)."""
+        position = self._last_position()
+        index: list[int | None] = [last.partition() for last in position.partitions] or [None]
+        firsts = {i or 0: first for i in index if (first := self._first_at(ms, i)) is not None}
+        return time_start(ms, firsts, position)
+
+    def _begin(self, start: ReaderStart) -> None:
         """Open the stream at ``start`` and its pump thread."""
-        if start == "latest":
-            start, inclusive = latest_start(*self._last_position())
-        self._start = start
-        self._skip = skipped_start(start, inclusive)
-        self._reader = self._open(start)
+        self._skip = start.skip
+        self._marks = start.marks
+        self._reader = self._open(start.start)
         self._queue: queue.Queue[object] = queue.Queue(self._ahead)
         self._ready.clear()
         self._stop = threading.Event()
         self._failure: BaseException | None = None
-        self._last: Message | None = None  # the last message handed out
         self._pump = threading.Thread(
             target=self._drain,
             args=(self._reader, self._queue, self._stop),
@@ -174,10 +125,9 @@ class TopicReader(Closeable):
             raise AlreadyClosed("the reader is closed")
         self._end()
         if isinstance(message, int):
-            last = self._last_position()[0]  # before the first: what is published between is read
-            self._begin(*time_start(self._first_at(message), last))
+            self._begin(self._time_start(message))
         else:
-            self._begin(start_of(message), self._inclusive)
+            self._begin(self._id_start(start_of(message)))
 
     def topic(self) -> str:
         return self._topic
@@ -220,8 +170,7 @@ class TopicReader(Closeable):
         ready = self._ready
         if not ready:
             self._refill(timeout_millis)
-        msg = self._last = ready.popleft()
-        return msg
+        return ready.popleft()
 
     def _refill(self, timeout_millis: int | None) -> None:
         """The next response into ``_ready``, or the reason there is none."""
@@ -236,6 +185,7 @@ class TopicReader(Closeable):
         except queue.Empty:
             raise Timeout(f"no message on {self._topic} within {timeout_millis} ms") from None
         if isinstance(item, list):
+            mark_read(self._marks, item)
             self._ready.extend(item)
             return
         self._failure = item if isinstance(item, BaseException) else AlreadyClosed("the read ended")
@@ -246,8 +196,7 @@ class TopicReader(Closeable):
         come (the topic's last id lies after the last one read)."""
         if self._ready or not self._queue.empty():
             return True
-        read = None if self._last is None else self._last.id
-        return more_to_read(self._last_position()[0], read, self._start, self._skip is not None)
+        return more_to_read(self._last_position(), self._marks)
 
     def close(self) -> None:
         """Cancel the stream; a ``read_next`` after this raises ``AlreadyClosed``."""

@@ -39,6 +39,7 @@ from compactlog.client.pulsar_params import (
     client_settings,
     pick,
 )
+from compactlog.client.reader_start import LastPosition, position_from_pb
 from compactlog.client.send_batches import BatchingSettings
 from compactlog.client.subscriptions import reset_cursor_request
 from compactlog.client.types import CompactionStatus, TopicInfo
@@ -118,10 +119,15 @@ class AsyncClient:
         name: str,
         kind: Literal["ledger", "segmented"] | str = "ledger",
         config: Mapping[str, object] | None = None,
+        partitions: int = 0,
     ) -> TopicInfo:
+        """As ``Client.create_topic``."""
         self._check_open()
         req = pb.CreateTopicRequest(
-            name=name, kind=cv.kind_to_pb(kind), config=cv.config_to_pb(config)
+            name=name,
+            kind=cv.kind_to_pb(kind),
+            config=cv.config_to_pb(config),
+            partitions=partitions,
         )
         call = self._admin.CreateTopic(req, timeout=self.timeout, metadata=self._metadata)
         return cv.topic_from_pb(await acall("CreateTopic", self.address, call))
@@ -152,18 +158,15 @@ class AsyncClient:
     async def get_last_message_id(
         self, topic: str, read_compacted: bool = False
     ) -> MessageId | None:
-        return (await self.last_position(topic, read_compacted))[0]
+        return (await self.last_position(topic, read_compacted)).id
 
-    async def last_position(
-        self, topic: str, read_compacted: bool = False
-    ) -> tuple[MessageId | None, bool]:
+    async def last_position(self, topic: str, read_compacted: bool = False) -> LastPosition:
         """As ``Client.last_position``."""
         self._check_open()
         req = pb.GetLastMessageIdRequest(topic=topic, read_compacted=read_compacted)
         call = self._link.stub.GetLastMessageId(req, timeout=self.timeout, metadata=self._metadata)
         resp = await acall("GetLastMessageId", self.address, call)
-        last = cv.id_from_pb(resp.id) if resp.HasField("id") else None
-        return last, len(resp.partitions) > 0
+        return position_from_pb(resp)
 
     async def delete_subscription(self, topic: str, subscription: str) -> None:
         """Drop a subscription and its acknowledgements (``admin`` role)."""
@@ -296,7 +299,7 @@ class AsyncClient:
         self._check_open()
         check_ignored("create_reader", pick(locals(), READER_DEFAULTS), READER_DEFAULTS)
 
-        async def last_position() -> tuple[MessageId | None, bool]:
+        async def last_position() -> LastPosition:
             return await self.last_position(topic, read_compacted=is_read_compacted)
 
         return await AsyncReader.opening(

@@ -17,18 +17,24 @@ from compactlog.client.errors import AlreadyClosed, Timeout, from_rpc_error
 from compactlog.client.message import Message, messages_of
 from compactlog.client.message_id import MessageId
 from compactlog.client.reader import StartLike, read_request
-from compactlog.client.topic_reader import (
-    latest_start,
+from compactlog.client.reader_start import (
+    AtTime,
+    LastPosition,
+    ReaderStart,
+    id_start,
+    mark_read,
     more_to_read,
-    skipped_start,
     start_of,
     time_start,
 )
+from compactlog.partitioner import partition_name
 
 __all__ = ["AsyncReader"]
 
 _QUEUE_MESSAGES = 1000  # messages an AsyncReader reads ahead of read_next
 _RESPONSE_MESSAGES = 1000  # about what one Read response holds
+
+LastPositionOf = Callable[[], Awaitable[LastPosition]]
 
 
 class AsyncReader:
@@ -38,10 +44,10 @@ class AsyncReader:
         self,
         link: _Link,
         topic: str,
-        start: StartLike,
+        start: ReaderStart,
         inclusive: bool,
         read_compacted: bool,
-        last_position: Callable[[], Awaitable[tuple[MessageId | None, bool]]],
+        last_position: LastPositionOf,
     ) -> None:
         self._topic = topic
         self._link = link
@@ -51,7 +57,7 @@ class AsyncReader:
         self._address = link.address
         self._closed = False
         self._ready: deque[Message] = deque()  # the response in hand
-        self._begin(start, inclusive)
+        self._begin(start)
 
     @staticmethod
     async def opening(
@@ -60,35 +66,45 @@ class AsyncReader:
         start_message_id: MessageId | tuple[int, int],
         inclusive: bool,
         read_compacted: bool,
-        last_position: Callable[[], Awaitable[tuple[MessageId | None, bool]]],
+        last_position: LastPositionOf,
     ) -> AsyncReader:
-        """A reader whose ``MessageId.latest`` start is fixed now (``latest_start``)."""
-        start, inclusive = await AsyncReader._resolved(
-            start_of(start_message_id), inclusive, last_position
-        )
+        """A reader whose ``MessageId.latest`` start is fixed now (``id_start``)."""
+        start = await AsyncReader._id_start(start_of(start_message_id), inclusive, last_position)
         return AsyncReader(link, topic, start, inclusive, read_compacted, last_position)
 
     @staticmethod
-    async def _resolved(
-        start: StartLike,
-        inclusive: bool,
-        last_position: Callable[[], Awaitable[tuple[MessageId | None, bool]]],
-    ) -> tuple[StartLike, bool]:
-        if start != "latest":
-            return start, inclusive
-        return latest_start(*await last_position())
+    async def _id_start(
+        start: StartLike, inclusive: bool, last_position: LastPositionOf
+    ) -> ReaderStart:
+        position = await last_position() if start == "latest" else None
+        return id_start(start, inclusive, position)
 
-    def _begin(self, start: StartLike, inclusive: bool) -> None:
+    async def _time_start(self, ms: int) -> ReaderStart:
+        """As ``TopicReader._time_start``."""
+        position = await self._last_position()
+        index: list[int | None] = [last.partition() for last in position.partitions] or [None]
+        firsts = {
+            i or 0: first for i in index if (first := await self._first_at(ms, i)) is not None
+        }
+        return time_start(ms, firsts, position)
+
+    def _begin(self, start: ReaderStart) -> None:
         """Open the follow Read at ``start`` and its pump task."""
-        self._start = start
-        self._skip = skipped_start(start, inclusive)
-        self._last: Message | None = None  # the last message handed out
+        self._skip = start.skip
+        self._marks = start.marks
         self._ready.clear()
         # Whole responses read ahead (about _QUEUE_MESSAGES messages), as TopicReader.
         self._queue: asyncio.Queue[list[Message] | BaseException] = asyncio.Queue(
             max(1, _QUEUE_MESSAGES // _RESPONSE_MESSAGES)
         )
-        req = read_request(self._topic, start, read_compacted=self._read_compacted, follow=True)
+        at = start.start
+        req = read_request(
+            self._topic,
+            "earliest" if isinstance(at, AtTime) else at,
+            at.ms if isinstance(at, AtTime) else None,
+            read_compacted=self._read_compacted,
+            follow=True,
+        )
         self._call = self._link.stub.Read(req, metadata=self._link.metadata)
         self._pump = asyncio.get_running_loop().create_task(self._drain(self._call, self._queue))
 
@@ -107,19 +123,17 @@ class AsyncReader:
             raise AlreadyClosed("the reader is closed")
         await self._end()
         if isinstance(message, int):
-            last = (await self._last_position())[
-                0
-            ]  # before the first: what is published between is read
-            self._begin(*time_start(await self._first_at(message), last))
+            self._begin(await self._time_start(message))
         else:
             self._begin(
-                *await self._resolved(start_of(message), self._inclusive, self._last_position)
+                await self._id_start(start_of(message), self._inclusive, self._last_position)
             )
 
-    async def _first_at(self, timestamp_ms: int) -> MessageId | None:
-        """The first message published at or after ``timestamp_ms``; None when none is."""
+    async def _first_at(self, timestamp_ms: int, partition: int | None) -> MessageId | None:
+        """The first message of ``partition`` (None: a plain topic) published at or after
+        ``timestamp_ms``; None when none is."""
         req = read_request(
-            self._topic,
+            self._topic if partition is None else partition_name(self._topic, partition),
             start_timestamp_ms=timestamp_ms,
             read_compacted=self._read_compacted,
             max_messages=1,
@@ -156,8 +170,7 @@ class AsyncReader:
         ready = self._ready
         if not ready:
             await self._refill(timeout_millis)
-        msg = self._last = ready.popleft()
-        return msg
+        return ready.popleft()
 
     async def _refill(self, timeout_millis: int | None) -> None:
         if self._closed:
@@ -170,15 +183,13 @@ class AsyncReader:
         if isinstance(item, BaseException):
             self._queue.put_nowait(item)  # every later read_next fails the same way
             raise item
+        mark_read(self._marks, item)
         self._ready.extend(item)
 
     async def has_message_available(self) -> bool:
         if self._ready or not self._queue.empty():
             return True
-        read = None if self._last is None else self._last.id
-        return more_to_read(
-            (await self._last_position())[0], read, self._start, self._skip is not None
-        )
+        return more_to_read(await self._last_position(), self._marks)
 
     async def close(self) -> None:
         if not self._closed:
