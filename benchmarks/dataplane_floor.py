@@ -18,7 +18,9 @@ for both and the difference is what compactlog does on top of the transport:
   (``flush_wal(sync=True)``), then answers them. What it leaves out: parsing the request
   and encoding its records (one put of the raw bytes, no per-record keys, no key index),
   the event loop and its executor hops. The fair floor of a group-committing server.
-- ``Log/Publish``: echoes the request bytes (a unary round trip with no work).
+- ``Log/Publish``: echoes the request bytes (a unary round trip with no work); in
+  ``group-commit`` mode, stores them first as one RocksDB put with ``sync=True`` (the
+  latency floor of an acknowledgement that waits for one WAL fsync, as the server's does).
 - ``Log/Read``: streams, unparsed, the responses loaded by ``Floor/Load``: from memory
   (``mode=memory``, the throughput floor) or frame by frame from the capture file
   (``mode=file``, the memory floor: what streaming costs gRPC itself).
@@ -142,6 +144,9 @@ class Floor:
             replying.clear()
 
     def publish(self, request: bytes, _ctx: Any) -> bytes:
+        if self.group_commit:  # the unary latency floor with the server's promise
+            self.db.put(self._key(), request, self.sync)
+            return REPLY
         return request
 
     def read(self, _request: bytes, _ctx: Any) -> Iterator[bytes]:

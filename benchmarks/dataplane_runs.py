@@ -171,13 +171,16 @@ def measure_floor_group_commit(s: Settings, requests: list[bytes], tmp: Path) ->
     floor = FloorProcess(tmp / "floor-group-commit-data", publish="group-commit")
     try:
         with RawLog(floor.address) as log:
+            lat = log.unary_ms(publish_request(PROBE, [UNARY_RECORD]), s.unary, s.warmup)
+            before = floor.stats()  # the unary calls' synced puts, not the stream's
             seconds, replies = log.publish_stream(requests)
-        stats = floor.stats()
+        stats = {k: v - before[k] for k, v in floor.stats().items()}
     finally:
         floor.stop()
     _check(len(replies) == len(requests), "group-commit floor: a reply is missing")
     _check(stats["requests"] == len(requests), "group-commit floor: a request was not stored")
     return {
+        **_latency("floor.synced_unary", lat),
         "floor.group_commit.publish_rps": s.records / seconds,
         "floor.group_commit.publish_records": s.records,
         "floor.group_commit.requests": stats["requests"],
