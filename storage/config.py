@@ -11,87 +11,23 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from compactlog.errors import InvalidConfig
 from compactlog.storage.config_checks import check_segmented_config
+from compactlog.storage.config_keys import (
+    LONG_MAX,
+    ConfigKey,
+    bool_key,
+    choice_key,
+    cleanup_policy_key,
+    float_key,
+    int_key,
+)
 from compactlog.storage.types import TopicKind
-
-LONG_MAX = 9223372036854775807
-
-
-@dataclass(frozen=True)
-class ConfigKey:
-    """One config key: how to parse a string value, its default and its valid range."""
-
-    name: str
-    parse: Callable[[str], Any]
-    default: Any
-    doc: str
-
-    def validate(self, raw: object) -> Any:
-        try:
-            return self.parse(str(raw).strip() if not isinstance(raw, bool) else str(raw).lower())
-        except (ValueError, TypeError) as exc:
-            raise InvalidConfig(
-                f"invalid value {raw!r} for {self.name}: {exc}", key=self.name, value=str(raw)[:100]
-            ) from None
-
-
-def _int(lo: int, hi: int = LONG_MAX) -> Callable[[str], int]:
-    expects = f"expected a whole number in [{lo}, {hi}]"
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise ValueError(expects) from None  # never int()'s own text (Kafka: "Not a number")
-        if not lo <= value <= hi:
-            raise ValueError(f"{expects}, got {value}")
-        return value
-
-    return parse
-
-
-def _float(lo: float, hi: float) -> Callable[[str], float]:
-    expects = f"expected a number in [{lo}, {hi}]"
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise ValueError(expects) from None
-        if not lo <= value <= hi:
-            raise ValueError(expects)
-        return value
-
-    return parse
-
-
-def _bool(text: str) -> bool:
-    lowered = text.lower()
-    if lowered not in ("true", "false"):
-        raise ValueError("must be true or false")
-    return lowered == "true"
-
-
-def _choice(*choices: str) -> Callable[[str], str]:
-    def parse(text: str) -> str:
-        if text not in choices:
-            raise ValueError(f"must be one of {', '.join(choices)}")
-        return text
-
-    return parse
-
-
-def _cleanup_policy(text: str) -> str:
-    parts = sorted({p.strip() for p in text.split(",") if p.strip()})
-    if not parts or any(p not in ("compact", "delete") for p in parts):
-        raise ValueError("must be delete, compact or compact,delete")
-    return ",".join(parts)
 
 
 def _keys(*keys: ConfigKey) -> dict[str, ConfigKey]:
@@ -99,18 +35,26 @@ def _keys(*keys: ConfigKey) -> dict[str, ConfigKey]:
 
 
 LEDGER_KEYS = _keys(
-    ConfigKey("ledger.max.entries", _int(1), 50000, "entries before the current ledger rolls over"),
-    ConfigKey("ledger.max.bytes", _int(1), 67108864, "bytes before the current ledger rolls over"),
     ConfigKey(
-        "compaction.threshold.bytes", _int(0), 0, "backlog that triggers compaction; 0 = off"
+        "ledger.max.entries", int_key(1), 50000, "entries before the current ledger rolls over"
     ),
-    ConfigKey("compaction.retain.null.key", _bool, False, "keep keyless messages when compacting"),
-    ConfigKey("retention.ms", _int(-1), -1, "age after which consumed ledgers go; -1 = forever"),
-    ConfigKey("retention.bytes", _int(-1), -1, "size above which consumed ledgers go; -1 = no cap"),
-    ConfigKey("max.message.bytes", _int(1), 1048576, "largest record accepted"),
+    ConfigKey(
+        "ledger.max.bytes", int_key(1), 67108864, "bytes before the current ledger rolls over"
+    ),
+    ConfigKey(
+        "compaction.threshold.bytes", int_key(0), 0, "backlog that triggers compaction; 0 = off"
+    ),
+    ConfigKey(
+        "compaction.retain.null.key", bool_key, False, "keep keyless messages when compacting"
+    ),
+    ConfigKey("retention.ms", int_key(-1), -1, "age after which consumed ledgers go; -1 = forever"),
+    ConfigKey(
+        "retention.bytes", int_key(-1), -1, "size above which consumed ledgers go; -1 = no cap"
+    ),
+    ConfigKey("max.message.bytes", int_key(1), 1048576, "largest record accepted"),
     ConfigKey(
         "delete.retention.ms",
-        _int(0),
+        int_key(0),
         0,
         "how long compaction keeps a tombstone after its publish time (besides keeping it "
         "for subscriptions reading compacted that have not passed it)",
@@ -118,25 +62,33 @@ LEDGER_KEYS = _keys(
 )
 
 SEGMENTED_KEYS = _keys(
-    ConfigKey("cleanup.policy", _cleanup_policy, "delete", "delete, compact or compact,delete"),
-    ConfigKey("segment.bytes", _int(14, 2**31 - 1), 1073741824, "segment size before a roll"),
-    ConfigKey("segment.ms", _int(1), 604800000, "segment age before a roll"),
-    ConfigKey("segment.index.bytes", _int(8, 2**31 - 1), 10485760, "index size before a roll"),
-    ConfigKey("index.interval.bytes", _int(0, 2**31 - 1), 4096, "bytes between index entries"),
-    ConfigKey("retention.ms", _int(-1), 604800000, "age after which segments go; -1 = forever"),
-    ConfigKey("retention.bytes", _int(-1), -1, "log size above which segments go; -1 = no cap"),
+    ConfigKey("cleanup.policy", cleanup_policy_key, "delete", "delete, compact or compact,delete"),
+    ConfigKey("segment.bytes", int_key(14, 2**31 - 1), 1073741824, "segment size before a roll"),
+    ConfigKey("segment.ms", int_key(1), 604800000, "segment age before a roll"),
+    ConfigKey("segment.index.bytes", int_key(8, 2**31 - 1), 10485760, "index size before a roll"),
+    ConfigKey("index.interval.bytes", int_key(0, 2**31 - 1), 4096, "bytes between index entries"),
+    ConfigKey("retention.ms", int_key(-1), 604800000, "age after which segments go; -1 = forever"),
+    ConfigKey("retention.bytes", int_key(-1), -1, "log size above which segments go; -1 = no cap"),
     ConfigKey(
-        "min.cleanable.dirty.ratio", _float(0.0, 1.0), 0.5, "dirty ratio that makes a log cleanable"
+        "min.cleanable.dirty.ratio",
+        float_key(0.0, 1.0),
+        0.5,
+        "dirty ratio that makes a log cleanable",
     ),
-    ConfigKey("min.compaction.lag.ms", _int(0), 0, "records younger than this are not cleaned"),
+    ConfigKey("min.compaction.lag.ms", int_key(0), 0, "records younger than this are not cleaned"),
     ConfigKey(
-        "max.compaction.lag.ms", _int(1), LONG_MAX, "records older than this make a log cleanable"
+        "max.compaction.lag.ms",
+        int_key(1),
+        LONG_MAX,
+        "records older than this make a log cleanable",
     ),
-    ConfigKey("delete.retention.ms", _int(0), 86400000, "how long tombstones survive cleaning"),
-    ConfigKey("file.delete.delay.ms", _int(0), 60000, "delay before a .deleted file is unlinked"),
-    ConfigKey("flush.messages", _int(1), LONG_MAX, "records between fsyncs"),
-    ConfigKey("flush.ms", _int(0), LONG_MAX, "milliseconds between fsyncs"),
-    ConfigKey("max.message.bytes", _int(0, 2**31 - 1), 1048588, "largest record batch accepted"),
+    ConfigKey("delete.retention.ms", int_key(0), 86400000, "how long tombstones survive cleaning"),
+    ConfigKey(
+        "file.delete.delay.ms", int_key(0), 60000, "delay before a .deleted file is unlinked"
+    ),
+    ConfigKey("flush.messages", int_key(1), LONG_MAX, "records between fsyncs"),
+    ConfigKey("flush.ms", int_key(0), LONG_MAX, "milliseconds between fsyncs"),
+    ConfigKey("max.message.bytes", int_key(0, 2**31 - 1), 1048588, "largest record batch accepted"),
 )
 
 TOPIC_KEYS: dict[TopicKind, dict[str, ConfigKey]] = {
@@ -147,76 +99,78 @@ TOPIC_KEYS: dict[TopicKind, dict[str, ConfigKey]] = {
 SERVER_KEYS = _keys(
     ConfigKey(
         "publish.durability",
-        _choice("fsync", "wal"),
+        choice_key("fsync", "wal"),
         "fsync",
         "ack after fsync or after the WAL write",
     ),
-    ConfigKey("log.cleaner.enable", _bool, True, "run the LogCleaner threads"),
-    ConfigKey("log.cleaner.threads", _int(0, 64), 1, "LogCleaner threads"),
+    ConfigKey("log.cleaner.enable", bool_key, True, "run the LogCleaner threads"),
+    ConfigKey("log.cleaner.threads", int_key(0, 64), 1, "LogCleaner threads"),
     ConfigKey(
-        "log.cleaner.dedupe.buffer.size", _int(24), 134217728, "offset map memory (24 B/entry)"
+        "log.cleaner.dedupe.buffer.size", int_key(24), 134217728, "offset map memory (24 B/entry)"
     ),
     ConfigKey(
-        "log.cleaner.io.buffer.load.factor", _float(0.0001, 1.0), 0.9, "offset map load factor"
+        "log.cleaner.io.buffer.load.factor", float_key(0.0001, 1.0), 0.9, "offset map load factor"
     ),
     ConfigKey(
-        "log.cleaner.io.buffer.size", _int(512), 524288, "read/write buffer of a cleaner thread"
+        "log.cleaner.io.buffer.size", int_key(512), 524288, "read/write buffer of a cleaner thread"
     ),
-    ConfigKey("log.cleaner.backoff.ms", _int(0), 15000, "sleep when no log is cleanable"),
+    ConfigKey("log.cleaner.backoff.ms", int_key(0), 15000, "sleep when no log is cleanable"),
     ConfigKey(
         "log.cleaner.io.max.bytes.per.second",
-        _float(1.0, 1.7976931348623157e308),
+        float_key(1.0, 1.7976931348623157e308),
         1.7976931348623157e308,
         "cleaner I/O throttle",
     ),
-    ConfigKey("log.retention.check.interval.ms", _int(1), 300000, "how often retention is checked"),
+    ConfigKey(
+        "log.retention.check.interval.ms", int_key(1), 300000, "how often retention is checked"
+    ),
     ConfigKey(
         "compaction.monitor.interval.ms",
-        _int(1),
+        int_key(1),
         60000,
         "how often compaction thresholds are checked",
     ),
     ConfigKey(
-        "compaction.max.concurrent", _int(1, 1024), 2, "compactions running at once, server-wide"
+        "compaction.max.concurrent", int_key(1, 1024), 2, "compactions running at once, server-wide"
     ),
     ConfigKey(
-        "compaction.phase.one.memory.bytes", _int(1024), 1073741824, "phase-one key map budget"
+        "compaction.phase.one.memory.bytes", int_key(1024), 1073741824, "phase-one key map budget"
     ),
     ConfigKey(
         "compaction.workers",
-        _int(0, 64),
+        int_key(0, 64),
         0,
         "worker processes that run compactions and cleaner passes; 0 = max(1, log.cleaner.threads)",
     ),
     ConfigKey(
         "compaction.worker.threads",
-        _int(0, 64),
+        int_key(0, 64),
         0,
         "threads of one run in a worker (a cleaner pass's reads and scans, phase one's "
         "digests); 0 = half the cores the server spares each worker, 1 to 4",
     ),
     ConfigKey(
         "compaction.worker.own.cores",
-        _bool,
+        bool_key,
         True,
         "workers run on the last cores, and the server off them while a run lasts",
     ),
-    ConfigKey("read.batch.max.messages", _int(1, 1_000_000), 1000, "messages per Read response"),
+    ConfigKey("read.batch.max.messages", int_key(1, 1_000_000), 1000, "messages per Read response"),
     ConfigKey(
         "ledger.wal.recovery.mode",
-        _choice("absolute-consistency", "point-in-time"),
+        choice_key("absolute-consistency", "point-in-time"),
         "absolute-consistency",
         "a damaged RocksDB WAL stops the start (or: replay up to the damage, drop the rest)",
     ),
     ConfigKey(
         "log.segment.open.files.max",
-        _int(8, 1_000_000),
+        int_key(8, 1_000_000),
         256,
         "segment files held open at once, all topics together (an LRU of descriptors)",
     ),
     ConfigKey(
         "shards.placement",
-        _choice("topic", "partition"),
+        choice_key("topic", "partition"),
         "topic",
         "where a new sharded data dir (serve --shards N) puts partitions (storage/slots.py)",
     ),

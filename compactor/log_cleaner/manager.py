@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from compactlog.compactor.log_cleaner.checkpoint import CleanerCheckpoint
 from compactlog.compactor.log_cleaner.uncleanable import Uncleanable, fingerprint
 from compactlog.errors import CompactionRunning
-from compactlog.storage.config import LONG_MAX
+from compactlog.storage.config_keys import LONG_MAX
 from compactlog.storage.segmented import Log, SegmentedLogManager
 
 
