@@ -51,7 +51,7 @@ from compactlog.client.pulsar_params import (
 from compactlog.client.reader import Reader, StartLike
 from compactlog.client.reader_start import AtTime, LastPosition
 from compactlog.client.send_batches import BatchingSettings
-from compactlog.client.shard_routes import RoutedLog, Routes
+from compactlog.client.shard_routes import ClientLog, RoutedLog, Routes
 from compactlog.client.subscriptions import SubscriptionCalls
 from compactlog.client.table_view import PartitionWatch, Source, TableView
 from compactlog.client.topic_producer import TopicProducer
@@ -106,7 +106,7 @@ class Client(AdminCalls, SubscriptionCalls, Closeable):
         security = ChannelSecurity.of(token, tls_ca)
         self._channel = open_channel(address, security, _CHANNEL_OPTIONS)
         self._admin = pb_grpc.TopicAdminStub(self._channel)
-        self._log = pb_grpc.LogStub(self._channel)
+        self._log = ClientLog(self._channel)
         self._routes = Routes(
             self._log,
             self._admin,
@@ -133,9 +133,9 @@ class Client(AdminCalls, SubscriptionCalls, Closeable):
         if self._closed:
             raise AlreadyClosed("the client is closed")
 
-    def _log_of(self, topic: str) -> pb_grpc.LogStub:
+    def _log_of(self, topic: str) -> ClientLog:
         """The Log service of ``topic``'s owner (``shard_routes``): straight to the shard."""
-        return cast(pb_grpc.LogStub, RoutedLog(self._routes, topic))
+        return cast(ClientLog, RoutedLog(self._routes, topic))
 
     def _opening(self, thing: C) -> C:
         self._opened.add(thing)

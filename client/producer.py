@@ -10,16 +10,17 @@ from __future__ import annotations
 import contextlib
 import queue
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
 
 from compactlog.client import _convert as cv
 from compactlog.client.closeable import Closeable
 from compactlog.client.deadlines import StreamWatch, Watchdog
 from compactlog.client.errors import AlreadyClosed, call, cancel, translate_errors
 from compactlog.client.routing import PartitionRouter
+from compactlog.client.shard_routes import ClientLog
 from compactlog.client.types import MessageId
 from compactlog.v1 import compactlog_pb2 as pb
-from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 
 
 class Producer(Closeable):
@@ -27,7 +28,7 @@ class Producer(Closeable):
 
     def __init__(
         self,
-        stub: pb_grpc.LogStub,
+        stub: ClientLog,
         topic: str,
         address: str,
         timeout: float | None,
@@ -45,6 +46,11 @@ class Producer(Closeable):
 
     def topic(self) -> str:
         return self._topic
+
+    @property
+    def one_log(self) -> bool:
+        """The topic is one log (not partitioned): its ids rise in request order."""
+        return self._router is None
 
     @property
     def closed(self) -> bool:
@@ -89,29 +95,68 @@ class Producer(Closeable):
             raise AlreadyClosed("the producer is closed")
         feed = _RequestFeed()
         one_log = self._router is None
-        responses = self._stub.PublishStream(feed.requests())
+
+        def open_call(owed: _Owed) -> Any:
+            responses = self._stub.PublishStream(feed.requests())
+            feed.start(self._topic, batches, owed)
+            return responses
+
+        for resp in self._pipeline(open_call, feed):
+            yield cv.ids_from_pb(resp.ids, one_log)
+
+    def send_encoded(self, requests: Iterable[bytes]) -> Iterator[pb.PublishResponse]:
+        """``send_stream`` for requests already encoded (``PublishRequest`` bytes, as
+        ``send_async`` writes them): each goes to gRPC as it is, taken from ``requests``
+        on gRPC's thread (nothing there to convert, so nothing to fail); yields the
+        replies in order."""
+        if self._closed:
+            raise AlreadyClosed("the producer is closed")
+
+        def open_call(owed: _Owed) -> Any:
+            def counted() -> Iterator[bytes]:
+                for request in requests:
+                    owed.sent()
+                    yield request
+                owed.sent()  # the end of the stream owes its status
+
+            return self._stub.PublishStreamEncoded(counted())
+
+        yield from self._pipeline(open_call, None)
+
+    def _pipeline(
+        self, open_call: Callable[[_Owed], Any], feed: _RequestFeed | None
+    ) -> Iterator[pb.PublishResponse]:
+        """The replies of the PublishStream ``open_call`` starts, in order, each due
+        within the timeout while a request is outstanding; errors as ``CompactlogError``."""
+        opened: list[Any] = []
         watch = StreamWatch(
-            self._watchdog, self._timeout, lambda: cancel(responses), f"PublishStream {self._topic}"
+            self._watchdog,
+            self._timeout,
+            lambda: cancel(opened[0]) if opened else None,
+            f"PublishStream {self._topic}",
         )
         owed = _Owed(watch)  # replies outstanding (the end of the stream counts as one)
-        feed.start(self._topic, batches, owed)
+        responses = open_call(owed)
+        opened.append(responses)
+        failure = feed.failure if feed is not None else []
         try:
             with translate_errors("PublishStream", self._address):
                 try:
                     for resp in responses:
                         owed.answered()
-                        yield cv.ids_from_pb(resp.ids, one_log)
+                        yield resp
                 except Exception:
                     if watch.expired:
                         raise watch.timeout_error() from None
-                    if feed.failure:
-                        raise feed.failure[0] from None
+                    if failure:
+                        raise failure[0] from None
                     raise
-            if feed.failure:
-                raise feed.failure[0]
+            if failure:
+                raise failure[0]
         finally:
             watch.disarm()
-            feed.stop()
+            if feed is not None:
+                feed.stop()
             cancel(responses)  # a no-op once the call has finished
 
 

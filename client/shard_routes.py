@@ -42,7 +42,7 @@ class Routes:
 
     def __init__(
         self,
-        main: pb_grpc.LogStub,
+        main: ClientLog,
         admin: pb_grpc.TopicAdminStub,
         open_channel: OpenChannel,
         timeout: float | None,
@@ -51,11 +51,11 @@ class Routes:
         self.admin = admin
         self.open_channel = open_channel
         self.timeout = timeout
-        self._owners: dict[str, pb_grpc.LogStub] = {}
-        self._channels: dict[str, tuple[grpc.Channel, pb_grpc.LogStub]] = {}
+        self._owners: dict[str, ClientLog] = {}
+        self._channels: dict[str, tuple[grpc.Channel, ClientLog]] = {}
         self._lock = threading.Lock()
 
-    def owner(self, topic: str) -> pb_grpc.LogStub:
+    def owner(self, topic: str) -> ClientLog:
         """The stub that reaches ``topic``'s owner (the main channel when it is the one)."""
         stub = self._owners.get(topic)
         return stub if stub is not None else self._learn(topic)
@@ -67,7 +67,7 @@ class Routes:
         """Owner addresses this client holds a channel to (for tests and diagnostics)."""
         return sorted(self._channels)
 
-    def _learn(self, topic: str) -> pb_grpc.LogStub:
+    def _learn(self, topic: str) -> ClientLog:
         try:
             answer = self.admin.GetPartitionMap(
                 pb.GetPartitionMapRequest(topic=topic), timeout=self.timeout
@@ -89,14 +89,14 @@ class Routes:
         self._owners[topic] = stub
         return stub
 
-    def _stub(self, address: str) -> pb_grpc.LogStub:
+    def _stub(self, address: str) -> ClientLog:
         if not address:
             return self.main
         with self._lock:
             held = self._channels.get(address)
             if held is None:
                 channel = self.open_channel(address)
-                held = (channel, pb_grpc.LogStub(channel))
+                held = (channel, ClientLog(channel))
                 self._channels[address] = held
             return held[1]
 
@@ -106,6 +106,22 @@ class Routes:
                 channel.close()
             self._channels.clear()
             self._owners.clear()
+
+
+class ClientLog(pb_grpc.LogStub):
+    """The ``LogStub`` with ``PublishStreamEncoded``: PublishStream taking each request
+    already encoded (``send_async`` writes its requests' bytes itself, ``send_batches``),
+    handed to gRPC as they are."""
+
+    PublishStreamEncoded: grpc.StreamStreamMultiCallable[bytes, pb.PublishResponse]
+
+    def __init__(self, channel: grpc.Channel) -> None:
+        super().__init__(channel)  # type: ignore[call-arg]  # typed as __new__ in the .pyi
+        self.PublishStreamEncoded = channel.stream_stream(
+            "/compactlog.v1.Log/PublishStream",
+            request_serializer=None,
+            response_deserializer=pb.PublishResponse.FromString,
+        )
 
 
 class RoutedLog:
@@ -157,3 +173,6 @@ class RoutedLog:
 
     def PublishStream(self, requests: Any, **kwargs: Any) -> Any:
         return self._routes.owner(self._topic).PublishStream(requests, **kwargs)
+
+    def PublishStreamEncoded(self, requests: Any, **kwargs: Any) -> Any:
+        return self._routes.owner(self._topic).PublishStreamEncoded(requests, **kwargs)

@@ -135,19 +135,16 @@ class TopicProducer(Closeable):
             or deliver_after
         ):
             check_ignored("send_async", pick(locals(), SEND_DEFAULTS), SEND_DEFAULTS)
+        if properties or event_timestamp:
+            record = record_of(content, partition_key, properties, event_timestamp)
+            self._async.add(record.key, record.value, callback, sequence_id, record)
+            return
         # Runs once per message: the common types first, without calls.
         value = content if type(content) is bytes else cv.to_bytes(content)
         key = partition_key
         if type(key) is not bytes:
             key = key.encode() if type(key) is str else cv.to_bytes(key)
-        record: cv.RecordLike
-        if key is not None and value is not None and not properties and not event_timestamp:
-            record = (key, value)  # the fast path of publish_request
-            size = len(key) + len(value)
-        else:
-            record = (key, value, properties, event_timestamp or 0)
-            size = len(key or b"") + len(value or b"")
-        self._async.add(record, size, callback, sequence_id)
+        self._async.add(key, value, callback, sequence_id)
 
     def send_batch(self, records: Iterable[cv.RecordLike]) -> list[MessageId]:
         """Records ``(key, value[, properties[, event_time_ms]])`` in one all-or-nothing
