@@ -1,16 +1,25 @@
 /* The compiled twin of client/_publish_py.py: send_async's per-message work in C.
  *
- * append() writes one record into the pending PublishRequest's bytes (a bytearray that
- * starts with the topic field), so a message costs no protobuf object and no Python
- * container; call_back() hands each message of an answered request its MessageId, built
- * from the reply's first id and the message's place, as it calls the message's callback.
- * Both behave exactly as the pure twin does.
+ * A Pending holds a producer's queued messages as the bytes of the PublishStream requests
+ * they will go in (each begins with the topic field, ``head``) and one callback list per
+ * request: add() writes a message's record into the pending request, sealing it first when
+ * the message would take it past max_bytes and after when it holds max_messages or
+ * max_bytes; take() hands out the oldest request. Each call runs whole under the GIL, so
+ * the queue needs no lock of its own; the producer's condition only wakes its threads
+ * (the flags add() returns say when), and after close() add() adds nothing and says so. call_back() hands each message of an answered
+ * request its MessageId, built from the reply's first id and the message's place, as it
+ * calls the message's callback. Both behave exactly as the pure twin does.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <structmember.h>
 
 #include "_twin_stamp.h"
+
+#define WAKE 1    /* a request has its first message, or one was sealed */
+#define CROWDED 2 /* `crowded` messages are not called back yet */
+#define CLOSED 4  /* closed: nothing was added */
 
 static Py_ssize_t varint_len(uint64_t n) {
     Py_ssize_t len = 1;
@@ -47,34 +56,230 @@ static int bytes_or_none(PyObject *obj, const char **data, Py_ssize_t *len, cons
     return 0;
 }
 
-/* append(buf, key, value) -> len(key) + len(value): one PublishRequest.records entry. */
-static PyObject *append(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "append(buf, key, value)");
-        return NULL;
+typedef struct {
+    PyObject_HEAD
+    PyObject *head;      /* bytes: PublishRequest.topic, every request's start */
+    PyObject *buf;       /* bytearray: the pending request */
+    PyObject *callbacks; /* list: its messages' callbacks */
+    PyObject *sealed;    /* list of (bytearray, list): full requests, oldest first */
+    Py_ssize_t bytes;    /* the pending request's keys' and values' bytes */
+    Py_ssize_t max_messages, max_bytes, crowded;
+    Py_ssize_t added;      /* messages ever added */
+    Py_ssize_t unanswered; /* added and not yet answered */
+    int closed;            /* close() was called: add() adds nothing */
+} Pending;
+
+static int pending_traverse(Pending *p, visitproc visit, void *arg) {
+    Py_VISIT(p->callbacks);
+    Py_VISIT(p->sealed);
+    return 0;
+}
+
+static int pending_clear(Pending *p) {
+    Py_CLEAR(p->head);
+    Py_CLEAR(p->buf);
+    Py_CLEAR(p->callbacks);
+    Py_CLEAR(p->sealed);
+    return 0;
+}
+
+static void pending_dealloc(Pending *p) {
+    PyObject_GC_UnTrack(p);
+    pending_clear(p);
+    Py_TYPE(p)->tp_free((PyObject *)p);
+}
+
+/* A fresh pending request (the head alone, no callbacks); 0, or -1 with an error. */
+static int pending_fresh(Pending *p) {
+    PyObject *buf = PyByteArray_FromObject(p->head);
+    PyObject *callbacks = PyList_New(0);
+    if (!buf || !callbacks) { Py_XDECREF(buf); Py_XDECREF(callbacks); return -1; }
+    Py_XSETREF(p->buf, buf);
+    Py_XSETREF(p->callbacks, callbacks);
+    p->bytes = 0;
+    return 0;
+}
+
+static int pending_init(Pending *p, PyObject *args, PyObject *kwds) {
+    static char *names[] = {"head", "max_messages", "max_bytes", "crowded", NULL};
+    PyObject *head;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "Snnn", names, &head, &p->max_messages,
+                                     &p->max_bytes, &p->crowded))
+        return -1;
+    Py_INCREF(head);
+    Py_XSETREF(p->head, head);
+    PyObject *sealed = PyList_New(0);
+    if (!sealed) return -1;
+    Py_XSETREF(p->sealed, sealed);
+    p->added = p->unanswered = 0;
+    p->closed = 0;
+    return pending_fresh(p);
+}
+
+/* The pending request joins the sealed ones; a fresh one is pending. */
+static int pending_seal(Pending *p) {
+    PyObject *full = PyTuple_Pack(2, p->buf, p->callbacks);
+    if (!full) return -1;
+    int failed = PyList_Append(p->sealed, full);
+    Py_DECREF(full);
+    return failed ? -1 : pending_fresh(p);
+}
+
+/* One record (its body from key and value, or `encoded` already) of `size` key and value
+ * bytes, with its callback; the flags (WAKE, CROWDED), or -1 with an error. */
+static int pending_put(Pending *p, const char *key, Py_ssize_t klen, const char *value,
+                       Py_ssize_t vlen, const char *encoded, Py_ssize_t elen, Py_ssize_t size,
+                       PyObject *callback) {
+    if (p->closed) return CLOSED;
+    int flags = 0;
+    if (PyList_GET_SIZE(p->callbacks) && p->bytes + size > p->max_bytes) {
+        if (pending_seal(p) < 0) return -1;
+        flags |= WAKE;
     }
-    PyObject *buf = args[0];
-    if (!PyByteArray_CheckExact(buf)) {
-        PyErr_SetString(PyExc_TypeError, "append: buf must be a bytearray");
+    Py_ssize_t record = encoded ? elen
+                                : (key ? 1 + varint_len((uint64_t)klen) + klen : 0) +
+                                      (value ? 1 + varint_len((uint64_t)vlen) + vlen : 0);
+    Py_ssize_t old = PyByteArray_GET_SIZE(p->buf);
+    Py_ssize_t added = 1 + varint_len((uint64_t)record) + record;
+    if (PyList_Append(p->callbacks, callback) < 0) return -1;
+    if (PyByteArray_Resize(p->buf, old + added) < 0) {
+        Py_ssize_t n = PyList_GET_SIZE(p->callbacks);
+        PyList_SetSlice(p->callbacks, n - 1, n, NULL);
+        return -1;
+    }
+    unsigned char *out = (unsigned char *)PyByteArray_AS_STRING(p->buf) + old;
+    *out++ = 0x12; /* PublishRequest.records, length-delimited */
+    out = put_varint(out, (uint64_t)record);
+    if (encoded) {
+        memcpy(out, encoded, (size_t)elen);
+    } else {
+        out = put_field(out, 0x0a, key, klen); /* Record.key */
+        put_field(out, 0x12, value, vlen);     /* Record.value */
+    }
+    p->bytes += size;
+    p->added++;
+    p->unanswered++;
+    Py_ssize_t count = PyList_GET_SIZE(p->callbacks);
+    if (count == 1) flags |= WAKE;
+    if (count >= p->max_messages || p->bytes >= p->max_bytes) {
+        if (pending_seal(p) < 0) return -1;
+        flags |= WAKE;
+    }
+    if (p->unanswered >= p->crowded) flags |= CROWDED;
+    return flags;
+}
+
+static PyObject *pending_add(Pending *p, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "add(key, value, callback)");
         return NULL;
     }
     const char *key, *value;
     Py_ssize_t klen, vlen;
-    if (bytes_or_none(args[1], &key, &klen, "a key") < 0 ||
-        bytes_or_none(args[2], &value, &vlen, "a value") < 0)
+    if (bytes_or_none(args[0], &key, &klen, "a key") < 0 ||
+        bytes_or_none(args[1], &value, &vlen, "a value") < 0)
         return NULL;
-    Py_ssize_t record = (key ? 1 + varint_len((uint64_t)klen) + klen : 0) +
-                        (value ? 1 + varint_len((uint64_t)vlen) + vlen : 0);
-    Py_ssize_t old = PyByteArray_GET_SIZE(buf);
-    Py_ssize_t added = 1 + varint_len((uint64_t)record) + record;
-    if (PyByteArray_Resize(buf, old + added) < 0) return NULL;
-    unsigned char *out = (unsigned char *)PyByteArray_AS_STRING(buf) + old;
-    *out++ = 0x12;  /* PublishRequest.records, length-delimited */
-    out = put_varint(out, (uint64_t)record);
-    out = put_field(out, 0x0a, key, klen);  /* Record.key */
-    put_field(out, 0x12, value, vlen);      /* Record.value */
-    return PyLong_FromSsize_t(klen + vlen);
+    int flags = pending_put(p, key, klen, value, vlen, NULL, 0, klen + vlen, args[2]);
+    return flags < 0 ? NULL : PyLong_FromLong(flags);
 }
+
+static PyObject *pending_add_encoded(Pending *p, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 || !PyBytes_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "add_encoded(record: bytes, size, callback)");
+        return NULL;
+    }
+    Py_ssize_t size = PyLong_AsSsize_t(args[1]);
+    if (size == -1 && PyErr_Occurred()) return NULL;
+    int flags = pending_put(p, NULL, 0, NULL, 0, PyBytes_AS_STRING(args[0]),
+                            PyBytes_GET_SIZE(args[0]), size, args[2]);
+    return flags < 0 ? NULL : PyLong_FromLong(flags);
+}
+
+/* take() -> (bytes, callbacks) of the oldest request (sealed, else the pending one), or
+ * None when nothing waits. */
+static PyObject *pending_take(Pending *p, PyObject *unused) {
+    PyObject *buf, *callbacks;
+    if (PyList_GET_SIZE(p->sealed)) {
+        PyObject *full = PyList_GET_ITEM(p->sealed, 0);
+        buf = PyTuple_GET_ITEM(full, 0);
+        callbacks = PyTuple_GET_ITEM(full, 1);
+    } else if (PyList_GET_SIZE(p->callbacks)) {
+        buf = p->buf;
+        callbacks = p->callbacks;
+    } else {
+        Py_RETURN_NONE;
+    }
+    PyObject *data = PyBytes_FromStringAndSize(PyByteArray_AS_STRING(buf),
+                                               PyByteArray_GET_SIZE(buf));
+    if (!data) return NULL;
+    PyObject *out = PyTuple_Pack(2, data, callbacks);
+    Py_DECREF(data);
+    if (!out) return NULL;
+    int failed = PyList_GET_SIZE(p->sealed) ? PyList_SetSlice(p->sealed, 0, 1, NULL)
+                                            : pending_fresh(p);
+    if (failed) { Py_DECREF(out); return NULL; }
+    return out;
+}
+
+static PyObject *pending_answered(Pending *p, PyObject *count) {
+    Py_ssize_t n = PyLong_AsSsize_t(count);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    p->unanswered -= n;
+    Py_RETURN_NONE;
+}
+
+static PyObject *pending_close(Pending *p, PyObject *unused) {
+    p->closed = 1;
+    Py_RETURN_NONE;
+}
+
+static PyObject *pending_waiting(Pending *p, void *unused) {
+    return PyBool_FromLong(PyList_GET_SIZE(p->sealed) || PyList_GET_SIZE(p->callbacks));
+}
+
+static PyObject *pending_full(Pending *p, void *unused) {
+    return PyBool_FromLong(PyList_GET_SIZE(p->sealed) > 0);
+}
+
+static PyMethodDef pending_methods[] = {
+    {"add", (PyCFunction)(void (*)(void))pending_add, METH_FASTCALL,
+     "add(key, value, callback) -> flags (WAKE, CROWDED)"},
+    {"add_encoded", (PyCFunction)(void (*)(void))pending_add_encoded, METH_FASTCALL,
+     "add_encoded(record, size, callback) -> flags: a Record already serialized"},
+    {"take", (PyCFunction)pending_take, METH_NOARGS,
+     "take() -> (bytes, callbacks) of the oldest request, or None"},
+    {"answered", (PyCFunction)pending_answered, METH_O, "answered(count): called back"},
+    {"close", (PyCFunction)pending_close, METH_NOARGS, "close(): later adds add nothing"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef pending_members[] = {
+    {"added", T_PYSSIZET, offsetof(Pending, added), READONLY, "messages ever added"},
+    {"unanswered", T_PYSSIZET, offsetof(Pending, unanswered), READONLY,
+     "messages added and not yet answered"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyGetSetDef pending_getset[] = {
+    {"waiting", (getter)pending_waiting, NULL, "a request waits to be taken", NULL},
+    {"full", (getter)pending_full, NULL, "a sealed request waits to be taken", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject PendingType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "compactlog.client._publish.Pending",
+    .tp_basicsize = sizeof(Pending),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Pending(head, max_messages, max_bytes, crowded): queued messages as requests",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)pending_init,
+    .tp_dealloc = (destructor)pending_dealloc,
+    .tp_traverse = (traverseproc)pending_traverse,
+    .tp_clear = (inquiry)pending_clear,
+    .tp_methods = pending_methods,
+    .tp_members = pending_members,
+    .tp_getset = pending_getset,
+};
 
 /* The MessageId (a tuple subclass) (ledger, entry), as tuple.__new__(cls, pair) makes it. */
 static PyObject *message_id(PyTypeObject *cls, PyObject *ledger, long long entry) {
@@ -121,15 +326,12 @@ static PyObject *call_back(PyObject *self, PyObject *const *args, Py_ssize_t nar
         if (tb) PyException_SetTraceback(value, tb);
         Py_XDECREF(type);
         Py_XDECREF(tb);
-        PyObject *pair = Py_BuildValue("(nN)", i + 1, value);
-        return pair;
+        return Py_BuildValue("(nN)", i + 1, value);
     }
     return Py_BuildValue("(nO)", PyList_GET_SIZE(callbacks), Py_None);
 }
 
 static PyMethodDef methods[] = {
-    {"append", (PyCFunction)(void (*)(void))append, METH_FASTCALL,
-     "append(buf, key, value) -> len(key) + len(value)"},
     {"call_back", (PyCFunction)(void (*)(void))call_back, METH_FASTCALL,
      "call_back(callbacks, start, result, ledger, first, cls) -> (next, error)"},
     {NULL, NULL, 0, NULL},
@@ -137,4 +339,16 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_publish", NULL, -1, methods};
 
-PyMODINIT_FUNC PyInit__publish(void) { return twin_stamped(PyModule_Create(&module)); }
+PyMODINIT_FUNC PyInit__publish(void) {
+    if (PyType_Ready(&PendingType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    if (PyModule_AddObjectRef(m, "Pending", (PyObject *)&PendingType) < 0 ||
+        PyModule_AddIntConstant(m, "WAKE", WAKE) < 0 ||
+        PyModule_AddIntConstant(m, "CROWDED", CROWDED) < 0 ||
+        PyModule_AddIntConstant(m, "CLOSED", CLOSED) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return twin_stamped(m);
+}

@@ -33,6 +33,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import cast
 
 from compactlog.client import _convert as cv
 from compactlog.client import publish_wire as wire
@@ -75,93 +76,88 @@ class SendBatches:
 
     def __init__(self, producer: Producer, settings: BatchingSettings, sequence: int = -1) -> None:
         self._producer = producer
-        self.sequence = sequence  # the last sequence id sent (pulsar-client's count)
         self._settings = settings
-        self._max_messages = settings.max_messages
-        self._max_bytes = settings.max_bytes
         self._delay_s = settings.max_delay_ms / 1000 if settings.enabled else 0.0
-        self._lock = threading.Lock()  # taken bare where speed counts; the same as _cond's
-        self._cond = threading.Condition(self._lock)
-        self._head = wire.request_head(producer.topic())
-        self._buf = bytearray(self._head)  # the pending request's bytes
-        self._callbacks: _Callbacks = []  # and its messages' callbacks
-        self._waiting_bytes = 0  # its keys' and values' bytes
-        self._sealed: deque[tuple[bytearray, _Callbacks]] = deque()  # full, not yet taken
+        self._cond = threading.Condition(threading.Lock())
+        self._pending = wire.Pending(
+            wire.request_head(producer.topic()),
+            settings.max_messages,
+            settings.max_bytes,
+            MAX_UNANSWERED,
+        )  # the queue itself: each of its calls is atomic, so it needs no lock here
+        self._sequence_base = sequence  # the last sequence id is this + the sends added
         self._in_flight: deque[_Callbacks] = deque()  # requests taken, in order
-        self._unanswered = 0  # handed over, not yet called back
         self._flushing = 0
         self._closed = False
         self._thread: threading.Thread | None = None
         self._stream = 0  # which stream's feed may take requests (a failed one's may not)
 
+    @property
+    def sequence(self) -> int:
+        """The last sequence id sent (pulsar-client's count)."""
+        return int(self._sequence_base + self._pending.added)
+
     def sequenced(self, sequence_id: int | None) -> None:
         """Count one message sent (``send``): the next sequence id, or the one given."""
         with self._cond:
-            self.sequence = self.sequence + 1 if sequence_id is None else sequence_id
+            self._sequence_base += 1 if sequence_id is None else sequence_id - self.sequence
+
+    @property
+    def queue_add(self) -> Callable[[bytes | None, bytes | None, SendCallback], int]:
+        """The queue's own ``add(key, value, callback) -> flags``, for a caller that counts
+        every call (``TopicProducer.send_async``): what it returns goes to ``added`` when
+        it is not 0 (or a sequence id was given). ``add`` is the same in one call."""
+        return cast(Callable[[bytes | None, bytes | None, SendCallback], int], self._pending.add)
 
     def add(
         self,
         key: bytes | None,
         value: bytes | None,
         callback: SendCallback,
-        sequence_id: int | None,
+        sequence_id: int | None = None,
         record: cv.RecordLike | None = None,
     ) -> None:
         """Queue one send of ``key`` and ``value`` (or of ``record``, whose properties or
-        event time protobuf encodes) and count it (``sequenced``); waits while
-        ``MAX_UNANSWERED`` sends are not called back. Runs once per message: no call it
-        can do without."""
-        with self._lock:
-            self.sequence = self.sequence + 1 if sequence_id is None else sequence_id
-            if self._closed:
-                raise AlreadyClosed("the producer is closed")
-            while (
-                self._unanswered >= MAX_UNANSWERED
-                and threading.current_thread() is not self._thread  # not from a callback
-            ):
-                self._cond.wait()
-            buf = self._buf
-            mark = len(buf)
-            if record is None:
-                size = wire.append(buf, key, value)
-            else:
-                wire.append_record(buf, record)
-                size = len(key or b"") + len(value or b"")
-            callbacks = self._callbacks
-            callbacks.append(callback)
-            self._waiting_bytes += size
-            self._unanswered += 1
+        event time protobuf serializes) and count it (``sequenced``); waits while
+        ``MAX_UNANSWERED`` sends are not called back."""
+        if record is None:
+            flags = self._pending.add(key, value, callback)
+        else:
+            size = len(key or b"") + len(value or b"")
+            flags = self._pending.add_encoded(wire.encoded(record), size, callback)
+        if flags or sequence_id is not None:
+            self.added(flags, sequence_id)
+
+    def added(self, flags: int, sequence_id: int | None) -> None:
+        """After a message went into the queue (or, ``CLOSED``, did not): refuse a send
+        after ``close``, take the sequence id given, and wake the sending side."""
+        if flags & wire.CLOSED:
+            raise AlreadyClosed("the producer is closed")
+        if sequence_id is not None:
+            with self._cond:
+                self._sequence_base = sequence_id - self._pending.added
+        if flags:
+            self._woken(flags)
+
+    def _woken(self, flags: int) -> None:
+        """Wake the sending side for a request begun or sealed (starting the producer's
+        thread at the first); with ``MAX_UNANSWERED`` sends not called back, wait for
+        room (not from a callback: the thread that calls back would wait for itself)."""
+        with self._cond:
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="compactlog-send", daemon=True
                 )
                 self._thread.start()
-            if len(callbacks) >= self._max_messages or self._waiting_bytes >= self._max_bytes:
-                self._seal(mark, size)
-            elif len(callbacks) == 1:
-                self._cond.notify_all()  # a first message
-
-    def _seal(self, mark: int, size: int) -> None:
-        """The pending request is full: it waits to be taken as it is, or, where its last
-        message (written from ``mark``, ``size`` bytes) took it past the size limit, the
-        request before that message does and the message starts the next one."""
-        buf, callbacks = self._buf, self._callbacks
-        if self._waiting_bytes > self._max_bytes and len(callbacks) > 1:
-            tail = buf[mark:]
-            del buf[mark:]
-            self._buf, self._callbacks = bytearray(self._head) + tail, [callbacks.pop()]
-            self._waiting_bytes = size
-            self._sealed.append((buf, callbacks))
-            if self._max_messages == 1 or size >= self._max_bytes:
-                self._seal(len(self._head), size)  # the message fills one by itself
-        else:
-            self._buf, self._callbacks, self._waiting_bytes = bytearray(self._head), [], 0
-            self._sealed.append((buf, callbacks))
-        self._cond.notify_all()
+            self._cond.notify_all()
+            if flags & wire.CROWDED and threading.current_thread() is not self._thread:
+                self._cond.wait_for(
+                    lambda: self._pending.unanswered < MAX_UNANSWERED or self._closed
+                )
 
     @property
     def unanswered(self) -> int:
-        return self._unanswered
+        return int(self._pending.unanswered)
 
     def flush(self) -> None:
         """Send what waits now; return when every send so far has been called back."""
@@ -169,7 +165,7 @@ class SendBatches:
             self._flushing += 1
             self._cond.notify_all()
             try:
-                self._cond.wait_for(lambda: self._unanswered == 0)
+                self._cond.wait_for(lambda: self._pending.unanswered == 0)
             finally:
                 self._flushing -= 1
 
@@ -178,6 +174,7 @@ class SendBatches:
         self.flush()
         with self._cond:
             self._closed = True
+            self._pending.close()
             self._cond.notify_all()
             thread = self._thread
         if thread is not None and thread is not threading.current_thread():
@@ -189,8 +186,8 @@ class SendBatches:
         one_log = self._producer.one_log
         while True:
             with self._cond:
-                self._cond.wait_for(lambda: self._waiting() or self._closed)
-                if not self._waiting():
+                self._cond.wait_for(lambda: self._pending.waiting or self._closed)
+                if not self._pending.waiting:
                     return  # closed, nothing left
                 stream = self._stream
             try:
@@ -201,9 +198,6 @@ class SendBatches:
             except ValueError as exc:  # grpc: the client's channel was closed
                 self._fail_in_flight(AlreadyClosed(f"the client is closed ({exc})"))
 
-    def _waiting(self) -> bool:
-        return bool(self._sealed or self._callbacks)
-
     def _requests(self, stream: int) -> Iterator[bytes]:
         """The stream's requests, taken on gRPC's sending thread as it can send them;
         ends when idle for ``IDLE_S``, closed, or the stream failed."""
@@ -212,33 +206,29 @@ class SendBatches:
                 request = self._take(stream)
             if request is None:
                 return
-            yield bytes(request)  # outside the lock: send_async goes on
+            yield request
 
-    def _take(self, stream: int) -> bytearray | None:
+    def _take(self, stream: int) -> bytes | None:
         """The next request, once there is one and fewer than ``MAX_IN_FLIGHT``
         requests are unanswered (after the delay when batching and not full)."""
-        cond = self._cond
-        if not cond.wait_for(lambda: self._waiting() or self._closed, IDLE_S):
+        cond, pending = self._cond, self._pending
+        if not cond.wait_for(lambda: pending.waiting or self._closed, IDLE_S):
             return None
-        if not self._waiting() or stream != self._stream:
+        if not pending.waiting or stream != self._stream:
             return None
         # While MAX_IN_FLIGHT requests are out, sends gather for the next one.
         cond.wait_for(lambda: len(self._in_flight) < MAX_IN_FLIGHT or stream != self._stream)
         end = time.monotonic() + self._delay_s
-        while not self._sealed and not self._flushing and not self._closed:
+        while not pending.full and not self._flushing and not self._closed:
             left = end - time.monotonic()
             if left <= 0:
                 break
             cond.wait(left)
-        if stream != self._stream or not self._waiting():
+        taken = pending.take() if stream == self._stream else None
+        if taken is None:
             return None
-        if self._sealed:
-            buf, callbacks = self._sealed.popleft()
-        else:
-            buf, callbacks = self._buf, self._callbacks
-            self._buf, self._callbacks, self._waiting_bytes = bytearray(self._head), [], 0
-        self._in_flight.append(callbacks)  # under the lock: a failing stream fails it too
-        return buf
+        self._in_flight.append(taken[1])  # under the lock: a failing stream fails it too
+        return bytes(taken[0])
 
     def _answer(self, callbacks: _Callbacks, resp: pb.PublishResponse, one_log: bool) -> None:
         """Each message's callback with its id, in order; ids made from the reply's first
@@ -269,8 +259,8 @@ class SendBatches:
             self._answered(len(callbacks))
 
     def _answered(self, count: int) -> None:
+        self._pending.answered(count)
         with self._cond:
-            self._unanswered -= count
             self._cond.notify_all()
 
     @staticmethod

@@ -65,6 +65,7 @@ class TopicProducer(Closeable):
         self._name = producer_name or "producer-" + uuid.uuid4().hex[:12]
         sequence = -1 if initial_sequence_id is None else initial_sequence_id
         self._async = SendBatches(producer, batching or BatchingSettings(), sequence)
+        self._queue_add = self._async.queue_add  # send_async's one call per message
 
     def topic(self) -> str:
         return self._producer.topic()
@@ -144,7 +145,9 @@ class TopicProducer(Closeable):
         key = partition_key
         if type(key) is not bytes:
             key = key.encode() if type(key) is str else cv.to_bytes(key)
-        self._async.add(key, value, callback, sequence_id)
+        flags = self._queue_add(key, value, callback)
+        if flags or sequence_id is not None:
+            self._async.added(flags, sequence_id)
 
     def send_batch(self, records: Iterable[cv.RecordLike]) -> list[MessageId]:
         """Records ``(key, value[, properties[, event_time_ms]])`` in one all-or-nothing

@@ -20,6 +20,8 @@ from compactlog.client import (
     MessageId,
     RecordTooLarge,
     Result,
+    _publish_py,
+    publish_wire,
 )
 from compactlog.client.aio import AsyncClient
 from compactlog.client.message import messages_of
@@ -177,9 +179,17 @@ def test_send_async_batches_in_order_and_calls_each_back(client: Client, topic: 
     assert read == [b"v%d" % i for i in range(1000)] + [b"last"]
 
 
-def test_send_async_from_many_threads_keeps_each_threads_order(client: Client, topic: str) -> None:
+@pytest.mark.parametrize("twin", ["compiled", "pure"])
+def test_send_async_from_many_threads_keeps_each_threads_order(
+    client: Client, topic: str, twin: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Each thread's sends go out in its order, every one is called back once, the
-    sequence counts them all, and a callback may send without waiting for itself."""
+    sequence counts them all, and a callback may send without waiting for itself; with
+    either twin of the request writer (the pure one locks where the compiled one has the
+    GIL)."""
+    if twin == "pure":
+        monkeypatch.setattr(publish_wire, "Pending", _publish_py.Pending)
+        monkeypatch.setattr(publish_wire, "call_back", _publish_py.call_back)
     producer = client.create_producer(topic)
     outcomes = Outcomes()
     from_callback = Outcomes()
@@ -248,6 +258,35 @@ def test_a_failed_request_fails_each_of_its_sends_and_later_ones_go_on(
     assert [m.data() for m in client.reader(topic)] == [b"ok", b"after"]
     with pytest.raises(CompactlogError):
         producer.send_async(b"closed", outcomes)
+
+
+def test_send_async_keeps_properties_times_tombstones_and_a_raising_callbacks_turn(
+    client: Client, topic: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Messages with properties or an event time (serialized by protobuf) keep their
+    place among the plain ones; a callback that raises is logged and the next is called."""
+    producer = client.create_producer(topic, batching_max_allowed_size_in_bytes=250)
+    outcomes = Outcomes()
+
+    def raising(result: object, msg_id: MessageId | None) -> None:
+        outcomes(result, msg_id)
+        raise RuntimeError("the application's bug")
+
+    producer.send_async(b"x" * 100, outcomes, partition_key="a")
+    producer.send_async("ü" * 50, raising, {"p": "1"}, partition_key=b"b", event_timestamp=7)
+    producer.send_async(None, outcomes, partition_key="a")  # a tombstone
+    producer.send_async(bytearray(b"last"), outcomes, sequence_id=41)
+    producer.flush()
+    assert [r for r, _ in outcomes.got] == [Result.Ok] * 4
+    assert "a send_async callback raised" in caplog.text
+    assert producer.last_sequence_id() == 41
+    ids = [m for _, m in outcomes.got]
+    read = list(client.reader(topic))
+    assert [m.message_id() for m in read] == ids and ids == sorted(ids)
+    assert [(m.partition_key(), m.data()) for m in read] == [
+        ("a", b"x" * 100), ("b", "ü".encode() * 50), ("a", None), (None, b"last")
+    ]  # fmt: skip
+    assert read[1].properties() == {"p": "1"} and read[1].event_timestamp() == 7
 
 
 def test_async_sends_begun_together_go_together(
