@@ -12,7 +12,9 @@ publish floor), then times, on the same topic and server:
 3. ``client.subscribe(...).receive()`` in a loop, a cumulative ack every 1000;
 4. ``consumer.batch_receive()`` in a loop, a cumulative ack of each batch's last;
 5. ``producer.send_async(value, callback, partition_key=key)`` for every record, then
-   ``flush()``, to a fresh topic: beside the publish floor.
+   ``flush()``, to a fresh topic: beside the publish floor, and this process's CPU per
+   message beside the raw PublishStream's (the client's cost, which a loaded box's rates
+   hide).
 
 The consumers are also shown beside a second floor: raw gRPC Consume of 1000 messages a
 call, each response parsed, and a cumulative Acknowledge of its last message, one call
@@ -87,6 +89,11 @@ def _rate(count: int, work: Callable[[], int]) -> float:
     if got != count:
         raise RuntimeError(f"expected {count} messages, got {got}")
     return count / seconds
+
+
+def _cpu_us(since: float, count: int) -> float:
+    """This process's CPU (every thread: the client's side alone) per message since ``since``."""
+    return (time.process_time() - since) / count * 1e6
 
 
 def _read_next(client: Client, count: int) -> int:
@@ -167,8 +174,10 @@ def one_run(s: Settings, run: int, requests: list[bytes], keys: list[bytes]) -> 
                 client.create_topic(TOPIC)
                 client.create_topic(SENT)
                 print(f"run {run}: publish floor, reads, consumers, send_async", file=sys.stderr)
+                cpu = time.process_time()
                 seconds, _ = log.publish_stream(requests)
                 m: Sample = {"raw_publish_rps": s.records / seconds}
+                m["raw_publish_cpu_us"] = _cpu_us(cpu, s.records)
                 req = read_request(TOPIC, compacted=False)
                 m["raw_read_mps"] = _rate(s.records, lambda: log.read(req, len).messages)
                 m["raw_consume_mps"] = _rate(
@@ -177,7 +186,9 @@ def one_run(s: Settings, run: int, requests: list[bytes], keys: list[bytes]) -> 
                 m["read_next_mps"] = _rate(s.records, lambda: _read_next(client, s.records))
                 m["receive_mps"] = _rate(s.records, lambda: _receive(client, s.records))
                 m["batch_receive_mps"] = _rate(s.records, lambda: _batch_receive(client, s.records))
+                cpu = time.process_time()
                 m["send_async_mps"] = _rate(s.records, lambda: _send_async(client, keys))
+                m["send_async_cpu_us"] = _cpu_us(cpu, s.records)
         finally:
             server.stop()
     for name in ("read_next", "receive", "batch_receive"):
@@ -243,7 +254,13 @@ def markdown(report: dict[str, Any]) -> str:
         f"server per run (fsync durability). {m['cpu_model']}, {m['cores']} cores."
     )
     table = targets_markdown([Target(**r) for r in report["rows"]], first_header="client path")
-    return f"{head}\n\n{table}\n\nPer-run ratios (min-max): {spread}."
+    r = report["results"]
+    cpu = (
+        f"Client CPU per message (all its threads): send_async + flush "
+        f"{r['send_async_cpu_us']['median']:.2f} us, raw PublishStream "
+        f"{r['raw_publish_cpu_us']['median']:.2f} us (requests built before the clock)."
+    )
+    return f"{head}\n\n{table}\n\nPer-run ratios (min-max): {spread}.\n\n{cpu}"
 
 
 def build_parser() -> argparse.ArgumentParser:
