@@ -30,7 +30,7 @@ from compactlog.channels import ChannelSecurity, client_channel_options, open_ch
 from compactlog.client import _convert as cv
 from compactlog.client.admin import AdminCalls
 from compactlog.client.batch_policy import ConsumerBatchReceivePolicy
-from compactlog.client.closeable import Closeable
+from compactlog.client.closeable import Closeable, close_all
 from compactlog.client.consumer import Consumer
 from compactlog.client.consumer_state import ConsumerState
 from compactlog.client.deadlines import Watchdog
@@ -123,11 +123,12 @@ class Client(AdminCalls, SubscriptionCalls, Closeable):
         channel (as pulsar-client's ``close``)."""
         if not self._closed:
             self._closed = True
-            for opened in list(self._opened):
-                opened.close()
-            self._watchdog.close()
-            self._routes.close()
-            self._channel.close()
+            try:
+                close_all(list(self._opened))  # a consumer's queued acks are stored first
+            finally:
+                self._watchdog.close()
+                self._routes.close()
+                self._channel.close()
 
     def _check_open(self) -> None:
         if self._closed:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from types import TracebackType
 from typing import Self
+
+from compactlog.errors import CompactlogError
 
 
 class Closeable:
@@ -22,3 +25,15 @@ class Closeable:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def close_all(things: Iterable[Closeable]) -> None:
+    """Close each; the first failure (a queued ack's, say) is raised once all are closed."""
+    failure: CompactlogError | None = None
+    for thing in things:
+        try:
+            thing.close()
+        except CompactlogError as exc:
+            failure = failure or exc
+    if failure is not None:
+        raise failure

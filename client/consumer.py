@@ -1,14 +1,17 @@
 """``Consumer``: receive from a durable subscription, acknowledge, negatively acknowledge.
 
 The state between calls (buffer, unacknowledged books, negative acks, the requests) is a
-``ConsumerState``, shared in shape with the asyncio consumer; this class does the calls.
-Acknowledgements go to the server at once: an acked message is never redelivered, also
-after a restart. While the application works through a full response, the next Consume
-is already on its way (``prefetch``). The first Consume goes out when the consumer is made
-(``Client.subscribe``), so the subscription exists from then on, at its initial
-position, as in pulsar-client. A server restart is waited out within the receive's
-timeout (``reconnect``).
-"""
+``ConsumerState``, shared in shape with the asyncio consumer; this class does the calls. An
+acknowledgement returns once it is queued and checked (an id this consumer was never given
+is ``NotDelivered`` at once); a thread of the consumer's sends the queue in order
+(``ack_sender``), a failure the server answers is raised by the next acknowledge, receive or
+close, and everything that must come after the acks (seek, redelivery, negative acks,
+unsubscribe, close) waits for them first. ``close`` returns once every ack is stored, so an
+acked message is never redelivered, also after a restart. While the application works
+through a full response, the next Consume is already on its way (``prefetch``). The first
+Consume goes out when the consumer is made (``Client.subscribe``), so the subscription
+exists from then on, at its initial position, as in pulsar-client. A server restart is
+waited out within the receive's timeout (``reconnect``)."""
 
 from __future__ import annotations
 
@@ -16,9 +19,10 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from compactlog.client import _convert as cv
+from compactlog.client.ack_sender import AckSender
 from compactlog.client.closeable import Closeable
 from compactlog.client.consumer_state import ConsumerState
 from compactlog.client.enums import ConsumerType
@@ -71,6 +75,14 @@ class Consumer(Closeable):
         self._closed = False
         self._closing = threading.Event()  # cuts a reconnect's wait short
         self._reconnect = Reconnect(f"consumer {state.subscription!r} of {state.topic}")
+        self._acks = AckSender(
+            lambda req: self._ack_future(req),
+            lambda req: stub.Acknowledge(req, timeout=timeout),
+            address,
+            state.topic,
+            state.subscription,
+        )
+        self._ack_queue = self._acks.queue  # its ``failure``, read on every receive
 
     def topic(self) -> str:
         return self._state.topic
@@ -107,6 +119,7 @@ class Consumer(Closeable):
         """Every message given to this consumer and not acknowledged comes again: the
         buffer is dropped and the next Consume asks the server to redeliver."""
         self._check_open()
+        self._acks.flush()
         self._prefetch.drop()
         self._state.start_over()
 
@@ -115,6 +128,7 @@ class Consumer(Closeable):
         ``MessageId.earliest`` / ``latest``, or to the first message published at or
         after a time in epoch milliseconds (an ``int``). Needs the ``admin`` role."""
         calls, state = self._calls(), self._state
+        self._acks.flush()
         if isinstance(message, int):
             calls.reset_cursor(state.topic, state.subscription, timestamp_ms=message)
         elif MessageId.of(message) == MessageId.earliest:
@@ -164,6 +178,8 @@ class Consumer(Closeable):
         """The next message; waits forever, or raises ``Timeout`` after ``timeout_millis``
         (``timeout_ms`` is the older spelling)."""
         buffer = self._state.buffer
+        if self._ack_queue.failure is not None:
+            self._ack_queue.raise_failure()
         if len(buffer) > self._low_water:  # the usual case: no call, no conversion
             return buffer.popleft()
         if not buffer:
@@ -181,6 +197,7 @@ class Consumer(Closeable):
         ``max_messages`` and ``timeout_ms`` (this client's), and a wait that runs out
         returns an empty list."""
         self._check_open()
+        self._ack_queue.raise_failure()
         state = self._state
         policy = state.batch_policy
         if max_messages is not None and max_messages < 1:
@@ -220,6 +237,8 @@ class Consumer(Closeable):
         first = True
         while not state.ready():
             try:
+                if state.redelivering:  # acks stored first: what was acked is not asked for
+                    self._acks.flush()
                 self._fetch(state.queue_size, state.wait_ms(end, limit, first))
             except CompactlogError as exc:
                 self._closing.wait(self._reconnect.pause(exc, end))
@@ -242,6 +261,7 @@ class Consumer(Closeable):
         """Not now: the server gives the message out again after
         ``negative_ack_redelivery_delay_ms`` (on a shared subscription, to any consumer)."""
         self._check_open()
+        self._acks.flush()
         self._negative([message])
 
     def _negative(self, messages: list[cv.MessageIdLike], delay_ms: int | None = None) -> None:
@@ -252,14 +272,16 @@ class Consumer(Closeable):
             lambda: self._stub.NegativeAcknowledge(req, timeout=self._timeout),
         )
 
+    def _ack_future(self, req: pb.AcknowledgeRequest) -> Any:
+        """Acknowledge sent now: its ``grpc.Future`` (at the topic's owner, when routed)."""
+        stub = self._stub
+        start = getattr(stub, "acknowledge_future", None) or stub.Acknowledge.future
+        return start(req, timeout=self._timeout)
+
     def _ack(self, message: cv.MessageIdLike, cumulative: bool) -> None:
         self._check_open()
-        req = self._state.ack_request(message, cumulative)
-        call(
-            "Acknowledge",
-            self._address,
-            lambda: self._stub.Acknowledge(req, timeout=self._timeout),
-        )
+        self._ack_queue.raise_failure()
+        self._acks.put(self._state.given_id(message), cumulative)
 
     def close(self) -> None:
         """Stop receiving and leave the subscription at once (``Log.CloseConsumer``):
@@ -272,12 +294,15 @@ class Consumer(Closeable):
             return
         self._closed = True
         self._closing.set()
-        self._prefetch.close()  # the server sees that Consume before CloseConsumer
-        self._state.clear()
-        req = self._state.close_request()
-        with contextlib.suppress(CompactlogError):
-            call(
-                "CloseConsumer",
-                self._address,
-                lambda: self._stub.CloseConsumer(req, timeout=self._timeout),
-            )
+        try:
+            self._acks.close()  # every ack stored first; a failure is raised below
+        finally:
+            self._prefetch.close()  # the server sees that Consume before CloseConsumer
+            self._state.clear()
+            req = self._state.close_request()
+            with contextlib.suppress(CompactlogError):
+                call(
+                    "CloseConsumer",
+                    self._address,
+                    lambda: self._stub.CloseConsumer(req, timeout=self._timeout),
+                )

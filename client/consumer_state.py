@@ -3,13 +3,15 @@ and the requests built from that state.
 ``Consumer`` (threads) and ``aio.AsyncConsumer`` (asyncio) both drive one of these and only
 do the calls themselves, so the two cannot drift apart.
 
-Each Consume asks for up to ``receiver_queue_size`` messages (pulsar-client's name for
-the prefetch); the response becomes the buffer at once (``messages_of``: one lazily
-converted ``Message`` each), ``receive`` hands them out one by one and ``batch_receive``
-all that is buffered. Which messages are unacknowledged is the server's to know (it
-redelivers them); the consumer keeps no books of its own. A negative acknowledgement goes to
-the server (``NegativeAcknowledge``), which gives the message out again after the delay, on
-a shared subscription to any of its consumers (CONTRACT section 6).
+Each Consume asks for up to ``receiver_queue_size`` messages (pulsar-client's name for the
+prefetch); the response becomes the buffer at once (``messages_of``: one lazily converted
+``Message`` each), ``receive`` hands them out one by one and ``batch_receive`` all that is
+buffered. Which messages are unacknowledged is the server's to know (it redelivers them);
+the consumer keeps only the highest id it was given of each partition
+(``ack_queue.GivenIds``), so an ack of an id it never had fails at once. A negative
+acknowledgement goes to the server (``NegativeAcknowledge``), which gives the message out
+again after the delay, on a shared subscription to any of its consumers (CONTRACT section
+6).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import uuid
 from collections import deque
 
 from compactlog.client import _convert as cv
+from compactlog.client.ack_queue import GivenIds
 from compactlog.client.batch_policy import ConsumerBatchReceivePolicy
 from compactlog.client.enums import ConsumerType, InitialPosition
 from compactlog.client.errors import Timeout
@@ -90,6 +93,7 @@ class ConsumerState:
         self.low_water = receiver_queue_size - 1
         self.more_waiting = False  # the last response was full: more is waiting
         self._asked = 0
+        self.given = GivenIds(topic, subscription)
 
     # -- fetching ------------------------------------------------------------------------
 
@@ -118,7 +122,14 @@ class ConsumerState:
         self._redeliver = False
         self.more_waiting = len(resp.messages) >= self._asked
         if resp.messages:
+            self.given.add(resp.messages)
             self.buffer.extend(messages_of(resp.messages, self.topic))
+
+    @property
+    def redelivering(self) -> bool:
+        """The next Consume asks for every unacknowledged message again: acks made
+        before it must be stored first."""
+        return self._redeliver
 
     def fetch_failed(self) -> None:
         """The server moves no cursor for a call that failed there, but a response lost on
@@ -173,13 +184,12 @@ class ConsumerState:
 
     # -- acknowledging -----------------------------------------------------------------------
 
-    def ack_request(self, message: cv.MessageIdLike, cumulative: bool) -> pb.AcknowledgeRequest:
-        return pb.AcknowledgeRequest(
-            topic=self.topic,
-            subscription=self.subscription,
-            id=cv.id_to_pb(message),
-            cumulative=cumulative,
-        )
+    def given_id(self, message: cv.MessageIdLike) -> pb.MessageId:
+        """The wire id of a message to acknowledge; ``NotDelivered`` at once when this
+        consumer was never given it (``ack_queue.GivenIds``)."""
+        mid = cv.id_to_pb(message)
+        self.given.check(mid)
+        return mid
 
     def nack_request(
         self, messages: list[cv.MessageIdLike], delay_ms: int | None = None

@@ -13,7 +13,7 @@ import time
 from typing import Generic, Protocol, TypeVar
 
 from compactlog.client import _convert as cv
-from compactlog.client.closeable import Closeable
+from compactlog.client.closeable import Closeable, close_all
 from compactlog.client.consumer import Consumer
 from compactlog.client.errors import AlreadyClosed, Timeout
 from compactlog.client.message import Message
@@ -114,5 +114,4 @@ class MultiTopicConsumer(MultiTopic[Consumer], Closeable):
     def close(self) -> None:
         if not self._closed:
             self._closed = True
-            for consumer in self._consumers:
-                consumer.close()
+            close_all(self._consumers)

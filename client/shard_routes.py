@@ -156,6 +156,12 @@ class RoutedLog:
     def Acknowledge(self, request: pb.AcknowledgeRequest, **kwargs: Any) -> Any:
         return self._unary("Acknowledge", request, **kwargs)
 
+    def acknowledge_future(self, request: pb.AcknowledgeRequest, **kwargs: Any) -> Any:
+        """Acknowledge sent now, at the owner known now: its ``grpc.Future`` (a failure is
+        sent again through ``Acknowledge``, which follows a move)."""
+        stub = self._routes.owner(request.topic or self._topic)
+        return stub.Acknowledge.future(request, **kwargs)
+
     def NegativeAcknowledge(self, request: pb.NegativeAcknowledgeRequest, **kwargs: Any) -> Any:
         return self._unary("NegativeAcknowledge", request, **kwargs)
 

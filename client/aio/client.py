@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import weakref
 from collections.abc import Mapping
 from types import TracebackType
 from typing import Literal, Self
@@ -43,6 +44,7 @@ from compactlog.client.reader_start import LastPosition, position_from_pb
 from compactlog.client.send_batches import BatchingSettings
 from compactlog.client.subscriptions import reset_cursor_request
 from compactlog.client.types import CompactionStatus, TopicInfo
+from compactlog.errors import CompactlogError
 from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 
@@ -90,6 +92,7 @@ class AsyncClient:
         self._admin = pb_grpc.TopicAdminStub(self._channel)  # a TopicAdminAsyncStub
         stub = pb_grpc.LogStub(self._channel)  # a LogAsyncStub on an aio channel
         self._link = _Link(stub, address, timeout, self._metadata)
+        self._consumers: weakref.WeakSet[AsyncConsumer] = weakref.WeakSet()
         self._closed = False
 
     async def __aenter__(self) -> Self:
@@ -104,9 +107,19 @@ class AsyncClient:
         await self.close()
 
     async def close(self) -> None:
+        """Close every consumer made here (its queued acks are stored first; the first
+        failure is raised once the channel is closed), then the channel."""
         if not self._closed:
             self._closed = True
+            failure: CompactlogError | None = None
+            for consumer in list(self._consumers):
+                try:
+                    await consumer.close()
+                except CompactlogError as exc:
+                    failure = failure or exc
             await self._channel.close()
+            if failure is not None:
+                raise failure
 
     def _check_open(self) -> None:
         if self._closed:
@@ -275,6 +288,7 @@ class AsyncClient:
                 batch_receive_policy=batch_receive_policy,
             )
             consumer = AsyncConsumer(self._link, state, self)
+            self._consumers.add(consumer)
             await consumer.subscribe_now()
             return consumer
 

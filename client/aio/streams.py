@@ -13,6 +13,7 @@ from typing import Any, Literal, Protocol, TypeVar
 import grpc
 
 from compactlog.client import _convert as cv
+from compactlog.client.aio.ack_task import AckTask
 from compactlog.client.aio.prefetch import AsyncPrefetch
 from compactlog.client.aio.send_batches import AsyncSendBatches
 from compactlog.client.consumer_state import ConsumerState
@@ -168,6 +169,8 @@ class AsyncConsumer:
         self._closed = False
         self._prefetch: AsyncPrefetch[pb.ConsumeResponse] = AsyncPrefetch()
         self._reconnect = Reconnect(f"consumer {state.subscription!r} of {state.topic}")
+        self._acks = AckTask(link, state.topic, state.subscription)
+        self._ack_queue = self._acks.queue  # its ``failure``, read on every receive
 
     def topic(self) -> str:
         return self._state.topic
@@ -192,7 +195,8 @@ class AsyncConsumer:
         return await self._admin.get_last_message_id(self._state.topic, self._state.read_compacted)
 
     def redeliver_unacknowledged_messages(self) -> None:
-        """As ``Consumer.redeliver_unacknowledged_messages`` (no call: the next receive asks)."""
+        """As ``Consumer.redeliver_unacknowledged_messages`` (no call: the next receive
+        asks, once the acks queued before are stored)."""
         self._check_open()
         self._prefetch.stale = self._prefetch.pending  # its response goes unread
         self._state.start_over()
@@ -201,6 +205,7 @@ class AsyncConsumer:
         """As ``Consumer.seek``: an id (inclusive), ``MessageId.earliest`` / ``latest``, or
         epoch milliseconds. Needs the ``admin`` role (ResetCursor)."""
         self._check_open()
+        await self._acks.flush()
         await self._prefetch.drop()  # the server sees that Consume before the reset
         admin, topic, sub = self._admin, self._state.topic, self._state.subscription
         if isinstance(message, int):
@@ -250,6 +255,8 @@ class AsyncConsumer:
         """The next message; ``Timeout`` after ``timeout_millis`` (None: wait forever)."""
         state = self._state
         buffer = state.buffer
+        if self._ack_queue.failure is not None:
+            self._ack_queue.raise_failure()
         if len(buffer) > state.low_water:  # the usual case: no call
             return buffer.popleft()
         if not buffer:
@@ -263,6 +270,7 @@ class AsyncConsumer:
     ) -> list[Message]:
         """As ``Consumer.batch_receive``: what is buffered, else the next response whole."""
         self._check_open()
+        self._ack_queue.raise_failure()
         policy = self._state.batch_policy
         if max_messages is not None and max_messages < 1:
             raise InvalidArgument("max_messages must be at least 1")
@@ -303,6 +311,8 @@ class AsyncConsumer:
         first = True
         while not state.ready():
             try:
+                if state.redelivering:  # acks stored first: what was acked is not asked for
+                    await self._acks.flush()
                 await self._fetch(state.wait_ms(end, limit, first))
             except CompactlogError as exc:
                 await asyncio.sleep(self._reconnect.pause(exc, end))
@@ -323,27 +333,31 @@ class AsyncConsumer:
         """As ``Consumer.negative_acknowledge``: the server gives it out again after the
         delay."""
         self._check_open()
+        await self._acks.flush()
         link = self._link
         req = self._state.nack_request([message])
         call = link.stub.NegativeAcknowledge(req, timeout=link.timeout, metadata=link.metadata)
         await acall("NegativeAcknowledge", link.address, call)
 
     async def _ack(self, message: cv.MessageIdLike, cumulative: bool) -> None:
+        """Queued (``AckTask``), as ``Consumer`` does: returns without waiting for the
+        server."""
         self._check_open()
-        link = self._link
-        req = self._state.ack_request(message, cumulative)
-        call = link.stub.Acknowledge(req, timeout=link.timeout, metadata=link.metadata)
-        await acall("Acknowledge", link.address, call)
+        self._ack_queue.raise_failure()
+        self._acks.put(self._state.given_id(message), cumulative)
 
     async def close(self) -> None:
         """As ``Consumer.close``: leave the subscription at once (``Log.CloseConsumer``)."""
         if self._closed:
             return
         self._closed = True
-        await self._prefetch.drop()  # the server sees that Consume before CloseConsumer
-        self._state.clear()
-        link = self._link
-        req = self._state.close_request()
-        with contextlib.suppress(CompactlogError):
-            call = link.stub.CloseConsumer(req, timeout=link.timeout, metadata=link.metadata)
-            await acall("CloseConsumer", link.address, call)
+        try:
+            await self._acks.flush()  # every ack stored first; a failure is raised below
+        finally:
+            await self._prefetch.drop()  # the server sees that Consume before CloseConsumer
+            self._state.clear()
+            link = self._link
+            req = self._state.close_request()
+            with contextlib.suppress(CompactlogError):
+                call = link.stub.CloseConsumer(req, timeout=link.timeout, metadata=link.metadata)
+                await acall("CloseConsumer", link.address, call)

@@ -49,11 +49,11 @@ def test_receive_waits_out_a_server_restart(fixed_port_server: ServerProcess) ->
     with Client(srv.address, timeout=10) as client:
         client.create_topic("t")
         ids = client.producer("t").send_batch([(b"k", b"%d" % i) for i in range(3)])
-        consumer = client.subscribe(
+        with client.subscribe(
             "t", "s", initial_position=InitialPosition.Earliest, receiver_queue_size=1
-        )
-        first = consumer.receive(timeout_millis=5000)
-        consumer.acknowledge(first)
+        ) as first_consumer:  # acks are queued: its close returns once they are stored
+            first_consumer.acknowledge(first_consumer.receive(timeout_millis=5000))
+        consumer = client.subscribe("t", "s", receiver_queue_size=1)
         assert consumer.receive(timeout_millis=5000).message_id() == ids[1]
         restarting = restart_after(srv, 1.0)
         with pytest.raises(Timeout):

@@ -304,6 +304,7 @@ def test_list_shows_type_mark_delete_and_backlog(client: Client, topic: str) -> 
     )
     for msg in [consumer.receive(5000) for _ in range(3)]:
         consumer.acknowledge(msg)
+    consumer.close()  # acks are queued; close returns once they are stored
     [sub] = [s for s in client.list_subscriptions(topic) if s.name == "listed"]
     assert sub.type == "EXCLUSIVE"
     assert sub.mark_delete == ids[2]

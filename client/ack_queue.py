@@ -1,0 +1,151 @@
+"""What a consumer's acknowledgements need between the caller and the server, with no I/O.
+
+Acknowledging returns once the ack is queued, as in pulsar-client (which groups acks for up
+to ``ackGroupingTimeMs``, 100 ms): waiting for the server's group commit (a WAL fsync, some
+milliseconds) on every cumulative ack stalled the receive loop. ``AckQueue`` holds what waits:
+queued cumulative acks collapse to the latest of each partition, and an individual ack at or
+before the queued cumulative one of its partition goes with it. ``Acknowledge`` takes one id,
+so each id left is one request; the consumer's sender (``client.ack_sender``, a thread, or
+``client.aio.ack_task``, a task) sends one ``take()`` at a time, its requests together (the
+server stores them with one group commit), and the next only once the last is answered, so
+acks reach the server in the order they were made. A failure the server answers is kept here
+and raised by the consumer's next call; it is never dropped. An ack that could not reach the
+server (``ServerUnreachable``, ``ShuttingDown``) is queued again and tried on the next ack or
+flush; should the restarted server answer it ``NotDelivered`` (a crash forgets how far it had
+delivered), the message comes again, as every unacknowledged one does after a restart, and
+that answer is not a failure.
+
+``GivenIds`` is what lets an ack of an id this consumer was never given fail at once, as
+before (CONTRACT section 6): the highest id of each partition the consumer received. A
+response is one step per log, each in id order (``server.log.consuming``), so a response of
+one partition is summed up by its last message and only a partitioned topic's mixed response
+is read message by message, and that only when an ack needs it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from compactlog.errors import CompactlogError, NotDelivered, ShuttingDown
+from compactlog.rpc_errors import ServerUnreachable
+from compactlog.v1 import compactlog_pb2 as pb
+
+__all__ = ["AckQueue", "GivenIds"]
+
+Key = tuple[int, int]  # (ledger, entry) within one partition
+# Mixed responses (several partitions) kept unread at most: past it they are summed up now.
+MAX_UNREAD = 16
+
+
+def _key(mid: pb.MessageId) -> Key:
+    return (mid.ledger_id, mid.entry_id)
+
+
+class GivenIds:
+    """The highest id of each partition a consumer was given."""
+
+    def __init__(self, topic: str, subscription: str) -> None:
+        self._where = f"subscription {subscription!r} of {topic}"
+        self._top: dict[int, Key] = {}
+        self._unread: list[Sequence[pb.Message]] = []
+
+    def add(self, batch: Sequence[pb.Message]) -> None:
+        """A response's messages, given to the consumer."""
+        if not batch:
+            return
+        last = batch[-1].id
+        if batch[0].id.partition == last.partition:  # one log's step: in id order
+            self._raise(last.partition, _key(last))
+            return
+        self._unread.append(batch)
+        if len(self._unread) > MAX_UNREAD:
+            self._read_unread()
+
+    def _raise(self, partition: int, key: Key) -> None:
+        top = self._top.get(partition)
+        if top is None or key > top:
+            self._top[partition] = key
+
+    def _read_unread(self) -> None:
+        for batch in self._unread:
+            for message in batch:
+                mid = message.id
+                self._raise(mid.partition, _key(mid))
+        self._unread.clear()
+
+    def check(self, mid: pb.MessageId) -> None:
+        """``NotDelivered`` for an id after every one this consumer was given."""
+        key = _key(mid)
+        top = self._top.get(mid.partition)
+        if top is not None and key <= top:
+            return
+        if self._unread:
+            self._read_unread()
+            top = self._top.get(mid.partition)
+            if top is not None and key <= top:
+                return
+        given = "nothing" if top is None else f"up to {top[0]}:{top[1]}"
+        raise NotDelivered(
+            f"message {key[0]}:{key[1]} was never given to this consumer of the {self._where}"
+            f" (it was given {given})",
+            message_id=f"{key[0]}:{key[1]}",
+        )
+
+
+class AckQueue:
+    """Acks waiting to be sent, and the first failure the server answered for one."""
+
+    def __init__(self) -> None:
+        self._cumulative: dict[int, pb.MessageId] = {}  # by partition: the highest
+        self._single: dict[tuple[int, Key], pb.MessageId] = {}  # in the order made
+        self.failure: CompactlogError | None = None
+        # Why acks are queued again: the server could not be reached (tried again later).
+        self.lost: CompactlogError | None = None
+        # Acks queued again after a loss, and those of them in the batch being sent.
+        self._again: set[tuple[int, Key]] = set()
+        self._again_sent: set[tuple[int, Key]] = set()
+
+    def __bool__(self) -> bool:
+        return bool(self._cumulative or self._single)
+
+    def put(self, mid: pb.MessageId, cumulative: bool) -> None:
+        if cumulative:
+            queued = self._cumulative.get(mid.partition)
+            if queued is None or _key(mid) > _key(queued):  # an earlier one changes nothing
+                self._cumulative[mid.partition] = mid
+        else:
+            self._single.setdefault((mid.partition, _key(mid)), mid)
+
+    def take(self) -> tuple[list[pb.MessageId], list[pb.MessageId]]:
+        """What is queued, emptied: (cumulative acks, individual acks not covered by one)."""
+        cumulative, single = self._cumulative, self._single
+        self._cumulative, self._single = {}, {}
+        self._again_sent, self._again = self._again, set()
+        covered = {p: _key(mid) for p, mid in cumulative.items()}
+        left = [mid for (p, key), mid in single.items() if p not in covered or key > covered[p]]
+        return list(cumulative.values()), left
+
+    def answered(self, mid: pb.MessageId, cumulative: bool, exc: CompactlogError) -> None:
+        """An ack that failed: one that never reached the server (or found it shutting
+        down) is queued again for the next try, any other failure kept to be raised."""
+        where = (mid.partition, _key(mid))
+        if isinstance(exc, ServerUnreachable | ShuttingDown):
+            self.put(mid, cumulative)
+            self._again.add(where)
+            self.lost = exc
+        elif isinstance(exc, NotDelivered) and where in self._again_sent:
+            pass  # a server restarted since forgot the delivery: the message comes again
+        elif self.failure is None:
+            self.failure = exc
+
+    def raise_failure(self) -> None:
+        """Raise the failure kept (once: it is then forgotten)."""
+        exc, self.failure = self.failure, None
+        if exc is not None:
+            raise exc
+
+    def check(self) -> None:
+        """After a flush: the failure kept, else why acks are still queued."""
+        self.raise_failure()
+        if self.lost is not None and self:
+            raise self.lost

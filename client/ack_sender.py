@@ -1,0 +1,121 @@
+"""``AckSender``: a threaded consumer's acknowledgements, sent by a thread of its own.
+
+``put`` queues an ack (``ack_queue.AckQueue``) and returns; the sender thread sends what is
+queued, every request of a batch at once (gRPC futures: the server stores them with one group
+commit), and then what was queued meanwhile, until nothing is left. ``flush`` waits until
+every queued ack is answered and raises a failure the server answered; the consumer calls it
+before anything that must come after its acks (seek, redelivery, negative acks, close).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+
+from compactlog.client.ack_queue import AckQueue
+from compactlog.client.errors import call
+from compactlog.errors import CompactlogError
+from compactlog.v1 import compactlog_pb2 as pb
+
+__all__ = ["AckSender"]
+
+# One Acknowledge call sent now (its ``grpc.Future``), and one sent and waited for.
+Start = Callable[[pb.AcknowledgeRequest], Any]
+Send = Callable[[pb.AcknowledgeRequest], object]
+
+
+class AckSender:
+    """One consumer's queued acks and the thread that sends them."""
+
+    def __init__(
+        self, start: Start, send: Send, address: str, topic: str, subscription: str
+    ) -> None:
+        self._start = start
+        self._send = send
+        self._address = address
+        self._topic = topic
+        self._subscription = subscription
+        self.queue = AckQueue()
+        self._lock = threading.Condition()
+        self._busy = False  # a batch is being sent, or the thread is about to take one
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+
+    def put(self, mid: pb.MessageId, cumulative: bool) -> None:
+        """Queue an ack; the sender thread starts on it unless it is running already."""
+        with self._lock:
+            self.queue.put(mid, cumulative)
+            if not self._busy:
+                self.queue.lost = None  # a lost server: try again now
+                self._start_drain()
+
+    def _start_drain(self) -> None:
+        self._busy = True  # under the lock
+        if self._pool is None:
+            self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ack")
+        self._pool.submit(self._drain)
+
+    def _drain(self) -> None:
+        """Send batch after batch until the queue is empty, or the server is lost (what
+        could not reach it stays queued for the next ``put`` or ``flush``)."""
+        try:
+            while True:
+                with self._lock:
+                    if not self.queue or self.queue.lost is not None:
+                        return
+                    cumulative, single = self.queue.take()
+                answers = self._send_all(cumulative, True) + self._send_all(single, False)
+                with self._lock:
+                    for mid, cumulative_ack, exc in answers:
+                        self.queue.answered(mid, cumulative_ack, exc)
+        finally:
+            with self._lock:
+                self._busy = False
+                self._lock.notify_all()
+
+    def _send_all(
+        self, ids: list[pb.MessageId], cumulative: bool
+    ) -> list[tuple[pb.MessageId, bool, CompactlogError]]:
+        """Every request at once, then every answer; a request that failed is sent once
+        more on its own (acks are idempotent; that path follows a topic that moved). The
+        failures left."""
+        topic, sub = self._topic, self._subscription
+        reqs = [
+            pb.AcknowledgeRequest(topic=topic, subscription=sub, id=mid, cumulative=cumulative)
+            for mid in ids
+        ]
+        failed = []
+        for req, future in [(req, self._start(req)) for req in reqs]:
+            try:
+                future.result()
+            except grpc.RpcError:
+                try:
+                    call("Acknowledge", self._address, lambda: self._send(req))  # noqa: B023
+                except CompactlogError as exc:
+                    failed.append((req.id, cumulative, exc))
+        return failed
+
+    def flush(self) -> None:
+        """Wait until every queued ack is stored. Raises a failure the server answered,
+        or, when acks could not reach the server (they stay queued), the reason."""
+        with self._lock:
+            while self._busy:
+                self._lock.wait()
+            if self.queue.failure is None and self.queue.lost is not None:
+                self.queue.lost = None  # one more try now
+                self._start_drain()
+                while self._busy:
+                    self._lock.wait()
+            self.queue.check()
+
+    def close(self) -> None:
+        """``flush``, then let the thread go."""
+        try:
+            self.flush()
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=False)
+                self._pool = None

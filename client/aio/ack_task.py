@@ -1,0 +1,89 @@
+"""``AckTask``: an asyncio consumer's acknowledgements, sent by a task of its own.
+
+The asyncio twin of ``client.ack_sender``, over the same ``ack_queue.AckQueue``: ``put``
+queues an ack and returns; one task sends what is queued, every request of a batch at once
+(the server stores them with one group commit), then what was queued meanwhile, until nothing
+is left. ``flush`` waits for it and raises a failure the server answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+import grpc
+
+from compactlog.client.ack_queue import AckQueue
+from compactlog.client.errors import from_rpc_error
+from compactlog.errors import CompactlogError
+from compactlog.v1 import compactlog_pb2 as pb
+
+if TYPE_CHECKING:
+    from compactlog.client.aio.streams import _Link
+
+__all__ = ["AckTask"]
+
+
+class AckTask:
+    """One consumer's queued acks and the task that sends them."""
+
+    def __init__(self, link: _Link, topic: str, subscription: str) -> None:
+        self._link = link
+        self._topic = topic
+        self._subscription = subscription
+        self.queue = AckQueue()
+        self._task: asyncio.Task[None] | None = None
+
+    def put(self, mid: pb.MessageId, cumulative: bool) -> None:
+        """Queue an ack; the task starts on it unless it is running already."""
+        self.queue.put(mid, cumulative)
+        if self._task is None or self._task.done():
+            self._start_drain()
+
+    def _start_drain(self) -> None:
+        self.queue.lost = None  # a lost server: try again now
+        self._task = asyncio.ensure_future(self._drain())
+
+    async def _drain(self) -> None:
+        """As ``AckSender._drain``: until the queue is empty or the server is lost."""
+        while self.queue and self.queue.lost is None:
+            cumulative, single = self.queue.take()
+            answers = await asyncio.gather(
+                self._send_all(cumulative, True), self._send_all(single, False)
+            )
+            for mid, cumulative_ack, exc in answers[0] + answers[1]:
+                self.queue.answered(mid, cumulative_ack, exc)
+
+    async def _send_all(
+        self, ids: list[pb.MessageId], cumulative: bool
+    ) -> list[tuple[pb.MessageId, bool, CompactlogError]]:
+        """Every request at once; the failures among their answers."""
+        topic, sub = self._topic, self._subscription
+        reqs = [
+            pb.AcknowledgeRequest(topic=topic, subscription=sub, id=mid, cumulative=cumulative)
+            for mid in ids
+        ]
+        answers = await asyncio.gather(*map(self._send, reqs), return_exceptions=True)
+        failed = []
+        for req, answer in zip(reqs, answers, strict=True):
+            if isinstance(answer, CompactlogError):
+                failed.append((req.id, cumulative, answer))
+            elif isinstance(answer, BaseException):
+                raise answer
+        return failed
+
+    async def _send(self, req: pb.AcknowledgeRequest) -> None:
+        link = self._link
+        try:
+            await link.stub.Acknowledge(req, timeout=link.timeout, metadata=link.metadata)
+        except grpc.RpcError as err:
+            raise from_rpc_error(err, "Acknowledge", link.address) from None
+
+    async def flush(self) -> None:
+        """As ``AckSender.flush``: every queued ack stored, or why not."""
+        if self._task is not None:
+            await asyncio.shield(self._task)
+        if self.queue.failure is None and self.queue.lost is not None:
+            self._start_drain()  # one more try now
+            await asyncio.shield(self._task)  # type: ignore[arg-type]
+        self.queue.check()

@@ -1,0 +1,148 @@
+"""Acknowledgements are queued, as pulsar-client's are (CONTRACT section 6 still holds):
+``acknowledge`` returns without waiting for the server's group commit, an id the consumer
+was never given is refused at once, a failure the server answers later is raised by the
+consumer's next call, and ``close`` returns only once every ack is stored, so nothing acked
+before it comes again, also after the server is killed and restarted."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+
+from compactlog.client import (
+    AlreadyClosed,
+    Client,
+    InitialPosition,
+    MessageId,
+    NotDelivered,
+    TopicNotFound,
+)
+from compactlog.client.ack_queue import AckQueue
+from compactlog.client.aio import AsyncClient
+from compactlog.client.consumer import Consumer
+from compactlog.v1 import compactlog_pb2 as pb
+from tests.conftest import ServerProcess
+
+EARLIEST = InitialPosition.Earliest
+
+
+@pytest.fixture
+def client(shared_server: ServerProcess) -> Iterator[Client]:
+    with Client(shared_server.address, timeout=30) as c:
+        yield c
+
+
+def publish(client: Client, topic: str, count: int) -> list[MessageId]:
+    client.create_topic(topic)
+    return client.producer(topic).send_batch([(b"k%d" % i, b"v%d" % i) for i in range(count)])
+
+
+def drain(consumer: Consumer) -> list[MessageId]:
+    got: list[MessageId] = []
+    while batch := consumer.batch_receive(timeout_ms=300):
+        got += [m.message_id() for m in batch]
+    return got
+
+
+async def _async_acks(address: str, first: bool) -> list[MessageId]:
+    """Topic "a": 20 messages; the first consumer acks up to the 10th and the 16th."""
+    async with AsyncClient(address, timeout=30) as client:
+        if first:
+            await client.create_topic("a")
+            producer = await client.create_producer("a")
+            await producer.send_batch([(b"k", b"v%d" % i) for i in range(20)])
+        consumer = await client.subscribe("a", "s", initial_position=EARLIEST)
+        got = await consumer.batch_receive(timeout_ms=2000)
+        if first:
+            await consumer.acknowledge_cumulative(got[9])
+            await consumer.acknowledge(got[15])
+        await consumer.close()
+        return [m.message_id() for m in got]
+
+
+def test_acks_made_before_close_survive_a_kill(server: ServerProcess) -> None:
+    """Individual and cumulative acks, queued (threads and asyncio); close; kill -9;
+    restart: exactly what was not acknowledged comes again."""
+    with Client(server.address, timeout=30) as client:
+        ids = publish(client, "t", 3000)
+        consumer = client.subscribe("t", "s", initial_position=EARLIEST)
+        assert drain(consumer) == ids
+        for mid in ids[:500] + ids[2001::2]:
+            consumer.acknowledge(mid)
+        consumer.acknowledge_cumulative(ids[1499])
+        consumer.close()
+    async_ids = asyncio.run(_async_acks(server.address, True))
+    assert len(async_ids) == 20
+    server.kill()
+    server.start()
+    with Client(server.address, timeout=30) as client:
+        again = drain(client.subscribe("t", "s"))
+    assert again == ids[1500:2001] + ids[2002::2]
+    assert asyncio.run(_async_acks(server.address, False)) == async_ids[10:15] + async_ids[16:]
+
+
+def test_an_id_never_given_is_refused_at_once(client: Client, unique_topic: str) -> None:
+    ids = publish(client, unique_topic, 3)
+    consumer = client.subscribe(unique_topic, "s", receiver_queue_size=1, initial_position=EARLIEST)
+    assert consumer.receive(5000).message_id() == ids[0]
+    for ack in (consumer.acknowledge, consumer.acknowledge_cumulative):
+        with pytest.raises(NotDelivered):
+            ack(ids[1])
+    consumer.acknowledge(ids[0])
+    consumer.close()  # nothing failed: the ack given was stored
+
+
+def test_a_failure_answered_later_is_raised_by_the_next_call(
+    client: Client, unique_topic: str
+) -> None:
+    publish(client, unique_topic, 2)
+    consumer = client.subscribe(unique_topic, "s", initial_position=EARLIEST)
+    first, second = consumer.receive(5000), consumer.receive(5000)
+    client.delete_topic(unique_topic)
+    consumer.acknowledge(first)  # queued: the server's answer comes later
+    with pytest.raises(TopicNotFound):
+        consumer.redeliver_unacknowledged_messages()  # after the queued acks: their failure
+    consumer.acknowledge(second)
+    with pytest.raises(TopicNotFound):
+        consumer.close()
+    with pytest.raises(AlreadyClosed):
+        consumer.receive(10)
+
+
+def test_the_async_consumer_raises_a_later_failure_from_close(
+    shared_server: ServerProcess, unique_topic: str
+) -> None:
+    async def scenario() -> None:
+        async with AsyncClient(shared_server.address, timeout=30) as client:
+            await client.create_topic(unique_topic)
+            await (await client.create_producer(unique_topic)).send(b"v")
+            consumer = await client.subscribe(unique_topic, "s", initial_position=EARLIEST)
+            message = await consumer.receive(5000)
+            with pytest.raises(NotDelivered):
+                await consumer.acknowledge((message.message_id()[0], 1))
+            with Client(shared_server.address) as admin:
+                admin.delete_topic(unique_topic)
+            await consumer.acknowledge(message)
+            with pytest.raises(TopicNotFound):
+                await consumer.close()
+
+    asyncio.run(scenario())
+
+
+def _id(entry: int, ledger: int = 1, partition: int = 0) -> pb.MessageId:
+    return pb.MessageId(ledger_id=ledger, entry_id=entry, partition=partition)
+
+
+def test_the_queue_sends_the_highest_cumulative_ack_and_what_it_does_not_cover() -> None:
+    queue = AckQueue()
+    for entry in (5, 9, 3):
+        queue.put(_id(entry), cumulative=True)
+    for entry in (2, 12, 12, 10):
+        queue.put(_id(entry), cumulative=False)
+    queue.put(_id(4, partition=1), cumulative=False)
+    cumulative, single = queue.take()
+    assert cumulative == [_id(9)]
+    assert single == [_id(12), _id(10), _id(4, partition=1)]
+    assert not queue and queue.take() == ([], [])
