@@ -3,8 +3,8 @@
 Acknowledging returns once the ack is queued, as in pulsar-client (which groups acks for up
 to ``ackGroupingTimeMs``, 100 ms): waiting for the server's group commit (a WAL fsync, some
 milliseconds) on every cumulative ack stalled the receive loop. ``AckQueue`` holds what waits:
-queued cumulative acks collapse to the latest of each partition, and an individual ack at or
-before the queued cumulative one of its partition goes with it. ``Acknowledge`` takes one id,
+queued cumulative acks collapse to the highest of each partition (a lower one changes
+nothing), and an individual ack at or before it goes with it. ``Acknowledge`` takes one id,
 so each id left is one request; the consumer's sender (``client.ack_sender``, a thread, or
 ``client.aio.ack_task``, a task) sends one ``take()`` at a time, its requests together (the
 server stores them with one group commit), and the next only once the last is answered, so
@@ -45,7 +45,8 @@ class GivenIds:
     """The highest id of each partition a consumer was given."""
 
     def __init__(self, topic: str, subscription: str) -> None:
-        self._where = f"subscription {subscription!r} of {topic}"
+        self._topic = topic
+        self._subscription = subscription
         self._top: dict[int, Key] = {}
         self._unread: list[Sequence[pb.Message]] = []
 
@@ -86,8 +87,10 @@ class GivenIds:
                 return
         given = "nothing" if top is None else f"up to {top[0]}:{top[1]}"
         raise NotDelivered(
-            f"message {key[0]}:{key[1]} was never given to this consumer of the {self._where}"
-            f" (it was given {given})",
+            f"message {key[0]}:{key[1]} was never given to this consumer of subscription"
+            f" {self._subscription!r} of {self._topic} (it was given {given})",
+            topic=self._topic,
+            subscription=self._subscription,
             message_id=f"{key[0]}:{key[1]}",
         )
 
