@@ -8,21 +8,36 @@ TLS, trusting exactly the server's own certificate; with ``--auth-tokens`` the m
 stands for the login (the client's roles were checked by the broker it reached).
 Requests on one connection are answered in order, so a lock a peer keeps one request
 in flight on it; a connection that fails is dropped and the next request opens a new one.
+
+A broker's port outlives it (the front holds the socket, so a client waits in the backlog
+while a shard restarts), so a connect to a down broker is never refused. Each serving
+broker therefore holds a beacon, an abstract Unix socket named from the per-run secret
+and its node id, which the kernel removes the moment the process dies: before opening a
+connection a broker knocks on the peer's beacon, and a refused knock answers at once
+that the peer is down or not serving yet. Only a peer that serves and then goes silent
+(stopped, overloaded) costs the bounded wait, ``ASK_TIMEOUT_S``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import hmac
 import itertools
 import ssl
 from dataclasses import dataclass, field
 from typing import Any
 
+from compactlog.server.kafka.errors import log
 from compactlog.server.kafka.protocol import SIZE, encode_request, read_response
 
 MARK = "compactlog-shard/"
-ASK_TIMEOUT_S = 30.0
+# a peer that accepted the request but does not answer (stopped): under the clients'
+# own request timeouts (librdkafka 30 s for admin calls, kafka-python 30 s), so that
+# the other parts of a split request reach the client with the silent part's error
+ASK_TIMEOUT_S = 15.0
+# what a broken kept connection shows (the peer died since): asked again afresh, once
+_BROKEN = (ConnectionError, asyncio.IncompleteReadError)
 
 
 @dataclass
@@ -45,6 +60,7 @@ class Peers:
         # it restarts, Metadata still lists them (leaderless) so clients wait and retry
         self.shown: dict[int, dict[str, Any]] = {}
         self._ids = itertools.count(1)
+        self._beacon: asyncio.Server | None = None
 
     def marked(self, client_id: str | None) -> bool:
         """Whether a request comes from another broker of this server."""
@@ -53,22 +69,34 @@ class Peers:
         return hmac.compare_digest(client_id.encode(), self.mark.encode())
 
     async def ask(self, node: int, api_key: int, request: Any, version: int) -> Any:
-        """Broker ``node``'s response to ``request`` (``OSError`` or ``TimeoutError``
-        when it cannot be reached or does not answer in time)."""
+        """Broker ``node``'s response to ``request``: ``ConnectionRefusedError`` at once
+        when it does not serve (down, restarting), another ``OSError``, ``EOFError`` or
+        ``TimeoutError`` when it fails or does not answer in time."""
         line = self._lines.setdefault(node, _Line())
         async with line.lock:
+            kept = line.writer is not None
             try:
-                return await asyncio.wait_for(
-                    self._exchange(line, node, api_key, request, version), ASK_TIMEOUT_S
-                )
-            except BaseException:
-                self._drop(line)
-                raise
+                return await self._timed(line, node, api_key, request, version)
+            except _BROKEN:
+                if not kept:
+                    raise
+            # the kept connection was to a process that has died since: a fresh one
+            return await self._timed(line, node, api_key, request, version)
+
+    async def _timed(self, line: _Line, node: int, api_key: int, request: Any, version: int) -> Any:
+        try:
+            return await asyncio.wait_for(
+                self._exchange(line, node, api_key, request, version), ASK_TIMEOUT_S
+            )
+        except BaseException:
+            self._drop(line)
+            raise
 
     async def _exchange(
         self, line: _Line, node: int, api_key: int, request: Any, version: int
     ) -> Any:
         if line.writer is None:
+            await self._knock(node)
             host, port = self.addresses[node]
             line.reader, line.writer = await asyncio.open_connection(host, port, ssl=self.tls)
         assert line.reader is not None
@@ -80,6 +108,35 @@ class Peers:
         if answered != correlation_id:
             raise OSError(f"broker {node} answered request {answered}, not {correlation_id}")
         return response
+
+    def _beacon_name(self, node: int) -> str:
+        digest = hashlib.sha256(self.mark.encode()).hexdigest()[:32]
+        return f"\0compactlog-kafka/{digest}/{node}"
+
+    async def announce(self, node: int) -> None:
+        """Hold this broker's beacon (it serves now) until ``withdraw`` or its death."""
+        if not self.secret:  # no front: no peers to tell
+            return
+        try:
+            self._beacon = await asyncio.start_unix_server(_hang_up, path=self._beacon_name(node))
+        except OSError as exc:  # peers then wait ASK_TIMEOUT_S for it while it is down
+            log.warning("kafka: broker %d cannot hold its beacon: %s", node, exc)
+
+    def withdraw(self) -> None:
+        """Stop saying this broker serves (it is stopping)."""
+        if self._beacon is not None:
+            self._beacon.close()
+            self._beacon = None
+
+    async def _knock(self, node: int) -> None:
+        """Return when broker ``node`` serves; ``ConnectionRefusedError`` when not."""
+        if not self.secret:
+            return
+        try:
+            _reader, writer = await asyncio.open_unix_connection(path=self._beacon_name(node))
+        except (ConnectionRefusedError, FileNotFoundError):
+            raise ConnectionRefusedError("not serving (down or restarting)") from None
+        writer.close()
 
     def _drop(self, line: _Line) -> None:
         if line.writer is not None:
@@ -95,5 +152,11 @@ class Peers:
         self.tls = tls
 
     def close(self) -> None:
+        self.withdraw()
         for line in self._lines.values():
             self._drop(line)
+
+
+async def _hang_up(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """A knock on the beacon, answered by its accept alone."""
+    writer.close()

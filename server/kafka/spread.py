@@ -8,6 +8,12 @@ topic's broker (``peers``), then joins the answers' lists. A null list (Metadata
 topic, OffsetFetch's every partition) goes to every broker. A request marked as sent by
 another broker is answered here alone. Produce, Fetch, ListOffsets and DeleteRecords
 are not split: each partition's leader answers it (others say NOT_LEADER_OR_FOLLOWER).
+
+A broker that cannot be reached (down, restarting: ``peers`` says so at once) fails only
+its share, as a Kafka cluster fails only a down broker's partitions: Metadata lists its
+topics leaderless, an admin request answers each of its topics REQUEST_TIMED_OUT, an
+OffsetCommit each of its partitions COORDINATOR_NOT_AVAILABLE and an OffsetFetch
+UNSTABLE_OFFSET_COMMIT, every other part as usual (the codes' reasons: docs/kafka.md).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from compactlog.server.kafka import part_errors
 from compactlog.server.kafka.config_entries import ResourceType
 from compactlog.server.kafka.errors import ErrorCode, KafkaError
 from compactlog.server.kafka.handlers import HANDLERS
@@ -26,6 +33,13 @@ from compactlog.server.kafka.topics import FORWARDED, KafkaContext
 
 METADATA, OFFSET_COMMIT, OFFSET_FETCH = 3, 8, 9
 NO_LEADER = -1
+# what the parts of a broker that cannot be reached answer, by API (else REQUEST_TIMED_OUT)
+UNREACHED = {
+    OFFSET_COMMIT: ErrorCode.coordinator_not_available,
+    OFFSET_FETCH: ErrorCode.unstable_offset_commit,
+}
+# how a peer that cannot be reached fails (``Peers.ask``); anything else is a defect
+PEER_FAILURES = (OSError, EOFError, TimeoutError)
 
 
 def _topic(item: Any) -> str | None:
@@ -93,11 +107,18 @@ async def _spread(ctx: KafkaContext, api_key: int, request: Any, version: int) -
     )
     merged: list[Any] = []
     base: Any = None
+    whole: ErrorCode | None = None  # an error for the whole answer (OffsetFetch's every part)
     for node, answer in zip(nodes, answers, strict=True):
         if isinstance(answer, BaseException):
-            if api_key != METADATA:
+            if node == ctx.cluster.node_id or not isinstance(answer, PEER_FAILURES):
                 raise answer
-            merged += _unreachable(ctx, version, shares[node], node)
+            if api_key == METADATA:
+                merged += _unreachable(ctx, version, shares[node], node)
+            elif shares[node] is None:  # OffsetFetch of every partition: which are its?
+                whole = ErrorCode.coordinator_load_in_progress
+            else:
+                share = dataclasses.replace(request, **{asked: shares[node]})
+                merged += _unanswered(api_key, version, share, answered, node, answer)
             continue
         if api_key == METADATA:
             _remember(ctx, node, shares[node], answer.topics)
@@ -105,7 +126,19 @@ async def _spread(ctx: KafkaContext, api_key: int, request: Any, version: int) -
         merged += getattr(answer, answered)
     if base is None:  # no broker answered: this one's own answer with the errors
         base = await HANDLERS[api_key](ctx, dataclasses.replace(request, **{asked: ()}), version)
+    if whole is not None:
+        return dataclasses.replace(base, **{answered: (), "error_code": whole})
     return dataclasses.replace(base, **{answered: tuple(merged)})
+
+
+def _unanswered(
+    api_key: int, version: int, share: Any, answered: str, node: int, failure: BaseException
+) -> list[Any]:
+    """The parts of ``share`` answered with the error of a broker that did not answer."""
+    code = UNREACHED.get(api_key, ErrorCode.request_timed_out)
+    reason = str(failure) or type(failure).__name__
+    message = f"Kafka broker {node}, which stores it, cannot be reached: {reason}"
+    return list(getattr(part_errors.answer(api_key, version, share, code, message), answered))
 
 
 async def _ask(ctx: KafkaContext, node: int, api_key: int, request: Any, version: int) -> Any:

@@ -232,13 +232,15 @@ async def _serve(
     listener = None if kafka is None else await kafka.listen(served, guard)
     for store in served.values():  # one worker pool a slot: each starts with its first run
         await store.start(warm_workers=len(served) == 1)
-    if listener is not None:
+    if listener is not None and kafka is not None:
         await listener.start()
+        await kafka.peers.announce(kafka.cluster.node_id)  # the other brokers may ask now
     addresses = {str(slot): f"127.0.0.1:{store.port}" for slot, store in served.items()}
     print(json.dumps({"slots": addresses}), flush=True)
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # nobody reads the pipe any more
     await stop.wait()
     if listener is not None and kafka is not None:  # its answers finish on open stores
+        kafka.peers.withdraw()  # other brokers stop asking: they answer for its parts
         for store in served.values():
             if store.signals is not None:
                 store.signals.stop()  # waiting fetches answer now
