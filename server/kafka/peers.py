@@ -12,10 +12,13 @@ in flight on it; a connection that fails is dropped and the next request opens a
 A broker's port outlives it (the front holds the socket, so a client waits in the backlog
 while a shard restarts), so a connect to a down broker is never refused. Each serving
 broker therefore holds a beacon, an abstract Unix socket named from the per-run secret
-and its node id, which the kernel removes the moment the process dies: before opening a
-connection a broker knocks on the peer's beacon, and a refused knock answers at once
-that the peer is down or not serving yet. Only a peer that serves and then goes silent
-(stopped, overloaded) costs the bounded wait, ``ASK_TIMEOUT_S``.
+and its node id, which the kernel removes the moment the process dies. A connection to a
+peer starts with a watch on the peer's beacon: refused, the peer is down or not serving
+yet, answered at once; accepted, the watch stays open beside the connection and ends
+the moment the peer dies, which fails the request in flight at once even when the peer
+died between the watch and the connect (whose connect then sat in the front's backlog).
+Only a peer that serves and then goes silent (stopped) costs the bounded wait,
+``ASK_TIMEOUT_S``.
 """
 
 from __future__ import annotations
@@ -25,12 +28,14 @@ import hashlib
 import hmac
 import itertools
 import ssl
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from compactlog.server.kafka.errors import log
 from compactlog.server.kafka.protocol import SIZE, encode_request, read_response
 
+T = TypeVar("T")
 MARK = "compactlog-shard/"
 # a peer that accepted the request but does not answer (stopped): under the clients'
 # own request timeouts (librdkafka 30 s for admin calls, kafka-python 30 s), so that
@@ -45,6 +50,8 @@ class _Line:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     reader: asyncio.StreamReader | None = None
     writer: asyncio.StreamWriter | None = None
+    watch: asyncio.StreamReader | None = None  # the peer's beacon: EOF when it dies
+    watching: asyncio.StreamWriter | None = None
 
 
 class Peers:
@@ -96,18 +103,36 @@ class Peers:
         self, line: _Line, node: int, api_key: int, request: Any, version: int
     ) -> Any:
         if line.writer is None:
-            await self._knock(node)
+            line.watch, line.watching = await self._watch(node)
             host, port = self.addresses[node]
-            line.reader, line.writer = await asyncio.open_connection(host, port, ssl=self.tls)
-        assert line.reader is not None
+            line.reader, line.writer = await self._unless_gone(
+                line, asyncio.open_connection(host, port, ssl=self.tls)
+            )
+        assert line.writer is not None
         correlation_id = next(self._ids) & 0x7FFFFFFF
         line.writer.write(encode_request(request, version, correlation_id, self.mark))
-        await line.writer.drain()
-        size = SIZE.unpack(await line.reader.readexactly(SIZE.size))[0]
-        answered, response = read_response(await line.reader.readexactly(size), api_key, version)
+        await self._unless_gone(line, line.writer.drain())
+        frame = await self._unless_gone(line, _read_frame(line))
+        answered, response = read_response(frame, api_key, version)
         if answered != correlation_id:
             raise OSError(f"broker {node} answered request {answered}, not {correlation_id}")
         return response
+
+    async def _unless_gone(self, line: _Line, step: Awaitable[T]) -> T:
+        """``step``'s result, or ``ConnectionResetError`` as soon as the peer dies."""
+        if line.watch is None:  # no beacons (no front)
+            return await step
+        done = asyncio.ensure_future(step)
+        gone = asyncio.ensure_future(line.watch.read(1))
+        try:
+            await asyncio.wait((done, gone), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            gone.cancel()
+            if not done.done():
+                done.cancel()
+        if done.done() and not done.cancelled():
+            return done.result()
+        raise ConnectionResetError("stopped serving (down or restarting)")
 
     def _beacon_name(self, node: int) -> str:
         digest = hashlib.sha256(self.mark.encode()).hexdigest()[:32]
@@ -118,7 +143,7 @@ class Peers:
         if not self.secret:  # no front: no peers to tell
             return
         try:
-            self._beacon = await asyncio.start_unix_server(_hang_up, path=self._beacon_name(node))
+            self._beacon = await asyncio.start_unix_server(_watched, path=self._beacon_name(node))
         except OSError as exc:  # peers then wait ASK_TIMEOUT_S for it while it is down
             log.warning("kafka: broker %d cannot hold its beacon: %s", node, exc)
 
@@ -128,20 +153,23 @@ class Peers:
             self._beacon.close()
             self._beacon = None
 
-    async def _knock(self, node: int) -> None:
-        """Return when broker ``node`` serves; ``ConnectionRefusedError`` when not."""
+    async def _watch(
+        self, node: int
+    ) -> tuple[asyncio.StreamReader | None, asyncio.StreamWriter | None]:
+        """A watch on broker ``node``'s beacon; ``ConnectionRefusedError`` when it does
+        not serve."""
         if not self.secret:
-            return
+            return None, None
         try:
-            _reader, writer = await asyncio.open_unix_connection(path=self._beacon_name(node))
+            return await asyncio.open_unix_connection(path=self._beacon_name(node))
         except (ConnectionRefusedError, FileNotFoundError):
             raise ConnectionRefusedError("not serving (down or restarting)") from None
-        writer.close()
 
     def _drop(self, line: _Line) -> None:
-        if line.writer is not None:
-            line.writer.close()
-        line.reader = line.writer = None
+        for writer in (line.writer, line.watching):
+            if writer is not None:
+                writer.close()
+        line.reader = line.writer = line.watch = line.watching = None
 
     def trust(self, cert_pem: bytes) -> None:
         """Speak TLS to the other brokers, trusting exactly this server's certificate
@@ -157,6 +185,16 @@ class Peers:
             self._drop(line)
 
 
-async def _hang_up(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    """A knock on the beacon, answered by its accept alone."""
-    writer.close()
+async def _read_frame(line: _Line) -> bytes:
+    assert line.reader is not None
+    size = SIZE.unpack(await line.reader.readexactly(SIZE.size))[0]
+    return await line.reader.readexactly(size)
+
+
+async def _watched(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """A peer's watch on this broker's beacon: held open until the peer drops it (or
+    this process dies, which ends it for the peer)."""
+    try:
+        await reader.read()
+    finally:
+        writer.close()
