@@ -127,9 +127,11 @@ class Peers:
         try:
             await asyncio.wait((done, gone), return_when=asyncio.FIRST_COMPLETED)
         finally:
-            gone.cancel()
-            if not done.done():
-                done.cancel()
+            for task in (gone, done):
+                if task.done() and not task.cancelled():
+                    task.exception()  # seen here (the result below), never logged as lost
+                else:
+                    task.cancel()
         if done.done() and not done.cancelled():
             return done.result()
         raise ConnectionResetError("stopped serving (down or restarting)")
