@@ -19,7 +19,7 @@ import pytest
 
 from tests.conftest import ServerProcess
 from tests.e2e.shards import shard_pids, wait_for
-from tests.kafka.test_groups_confluent import create
+from tests.kafka.test_groups_confluent import create, poll_until, produce
 from tests.kafka.test_shards import (
     _cmdline,
     _restarts,
@@ -32,7 +32,7 @@ from tests.kafka.test_shards import (
 from tests.kafka.test_wire import connect, decode, frame, receive
 
 ck = pytest.importorskip("confluent_kafka")
-from confluent_kafka import KafkaException, TopicPartition  # noqa: E402
+from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition  # noqa: E402
 from confluent_kafka.admin import (  # noqa: E402
     AdminClient,
     AlterConfigOpType,
@@ -165,6 +165,21 @@ class Split:
         deleted = self.admin.delete_topics(list(names))
         return [_code(deleted[n]) for n in names]
 
+    def read_up(self, count: int) -> list[Any]:
+        """The records a consumer assigned every partition of both topics reads, the
+        down broker's partitions included: ``count`` of them, all the live broker's."""
+        config = {"bootstrap.servers": self.address, "group.id": self.group}
+        c = ck.Consumer({**config, "enable.auto.commit": False})  # the commits stay
+        c.assign(
+            [TopicPartition(n, p, OFFSET_BEGINNING) for n in (self.up, self.down) for p in (0, 1)]
+        )
+        seen: list[Any] = []
+        try:
+            poll_until(c, lambda: len(seen) >= count, seen)
+        finally:
+            c.close()
+        return [(m.topic(), m.value()) for m in seen]
+
     def partitions(self, name: str) -> int:
         return len(next(t for t in metadata(self.address).topics if t.name == name).partitions)
 
@@ -173,6 +188,9 @@ def test_a_down_broker_fails_only_its_parts_and_at_once(sharded: ServerProcess) 
     split = Split(sharded.kafka_address)
     for name in (split.up, split.down):
         create(split.address, name, 2)
+    records = [(b"k%d" % i, b"v%d" % i) for i in range(6)]
+    for name in (split.up, split.down):
+        produce(split.address, name, records)
     assert split.commit(3) == ErrorCode.none  # broker 0 now keeps a connection to 1
     timed_out = ErrorCode.request_timed_out
 
@@ -189,6 +207,8 @@ def test_a_down_broker_fails_only_its_parts_and_at_once(sharded: ServerProcess) 
             split.up: (5, ErrorCode.none),  # the live broker's part was committed
             split.down: (-1, ErrorCode.unstable_offset_commit),
         }
+        # Fetch goes to each partition's leader: the live one's records keep coming
+        assert sorted(split.read_up(6)) == sorted((split.up, v) for _k, v in records)
     assert split.partitions(split.up) == 3
 
     wait_for(lambda: split.describe() == ["compact", "compact"], 60)  # broker 1 serves again
