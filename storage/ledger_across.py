@@ -49,7 +49,7 @@ def append_across(
             for topic, (_name, request, partition) in zip(topics, parts, strict=True):
                 undo.append((topic, topic.undo_point()))
                 before.append(topic.current)
-                runs, _ = build_append(topic, request, now, allocate, partition, batch)
+                runs = build_append(topic, request, now, allocate, batch, partition)
                 every.append(runs)
             if batch.ops:
                 store.db.write(batch)

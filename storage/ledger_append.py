@@ -17,7 +17,7 @@ from compactlog.errors import RecordTooLarge
 from compactlog.storage import batch as codec
 from compactlog.storage import keys
 from compactlog.storage.codec import HAS_KEY, ROLE_RAW, VALUE_NON_EMPTY, LedgerMeta
-from compactlog.storage.rocks import Batch
+from compactlog.storage.rocks import Writes
 from compactlog.storage.types import MessageId
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ def too_large(topic: str, index: int, size: int, limit: int) -> RecordTooLarge:
 
 
 def _current_ledger(
-    topic: LedgerTopic, batch: Batch, now: int, allocate: Callable[[str, int], LedgerMeta]
+    topic: LedgerTopic, batch: Writes, now: int, allocate: Callable[[str, int], LedgerMeta]
 ) -> tuple[LedgerMeta, bool]:
     """The ledger the next entry goes to, rolling over at the topic's limits."""
     cur = topic.current
@@ -66,17 +66,17 @@ def build_append(
     request: bytes,
     now: int,
     allocate: Callable[[str, int], LedgerMeta],
+    out: Writes,
     partition: int = 0,
-    out: Batch | None = None,
-) -> tuple[list[IdRun], Batch]:
-    """The request's records as batches in the current ledger(s): all checked, one write.
+) -> list[IdRun]:
+    """The request's records as batches in the current ledger(s), put into ``out``.
 
-    Raises before anything is written when a record is over ``max.message.bytes``; the
-    caller rolls back the in-memory ledger state this may have advanced. ``partition``
-    goes into every id; ``out``: a batch shared with other topics' appends (a publish
-    across the partitions of a topic is one RocksDB write).
+    Raises when a record is over ``max.message.bytes``, possibly after putting a first
+    run into ``out``: the caller drops ``out`` (or its ``Staged`` part) and rolls back the
+    in-memory ledger state this may have advanced. ``partition`` goes into every id;
+    ``out`` may be shared with other requests' appends (a writer's group, or a publish
+    across the partitions of a topic: one RocksDB write).
     """
-    out = Batch() if out is None else out
     runs: list[IdRun] = []
     cfg = topic.config
     limit = cfg.max_message_bytes
@@ -105,10 +105,10 @@ def build_append(
         pos = run.next_pos
     if rolled:
         out.put(keys.topic_key(topic.name), topic.record())
-    return runs, out
+    return runs
 
 
-def _put_run(out: Batch, cur: LedgerMeta, first: int, run: codec.EncodedRun, now: int) -> IdRun:
+def _put_run(out: Writes, cur: LedgerMeta, first: int, run: codec.EncodedRun, now: int) -> IdRun:
     """One encoded run as a stored batch of ledger ``cur`` at entry ``first``: its bytes,
     its key index block and the ledger's advanced record, all into ``out``."""
     lid = cur.ledger_id

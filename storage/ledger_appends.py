@@ -14,14 +14,15 @@ from collections.abc import Callable, Sequence
 
 from compactlog.errors import TopicNotFound
 from compactlog.storage import batch as codec
-from compactlog.storage.chains import until_failed
+from compactlog.storage.chains import NO_CHAIN, until_failed
 from compactlog.storage.codec import LedgerMeta
 from compactlog.storage.group_commit import GroupCommit
 from compactlog.storage.key_indexer import KeyIndexer
 from compactlog.storage.ledger_append import IdRun, PendingAppend, build_append
+from compactlog.storage.ledger_group import GroupWrite, StagedAppend
 from compactlog.storage.ledger_spanning import SpanningParts
 from compactlog.storage.ledger_topic import LedgerTopic
-from compactlog.storage.rocks import RocksDB
+from compactlog.storage.rocks import RocksDB, Staged
 from compactlog.storage.spanning import SpanningPart
 from compactlog.storage.types import MessageId, Record
 
@@ -82,45 +83,60 @@ class LedgerAppends:
         chain (``chains[i]``: one producer's stream), which get the same error unwritten."""
         now = int(self.clock() * 1000)
         topic = self.topic(name)
+        keys = [NO_CHAIN] * len(requests) if chains is None else chains
         with topic.lock:
+            group = GroupWrite(self.db, topic)
             written = until_failed(
-                requests,
-                chains,
-                lambda rp: self._write_request(topic, rp[0], now, partition, rp[1]),
+                [(raw, part, chain) for (raw, part), chain in zip(requests, keys, strict=True)],
+                keys,
+                lambda rpc: self._stage_request(topic, group, now, partition, *rpc),
             )
-            stored = any(isinstance(w, tuple) and w[1] for w in written)
+            group.write()
+            stored = any(isinstance(w, StagedAppend) and w.runs and not w.error for w in written)
             ticket = self.group_commit.ticket() if self.fsync and stored else None
-            return [
-                self.appended(topic, *w, ticket=ticket) if isinstance(w, tuple) else w
-                for w in written
-            ]
+            return [self._outcome(topic, w, ticket) for w in written]
 
-    def _write_request(
+    def _outcome(
+        self, topic: LedgerTopic, w: StagedAppend | PendingAppend | Exception, ticket: int | None
+    ) -> PendingAppend | Exception:
+        if not isinstance(w, StagedAppend):
+            return w
+        return w.error or self.appended(topic, w.before, w.runs, ticket=ticket)
+
+    def _stage_request(
         self,
         topic: LedgerTopic,
-        request: bytes,
+        group: GroupWrite,
         now: int,
         partition: int,
+        request: bytes,
         part: SpanningPart | None,
-    ) -> tuple[LedgerMeta | None, list[IdRun]] | PendingAppend:
-        """One request's batches written to the WAL (under the topic's lock): the ledger
+        chain: int,
+    ) -> StagedAppend | PendingAppend:
+        """One request's batches staged in its group (under the topic's lock): the ledger
         current before and the runs; or the first append of a part stored before."""
         if topic.deleted:
             raise TopicNotFound(f"topic {topic.name!r} does not exist", topic=topic.name)
-        if part is not None and (kept := self.spanning_parts.kept(topic, part)) is not None:
-            return kept  # a repeat of a part stored before: its first ids
+        if part is not None:
+            if group.holds(part):
+                group.write()  # its first send is in this group: stored, then found
+            if (kept := self.spanning_parts.kept(topic, part)) is not None:
+                return kept  # a repeat of a part stored before: its first ids
+        if chain in group.failed:  # the group's write failed before, under this stream
+            raise group.failed[chain]
         undo = topic.undo_point()
         before = topic.current
+        staged = Staged()
         try:
-            runs, batch = build_append(topic, request, now, self._allocate_ledger, partition)
+            runs = build_append(topic, request, now, self._allocate_ledger, staged, partition)
             if part is not None:
-                self.spanning_parts.keep(batch, topic, part, runs)
-            if runs:
-                self.db.write(batch)
+                self.spanning_parts.keep(staged, topic, part, runs)
         except BaseException:
             topic.rollback(undo)  # memory must not run ahead of disk
             raise
-        return before, runs
+        member = StagedAppend(before, runs)
+        group.stage(staged, member, chain, part)
+        return member
 
     def appended(
         self,

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from compactlog.storage import keys
 from compactlog.storage.ledger_append import IdRun, PendingAppend
-from compactlog.storage.rocks import Batch
+from compactlog.storage.rocks import Writes
 from compactlog.storage.spanning import SpanningPart, decode_runs, encode_runs
 
 if TYPE_CHECKING:
@@ -44,7 +44,9 @@ class SpanningParts:
         ticket = store.group_commit.ticket() if store.fsync else 0
         return PendingAppend(store, topic, decode_runs(kept), ticket)
 
-    def keep(self, batch: Batch, topic: LedgerTopic, part: SpanningPart, runs: list[IdRun]) -> None:
+    def keep(
+        self, batch: Writes, topic: LedgerTopic, part: SpanningPart, runs: list[IdRun]
+    ) -> None:
         """Put the part's ids into the batch of its records, and forget the parts below
         the front's floor when that is due."""
         batch.put(keys.spanning_part_key(part.txid, topic.name), encode_runs(runs))

@@ -69,6 +69,45 @@ class Batch:
         self._wb.delete_range(begin, end)
         self.ops += 1
 
+    def take(self, staged: Staged) -> None:
+        """Add ``staged``'s writes, in their order."""
+        wb = self._wb
+        for key, value, end in staged.writes:
+            if value is not None:
+                wb.put(key, value)
+            elif end is None:
+                wb.delete(key)
+            else:
+                wb.delete_range(key, end)
+        self.ops += staged.ops
+
+
+class Staged:
+    """Writes held back from a shared ``Batch`` until their request is whole (rocksdict's
+    WriteBatch has no save point): ``Batch.take`` adds them, or they are dropped. The
+    methods are ``Batch``'s, so one builder fills either."""
+
+    __slots__ = ("ops", "writes")
+
+    def __init__(self) -> None:
+        self.writes: list[tuple[bytes, bytes | None, bytes | None]] = []
+        self.ops = 0
+
+    def put(self, key: bytes, value: bytes) -> None:
+        self.writes.append((key, value, None))
+        self.ops += 1
+
+    def delete(self, key: bytes) -> None:
+        self.writes.append((key, None, None))
+        self.ops += 1
+
+    def delete_range(self, begin: bytes, end: bytes) -> None:
+        self.writes.append((begin, None, end))
+        self.ops += 1
+
+
+Writes = Batch | Staged  # what a write builder fills
+
 
 def _options(wal_recovery: str) -> Options:
     if wal_recovery not in WAL_RECOVERY_MODES:
