@@ -94,10 +94,6 @@ def run(
         layout = choose_layout(data_dir, shards, Placement(settings.shards_placement))
         if layout.sharded and metrics_listen:
             raise CompactlogError("--metrics-listen is not available with store slots (--shards)")
-        if layout.sharded and kafka is not None and layout.placement is not Placement.TOPIC:
-            raise CompactlogError(
-                "--kafka-listen is not available yet on a data dir of partition placement"
-            )
     except CompactlogError as exc:
         lock.close()
         return _fail(str(exc))

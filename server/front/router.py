@@ -20,7 +20,7 @@ from compactlog.server.front.partitions import PartitionedIndex
 from compactlog.server.front.relay import Ctx
 from compactlog.server.front.relay import forwarded as _forwarded
 from compactlog.server.front.relay import relay as _relay
-from compactlog.server.front.secret import FRONT_KEY
+from compactlog.server.front.secret import FRONT_KEY, from_front
 from compactlog.server.front.spanning import Spanning
 from compactlog.server.front.spread.merge import merge_topic_lists
 from compactlog.server.front.spread.publish import SpreadPublish
@@ -66,14 +66,7 @@ class Owners:
                 self._closing.add(closing)
                 closing.add_done_callback(self._closing.discard)
             self.addresses[slot] = address
-            self.channels[slot] = self._open(address)
-
-    def _open(self, address: str) -> grpc.aio.Channel:
-        options = [("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)]
-        if self.tls_root is None:
-            return grpc.aio.insecure_channel(address, options=options)
-        creds = grpc.ssl_channel_credentials(root_certificates=self.tls_root)
-        return grpc.aio.secure_channel(address, creds, options=options)
+            self.channels[slot] = loopback_channel(address, self.tls_root)
 
     def slot(self, method: str, request: bytes) -> int:
         value = field_one(request)
@@ -90,8 +83,23 @@ class Owners:
         """The metadata that tells a slot a call comes from this front (front.secret)."""
         return ((FRONT_KEY, self.secret),) if self.secret else ()
 
+    def from_shard(self, context: Ctx) -> bool:
+        """Whether a call comes from one of this server's shards (its Kafka broker making
+        a topic change, ``shards.kafka_front``): the front passes it on as its own."""
+        return from_front(context.invocation_metadata(), self.secret)
+
     async def close(self) -> None:
         await asyncio.gather(*(c.close() for c in self.channels.values()))
+
+
+def loopback_channel(address: str, tls_root: bytes | None) -> grpc.aio.Channel:
+    """A channel to a process of this server (a shard's slot, the front): TLS trusting
+    the server's own certificate when it has one."""
+    options = [("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)]
+    if tls_root is None:
+        return grpc.aio.insecure_channel(address, options=options)
+    creds = grpc.ssl_channel_credentials(root_certificates=tls_root)
+    return grpc.aio.secure_channel(address, creds, options=options)
 
 
 class FrontHandler(grpc.GenericRpcHandler):
@@ -168,7 +176,7 @@ class FrontHandler(grpc.GenericRpcHandler):
         """The slot's answer (``marked``: with the front's mark, ``front.secret``)."""
         stub: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes]
         stub = self.owners.channels[slot].unary_unary(method)
-        mark = self.owners.front_mark() if marked else ()
+        mark = self.owners.front_mark() if marked or self.owners.from_shard(context) else ()
         try:
             response: bytes = await stub(
                 request,

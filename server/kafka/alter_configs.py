@@ -9,10 +9,13 @@ are INVALID_CONFIG on any other key, as Kafka's. AlterConfigs (the legacy call) 
 the topic's overrides with those sent: a key not sent returns to its default.
 ``validate_only``: every check, nothing written. A change is planned and applied under
 the broker's ``config_lock``, so an APPEND or a replacement never undoes a change made
-meanwhile. A key named twice in one resource is INVALID_REQUEST; an unknown key or a bad
-value INVALID_CONFIG. The broker's settings are read from ``--config`` at start: changing
-them (or its loggers) is INVALID_REQUEST, Kafka's answer to a config it cannot change at
-run time.
+meanwhile. Under partition placement a partitioned topic's change, planned on its
+partition 0's config, is the front's UpdateTopicConfig (every slot holding a partition
+changes); the lock then covers the planning only, as a gRPC caller's read-then-change.
+A key named twice in one resource is INVALID_REQUEST; an unknown key or a bad value
+INVALID_CONFIG. The broker's settings are read from ``--config`` at start: changing them
+(or its loggers) is INVALID_REQUEST, Kafka's answer to a config it cannot change at run
+time.
 """
 
 from __future__ import annotations
@@ -114,8 +117,9 @@ def _list_operation(current: Mapping[str, str], name: str, op: Op, value: str | 
     return ",".join(items)
 
 
-def alter(ctx: KafkaContext, resource: Any, plan: Plan, validate_only: bool) -> None:
-    """Apply (or, ``validate_only``, check) one resource's change."""
+def alter(ctx: KafkaContext, resource: Any, plan: Plan, validate_only: bool) -> Change | None:
+    """Apply (or, ``validate_only``, check) one resource's change here; the change of a
+    partitioned topic under partition placement is returned instead, for the front."""
     kind, name = resource.resource_type, resource.resource_name
     if kind in (ResourceType.BROKER, ResourceType.BROKER_LOGGER):
         raise KafkaError(
@@ -128,18 +132,23 @@ def alter(ctx: KafkaContext, resource: Any, plan: Plan, validate_only: bool) -> 
     broker = ctx.broker_of(name)
     with broker.config_lock:  # the change is planned on the config it replaces
         change = plan(describe_topic(ctx, name))
-        if broker.partitioned.get(name) is not None:
+        if broker.partitioned.get(name) is None:
+            broker.update_config(name, change.set_, change.remove, validate_only)
+        elif ctx.front is not None and not validate_only:
+            return change
+        else:
             namespace = PartitionedNamespace(broker)
             namespace.update_config(name, change.set_, change.remove, validate_only)
-        else:
-            broker.update_config(name, change.set_, change.remove, validate_only)
+    return None
 
 
 async def alter_resource(
     ctx: KafkaContext, module: Any, resource: Any, plan: Plan, validate_only: bool
 ) -> Any:
     try:
-        await ctx.run(alter, ctx, resource, plan, validate_only)
+        spread = await ctx.run(alter, ctx, resource, plan, validate_only)
+        if spread is not None and ctx.front is not None:
+            await ctx.front.update_config(resource.resource_name, spread.set_, spread.remove)
         code, message = ErrorCode.none, None
     except Exception as exc:
         code, message = code_of(exc), str(exc)

@@ -8,12 +8,16 @@ Kafka's answers: a count that does not grow the topic is INVALID_PARTITIONS (Kaf
 refuses the same count too); a topic created without partitions (one Kafka partition,
 stored as the topic itself) cannot grow, as over gRPC: INVALID_PARTITIONS saying so; an
 unknown or LEDGER topic UNKNOWN_TOPIC_OR_PARTITION; a topic named twice INVALID_REQUEST.
-Manual assignments may name only this broker (node 0), one list per new partition, else
-INVALID_REPLICA_ASSIGNMENT.
+Manual assignments may name only the broker that is to store each new partition (node 0
+without shards), one list per new partition, else INVALID_REPLICA_ASSIGNMENT. Under
+partition placement (``KafkaContext.front``) the grow is the front's AddPartitions, so
+the new partitions go to the slots gRPC gives them.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 from compactlog.errors import InvalidArgument
@@ -25,8 +29,8 @@ from compactlog.server.kafka.topics import KafkaContext
 CREATE_PARTITIONS = 37
 
 
-def grow(ctx: KafkaContext, topic: Any, validate_only: bool) -> None:
-    """Grow (or, ``validate_only``, check growing) one topic to ``topic.count``."""
+def check(ctx: KafkaContext, topic: Any) -> None:
+    """What a grow of ``topic`` to ``topic.count`` needs of the request itself."""
     current = ctx.partitions(topic.name)
     if topic.count <= current:
         raise KafkaError(
@@ -34,32 +38,57 @@ def grow(ctx: KafkaContext, topic: Any, validate_only: bool) -> None:
             f"topic {topic.name!r} has {current} partition(s): a count of {topic.count} "
             "does not grow it",
         )
-    _check_assignments(topic, topic.count - current, ctx.cluster.leader_of(topic.name))
-    try:
+    _check_assignments(ctx, topic, current)
+
+
+def grow(ctx: KafkaContext, topic: Any, validate_only: bool) -> None:
+    """Grow (or, ``validate_only``, check growing) one topic to ``topic.count`` here."""
+    check(ctx, topic)
+    with _partition_counts():
         PartitionedNamespace(ctx.broker_of(topic.name)).add_partitions(
             topic.name, topic.count, validate_only
         )
-    except InvalidArgument as exc:  # not partitioned, shrinking (a race), over the bound
+
+
+async def grow_at_front(ctx: KafkaContext, topic: Any) -> None:
+    """Grow one topic through the front (partition placement: the new partitions go to
+    the slots gRPC's AddPartitions gives them)."""
+    assert ctx.front is not None
+    await ctx.run(check, ctx, topic)
+    with _partition_counts():
+        await ctx.front.add_partitions(topic.name, topic.count)
+
+
+@contextlib.contextmanager
+def _partition_counts() -> Iterator[None]:
+    """AddPartitions' refusals of the count (not partitioned, shrinking: a race, over the
+    bound) as INVALID_PARTITIONS."""
+    try:
+        yield
+    except InvalidArgument as exc:
         if exc.metadata.get("field") != "partitions":
             raise
         raise KafkaError(ErrorCode.invalid_partitions, str(exc)) from None
 
 
-def _check_assignments(topic: Any, new: int, leader: int) -> None:
-    """Assignments, when given, name the one broker that stores the topic."""
+def _check_assignments(ctx: KafkaContext, topic: Any, current: int) -> None:
+    """Assignments, when given, name for each new partition the one broker to store it."""
     assignments = topic.assignments
     if assignments is None:
         return
+    new = topic.count - current
     if len(assignments) != new:
         raise KafkaError(
             ErrorCode.invalid_replica_assignment,
             f"{new} new partition(s) but {len(assignments)} assignment(s)",
         )
-    for assignment in assignments:
+    for index, assignment in enumerate(assignments, start=current):
+        leader = ctx.cluster.leader_of_partition(topic.name, index)
         if tuple(assignment.broker_ids) != (leader,):
             raise KafkaError(
                 ErrorCode.invalid_replica_assignment,
-                f"brokers {list(assignment.broker_ids)}: the topic's one broker is {leader}",
+                f"brokers {list(assignment.broker_ids)}: partition {index}'s one broker "
+                f"is {leader}",
             )
 
 
@@ -69,7 +98,10 @@ async def grow_one(
     try:
         if topic.name in twice:
             raise KafkaError(ErrorCode.invalid_request, f"topic {topic.name!r} named twice")
-        await ctx.run(grow, ctx, topic, validate_only)
+        if ctx.front is None or validate_only:
+            await ctx.run(grow, ctx, topic, validate_only)
+        else:
+            await grow_at_front(ctx, topic)
         code, message = ErrorCode.none, None
     except Exception as exc:
         code, message = code_of(exc), str(exc)

@@ -3,6 +3,10 @@ keys as CONTRACT section 3: ``cleanup.policy``, ``retention.ms``, ``segment.byte
 ``num_partitions`` > 1 makes a partitioned topic (``server.admin.partitioned_topics``);
 -1 or 1 a plain one. One broker: a replication factor other than 1 (or -1, the default)
 is INVALID_REPLICATION_FACTOR; manual replica assignments are INVALID_REQUEST.
+
+Under partition placement (``KafkaContext.front``) a create is the front's CreateTopic,
+the call gRPC takes, so a partitioned topic's partitions are placed over the slots as
+gRPC places them; ``validate_only`` runs the checks in the topic's own slot.
 """
 
 from __future__ import annotations
@@ -18,8 +22,8 @@ from compactlog.storage.types import TopicKind
 CREATE_TOPICS = 19
 
 
-def create(ctx: KafkaContext, topic: Any, validate_only: bool) -> int:
-    """Create (or, ``validate_only``, check) one topic; its partition count."""
+def wanted(topic: Any) -> tuple[int, dict[str, str]]:
+    """The partition count and config a CreateTopics topic asks for, checked."""
     partitions = 1 if topic.num_partitions == -1 else topic.num_partitions
     if partitions < 1:
         raise KafkaError(ErrorCode.invalid_partitions, f"num_partitions {partitions}")
@@ -30,7 +34,12 @@ def create(ctx: KafkaContext, topic: Any, validate_only: bool) -> int:
         )
     if topic.assignments:
         raise KafkaError(ErrorCode.invalid_request, "replica assignments are not supported")
-    config = {c.name: c.value for c in topic.configs if c.value is not None}
+    return partitions, {c.name: c.value for c in topic.configs if c.value is not None}
+
+
+def create(ctx: KafkaContext, topic: Any, validate_only: bool) -> int:
+    """Create (or, ``validate_only``, check) one topic here; its partition count."""
+    partitions, config = wanted(topic)
     namespace = PartitionedNamespace(ctx.broker_of(topic.name))
     if validate_only and partitions > 1:  # every check of the create, nothing made
         namespace.check(topic.name, TopicKind.SEGMENTED, config, partitions)
@@ -45,7 +54,11 @@ def create(ctx: KafkaContext, topic: Any, validate_only: bool) -> int:
 
 async def create_one(ctx: KafkaContext, module: Any, topic: Any, validate_only: bool) -> Any:
     try:
-        partitions = await ctx.run(create, ctx, topic, validate_only)
+        if ctx.front is None or validate_only:
+            partitions = await ctx.run(create, ctx, topic, validate_only)
+        else:
+            count, config = wanted(topic)
+            partitions = await ctx.front.create(topic.name, config, count)
         code, message = ErrorCode.none, None
     except Exception as exc:
         partitions, code, message = -1, code_of(exc), str(exc)

@@ -3,6 +3,8 @@ DeleteTopic, so the same all-or-nothing behaviour: a partitioned topic's ``NAME`
 deletes every partition; a LEDGER topic or an unknown name is
 UNKNOWN_TOPIC_OR_PARTITION; a partition's own name (``NAME-partition-i``) is
 INVALID_REQUEST, as gRPC refuses it. Topic ids (v6) are not kept: UNKNOWN_TOPIC_ID.
+Under partition placement (``KafkaContext.front``) the delete is the front's DeleteTopic,
+which deletes a partitioned topic's partitions in every slot holding some.
 """
 
 from __future__ import annotations
@@ -31,7 +33,11 @@ async def delete_one(ctx: KafkaContext, module: Any, name: str | None) -> Any:
     try:
         if name is None:
             raise KafkaError(ErrorCode.unknown_topic_id, "topics are deleted by name here")
-        await ctx.run(delete, ctx, name)
+        if ctx.front is None:
+            await ctx.run(delete, ctx, name)
+        else:
+            await ctx.run(ctx.partitions, name)  # unknown and LEDGER topics: as above
+            await ctx.front.delete(name)
         code, message = ErrorCode.none, None
     except Exception as exc:
         code, message = code_of(exc), str(exc)

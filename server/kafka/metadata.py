@@ -1,5 +1,7 @@
-"""Metadata (key 3): one broker (this listener, at its advertised address) leading every
-partition of every Kafka topic. Topics are looked up, never created (no
+"""Metadata (key 3): the brokers and who leads each partition of the topics asked for
+(a server without shards: one broker, this listener at its advertised address, leading
+every partition; with ``--shards N``: each partition's leader is the broker storing it,
+``Cluster.leader_of_partition``). Topics are looked up, never created (no
 ``auto.create.topics``): an unknown or LEDGER topic answers UNKNOWN_TOPIC_OR_PARTITION.
 """
 
@@ -7,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from compactlog.partitioner import partition_name
 from compactlog.server.kafka.errors import ErrorCode, KafkaError
 from compactlog.server.kafka.protocol import NO_THROTTLE, make, response_module
 from compactlog.server.kafka.topics import KafkaContext
@@ -35,9 +36,7 @@ def topic_metadata(ctx: KafkaContext, module: Any, name: str) -> Any:
             module.MetadataResponsePartition,
             error_code=ErrorCode.none,
             partition_index=i,
-            leader_id=(
-                leader := ctx.cluster.leader_of(name if count == 1 else partition_name(name, i))
-            ),
+            leader_id=(leader := ctx.cluster.leader_of_partition(name, i)),
             leader_epoch=0,
             replica_nodes=(leader,),
             isr_nodes=(leader,),

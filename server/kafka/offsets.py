@@ -130,4 +130,5 @@ async def _fetch_one(ctx: KafkaContext, module: Any, group_id: str, topic: str, 
 
 
 def _every_partition(ctx: KafkaContext) -> list[tuple[str, list[int]]]:
-    return [(name, list(range(ctx.partitions(name)))) for name in ctx.topic_names()]
+    """The partitions stored here (with shards, every broker is asked for its own)."""
+    return ctx.local_partitions()

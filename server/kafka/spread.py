@@ -4,10 +4,14 @@ With ``serve --shards N`` each shard is a Kafka broker that stores some topics
 (docs/kafka.md, "With --shards N"). A Metadata, an admin request or a coordinator's
 OffsetCommit or OffsetFetch may name topics other brokers store: this broker answers
 its share itself and sends each other share, as the same request and version, to the
-topic's broker (``peers``), then joins the answers' lists. A null list (Metadata's every
-topic, OffsetFetch's every partition) goes to every broker. A request marked as sent by
-another broker is answered here alone. Produce, Fetch, ListOffsets and DeleteRecords
-are not split: each partition's leader answers it (others say NOT_LEADER_OR_FOLLOWER).
+topic's broker (``peers``), then joins the answers' lists. Topics go to the broker of
+their own slot; the partitions an OffsetCommit or OffsetFetch names each go to the
+broker storing that partition (under partition placement one topic's partitions live
+on several brokers), and the answers' topics are joined again by name. A null list
+(Metadata's every topic, OffsetFetch's every partition) goes to every broker. A request
+marked as sent by another broker is answered here alone. Produce, Fetch, ListOffsets
+and DeleteRecords are not split: each partition's leader answers it (others say
+NOT_LEADER_OR_FOLLOWER).
 
 A broker that cannot be reached (down, restarting: ``peers`` says so at once) fails only
 its share, as a Kafka cluster fails only a down broker's partitions: Metadata lists its
@@ -62,6 +66,11 @@ SPLITS: dict[int, tuple[str, str, Callable[[Any], str | None]]] = {
     37: ("topics", "results", _topic),  # CreatePartitions
     44: ("resources", "responses", _resource),  # IncrementalAlterConfigs
 }
+# api key -> (a topic item's list of partitions, a partition's index): split by partition
+PARTS: dict[int, tuple[str, Callable[[Any], int]]] = {
+    OFFSET_COMMIT: ("partitions", lambda part: int(part.partition_index)),
+    OFFSET_FETCH: ("partition_indexes", int),
+}
 
 
 async def handle(
@@ -77,24 +86,54 @@ async def handle(
         FORWARDED.reset(token)
 
 
-def _shares(ctx: KafkaContext, items: Any, name_of: Callable[[Any], str | None]) -> dict[int, Any]:
+def _shares(
+    ctx: KafkaContext, api_key: int, items: Any, name_of: Callable[[Any], str | None]
+) -> dict[int, Any]:
     """The items each broker answers (``None``, every item, goes to every broker)."""
-    cluster = ctx.cluster
     if items is None:
-        return dict.fromkeys(range(len(cluster.brokers)))
+        return dict.fromkeys(range(len(ctx.cluster.brokers)))
     shares: dict[int, list[Any]] = {}
     for item in items:
-        name = name_of(item)
-        node = cluster.node_id if name is None else cluster.leader_of(name)
-        shares.setdefault(node, []).append(item)
+        for node, share in _owners(ctx, api_key, item, name_of(item)):
+            shares.setdefault(node, []).append(share)
     return {node: tuple(share) for node, share in shares.items()}
+
+
+def _owners(ctx: KafkaContext, api_key: int, item: Any, name: str | None) -> list[tuple[int, Any]]:
+    """``item`` as the brokers answer it: whole by its topic's broker, or (``PARTS``)
+    cut into one item a broker storing some of its partitions."""
+    cluster = ctx.cluster
+    if name is None:
+        return [(cluster.node_id, item)]
+    field, index_of = PARTS.get(api_key, ("", int))
+    parts = getattr(item, field) if field else ()
+    if not parts:
+        return [(cluster.leader_of(name), item)]
+    by_node: dict[int, list[Any]] = {}
+    for part in parts:
+        by_node.setdefault(cluster.leader_of_partition(name, index_of(part)), []).append(part)
+    return [(node, dataclasses.replace(item, **{field: tuple(p)})) for node, p in by_node.items()]
+
+
+def _joined(api_key: int, items: list[Any]) -> list[Any]:
+    """The answers' topics, one a name: a topic cut by partition (``PARTS``) is whole
+    again, its partitions in the order the brokers answered."""
+    if api_key not in PARTS:
+        return items
+    by_name: dict[str, Any] = {}
+    for item in items:
+        seen = by_name.get(item.name)
+        if seen is not None:
+            item = dataclasses.replace(seen, partitions=(*seen.partitions, *item.partitions))
+        by_name[item.name] = item
+    return list(by_name.values())
 
 
 async def _spread(ctx: KafkaContext, api_key: int, request: Any, version: int) -> Any:
     asked, answered, name_of = SPLITS[api_key]
     if not hasattr(request, asked):  # DeleteTopics before v6: a list of names
         asked = "topic_names"
-    shares = _shares(ctx, getattr(request, asked), name_of)
+    shares = _shares(ctx, api_key, getattr(request, asked), name_of)
     if set(shares) <= {ctx.cluster.node_id} or _refused_here(ctx, api_key, request):
         return await HANDLERS[api_key](ctx, request, version)
     nodes = sorted(shares)
@@ -128,7 +167,7 @@ async def _spread(ctx: KafkaContext, api_key: int, request: Any, version: int) -
         base = await HANDLERS[api_key](ctx, dataclasses.replace(request, **{asked: ()}), version)
     if whole is not None:
         return dataclasses.replace(base, **{answered: (), "error_code": whole})
-    return dataclasses.replace(base, **{answered: tuple(merged)})
+    return dataclasses.replace(base, **{answered: tuple(_joined(api_key, merged))})
 
 
 def _unanswered(

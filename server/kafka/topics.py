@@ -4,17 +4,23 @@ A Kafka topic is a SEGMENTED topic: a non-partitioned one has partition 0; parti
 ``i`` of a partitioned topic ``NAME`` is the ordinary topic ``NAME-partition-i``. LEDGER
 topics are not Kafka topics: asked for, they answer UNKNOWN_TOPIC_OR_PARTITION, and
 the log says why (once a topic, so that a client's retries do not flood it).
+
+Under partition placement (``serve --shards N``, ``shards.placement = "partition"``) the
+partitions of one ``NAME`` live in several store slots, each keeping ``NAME``'s record
+(its partition count), so a broker finds a partition's log and the count in whichever
+of its slots holds that partition; changes of such a ``NAME`` go through the server's
+front (``FrontAdmin``), as gRPC's do.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from compactlog.errors import TopicNotFound
 from compactlog.partitioner import partition_name
@@ -25,6 +31,7 @@ from compactlog.server.kafka.peers import Peers
 from compactlog.server.kafka.sasl import Door
 from compactlog.server.log.waiting import TopicSignals
 from compactlog.server.log.writer import LogWriters
+from compactlog.storage.partitioned_topics import PartitionedTopic
 from compactlog.storage.topic_log import TopicLog
 from compactlog.storage.types import TopicKind
 
@@ -53,6 +60,29 @@ class Cluster:
     def leads(self, name: str) -> bool:
         return self.leader_of(name) == self.node_id
 
+    def leader_of_partition(self, topic: str, partition: int) -> int:
+        """The broker storing Kafka partition ``partition`` of ``topic``: partition 0 lives
+        in the topic's own slot (a plain topic is its partition 0), partition ``i`` in
+        ``NAME-partition-i``'s (under partition placement, another broker's)."""
+        return self.leader_of(topic if partition == 0 else partition_name(topic, partition))
+
+
+class FrontAdmin(Protocol):
+    """The changes of topics under partition placement, made by the server's front through
+    the calls gRPC's TopicAdmin takes (``server.front.spread``): the front places a
+    partitioned topic's partitions over the slots, makes every slot agree and repairs a
+    change cut half-way. Implemented by the wiring (``server.shards.kafka_front``)."""
+
+    async def create(self, name: str, config: dict[str, str], partitions: int) -> int: ...
+
+    async def add_partitions(self, name: str, total: int) -> None: ...
+
+    async def delete(self, name: str) -> None: ...
+
+    async def update_config(
+        self, name: str, set_: dict[str, str], remove: Sequence[str]
+    ) -> None: ...
+
 
 @dataclass(frozen=True)
 class Store:
@@ -76,6 +106,7 @@ class KafkaContext:
     groups: Coordinator = field(default_factory=Coordinator)  # every consumer group
     door: Door | None = None  # --auth-tokens: every connection logs in with SASL
     peers: Peers | None = None  # the other brokers of a sharded server
+    front: FrontAdmin | None = None  # partition placement: topic changes go to the front
     _ledger_logged: set[str] = field(default_factory=set)
 
     def store_of(self, name: str) -> Store:
@@ -122,11 +153,10 @@ class KafkaContext:
 
     def partitions(self, topic: str) -> int:
         """How many Kafka partitions ``topic`` has (``KafkaError`` when it is none)."""
-        broker = self.broker_of(topic)
-        parted = broker.partitioned.get(topic)
+        parted = self.record(topic)
         if parted is not None:
-            self._check_kind(topic, parted.kind)
             return parted.partitions
+        broker = self.broker_of(topic)
         try:
             kind = broker.kind(topic)
         except TopicNotFound:
@@ -134,38 +164,56 @@ class KafkaContext:
         self._check_kind(topic, kind)
         return 1
 
+    def record(self, topic: str) -> PartitionedTopic | None:
+        """``topic``'s record as a partitioned topic, from any store here that keeps it
+        (its own slot's; under partition placement each slot holding a partition keeps
+        one); None for a plain or unknown topic. A LEDGER one is ``KafkaError``."""
+        for store in self.stores.values():
+            parted = store.broker.partitioned.get(topic)
+            if parted is not None:
+                self._check_kind(topic, parted.kind)
+                return parted
+        return None
+
     def log(self, topic: str, partition: int) -> TopicLog:
-        """The ``TopicLog`` of Kafka partition ``partition`` of ``topic``."""
+        """The ``TopicLog`` of Kafka partition ``partition`` of ``topic``
+        (NOT_LEADER_OR_FOLLOWER when another broker stores it)."""
         count = self.partitions(topic)
         if not 0 <= partition < count:
             raise KafkaError(
                 ErrorCode.unknown_topic_or_partition,
                 f"topic {topic!r} has {count} partition(s), not {partition}",
             )
-        if self.broker_of(topic).partitioned.get(topic) is None:
+        if count == 1:  # partitioned topics have two or more
             return self.broker_of(topic).log(topic)
         name = partition_name(topic, partition)
         return self.broker_of(name).log(name)
 
     def topic_names(self) -> list[str]:
         """Every Kafka topic of the stores here: SEGMENTED topics that are not a partition
-        of another (nor of a delete refused half-way), and SEGMENTED partitioned topics."""
+        of another (nor of a delete refused half-way), and SEGMENTED partitioned topics
+        whose own slot is here (under partition placement other slots keep the record
+        too; the topic is listed once, by its own broker)."""
         found: set[str] = set()
-        for store in self.stores.values():
-            broker = store.broker
+        for slot, store in self.stores.items():
+            found.update(_plain_names(store.broker))
             found.update(
-                name
-                for name in broker.segments.topic_names()
-                if broker.parent_of(name) is None
-                and broker.partitioned.get(name) is None
-                and broker.partitioned.deleting(name) is None
-            )
-            found.update(
-                name
-                for name in broker.partitioned.names()
-                if (p := broker.partitioned.get(name)) is not None and p.kind == TopicKind.SEGMENTED
+                name for name, _p in _partitioned(store.broker) if self.slot_of(name) == slot
             )
         return sorted(found)
+
+    def local_partitions(self) -> list[tuple[str, list[int]]]:
+        """Every Kafka partition the stores here hold, by topic (under partition
+        placement a partitioned topic's other partitions are other brokers')."""
+        found: dict[str, set[int]] = {}
+        for store in self.stores.values():
+            broker = store.broker
+            for name in _plain_names(broker):
+                found.setdefault(name, set()).add(0)
+            for name, parted in _partitioned(broker):
+                held = broker.held_partitions(name, parted.partitions)
+                found.setdefault(name, set()).update(held)
+        return [(name, sorted(found[name])) for name in sorted(found) if found[name]]
 
     def _check_kind(self, topic: str, kind: TopicKind) -> None:
         if kind == TopicKind.SEGMENTED:
@@ -178,3 +226,24 @@ class KafkaContext:
                 topic,
             )
         raise KafkaError(ErrorCode.unknown_topic_or_partition, f"{topic!r} is a LEDGER topic")
+
+
+def _plain_names(broker: Broker) -> list[str]:
+    """The SEGMENTED topics of ``broker`` that are Kafka topics of one partition."""
+    return [
+        name
+        for name in broker.segments.topic_names()
+        if broker.parent_of(name) is None
+        and broker.partitioned.get(name) is None
+        and broker.partitioned.deleting(name) is None
+    ]
+
+
+def _partitioned(broker: Broker) -> list[tuple[str, PartitionedTopic]]:
+    """The SEGMENTED partitioned topics ``broker`` keeps a record of."""
+    return [
+        (name, parted)
+        for name in broker.partitioned.names()
+        if (parted := broker.partitioned.get(name)) is not None
+        and parted.kind == TopicKind.SEGMENTED
+    ]

@@ -28,6 +28,7 @@ from compactlog.server.front import secret as front_secret
 from compactlog.server.front.intents import IntentLog
 from compactlog.server.front.partitions import PartitionedIndex
 from compactlog.server.front.router import FrontHandler, Owners
+from compactlog.server.front.secret import from_front
 from compactlog.server.front.spanning import Spanning, channel_of
 from compactlog.server.front.spread.repair import SpreadRepair
 from compactlog.server.kafka.options import KafkaOptions
@@ -126,6 +127,17 @@ def _finish_what_a_crash_left(
     return repair
 
 
+def _front_for_brokers(guard: Guard, secret: str | None, listen: str, port: int) -> str:
+    """Under partition placement the shards' Kafka brokers make topic changes through
+    this front (``shards.kafka_front``): the address they reach it at (loopback for an
+    unspecified host); its door lets their calls, marked with the secret, in."""
+    if guard.auth is not None:
+        guard.auth.trusted = lambda metadata: from_front(metadata, secret)
+    host = listen.rpartition(":")[0]
+    host = {"0.0.0.0": "127.0.0.1", "[::]": "[::1]", "": "127.0.0.1"}.get(host, host)
+    return f"{host}:{port}"
+
+
 def _on_signals(stop: asyncio.Event, guard: Guard, supervisor: ShardSupervisor) -> None:
     """SIGTERM/SIGINT stop the server; SIGHUP (with tokens) re-reads them, shards too."""
     loop = asyncio.get_running_loop()
@@ -167,18 +179,29 @@ async def _serve_front(
         brokers = None if kafka is None else KafkaBrokers.bind(kafka, shards)
     except CompactlogError as exc:
         return _fail(str(exc))
-    spec = ShardSpec(
-        data_dir, layout.slots, shards, config, guard.options, layout.placement, secret, brokers
-    )
-    supervisor = ShardSupervisor(spec, owners.update, on_fatal)
     spanning: Spanning | None = None
+    supervisor: ShardSupervisor | None = None
     try:
         spanning = _spanning(data_dir, layout, config, owners)
         handler = FrontHandler(owners, _index(data_dir, layout), spanning)
         server, port = _front_server(owners, listen, guard, handler)
+        front = _front_for_brokers(guard, secret, listen, port) if spread and brokers else None
+        spec = ShardSpec(
+            data_dir,
+            layout.slots,
+            shards,
+            config,
+            guard.options,
+            layout.placement,
+            secret,
+            kafka=brokers,
+            front=front,
+        )
+        supervisor = ShardSupervisor(spec, owners.update, on_fatal)
         await supervisor.start()
     except CompactlogError as exc:
-        await supervisor.stop()
+        if supervisor is not None:
+            await supervisor.stop()
         if spanning is not None:
             await spanning.stop()
         if brokers is not None:

@@ -4,7 +4,9 @@ Shard ``k`` of ``serve --kafka-listen ... --shards N`` is Kafka broker ``k``: it
 socket the front bound for it (``kafka_ports``) with one ``KafkaContext`` over its slots'
 stores, and leads the partitions stored in them. Who leads a partition needs no table: the
 stored topic's slot (``storage.slots.slot_of``) is owned by shard ``slot % N``, which is
-its broker. Decisions in docs/kafka.md ("With --shards N").
+its broker; under partition placement that spreads one topic's partitions over the
+brokers, and the broker makes topic changes through the front (``kafka_front``).
+Decisions in docs/kafka.md ("With --shards N").
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from compactlog.server.kafka.peers import Peers
 from compactlog.server.kafka.topics import Cluster
 from compactlog.server.security.guard import Guard
 from compactlog.server.serving import ServedStore
+from compactlog.server.shards.kafka_front import FrontTopics
 from compactlog.storage.slots import Placement, shard_of, slot_of
 
 
@@ -30,11 +33,14 @@ class ShardBroker:
         peers: Peers,
         slot_count: int,
         placement: Placement,
+        front: str | None = None,
     ) -> None:
         self.fd = fd
         self.peers = peers
         self.slot_count = slot_count
         self.placement = placement
+        self.front_address = front  # the front's gRPC address: topic changes (kafka_front)
+        self.front: FrontTopics | None = None
         self.cluster = Cluster(node, brokers, self.leader_of, self.leader_of)
 
     def slot_of(self, name: str) -> int:
@@ -53,8 +59,13 @@ class ShardBroker:
         ctx = first.kafka_context(self.cluster, stores)
         ctx.slot_of = self.slot_of
         ctx.peers = self.peers
+        tls_root = None
         if guard.options.tls_cert is not None:
-            self.peers.trust(guard.options.tls_cert.read_bytes())
+            tls_root = guard.options.tls_cert.read_bytes()
+            self.peers.trust(tls_root)
+        if self.placement is Placement.PARTITION and self.front_address is not None:
+            self.front = FrontTopics(self.front_address, self.peers.secret, tls_root)
+            ctx.front = self.front
         listener = KafkaListener(ctx)
         await listener.adopt(socket.socket(fileno=self.fd), guard.ssl_context())
         return listener

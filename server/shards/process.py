@@ -119,6 +119,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--kafka-fd", type=int, default=None, help="the broker's socket")
     parser.add_argument("--kafka-brokers", default=None, help="JSON [[host, port], ...]")
     parser.add_argument("--kafka-peers", default=None, help="JSON [[host, port], ...]")
+    parser.add_argument("--front", default=None, help="the front's address (topic changes)")
     return parser.parse_args(argv)
 
 
@@ -190,7 +191,9 @@ def _kafka_broker(args: argparse.Namespace, secret: str | None) -> ShardBroker |
     brokers = parse_brokers(args.kafka_brokers)
     peers = Peers(parse_brokers(args.kafka_peers), secret or "")
     placement = Placement(args.placement)
-    return ShardBroker(args.kafka_fd, args.shard, brokers, peers, args.slot_count, placement)
+    return ShardBroker(
+        args.kafka_fd, args.shard, brokers, peers, args.slot_count, placement, args.front
+    )
 
 
 def _holds(slot: int, slot_count: int, placement: Placement) -> Callable[[str], bool]:
@@ -246,6 +249,8 @@ async def _serve(
                 store.signals.stop()  # waiting fetches answer now
         await listener.stop(SHUTDOWN_GRACE_S)
         kafka.peers.close()
+        if kafka.front is not None:
+            await kafka.front.close()
     await asyncio.gather(*(store.stop() for store in served.values()))
     return 0
 

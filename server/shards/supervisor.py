@@ -47,6 +47,7 @@ class ShardSpec:
     placement: Placement = Placement.TOPIC
     secret: str | None = None  # the front's mark (front_secret), handed over in the env
     kafka: KafkaBrokers | None = None  # --kafka-listen: the front's sockets, one a shard
+    front: str | None = None  # where a shard's broker reaches the front (kafka_front)
 
     def command(self, shard: int) -> list[str]:
         slots = ",".join(str(s) for s in slots_of_shard(shard, self.shards, self.slot_count))
@@ -77,6 +78,8 @@ class ShardSpec:
                 args += [flag, str(value)]
         if self.kafka is not None:
             args += self.kafka.argv(shard)
+        if self.front is not None:
+            args += ["--front", self.front]
         return args
 
     def inherited(self, shard: int) -> tuple[int, ...]:
