@@ -22,8 +22,8 @@ KAFKA_ARGS = ("--kafka-listen", "127.0.0.1:0")
 class Grpc:
     """The gRPC side of the same server."""
 
-    def __init__(self, address: str) -> None:
-        self.channel = grpc.insecure_channel(address)
+    def __init__(self, address: str, channel: grpc.Channel | None = None) -> None:
+        self.channel = channel or grpc.insecure_channel(address)  # given: tokens, TLS
         self.admin = pb_grpc.TopicAdminStub(self.channel)
         self.log = pb_grpc.LogStub(self.channel)
 
