@@ -18,7 +18,7 @@ from compactlog.storage import keys
 from compactlog.storage.codec import LedgerMeta
 from compactlog.storage.ledger_scans import LedgerScans
 from compactlog.storage.ledger_topic import LedgerTopic
-from compactlog.storage.rocks import SecondaryRocksDB
+from compactlog.storage.rocks_secondary import SecondaryRocksDB
 from compactlog.storage.types import MessageId
 
 CATCH_UP_TRIES = 20

@@ -48,7 +48,7 @@ from compactlog.storage.compacted_digests import digest_record
 from compactlog.storage.ledger_append import compacted_batch, compacted_records_batch, live_only
 from compactlog.storage.ledger_scans import StoredBatch
 from compactlog.storage.ledger_secondary import SecondaryLedgerScans
-from compactlog.storage.rocks import SstWriter
+from compactlog.storage.rocks_secondary import SstWriter
 from compactlog.storage.types import MessageId
 
 METER_BATCHES = 64  # stored batches between progress reports and cancel checks

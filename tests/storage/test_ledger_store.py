@@ -26,7 +26,7 @@ from compactlog.storage.config import ServerSettings
 from compactlog.storage.cursor import Cursor
 from compactlog.storage.ledger_append import compacted_batch
 from compactlog.storage.ledger_store import LedgerStore
-from compactlog.storage.rocks import SstWriter
+from compactlog.storage.rocks_secondary import SstWriter
 from compactlog.storage.types import MessageId, Record, StoredMessage
 from compactlog.storage.views import view_messages
 from tests.storage.conftest import Clock

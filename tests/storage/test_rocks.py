@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from compactlog.errors import DiskFull, StorageError, StorageUnavailable, StoreClosed, StoreLocked
-from compactlog.storage.rocks import Batch, RocksDB, SecondaryRocksDB, SstWriter
+from compactlog.storage.rocks import Batch, RocksDB
 from compactlog.storage.rocks_errors import wrap_error
+from compactlog.storage.rocks_secondary import SecondaryRocksDB, SstWriter
 
 
 @pytest.fixture
