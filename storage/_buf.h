@@ -1,5 +1,10 @@
-/* A growing byte buffer and protobuf varints, written with the GIL held (PyMem). One
- * copy for the compiled twins that build bytes: storage/_batch.c and server/kafka/_records.c.
+/* A growing byte buffer and protobuf varints. One copy for the compiled twins that build
+ * bytes: storage/_batch.c and server/kafka/_records.c.
+ *
+ * By default it is written with the GIL held (PyMem_Realloc; PyErr_NoMemory when that
+ * fails). An includer that fills buffers without the GIL defines, before including it,
+ * BUF_REALLOC (PyMem_RawRealloc, then freed with PyMem_RawFree) and BUF_NO_MEMORY(), which
+ * records the failure for later and returns -1.
  *
  * Static functions: each extension gets its own copy.
  */
@@ -7,6 +12,11 @@
 #define COMPACTLOG_BUF_H
 #include <stdint.h>
 #include <string.h>
+
+#ifndef BUF_REALLOC
+#define BUF_REALLOC PyMem_Realloc
+#define BUF_NO_MEMORY() (PyErr_NoMemory(), -1)
+#endif
 
 typedef struct {
     unsigned char *data;
@@ -18,8 +28,8 @@ static int buf_reserve(Buf *b, Py_ssize_t extra) {
     if (b->len + extra <= b->cap) return 0;
     Py_ssize_t cap = b->cap ? b->cap : 256;
     while (cap < b->len + extra) cap *= 2;
-    unsigned char *d = PyMem_Realloc(b->data, (size_t)cap);
-    if (!d) { PyErr_NoMemory(); return -1; }
+    unsigned char *d = BUF_REALLOC(b->data, (size_t)cap);
+    if (!d) return BUF_NO_MEMORY();
     b->data = d;
     b->cap = cap;
     return 0;

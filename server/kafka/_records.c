@@ -3,8 +3,8 @@
  *
  * Same functions, same results (tests/kafka/test_records_twins.py gives every case to
  * both, byte for byte): produced_request turns a Produce partition's record batches into
- * a PublishRequest's records, fetched_batch turns one stored payload into one
- * uncompressed RecordBatch v2. Layouts are drawn in server/kafka/records.py (Kafka's) and
+ * a PublishRequest's records, fetched_batches turns stored payloads into uncompressed
+ * RecordBatch v2, one per payload, up to a Fetch's byte limit. Layouts are drawn in server/kafka/records.py (Kafka's) and
  * storage/batch.py (ours). Built by the ordinary install as an optional extension;
  * records.py falls back to the Python twin when it is absent.
  */
@@ -17,11 +17,38 @@ static PyObject *MalformedPayload = NULL; /* storage._batch_py's: a stored paylo
 static PyObject *KafkaError = NULL;       /* server.kafka.errors' */
 static PyObject *ErrorCode = NULL;
 
+/* Why a conversion failed. With the GIL held a failure raises at once; the fetch's
+ * conversion (fetched_batches) runs without the GIL and only records why, raised once the
+ * GIL is back (raise_deferred). Buffers are raw-allocated so that both may grow them. */
+static _Thread_local struct {
+    int deferred, no_memory;
+    char why[128];
+} failure;
+
+static int no_memory(void) {
+    if (!failure.deferred) return PyErr_NoMemory(), -1;
+    failure.no_memory = 1;
+    return -1;
+}
+
+#define BUF_REALLOC PyMem_RawRealloc
+#define BUF_NO_MEMORY() no_memory()
 #include "../../storage/_buf.h"
 
 static int wire_error(const char *what) {
-    PyErr_SetString(MalformedPayload, what);
+    if (!failure.deferred) {
+        PyErr_SetString(MalformedPayload, what);
+        return -1;
+    }
+    snprintf(failure.why, sizeof failure.why, "%s", what);
     return -1;
+}
+
+/* Raises what the conversion without the GIL recorded; returns NULL. */
+static PyObject *raise_deferred(void) {
+    if (failure.no_memory) return PyErr_NoMemory();
+    PyErr_SetString(MalformedPayload, failure.why);
+    return NULL;
 }
 #include "../../storage/_wire.h"
 
@@ -199,8 +226,8 @@ static int convert_records(Buf *out, const unsigned char *buf, Py_ssize_t p, Py_
     if (rc == 0 && p != end)
         rc = KAFKA_ERROR("corrupt_message", "%zd unconsumed bytes after all records consumed",
                          end - p);
-    PyMem_Free(body.data);
-    PyMem_Free(headers.data);
+    PyMem_RawFree(body.data);
+    PyMem_RawFree(headers.data);
     return rc;
 }
 
@@ -263,7 +290,7 @@ static PyObject *produced_request(PyObject *self, PyObject *args) {
     else
         result = PyBytes_FromStringAndSize((const char *)out.data, out.len);
 done:
-    PyMem_Free(out.data);
+    PyMem_RawFree(out.data);
     PyBuffer_Release(&view);
     return result;
 }
@@ -273,8 +300,9 @@ done:
 static PyMethodDef methods[] = {
     {"produced_request", produced_request, METH_VARARGS,
      "produced_request(data, decompress) -> PublishRequest records bytes"},
-    {"fetched_batch", fetched_batch, METH_VARARGS,
-     "fetched_batch(payload, start) -> (RecordBatch v2 bytes, last offset) or None"},
+    {"fetched_batches", fetched_batches, METH_VARARGS,
+     "fetched_batches(payloads, start, limit, first) -> (RecordBatch v2 bytes, payloads "
+     "used, last offset)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,6 +1,8 @@
-/* The fetch half of the records twin (server/kafka/_records.c): one stored payload (the
- * layout in storage/batch.py) as one uncompressed RecordBatch v2, with no Python object
- * per record. Needs _wire.h, _buf.h and _kafka_wire.h included before it.
+/* The fetch half of the records twin (server/kafka/_records.c): a Fetch partition's stored
+ * payloads (the layout in storage/batch.py) as uncompressed RecordBatch v2, one batch a
+ * payload, in one call that holds the GIL only to pin its inputs and make its answer: the
+ * byte work (parsing, copying, CRC-32C) runs beside the event loop and other fetches.
+ * No Python object per record. Needs _wire.h, _buf.h and _kafka_wire.h included before it.
  *
  * Static functions: included once, by _records.c.
  */
@@ -100,19 +102,36 @@ typedef struct {
     uint64_t base, last;
 } Built;
 
-/* One stored message as a Kafka record at the end of `out`. */
-static int put_record(Buf *out, Buf *rec, const unsigned char *buf, const Stored *m,
+static Py_ssize_t zigzag_size(int64_t v) {
+    uint64_t n = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+    Py_ssize_t size = 1;
+    while (n >= 0x80) n >>= 7, size++;
+    return size;
+}
+
+static Py_ssize_t kafka_bytes_size(Py_ssize_t s, Py_ssize_t e) {
+    return s < 0 ? 1 : zigzag_size(e - s) + (e - s);
+}
+
+/* One stored message as a Kafka record at the end of `out`, its key and value copied
+ * once: the headers are made first (in `headers`), so the record's length is known
+ * before it is written. */
+static int put_record(Buf *out, Buf *headers, const unsigned char *buf, const Stored *m,
                       const Prop *props, Built *b) {
     int64_t stamp = m->event ? m->event : m->publish;
     if (b->count == 0) b->base = m->entry, b->first_ts = b->max_ts = stamp;
     if (stamp > b->max_ts) b->max_ts = stamp;
-    rec->len = 0;
-    if (buf_byte(rec, 0) < 0 || buf_zigzag(rec, stamp - b->first_ts) < 0 ||
-        buf_zigzag(rec, (int64_t)(m->entry - b->base)) < 0 ||
-        put_kafka_bytes(rec, buf, m->ks, m->ke) < 0 || put_kafka_bytes(rec, buf, m->vs, m->ve) < 0 ||
-        put_props(rec, buf, props, m->nprops) < 0)
+    headers->len = 0;
+    if (put_props(headers, buf, props, m->nprops) < 0) return -1;
+    int64_t delta = stamp - b->first_ts, offset = (int64_t)(m->entry - b->base);
+    Py_ssize_t size = 1 + zigzag_size(delta) + zigzag_size(offset) +
+                      kafka_bytes_size(m->ks, m->ke) + kafka_bytes_size(m->vs, m->ve) +
+                      headers->len;
+    if (buf_reserve(out, 5 + size) < 0 || buf_zigzag(out, size) < 0 || buf_byte(out, 0) < 0 ||
+        buf_zigzag(out, delta) < 0 || buf_zigzag(out, offset) < 0 ||
+        put_kafka_bytes(out, buf, m->ks, m->ke) < 0 || put_kafka_bytes(out, buf, m->vs, m->ve) < 0 ||
+        buf_put(out, headers->data, headers->len) < 0)
         return -1;
-    if (buf_zigzag(out, rec->len) < 0 || buf_put(out, rec->data, rec->len) < 0) return -1;
     b->count++, b->last = m->entry;
     return 0;
 }
@@ -133,36 +152,102 @@ static void put_batch_header(unsigned char *h, Py_ssize_t size, const Built *b) 
     put_be(h + 17, crc32c(h + 21, size - 21), 4);
 }
 
-/* fetched_batch(payload, start) -> (RecordBatch v2 bytes, last offset) | None */
-static PyObject *fetched_batch(PyObject *self, PyObject *args) {
-    Py_buffer view;
-    long long start;
-    if (!PyArg_ParseTuple(args, "y*L", &view, &start)) return NULL;
-    const unsigned char *buf = view.buf;
-    Py_ssize_t p = 0, end = view.len;
-    Buf out = {0}, rec = {0}, props = {0};
-    Built b = {0};
-    PyObject *result = NULL;
-    uint64_t from = start > 0 ? (uint64_t)start : 0;
-    if (buf_reserve(&out, BATCH_HEADER + end) < 0) goto done;
-    out.len = BATCH_HEADER;
+typedef struct {
+    Buf headers, props; /* one record's headers, one message's properties */
+} Scratch;
+
+/* One stored payload's records at offsets >= from as one RecordBatch v2 at the end of
+ * `out`; nothing added (b->count == 0) when none are left. */
+static int put_batch(Buf *out, Scratch *s, const unsigned char *buf, Py_ssize_t end,
+                     uint64_t from, Built *b) {
+    Py_ssize_t at = out->len, p = 0;
+    *b = (Built){0};
+    if (buf_reserve(out, BATCH_HEADER + end) < 0) return -1;
+    out->len += BATCH_HEADER;
     while (p < end) {
         Stored m;
-        if (read_stored(buf, p, end, &m, &props, &p) < 0) goto done;
-        if (m.entry >= from && put_record(&out, &rec, buf, &m, (Prop *)props.data, &b) < 0)
-            goto done;
+        if (read_stored(buf, p, end, &m, &s->props, &p) < 0) return -1;
+        if (m.entry >= from && put_record(out, &s->headers, buf, &m, (Prop *)s->props.data, b) < 0)
+            return -1;
     }
-    if (b.count == 0) {
-        result = Py_NewRef(Py_None);
+    if (b->count == 0)
+        out->len = at;
+    else
+        put_batch_header(out->data + at, out->len - at, b);
+    return 0;
+}
+
+typedef struct {
+    Py_buffer *views; /* the payloads, pinned */
+    Py_ssize_t n, limit, used;
+    uint64_t from;
+    int first;
+    long long last;
+    Buf out;
+} Fetch;
+
+/* The payloads' batches into f->out, in order, while they fit f->limit: the first one
+ * always when f->first (Kafka's rule), so a batch larger than the limit is still read.
+ * f->used: the payloads done (converted, or with no record left at f->from). Touches no
+ * Python object: runs without the GIL. */
+static int convert_all(Fetch *f) {
+    Scratch s = {{0}};
+    Py_ssize_t stored = 0; /* the answer's likely size: one allocation, no regrowth */
+    for (Py_ssize_t i = 0; i < f->n; i++) stored += BATCH_HEADER + f->views[i].len;
+    int rc = buf_reserve(&f->out, stored < f->limit ? stored : f->limit);
+    for (; rc == 0 && f->used < f->n; f->used++) {
+        Py_ssize_t at = f->out.len;
+        Built b;
+        const Py_buffer *v = &f->views[f->used];
+        if ((rc = put_batch(&f->out, &s, v->buf, v->len, f->from, &b)) < 0) break;
+        if (b.count == 0) continue;
+        if (f->out.len > f->limit && !(f->first && at == 0)) {
+            f->out.len = at;
+            break;
+        }
+        f->last = (long long)b.last;
+    }
+    PyMem_RawFree(s.headers.data);
+    PyMem_RawFree(s.props.data);
+    return rc;
+}
+
+/* fetched_batches(payloads, start, limit, first) -> (bytes, payloads used, last offset)
+ * The payloads are pinned (their buffers held), then converted without the GIL. */
+static PyObject *fetched_batches(PyObject *self, PyObject *args) {
+    PyObject *payloads, *seq, *data, *result = NULL;
+    long long start;
+    Py_ssize_t limit, pinned = 0;
+    int first, rc;
+    if (!PyArg_ParseTuple(args, "OLnp", &payloads, &start, &limit, &first)) return NULL;
+    if (!(seq = PySequence_Fast(payloads, "payloads must be a sequence"))) return NULL;
+    Fetch f = {.limit = limit, .first = first, .last = -1};
+    f.from = start > 0 ? (uint64_t)start : 0;
+    f.n = PySequence_Fast_GET_SIZE(seq);
+    if (!(f.views = PyMem_Calloc((size_t)(f.n ? f.n : 1), sizeof(Py_buffer)))) {
+        PyErr_NoMemory();
         goto done;
     }
-    put_batch_header(out.data, out.len, &b);
-    result = Py_BuildValue("y#K", out.data, out.len, (unsigned long long)b.last);
+    for (; pinned < f.n; pinned++)
+        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(seq, pinned), &f.views[pinned],
+                               PyBUF_SIMPLE) < 0)
+            goto done;
+    Py_BEGIN_ALLOW_THREADS
+    failure.deferred = 1, failure.no_memory = 0, failure.why[0] = 0;
+    rc = convert_all(&f);
+    failure.deferred = 0;
+    Py_END_ALLOW_THREADS
+    if (rc < 0) {
+        raise_deferred();
+        goto done;
+    }
+    if ((data = PyBytes_FromStringAndSize((const char *)f.out.data, f.out.len)))
+        result = Py_BuildValue("(NnL)", data, f.used, f.last);
 done:
-    PyMem_Free(out.data);
-    PyMem_Free(rec.data);
-    PyMem_Free(props.data);
-    PyBuffer_Release(&view);
+    for (Py_ssize_t i = 0; i < pinned; i++) PyBuffer_Release(&f.views[i]);
+    PyMem_Free(f.views);
+    PyMem_RawFree(f.out.data);
+    Py_DECREF(seq);
     return result;
 }
 

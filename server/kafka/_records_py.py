@@ -4,12 +4,12 @@ through aiokafka's codec, record by record.
 What an install without a C compiler runs (``records`` chooses the twin at import;
 ``COMPACTLOG_NO_EXT=1`` asks for this one). Both twins give the same results
 (``tests/kafka/test_records_twins.py``): ``produced_request`` the same ``PublishRequest``,
-``fetched_batch`` the same bytes.
+``fetched_batches`` the same bytes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from aiokafka.errors import CorruptRecordException, UnsupportedCodecError
@@ -84,7 +84,29 @@ def _header_text(name: str, raw: bytes | None) -> str:
         ) from None
 
 
-def fetched_batch(payload: bytes | memoryview, start: int) -> tuple[bytes, int] | None:
+def fetched_batches(
+    payloads: Sequence[bytes | memoryview], start: int, limit: int, first: bool
+) -> tuple[bytes, int, int]:
+    """The records of stored payloads at offsets ``>= start`` as RecordBatch v2, one batch
+    a payload, in order while they fit ``limit`` bytes (the first batch always when
+    ``first``: Kafka's rule for a Fetch's first data); with how many payloads were done
+    (converted, or with no record left) and the last offset given (-1: none).
+    ``MalformedPayload`` when a payload does not parse."""
+    out: list[bytes] = []
+    size, last = 0, -1
+    for used, payload in enumerate(payloads):
+        converted = _fetched_batch(payload, start)
+        if converted is None:
+            continue
+        data, end = converted
+        if size + len(data) > limit and not (first and not out):
+            return b"".join(out), used, last
+        out.append(data)
+        size, last = size + len(data), end
+    return b"".join(out), len(payloads), last
+
+
+def _fetched_batch(payload: bytes | memoryview, start: int) -> tuple[bytes, int] | None:
     """The records of a stored payload at offsets ``>= start`` as one RecordBatch v2, and
     the last offset in it; None when none are left. ``MalformedPayload`` when the payload
     does not parse.

@@ -2,11 +2,11 @@
 
 A produced RecordBatch becomes the ``records`` of a ``PublishRequest``, so a Kafka
 produce takes the gRPC Publish path; a fetch converts each stored batch to one
-uncompressed RecordBatch v2 at read time. The per-record work is ``_records.c``, with a
-pure-Python twin, ``_records_py.py`` (aiokafka's codec, record by record) of the same
-results, used where no compiler was present at install: chosen here at import as
-``storage.batch`` chooses its own. How fields map is in docs/kafka.md ("Mapping",
-"Inside the listener").
+uncompressed RecordBatch v2 at read time, a partition's batches in one call. The
+per-record work is ``_records.c``, with a pure-Python twin, ``_records_py.py``
+(aiokafka's codec, record by record) of the same results, used where no compiler was
+present at install: chosen here at import as ``storage.batch`` chooses its own. How
+fields map is in docs/kafka.md ("Mapping", "Inside the listener").
 
 Kafka's RecordBatch v2 (big-endian; the CRC-32C covers attributes .. the end)::
 
@@ -20,7 +20,7 @@ Kafka's RecordBatch v2 (big-endian; the CRC-32C covers attributes .. the end)::
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from aiokafka.codec import gzip_decode, lz4_decode, snappy_decode, zstd_decode
 
@@ -64,15 +64,19 @@ def produced_request(data: bytes) -> bytes:
     return bytes(twin.produced_request(data, decompress))
 
 
-def fetched_batch(stored: ViewBatch, start: int, where: str) -> tuple[bytes, int] | None:
-    """The records of a stored batch at offsets ``>= start`` as one RecordBatch v2, and
-    the last offset in it; None when none are left.
+def fetched_records(
+    stored: Sequence[ViewBatch], start: int, limit: int, first: bool, where: str
+) -> tuple[bytes, int]:
+    """The records of stored batches at offsets ``>= start`` as RecordBatch v2, one per
+    stored batch, while they fit ``limit`` bytes (the first always when ``first``), and how
+    many stored batches were done: one compiled call for a Fetch partition's batches.
 
     The stored payload is a ``ReadResponse``'s ``messages`` field as it is (the batch
-    codec's promise): the twin reads its records in place and writes Kafka's."""
-    data, header, _first = stored
+    codec's promise): the twin reads its records in place and writes Kafka's, without
+    the GIL."""
+    payloads = [codec.payload_of(data, header) for data, header, _first in stored]
     try:
-        out: tuple[bytes, int] | None = twin.fetched_batch(codec.payload_of(data, header), start)
+        data, used, _last = twin.fetched_batches(payloads, start, limit, first)
     except codec.MalformedPayload as exc:
         raise CorruptData(f"{where}: a stored batch does not parse: {exc}") from None
-    return out
+    return bytes(data), int(used)

@@ -40,3 +40,23 @@ def test_kcat_lists_and_consumes(kafka_server: ServerProcess, grpc_side: Grpc, t
         for m in grpc_side.read(topic)
     )
     assert lines == served and len(lines) == 6
+
+
+@pytest.mark.parametrize("partition_bytes", [1000, 300_000])
+def test_kcat_checks_crcs_over_many_batches_and_fetch_limits(
+    kafka_server: ServerProcess, grpc_side: Grpc, topic: str, partition_bytes: int
+) -> None:
+    """Five stored batches of ~200 KB each: with a partition limit under one batch every
+    Fetch still brings its first batch whole (Kafka's rule), with a larger one several
+    batches come in one compiled call; librdkafka checks each batch's CRC-32C."""
+    grpc_side.create(topic)
+    for b in range(5):
+        records = [
+            pb.Record(key=b"k%d" % (i % 7), value=b"%d-" % b + b"v" * 1000) for i in range(200)
+        ]
+        grpc_side.log.Publish(pb.PublishRequest(topic=topic, records=records), timeout=30)
+    out = kcat("-b", kafka_server.kafka_address, "-C", "-t", topic, "-o", "beginning", "-e",
+               "-c", "1000", "-X", "check.crcs=true", "-f", "%o %k %S\n",
+               "-X", f"max.partition.fetch.bytes={partition_bytes}")  # fmt: skip
+    lines = out.split("\n")[:-1]
+    assert lines == [f"{o} k{o % 200 % 7} {len(b'%d-' % (o // 200)) + 1000}" for o in range(1000)]

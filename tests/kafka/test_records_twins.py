@@ -30,6 +30,7 @@ from compactlog.storage.types import MessageId
 from compactlog.v1 import compactlog_pb2 as pb
 
 FAST = settings(max_examples=80, deadline=None)
+ANY_SIZE = 2**31 - 1
 TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=6)
 BYTES = st.binary(max_size=40)
 RECORDS = st.lists(
@@ -97,14 +98,15 @@ def test_both_twins_fetch_the_same_bytes(
     keep = [k or i == 0 for i, k in enumerate(keep_seed[: len(recs)])]
     payload = stored_payload(recs, first, publish, keep)
     start = first + skip
-    got = compiled.fetched_batch(payload, start)
-    assert got == _records_py.fetched_batch(payload, start)
-    assert compiled.fetched_batch(memoryview(payload), start) == got
+    got = compiled.fetched_batches([payload], start, ANY_SIZE, False)
+    assert got == _records_py.fetched_batches([payload], start, ANY_SIZE, False)
+    assert compiled.fetched_batches([memoryview(payload)], start, ANY_SIZE, False) == got
     want = _expected(recs, first, publish, keep, start)
+    data, used, last = got
+    assert used == 1
     if not want:
-        assert got is None
+        assert (data, last) == (b"", -1)
         return
-    data, last = got
     assert last == want[-1][0]
     kafka = DefaultRecordBatch(data)
     assert kafka.validate_crc() and kafka.base_offset == want[0][0]
@@ -119,6 +121,46 @@ def test_both_twins_fetch_the_same_bytes(
     ]
 
 
+@FAST
+@given(
+    sizes=st.lists(st.integers(1, 6), min_size=1, max_size=5),
+    skip=st.integers(0, 12),
+    limit=st.integers(0, 1500),
+    first=st.booleans(),
+)
+def test_a_partition_s_batches_fit_the_limit_the_first_always_whole(
+    compiled: ModuleType, sizes: list[int], skip: int, limit: int, first: bool
+) -> None:
+    payloads, offset = [], 1000
+    for n in sizes:
+        recs = [pb.Record(key=b"k%d" % i, value=b"v" * 90) for i in range(n)]
+        payloads.append(stored_payload(recs, offset, 7, [True] * n))
+        offset += n
+    start = 1000 + skip
+    got = compiled.fetched_batches(payloads, start, limit, first)
+    assert got == _records_py.fetched_batches(payloads, start, limit, first)
+    data, used, last = got
+    alone = [_records_py.fetched_batches([p], start, ANY_SIZE, False)[0] for p in payloads]
+    assert data == b"".join(alone[:used])
+    assert len(data) <= limit or (first and data == next(a for a in alone if a))
+    if used < len(payloads):  # stopped at a batch that did not fit
+        assert alone[used] and len(data) + len(alone[used]) > limit
+        assert data or not first
+    batches = [DefaultRecordBatch(data[i:j]) for i, j in _bounds(data)]
+    assert all(b.validate_crc() for b in batches)
+    offsets = [r.offset for b in batches for r in b]
+    assert offsets == list(range(max(start, 1000), max(start, 1000) + len(offsets)))
+    assert last == (offsets[-1] if offsets else -1)
+
+
+def _bounds(data: bytes) -> Iterator[tuple[int, int]]:
+    at = 0
+    while at < len(data):
+        end = at + struct.unpack_from(">i", data, at + 8)[0] + 12
+        yield at, end
+        at = end
+
+
 def test_a_property_stored_twice_is_one_header_with_its_last_value(compiled: ModuleType) -> None:
     def entry(name: bytes, value: bytes) -> bytes:
         body = b"\x0a" + bytes([len(name)]) + name + b"\x12" + bytes([len(value)]) + value
@@ -126,8 +168,8 @@ def test_a_property_stored_twice_is_one_header_with_its_last_value(compiled: Mod
 
     body = b"\x0a\x02\x10\x07" + entry(b"a", b"1") + entry(b"b", b"2") + entry(b"a", b"3")
     payload = b"\x0a" + bytes([len(body) + 2]) + body + b"\x28\x05"
-    got = compiled.fetched_batch(payload, 0)
-    assert got == _records_py.fetched_batch(payload, 0)
+    got = compiled.fetched_batches([payload], 0, ANY_SIZE, True)
+    assert got == _records_py.fetched_batches([payload], 0, ANY_SIZE, True)
     [record] = list(DefaultRecordBatch(got[0]))
     assert record.headers == [("a", b"3"), ("b", b"2")] and record.timestamp == 5
 
@@ -138,10 +180,14 @@ def test_a_payload_that_does_not_parse_is_corrupt_data(
 ) -> None:
     head = batch.check(batch.pack(payload, 1, MessageId(0, 0), MessageId(0, 0), 1, 1), "t")
     stored = (batch.pack(payload, 1, MessageId(0, 0), MessageId(0, 0), 1, 1), head, 0)
+    good = stored_payload([pb.Record(key=b"k", value=b"v")], 0, 7, [True])
+    packed = batch.pack(good, 1, MessageId(0, 0), MessageId(0, 0), 1, 1)
+    fine = (packed, batch.check(packed, "t"), 0)
     for twin in (compiled, _records_py):
         monkeypatch.setattr(records, "twin", twin)
-        with pytest.raises(CorruptData, match="topic 't': a stored batch does not parse"):
-            records.fetched_batch(stored, 0, "topic 't'")  # type: ignore[arg-type]
+        for run in ([stored], [fine, stored]):  # also after a batch already converted
+            with pytest.raises(CorruptData, match="topic 't': a stored batch does not parse"):
+                records.fetched_records(run, 0, ANY_SIZE, True, "topic 't'")  # type: ignore[arg-type]
 
 
 # ---- produce -------------------------------------------------------------------------
