@@ -26,6 +26,9 @@ from compactlog.storage.topic_log import TopicLog
 from compactlog.storage.types import MessageId
 
 FETCH = 1
+# Stored bytes converted a call at most: a Fetch of a client's usual 1 MiB partition limit
+# is one call, and a huge limit does not hold the whole log in memory twice.
+CHUNK_BYTES = 4 << 20
 
 
 @dataclass
@@ -59,10 +62,10 @@ def read_partition(want: Wanted, limit: int, first: bool) -> Read:
     out: list[bytes] = []
     size = 0
     while want.offset < end:
-        chunk = _stored_chunk(batches, limit - size)
+        chunk = _stored_chunk(batches, min(limit - size, CHUNK_BYTES))
         if not chunk:
             break
-        data, used = fetched_records(chunk, want.offset, limit - size, first and not out, where)
+        data, used = fetched_records(chunk, want.offset, limit - size, first and not size, where)
         out.append(data)
         size += len(data)
         if used < len(chunk):
