@@ -18,7 +18,10 @@ publish floor), then times, on the same topic and server:
 
 The consumers are also shown beside a second floor: raw gRPC Consume of 1000 messages a
 call, each response parsed, and a cumulative Acknowledge of its last message, one call
-after the other (what a consumer's calls cost on the server, without the client).
+after the other (what a consumer's calls cost on the server, without the client). Two
+figures say where that floor's time goes: the same Consume calls without acks, and the
+median round trip of a unary call that carries nothing (``GetLastMessageId``): the fixed
+cost of one gRPC call, which a Consume pays per response and a Read stream once.
 
 The client loops hand out every message (a ``Message`` each) without reading its fields,
 as the floor counts messages without reading them. Figures are medians of ``--runs``
@@ -36,6 +39,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as dt
+import statistics
 import sys
 import tempfile
 import time
@@ -131,23 +135,38 @@ def _batch_receive(client: Client, count: int) -> int:
         consumer.close()
 
 
-def _raw_consume(address: str, count: int) -> int:
-    """The consume floor: Consume and a cumulative Acknowledge per response, bare stubs."""
+def _raw_consume(address: str, count: int, acks: bool = True) -> int:
+    """The consume floor: Consume and a cumulative Acknowledge per response, bare stubs
+    (``acks`` False: the Consume calls alone, on a subscription of their own)."""
+    name = "bench-raw" if acks else "bench-raw-noack"
     with grpc.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
         log = pb_grpc.LogStub(channel)
         consume = pb.ConsumeRequest(
-            topic=TOPIC, subscription="bench-raw", consumer_name="bench-raw",
+            topic=TOPIC, subscription=name, consumer_name=name,
             initial_position=pb.EARLIEST, max_messages=1000,
         )  # fmt: skip
-        ack = pb.AcknowledgeRequest(topic=TOPIC, subscription="bench-raw", cumulative=True)
+        ack = pb.AcknowledgeRequest(topic=TOPIC, subscription=name, cumulative=True)
         got = 0
         while got < count:
             resp = log.Consume(consume, timeout=600)
             got += len(resp.messages)
-            if resp.messages:
+            if acks and resp.messages:
                 ack.id.CopyFrom(resp.messages[-1].id)
                 log.Acknowledge(ack, timeout=600)
         return got
+
+
+def _unary_ms(address: str, calls: int = 200) -> float:
+    """Median milliseconds of a ``GetLastMessageId`` round trip: one unary call's cost."""
+    with grpc.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
+        last_id = pb_grpc.LogStub(channel).GetLastMessageId
+        req = pb.GetLastMessageIdRequest(topic=TOPIC)
+        times = []
+        for _ in range(calls):
+            started = time.perf_counter()
+            last_id(req, timeout=600)
+            times.append(time.perf_counter() - started)
+        return statistics.median(times) * 1000
 
 
 def _send_async(client: Client, keys: list[bytes]) -> int:
@@ -183,6 +202,10 @@ def one_run(s: Settings, run: int, requests: list[bytes], keys: list[bytes]) -> 
                 m["raw_consume_mps"] = _rate(
                     s.records, lambda: _raw_consume(server.address, s.records)
                 )
+                m["raw_consume_noack_mps"] = _rate(
+                    s.records, lambda: _raw_consume(server.address, s.records, acks=False)
+                )
+                m["unary_ms"] = _unary_ms(server.address)
                 m["read_next_mps"] = _rate(s.records, lambda: _read_next(client, s.records))
                 m["receive_mps"] = _rate(s.records, lambda: _receive(client, s.records))
                 m["batch_receive_mps"] = _rate(s.records, lambda: _batch_receive(client, s.records))
@@ -260,7 +283,14 @@ def markdown(report: dict[str, Any]) -> str:
         f"{r['send_async_cpu_us']['median']:.2f} us, raw PublishStream "
         f"{r['raw_publish_cpu_us']['median']:.2f} us (requests built before the clock)."
     )
-    return f"{head}\n\n{table}\n\nPer-run ratios (min-max): {spread}.\n\n{cpu}"
+    consume = r["raw_consume_noack_mps"]["median"]
+    calls = (
+        f"Per call: raw Consume of 1000 without acks {consume:,.0f} msg/s "
+        f"({1e6 / consume:.2f} ms a call); a GetLastMessageId round trip "
+        f"{r['unary_ms']['median']:.2f} ms (median): the fixed cost of one gRPC call, "
+        f"paid by each Consume response and once by a Read stream."
+    )
+    return f"{head}\n\n{table}\n\nPer-run ratios (min-max): {spread}.\n\n{cpu}\n\n{calls}"
 
 
 def build_parser() -> argparse.ArgumentParser:
