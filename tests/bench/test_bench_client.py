@@ -1,0 +1,27 @@
+"""``compactlog bench client`` runs end to end on a small topic: every loop reaches its
+count (a short one raises), each figure sits beside its floor, and the per-call figures
+that explain the consume floor are in the JSON and the report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from compactlog.bench import client_rates
+
+
+@pytest.mark.slow
+def test_client_bench_quick(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "client.json"
+    argv = ["--quick", "--workdir", str(tmp_path), "--json", str(out)]
+    assert client_rates.main(argv) == 0
+    report = json.loads(out.read_text())
+    results = report["results"]
+    for key in ("raw_read_mps", "raw_consume_mps", "raw_consume_noack_mps", "unary_ms"):
+        assert results[key]["median"] > 0, key
+    assert all(r["figure"] > 0 and r["floor"] > 0 for r in report["rows"])
+    printed = capsys.readouterr().out
+    assert "raw Consume of 1000 without acks" in printed
+    assert "GetLastMessageId round trip" in printed
