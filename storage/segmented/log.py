@@ -14,10 +14,15 @@ unreadable: set aside, and only the last segment counts as unsynced; a log that 
 below it lost synced offsets, and goes offline), and ``segments.manifest`` (what each
 sealed segment held: ``manifest.py``; checked at start by ``sealed.py``, so a segment cut
 short or gone is a lost range, never a shorter log).
+
+``generation`` changes when anything but an append changes what the log reads as
+(retention, DeleteRecords, a cleaner's swap, a config change, deletion): a reader that
+finds it as it was before its read knows the log still holds what it read.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -54,6 +59,8 @@ __all__ = ["CleaningAborted", "Log"]
 LOG_START_FILE = "log-start-offset"
 RECOVERY_POINT_FILE = "recovery-point"
 _MAX_RELATIVE = 2**32 - 1
+# one counter for all logs: a topic deleted and created again shows a new generation
+_GENERATIONS = itertools.count(1)
 
 
 @dataclass(frozen=True)
@@ -78,6 +85,7 @@ class Log(LogRetention, LogSwaps):
         self.config = config
         self.clock = clock
         self._lock = threading.RLock()
+        self.generation = next(_GENERATIONS)
         self._closed = False
         self._deleted = False
         self._pending_deletes: list[tuple[int, LogSegment, list[Path]]] = []
@@ -135,11 +143,16 @@ class Log(LogRetention, LogSwaps):
         if self._closed:
             raise StoreClosed(f"topic {self.name} is closed", topic=self.name)
 
+    def _changed(self) -> None:
+        """Not an append changed what the log reads as (under the lock): a new generation."""
+        self.generation = next(_GENERATIONS)
+
     def _set_log_start(self, offset: int) -> None:
         """Record the new log start, then move it: a write refused (DISK_FULL, ...) leaves
         the log as it was, never a start that a restart would take back."""
         state_file.write_int(self.dir / LOG_START_FILE, offset)
         self.log_start_offset = offset
+        self._changed()
 
     def run_hook(self, step: str) -> None:
         if self.swap_hook is not None:
@@ -150,8 +163,10 @@ class Log(LogRetention, LogSwaps):
         return self._view.segments
 
     def _set_segments(self, segments: Sequence[LogSegment]) -> None:
-        """A new segment list, for ``log_retention.py`` (under the lock)."""
+        """A new segment list without some of the old segments (retention, the cleaner's
+        swaps), under the lock."""
         self._view = _view(segments)
+        self._changed()
 
     @property
     def active_segment(self) -> LogSegment:
@@ -160,6 +175,7 @@ class Log(LogRetention, LogSwaps):
     def update_config(self, config: SegmentedTopicConfig) -> None:
         with self._lock:
             self.config = config
+            self._changed()
 
     # ---- writes ------------------------------------------------------------------------
     def append(self, records: Sequence[Record]) -> AppendResult:
@@ -192,6 +208,7 @@ class Log(LogRetention, LogSwaps):
                     self._flush_active(now)
                 except CompactlogError:
                     segment.rewind(before)  # not durable, so not acknowledged: not kept
+                    self._changed()
                     raise
                 synced = True
             else:
@@ -366,6 +383,7 @@ class Log(LogRetention, LogSwaps):
             self._flush_all([active])
             self.manifest.save_if_unsaved()
             self._closed = True
+            self._changed()
             for seg in self.segments:
                 seg.close_index_files()
                 seg.release()
@@ -375,6 +393,7 @@ class Log(LogRetention, LogSwaps):
         """Stop serving (the topic is being deleted); descriptors close when readers let go."""
         with self._lock:
             self._closed = self._deleted = True
+            self._changed()
             for _t, seg, _p in self._pending_deletes:
                 seg.release()
             self._pending_deletes.clear()

@@ -42,6 +42,11 @@ class SegmentedTopicLog:
     def gone(self) -> bool:
         return self.log.closed or not self.manager.has_topic(self.name)
 
+    def generation(self) -> int:
+        """The log's ``generation``: unchanged while nothing but appends changed it (a
+        topic created again under this name has another)."""
+        return self.log.generation
+
     def visible_end(self) -> MessageId | None:
         end = self.log.next_offset
         return MessageId(0, end - 1) if end else None
