@@ -14,6 +14,7 @@ from collections import deque
 
 from compactlog.server.kafka import access, api_versions, sasl
 from compactlog.server.kafka.errors import ErrorCode
+from compactlog.server.kafka.fetch_ahead import READ_AHEAD, ReadAhead
 from compactlog.server.kafka.protocol import (
     HEAD,
     SIZE,
@@ -107,6 +108,7 @@ class Connection:
         self._answers: deque[asyncio.Future[bytes | None]] = deque()  # in request order
         self._more = asyncio.Event()  # an answer was queued
         self._sent = asyncio.Event()  # every answer queued has been sent
+        self.ahead = ReadAhead()  # its Fetch read-ahead, seen by its requests' handlers
 
     @property
     def busy(self) -> bool:
@@ -114,6 +116,7 @@ class Connection:
         return self._reading or bool(self._answers)
 
     async def serve(self) -> None:
+        READ_AHEAD.set(self.ahead)  # this connection's task, and its answers' (copies)
         sender = asyncio.create_task(self._send())
         try:
             while not sender.done():
@@ -164,6 +167,7 @@ class Connection:
                 if response is not None:
                     self.writer.write(response)
                     await self.writer.drain()
+                    self.ahead.sent()  # a Fetch's read-ahead starts once its answer is out
             except BadFrame as exc:
                 log.warning("kafka: closing connection from %s: %s", self.peer, exc)
                 self.writer.close()
@@ -184,6 +188,7 @@ class Connection:
             sender.cancel()
             for pending in self._answers:
                 pending.cancel()
+            self.ahead.close()
             self.writer.close()
 
     def _raw_login(self, session: sasl.Session, auth: bytes) -> bytes:

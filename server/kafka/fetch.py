@@ -6,8 +6,10 @@ without the GIL. With nothing to give yet it long-polls as a follow Read does: i
 each partition's change future from the topic signals *before* looking, then waits for
 the first append or ``max_wait_ms``, so no wake-up is lost and nothing polls.
 ``max_bytes`` and ``partition_max_bytes`` are honoured as Kafka does (KIP-74): whole
-batches, and only the first batch of the response may pass them. No fetch sessions
-(KIP-227): every answer is a full one (session id 0).
+batches, and only the first batch of the response may pass them (``fetch_read``). A
+connection that fetches sequentially finds its next answer read ahead while it handles
+this one (``fetch_ahead``). No fetch sessions (KIP-227): every answer is a full one
+(session id 0).
 """
 
 from __future__ import annotations
@@ -16,6 +18,13 @@ import asyncio
 from typing import Any
 
 from compactlog.server.kafka.errors import ErrorCode, KafkaError
+from compactlog.server.kafka.fetch_ahead import (
+    READ_AHEAD,
+    Prepared,
+    ReadAhead,
+    prepared_reads,
+    shape_of,
+)
 from compactlog.server.kafka.fetch_read import Read, Wanted, read_all
 from compactlog.server.kafka.protocol import NO_THROTTLE, make, response_module
 from compactlog.server.kafka.topics import KafkaContext
@@ -41,9 +50,12 @@ async def handle(ctx: KafkaContext, request: Any, version: int) -> Any:
     wanted = _resolve(ctx, request)
     deadline = loop.time() + request.max_wait.total_seconds()
     max_bytes = getattr(request, "max_bytes", 2**31 - 1)
+    ahead = READ_AHEAD.get() or ReadAhead()  # no connection: never sequential
+    sequential, prepared = ahead.take(shape_of(wanted, max_bytes))
     while True:
         changes = [ctx.next_change(w.log.name) for w in wanted if w.log is not None]
-        reads = await ctx.run(read_all, wanted, max_bytes)
+        reads = await _look(ctx, wanted, max_bytes, prepared, request.min_bytes)
+        prepared = None  # the first look only: a long poll's later looks read afresh
         got = sum(len(r.records) for r in reads)
         failed = any(r.error != ErrorCode.none for r in reads)
         remaining = deadline - loop.time()
@@ -52,7 +64,24 @@ async def handle(ctx: KafkaContext, request: Any, version: int) -> Any:
         if ctx.stopping:
             break
         await asyncio.wait(changes, timeout=remaining)  # shared futures: never cancelled
+    ahead.follow(ctx, wanted, reads, max_bytes, sequential)
     return _response(version, wanted, reads)
+
+
+async def _look(
+    ctx: KafkaContext,
+    wanted: list[Wanted],
+    max_bytes: int,
+    prepared: asyncio.Future[Prepared] | None,
+    min_bytes: int,
+) -> list[Read]:
+    """The partitions' reads: the answer read ahead when it can stand for a fresh read
+    (``fetch_ahead.prepared_reads``), else read now."""
+    if prepared is not None:
+        reads = await prepared_reads(prepared, wanted, min_bytes)
+        if reads is not None:
+            return reads
+    return await ctx.run(read_all, wanted, max_bytes)
 
 
 def _response(version: int, wanted: list[Wanted], reads: list[Read]) -> Any:

@@ -39,6 +39,7 @@ class Read:
     records: bytes = b""
     high_watermark: int = -1
     log_start: int = -1
+    next_offset: int = -1  # after the last record given: the client's next fetch offset
 
 
 def read_partition(want: Wanted, limit: int, first: bool) -> Read:
@@ -52,17 +53,20 @@ def read_partition(want: Wanted, limit: int, first: bool) -> Read:
     where = f"topic {log.name!r}"
     batches = iter(log.batches(MessageId(0, want.offset), MessageId(0, end - 1), False))
     out: list[bytes] = []
-    size = 0
+    size, last = 0, want.offset - 1
     while want.offset < end:
         chunk = _stored_chunk(batches, min(limit - size, CHUNK_BYTES))
         if not chunk:
             break
-        data, used = fetched_records(chunk, want.offset, limit - size, first and not size, where)
+        data, used, given = fetched_records(
+            chunk, want.offset, limit - size, first and not size, where
+        )
         out.append(data)
         size += len(data)
+        last = max(last, given)
         if used < len(chunk):
             break
-    return Read(ErrorCode.none, b"".join(out), end, start)
+    return Read(ErrorCode.none, b"".join(out), end, start, last + 1)
 
 
 def _stored_chunk(batches: Iterator[ViewBatch], room: int) -> list[ViewBatch]:

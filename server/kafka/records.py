@@ -66,17 +66,18 @@ def produced_request(data: bytes) -> bytes:
 
 def fetched_records(
     stored: Sequence[ViewBatch], start: int, limit: int, first: bool, where: str
-) -> tuple[bytes, int]:
+) -> tuple[bytes, int, int]:
     """The records of stored batches at offsets ``>= start`` as RecordBatch v2, one per
-    stored batch, while they fit ``limit`` bytes (the first always when ``first``), and how
-    many stored batches were done: one compiled call for a Fetch partition's batches.
+    stored batch, while they fit ``limit`` bytes (the first always when ``first``), how
+    many stored batches were done and the last offset given (-1: none): one compiled call
+    for a Fetch partition's batches.
 
     The stored payload is a ``ReadResponse``'s ``messages`` field as it is (the batch
     codec's promise): the twin reads its records in place and writes Kafka's, without
     the GIL."""
     payloads = [codec.payload_of(data, header) for data, header, _first in stored]
     try:
-        data, used, _last = twin.fetched_batches(payloads, start, limit, first)
+        data, used, last = twin.fetched_batches(payloads, start, limit, first)
     except codec.MalformedPayload as exc:
         raise CorruptData(f"{where}: a stored batch does not parse: {exc}") from None
-    return bytes(data), int(used)
+    return bytes(data), int(used), int(last)
