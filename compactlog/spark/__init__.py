@@ -12,6 +12,10 @@ registration is this call — made at import when a session is active. PySpark i
 imported only then, or by ``register``: importing this module where PySpark is unused
 costs nothing. See docs/spark.md.
 
+A batch read is cut into about one Spark partition per core of the session
+(``defaultParallelism``), read here when the source is registered: register again after
+the cluster grows, or set ``entriesPerPartition``.
+
 Spark's Python workers run ``PYSPARK_PYTHON`` (``python3`` on the PATH by default), which
 need not be the interpreter that has compactlog and pyarrow: ``register`` points them at
 the driver's own interpreter unless the user chose one (``PYSPARK_PYTHON`` or
@@ -35,8 +39,18 @@ def register(spark: SparkSession) -> SparkSession:
     from compactlog.spark.source import CompactlogDataSource
 
     _use_driver_interpreter(spark)
-    spark.dataSource.register(CompactlogDataSource)
+    spark.dataSource.register(CompactlogDataSource.with_cores(_cores(spark)))
     return spark
+
+
+def _cores(spark: SparkSession) -> int:
+    """The session's ``defaultParallelism`` (its task slots), 0 where it cannot say."""
+    from pyspark.errors import PySparkNotImplementedError
+
+    try:
+        return int(spark.sparkContext.defaultParallelism)
+    except PySparkNotImplementedError:  # Spark Connect: the planner's machine decides
+        return 0
 
 
 def _use_driver_interpreter(spark: SparkSession) -> None:

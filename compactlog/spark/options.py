@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from compactlog.errors import InvalidArgument
 from compactlog.spark.connection import Connection
 from compactlog.spark.offsets import EARLIEST, LATEST, SNAPSHOT, Named, OffsetSpec, parse_spec
+from compactlog.spark.sizing import Sizing, known_cores
 
-DEFAULT_ENTRIES_PER_PARTITION = 100_000
 _BOOLEANS = {"true": True, "false": False}
 _CONNECTION = ("server", "token", "tlsCa")
 READ_OPTIONS = (
@@ -79,8 +79,12 @@ def _flag(opts: dict[str, str], name: str, default: bool = False) -> bool:
     return _BOOLEANS[raw]
 
 
-def _positive(opts: dict[str, str], name: str, default: int) -> int:
-    raw = opts.get(name.lower(), str(default)).strip()
+def _positive(opts: dict[str, str], name: str) -> int | None:
+    """A whole number >= 1, or None where the option is not given."""
+    raw = opts.get(name.lower())
+    if raw is None:
+        return None
+    raw = raw.strip()
     try:
         value = int(raw)
     except ValueError:
@@ -110,16 +114,18 @@ class ReadOptions:
     compacted: bool
     starting: OffsetSpec
     ending: OffsetSpec
-    entries_per_partition: int
+    # how big a range one Spark partition reads: the option, else one range a core
+    sizing: Sizing
     # streaming, startingOffsets = "snapshot": the compacted view first, then the log
     snapshot: bool = False
     # a start removed by retention: fail (Kafka's default), or read from the log start
     fail_on_data_loss: bool = True
 
     @classmethod
-    def parse(cls, options: Mapping[str, str], streaming: bool) -> ReadOptions:
+    def parse(cls, options: Mapping[str, str], streaming: bool, cores: int = 0) -> ReadOptions:
         """Batch queries read ``earliest`` → ``latest`` by default; streaming queries
-        start at ``latest`` and take no ``endingOffsets`` (Kafka source's rules)."""
+        start at ``latest`` and take no ``endingOffsets`` (Kafka source's rules).
+        ``cores``: the session's ``defaultParallelism`` (0: unknown, this machine's)."""
         check_known(options, READ_OPTIONS, "stream" if streaming else "read")
         low = _lowered(options)
         topics = topic_names(_required(low, "topic", "a topic name, or names separated by commas"))
@@ -147,9 +153,7 @@ class ReadOptions:
             compacted=_flag(low, "readCompacted"),
             starting=starting,
             ending=ending,
-            entries_per_partition=_positive(
-                low, "entriesPerPartition", DEFAULT_ENTRIES_PER_PARTITION
-            ),
+            sizing=Sizing(known_cores(cores), _positive(low, "entriesPerPartition")),
             snapshot=snapshot,
             fail_on_data_loss=_flag(low, "failOnDataLoss", default=True),
         )

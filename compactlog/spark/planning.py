@@ -8,11 +8,11 @@ defensively, so this module works with servers before and after partitions.
 
 ``earliest``/``latest`` resolve from ``GetTopic``: LEDGER topics start at ``0:0`` (below
 every id) and end after the last confirmed id; SEGMENTED topics span
-``[log start offset, log end offset)``. Ranges are cut where about
-``entriesPerPartition`` entries have gone by: SEGMENTED and single-ledger ranges by
-arithmetic, ranges over several ledgers by the topic's ledger layout (without it, one
-Spark partition per topic partition). Every range is read the same way
-(``ServerCalls.read``), whatever its bounds.
+``[log start offset, log end offset)``. Ranges are cut every so many entries
+(``sizing``: ``entriesPerPartition``, else the query's entries over the session's cores),
+counted and cut by arithmetic on SEGMENTED and single-ledger ranges and by the topic's
+ledger layout on ranges over several ledgers (without it, one Spark partition per topic
+partition). Every range is read the same way (``ServerCalls.read``), whatever its bounds.
 
 A position of the wrong kind for its topic (an offset on a LEDGER topic, ``3:5`` on a
 SEGMENTED one) and a batch start after its end fail the query naming the option; a
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from compactlog.errors import InvalidArgument, OffsetOutOfRange
@@ -39,11 +39,14 @@ from compactlog.spark.offsets import (
     OffsetSpec,
     TopicPartition,
 )
+from compactlog.spark.sizing import Sizing
 from compactlog.v1 import compactlog_pb2 as pb
 
 log = logging.getLogger(__name__)
 
 LEDGER_START = MessageId(0, 0)
+# (ledger, first entry, last entry) of the ledgers a range spans, in id order
+Spans = Sequence[tuple[int, int, int]]
 
 
 @dataclass(frozen=True)
@@ -184,21 +187,25 @@ def plan(
     starts: Mapping[TopicPartition, MessageId],
     ends: Mapping[TopicPartition, MessageId],
     compacted: bool,
-    size: int,
+    sizing: Sizing,
 ) -> list[ReadRange]:
-    """The ranges ``[start, end)`` of every topic partition in ``ends``, cut at about
-    ``size`` entries; a topic partition missing from ``starts`` (new since the last
+    """The ranges ``[start, end)`` of every topic partition in ``ends``, cut every
+    ``sizing.entries(total)`` entries, ``total`` being what the ranges hold where their
+    layout tells it; a topic partition missing from ``starts`` (new since the last
     micro-batch) starts at its earliest."""
-    ranges: list[ReadRange] = []
+    todo: list[tuple[TopicPartition, MessageId, MessageId, Spans | None]] = []
     for tp, end in ends.items():
         shape = shapes[tp]
         start = starts.get(tp, shape.earliest)
-        if start >= end:
-            continue
-        cuts = split_points(calls, tp, shape, start, end, size)
-        bounds = [start, *cuts, end]
-        for lo, hi in itertools.pairwise(bounds):
-            ranges.append(ReadRange(tp, lo, hi, compacted, _limit(shape, lo, hi)))
+        if start < end:
+            todo.append((tp, start, end, ledger_spans(calls, tp, shape, start, end)))
+    total = sum(entries_in(spans, lo, hi) for _tp, lo, hi, spans in todo if spans)
+    size = sizing.entries(total, len(todo))
+    ranges: list[ReadRange] = []
+    for tp, start, end, spans in todo:
+        cuts = cut_many(spans, start, end, size) if spans else []
+        for lo, hi in itertools.pairwise([start, *cuts, end]):
+            ranges.append(ReadRange(tp, lo, hi, compacted, _limit(shapes[tp], lo, hi)))
     return ranges
 
 
@@ -210,46 +217,49 @@ def _limit(shape: LogShape, start: MessageId, end: MessageId) -> int:
     return 0
 
 
-def split_points(
+def ledger_spans(
     calls: ServerCalls,
     tp: TopicPartition,
     shape: LogShape,
     start: MessageId,
     end: MessageId,
-    size: int,
-) -> list[MessageId]:
-    """Ids inside ``(start, end)`` after every ``size`` entries of the topic partition."""
+) -> Spans | None:
+    """The ``(ledger, first, last)`` entries the range ``[start, end)`` may hold, in id
+    order: by arithmetic on SEGMENTED and single-ledger ranges, else from the topic's
+    ledger layout; None where this token may not see the layout."""
     if shape.segmented or start.ledger_id == end.ledger_id:
-        return cut((start.ledger_id, start.entry_id, end.entry_id - 1), start, end, size)
+        return [(start.ledger_id, start.entry_id, end.entry_id - 1)]
     ledgers = calls.ledger_ranges(tp.log)
     if ledgers is None:
-        return []
-    spans = [(r.ledger_id, r.first_entry, r.last_entry) for r in ledgers]
-    return cut_many(sorted(spans), start, end, size)
+        return None
+    return sorted((r.ledger_id, r.first_entry, r.last_entry) for r in ledgers)
 
 
-def cut(span: tuple[int, int, int], start: MessageId, end: MessageId, size: int) -> list[MessageId]:
-    return cut_many([span], start, end, size)
+def _clipped(spans: Spans, start: MessageId, end: MessageId) -> Iterator[tuple[int, int, int]]:
+    """``(ledger, lo, hi)``: the entries ``[lo, hi)`` of each span inside ``[start, end)``."""
+    for ledger, first, last in spans:
+        lo = max(MessageId(ledger, first), start)
+        hi = min(MessageId(ledger, last + 1), end)
+        if lo < hi:  # else the span lies outside the range (then both ends are in it)
+            yield ledger, lo.entry_id, hi.entry_id
 
 
-def cut_many(
-    spans: Sequence[tuple[int, int, int]], start: MessageId, end: MessageId, size: int
-) -> list[MessageId]:
+def entries_in(spans: Spans, start: MessageId, end: MessageId) -> int:
+    """How many entries of ``spans`` lie inside ``[start, end)``."""
+    return sum(hi - lo for _ledger, lo, hi in _clipped(spans, start, end))
+
+
+def cut_many(spans: Spans, start: MessageId, end: MessageId, size: int) -> list[MessageId]:
     """Split points over ledger spans ``(ledger, first, last)`` in id order: a point
     after every ``size`` entries inside ``[start, end)``, never on ``start`` itself."""
     points: list[MessageId] = []
     filled = 0
-    for ledger, first, last in spans:
-        lo = max(MessageId(ledger, first), start)
-        hi = min(MessageId(ledger, last + 1), end)
-        if lo >= hi:  # the span lies outside the range (then both ends are in it)
-            continue
-        entry = lo.entry_id
-        while entry < hi.entry_id:
+    for ledger, entry, hi in _clipped(spans, start, end):
+        while entry < hi:
             if filled == size:
                 points.append(MessageId(ledger, entry))
                 filled = 0
-            step = min(size - filled, hi.entry_id - entry)
+            step = min(size - filled, hi - entry)
             entry += step
             filled += step
     return points

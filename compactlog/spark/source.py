@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -65,22 +65,39 @@ SCHEMA_STRING = (
 
 
 class CompactlogDataSource(DataSource):  # type: ignore[misc]
-    """``format("compactlog")`` for ``spark.read``, ``spark.readStream`` and ``df.write``."""
+    """``format("compactlog")`` for ``spark.read``, ``spark.readStream`` and ``df.write``.
+
+    ``cores`` is the session's ``defaultParallelism`` (0: unknown), which sizes a read's
+    Spark partitions. Spark plans a Python source's reads in a Python worker that cannot
+    ask the session, so ``with_cores`` bakes the number into a subclass when the source
+    is registered: Spark pickles the registered class by value, attribute included."""
+
+    cores: ClassVar[int] = 0
 
     @classmethod
     def name(cls) -> str:
         return "compactlog"
+
+    @classmethod
+    def with_cores(cls, cores: int) -> type[CompactlogDataSource]:
+        """The source for a session of ``cores`` task slots."""
+
+        class SessionSource(cls):  # type: ignore[valid-type,misc]
+            pass
+
+        SessionSource.cores = cores
+        return SessionSource
 
     def schema(self) -> str:
         return SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
         _check_schema(schema)
-        return TopicReader(ReadOptions.parse(self.options, streaming=False), schema)
+        return TopicReader(ReadOptions.parse(self.options, False, self.cores), schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         _check_schema(schema)
-        return TopicStreamReader(ReadOptions.parse(self.options, streaming=True), schema)
+        return TopicStreamReader(ReadOptions.parse(self.options, True, self.cores), schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         return PublishWriter.for_query(WriteOptions.parse(self.options), schema, overwrite)
@@ -160,7 +177,7 @@ class TopicReader(DataSourceReader):  # type: ignore[misc]
             ends = resolve(opts.ending, shapes)
             check_order(starts, ends)
             starts = lost_data(shapes, starts, opts.fail_on_data_loss)
-            ranges = plan(calls, shapes, starts, ends, opts.compacted, opts.entries_per_partition)
+            ranges = plan(calls, shapes, starts, ends, opts.compacted, opts.sizing)
         # Spark wants at least one partition; an empty one reads nothing.
         return [RangePartition(r) for r in ranges] or [RangePartition(None)]
 
@@ -220,7 +237,7 @@ class TopicStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  #
         if begin == stop and not marked:
             return []
         opts = self.opts
-        size = opts.entries_per_partition
+        size = opts.sizing
         with opts.conn.calls() as calls:
             shapes = self._shapes(calls)
             missing = sorted(tp.log for tp in stop if tp not in shapes)

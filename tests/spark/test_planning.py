@@ -1,10 +1,11 @@
 """Planning against a real server, without Spark: topic partitions and their bounds,
-ranges cut at about ``entriesPerPartition`` entries that together read exactly what one
-gRPC Read returns, on both kinds."""
+ranges cut at about ``entriesPerPartition`` entries or into one a core, that together
+read exactly what one gRPC Read returns, on both kinds."""
 
 from __future__ import annotations
 
 import itertools
+import os
 from types import SimpleNamespace
 
 import pytest
@@ -15,6 +16,7 @@ from compactlog.spark.columns import arrow_schema
 from compactlog.spark.offsets import OffsetSpec, TopicPartition
 from compactlog.spark.options import connection
 from compactlog.spark.planning import cut_many, discover, partition_count, plan, resolve
+from compactlog.spark.sizing import MAX_ENTRIES, MIN_ENTRIES, Sizing, known_cores
 from compactlog.spark.source import read_range
 from compactlog.v1 import compactlog_pb2 as pb
 
@@ -45,12 +47,31 @@ def test_partitioned_topics_are_read_per_partition() -> None:
     assert partition_count(SimpleNamespace(partitions=3)) == 3  # type: ignore[arg-type]
 
 
+def test_a_range_a_core_within_bounds() -> None:
+    """Without the option: the query's entries over the cores, 100k to 5M a partition."""
+    assert Sizing(2).entries(1_000_000) == 500_000
+    assert Sizing(8).entries(1_000_000) == 125_000
+    assert Sizing(2).entries(30_000) == MIN_ENTRIES  # small reads stay whole
+    assert Sizing(2).entries(0) == MIN_ENTRIES
+    assert Sizing(4).entries(10**9) == MAX_ENTRIES
+    assert Sizing(2, fixed=7).entries(1_000_000) == 7  # the option wins
+    assert Sizing(4).entries(1_000_000, logs=4) == MAX_ENTRIES  # a range a partition
+    assert Sizing(4).entries(1_000_000, logs=2) == 250_000
+    assert known_cores(3) == 3
+    assert known_cores(0) == (os.cpu_count() or 1)
+
+
+# fixed: entriesPerPartition=25; cores: three cores, no lower bound
+SIZINGS = {"fixed": Sizing(2, fixed=25), "cores": Sizing(3, least=1)}
+
+
 @pytest.mark.parametrize("kind", [pb.LEDGER, pb.SEGMENTED])
 @pytest.mark.parametrize("compacted", [False, True])
+@pytest.mark.parametrize("sizing", SIZINGS)
 def test_ranges_read_exactly_the_topic(
-    wire: Wire, kind: pb.TopicKind.ValueType, compacted: bool
+    wire: Wire, kind: pb.TopicKind.ValueType, compacted: bool, sizing: str
 ) -> None:
-    topic = f"plan-{pb.TopicKind.Name(kind).lower()}-{compacted}"
+    topic = f"plan-{pb.TopicKind.Name(kind).lower()}-{compacted}-{sizing}"
     config = (
         {"ledger_max_entries": "10"}
         if kind == pb.LEDGER
@@ -68,9 +89,9 @@ def test_ranges_read_exactly_the_topic(
         assert list(shapes) == [tp]
         starts = resolve(OffsetSpec("earliest"), shapes)
         ends = resolve(OffsetSpec("latest"), shapes)
-        ranges = plan(calls, shapes, starts, ends, compacted, 25)
+        ranges = plan(calls, shapes, starts, ends, compacted, SIZINGS[sizing])
         total = 107 if compacted else 95
-        assert len(ranges) == -(-total // 25)  # cut every 25 entries
+        assert len(ranges) == (-(-total // 25) if sizing == "fixed" else 3)
         assert all(a.end == b.start for a, b in itertools.pairwise(ranges))
         got = [
             arrow_row(row)
@@ -79,6 +100,25 @@ def test_ranges_read_exactly_the_topic(
             for row in batch.to_pylist()
         ]
     assert got == wire.read(topic, compacted)
+
+
+def test_partitions_of_a_topic_split_only_below_the_cores(wire: Wire) -> None:
+    """A partitioned topic is a range a partition while they are at least the cores;
+    with more cores than partitions they are cut, all by one size."""
+    topic = "plan-parts"
+    wire.admin.CreateTopic(pb.CreateTopicRequest(name=topic, partitions=3))
+    wire.publish(topic, [pb.Record(key=b"k%d" % i, value=b"v") for i in range(90)])
+    with connection({"server": wire.address}).calls() as calls:
+        shapes = discover(calls, [topic])
+        starts = resolve(OffsetSpec("earliest"), shapes)
+        ends = resolve(OffsetSpec("latest"), shapes)
+        sizes = {tp: len(wire.read(tp.log)) for tp in shapes}
+        assert sum(sizes.values()) == 90
+        for cores in (2, 3):
+            ranges = plan(calls, shapes, starts, ends, False, Sizing(cores, least=1))
+            assert sorted(r.tp for r in ranges) == sorted(shapes)
+        ranges = plan(calls, shapes, starts, ends, False, Sizing(9, least=1))
+        assert len(ranges) == sum(-(-n // 10) for n in sizes.values())  # 90 / 9 a range
 
 
 def test_unknown_topic_is_named(wire: Wire) -> None:

@@ -15,11 +15,13 @@ from compactlog.spark.columns import arrow_schema
 from compactlog.spark.offsets import OffsetSpec
 from compactlog.spark.options import connection
 from compactlog.spark.planning import discover, plan, resolve
+from compactlog.spark.sizing import Sizing
 from compactlog.spark.source import read_range
 
 from ..conftest import ServerProcess, TlsFiles, write_tokens_file
 
 TOPIC = "secure-source"
+EVERY_10 = Sizing(cores=2, fixed=10)
 PRINCIPALS = {
     "ops": ("ops-token", "admin"),
     "app": ("app-token", "client"),
@@ -51,7 +53,7 @@ def test_a_reader_token_plans_without_the_layout(
         assert calls.ledger_ranges(TOPIC) is None  # admin only: not an error here
         shapes = discover(calls, [TOPIC])
         starts = resolve(OffsetSpec("earliest"), shapes)
-        ranges = plan(calls, shapes, starts, resolve(OffsetSpec("latest"), shapes), False, 10)
+        ranges = plan(calls, shapes, starts, resolve(OffsetSpec("latest"), shapes), False, EVERY_10)
         assert len(ranges) == 1  # four ledgers, but where they begin is not known
         batches = [b for r in ranges for b in read_range(calls, r, True, arrow_schema())]
         got = [v for b in batches for v in b.column("value").to_pylist()]
