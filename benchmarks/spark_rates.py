@@ -11,14 +11,18 @@ times on the same topic and server:
    counted: the read floor (one reader, one core);
 2. ``spark.read.format("compactlog")`` of the whole topic with ``count(*)`` and the sum
    of every value's length, so every row reaches Spark: the first query warms the Python
-   workers, the second is timed.
+   workers, the second is timed. The source plans its Spark partitions itself (about one
+   range a core); with ``--entries-per-partition N`` each run also times the same query
+   with that option, in alternating order, so two plans are compared in the same run.
 
 The ratio per Spark core is the Spark rate divided by the cores of ``--master`` and by
-the read floor. Goal (issue 29): >= 0.5. Figures are medians of ``--runs`` runs.
+the read floor. Goal (issue 29): >= 0.5. Figures are medians of ``--runs`` runs; the
+report gives the box's load average while Spark read (the floor shares the box).
 
     compactlog bench spark                          # 1,000,000 messages, local[2], 3 runs
     compactlog bench spark --quick                  # 20,000 messages, one run
     compactlog bench spark --records 500000 --runs 5 --json spark.json
+    compactlog bench spark --entries-per-partition 100000   # beside the former fixed cut
 """
 
 from __future__ import annotations
@@ -60,6 +64,7 @@ class Settings:
     runs: int = 3
     master: str = "local[2]"
     workdir: Path | None = None
+    entries_per_partition: int | None = None  # also time a read with this fixed cut
 
 
 QUICK = {"records": 20_000, "runs": 1}
@@ -82,11 +87,15 @@ def _requests(records: int) -> list[bytes]:
     ]
 
 
-def spark_count(spark: Any, address: str) -> int:
-    """One batch query of the whole topic: rows counted, every value's length summed."""
+def spark_count(spark: Any, address: str, entries: int | None = None) -> int:
+    """One batch query of the whole topic: rows counted, every value's length summed;
+    ``entries``: the source's ``entriesPerPartition`` (None: its own plan)."""
     from pyspark.sql import functions as F
 
-    df = spark.read.format("compactlog").option("server", address).option("topic", TOPIC).load()
+    reader = spark.read.format("compactlog").option("server", address).option("topic", TOPIC)
+    if entries is not None:
+        reader = reader.option("entriesPerPartition", str(entries))
+    df = reader.load()
     row = df.agg(F.count(F.lit(1)), F.sum(F.length("value"))).first()
     if int(row[1]) != int(row[0]) * len(VALUE):
         raise RuntimeError(f"value lengths summed to {row[1]} over {row[0]} rows")
@@ -121,24 +130,48 @@ def one_run(s: Settings, run: int, spark: Any, requests: list[bytes]) -> Sample:
                 started = time.perf_counter()
                 spark_count(spark, server.address)
                 m["spark_first_s"] = time.perf_counter() - started
-                m["spark_read_mps"] = _timed(s.records, lambda: spark_count(spark, server.address))
+                m.update(spark_reads(s, run, spark, server.address))
         finally:
             server.stop()
-    m["spark_read.ratio"] = m["spark_read_mps"] / m["raw_read_mps"]
-    m["spark_read.per_core_ratio"] = m["spark_read.ratio"] / cores(s.master)
+    for path in ("spark_read", "spark_fixed"):
+        if f"{path}_mps" in m:
+            m[f"{path}.ratio"] = m[f"{path}_mps"] / m["raw_read_mps"]
+            m[f"{path}.per_core_ratio"] = m[f"{path}.ratio"] / cores(s.master)
     return m
 
 
-def rows(results: dict[str, dict[str, Any]], master: str) -> list[Target]:
-    per_core = results["spark_read.per_core_ratio"]["median"]
-    return [
-        Target(
-            f"spark.read.format('compactlog'), {master}, warm", "ledger",
-            results["spark_read_mps"]["median"], "msg/s", f">= {GOAL} x floor per core",
-            per_core >= GOAL, results["raw_read_mps"]["median"], READ_FLOOR, per_core,
+def spark_reads(s: Settings, run: int, spark: Any, address: str) -> Sample:
+    """The timed queries of a run: the source's own plan and, with
+    ``entries_per_partition``, the fixed cut, in alternating order run by run."""
+    plans: dict[str, int | None] = {"spark_read_mps": None}
+    if s.entries_per_partition is not None:
+        plans["spark_fixed_mps"] = s.entries_per_partition
+    order = list(plans) if run % 2 else list(reversed(plans))
+    m: Sample = {"load_avg": os.getloadavg()[0]}
+    for key in order:
+        entries = plans[key]
+        m[key] = _timed(s.records, lambda e=entries: spark_count(spark, address, e))
+    m["load_avg"] = max(m["load_avg"], os.getloadavg()[0])
+    return m
+
+
+def rows(
+    results: dict[str, dict[str, Any]], master: str, entries: int | None = None
+) -> list[Target]:
+    """The source's own plan; with ``entries``, the same read cut every that many."""
+    paths = {"spark_read": f"spark.read.format('compactlog'), {master}, warm"}
+    if entries is not None and "spark_fixed_mps" in results:
+        paths["spark_fixed"] = f"the same, entriesPerPartition={entries}"
+    out = []
+    for path, name in paths.items():
+        per_core = results[f"{path}.per_core_ratio"]["median"]
+        out.append(Target(
+            name, "ledger", results[f"{path}_mps"]["median"], "msg/s",
+            f">= {GOAL} x floor per core", per_core >= GOAL,
+            results["raw_read_mps"]["median"], READ_FLOOR, per_core,
             "median of the runs' figure / cores / floor",
-        )
-    ]  # fmt: skip
+        ))  # fmt: skip
+    return out
 
 
 def run(s: Settings) -> dict[str, Any]:
@@ -162,17 +195,19 @@ def run(s: Settings) -> dict[str, Any]:
         t0,
         spark_start_s=start_s,
         results=results,
-        rows=[dataclasses.asdict(r) for r in rows(results, s.master)],
+        rows=[dataclasses.asdict(r) for r in rows(results, s.master, s.entries_per_partition)],
     )
 
 
 def markdown(report: dict[str, Any]) -> str:
     s, m, res = report["settings"], report["machine"], report["results"]
     spread = ratio_spread(res, digits=3)
+    load = res["load_avg"]["samples"]
     head = (
         f"{s['records']:,} LEDGER messages x 100 B, median of {s['runs']} run(s), one "
         f"server per run (fsync durability), Spark {s['master']}. {m['cpu_model']}, "
-        f"{m['cores']} cores. Spark start-up {report['spark_start_s']:.1f} s; first query "
+        f"{m['cores']} cores, load average {min(load):.1f}-{max(load):.1f} while Spark "
+        f"read. Spark start-up {report['spark_start_s']:.1f} s; first query "
         f"of each run (not timed in the figure) {res['spark_first_s']['median']:.1f} s."
     )
     table = targets_markdown([Target(**r) for r in report["rows"]], first_header="Spark path")
@@ -190,17 +225,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runs", type=int, help="runs to take the median over (default 3)")
     p.add_argument("--master", help="Spark master, local[N] (default local[2])")
     p.add_argument("--workdir", type=Path, help="where data dirs go (default: system temp)")
+    p.add_argument(
+        "--entries-per-partition",
+        type=int,
+        help="also time the read with this entriesPerPartition (e.g. 100000, the former default)",
+    )
     p.add_argument("--json", type=Path, help="also write the report as JSON here")
     return p
 
 
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
-    names = ("records", "runs", "master", "workdir")
+    names = ("records", "runs", "master", "workdir", "entries_per_partition")
     given = {k: v for k in names if (v := getattr(args, k)) is not None}
     s = Settings(**{**(QUICK if args.quick else {}), **given})
-    if s.records < 1 or s.runs < 1:
-        raise SystemExit("compactlog bench spark: --records and --runs must be positive")
+    if s.records < 1 or s.runs < 1 or (s.entries_per_partition or 1) < 1:
+        raise SystemExit(
+            "compactlog bench spark: --records, --runs and --entries-per-partition must be positive"
+        )
     cores(s.master)
     report = run(s)
     print_report("compactlog bench spark", argv, report, markdown, args.json)
