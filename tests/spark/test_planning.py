@@ -57,6 +57,10 @@ def test_a_range_a_core_within_bounds() -> None:
     assert Sizing(2, fixed=7).entries(1_000_000) == 7  # the option wins
     assert Sizing(4).entries(1_000_000, logs=4) == MAX_ENTRIES  # a range a partition
     assert Sizing(4).entries(1_000_000, logs=2) == 250_000
+    # never a cut below the former fixed 100,000: no read or micro-batch gets more
+    # Spark partitions than it did
+    grid = [(c, t, n) for c in (1, 2, 8, 64) for t in (0, 10**5, 10**9) for n in (1, 4, 99)]
+    assert all(Sizing(c).entries(t, n) >= MIN_ENTRIES for c, t, n in grid)
     assert known_cores(3) == 3
     assert known_cores(0) == (os.cpu_count() or 1)
 
