@@ -10,6 +10,8 @@ Python loop over parsed messages read about 145k messages/s on two Spark cores).
 
 from __future__ import annotations
 
+import array
+import functools
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -60,6 +62,21 @@ def _ints(kind: pa.DataType, n: int, data: bytes) -> pa.Array:
     return pa.Array.from_buffers(kind, n, [None, pa.py_buffer(data)], null_count=0)
 
 
+@functools.lru_cache(maxsize=64)
+def constant_columns(tp: TopicPartition, n: int) -> tuple[pa.Array, pa.Array]:
+    """The ``topic`` and ``partition`` columns of ``n`` rows of ``tp``: the same in every
+    response of a range, so made once per size (Arrow arrays are immutable). Built from
+    buffers: ``pa.scalar`` would import pandas into each fresh Python worker, about 1 s
+    of a query's fixed cost on the loaded 2-core box (Spark's worker does not need it)."""
+    name = tp.topic.encode()
+    offsets = array.array("i", range(0, (n + 1) * len(name), len(name)))
+    topic = pa.Array.from_buffers(
+        pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(name * n)], null_count=0
+    )
+    partition = _ints(pa.int32(), n, (array.array("i", [tp.partition]) * n).tobytes())
+    return topic, partition
+
+
 def _properties(kind: pa.MapType, n: int, count: int, bufs: tuple[bytes, ...]) -> pa.Array:
     map_offsets, key_offsets, key_data, value_offsets, value_data = bufs
     keys = pa.Array.from_buffers(
@@ -88,8 +105,7 @@ def response_columns(tp: TopicPartition, data: bytes, end: MessageId, schema: pa
     arrays = [
         _binary(n, key_nulls, *bufs[0:3]),
         _binary(n, value_nulls, *bufs[3:6]),
-        pa.repeat(pa.scalar(tp.topic, pa.string()), n),
-        pa.repeat(pa.scalar(tp.partition, pa.int32()), n),
+        *constant_columns(tp, n),
         _ints(types[4], n, bufs[6]),
         _ints(types[5], n, bufs[7]),
         _ints(types[6], n, bufs[8]),

@@ -4,6 +4,8 @@ buffers byte for byte, the same rows a gRPC reader sees, the same refusal of bad
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import grpc
@@ -138,3 +140,34 @@ def test_a_response_that_does_not_parse_is_corrupt_data() -> None:
         response_columns(TopicPartition("t", -1), b"\x0a\x05\x0a", MessageId(1, 1), SCHEMA)
     assert response_columns(TopicPartition("t", -1), b"", MessageId(1, 1), SCHEMA).batch is None
     assert columns.builder is not None
+
+
+READ_IN_A_FRESH_PROCESS = """
+import sys
+from compactlog.records import MessageId
+from compactlog.spark.columns import arrow_schema
+from compactlog.spark.offsets import TopicPartition
+from compactlog.spark.options import connection
+from compactlog.spark.planning import ReadRange
+from compactlog.spark.source import read_range
+
+rng = ReadRange(TopicPartition(sys.argv[2], -1), MessageId(0, 0), MessageId(1 << 62, 0), False)
+with connection({"server": sys.argv[1]}).calls() as calls:
+    rows = sum(b.num_rows for b in read_range(calls, rng, True, arrow_schema()))
+print(rows, "pandas" in sys.modules)
+"""
+
+
+def test_constant_columns_and_no_pandas_in_a_worker(wire: Wire) -> None:
+    """``topic`` and ``partition`` hold the name given and the index on every row; a
+    fresh process reading through the source imports no pandas (``pa.scalar`` did:
+    about 1 s of every fresh Spark Python worker on the loaded 2-core box)."""
+    topic, partition = columns.constant_columns(TopicPartition("prices", 4), 3)
+    topic.validate(full=True)
+    partition.validate(full=True)
+    assert (topic.to_pylist(), partition.to_pylist()) == (["prices"] * 3, [4] * 3)
+    name = wire.create("cols-fresh")
+    wire.publish(name, records(30, 7))
+    args = [sys.executable, "-c", READ_IN_A_FRESH_PROCESS, wire.address, name]
+    run = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert run.stdout.split() == ["30", "False"], run.stderr[-2000:]
