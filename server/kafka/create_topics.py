@@ -15,6 +15,7 @@ from typing import Any
 
 from compactlog.server.admin.partitioned_topics import PartitionedNamespace
 from compactlog.server.kafka.errors import ErrorCode, KafkaError, code_of
+from compactlog.server.kafka.part_errors import topic_result
 from compactlog.server.kafka.protocol import NO_THROTTLE, make, response_module
 from compactlog.server.kafka.topics import KafkaContext
 from compactlog.storage.types import TopicKind
@@ -62,17 +63,7 @@ async def create_one(ctx: KafkaContext, module: Any, topic: Any, validate_only: 
         code, message = ErrorCode.none, None
     except Exception as exc:
         partitions, code, message = -1, code_of(exc), str(exc)
-    return make(
-        module.CreatableTopicResult,
-        name=topic.name,
-        topic_id=None,
-        error_code=code,
-        error_message=message,
-        topic_config_error_code=0,
-        num_partitions=partitions,
-        replication_factor=1 if code == ErrorCode.none else -1,
-        configs=(),
-    )
+    return topic_result(module, topic.name, code, message, partitions)
 
 
 async def handle(ctx: KafkaContext, request: Any, version: int) -> Any:

@@ -14,13 +14,13 @@ from typing import Any
 from compactlog.errors import CompactlogError
 from compactlog.records import MessageId
 from compactlog.server.kafka.errors import ErrorCode, KafkaError, code_of
+from compactlog.server.kafka.part_errors import NO_OFFSET, committed_offset
 from compactlog.server.kafka.protocol import NO_THROTTLE, make, response_module
 from compactlog.server.kafka.topics import FORWARDED, KafkaContext
 from compactlog.storage.names import check_client_subscription
 
 OFFSET_COMMIT = 8
 OFFSET_FETCH = 9
-NO_OFFSET = -1
 
 
 def check_group_id(group_id: str) -> None:
@@ -119,14 +119,7 @@ async def _fetch_one(ctx: KafkaContext, module: Any, group_id: str, topic: str, 
         offset, code = await ctx.run(committed, ctx, group_id, topic, index), ErrorCode.none
     except Exception as exc:
         offset, code = NO_OFFSET, code_of(exc)
-    return make(
-        module.OffsetFetchResponsePartition,
-        partition_index=index,
-        committed_offset=offset,
-        committed_leader_epoch=-1,
-        metadata="",
-        error_code=code,
-    )
+    return committed_offset(module, index, offset, code)
 
 
 def _every_partition(ctx: KafkaContext) -> list[tuple[str, list[int]]]:

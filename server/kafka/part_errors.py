@@ -30,6 +30,35 @@ def answer(api_key: int, version: int, request: Any, code: ErrorCode, message: s
     return _BUILDERS[api_key](response_module(api_key, version), request, code, message)
 
 
+def topic_result(
+    module: Any, name: str, code: ErrorCode, message: str | None, partitions: int = -1
+) -> Any:
+    """One topic's CreateTopics answer (``partitions`` -1 when it was not created)."""
+    return make(
+        module.CreatableTopicResult,
+        name=name,
+        topic_id=None,
+        error_code=code,
+        error_message=message,
+        topic_config_error_code=0,
+        num_partitions=partitions,
+        replication_factor=1 if code == ErrorCode.none else -1,
+        configs=(),
+    )
+
+
+def committed_offset(module: Any, index: int, offset: int, code: ErrorCode) -> Any:
+    """One partition's OffsetFetch answer (``NO_OFFSET`` when none is committed)."""
+    return make(
+        module.OffsetFetchResponsePartition,
+        partition_index=index,
+        committed_offset=offset,
+        committed_leader_epoch=-1,
+        metadata="",
+        error_code=code,
+    )
+
+
 def _produce(module: Any, request: Any, code: ErrorCode, message: str) -> Any:
     if request.acks == 0:
         return None
@@ -57,20 +86,7 @@ def _produce(module: Any, request: Any, code: ErrorCode, message: str) -> Any:
 
 
 def _create_topics(module: Any, request: Any, code: ErrorCode, message: str) -> Any:
-    topics = tuple(
-        make(
-            module.CreatableTopicResult,
-            name=topic.name,
-            topic_id=None,
-            error_code=code,
-            error_message=message,
-            topic_config_error_code=0,
-            num_partitions=-1,
-            replication_factor=-1,
-            configs=(),
-        )
-        for topic in request.topics
-    )
+    topics = tuple(topic_result(module, topic.name, code, message) for topic in request.topics)
     return make(module.CreateTopicsResponse, throttle_time=NO_THROTTLE, topics=topics)
 
 
@@ -167,14 +183,7 @@ def _offset_fetch(module: Any, request: Any, code: ErrorCode, message: str) -> A
             module.OffsetFetchResponseTopic,
             name=topic.name,
             partitions=tuple(
-                make(
-                    module.OffsetFetchResponsePartition,
-                    partition_index=index,
-                    committed_offset=NO_OFFSET,
-                    committed_leader_epoch=-1,
-                    metadata="",
-                    error_code=code,
-                )
+                committed_offset(module, index, NO_OFFSET, code)
                 for index in topic.partition_indexes
             ),
         )
