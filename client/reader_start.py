@@ -45,11 +45,6 @@ class LastPosition(NamedTuple):
     id: MessageId | None
     partitions: tuple[MessageId, ...] = ()
 
-    @property
-    def partitioned(self) -> bool:
-        """A partitioned topic's (with a message), whose ``id`` says little alone."""
-        return bool(self.partitions)
-
     def lasts(self) -> tuple[MessageId, ...]:
         """Each partition's last id (a plain topic's is partition 0's)."""
         if self.partitions:
