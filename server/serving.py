@@ -30,7 +30,7 @@ from compactlog.server.log.service import LogService, log_handler
 from compactlog.server.log.waiting import TopicSignals
 from compactlog.server.metrics import Metrics
 from compactlog.server.periodic import Periodic
-from compactlog.server.rpc.handlers import Admit, AdmitInterceptor, service_handler
+from compactlog.server.rpc.handlers import Admit, AdmitInterceptor, add_services, service_handler
 from compactlog.server.rpc.reflection import enable_server_reflection
 from compactlog.server.security.guard import Guard
 from compactlog.storage.config import ServerSettings
@@ -83,19 +83,18 @@ def build_server(
     # A slot under partition placement stores the front's marked parts of a spanning
     # publish at most once (storage/spanning.py); admission keeps them to the front.
     service.spanning = admit is not None and admit_metadata
-    server.add_generic_rpc_handlers((log_handler(service, admit),))
+    add_services(server, log_handler(service, admit), ["Log"])
     compactions = make_compactions(broker, settings, metrics)
     stopping = signals.stopping.is_set
     broker.on_delete(service.dispatchers.forget)
     subscriptions = SubscriptionAdmin(broker, service.dispatchers, signals.notify)
     admin = TopicAdminService(broker, compactions, subscriptions)
     engine = CompactionEngineService(make_outside_runs(broker, compactions), compactions)
-    server.add_generic_rpc_handlers(
-        (
-            service_handler("TopicAdmin", admin, stopping, admit=admit),
-            service_handler("CompactionEngine", engine, stopping, admit=admit),
-        )
+    add_services(
+        server, service_handler("TopicAdmin", admin, stopping, admit=admit), ["TopicAdmin"]
     )
+    engines = service_handler("CompactionEngine", engine, stopping, admit=admit)
+    add_services(server, engines, ["CompactionEngine"])
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = [

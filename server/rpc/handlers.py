@@ -9,8 +9,8 @@ docs/architecture.md ("The rpc room").
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection, Sequence
-from typing import Any, TypeAlias
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
+from typing import Any, NamedTuple, TypeAlias
 
 import grpc
 
@@ -134,3 +134,31 @@ def service_handler(
             response_serializer=_same if name in raw_responses else response_cls.SerializeToString,
         )
     return grpc.method_handlers_generic_handler(descriptor.full_name, handlers)
+
+
+class _Details(NamedTuple):
+    """What a generic handler is asked with: a method's path, and no metadata."""
+
+    method: str
+    invocation_metadata: tuple[tuple[str, Any], ...] = ()
+
+
+def add_services(
+    server: grpc.aio.Server, handler: grpc.GenericRpcHandler, services: Iterable[str]
+) -> None:
+    """Serve ``handler``'s methods of the ``compactlog.v1`` ``services`` (short names) as
+    registered methods, and ``handler`` as a generic one for any other path.
+
+    gRPC matches calls of unregistered methods to the application one at a time, in the
+    order they came: a thousand long-poll Consume calls made a GetTopic or a Publish
+    wait seconds behind them. A registered method has a queue of its own.
+    """
+    server.add_generic_rpc_handlers((handler,))
+    for name in services:
+        service = pb.DESCRIPTOR.services_by_name[name]
+        methods: dict[str, Handler] = {}
+        for method in service.methods:
+            found = handler.service(_Details(f"/{service.full_name}/{method.name}"))  # type: ignore[arg-type]
+            if found is not None:
+                methods[method.name] = found
+        server.add_registered_method_handlers(service.full_name, methods)

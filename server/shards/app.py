@@ -32,6 +32,7 @@ from compactlog.server.front.secret import from_front
 from compactlog.server.front.spanning import Spanning, channel_of
 from compactlog.server.front.spread.repair import SpreadRepair
 from compactlog.server.kafka.options import KafkaOptions
+from compactlog.server.rpc.handlers import add_services
 from compactlog.server.rpc.reflection import enable_server_reflection
 from compactlog.server.security.guard import Guard
 from compactlog.server.serving import (
@@ -67,7 +68,7 @@ def _front_server(
             ("grpc.so_reuseport", 0),
         ],
     )
-    server.add_generic_rpc_handlers((handler,))
+    add_services(server, handler, ["Log", "TopicAdmin", "CompactionEngine"])
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     names = [

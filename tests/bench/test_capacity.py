@@ -25,6 +25,11 @@ def check(fig: Any, s: CapacitySettings) -> None:
     for probe in PROBES:
         assert fig.latencies_ms[probe], report  # answered (how often is the table's figure)
         assert max(fig.latencies_ms[probe]) <= MAX_BOUND_MS, report
+    # No method waits behind another's calls: every probe answers about as often as the
+    # health check, which goes first (they all call at the same cadence).
+    answered = len(fig.latencies_ms["health"])
+    for probe in PROBES:
+        assert 2 * len(fig.latencies_ms[probe]) >= answered, report
     assert not fig.probe_errors and not fig.stream_errors, report
     assert fig.followers_open == s.followers, report
     assert fig.follower_received == fig.follower_expected > 0, report

@@ -251,10 +251,25 @@ class SpreadPublish:
         self, method: str, unary: Callable[[bytes, Ctx], Awaitable[bytes]]
     ) -> Callable[[bytes, Ctx], Awaitable[bytes]]:
         """The front's handler of unary ``method``: Publish split here when it names a
-        spread topic; a config-changing admin call drops the cached limits first."""
+        spread topic; a config-changing admin call drops the cached limits once done
+        (a publish meanwhile may have cached the old ones)."""
         if method in CONFIG_CHANGES:
-            self.limits.forget()
+            return self.forgetting(unary)
         return self.unary(unary) if method == PUBLISH else unary
+
+    def forgetting(
+        self, change: Callable[[bytes, Ctx], Awaitable[bytes]]
+    ) -> Callable[[bytes, Ctx], Awaitable[bytes]]:
+        """``change`` (a config-changing call), then the cached limits forgotten, whether
+        it succeeded or not (a refused change may have reached some slots)."""
+
+        async def handle(request: bytes, context: Ctx) -> bytes:
+            try:
+                return await change(request, context)
+            finally:
+                self.limits.forget()
+
+        return handle
 
     def unary(
         self, plain: Callable[[bytes, Ctx], Awaitable[bytes]]
