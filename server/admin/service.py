@@ -12,6 +12,7 @@ from compactlog.errors import InvalidArgument, Unimplemented
 from compactlog.server.admin import partitioned_compaction
 from compactlog.server.admin.partitioned_topics import PartitionedNamespace
 from compactlog.server.admin.subscriptions import SubscriptionAdmin
+from compactlog.server.admin.validation import validate_only
 from compactlog.server.broker import Broker
 from compactlog.server.log.dispatchers import Dispatchers
 from compactlog.server.rpc.convert import kind_from_pb, topic_info
@@ -105,6 +106,8 @@ class TopicAdminService(pb_grpc.TopicAdminServicer):
         self, request: pb.CreateTopicRequest, context: grpc.ServicerContext
     ) -> pb.TopicInfo:
         kind = kind_from_pb(request.kind)
+        if validate_only(context.invocation_metadata()):  # every check, nothing made
+            return self._check_create(request)
         if request.partitions > 1:
             desc = self.partitioned.create(
                 request.name, kind, dict(request.config), request.partitions
@@ -117,7 +120,22 @@ class TopicAdminService(pb_grpc.TopicAdminServicer):
     def AddPartitions(
         self, request: pb.AddPartitionsRequest, context: grpc.ServicerContext
     ) -> pb.TopicInfo:
-        return topic_info(self.partitioned.add_partitions(request.name, request.partitions))
+        checked = validate_only(context.invocation_metadata())
+        return topic_info(
+            self.partitioned.add_partitions(request.name, request.partitions, checked)
+        )
+
+    def _check_create(self, request: pb.CreateTopicRequest) -> pb.TopicInfo:
+        """What a CreateTopic marked validate-only answers (``admin.validation``): the
+        topic as it would be made, after every check of the create."""
+        kind, config = kind_from_pb(request.kind), dict(request.config)
+        if request.partitions > 1:
+            self.partitioned.check(request.name, kind, config, request.partitions)
+        else:
+            self.partitioned.check_plain(request.name, kind, config)
+        return pb.TopicInfo(
+            name=request.name, kind=request.kind, config=config, partitions=request.partitions
+        )
 
     def _describe(self, name: str) -> pb.TopicInfo:
         """GetTopic's answer; a partition of a delete refused half-way is not shown

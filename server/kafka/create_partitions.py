@@ -50,13 +50,14 @@ def grow(ctx: KafkaContext, topic: Any, validate_only: bool) -> None:
         )
 
 
-async def grow_at_front(ctx: KafkaContext, topic: Any) -> None:
+async def grow_at_front(ctx: KafkaContext, topic: Any, validate_only: bool) -> None:
     """Grow one topic through the front (partition placement: the new partitions go to
-    the slots gRPC's AddPartitions gives them)."""
+    the slots gRPC's AddPartitions gives them); ``validate_only``, checked there on every
+    slot the grow touches and made nowhere (``server.admin.validation``)."""
     assert ctx.front is not None
     await ctx.run(check, ctx, topic)
     with _partition_counts():
-        await ctx.front.add_partitions(topic.name, topic.count)
+        await ctx.front.add_partitions(topic.name, topic.count, validate_only)
 
 
 @contextlib.contextmanager
@@ -98,10 +99,10 @@ async def grow_one(
     try:
         if topic.name in twice:
             raise KafkaError(ErrorCode.invalid_request, f"topic {topic.name!r} named twice")
-        if ctx.front is None or validate_only:
+        if ctx.front is None:
             await ctx.run(grow, ctx, topic, validate_only)
         else:
-            await grow_at_front(ctx, topic)
+            await grow_at_front(ctx, topic, validate_only)
         code, message = ErrorCode.none, None
     except Exception as exc:
         code, message = code_of(exc), str(exc)

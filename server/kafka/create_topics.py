@@ -6,7 +6,9 @@ is INVALID_REPLICATION_FACTOR; manual replica assignments are INVALID_REQUEST.
 
 Under partition placement (``KafkaContext.front``) a create is the front's CreateTopic,
 the call gRPC takes, so a partitioned topic's partitions are placed over the slots as
-gRPC places them; ``validate_only`` runs the checks in the topic's own slot.
+gRPC places them; ``validate_only`` is that call marked validate-only, checked on every
+slot the create touches and by the front, made nowhere (``server.admin.validation``), so
+it answers what the create would.
 """
 
 from __future__ import annotations
@@ -55,11 +57,11 @@ def create(ctx: KafkaContext, topic: Any, validate_only: bool) -> int:
 
 async def create_one(ctx: KafkaContext, module: Any, topic: Any, validate_only: bool) -> Any:
     try:
-        if ctx.front is None or validate_only:
+        if ctx.front is None:
             partitions = await ctx.run(create, ctx, topic, validate_only)
         else:
             count, config = wanted(topic)
-            partitions = await ctx.front.create(topic.name, config, count)
+            partitions = await ctx.front.create(topic.name, config, count, validate_only)
         code, message = ErrorCode.none, None
     except Exception as exc:
         partitions, code, message = -1, code_of(exc), str(exc)

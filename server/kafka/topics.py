@@ -71,11 +71,15 @@ class FrontAdmin(Protocol):
     """The changes of topics under partition placement, made by the server's front through
     the calls gRPC's TopicAdmin takes (``server.front.spread``): the front places a
     partitioned topic's partitions over the slots, makes every slot agree and repairs a
-    change cut half-way. Implemented by the wiring (``server.shards.kafka_front``)."""
+    change cut half-way. ``validate_only``: the change checked by the front and every
+    slot it touches, made nowhere (``server.admin.validation``). Implemented by the
+    wiring (``server.shards.kafka_front``)."""
 
-    async def create(self, name: str, config: dict[str, str], partitions: int) -> int: ...
+    async def create(
+        self, name: str, config: dict[str, str], partitions: int, validate_only: bool = False
+    ) -> int: ...
 
-    async def add_partitions(self, name: str, total: int) -> None: ...
+    async def add_partitions(self, name: str, total: int, validate_only: bool = False) -> None: ...
 
     async def delete(self, name: str) -> None: ...
 

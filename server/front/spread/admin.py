@@ -22,6 +22,7 @@ import grpc
 
 from compactlog.crash_points import crash
 from compactlog.errors import CompactlogError, InvalidArgument
+from compactlog.server.admin.validation import validate_only
 from compactlog.server.front.partitions import PartitionedIndex
 from compactlog.server.front.relay import Ctx, SlotCall
 from compactlog.server.front.relay import relay as _relay
@@ -209,7 +210,8 @@ class SpreadAdmin:
 
     async def _make(self, name: str, request: bytes, context: Ctx) -> Result:
         """The create made on every slot (the merged answer), or the home's refusal; a
-        failure of another slot undoes the parts made and is relayed."""
+        failure of another slot undoes the parts made and is relayed. Marked
+        validate-only (``admin.validation``), each slot checks and makes nothing."""
         partitions = pb.CreateTopicRequest.FromString(request).partitions
         slots = self.index.slots(name, partitions)
         home = await self.fan_out(slots[:1], _CREATE, request, self.call_of(context))
@@ -218,6 +220,9 @@ class SpreadAdmin:
         self._crash("after_home_create")
         results = await self.fan_out(slots[1:], _CREATE, request, self.call_of(context))
         failed = [r for r in results if isinstance(r, grpc.aio.AioRpcError)]
+        checked = validate_only(context.invocation_metadata())  # nothing was made
+        if failed and checked:
+            await _relay(context, failed[0])
         if failed:  # undo the parts made (NAME's own slot first), then say why
             made = [s for s, r in zip(slots[1:], results, strict=True) if isinstance(r, bytes)]
             undo = pb.DeleteTopicRequest(name=name).SerializeToString()
@@ -225,7 +230,8 @@ class SpreadAdmin:
                 await self.fan_out(undone, _DELETE, undo, self.call_of(context))
             await _relay(context, failed[0])
         infos = [pb.TopicInfo.FromString(b) for b in (*home, *results) if isinstance(b, bytes)]
-        self.index.put(PartitionedTopic(name, partitions, kind_from_pb(infos[0].kind)))
+        if not checked:
+            self.index.put(PartitionedTopic(name, partitions, kind_from_pb(infos[0].kind)))
         return merge_topic_infos(infos, partitions).SerializeToString()
 
     async def _add_partitions(
@@ -251,7 +257,8 @@ class SpreadAdmin:
             for other in others:  # every part ended before the first failure is relayed
                 if isinstance(other, grpc.aio.AioRpcError):
                     await _relay(context, other)
-            self.index.put(grown)
+            if not validate_only(context.invocation_metadata()):
+                self.index.put(grown)
         infos = [home, *(pb.TopicInfo.FromString(b) for b in others if isinstance(b, bytes))]
         return merge_topic_infos(infos, grown.partitions).SerializeToString()
 
