@@ -31,6 +31,11 @@ def topic_metadata(ctx: KafkaContext, module: Any, name: str) -> Any:
         code = ErrorCode.none
     except KafkaError as exc:
         count, code = 0, exc.code
+    return topic_entry(ctx, module, name, count, code)
+
+
+def topic_entry(ctx: KafkaContext, module: Any, name: str, count: int, code: ErrorCode) -> Any:
+    """Topic ``name``'s entry: ``count`` partitions, each led by the broker storing it."""
     partitions = tuple(
         make(
             module.MetadataResponsePartition,

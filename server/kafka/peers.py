@@ -63,9 +63,9 @@ class Peers:
         self.mark = MARK + secret
         self.tls: ssl.SSLContext | None = None  # the brokers speak TLS (--tls-cert)
         self._lines: dict[int, _Line] = {}
-        # each broker's topics as its last Metadata answer showed them, by name: while
-        # it restarts, Metadata still lists them (leaderless) so clients wait and retry
-        self.shown: dict[int, dict[str, Any]] = {}
+        # each broker's topics' partition counts as its last Metadata answer showed
+        # them, by name: while it restarts, Metadata still lists them (``leaderless``)
+        self.shown: dict[int, dict[str, int]] = {}
         self._ids = itertools.count(1)
         self._beacon: asyncio.Server | None = None
 
@@ -166,6 +166,16 @@ class Peers:
             return await asyncio.open_unix_connection(path=self._beacon_name(node))
         except (ConnectionRefusedError, FileNotFoundError):
             raise ConnectionRefusedError("not serving (down or restarting)") from None
+
+    async def serving(self, node: int) -> bool:
+        """Whether broker ``node`` serves now (its beacon is held); True without beacons."""
+        try:
+            _reader, writer = await self._watch(node)
+        except ConnectionRefusedError:
+            return False
+        if writer is not None:
+            writer.close()
+        return True
 
     def _drop(self, line: _Line) -> None:
         for writer in (line.writer, line.watching):

@@ -14,10 +14,11 @@ and DeleteRecords are not split: each partition's leader answers it (others say
 NOT_LEADER_OR_FOLLOWER).
 
 A broker that cannot be reached (down, restarting: ``peers`` says so at once) fails only
-its share, as a Kafka cluster fails only a down broker's partitions: Metadata lists its
-topics leaderless, an admin request answers each of its topics REQUEST_TIMED_OUT, an
-OffsetCommit each of its partitions COORDINATOR_NOT_AVAILABLE and an OffsetFetch
-UNSTABLE_OFFSET_COMMIT, every other part as usual (the codes' reasons: docs/kafka.md).
+its share, as a Kafka cluster fails only a down broker's partitions: Metadata shows its
+partitions leaderless and every other partition led as usual (``leaderless``), an admin
+request answers each of its topics REQUEST_TIMED_OUT, an OffsetCommit each of its
+partitions COORDINATOR_NOT_AVAILABLE and an OffsetFetch UNSTABLE_OFFSET_COMMIT, every
+other part as usual (the codes' reasons: docs/kafka.md).
 """
 
 from __future__ import annotations
@@ -27,16 +28,14 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from compactlog.server.kafka import part_errors
+from compactlog.server.kafka import leaderless, part_errors
 from compactlog.server.kafka.config_entries import ResourceType
 from compactlog.server.kafka.errors import ErrorCode, KafkaError
 from compactlog.server.kafka.handlers import HANDLERS
 from compactlog.server.kafka.offsets import check_group_id
-from compactlog.server.kafka.protocol import make, response_module
 from compactlog.server.kafka.topics import FORWARDED, KafkaContext
 
 METADATA, OFFSET_COMMIT, OFFSET_FETCH = 3, 8, 9
-NO_LEADER = -1
 # what the parts of a broker that cannot be reached answer, by API (else REQUEST_TIMED_OUT)
 UNREACHED = {
     OFFSET_COMMIT: ErrorCode.coordinator_not_available,
@@ -81,7 +80,10 @@ async def handle(
     try:
         if ctx.peers is None or forwarded or api_key not in SPLITS:
             return await HANDLERS[api_key](ctx, request, version)
-        return await _spread(ctx, api_key, request, version)
+        answer, unreached = await _spread(ctx, api_key, request, version)
+        if api_key == METADATA:
+            return await leaderless.settle(ctx, version, answer, unreached)
+        return answer
     finally:
         FORWARDED.reset(token)
 
@@ -129,13 +131,17 @@ def _joined(api_key: int, items: list[Any]) -> list[Any]:
     return list(by_name.values())
 
 
-async def _spread(ctx: KafkaContext, api_key: int, request: Any, version: int) -> Any:
+async def _spread(
+    ctx: KafkaContext, api_key: int, request: Any, version: int
+) -> tuple[Any, dict[int, Any]]:
+    """The merged answer, and the shares of the brokers that could not be reached (by
+    node) whose parts a Metadata answer builds itself (``leaderless``)."""
     asked, answered, name_of = SPLITS[api_key]
     if not hasattr(request, asked):  # DeleteTopics before v6: a list of names
         asked = "topic_names"
     shares = _shares(ctx, api_key, getattr(request, asked), name_of)
     if set(shares) <= {ctx.cluster.node_id} or _refused_here(ctx, api_key, request):
-        return await HANDLERS[api_key](ctx, request, version)
+        return await HANDLERS[api_key](ctx, request, version), {}
     nodes = sorted(shares)
     answers = await asyncio.gather(
         *(
@@ -145,6 +151,7 @@ async def _spread(ctx: KafkaContext, api_key: int, request: Any, version: int) -
         return_exceptions=True,
     )
     merged: list[Any] = []
+    unreached: dict[int, Any] = {}
     base: Any = None
     whole: ErrorCode | None = None  # an error for the whole answer (OffsetFetch's every part)
     for node, answer in zip(nodes, answers, strict=True):
@@ -152,7 +159,7 @@ async def _spread(ctx: KafkaContext, api_key: int, request: Any, version: int) -
             if node == ctx.cluster.node_id or not isinstance(answer, PEER_FAILURES):
                 raise answer
             if api_key == METADATA:
-                merged += _unreachable(ctx, version, shares[node], node)
+                unreached[node] = shares[node]
             elif shares[node] is None:  # OffsetFetch of every partition: which are its?
                 whole = ErrorCode.coordinator_load_in_progress
             else:
@@ -160,14 +167,14 @@ async def _spread(ctx: KafkaContext, api_key: int, request: Any, version: int) -
                 merged += _unanswered(api_key, version, share, answered, node, answer)
             continue
         if api_key == METADATA:
-            _remember(ctx, node, shares[node], answer.topics)
+            leaderless.remember(ctx, node, shares[node], answer.topics)
         base = base if base is not None else answer
         merged += getattr(answer, answered)
     if base is None:  # no broker answered: this one's own answer with the errors
         base = await HANDLERS[api_key](ctx, dataclasses.replace(request, **{asked: ()}), version)
     if whole is not None:
-        return dataclasses.replace(base, **{answered: (), "error_code": whole})
-    return dataclasses.replace(base, **{answered: tuple(_joined(api_key, merged))})
+        return dataclasses.replace(base, **{answered: (), "error_code": whole}), unreached
+    return dataclasses.replace(base, **{answered: tuple(_joined(api_key, merged))}), unreached
 
 
 def _unanswered(
@@ -202,54 +209,3 @@ def _refused_here(ctx: KafkaContext, api_key: int, request: Any) -> bool:
     except KafkaError:
         return True
     return False
-
-
-def _remember(ctx: KafkaContext, node: int, share: Any, topics: Any) -> None:
-    """Keep broker ``node``'s topics as its Metadata answer shows them (all of them when
-    ``share`` is every topic): each partition's replicas, for ``_unreachable``."""
-    assert ctx.peers is not None
-    shown = ctx.peers.shown.setdefault(node, {})
-    if share is None:
-        shown.clear()
-    for topic in topics:
-        if topic.error_code == ErrorCode.none:
-            shown[topic.name] = tuple(
-                (p.partition_index, p.replica_nodes) for p in topic.partitions
-            )
-        else:
-            shown.pop(topic.name, None)
-
-
-def _unreachable(ctx: KafkaContext, version: int, share: Any, node: int) -> list[Any]:
-    """Metadata's answer for the topics of a broker that did not answer (restarting), as
-    a Kafka cluster gives it for a broker that is down: each topic it was last seen to
-    hold, every partition LEADER_NOT_AVAILABLE with no leader (-1); a topic never seen
-    LEADER_NOT_AVAILABLE whole. Clients retry both."""
-    assert ctx.peers is not None
-    shown = ctx.peers.shown.get(node, {})
-    names = list(shown) if share is None else [item.name for item in share]
-    module = response_module(METADATA, version)
-    return [_leaderless(module, name, shown.get(name)) for name in names]
-
-
-def _leaderless(module: Any, name: str, partitions: Any) -> Any:
-    return make(
-        module.MetadataResponseTopic,
-        error_code=ErrorCode.leader_not_available if partitions is None else ErrorCode.none,
-        name=name,
-        topic_id=None,
-        is_internal=False,
-        partitions=tuple(
-            make(
-                module.MetadataResponsePartition,
-                error_code=ErrorCode.leader_not_available,
-                partition_index=index,
-                leader_id=NO_LEADER,
-                leader_epoch=0,
-                replica_nodes=replicas,
-                isr_nodes=(),
-                offline_replicas=replicas,
-            )
-            for index, replicas in partitions or ()
-        ),
-    )

@@ -179,6 +179,16 @@ class KafkaContext:
                 return parted
         return None
 
+    def recorded(self) -> dict[str, int]:
+        """Every SEGMENTED partitioned topic a store here keeps a record of, with the
+        greatest count among them (under partition placement each slot holding one of
+        its partitions keeps one, so the count outlives its own broker's restart)."""
+        found: dict[str, int] = {}
+        for store in self.stores.values():
+            for name, parted in _partitioned(store.broker):
+                found[name] = max(found.get(name, 0), parted.partitions)
+        return found
+
     def log(self, topic: str, partition: int) -> TopicLog:
         """The ``TopicLog`` of Kafka partition ``partition`` of ``topic``
         (NOT_LEADER_OR_FOLLOWER when another broker stores it)."""

@@ -1,10 +1,16 @@
 """``serve --kafka-listen --shards 2`` on partition placement, one topic's partitions on
-both brokers (docs/kafka.md, "Partition placement"): a ``validate_only`` CreateTopics
+both brokers (docs/kafka.md, "Partition placement"): while the shard holding a topic's
+own slot restarts, Metadata shows only that broker's partitions leaderless and the live
+broker's partitions go on taking produces and fetches; a ``validate_only`` CreateTopics
 or CreatePartitions answers what the change itself answers, whichever slot refuses it
-(a name taken, a config refused), and makes nothing. Real clients (confluent-kafka)."""
+(a shard down, a name taken, a config refused), and makes nothing. Real clients
+(confluent-kafka), real faults (kill -9 of a shard, its restart held by SIGSTOP)."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -14,14 +20,18 @@ import pytest
 
 from compactlog.v1 import compactlog_pb2 as pb
 from tests.conftest import ServerProcess
+from tests.e2e.shards import shard_pids, wait_for
 from tests.kafka.conftest import KAFKA_ARGS, Grpc
-from tests.kafka.test_partition_placement import fresh
+from tests.kafka.test_groups_confluent import poll_until
+from tests.kafka.test_partition_placement import fresh, owner
+from tests.kafka.test_shards import _cmdline, _restarts, _zombie, metadata
 
 ck = pytest.importorskip("confluent_kafka")
-from confluent_kafka import KafkaException  # noqa: E402
+from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic  # noqa: E402
 from kio.schema.errors import ErrorCode  # noqa: E402
 
+DOWN = 1  # the shard killed; broker 0, the bootstrap, answers throughout
 COUNT = 4  # four consecutive slots: partitions on both brokers
 
 
@@ -40,6 +50,59 @@ def side(spread: ServerProcess) -> Iterator[Grpc]:
     front = Grpc(spread.address)
     yield front
     front.channel.close()
+
+
+def homed(prefix: str, node: int) -> str:
+    """A fresh name whose own slot (partition 0's) broker ``node`` serves."""
+    return next(n for n in iter(lambda: fresh(prefix), "") if owner(n, 0) == node)
+
+
+@contextlib.contextmanager
+def restarting(srv: ServerProcess) -> Iterator[None]:
+    """Shard ``DOWN`` killed (kill -9) and its restart held before it serves: the front
+    stopped while it dies, then running on while the new shard process is stopped
+    (SIGSTOP) from its first moments, so neither its gRPC slots nor its broker serve."""
+    assert srv.proc is not None
+    victim = next(p for p in shard_pids(srv) if f" --shard {DOWN} " in _cmdline(p))
+    restarts = _restarts(srv)
+    os.kill(srv.proc.pid, signal.SIGSTOP)
+    try:
+        os.kill(victim, signal.SIGKILL)
+        wait_for(lambda: _zombie(victim), 30)
+    finally:
+        os.kill(srv.proc.pid, signal.SIGCONT)
+    held: list[int] = []
+
+    def respawned() -> bool:
+        held.extend(
+            p for p in shard_pids(srv) if p != victim and f" --shard {DOWN} " in _cmdline(p)
+        )
+        return bool(held)
+
+    wait_for(respawned, 30)
+    os.kill(held[0], signal.SIGSTOP)
+    try:
+        assert _restarts(srv) == restarts, "the new shard served before it was stopped"
+        yield
+    finally:
+        os.kill(held[0], signal.SIGCONT)
+        wait_for(lambda: _restarts(srv) > restarts, 60)
+
+
+def leaders(address: str, name: str) -> list[tuple[int, int]]:
+    """Each partition's (leader, error code) in librdkafka's Metadata of ``name``."""
+    topic = AdminClient({"bootstrap.servers": address}).list_topics(name, timeout=30).topics[name]
+    assert topic.error is None, topic.error
+    return [
+        (p.leader, p.error.code() if p.error is not None else 0)
+        for _i, p in sorted(topic.partitions.items())
+    ]
+
+
+def expected(name: str, down: set[int]) -> list[tuple[int, int]]:
+    """Each partition led by its owner, or leaderless while the owner is in ``down``."""
+    no_leader = (-1, ErrorCode.leader_not_available)
+    return [no_leader if owner(name, i) in down else (owner(name, i), 0) for i in range(COUNT)]
 
 
 def outcome(future: Any) -> ErrorCode:
@@ -82,6 +145,64 @@ def partitions(side: Grpc, name: str) -> int:
     except grpc.RpcError as exc:
         assert exc.code() == grpc.StatusCode.NOT_FOUND, exc
         return 0
+
+
+def produce_to(address: str, name: str, parts: list[int], tag: bytes) -> None:
+    producer = ck.Producer({"bootstrap.servers": address, "acks": -1})
+    for p in parts:
+        producer.produce(name, value=tag + b"%d" % p, partition=p)
+    assert producer.flush(30) == 0
+
+
+def read(address: str, name: str, parts: list[int], count: int) -> list[tuple[int, bytes]]:
+    group = homed("g", 0)  # coordinated by the live broker: no wait on the other
+    c = ck.Consumer({"bootstrap.servers": address, "group.id": group})
+    c.assign([TopicPartition(name, p, OFFSET_BEGINNING) for p in parts])
+    seen: list[Any] = []
+    try:
+        poll_until(c, lambda: len(seen) >= count, seen)
+    finally:
+        c.close()
+    return sorted((m.partition(), m.value()) for m in seen)
+
+
+def test_a_restarting_home_shard_takes_only_its_partitions_away(
+    spread: ServerProcess, side: Grpc
+) -> None:
+    """``away`` (its own slot on the killed shard) is made over gRPC, so broker 0 has
+    never shown it: its count comes from the record broker 0's slots keep. ``near``'s
+    own broker lives, its partitions on the killed shard do not. A create and a grow
+    touching the killed shard's slots answer the same validated and made."""
+    address, admin = spread.kafka_address, AdminClient({"bootstrap.servers": spread.kafka_address})
+    away, near, born = homed("away", DOWN), homed("near", 0), homed("born", 0)
+    side.create(away, partitions=COUNT)
+    assert outcome(admin.create_topics([NewTopic(near, COUNT, 1)])[near]) == ErrorCode.none
+    live = [i for i in range(COUNT) if owner(away, i) != DOWN]
+    assert live and len(live) < COUNT
+    produce_to(address, away, live, b"before-")
+
+    with restarting(spread):
+        for name in (away, near):
+            assert leaders(address, name) == expected(name, {DOWN}), name
+        every = {t.name: t for t in metadata(address).topics}  # every topic: listed too
+        for name in (away, near):
+            shown = [(p.leader_id, p.error_code) for p in every[name].partitions]
+            assert shown == expected(name, {DOWN}), name
+        produce_to(address, away, live, b"during-")
+        assert read(address, away, live, 2 * len(live)) == sorted(
+            (p, tag + b"%d" % p) for p in live for tag in (b"before-", b"during-")
+        )
+        # a slot the change touches is away: refused alike, made nowhere
+        create, grow = creating(admin, born), growing(admin, near, COUNT + 2)
+        made = checked_then_made(create)
+        assert made[0] == made[1] != ErrorCode.none, made
+        grown = checked_then_made(grow)
+        assert grown[0] == grown[1] != ErrorCode.none, grown
+        assert partitions(side, born) == 0
+
+    assert partitions(side, near) == COUNT
+    wait_for(lambda: leaders(address, away) == expected(away, set()), 60)
+    assert leaders(address, near) == expected(near, set())
 
 
 def test_validate_only_answers_what_the_change_would(spread: ServerProcess, side: Grpc) -> None:
