@@ -157,9 +157,12 @@ typedef struct {
 } Scratch;
 
 /* One stored payload's records at offsets >= from as one RecordBatch v2 at the end of
- * `out`; nothing added (b->count == 0) when none are left. */
+ * `out`; nothing added (b->count == 0) when none are left. 1 as soon as `out` passes
+ * `cap` bytes (the batch half made: the caller drops it), so a batch that cannot fit is
+ * not converted whole only to be dropped (with ~1 MiB stored batches, every 1 MiB Fetch
+ * met one: 40% of its conversion time). */
 static int put_batch(Buf *out, Scratch *s, const unsigned char *buf, Py_ssize_t end,
-                     uint64_t from, Built *b) {
+                     uint64_t from, Py_ssize_t cap, Built *b) {
     Py_ssize_t at = out->len, p = 0;
     *b = (Built){0};
     if (buf_reserve(out, BATCH_HEADER + end) < 0) return -1;
@@ -167,8 +170,9 @@ static int put_batch(Buf *out, Scratch *s, const unsigned char *buf, Py_ssize_t 
     while (p < end) {
         Stored m;
         if (read_stored(buf, p, end, &m, &s->props, &p) < 0) return -1;
-        if (m.entry >= from && put_record(out, &s->headers, buf, &m, (Prop *)s->props.data, b) < 0)
-            return -1;
+        if (m.entry < from) continue;
+        if (put_record(out, &s->headers, buf, &m, (Prop *)s->props.data, b) < 0) return -1;
+        if (out->len > cap) return 1;
     }
     if (b->count == 0)
         out->len = at;
@@ -199,12 +203,14 @@ static int convert_all(Fetch *f) {
         Py_ssize_t at = f->out.len;
         Built b;
         const Py_buffer *v = &f->views[f->used];
-        if ((rc = put_batch(&f->out, &s, v->buf, v->len, f->from, &b)) < 0) break;
-        if (b.count == 0) continue;
-        if (f->out.len > f->limit && !(f->first && at == 0)) {
+        Py_ssize_t cap = f->first && at == 0 ? PY_SSIZE_T_MAX : f->limit;
+        if ((rc = put_batch(&f->out, &s, v->buf, v->len, f->from, cap, &b)) < 0) break;
+        if (rc == 1) { /* it does not fit: dropped */
             f->out.len = at;
+            rc = 0;
             break;
         }
+        if (b.count == 0) continue;
         f->last = (long long)b.last;
     }
     PyMem_RawFree(s.headers.data);
