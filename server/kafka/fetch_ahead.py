@@ -14,6 +14,8 @@ topic deleted and created again each change it), and only when it meets the Fetc
 ``min_bytes`` with no partition failed; otherwise the Fetch reads afresh and long-polls
 exactly as without read-ahead. Its high watermarks and log start offsets are read when it
 is sent; its records may be fewer than the log holds by then (a Fetch may return fewer).
+A read ahead starts each partition from the stored batches the answer before it read
+but could not give (``fetch_read.Spare``), so a stored batch is read and checked once.
 A connection holds one prepared answer at most, read within its Fetch's limits, dropped
 on any other Fetch and when the connection closes. Nothing is read ahead for a
 connection whose Fetches are not sequential, nor after an answer that reached every
@@ -29,10 +31,8 @@ from dataclasses import dataclass, replace
 from functools import partial
 
 from compactlog.server.kafka.errors import ErrorCode
-from compactlog.server.kafka.fetch_read import Read, Wanted, read_all
+from compactlog.server.kafka.fetch_read import Read, Spare, Wanted, generation, read_all
 from compactlog.server.kafka.topics import KafkaContext
-from compactlog.storage.segmented.topic_log import SegmentedTopicLog
-from compactlog.storage.topic_log import TopicLog
 
 # the connection a Fetch came on: its read-ahead (None: a Fetch from no connection)
 READ_AHEAD: ContextVar[ReadAhead | None] = ContextVar("kafka_read_ahead", default=None)
@@ -44,11 +44,6 @@ def shape_of(wanted: Sequence[Wanted], max_bytes: int) -> Shape:
     return max_bytes, tuple((w.topic, w.partition, w.offset, w.max_bytes) for w in wanted)
 
 
-def generation(log: TopicLog | None) -> int | None:
-    """``log``'s generation (None: no log, or a kind without one: never read ahead)."""
-    return log.generation() if isinstance(log, SegmentedTopicLog) else None
-
-
 @dataclass(frozen=True)
 class Prepared:
     """An answer read ahead: each log's generation as it was before the read, the reads."""
@@ -57,10 +52,10 @@ class Prepared:
     reads: list[Read]
 
 
-def prepare(wanted: list[Wanted], max_bytes: int) -> Prepared:
-    """The fetch worker's read ahead; the generations first, so a change during the read
-    shows as a change."""
-    return Prepared([generation(w.log) for w in wanted], read_all(wanted, max_bytes))
+def prepare(wanted: list[Wanted], max_bytes: int, spares: Sequence[Spare | None]) -> Prepared:
+    """The fetch worker's read ahead, from the ``spares`` the answer before left; the
+    generations first, so a change during the read shows as a change."""
+    return Prepared([generation(w.log) for w in wanted], read_all(wanted, max_bytes, spares))
 
 
 def _worth(wanted: Sequence[Wanted], reads: Sequence[Read]) -> bool:
@@ -110,7 +105,8 @@ class ReadAhead:
         following = [replace(w, offset=r.next_offset) for w, r in zip(wanted, reads, strict=True)]
         self._next = shape_of(following, max_bytes)
         if sequential and _worth(wanted, reads):
-            self._due = (self._next, partial(ctx.run, prepare, following, max_bytes))
+            spares = [r.spare for r in reads]
+            self._due = (self._next, partial(ctx.run, prepare, following, max_bytes, spares))
 
     def sent(self) -> None:
         """An answer went out: start the read it made due, if any. Not earlier: the

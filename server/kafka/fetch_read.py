@@ -5,16 +5,23 @@ The fetch worker's side of a Fetch (``fetch.py`` answers it): whole stored batch
 RecordBatch v2 in one compiled call (``records``), within ``max_bytes`` and
 ``partition_max_bytes`` as Kafka does (KIP-74): whole batches, and only the first batch of
 the response may pass them.
+
+The stored batches a read took from the log but could not give (the one that did not
+fit) are its ``spare``: a read-ahead (``fetch_ahead``) starts the next read of that
+partition from them instead of reading and checking them from the log again, when the
+log's ``generation`` shows nothing but appends since they were read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+import itertools
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 
 from compactlog.server.kafka.errors import ErrorCode, code_of
 from compactlog.server.kafka.records import fetched_records
 from compactlog.storage.read_range import ViewBatch
+from compactlog.storage.segmented.topic_log import SegmentedTopicLog
 from compactlog.storage.topic_log import TopicLog
 from compactlog.storage.types import MessageId
 
@@ -33,6 +40,15 @@ class Wanted:
     error: ErrorCode = ErrorCode.none
 
 
+@dataclass(frozen=True)
+class Spare:
+    """Stored batches read and checked but not given, and the log's generation noted
+    before they were read."""
+
+    generation: int
+    batches: Sequence[ViewBatch]
+
+
 @dataclass
 class Read:
     error: ErrorCode = ErrorCode.none
@@ -40,20 +56,28 @@ class Read:
     high_watermark: int = -1
     log_start: int = -1
     next_offset: int = -1  # after the last record given: the client's next fetch offset
+    spare: Spare | None = field(default=None, repr=False)
 
 
-def read_partition(want: Wanted, limit: int, first: bool) -> Read:
+def generation(log: TopicLog | None) -> int | None:
+    """``log``'s generation (None: no log, or a kind without one: nothing is reused)."""
+    return log.generation() if isinstance(log, SegmentedTopicLog) else None
+
+
+def read_partition(want: Wanted, limit: int, first: bool, spare: Spare | None = None) -> Read:
     """Whole batches from ``want.offset`` up to ``limit`` bytes (one batch past it when
-    ``first``: the response's first data must come whatever its size)."""
+    ``first``: the response's first data must come whatever its size), starting from
+    ``spare`` when it still holds the log's bytes at ``want.offset``."""
     log = want.log
     assert log is not None
+    noted = generation(log)
     end, start = log.latest().entry_id, log.earliest().entry_id
     if not start <= want.offset <= end:
         return Read(ErrorCode.offset_out_of_range, b"", end, start)
     where = f"topic {log.name!r}"
-    batches = iter(log.batches(MessageId(0, want.offset), MessageId(0, end - 1), False))
+    batches = _batches(log, want.offset, end, spare, noted)
     out: list[bytes] = []
-    size, last = 0, want.offset - 1
+    size, last, left = 0, want.offset - 1, None
     while want.offset < end:
         chunk = _stored_chunk(batches, min(limit - size, CHUNK_BYTES))
         if not chunk:
@@ -65,8 +89,24 @@ def read_partition(want: Wanted, limit: int, first: bool) -> Read:
         size += len(data)
         last = max(last, given)
         if used < len(chunk):
+            left = None if noted is None else Spare(noted, chunk[used:])
             break
-    return Read(ErrorCode.none, b"".join(out), end, start, last + 1)
+    return Read(ErrorCode.none, b"".join(out), end, start, last + 1, left)
+
+
+def _batches(
+    log: TopicLog, offset: int, end: int, spare: Spare | None, noted: int | None
+) -> Iterator[ViewBatch]:
+    """The stored batches from ``offset`` to ``end``: the spare ones first when they
+    hold ``offset`` and nothing but appends happened since they were read (the same
+    generation, noted before either read), then the log's from after them."""
+    if spare is not None and noted is not None and spare.generation == noted:
+        held = spare.batches
+        first, last = held[0][1].first_id.entry_id, held[-1][1].last_id.entry_id
+        if first <= offset <= last:
+            after = log.batches(MessageId(0, last + 1), MessageId(0, end - 1), False)
+            return itertools.chain(held, after) if last + 1 < end else iter(held)
+    return iter(log.batches(MessageId(0, offset), MessageId(0, end - 1), False))
 
 
 def _stored_chunk(batches: Iterator[ViewBatch], room: int) -> list[ViewBatch]:
@@ -83,16 +123,20 @@ def _stored_chunk(batches: Iterator[ViewBatch], room: int) -> list[ViewBatch]:
     return chunk
 
 
-def read_all(wanted: list[Wanted], max_bytes: int) -> list[Read]:
+def read_all(
+    wanted: list[Wanted], max_bytes: int, spares: Sequence[Spare | None] = ()
+) -> list[Read]:
+    """Each partition's read, within ``max_bytes`` in all; ``spares``: what the reads
+    this one continues left over, a partition each (none: all read from the logs)."""
     reads: list[Read] = []
     total = 0
-    for want in wanted:
+    for want, spare in itertools.zip_longest(wanted, spares[: len(wanted)]):
         if want.log is None:
             reads.append(Read(want.error))
             continue
         limit = min(want.max_bytes, max_bytes - total)
         try:
-            read = read_partition(want, max(limit, 0), total == 0)
+            read = read_partition(want, max(limit, 0), total == 0, spare)
         except Exception as exc:  # a corrupt batch fails its partition, not the request
             read = Read(code_of(exc))
         total += len(read.records)
