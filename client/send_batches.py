@@ -27,7 +27,6 @@ the next send opens another.
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections import deque
@@ -37,20 +36,15 @@ from typing import cast
 
 from compactlog.client import _convert as cv
 from compactlog.client import publish_wire as wire
-from compactlog.client.enums import Result
 from compactlog.client.errors import AlreadyClosed
-from compactlog.client.message_id import MessageId
 from compactlog.client.producer import Producer
+from compactlog.client.send_replies import MAX_UNANSWERED, SendCallback, answer, fail, pending_for
 from compactlog.errors import CompactlogError, InvalidArgument
-from compactlog.v1 import compactlog_pb2 as pb
 
-__all__ = ["BatchingSettings", "SendBatches", "SendCallback"]
+__all__ = ["MAX_UNANSWERED", "BatchingSettings", "SendBatches", "SendCallback"]
 
-SendCallback = Callable[[Result | CompactlogError, MessageId | None], None]
 IDLE_S = 1.0  # an idle stream ends after this long
 MAX_IN_FLIGHT = 4  # requests sent and not answered: while they are, the next one fills
-MAX_UNANSWERED = 10_000  # sends not yet called back before send_async waits for room
-_log = logging.getLogger(__name__)
 _Callbacks = list[SendCallback]  # one request's, in its records' order
 
 
@@ -79,11 +73,8 @@ class SendBatches:
         self._settings = settings
         self._delay_s = settings.max_delay_ms / 1000 if settings.enabled else 0.0
         self._cond = threading.Condition(threading.Lock())
-        self._pending = wire.Pending(
-            wire.request_head(producer.topic()),
-            settings.max_messages,
-            settings.max_bytes,
-            MAX_UNANSWERED,
+        self._pending = pending_for(
+            producer.topic(), settings.max_messages, settings.max_bytes
         )  # the queue itself: each of its calls is atomic, so it needs no lock here
         self._sequence_base = sequence  # the last sequence id is this + the sends added
         self._in_flight: deque[_Callbacks] = deque()  # requests taken, in order
@@ -192,7 +183,9 @@ class SendBatches:
                 stream = self._stream
             try:
                 for resp in self._producer.send_encoded(self._requests(stream)):
-                    self._answer(self._in_flight.popleft(), resp, one_log)
+                    callbacks = self._in_flight.popleft()
+                    answer(callbacks, resp, one_log)
+                    self._answered(len(callbacks))
             except CompactlogError as exc:
                 self._fail_in_flight(exc)
             except ValueError as exc:  # grpc: the client's channel was closed
@@ -230,22 +223,6 @@ class SendBatches:
         self._in_flight.append(taken[1])  # under the lock: a failing stream fails it too
         return bytes(taken[0])
 
-    def _answer(self, callbacks: _Callbacks, resp: pb.PublishResponse, one_log: bool) -> None:
-        """Each message's callback with its id, in order; ids made from the reply's first
-        where they run (``cv.id_run``), a callback's exception logged."""
-        ok, count = Result.Ok, len(callbacks)
-        run = cv.id_run(resp.ids, one_log) if len(resp.ids) == count else None
-        if run is not None:
-            done = 0
-            while done < count:
-                done, error = wire.call_back(callbacks, done, ok, run[0], run[1], MessageId)
-                if error is not None:
-                    _log.error("a send_async callback raised", exc_info=error)
-        else:
-            for callback, msg_id in zip(callbacks, cv.ids_from_pb(resp.ids, one_log), strict=True):
-                self._call(callback, ok, msg_id)
-        self._answered(count)
-
     def _fail_in_flight(self, error: CompactlogError) -> None:
         """Every request taken for the failed stream gets its error; its feed takes
         no more (a request it took but could not send is among them)."""
@@ -254,20 +231,10 @@ class SendBatches:
             self._cond.notify_all()
         while self._in_flight:
             callbacks = self._in_flight.popleft()
-            for callback in callbacks:
-                self._call(callback, error, None)
+            fail(callbacks, error)
             self._answered(len(callbacks))
 
     def _answered(self, count: int) -> None:
         self._pending.answered(count)
         with self._cond:
             self._cond.notify_all()
-
-    @staticmethod
-    def _call(
-        callback: SendCallback, result: Result | CompactlogError, msg_id: MessageId | None
-    ) -> None:
-        try:
-            callback(result, msg_id)
-        except Exception:  # the application's: logged, the other sends go on
-            _log.exception("a send_async callback raised")

@@ -21,6 +21,7 @@ from compactlog.channels import (
 from compactlog.client import _convert as cv
 from compactlog.client.aio.multi_topic import AsyncMultiTopicConsumer
 from compactlog.client.aio.reader import AsyncReader
+from compactlog.client.aio.send_batches import PublishEncoded
 from compactlog.client.aio.streams import (
     AsyncConsumer,
     AsyncProducer,
@@ -91,7 +92,12 @@ class AsyncClient:
         self._channel = open_aio_channel(address, security, _CHANNEL_OPTIONS)
         self._admin = pb_grpc.TopicAdminStub(self._channel)  # a TopicAdminAsyncStub
         stub = pb_grpc.LogStub(self._channel)  # a LogAsyncStub on an aio channel
-        self._link = _Link(stub, address, timeout, self._metadata)
+        publish_encoded: PublishEncoded = self._channel.stream_stream(
+            "/compactlog.v1.Log/PublishStream",
+            request_serializer=None,
+            response_deserializer=pb.PublishResponse.FromString,
+        )
+        self._link = _Link(stub, publish_encoded, address, timeout, self._metadata)
         self._consumers: weakref.WeakSet[AsyncConsumer] = weakref.WeakSet()
         self._closed = False
 
@@ -237,7 +243,13 @@ class AsyncClient:
             batching_max_allowed_size_in_bytes,
             batching_max_publish_delay_ms,
         )
-        return AsyncProducer(self._link, topic, producer_name, initial_sequence_id, batching)
+
+        async def partitions() -> int:
+            return (await self.get_topic(topic)).partitions
+
+        return AsyncProducer(
+            self._link, topic, partitions, producer_name, initial_sequence_id, batching
+        )
 
     async def subscribe(
         self,

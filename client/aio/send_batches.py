@@ -1,112 +1,257 @@
-"""``AsyncSendBatches``: the asyncio producer's sends gathered into Publish requests.
+"""``AsyncSendBatches``: the asyncio producer's sends gathered into PublishStream requests.
 
-The twin of ``send_batches`` for ``AsyncProducer``: every ``await producer.send(...)``
-begun while a request is out (``asyncio.create_task(producer.send(...))``, or many
-coroutines sending at once) joins the next request, so a busy producer sends requests of
-up to ``batching_max_messages`` messages or ``batching_max_allowed_size_in_bytes`` of
-values; with ``batching_enabled`` a request also waits up to
-``batching_max_publish_delay_ms`` for more. One request is out at a time, so messages
-are stored in the order they were sent, and each ``send`` returns its own message's id
-or raises the error its request met (a request is all or nothing).
+The asyncio twin of ``send_batches``, on the same queue and reply side
+(``send_replies``): each send's key and value are written straight into the pending
+request's bytes with its callback (``AsyncProducer.send``'s is the future it awaits,
+``send_async``'s the caller's), and a task of the producer's sends the requests on one
+PublishStream of the client's channel, up to ``MAX_IN_FLIGHT`` unanswered, with the
+sync producer's batching settings: without ``batching_enabled`` a request takes what
+waits, with it a request waits up to ``batching_max_publish_delay_ms`` until
+``batching_max_messages`` or ``batching_max_allowed_size_in_bytes`` is reached. Replies
+are called back in order; a failed request fails every message of it and of the
+requests sent after it with the typed error, and later sends go on a new stream. A
+stream idle for ``IDLE_S`` ends, and so does the task; the next send starts another.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Awaitable, Callable
+from typing import Any
 
-from compactlog.client import _convert as cv
+import grpc
+
+from compactlog.client import publish_wire as wire
+from compactlog.client.errors import AlreadyClosed, Timeout, from_rpc_error
 from compactlog.client.message_id import MessageId
-from compactlog.client.send_batches import BatchingSettings
+from compactlog.client.send_batches import IDLE_S, MAX_IN_FLIGHT, BatchingSettings
+from compactlog.client.send_replies import (
+    MAX_UNANSWERED,
+    SendCallback,
+    answer,
+    fail,
+    pending_for,
+)
+from compactlog.errors import CompactlogError
+from compactlog.v1 import compactlog_pb2 as pb
 
-__all__ = ["AsyncSendBatches"]
+__all__ = ["AsyncSendBatches", "PublishEncoded", "Sent"]
 
-Publish = Callable[[list[cv.RecordLike]], Awaitable[list[MessageId]]]
-_Entry = tuple[cv.RecordLike, int, "asyncio.Future[MessageId]"]
+PublishEncoded = Callable[..., Any]  # the channel's raw-bytes PublishStream
+Partitions = Callable[[], Awaitable[int]]  # the topic's partitions (GetTopic)
+
+
+class Sent(asyncio.Future[MessageId]):
+    """One ``send``'s future, and its callback: the message's id, or its request's error."""
+
+    __slots__ = ()
+
+    def __call__(self, result: object, msg_id: MessageId | None) -> None:
+        if self.done():  # the sender was cancelled
+            return
+        if msg_id is None:
+            self.set_exception(result if isinstance(result, BaseException) else Exception(result))
+        else:
+            self.set_result(msg_id)
 
 
 class AsyncSendBatches:
-    """The sends of one asyncio producer, in order, one request out at a time."""
+    """The sends of one asyncio producer, in order."""
 
-    def __init__(self, publish: Publish, settings: BatchingSettings) -> None:
-        self._publish = publish
-        self._settings = settings
+    def __init__(
+        self,
+        publish: PublishEncoded,
+        partitions: Partitions,
+        metadata: Any,
+        address: str,
+        timeout: float | None,
+        topic: str,
+        settings: BatchingSettings,
+        sequence: int = -1,
+    ) -> None:
+        self._publish, self._metadata, self._address = publish, metadata, address
+        self._partitions = partitions
+        self._one_log: bool | None = None  # learned before the first stream opens
+        self._timeout, self._topic = timeout, topic
         self._delay_s = settings.max_delay_ms / 1000 if settings.enabled else 0.0
-        self._waiting: list[_Entry] = []
-        self._unanswered: set[asyncio.Future[MessageId]] = set()  # queued or in a request
-        self._waiting_bytes = 0
+        self._pending = pending_for(topic, settings.max_messages, settings.max_bytes)
+        self._sequence_base = sequence  # the last sequence id is this + the sends added
+        self._in_flight: deque[list[SendCallback]] = deque()  # requests taken, in order
         self._flushing = 0
-        self._wake: asyncio.Event | None = None
+        self._closed = False
+        self._stream = 0  # which stream may take requests (a failed one's may not)
+        self._changed: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
+        self._due = 0.0  # when the oldest unanswered request is late
 
-    def send(self, record: cv.RecordLike, size: int) -> asyncio.Future[MessageId]:
-        """Queue one message; the future is its id once its request is stored."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[MessageId] = loop.create_future()
-        self._unanswered.add(future)
-        future.add_done_callback(self._unanswered.discard)
-        self._waiting.append((record, size, future))
-        self._waiting_bytes += size
-        if self._wake is None:
-            self._wake = asyncio.Event()
-        if self._task is None or self._task.done():
-            self._task = loop.create_task(self._run())
-        self._wake.set()
-        return future
+    @property
+    def sequence(self) -> int:
+        """The last sequence id sent (pulsar-client's count)."""
+        return int(self._sequence_base + self._pending.added)
+
+    def add(
+        self,
+        key: bytes | None,
+        value: bytes | None,
+        callback: SendCallback,
+        sequence_id: int | None,
+        record: pb.Record | None = None,
+    ) -> int:
+        """Queue one send (``record``: serialized by protobuf, for properties or an event
+        time); returns ``add``'s flags (``CROWDED``: wait for ``room``)."""
+        if record is None:
+            flags: int = self._pending.add(key, value, callback)
+        else:
+            size = len(key or b"") + len(value or b"")
+            flags = self._pending.add_encoded(record.SerializeToString(), size, callback)
+        if flags & wire.CLOSED:
+            raise AlreadyClosed("the producer is closed")
+        if sequence_id is not None:
+            self._sequence_base = sequence_id - self._pending.added
+        if flags:
+            self._wake()
+            if self._task is None or self._task.done():
+                self._task = asyncio.get_running_loop().create_task(self._run())
+        return flags
+
+    async def room(self) -> None:
+        """Wait while ``MAX_UNANSWERED`` sends are not called back."""
+        await self._until(lambda: self._pending.unanswered < MAX_UNANSWERED or self._closed)
 
     async def flush(self) -> None:
-        """Send what waits now and wait until every message queued so far is answered."""
-        futures = list(self._unanswered)
-        if not futures:
-            return
+        """Send what waits now; return when every send so far has been called back."""
         self._flushing += 1
-        if self._wake is not None:
-            self._wake.set()
+        self._wake()
         try:
-            await asyncio.wait(futures)
+            await self._until(lambda: self._pending.unanswered == 0)
         finally:
             self._flushing -= 1
 
+    async def close(self) -> None:
+        """Flush, then refuse later sends and let the stream end."""
+        await self.flush()
+        self._closed = True
+        self._pending.close()
+        self._wake()
+        if self._task is not None:
+            await self._task
+
+    # -- the producer's task: one stream at a time, replies called back in order ------------
+
+    def _wake(self) -> None:
+        if self._changed is None:
+            self._changed = asyncio.Event()
+        self._changed.set()
+
+    async def _until(self, ready: Callable[[], bool], timeout: float | None = None) -> bool:
+        """Wait until ``ready()`` (True) or ``timeout`` seconds pass (``ready()``)."""
+        if ready():
+            return True
+        if self._changed is None:
+            self._changed = asyncio.Event()
+        changed, loop = self._changed, asyncio.get_running_loop()
+        end = None if timeout is None else loop.time() + timeout
+        while not ready():
+            changed.clear()
+            if end is None:
+                await changed.wait()
+                continue
+            left = end - loop.time()
+            if left <= 0:
+                return ready()
+            try:
+                await asyncio.wait_for(changed.wait(), left)
+            except TimeoutError:
+                return ready()
+        return True
+
     async def _run(self) -> None:
-        assert self._wake is not None
-        while self._waiting:
-            if self._delay_s and not self._full() and not self._flushing:
-                self._wake.clear()
-                # Wait for more, up to the delay; a flush or a full request ends it.
-                loop = asyncio.get_running_loop()
-                end = loop.time() + self._delay_s
-                while not self._full() and not self._flushing and loop.time() < end:
-                    self._wake.clear()
-                    try:
-                        await asyncio.wait_for(self._wake.wait(), end - loop.time())
-                    except TimeoutError:
-                        break
-            await self._send(self._take())
+        while self._pending.waiting:
+            try:
+                if self._one_log is None:
+                    self._one_log = await self._partitions() <= 1
+            except CompactlogError as exc:  # the topic's sends go nowhere: each fails
+                while (taken := self._pending.take()) is not None:
+                    self._in_flight.append(taken[1])
+                self._fail_in_flight(exc)
+                continue
+            try:
+                await self._one_stream(self._stream)
+            except CompactlogError as exc:
+                self._fail_in_flight(exc)
+            except grpc.RpcError as exc:
+                self._fail_in_flight(from_rpc_error(exc, "PublishStream", self._address))
+            except grpc.aio.UsageError as exc:  # the client's channel was closed
+                self._fail_in_flight(AlreadyClosed(f"the client is closed ({exc})"))
 
-    def _full(self) -> bool:
-        s = self._settings
-        return len(self._waiting) >= s.max_messages or self._waiting_bytes >= s.max_bytes
-
-    def _take(self) -> list[_Entry]:
-        settings, waiting = self._settings, self._waiting
-        count, size = 0, 0
-        while count < len(waiting) and count < settings.max_messages:
-            if count and size + waiting[count][1] > settings.max_bytes:
-                break
-            size += waiting[count][1]
-            count += 1
-        taken, self._waiting = waiting[:count], waiting[count:]
-        self._waiting_bytes -= size
-        return taken
-
-    async def _send(self, taken: list[_Entry]) -> None:
+    async def _one_stream(self, stream: int) -> None:
+        call = self._publish(self._requests(stream), metadata=self._metadata)
+        one_log = bool(self._one_log)
         try:
-            ids = await self._publish([entry[0] for entry in taken])
-        except Exception as exc:  # the request's error is each of its sends'
-            for entry in taken:
-                if not entry[2].done():
-                    entry[2].set_exception(exc)
-            return
-        for entry, msg_id in zip(taken, ids, strict=True):
-            if not entry[2].done():
-                entry[2].set_result(msg_id)
+            while (resp := await self._reply(call)) is not grpc.aio.EOF:
+                callbacks = self._in_flight.popleft()
+                self._due = asyncio.get_running_loop().time() + (self._timeout or 0)
+                answer(callbacks, resp, one_log)
+                self._answered(len(callbacks))
+        finally:
+            call.cancel()  # a no-op once the call has finished
+
+    async def _reply(self, call: Any) -> Any:
+        """The next reply, due within the timeout while a request is unanswered."""
+        read = asyncio.ensure_future(call.read())
+        loop = asyncio.get_running_loop()
+        while self._timeout is not None:
+            wait = self._due - loop.time() if self._in_flight else IDLE_S
+            done, _ = await asyncio.wait((read,), timeout=max(wait, 0.0))
+            if done:
+                break
+            if self._in_flight and loop.time() >= self._due:
+                read.cancel()
+                raise Timeout(
+                    f"PublishStream {self._topic}: no answer from the server within "
+                    f"{self._timeout:g} s"
+                )
+        return await read
+
+    async def _requests(self, stream: int) -> Any:
+        """The stream's requests as gRPC can send them; ends when idle for ``IDLE_S``,
+        closed, or the stream failed."""
+        while (request := await self._take(stream)) is not None:
+            yield request
+
+    async def _take(self, stream: int) -> bytes | None:
+        """The next request, once there is one and fewer than ``MAX_IN_FLIGHT`` are
+        unanswered (after the delay when batching and not full)."""
+        pending = self._pending
+        if not await self._until(lambda: pending.waiting or self._closed, IDLE_S):
+            return None
+        if not pending.waiting or stream != self._stream:
+            return None
+        # While MAX_IN_FLIGHT requests are out, sends gather for the next one.
+        await self._until(lambda: len(self._in_flight) < MAX_IN_FLIGHT or stream != self._stream)
+        if self._delay_s:
+            await self._until(
+                lambda: pending.full or self._flushing > 0 or self._closed, self._delay_s
+            )
+        taken = pending.take() if stream == self._stream else None
+        if taken is None:
+            return None
+        if not self._in_flight:
+            self._due = asyncio.get_running_loop().time() + (self._timeout or 0)
+        self._in_flight.append(taken[1])
+        return bytes(taken[0])
+
+    def _fail_in_flight(self, error: CompactlogError) -> None:
+        """Every request taken for the failed stream gets its error; its requests'
+        feed takes no more."""
+        self._stream += 1
+        while self._in_flight:
+            callbacks = self._in_flight.popleft()
+            fail(callbacks, error)
+            self._answered(len(callbacks))
+        self._wake()
+
+    def _answered(self, count: int) -> None:
+        self._pending.answered(count)
+        self._wake()

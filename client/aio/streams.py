@@ -13,9 +13,15 @@ from typing import Any, Literal, Protocol, TypeVar
 import grpc
 
 from compactlog.client import _convert as cv
+from compactlog.client import publish_wire as wire
 from compactlog.client.aio.ack_task import AckTask
 from compactlog.client.aio.prefetch import AsyncPrefetch
-from compactlog.client.aio.send_batches import AsyncSendBatches
+from compactlog.client.aio.send_batches import (
+    AsyncSendBatches,
+    Partitions,
+    PublishEncoded,
+    Sent,
+)
 from compactlog.client.consumer_state import ConsumerState
 from compactlog.client.errors import AlreadyClosed, Timeout, from_rpc_error
 from compactlog.client.message import Message
@@ -23,6 +29,7 @@ from compactlog.client.message_id import MessageId
 from compactlog.client.pulsar_params import check_ignored, pick
 from compactlog.client.reconnect import Reconnect
 from compactlog.client.send_batches import BatchingSettings
+from compactlog.client.send_replies import SendCallback
 from compactlog.client.topic_producer import SEND_DEFAULTS, record_of
 from compactlog.errors import CompactlogError, InvalidArgument
 from compactlog.v1 import compactlog_pb2 as pb
@@ -43,37 +50,55 @@ async def acall(method: str, address: str, call: Awaitable[T]) -> T:
 
 
 class _Link:
-    """What every stream object needs of its client: the Log stub, address, deadline and
-    call metadata (the token)."""
+    """What every stream object needs of its client: the Log stub (and its PublishStream
+    taking requests' bytes), address, deadline and call metadata (the token)."""
 
     def __init__(
-        self, stub: pb_grpc.LogAsyncStub, address: str, timeout: float | None, metadata: Metadata
+        self,
+        stub: pb_grpc.LogAsyncStub,
+        publish_encoded: PublishEncoded,
+        address: str,
+        timeout: float | None,
+        metadata: Metadata,
     ) -> None:
         self.stub = stub
+        self.publish_encoded = publish_encoded  # PublishStream of requests' bytes
         self.address = address
         self.timeout = timeout
         self.metadata = metadata
 
 
 class AsyncProducer:
-    """Sends to one topic; ``await send(...)`` is durable when it returns. pulsar-client's
-    asyncio producer has no ``send_async``: ``send`` is the coroutine, and ``flush()``
-    waits for every send begun (``asyncio.create_task(producer.send(...))``) to finish.
-    Sends begun together go out together, in order (``AsyncSendBatches``)."""
+    """Sends to one topic; ``await send(...)`` is durable when it returns, as
+    pulsar-client's asyncio producer has it; ``flush()`` waits for every send begun
+    (``asyncio.create_task(producer.send(...))``). ``send_async(content, callback)``
+    is the sync producer's, for a caller that wants no future per message. Sends begun
+    together go out together, in order, in PublishStream requests
+    (``AsyncSendBatches``)."""
 
     def __init__(
         self,
         link: _Link,
         topic: str,
+        partitions: Partitions,
         producer_name: str | None = None,
         initial_sequence_id: int | None = None,
         batching: BatchingSettings | None = None,
     ) -> None:
         self._link = link
         self._topic = topic
-        self._batches = AsyncSendBatches(self.send_batch, batching or BatchingSettings())
+        sequence = -1 if initial_sequence_id is None else initial_sequence_id
+        self._batches = AsyncSendBatches(
+            link.publish_encoded,
+            partitions,
+            link.metadata,
+            link.address,
+            link.timeout,
+            topic,
+            batching or BatchingSettings(),
+            sequence,
+        )
         self._name = producer_name or "producer-" + uuid.uuid4().hex[:12]
-        self._sequence = -1 if initial_sequence_id is None else initial_sequence_id
         self._in_flight: set[asyncio.Future[Any]] = set()
         self._closed = False
 
@@ -86,7 +111,7 @@ class AsyncProducer:
 
     def last_sequence_id(self) -> int:
         """The sequence id of the last message sent (-1 before any, as pulsar-client)."""
-        return self._sequence
+        return self._batches.sequence
 
     async def send(
         self,
@@ -102,13 +127,71 @@ class AsyncProducer:
         deliver_after: object | None = None,
     ) -> MessageId:
         """As ``TopicProducer.send``, with its parameters in its order."""
-        check_ignored("send", pick(locals(), SEND_DEFAULTS), SEND_DEFAULTS)
+        if (
+            ordering_key
+            or replication_clusters
+            or disable_replication
+            or deliver_at
+            or deliver_after
+        ):
+            check_ignored("send", pick(locals(), SEND_DEFAULTS), SEND_DEFAULTS)
+        sent = Sent()
+        if self._queue(content, sent, properties, partition_key, event_timestamp, sequence_id):
+            await self._batches.room()
+        return await sent
+
+    def send_async(
+        self,
+        content: cv.BytesLike,
+        callback: SendCallback,
+        properties: Mapping[str, str] | None = None,
+        partition_key: str | bytes | None = None,
+        ordering_key: str | None = None,
+        sequence_id: int | None = None,
+        replication_clusters: list[str] | None = None,
+        disable_replication: bool = False,
+        event_timestamp: int | None = None,
+        deliver_at: int | None = None,
+        deliver_after: object | None = None,
+    ) -> None:
+        """As ``TopicProducer.send_async``: queue the message and return;
+        ``callback(Result.Ok, msg_id)`` once it is stored, ``callback(error, None)`` if
+        its request failed, on the event loop, in order. Called from the loop's thread;
+        it never waits for room (``flush`` bounds what is queued)."""
+        if (
+            ordering_key
+            or replication_clusters
+            or disable_replication
+            or deliver_at
+            or deliver_after
+        ):
+            check_ignored("send_async", pick(locals(), SEND_DEFAULTS), SEND_DEFAULTS)
+        self._queue(content, callback, properties, partition_key, event_timestamp, sequence_id)
+
+    def _queue(
+        self,
+        content: cv.BytesLike,
+        callback: SendCallback,
+        properties: Mapping[str, str] | None,
+        partition_key: str | bytes | None,
+        event_timestamp: int | None,
+        sequence_id: int | None,
+    ) -> bool:
+        """Queue one message; whether too many are unanswered (wait for room)."""
         if self._closed:
             raise AlreadyClosed("the producer is closed")
-        record = record_of(content, partition_key, properties, event_timestamp)
-        size = len(record.key or b"") + len(record.value or b"")
-        self._sequence = self._sequence + 1 if sequence_id is None else sequence_id
-        return await self._batches.send(record, size)
+        if properties or event_timestamp:
+            record = record_of(content, partition_key, properties, event_timestamp)
+            flags = self._batches.add(
+                record.key, record.value, callback, sequence_id, cv.record_to_pb(record)
+            )
+        else:
+            value = content if type(content) is bytes else cv.to_bytes(content)
+            key = partition_key
+            if type(key) is not bytes:
+                key = key.encode() if type(key) is str else cv.to_bytes(key)
+            flags = self._batches.add(key, value, callback, sequence_id)
+        return bool(flags & wire.CROWDED)
 
     async def flush(self) -> None:
         """Wait until every send begun so far has been answered (its error is the send's).
@@ -130,12 +213,13 @@ class AsyncProducer:
         self._in_flight.add(future)
         future.add_done_callback(self._in_flight.discard)
         resp = await future
-        return [cv.id_from_pb(i) for i in resp.ids]
+        return cv.ids_from_pb(resp.ids, False)
 
     async def close(self) -> None:
         """Flush, then refuse later sends."""
         await self.flush()
         self._closed = True
+        await self._batches.close()
 
 
 class AsyncSubscriptionAdmin(Protocol):

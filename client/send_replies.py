@@ -1,0 +1,63 @@
+"""The reply side of ``send_async``, shared by the threaded and the asyncio producers.
+
+Both producers queue their sends in one ``publish_wire.Pending`` (``pending_for``), each
+message's callback on its request's list, and hand a request's callbacks here when its
+reply or its error comes: ``answer`` calls each back with its own id, in order, made from
+the reply's first id and the message's place where the ids run (``cv.id_run``), else
+read from the reply; ``fail`` calls each back with the request's error. A callback that
+raises is logged and the next is called, so one application bug loses no other reply.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from compactlog.client import _convert as cv
+from compactlog.client import publish_wire as wire
+from compactlog.client.enums import Result
+from compactlog.client.message_id import MessageId
+from compactlog.errors import CompactlogError
+from compactlog.v1 import compactlog_pb2 as pb
+
+__all__ = ["MAX_UNANSWERED", "SendCallback", "answer", "fail", "pending_for"]
+
+SendCallback = Callable[[Result | CompactlogError, MessageId | None], None]
+MAX_UNANSWERED = 10_000  # sends not yet called back before a sender waits for room
+_log = logging.getLogger("compactlog.client.send_batches")
+
+
+def pending_for(topic: str, max_messages: int, max_bytes: int) -> Any:
+    """The queue of a producer's sends to ``topic``, as the requests they will go in."""
+    return wire.Pending(wire.request_head(topic), max_messages, max_bytes, MAX_UNANSWERED)
+
+
+def answer(callbacks: list[SendCallback], resp: pb.PublishResponse, one_log: bool) -> None:
+    """Each message's callback with its id, in order (``Result.Ok``)."""
+    ok, count = Result.Ok, len(callbacks)
+    run = cv.id_run(resp.ids, one_log) if len(resp.ids) == count else None
+    if run is not None:
+        done = 0
+        while done < count:
+            done, error = wire.call_back(callbacks, done, ok, run[0], run[1], MessageId)
+            if error is not None:
+                _log.error("a send_async callback raised", exc_info=error)
+    else:
+        for callback, msg_id in zip(callbacks, cv.ids_from_pb(resp.ids, one_log), strict=True):
+            call(callback, ok, msg_id)
+
+
+def fail(callbacks: list[SendCallback], error: CompactlogError) -> None:
+    """Each message's callback with its request's error and no id."""
+    for callback in callbacks:
+        call(callback, error, None)
+
+
+def call(
+    callback: SendCallback, result: Result | CompactlogError, msg_id: MessageId | None
+) -> None:
+    try:
+        callback(result, msg_id)
+    except Exception:  # the application's: logged, the other sends go on
+        _log.exception("a send_async callback raised")
