@@ -224,7 +224,8 @@ class AsyncSendBatches:
         """The next request, once there is one and fewer than ``MAX_IN_FLIGHT`` are
         unanswered (after the delay when batching and not full)."""
         pending = self._pending
-        if not await self._until(lambda: pending.waiting or self._closed, IDLE_S):
+        ready = lambda: pending.waiting or self._closed or stream != self._stream  # noqa: E731
+        if not await self._until(ready, IDLE_S):
             return None
         if not pending.waiting or stream != self._stream:
             return None
