@@ -8,7 +8,8 @@
  * the queue needs no lock of its own; the producer's condition only wakes its threads
  * (the flags add() returns say when), and after close() add() adds nothing and says so. call_back() hands each message of an answered
  * request its MessageId, built from the reply's first id and the message's place, as it
- * calls the message's callback. Both behave exactly as the pure twin does.
+ * calls the message's callback; call_back_ids does so from each wire id of a reply whose ids
+ * do not run (a partitioned topic's). Both behave exactly as the pure twin does.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -293,6 +294,28 @@ static PyObject *message_id(PyTypeObject *cls, PyObject *ledger, long long entry
     return mid;
 }
 
+/* callbacks[i](result, mid), taking mid. 0 when it returned; 1 when it raised an Exception,
+ * which *error then holds (with its traceback) for the caller to log; -1 on anything else. */
+static int call_one(PyObject *callbacks, Py_ssize_t i, PyObject *result, PyObject *mid,
+                    PyObject **error) {
+    PyObject *callback = PyList_GET_ITEM(callbacks, i);
+    Py_INCREF(callback);
+    PyObject *call_args[2] = {result, mid};
+    PyObject *out = PyObject_Vectorcall(callback, call_args, 2, NULL);
+    Py_DECREF(callback);
+    Py_DECREF(mid);
+    if (out) { Py_DECREF(out); return 0; }
+    if (!PyErr_ExceptionMatches(PyExc_Exception)) return -1;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (tb) PyException_SetTraceback(value, tb);
+    Py_XDECREF(type);
+    Py_XDECREF(tb);
+    *error = value;
+    return 1;
+}
+
 /* call_back(callbacks, start, result, ledger, first, cls) -> (next, error):
  * callbacks[i](result, cls(ledger, first + i)) for i from start, in order. When one raises
  * (an Exception), stops after it: next is the index after it, error the exception (with its
@@ -304,7 +327,7 @@ static PyObject *call_back(PyObject *self, PyObject *const *args, Py_ssize_t nar
                         "call_back(callbacks: list, start, result, ledger, first, cls)");
         return NULL;
     }
-    PyObject *callbacks = args[0], *result = args[2], *ledger = args[3];
+    PyObject *callbacks = args[0], *result = args[2], *ledger = args[3], *error = NULL;
     PyTypeObject *cls = (PyTypeObject *)args[5];
     Py_ssize_t start = PyLong_AsSsize_t(args[1]);
     long long first = PyLong_AsLongLong(args[4]);
@@ -312,28 +335,78 @@ static PyObject *call_back(PyObject *self, PyObject *const *args, Py_ssize_t nar
     for (Py_ssize_t i = start; i < PyList_GET_SIZE(callbacks); i++) {
         PyObject *mid = message_id(cls, ledger, first + i);
         if (!mid) return NULL;
-        PyObject *callback = PyList_GET_ITEM(callbacks, i);
-        Py_INCREF(callback);
-        PyObject *call_args[2] = {result, mid};
-        PyObject *out = PyObject_Vectorcall(callback, call_args, 2, NULL);
-        Py_DECREF(callback);
-        Py_DECREF(mid);
-        if (out) { Py_DECREF(out); continue; }
-        if (!PyErr_ExceptionMatches(PyExc_Exception)) return NULL;
-        PyObject *type, *value, *tb;
-        PyErr_Fetch(&type, &value, &tb);
-        PyErr_NormalizeException(&type, &value, &tb);
-        if (tb) PyException_SetTraceback(value, tb);
-        Py_XDECREF(type);
-        Py_XDECREF(tb);
-        return Py_BuildValue("(nN)", i + 1, value);
+        int called = call_one(callbacks, i, result, mid, &error);
+        if (called < 0) return NULL;
+        if (called) return Py_BuildValue("(nN)", i + 1, error);
     }
     return Py_BuildValue("(nO)", PyList_GET_SIZE(callbacks), Py_None);
+}
+
+static PyObject *str_ledger_id, *str_entry_id, *str_partition, *str__partition;
+
+/* The MessageId of a wire id (ledger_id, entry_id, partition), as MessageId._of_wire makes
+ * it: the pair, and _partition set on it when not 0. */
+static PyObject *wire_message_id(PyTypeObject *cls, PyObject *wire) {
+    PyObject *ledger = PyObject_GetAttr(wire, str_ledger_id);
+    if (!ledger) return NULL;
+    PyObject *entry = PyObject_GetAttr(wire, str_entry_id);
+    PyObject *partition = entry ? PyObject_GetAttr(wire, str_partition) : NULL;
+    PyObject *mid = partition ? cls->tp_alloc(cls, 2) : NULL;
+    if (!mid) {
+        Py_DECREF(ledger);
+        Py_XDECREF(entry);
+        Py_XDECREF(partition);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(mid, 0, ledger);
+    PyTuple_SET_ITEM(mid, 1, entry);
+    int is_set = PyObject_IsTrue(partition);
+    if (is_set && (is_set < 0 || PyObject_SetAttr(mid, str__partition, partition) < 0)) {
+        Py_DECREF(partition);
+        Py_DECREF(mid);
+        return NULL;
+    }
+    Py_DECREF(partition);
+    return mid;
+}
+
+/* call_back_ids(callbacks, start, result, ids, cls) -> (next, error): call_back for a
+ * reply whose ids do not run (a partitioned topic's): callbacks[i](result, the MessageId of
+ * ids[i]), reading each wire id's ledger_id, entry_id and partition. */
+static PyObject *call_back_ids(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5 || !PyList_CheckExact(args[0]) || !PyType_Check(args[4]) ||
+        !PyType_IsSubtype((PyTypeObject *)args[4], &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "call_back_ids(callbacks: list, start, result, ids, cls)");
+        return NULL;
+    }
+    PyObject *callbacks = args[0], *result = args[2], *ids = args[3], *error = NULL;
+    PyTypeObject *cls = (PyTypeObject *)args[4];
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    if (PyErr_Occurred()) return NULL;
+    Py_ssize_t count = PySequence_Size(ids);
+    if (count < 0) return NULL;
+    if (count != PyList_GET_SIZE(callbacks)) {
+        PyErr_SetString(PyExc_ValueError, "call_back_ids: one id a callback");
+        return NULL;
+    }
+    for (Py_ssize_t i = start; i < count; i++) {
+        PyObject *wire = PySequence_GetItem(ids, i);
+        if (!wire) return NULL;
+        PyObject *mid = wire_message_id(cls, wire);
+        Py_DECREF(wire);
+        if (!mid) return NULL;
+        int called = call_one(callbacks, i, result, mid, &error);
+        if (called < 0) return NULL;
+        if (called) return Py_BuildValue("(nN)", i + 1, error);
+    }
+    return Py_BuildValue("(nO)", count, Py_None);
 }
 
 static PyMethodDef methods[] = {
     {"call_back", (PyCFunction)(void (*)(void))call_back, METH_FASTCALL,
      "call_back(callbacks, start, result, ledger, first, cls) -> (next, error)"},
+    {"call_back_ids", (PyCFunction)(void (*)(void))call_back_ids, METH_FASTCALL,
+     "call_back_ids(callbacks, start, result, ids, cls) -> (next, error)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -341,6 +414,11 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_publish", NULL, -1,
 
 PyMODINIT_FUNC PyInit__publish(void) {
     if (PyType_Ready(&PendingType) < 0) return NULL;
+    if (!(str_ledger_id = PyUnicode_InternFromString("ledger_id")) ||
+        !(str_entry_id = PyUnicode_InternFromString("entry_id")) ||
+        !(str_partition = PyUnicode_InternFromString("partition")) ||
+        !(str__partition = PyUnicode_InternFromString("_partition")))
+        return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     if (PyModule_AddObjectRef(m, "Pending", (PyObject *)&PendingType) < 0 ||

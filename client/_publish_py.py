@@ -10,7 +10,8 @@ twin's run whole under the GIL; this one's under a lock of its own), so the prod
 condition only wakes its threads, when ``add``'s flags say so (and, after ``close``,
 that nothing was added). ``call_back`` hands each
 message of an answered request its ``MessageId``, made from the reply's first id and the
-message's place, as it calls the message's callback.
+message's place, as it calls the message's callback; ``call_back_ids`` does so from
+each wire id of a reply whose ids do not run (a partitioned topic's).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["CLOSED", "CROWDED", "WAKE", "Pending", "call_back", "varint"]
+__all__ = ["CLOSED", "CROWDED", "WAKE", "Pending", "call_back", "call_back_ids", "varint"]
 
 WAKE = 1  # a request has its first message, or one was sealed
 CROWDED = 2  # ``crowded`` messages are not called back yet
@@ -149,6 +150,26 @@ def call_back(
     for i in range(start, len(callbacks)):
         try:
             callbacks[i](result, new(cls, (ledger, first + i)))
+        except Exception as exc:
+            return i + 1, exc
+    return len(callbacks), None
+
+
+def call_back_ids(
+    callbacks: list[Callback], start: int, result: object, ids: Any, cls: type[tuple[int, int]]
+) -> tuple[int, Exception | None]:
+    """``call_back`` with each message's id read from the reply's ``ids[i]`` (its
+    ``ledger_id``, ``entry_id`` and ``partition``, set as ``_partition`` when not 0)."""
+    if len(ids) != len(callbacks):
+        raise ValueError("call_back_ids: one id a callback")
+    new = tuple.__new__
+    for i in range(start, len(callbacks)):
+        wire = ids[i]
+        mid: Any = new(cls, (wire.ledger_id, wire.entry_id))
+        if wire.partition:
+            mid._partition = wire.partition
+        try:
+            callbacks[i](result, mid)
         except Exception as exc:
             return i + 1, exc
     return len(callbacks), None

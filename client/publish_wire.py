@@ -23,6 +23,7 @@ __all__ = [
     "WAKE",
     "Pending",
     "call_back",
+    "call_back_ids",
     "encoded",
     "request_head",
 ]
@@ -30,6 +31,7 @@ __all__ = [
 twin, COMPILED = load_twin("compactlog.client._publish", _publish_py)
 Pending: Any = twin.Pending
 call_back = twin.call_back
+call_back_ids = twin.call_back_ids
 WAKE: int = twin.WAKE
 CROWDED: int = twin.CROWDED
 CLOSED: int = twin.CLOSED

@@ -18,7 +18,7 @@ from compactlog.client import _convert as cv
 from compactlog.client import publish_wire as wire
 from compactlog.client.enums import Result
 from compactlog.client.message_id import MessageId
-from compactlog.errors import CompactlogError
+from compactlog.errors import CompactlogError, InvalidArgument
 from compactlog.v1 import compactlog_pb2 as pb
 
 __all__ = ["MAX_UNANSWERED", "SendCallback", "answer", "fail", "pending_for"]
@@ -34,18 +34,22 @@ def pending_for(topic: str, max_messages: int, max_bytes: int) -> Any:
 
 
 def answer(callbacks: list[SendCallback], resp: pb.PublishResponse, one_log: bool) -> None:
-    """Each message's callback with its id, in order (``Result.Ok``)."""
-    ok, count = Result.Ok, len(callbacks)
-    run = cv.id_run(resp.ids, one_log) if len(resp.ids) == count else None
-    if run is not None:
-        done = 0
-        while done < count:
+    """Each message's callback with its id, in order (``Result.Ok``): made from the
+    reply's first id where the ids run (``cv.id_run``), else read from each wire id
+    (a partitioned topic's), both in the writer's one call."""
+    ok, count, ids = Result.Ok, len(callbacks), resp.ids
+    if len(ids) != count:  # not a reply this client can read: each send learns so
+        fail(callbacks, InvalidArgument(f"a Publish reply of {len(ids)} ids for {count} records"))
+        return
+    run = cv.id_run(ids, one_log)
+    done = 0
+    while done < count:
+        if run is not None:
             done, error = wire.call_back(callbacks, done, ok, run[0], run[1], MessageId)
-            if error is not None:
-                _log.error("a send_async callback raised", exc_info=error)
-    else:
-        for callback, msg_id in zip(callbacks, cv.ids_from_pb(resp.ids, one_log), strict=True):
-            call(callback, ok, msg_id)
+        else:  # a partitioned topic's: each id read from the wire, in the same one call
+            done, error = wire.call_back_ids(callbacks, done, ok, ids, MessageId)
+        if error is not None:
+            _log.error("a send_async callback raised", exc_info=error)
 
 
 def fail(callbacks: list[SendCallback], error: CompactlogError) -> None:

@@ -120,3 +120,28 @@ def test_call_back_gives_each_its_id_and_stops_after_a_raise(twin: ModuleType) -
     assert twin.call_back(callbacks, done, "Ok", 5, 10, MessageId) == (3, None)
     assert calls == [("Ok", MessageId(-1, 5, 10)), ("Ok", MessageId(-1, 5, 12))]
     assert all(type(m) is MessageId and m.partition() == 0 for _, m in calls)
+
+
+@pytest.mark.parametrize("twin", TWINS, ids=["compiled", "pure"])
+def test_call_back_ids_reads_each_wire_id_and_stops_after_a_raise(twin: ModuleType) -> None:
+    calls: list[tuple[object, MessageId]] = []
+
+    def ok(result: object, msg_id: MessageId) -> None:
+        calls.append((result, msg_id))
+
+    def boom(result: object, msg_id: MessageId) -> None:
+        raise ValueError(f"boom {msg_id}")
+
+    reply = pb.PublishResponse(
+        ids=[pb.MessageId(ledger_id=3, entry_id=7, partition=p) for p in (2, 0, 1)]
+        + [pb.MessageId(ledger_id=4, entry_id=1, partition=0)]
+    )
+    callbacks = [ok, boom, ok, ok]
+    done, error = twin.call_back_ids(callbacks, 0, "Ok", reply.ids, MessageId)
+    assert done == 2 and isinstance(error, ValueError) and str(error) == "boom 3:7"
+    assert twin.call_back_ids(callbacks, done, "Ok", reply.ids, MessageId) == (4, None)
+    assert calls == [("Ok", MessageId(2, 3, 7)), ("Ok", MessageId(1, 3, 7)), ("Ok", (4, 1))]
+    assert [m.partition() for _, m in calls] == [2, 1, 0]
+    assert all(type(m) is MessageId for _, m in calls)
+    with pytest.raises(ValueError, match="one id a callback"):
+        twin.call_back_ids([ok], 0, "Ok", reply.ids, MessageId)
