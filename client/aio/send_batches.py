@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 import grpc
 
@@ -90,21 +90,25 @@ class AsyncSendBatches:
         """The last sequence id sent (pulsar-client's count)."""
         return int(self._sequence_base + self._pending.added)
 
-    def add(
-        self,
-        key: bytes | None,
-        value: bytes | None,
-        callback: SendCallback,
-        sequence_id: int | None,
-        record: pb.Record | None = None,
+    @property
+    def queue_add(self) -> Callable[[bytes | None, bytes | None, SendCallback], int]:
+        """The queue's own ``add(key, value, callback) -> flags``, for a caller that counts
+        every call (``AsyncProducer.send_async``): what it returns goes to ``added`` when
+        it is not 0 (or a sequence id was given)."""
+        return cast(Callable[[bytes | None, bytes | None, SendCallback], int], self._pending.add)
+
+    def add_record(
+        self, record: pb.Record, size: int, callback: SendCallback, sequence_id: int | None
     ) -> int:
-        """Queue one send (``record``: serialized by protobuf, for properties or an event
-        time); returns ``add``'s flags (``CROWDED``: wait for ``room``)."""
-        if record is None:
-            flags: int = self._pending.add(key, value, callback)
-        else:
-            size = len(key or b"") + len(value or b"")
-            flags = self._pending.add_encoded(record.SerializeToString(), size, callback)
+        """Queue a send of ``record`` (serialized by protobuf: it has properties or an
+        event time), of ``size`` key and value bytes; ``added``'s flags."""
+        flags = self._pending.add_encoded(record.SerializeToString(), size, callback)
+        self.added(flags, sequence_id)
+        return int(flags)
+
+    def added(self, flags: int, sequence_id: int | None) -> None:
+        """After a message went into the queue (or, ``CLOSED``, did not): refuse a send
+        after ``close``, take the sequence id given, and start the sending task."""
         if flags & wire.CLOSED:
             raise AlreadyClosed("the producer is closed")
         if sequence_id is not None:
@@ -113,7 +117,6 @@ class AsyncSendBatches:
             self._wake()
             if self._task is None or self._task.done():
                 self._task = asyncio.get_running_loop().create_task(self._run())
-        return flags
 
     async def room(self) -> None:
         """Wait while ``MAX_UNANSWERED`` sends are not called back."""
