@@ -84,6 +84,7 @@ class AsyncSendBatches:
         self._changed: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
         self._due = 0.0  # when the oldest unanswered request is late
+        self._room_waiters: list[asyncio.Future[None]] = []  # sends waiting for ``room``
 
     @property
     def sequence(self) -> int:
@@ -119,8 +120,20 @@ class AsyncSendBatches:
                 self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def room(self) -> None:
-        """Wait while ``MAX_UNANSWERED`` sends are not called back."""
-        await self._until(lambda: self._pending.unanswered < MAX_UNANSWERED or self._closed)
+        """Wait while ``MAX_UNANSWERED`` sends are not called back. Each waiter has a
+        future of its own, resolved once when there is room: many senders waiting (a
+        gather of sends) are woken once each, not at every reply."""
+        if self._pending.unanswered < MAX_UNANSWERED or self._closed:
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._room_waiters.append(waiter)
+        await waiter
+
+    def _release_room(self) -> None:
+        waiters, self._room_waiters = self._room_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     async def flush(self) -> None:
         """Send what waits now; return when every send so far has been called back."""
@@ -137,6 +150,7 @@ class AsyncSendBatches:
         self._closed = True
         self._pending.close()
         self._wake()
+        self._release_room()
         if self._task is not None:
             await self._task
 
@@ -259,3 +273,5 @@ class AsyncSendBatches:
     def _answered(self, count: int) -> None:
         self._pending.answered(count)
         self._wake()
+        if self._room_waiters and self._pending.unanswered < MAX_UNANSWERED:
+            self._release_room()

@@ -22,6 +22,7 @@ from compactlog.client import (
 )
 from compactlog.client.aio import AsyncClient
 from compactlog.client.aio.streams import AsyncProducer
+from compactlog.client.send_replies import MAX_UNANSWERED
 from tests.conftest import ServerProcess
 
 Outcome = tuple[object, MessageId | None]
@@ -143,3 +144,22 @@ def test_sends_to_a_missing_topic_fail_each_with_its_class(
             await producer.close()
 
     asyncio.run(scenario())
+
+
+def test_more_sends_than_may_be_unanswered_wait_for_room_and_all_land(
+    shared_server: ServerProcess, topic: str
+) -> None:
+    """Past ``MAX_UNANSWERED`` sends at once (a gather), each waits for room once: all
+    are stored, in order (each waiter woken once, not at every reply)."""
+    count = MAX_UNANSWERED + 2_000
+
+    async def scenario() -> list[MessageId]:
+        async with AsyncClient(shared_server.address) as client:
+            producer = await client.create_producer(topic)
+            ids = await asyncio.gather(*(producer.send(b"%d" % i) for i in range(count)))
+            await producer.close()
+            return ids
+
+    ids = asyncio.run(scenario())
+    assert ids == sorted(ids) and len(set(ids)) == count
+    assert values(shared_server, topic) == [b"%d" % i for i in range(count)]
