@@ -14,7 +14,11 @@ publish floor), then times, on the same topic and server:
 5. ``producer.send_async(value, callback, partition_key=key)`` for every record, then
    ``flush()``, to a fresh topic: beside the publish floor, and this process's CPU per
    message beside the raw PublishStream's (the client's cost, which a loaded box's rates
-   hide).
+   hide);
+6. the same with the asyncio client's producer (``AsyncClient``): its ``send_async``
+   (callbacks on the event loop), and its ``send`` coroutine, one per record, gathered
+   (pulsar-client's asyncio shape: a task and a future per message), each to a fresh
+   topic, with its CPU per message.
 
 The consumers are also shown beside a second floor: raw gRPC Consume of 1000 messages a
 call, each response parsed, and a cumulative Acknowledge of its last message, one call
@@ -27,7 +31,7 @@ The client loops hand out every message (a ``Message`` each) without reading its
 as the floor counts messages without reading them. Figures are medians of ``--runs``
 runs, each ratio a median of the runs' own ratios. Goals (issue 29): read_next and
 receive >= 0.25, batch_receive >= 0.5 of the raw read; send_async + flush >= 0.5 of the
-raw PublishStream.
+raw PublishStream, the asyncio producer's alike.
 
     compactlog bench client                  # 200,000 messages, 3 runs
     compactlog bench client --quick          # seconds
@@ -37,6 +41,7 @@ raw PublishStream.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import dataclasses
 import datetime as dt
 import statistics
@@ -60,10 +65,12 @@ from compactlog.bench.summary import (
     targets_markdown,
 )
 from compactlog.client import Client, InitialPosition, MessageId, Result
+from compactlog.client.aio import AsyncClient
 from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 
 TOPIC, SENT = "client-read", "client-send"
+AIO_SENT, AIO_GATHERED = "client-aio-send-async", "client-aio-send"
 VALUE = b"v" * 100
 ACK_EVERY = 1000
 Sample = dict[str, float]
@@ -184,6 +191,42 @@ def _send_async(client: Client, keys: list[bytes]) -> int:
     return stored[0]
 
 
+def _aio_send_async(address: str, keys: list[bytes]) -> int:
+    stored = [0]
+
+    def callback(result: object, _msg_id: MessageId | None) -> None:
+        if result is Result.Ok:
+            stored[0] += 1
+
+    async def sends() -> None:
+        async with AsyncClient(address, timeout=600) as client:
+            producer = await client.create_producer(AIO_SENT)
+            for key in keys:
+                producer.send_async(VALUE, callback, partition_key=key)
+            await producer.close()  # flushes
+
+    asyncio.run(sends())
+    return stored[0]
+
+
+def _aio_send(address: str, keys: list[bytes]) -> int:
+    async def sends() -> int:
+        async with AsyncClient(address, timeout=600) as client:
+            producer = await client.create_producer(AIO_GATHERED)
+            ids = await asyncio.gather(*(producer.send(VALUE, partition_key=k) for k in keys))
+            await producer.close()
+            return len(ids)
+
+    return asyncio.run(sends())
+
+
+def _timed_sends(m: Sample, name: str, count: int, work: Callable[[], int]) -> None:
+    """``name``'s rate and this process's CPU per message."""
+    cpu = time.process_time()
+    m[f"{name}_mps"] = _rate(count, work)
+    m[f"{name}_cpu_us"] = _cpu_us(cpu, count)
+
+
 def one_run(s: Settings, run: int, requests: list[bytes], keys: list[bytes]) -> Sample:
     """A fresh server: the floors and the client's loops on the same topic."""
     with tempfile.TemporaryDirectory(prefix="compactlog-client-", dir=s.workdir) as tmp:
@@ -191,8 +234,9 @@ def one_run(s: Settings, run: int, requests: list[bytes], keys: list[bytes]) -> 
         try:
             with RawLog(server.address) as log, Client(server.address, timeout=600) as client:
                 client.create_topic(TOPIC)
-                client.create_topic(SENT)
-                print(f"run {run}: publish floor, reads, consumers, send_async", file=sys.stderr)
+                for name in (SENT, AIO_SENT, AIO_GATHERED):
+                    client.create_topic(name)
+                print(f"run {run}: publish floor, reads, consumers, sends", file=sys.stderr)
                 cpu = time.process_time()
                 seconds, _ = log.publish_stream(requests)
                 m: Sample = {"raw_publish_rps": s.records / seconds}
@@ -209,16 +253,18 @@ def one_run(s: Settings, run: int, requests: list[bytes], keys: list[bytes]) -> 
                 m["read_next_mps"] = _rate(s.records, lambda: _read_next(client, s.records))
                 m["receive_mps"] = _rate(s.records, lambda: _receive(client, s.records))
                 m["batch_receive_mps"] = _rate(s.records, lambda: _batch_receive(client, s.records))
-                cpu = time.process_time()
-                m["send_async_mps"] = _rate(s.records, lambda: _send_async(client, keys))
-                m["send_async_cpu_us"] = _cpu_us(cpu, s.records)
+                _timed_sends(m, "send_async", s.records, lambda: _send_async(client, keys))
+                address = server.address
+                _timed_sends(m, "aio_send_async", s.records, lambda: _aio_send_async(address, keys))
+                _timed_sends(m, "aio_send", s.records, lambda: _aio_send(address, keys))
         finally:
             server.stop()
     for name in ("read_next", "receive", "batch_receive"):
         m[f"{name}.ratio"] = m[f"{name}_mps"] / m["raw_read_mps"]
     for name in ("receive", "batch_receive"):
         m[f"{name}.consume_ratio"] = m[f"{name}_mps"] / m["raw_consume_mps"]
-    m["send_async.ratio"] = m["send_async_mps"] / m["raw_publish_rps"]
+    for name in ("send_async", "aio_send_async", "aio_send"):
+        m[f"{name}.ratio"] = m[f"{name}_mps"] / m["raw_publish_rps"]
     return m
 
 
@@ -227,6 +273,8 @@ ROWS = (
     ("subscribe + receive, cumulative ack / 1000", "receive", "raw_read_mps", READ_FLOOR, 0.25),
     ("subscribe + batch_receive, ack each batch", "batch_receive", "raw_read_mps", READ_FLOOR, 0.5),
     ("send_async + flush", "send_async", "raw_publish_rps", PUBLISH_FLOOR, 0.5),
+    ("asyncio send_async + flush", "aio_send_async", "raw_publish_rps", PUBLISH_FLOOR, 0.5),
+    ("asyncio send, gathered", "aio_send", "raw_publish_rps", PUBLISH_FLOOR, 0.5),
 )  # fmt: skip
 
 
@@ -280,7 +328,9 @@ def markdown(report: dict[str, Any]) -> str:
     r = report["results"]
     cpu = (
         f"Client CPU per message (all its threads): send_async + flush "
-        f"{r['send_async_cpu_us']['median']:.2f} us, raw PublishStream "
+        f"{r['send_async_cpu_us']['median']:.2f} us, asyncio send_async + flush "
+        f"{r['aio_send_async_cpu_us']['median']:.2f} us, asyncio send gathered "
+        f"{r['aio_send_cpu_us']['median']:.2f} us, raw PublishStream "
         f"{r['raw_publish_cpu_us']['median']:.2f} us (requests built before the clock)."
     )
     consume = r["raw_consume_noack_mps"]["median"]

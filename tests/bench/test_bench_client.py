@@ -25,3 +25,5 @@ def test_client_bench_quick(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     printed = capsys.readouterr().out
     assert "raw Consume of 1000 without acks" in printed
     assert "GetLastMessageId round trip" in printed
+    assert "asyncio send_async + flush" in printed  # the asyncio producer's rows and CPU
+    assert results["aio_send_async_cpu_us"]["median"] > 0
