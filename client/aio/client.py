@@ -20,14 +20,10 @@ from compactlog.channels import (
 )
 from compactlog.client import _convert as cv
 from compactlog.client.aio.multi_topic import AsyncMultiTopicConsumer
+from compactlog.client.aio.producer import AsyncProducer
 from compactlog.client.aio.reader import AsyncReader
 from compactlog.client.aio.send_batches import PublishEncoded
-from compactlog.client.aio.streams import (
-    AsyncConsumer,
-    AsyncProducer,
-    _Link,
-    acall,
-)
+from compactlog.client.aio.streams import AsyncConsumer, _Link, acall
 from compactlog.client.batch_policy import ConsumerBatchReceivePolicy
 from compactlog.client.consumer_state import ConsumerState
 from compactlog.client.enums import ConsumerType, InitialPosition

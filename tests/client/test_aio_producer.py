@@ -21,7 +21,7 @@ from compactlog.client import (
     publish_wire,
 )
 from compactlog.client.aio import AsyncClient
-from compactlog.client.aio.streams import AsyncProducer
+from compactlog.client.aio.producer import AsyncProducer
 from compactlog.client.send_replies import MAX_UNANSWERED
 from tests.conftest import ServerProcess
 
