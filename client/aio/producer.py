@@ -11,7 +11,6 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from compactlog.client import _convert as cv
-from compactlog.client import publish_wire as wire
 from compactlog.client.aio.send_batches import AsyncSendBatches, Partitions, Sent
 from compactlog.client.aio.streams import _Link, acall
 from compactlog.client.errors import AlreadyClosed
@@ -93,8 +92,9 @@ class AsyncProducer:
         ):
             check_ignored("send", pick(locals(), SEND_DEFAULTS), SEND_DEFAULTS)
         sent = Sent()
-        if self._queue(content, sent, properties, partition_key, event_timestamp, sequence_id):
-            await self._batches.room()
+        self.send_async(content, sent, properties, partition_key, None, sequence_id, None,
+                        False, event_timestamp)  # fmt: skip
+        await self._batches.room()  # at once unless too many are unanswered
         return await sent
 
     def send_async(
@@ -114,7 +114,8 @@ class AsyncProducer:
         """As ``TopicProducer.send_async``: queue the message and return;
         ``callback(Result.Ok, msg_id)`` once it is stored, ``callback(error, None)`` if
         its request failed, on the event loop, in order. Called from the loop's thread;
-        it never waits for room (``flush`` bounds what is queued)."""
+        it never waits for room (``flush`` bounds what is queued); ``send`` queues
+        through it, its future the callback."""
         if (
             ordering_key
             or replication_clusters
@@ -123,24 +124,12 @@ class AsyncProducer:
             or deliver_after
         ):
             check_ignored("send_async", pick(locals(), SEND_DEFAULTS), SEND_DEFAULTS)
-        self._queue(content, callback, properties, partition_key, event_timestamp, sequence_id)
-
-    def _queue(
-        self,
-        content: cv.BytesLike,
-        callback: SendCallback,
-        properties: Mapping[str, str] | None,
-        partition_key: str | bytes | None,
-        event_timestamp: int | None,
-        sequence_id: int | None,
-    ) -> bool:
-        """Queue one message; whether too many are unanswered (wait for room). Runs once
-        per message: the common types first, without calls (as ``TopicProducer``)."""
         if properties or event_timestamp:
             record = record_of(content, partition_key, properties, event_timestamp)
             size = len(record.key or b"") + len(record.value or b"")
-            flags = self._batches.add_record(cv.record_to_pb(record), size, callback, sequence_id)
-            return bool(flags & wire.CROWDED)
+            self._batches.add_record(cv.record_to_pb(record), size, callback, sequence_id)
+            return
+        # Runs once per message: the common types first, without calls (as TopicProducer).
         value = content if type(content) is bytes else cv.to_bytes(content)
         key = partition_key
         if type(key) is not bytes:
@@ -148,7 +137,6 @@ class AsyncProducer:
         flags = self._queue_add(key, value, callback)
         if flags or sequence_id is not None:
             self._batches.added(flags, sequence_id)
-        return bool(flags & wire.CROWDED)
 
     async def flush(self) -> None:
         """Wait until every send begun so far has been answered (its error is the send's).

@@ -100,12 +100,11 @@ class AsyncSendBatches:
 
     def add_record(
         self, record: pb.Record, size: int, callback: SendCallback, sequence_id: int | None
-    ) -> int:
+    ) -> None:
         """Queue a send of ``record`` (serialized by protobuf: it has properties or an
-        event time), of ``size`` key and value bytes; ``added``'s flags."""
+        event time), of ``size`` key and value bytes, as ``added`` says."""
         flags = self._pending.add_encoded(record.SerializeToString(), size, callback)
         self.added(flags, sequence_id)
-        return int(flags)
 
     def added(self, flags: int, sequence_id: int | None) -> None:
         """After a message went into the queue (or, ``CLOSED``, did not): refuse a send
