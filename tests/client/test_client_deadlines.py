@@ -8,6 +8,7 @@ long as its caller wants.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import threading
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 
 from compactlog.client import Client, InitialPosition, Message, Timeout
+from compactlog.client.aio import AsyncClient
 from compactlog.client.consumer import Consumer
 from compactlog.client.consumer_state import ConsumerState
 from compactlog.client.deadlines import Watchdog
@@ -151,3 +153,26 @@ def test_a_compaction_longer_than_the_timeout_is_waited_for(server_factory: Any)
         assert time.monotonic() - started > 3.0
         assert status.state == "SUCCESS" and status.last_run is not None
         assert status.last_run.kept == 2
+
+
+def test_an_asyncio_send_to_a_stuck_server_times_out(server: Any) -> None:
+    """The asyncio producer's PublishStream: a request unanswered past the timeout fails
+    its send with ``Timeout``; the next send goes on a new stream once the server thaws."""
+
+    async def scenario() -> None:
+        async with AsyncClient(server.address, timeout=TIMEOUT_S) as client:
+            await client.create_topic("t")
+            producer = await client.create_producer("t")
+            first = await producer.send(b"before")  # the stream is open, partitions known
+            os.kill(server.proc.pid, signal.SIGSTOP)
+            try:
+                started = time.monotonic()
+                with pytest.raises(Timeout):
+                    await producer.send(b"stuck")
+                assert time.monotonic() - started < TIMEOUT_S + SLACK_S
+            finally:
+                os.kill(server.proc.pid, signal.SIGCONT)
+            assert await producer.send(b"after") > first
+            await producer.close()
+
+    asyncio.run(scenario())
