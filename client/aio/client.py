@@ -153,6 +153,13 @@ class AsyncClient:
         call = self._admin.GetTopic(req, timeout=self.timeout, metadata=self._metadata)
         return cv.topic_from_pb(await acall("GetTopic", self.address, call))
 
+    async def delete_topic(self, name: str) -> None:
+        """As ``Client.delete_topic``: ``TopicNotFound`` if there is no such topic."""
+        self._check_open()
+        req = pb.DeleteTopicRequest(name=name)
+        call = self._admin.DeleteTopic(req, timeout=self.timeout, metadata=self._metadata)
+        await acall("DeleteTopic", self.address, call)
+
     async def compaction_status(self, topic: str) -> CompactionStatus:
         self._check_open()
         req = pb.GetCompactionStatusRequest(topic=topic)

@@ -12,6 +12,7 @@ import grpc
 import pytest
 
 from compactlog.client import (
+    AlreadyClosed,
     Client,
     ConsumerType,
     InitialPosition,
@@ -139,6 +140,29 @@ def test_errors_are_classes(shared_server) -> None:  # type: ignore[no-untyped-d
             with pytest.raises(TopicNotFound):
                 await reader.read_next(timeout_millis=5000)
             await reader.close()
+
+    run(scenario())
+
+
+def test_async_delete_topic_as_the_sync_one(shared_server, unique_topic: str) -> None:  # type: ignore[no-untyped-def]
+    """``delete_topic(name)``: the sync client's signature; the topic is gone for both
+    clients, and a name that does not exist (any more) is ``TopicNotFound`` naming it."""
+    sync = inspect.signature(Client.delete_topic)
+    assert inspect.signature(AsyncClient.delete_topic).parameters == sync.parameters
+
+    async def scenario() -> None:
+        async with AsyncClient(shared_server.address) as client:
+            await client.create_topic(unique_topic, kind="segmented", partitions=2)
+            assert await client.delete_topic(unique_topic) is None
+            with Client(shared_server.address) as other:
+                assert unique_topic not in {t.name for t in other.list_topics()}
+            with pytest.raises(TopicNotFound, match=unique_topic):
+                await client.get_topic(unique_topic)
+            with pytest.raises(TopicNotFound, match=unique_topic) as info:
+                await client.delete_topic(unique_topic)
+            assert not isinstance(info.value, grpc.RpcError)
+        with pytest.raises(AlreadyClosed):
+            await client.delete_topic(unique_topic)
 
     run(scenario())
 
