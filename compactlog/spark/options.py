@@ -28,6 +28,7 @@ READ_OPTIONS = (
     "endingOffsets",
     "failOnDataLoss",
     "entriesPerPartition",
+    "minPartitions",
     *_CONNECTION,
 )
 # Spark hands a streaming sink its checkpointLocation among the options
@@ -114,7 +115,8 @@ class ReadOptions:
     compacted: bool
     starting: OffsetSpec
     ending: OffsetSpec
-    # how big a range one Spark partition reads: the option, else one range a core
+    # how big a range one Spark partition reads: the option, else one range a core;
+    # finer where minPartitions asks for more
     sizing: Sizing
     # streaming, startingOffsets = "snapshot": the compacted view first, then the log
     snapshot: bool = False
@@ -153,7 +155,11 @@ class ReadOptions:
             compacted=_flag(low, "readCompacted"),
             starting=starting,
             ending=ending,
-            sizing=Sizing(known_cores(cores), _positive(low, "entriesPerPartition")),
+            sizing=Sizing(
+                known_cores(cores),
+                _positive(low, "entriesPerPartition"),
+                min_partitions=_positive(low, "minPartitions"),
+            ),
             snapshot=snapshot,
             fail_on_data_loss=_flag(low, "failOnDataLoss", default=True),
         )

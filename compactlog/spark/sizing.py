@@ -11,7 +11,10 @@ cut below ``MIN_ENTRIES`` (a small read or micro-batch stays one partition per t
 partition, as Kafka's source reads it), nor left above ``MAX_ENTRIES``: a task reads its
 range as a stream of response-sized batches, so its memory does not grow with the
 range, but a retried task reads its whole range again and a huge topic on few cores
-should still show progress task by task.
+should still show progress task by task. ``minPartitions`` (Kafka source's option of that
+name) asks for at least that many Spark partitions: where the query has fewer topic
+partitions, the cut goes finer than either rule until the ranges make that many, below
+``MIN_ENTRIES`` if need be (as Kafka's source, which then divides its partitions).
 """
 
 from __future__ import annotations
@@ -33,18 +36,30 @@ def known_cores(cores: int) -> int:
 class Sizing:
     """The cut of a query's ranges: every ``fixed`` entries when the option gives it,
     else about ``cores`` partitions over the query's entries, each of ``least`` to
-    ``most`` entries."""
+    ``most`` entries; finer where that makes fewer than ``min_partitions``."""
 
     cores: int
     fixed: int | None = None
     least: int = MIN_ENTRIES
     most: int = MAX_ENTRIES
+    min_partitions: int | None = None
 
     def entries(self, total: int, logs: int = 1) -> int:
         """Entries a Spark partition reads when the query's ranges, over ``logs`` topic
         partitions, hold ``total``. As many topic partitions as cores already give
         every core its own: then only ``most`` cuts (Kafka's source, too, splits topic
-        partitions only when asked for more partitions than there are)."""
+        partitions only when asked for more partitions than there are).
+
+        With ``min_partitions`` above ``logs``, no more than ``total // min_partitions``
+        (at least 1): every topic partition of ``n`` entries gives ``ceil(n / size)``
+        ranges, so together at least ``min_partitions`` where ``total`` reaches it."""
+        size = self._by_rule(total, logs)
+        wanted = self.min_partitions
+        if wanted is not None and logs < wanted:
+            size = min(size, max(total // wanted, 1))
+        return size
+
+    def _by_rule(self, total: int, logs: int) -> int:
         if self.fixed is not None:
             return self.fixed
         if logs >= self.cores:

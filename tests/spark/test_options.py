@@ -74,6 +74,9 @@ def test_topic_names() -> None:
         ({**BASE, "endingOffsets": '{"a": {"-1": "1-0"}}'}, "'1-0' is not a position"),
         ({**BASE, "endingOffsets": '{"a": {"-1": true}}'}, "True is not a position"),
         ({**BASE, "entriesPerPartition": "0"}, "'entriesPerPartition' is a whole number"),
+        ({**BASE, "minPartitions": "0"}, "'minPartitions' is a whole number >= 1, not '0'"),
+        ({**BASE, "minPartitions": "-3"}, "'minPartitions' is a whole number >= 1, not '-3'"),
+        ({**BASE, "minPartitions": "2.5"}, "'minPartitions' is a whole number >= 1, not '2.5'"),
         ({**BASE, "tlsCa": "/no/such/ca.pem"}, "option 'tlsCa': TLS CA file /no/such/ca.pem"),
     ],
 )

@@ -65,6 +65,24 @@ def test_a_range_a_core_within_bounds() -> None:
     assert known_cores(0) == (os.cpu_count() or 1)
 
 
+def test_min_partitions_cuts_finer_until_there_are_that_many() -> None:
+    """Kafka source's ``minPartitions``: below that many topic partitions, a cut fine
+    enough for at least that many ranges, whatever the rule or the option said."""
+    assert Sizing(2, min_partitions=5).entries(1000) == 200  # below MIN_ENTRIES
+    assert Sizing(2, min_partitions=2).entries(10**6) == 500_000  # the rule suffices
+    assert Sizing(2, fixed=100, min_partitions=5).entries(1000) == 100
+    assert Sizing(2, fixed=500, min_partitions=5).entries(1000) == 200
+    assert Sizing(2, min_partitions=5).entries(3) == 1  # no range is cut below an entry
+    assert Sizing(2, min_partitions=4).entries(10**6, logs=4) == MAX_ENTRIES  # enough already
+    # uneven topic partitions, each cut by the same size, still make enough ranges
+    for wanted in (2, 3, 7, 64):
+        for sizes in ([1000], [999, 1], [10, 10, 500], [7, 7], [1] * 3 + [100]):
+            total = sum(sizes)
+            size = Sizing(2, min_partitions=wanted).entries(total, len(sizes))
+            made = sum(-(-n // size) for n in sizes)
+            assert made >= min(wanted, total), (wanted, sizes, size)
+
+
 # fixed: entriesPerPartition=25; cores: three cores, no lower bound
 SIZINGS = {"fixed": Sizing(2, fixed=25), "cores": Sizing(3, least=1)}
 
