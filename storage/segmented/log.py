@@ -1,11 +1,8 @@
 """Log: the segments of one SEGMENTED topic in one directory.
 
-The segment list is copy-on-write (``_view``): writers build a new tuple under the log's
-lock, readers grab the current tuple and read without the lock. Segment files are reached
-through the process's LRU of descriptors (``handles.py``); a read whose snapshot holds a
-segment that was since replaced or deleted, and whose file is gone, resumes on a fresh
-snapshot from the next offset it has not yet handed out. So reads are safe against rolls,
-retention and the cleaner's swaps without a descriptor per segment.
+The segment list is copy-on-write: writers build a new tuple under the log's lock,
+readers grab the current tuple and read without the lock (``log_reads.py``, where reads
+also resume on a fresh snapshot when a segment of theirs was replaced or deleted).
 
 Files beside the segments, checksummed (``state_file.py``): ``log-start-offset`` (raised by
 DeleteRecords and retention; unreadable: the topic cannot be served, ``BadStateFile``) and
@@ -25,32 +22,23 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from compactlog.errors import (
-    CompactlogError,
-    OffsetOutOfRange,
-    StoreClosed,
-    TopicNotFound,
-    from_os_error,
-)
+from compactlog.errors import CompactlogError, StoreClosed, TopicNotFound, from_os_error
 from compactlog.storage import batch
 from compactlog.storage.config import SegmentedTopicConfig
-from compactlog.storage.read_range import Chunk, ViewBatch, read_chunks
 from compactlog.storage.segmented import state_file
 from compactlog.storage.segmented.append import AppendResult, pack_request
+from compactlog.storage.segmented.log_reads import LogReads, segment_view
 from compactlog.storage.segmented.log_retention import LogRetention
 from compactlog.storage.segmented.log_swaps import CleaningAborted, LogSwaps
 from compactlog.storage.segmented.manifest import SegmentManifest
-from compactlog.storage.segmented.reads import decode, pieces, resuming
 from compactlog.storage.segmented.recovery import check_synced_end, recover_log_dir
 from compactlog.storage.segmented.sealed import check_sealed
 from compactlog.storage.segmented.segment import IndexParams, LogSegment
 from compactlog.storage.segmented.state_file import BadStateFile
-from compactlog.storage.segmented.stats import SegmentedStats, log_stats
-from compactlog.storage.types import MessageId, Record, StoredMessage
+from compactlog.storage.types import Record
 
 log = logging.getLogger(__name__)
 
@@ -63,19 +51,9 @@ _MAX_RELATIVE = 2**32 - 1
 _GENERATIONS = itertools.count(1)
 
 
-@dataclass(frozen=True)
-class _View:
-    bases: tuple[int, ...]
-    segments: tuple[LogSegment, ...]
-
-
-def _view(segments: Sequence[LogSegment]) -> _View:
-    return _View(tuple(s.base_offset for s in segments), tuple(segments))
-
-
-class Log(LogRetention, LogSwaps):
-    """Append, read, roll, flush and retention (``log_retention.py``) of one topic; swap
-    target of the cleaner (``log_swaps.py``)."""
+class Log(LogRetention, LogSwaps, LogReads):
+    """Append, roll, flush, reads (``log_reads.py``) and retention (``log_retention.py``)
+    of one topic; swap target of the cleaner (``log_swaps.py``)."""
 
     def __init__(
         self, directory: Path, config: SegmentedTopicConfig, clock: Callable[[], float]
@@ -110,7 +88,7 @@ class Log(LogRetention, LogSwaps):
                 self.log_start_offset, recovery_point, segments[-1].next_offset if segments else 0
             )
             segments.append(LogSegment.create(directory, end, self.index_params()))
-        self._view = _view(segments)
+        self._view = segment_view(segments)
         active = segments[-1]
         self.next_offset = max(active.next_offset, active.base_offset)
         if active.damaged_at is not None:
@@ -165,7 +143,7 @@ class Log(LogRetention, LogSwaps):
     def _set_segments(self, segments: Sequence[LogSegment]) -> None:
         """A new segment list without some of the old segments (retention, the cleaner's
         swaps), under the lock."""
-        self._view = _view(segments)
+        self._view = segment_view(segments)
         self._changed()
 
     @property
@@ -245,7 +223,7 @@ class Log(LogRetention, LogSwaps):
                 raise from_os_error(
                     exc, f"rolling a new segment of {self.name}", self.dir
                 ) from None
-            self._view = _view([*self._view.segments, new])
+            self._view = segment_view([*self._view.segments, new])
             self.manifest.seal(old)
             self._unflushed = 0
             self._last_flush_ms = self.now_ms()
@@ -289,88 +267,6 @@ class Log(LogRetention, LogSwaps):
                 and now - self._last_flush_ms >= self.config.flush_ms
             ):
                 self._flush_active(now)
-
-    # ---- reads -------------------------------------------------------------------------
-    def batches(self, start: int, end: int, clamp: bool = False) -> Iterator[ViewBatch]:
-        """Checked batches of offsets ``[start, end)`` over one snapshot of the segment
-        list. A start below the log start offset is OUT_OF_RANGE, or, with ``clamp``,
-        moves up to it (a subscription whose position retention passed)."""
-        view, active_size, start, end = self._snapshot(start, end, clamp)
-        if start >= end:
-            return iter(())
-        return resuming(view.segments, view.bases, active_size, start, end, self._fresh)
-
-    def _fresh(
-        self, start: int, end: int
-    ) -> tuple[Sequence[LogSegment], Sequence[int], int, int, int]:
-        """A new snapshot for a read that found a segment of its old one gone."""
-        view, active_size, start, end = self._snapshot(start, end, clamp=True)
-        return view.segments, view.bases, active_size, start, end
-
-    def _snapshot(self, start: int, end: int, clamp: bool) -> tuple[_View, int, int, int]:
-        with self._lock:
-            self._check_open()
-            if start < self.log_start_offset:
-                if not clamp:
-                    raise OffsetOutOfRange(
-                        f"offset {start} is below the log start offset "
-                        f"{self.log_start_offset} of {self.name}",
-                        topic=self.name,
-                        offset=start,
-                        log_start_offset=self.log_start_offset,
-                    )
-                start = self.log_start_offset
-            return self._view, self._view.segments[-1].size, start, min(end, self.next_offset)
-
-    def _chunks(self, start: int, end: int, max_messages: int, max_bytes: int) -> Iterator[Chunk]:
-        limit = max_messages if max_messages > 0 else 2**62
-        stop = MessageId(0, max(end, 1) - 1)
-        return read_chunks(
-            self.batches(start, end), f"topic {self.name!r}", stop, limit, limit, max_bytes
-        )
-
-    def read(self, start_offset: int, max_messages: int) -> list[StoredMessage]:
-        """Messages from ``start_offset`` (or the next surviving offset after it), decoded."""
-        return decode(self._chunks(start_offset, 2**63, max_messages, 2**62), f"topic {self.name}")
-
-    def read_payload(
-        self, start_offset: int, end_offset: int, max_messages: int, max_bytes: int
-    ) -> tuple[list[memoryview | bytes], int, int | None]:
-        """Stored message records of offsets ``[start_offset, end_offset)`` as they are on
-        disk: ``(pieces, count, last offset or None)``. The pieces concatenated are the
-        bytes of a ``ReadResponse`` of at most ``max_bytes`` unless its first message alone
-        is more (``read_range.read_chunks``)."""
-        return pieces(next(self._chunks(start_offset, end_offset, max_messages, max_bytes), None))
-
-    def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
-        """First offset at or after the log start whose timestamp is >= ``timestamp_ms``."""
-        with self._lock:
-            self._check_open()
-            view, active_size, start = self._view, self.active_segment.size, self.log_start_offset
-        for seg in view.segments:
-            # a damaged segment's figures stop at its damage: scan it (and meet the damage)
-            skip = seg.next_offset <= start or seg.max_timestamp < timestamp_ms
-            if skip and (seg.damaged_at is None or seg.lost is not None):  # lost: manifest's
-                continue
-            end = active_size if seg is view.segments[-1] else seg.size
-            lost = seg.lost
-            found = seg.find_offset_by_timestamp(
-                timestamp_ms, end if lost is None else min(end, lost.position), start
-            )
-            if found is not None:
-                return found
-            if lost is not None:  # the first such record may be among the lost ones
-                raise lost.error(self.name, seg.path())
-        return None
-
-    def stats(self) -> SegmentedStats:
-        """GetTopic's figures (``stats.py``: a damaged segment does not make them fail)."""
-        with self._lock:
-            self._check_open()
-            view, start, end = self._view, self.log_start_offset, self.next_offset
-            return log_stats(
-                view.segments, start, lambda: pieces(next(self._chunks(start, end, 1, 1), None))[2]
-            )
 
     # ---- lifecycle ---------------------------------------------------------------------
     def close(self) -> None:
