@@ -22,7 +22,8 @@ in order and calls back ``callback(Result.Ok, msg_id)``; when a request fails, e
 message of it and of the requests sent after it gets the error (``callback(error,
 None)``), and later sends go out on a new stream. ``flush`` sends what waits at once and
 returns when every callback has been called. A stream left idle for ``IDLE_S`` ends;
-the next send opens another.
+the next send opens another. So does the thread, ``IDLE_S`` after its stream, so that a
+producer dropped without ``close`` keeps no thread (and no producer) alive for good.
 """
 
 from __future__ import annotations
@@ -177,7 +178,9 @@ class SendBatches:
         one_log = self._producer.one_log
         while True:
             with self._cond:
-                self._cond.wait_for(lambda: self._pending.waiting or self._closed)
+                if not self._cond.wait_for(lambda: self._pending.waiting or self._closed, IDLE_S):
+                    self._thread = None  # idle: the next send starts another (_woken)
+                    return
                 if not self._pending.waiting:
                     return  # closed, nothing left
                 stream = self._stream

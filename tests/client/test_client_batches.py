@@ -5,9 +5,11 @@ and ``send_async`` gathered into PublishStream requests, against a real server."
 from __future__ import annotations
 
 import asyncio
+import gc
 import pickle
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 
 import pytest
@@ -22,9 +24,11 @@ from compactlog.client import (
     Result,
     _publish_py,
     publish_wire,
+    send_batches,
 )
 from compactlog.client.aio import AsyncClient
 from compactlog.client.message import messages_of
+from compactlog.client.topic_producer import TopicProducer
 from compactlog.errors import CompactlogError
 from compactlog.v1 import compactlog_pb2 as pb
 from tests.conftest import ServerProcess
@@ -177,6 +181,37 @@ def test_send_async_batches_in_order_and_calls_each_back(client: Client, topic: 
     assert after > ids[-1] and producer.last_sequence_id() == 1000
     read = [m.data() for m in client.reader(topic)]
     assert read == [b"v%d" % i for i in range(1000)] + [b"last"]
+
+
+def test_an_idle_producer_keeps_no_thread(
+    client: Client, topic: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sending thread ends ``IDLE_S`` after its stream, and the next send starts
+    another: a producer dropped without ``close`` kept its thread, and so itself, for as
+    long as the process lived."""
+    monkeypatch.setattr(send_batches, "IDLE_S", 0.05)
+    producer = client.create_producer(topic)
+
+    def send_one(producer: TopicProducer, value: bytes) -> threading.Thread:
+        before = set(threading.enumerate())
+        outcomes = Outcomes()
+        producer.send_async(value, outcomes)
+        producer.flush()
+        assert [r for r, _ in outcomes.got] == [Result.Ok]
+        (thread,) = [t for t in set(threading.enumerate()) - before if t.name == "compactlog-send"]
+        return thread
+
+    first = send_one(producer, b"a")
+    first.join(timeout=10)
+    assert not first.is_alive()
+    second = send_one(producer, b"b")  # a new thread for the next send
+    assert [m.data() for m in client.reader(topic)] == [b"a", b"b"]
+    dropped = weakref.ref(producer)
+    del producer  # never closed
+    second.join(timeout=10)
+    assert not second.is_alive()
+    gc.collect()
+    assert dropped() is None
 
 
 @pytest.mark.parametrize("twin", ["compiled", "pure"])
