@@ -27,6 +27,7 @@ import pytest
 
 from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
+from tests.thread_guard import left_behind
 
 STARTUP_TIMEOUT_S = 60.0
 REPO = Path(__file__).resolve().parent.parent
@@ -163,6 +164,17 @@ def server(server_factory) -> ServerProcess:  # type: ignore[no-untyped-def]
     """A fresh server process with its own data dir."""
     srv: ServerProcess = server_factory()
     return srv
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_threads_left_behind() -> Iterator[None]:
+    """Fail a module that leaves a thread pool of ours running (``thread_guard.py``):
+    something it opened was never closed."""
+    before = set(threading.enumerate())
+    yield
+    left = left_behind(before)
+    if left:
+        pytest.fail(f"this module left threads of compactlog's running: {', '.join(left)}")
 
 
 @pytest.fixture(scope="session")

@@ -103,6 +103,7 @@ def test_subscribe_to_a_list_of_topics(client: Client, unique_topic: str) -> Non
         consumer.acknowledge(msg)
     with pytest.raises(Timeout):
         consumer.receive(300)
+    consumer.close()  # its acks are stored, and its threads end now, not at some gc
 
 
 def test_consumer_seek_redeliver_last_id_and_unsubscribe(client: Client, topic: str) -> None:
