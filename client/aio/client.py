@@ -10,7 +10,7 @@ import os
 import weakref
 from collections.abc import Mapping
 from types import TracebackType
-from typing import Literal, Self
+from typing import Literal, Protocol, Self
 
 from compactlog.channels import (
     ChannelSecurity,
@@ -44,6 +44,13 @@ from compactlog.client.types import CompactionStatus, TopicInfo
 from compactlog.errors import CompactlogError
 from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
+
+
+class AsyncCloseable(Protocol):
+    """What the client closes with itself: producers, consumers, readers."""
+
+    async def close(self) -> None: ...
+
 
 __all__ = ["AsyncClient"]
 
@@ -94,7 +101,8 @@ class AsyncClient:
             response_deserializer=pb.PublishResponse.FromString,
         )
         self._link = _Link(stub, publish_encoded, address, timeout, self._metadata)
-        self._consumers: weakref.WeakSet[AsyncConsumer] = weakref.WeakSet()
+        # closed with the client, as pulsar-client's close() closes what it made
+        self._opened: weakref.WeakSet[AsyncCloseable] = weakref.WeakSet()
         self._closed = False
 
     async def __aenter__(self) -> Self:
@@ -109,14 +117,15 @@ class AsyncClient:
         await self.close()
 
     async def close(self) -> None:
-        """Close every consumer made here (its queued acks are stored first; the first
-        failure is raised once the channel is closed), then the channel."""
+        """Close every producer (its sends flushed), consumer (its queued acks stored) and
+        reader made here, then the channel, as pulsar-client's ``close``; the first
+        failure is raised once the channel is closed."""
         if not self._closed:
             self._closed = True
             failure: CompactlogError | None = None
-            for consumer in list(self._consumers):
+            for thing in list(self._opened):
                 try:
-                    await consumer.close()
+                    await thing.close()
                 except CompactlogError as exc:
                     failure = failure or exc
             await self._channel.close()
@@ -250,9 +259,11 @@ class AsyncClient:
         async def partitions() -> int:
             return (await self.get_topic(topic)).partitions
 
-        return AsyncProducer(
+        producer = AsyncProducer(
             self._link, topic, partitions, producer_name, initial_sequence_id, batching
         )
+        self._opened.add(producer)
+        return producer
 
     async def subscribe(
         self,
@@ -303,7 +314,7 @@ class AsyncClient:
                 batch_receive_policy=batch_receive_policy,
             )
             consumer = AsyncConsumer(self._link, state, self)
-            self._consumers.add(consumer)
+            self._opened.add(consumer)
             await consumer.subscribe_now()
             return consumer
 
@@ -331,7 +342,7 @@ class AsyncClient:
         async def last_position() -> LastPosition:
             return await self.last_position(topic, read_compacted=is_read_compacted)
 
-        return await AsyncReader.opening(
+        reader = await AsyncReader.opening(
             self._link,
             topic,
             start_message_id,
@@ -339,3 +350,5 @@ class AsyncClient:
             is_read_compacted,
             last_position,
         )
+        self._opened.add(reader)
+        return reader

@@ -17,6 +17,7 @@ from compactlog.client import (
     ConsumerType,
     InitialPosition,
     MessageId,
+    Result,
     Timeout,
     TopicNotFound,
 )
@@ -311,3 +312,36 @@ def test_async_reader_seeks_to_an_id_an_end_and_a_time(shared_server, unique_top
             await reader.close()
 
     run(scenario())
+
+
+def test_closing_the_async_client_closes_what_it_made(shared_server, unique_topic: str) -> None:  # type: ignore[no-untyped-def]
+    """As pulsar-client's close: a producer's pending sends are stored first."""
+    results: list[Any] = []
+
+    async def scenario() -> None:
+        client = AsyncClient(shared_server.address)
+        await client.create_topic(unique_topic)
+        producer = await client.create_producer(
+            unique_topic, batching_enabled=True, batching_max_publish_delay_ms=60_000
+        )
+        for i in range(500):  # held by the minute's delay: only a flush sends them
+            producer.send_async(b"v%d" % i, lambda res, mid: results.append(res))
+        consumer = await client.subscribe(
+            unique_topic, "s", initial_position=InitialPosition.Earliest
+        )
+        reader = await client.create_reader(unique_topic, MessageId.earliest)
+        await client.close()
+        assert len(results) == 500 and all(r == Result.Ok for r in results)
+        with pytest.raises(AlreadyClosed):
+            await producer.send(b"late")
+        with pytest.raises(AlreadyClosed):
+            await consumer.receive(timeout_millis=10)
+        with pytest.raises(AlreadyClosed):
+            await reader.read_next(timeout_millis=10)
+
+    run(scenario())
+    with Client(shared_server.address) as sync:
+        reader = sync.create_reader(unique_topic, MessageId.earliest)
+        got = [reader.read_next(timeout_millis=5000).data() for _ in range(500)]
+        assert got == [b"v%d" % i for i in range(500)]
+        assert not reader.has_message_available()
