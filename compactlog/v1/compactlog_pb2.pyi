@@ -1376,6 +1376,43 @@ class ConsumeResponse(_message.Message):
 Global___ConsumeResponse: _TypeAlias = ConsumeResponse  # noqa: Y015
 
 @_typing.final
+class ConsumeFlow(_message.Message):
+    """One message of a ConsumeStream from the consumer: flow permits, as Pulsar's consumer
+    sends them. The first carries `start` (what a Consume would ask; its `max_messages`
+    caps one response, `wait_ms` and `redeliver_unacknowledged` are not used) and the
+    receiver queue's size as `permits`; each later one the permits the application freed.
+    The server pushes responses of up to the permits it holds, each using up as many as it
+    carries messages. `topic` is field 1 of every one, as in every Log request: the sharded
+    front routes by it. The stream's end releases the consumer as CloseConsumer does.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    START_FIELD_NUMBER: _builtins.int
+    PERMITS_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    permits: _builtins.int
+    @_builtins.property
+    def start(self) -> Global___ConsumeRequest:
+        """the first message only"""
+
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+        start: Global___ConsumeRequest | None = ...,
+        permits: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["start", b"start"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["permits", b"permits", "start", b"start", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ConsumeFlow: _TypeAlias = ConsumeFlow  # noqa: Y015
+
+@_typing.final
 class AcknowledgeRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

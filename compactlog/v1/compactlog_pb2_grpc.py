@@ -857,6 +857,11 @@ class LogStub:
                 request_serializer=compactlog_dot_v1_dot_compactlog__pb2.ConsumeRequest.SerializeToString,
                 response_deserializer=compactlog_dot_v1_dot_compactlog__pb2.ConsumeResponse.FromString,
                 _registered_method=True)
+        self.ConsumeStream = channel.stream_stream(
+                '/compactlog.v1.Log/ConsumeStream',
+                request_serializer=compactlog_dot_v1_dot_compactlog__pb2.ConsumeFlow.SerializeToString,
+                response_deserializer=compactlog_dot_v1_dot_compactlog__pb2.ConsumeResponse.FromString,
+                _registered_method=True)
         self.Acknowledge = channel.unary_unary(
                 '/compactlog.v1.Log/Acknowledge',
                 request_serializer=compactlog_dot_v1_dot_compactlog__pb2.AcknowledgeRequest.SerializeToString,
@@ -907,6 +912,13 @@ class LogServicer:
 
     def Consume(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ConsumeStream(self, request_iterator, context):
+        """Consume pushed: responses within the permits the consumer gives (ConsumeFlow).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -962,6 +974,11 @@ def add_LogServicer_to_server(servicer, server):
             'Consume': grpc.unary_unary_rpc_method_handler(
                     servicer.Consume,
                     request_deserializer=compactlog_dot_v1_dot_compactlog__pb2.ConsumeRequest.FromString,
+                    response_serializer=compactlog_dot_v1_dot_compactlog__pb2.ConsumeResponse.SerializeToString,
+            ),
+            'ConsumeStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.ConsumeStream,
+                    request_deserializer=compactlog_dot_v1_dot_compactlog__pb2.ConsumeFlow.FromString,
                     response_serializer=compactlog_dot_v1_dot_compactlog__pb2.ConsumeResponse.SerializeToString,
             ),
             'Acknowledge': grpc.unary_unary_rpc_method_handler(
@@ -1097,6 +1114,33 @@ class Log:
             target,
             '/compactlog.v1.Log/Consume',
             compactlog_dot_v1_dot_compactlog__pb2.ConsumeRequest.SerializeToString,
+            compactlog_dot_v1_dot_compactlog__pb2.ConsumeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ConsumeStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/compactlog.v1.Log/ConsumeStream',
+            compactlog_dot_v1_dot_compactlog__pb2.ConsumeFlow.SerializeToString,
             compactlog_dot_v1_dot_compactlog__pb2.ConsumeResponse.FromString,
             options,
             channel_credentials,

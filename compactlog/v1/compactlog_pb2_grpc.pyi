@@ -213,6 +213,8 @@ class LogStub:
     PublishStream: _grpc.StreamStreamMultiCallable[_compactlog_pb2.PublishRequest, _compactlog_pb2.PublishResponse]
     Read: _grpc.UnaryStreamMultiCallable[_compactlog_pb2.ReadRequest, _compactlog_pb2.ReadResponse]
     Consume: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.ConsumeRequest, _compactlog_pb2.ConsumeResponse]
+    ConsumeStream: _grpc.StreamStreamMultiCallable[_compactlog_pb2.ConsumeFlow, _compactlog_pb2.ConsumeResponse]
+    """Consume pushed: responses within the permits the consumer gives (ConsumeFlow)."""
     Acknowledge: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.AcknowledgeRequest, _compactlog_pb2.AcknowledgeResponse]
     NegativeAcknowledge: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.NegativeAcknowledgeRequest, _compactlog_pb2.NegativeAcknowledgeResponse]
     GetLastMessageId: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.GetLastMessageIdRequest, _compactlog_pb2.GetLastMessageIdResponse]
@@ -226,6 +228,8 @@ class LogAsyncStub(LogStub):
     PublishStream: _aio.StreamStreamMultiCallable[_compactlog_pb2.PublishRequest, _compactlog_pb2.PublishResponse]  # type: ignore[assignment]
     Read: _aio.UnaryStreamMultiCallable[_compactlog_pb2.ReadRequest, _compactlog_pb2.ReadResponse]  # type: ignore[assignment]
     Consume: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.ConsumeRequest, _compactlog_pb2.ConsumeResponse]  # type: ignore[assignment]
+    ConsumeStream: _aio.StreamStreamMultiCallable[_compactlog_pb2.ConsumeFlow, _compactlog_pb2.ConsumeResponse]  # type: ignore[assignment]
+    """Consume pushed: responses within the permits the consumer gives (ConsumeFlow)."""
     Acknowledge: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.AcknowledgeRequest, _compactlog_pb2.AcknowledgeResponse]  # type: ignore[assignment]
     NegativeAcknowledge: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.NegativeAcknowledgeRequest, _compactlog_pb2.NegativeAcknowledgeResponse]  # type: ignore[assignment]
     GetLastMessageId: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.GetLastMessageIdRequest, _compactlog_pb2.GetLastMessageIdResponse]  # type: ignore[assignment]
@@ -260,6 +264,14 @@ class LogServicer(metaclass=_abc_1.ABCMeta):
         request: _compactlog_pb2.ConsumeRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_compactlog_pb2.ConsumeResponse, _abc.Awaitable[_compactlog_pb2.ConsumeResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def ConsumeStream(
+        self,
+        request_iterator: _MaybeAsyncIterator[_compactlog_pb2.ConsumeFlow],
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_compactlog_pb2.ConsumeResponse], _abc.AsyncIterator[_compactlog_pb2.ConsumeResponse]]:
+        """Consume pushed: responses within the permits the consumer gives (ConsumeFlow)."""
 
     @_abc_1.abstractmethod
     def Acknowledge(

@@ -16,6 +16,7 @@ from typing import Any
 
 import grpc
 
+from compactlog.server.front.consume_relay import consume_stream_relay
 from compactlog.server.front.partitions import PartitionedIndex
 from compactlog.server.front.relay import Ctx
 from compactlog.server.front.relay import forwarded as _forwarded
@@ -134,6 +135,12 @@ class FrontHandler(grpc.GenericRpcHandler):
             return None
         if method.endswith("/ListTopics"):
             return grpc.unary_unary_rpc_method_handler(self._list_topics)
+        if method.endswith("/ConsumeStream"):
+            index = self.index
+            relay = consume_stream_relay(
+                self.owners, method, lambda name: index is not None and index.get(name) is not None
+            )
+            return grpc.stream_stream_rpc_method_handler(relay)
         if shape == (True, True):
             return grpc.stream_stream_rpc_method_handler(self._publish_stream(method))
         if shape == (True, False):

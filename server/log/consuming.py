@@ -71,9 +71,20 @@ class Consuming:
         """Up to ``max_messages`` messages for this consumer, waiting up to ``wait_ms``:
         from the topic ``name`` (``logs``: its own log, or a partitioned topic's held
         partitions, the next call starting with the partition after this one's first)."""
+        return (await self.consume_counted(name, logs, request))[0]
+
+    async def consume_counted(
+        self,
+        name: str,
+        logs: Sequence[TopicLog],
+        request: pb.ConsumeRequest,
+        stop: asyncio.Future[None] | None = None,
+    ) -> tuple[bytes, int]:
+        """``consume``'s response and how many messages it carries; the wait also ends
+        when ``stop`` is done (a ConsumeStream's consumer went away)."""
         members = await self._members(logs, request)
         if not members:  # no partition of it in this store (a slot's record alone)
-            return b""
+            return b"", 0
         if len(members) > 1:
             key = (name, request.subscription)
             first = self._turns.get(key, 0) % len(members)
@@ -87,7 +98,7 @@ class Consuming:
         while True:
             change = self.signals.next_change(name)
             if any(m.dispatcher.closed_since(consumer, started) for m in members):
-                return b""  # CloseConsumer came while this call waited: it gets nothing
+                return b"", 0  # CloseConsumer came while this call waited: it gets nothing
             for m in members:  # EXCLUSIVE: refused on one partition, admitted on none
                 m.dispatcher.check_holder(consumer)
             admissions = [m.dispatcher.admit(consumer, m.log.partition) for m in members]
@@ -97,14 +108,15 @@ class Consuming:
                 return response
             remaining = deadline - loop.time()
             gone = any(m.log.gone() for m in members)
-            if remaining <= 0 or gone or self.signals.stopping.is_set():
-                return b""
+            ended = stop is not None and stop.done()
+            if remaining <= 0 or gone or ended or self.signals.stopping.is_set():
+                return b"", 0
             # Look again before the liveness runs out, so a waiting consumer stays live.
             timeout = min(remaining, *(m.dispatcher.next_due() for m in members))
             timeout = min(timeout, members[0].dispatcher.liveness_s / 2)
             if not any(a.receive for a in admissions):
                 timeout = min(timeout, STANDBY_POLL_S)
-            await self.signals.wait(change, timeout)
+            await self.signals.wait(change, timeout, stop)
 
     async def _members(self, logs: Sequence[TopicLog], request: pb.ConsumeRequest) -> list[Member]:
         """Each log's subscription (created on first use with the request's type) and its
@@ -130,7 +142,7 @@ class Consuming:
         request: pb.ConsumeRequest,
         asked: bool,
         started: float,
-    ) -> bytes | None:
+    ) -> tuple[bytes, int] | None:
         """One step on each member this consumer receives from, until the response is
         full; None when none has anything for it now. A step that fails after others
         gave messages ends the round (it fails the next call, not these messages)."""
@@ -162,7 +174,13 @@ class Consuming:
         if not count:
             return None
         self.metrics.consume_messages.inc(count)
-        return b"".join(parts)
+        return b"".join(parts), count
+
+    async def keep_alive(self, logs: Sequence[TopicLog], request: pb.ConsumeRequest) -> None:
+        """The consumer is still there though it asks for nothing now (a ConsumeStream
+        without permits): it stays live, as a Consume would keep it."""
+        for m in await self._members(logs, request):
+            m.dispatcher.seen_now(request.consumer_name)
 
     async def close(self, log: TopicLog, request: pb.CloseConsumerRequest) -> None:
         """``Log.CloseConsumer`` on one topic: the consumer leaves its subscription's

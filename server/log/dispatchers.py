@@ -166,6 +166,11 @@ class Dispatcher:
             return Admission(consumer == chosen, previous is not None and previous != chosen)
         return Admission(True, False)
 
+    def seen_now(self, consumer: str) -> None:
+        """A live consumer is still there (it asks for nothing now): it stays live."""
+        if consumer in self.seen:
+            self.seen[consumer] = self.clock()
+
     def close(self, consumer: str) -> None:
         """``consumer`` leaves now (``Log.CloseConsumer``): no longer live, so EXCLUSIVE
         and FAILOVER pass to the next name at its next Consume (which rewinds to the

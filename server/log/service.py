@@ -23,6 +23,7 @@ import grpc
 
 from compactlog.errors import NotDelivered, ShuttingDown, TopicNotFound
 from compactlog.server.broker import Broker
+from compactlog.server.log.consume_stream import consume_stream, first_flow
 from compactlog.server.log.consuming import Consuming
 from compactlog.server.log.dispatchers import Dispatchers, subscription_cursor
 from compactlog.server.log.partitioned import (
@@ -212,6 +213,37 @@ class LogService:
         return await self.consuming.consume(request.topic, logs, request)
 
     @rpc_async
+    async def ConsumeStream(
+        self, request_iterator: AsyncIterator[pb.ConsumeFlow], context: Context
+    ) -> AsyncIterator[bytes]:
+        """Consume pushed within the consumer's flow permits (``log.consume_stream``);
+        its end releases the consumer as CloseConsumer does."""
+        first = await first_flow(request_iterator)
+        start = first.start
+        check_client_subscription(start.subscription, start.topic)
+        merged = self.partitioned.merged(start.topic)
+        logs = [self.broker.log(start.topic)] if merged is None else merged.logs
+        await self.consuming.keep_alive(logs, start)  # the subscription exists from now on
+        closing = pb.CloseConsumerRequest(
+            topic=start.topic, subscription=start.subscription, consumer_name=start.consumer_name
+        )
+
+        async def consume(step: pb.ConsumeRequest, stop: asyncio.Future[None]) -> tuple[bytes, int]:
+            return await self.consuming.consume_counted(start.topic, logs, step, stop)
+
+        async def keep_alive(step: pb.ConsumeRequest) -> None:
+            await self.consuming.keep_alive(logs, step)
+
+        responses = consume_stream(
+            first, request_iterator, consume, keep_alive, self.dispatchers.liveness_s
+        )
+        try:
+            async for data in responses:
+                yield data
+        finally:
+            await self._close_consumer(logs, closing)
+
+    @rpc_async
     async def CloseConsumer(
         self, request: pb.CloseConsumerRequest, context: Context
     ) -> pb.CloseConsumerResponse:
@@ -220,10 +252,15 @@ class LogService:
         check_client_subscription(request.subscription, request.topic)
         merged = self.partitioned.merged(request.topic)
         logs = [self.broker.log(request.topic)] if merged is None else merged.logs
+        await self._close_consumer(logs, request)
+        return pb.CloseConsumerResponse()
+
+    async def _close_consumer(
+        self, logs: Sequence[TopicLog], request: pb.CloseConsumerRequest
+    ) -> None:
         for log in logs:
             await self.consuming.close(log, request)
         self.signals.notify(request.topic)  # a partitioned NAME's consumers wait on NAME
-        return pb.CloseConsumerResponse()
 
     # ---- cursors and ids ----------------------------------------------------------------
 
@@ -315,7 +352,7 @@ class LogService:
 # Methods whose handler takes the request's bytes (Publish*) or returns response bytes
 # (Read, Consume): the generated (de)serializer is replaced by a pass-through.
 _RAW_REQUEST = {"Publish", "PublishStream"}
-_RAW_RESPONSE = {"Publish", "PublishStream", "Read", "Consume", "GetKeyHistory"}
+_RAW_RESPONSE = {"Publish", "PublishStream", "Read", "Consume", "ConsumeStream", "GetKeyHistory"}
 
 
 def log_handler(service: LogService, admit: Admit | None = None) -> grpc.GenericRpcHandler:

@@ -48,12 +48,19 @@ class TopicSignals:
                 self._futures[name] = future
         return future
 
-    async def wait(self, change: asyncio.Future[None], timeout: float | None = None) -> bool:
-        """Wait for ``change`` or the timeout; True when the change came (not shutdown).
+    async def wait(
+        self,
+        change: asyncio.Future[None],
+        timeout: float | None = None,
+        stop: asyncio.Future[None] | None = None,
+    ) -> bool:
+        """Wait for ``change``, the timeout or ``stop`` (the waiter's own end); True when
+        the change came (not shutdown).
 
         The future is shared by every waiter of the topic, so it is waited on, never
         cancelled: ``asyncio.wait`` leaves it alone on a timeout and when this waiter
         is cancelled. A waiter costs no task of its own."""
         if not change.done():
-            await asyncio.wait((change,), timeout=timeout)
+            waited = (change,) if stop is None else (change, stop)
+            await asyncio.wait(waited, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         return change.done() and not self.stopping.is_set()

@@ -32,6 +32,7 @@ SCHEME = "bearer"
 GRANTS: Mapping[str, Role] = {
     "Log.Read": Role.READER,
     "Log.Consume": Role.READER,
+    "Log.ConsumeStream": Role.READER,
     "Log.Acknowledge": Role.READER,
     "Log.NegativeAcknowledge": Role.READER,
     "Log.CloseConsumer": Role.READER,

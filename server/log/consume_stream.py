@@ -1,0 +1,111 @@
+"""Log.ConsumeStream: Consume pushed within flow permits, as Pulsar's broker delivers.
+
+The consumer's first ``ConsumeFlow`` names the subscription (its ``start``, a
+``ConsumeRequest``) and gives permits; each later one gives more. The stream steps
+``Consuming.consume`` (the one delivery path: types, redelivery, errors) for up to the
+permits it holds, so a consumer never holds more than it asked for; with nothing to give,
+that step waits on the topic's wake-up as Consume's long poll does, and with no permits
+the stream waits for the consumer's next flow. A task of the loop reads the flows (no
+thread per stream, CONTRACT section 12). However the stream ends (half-close, cancel, a
+disconnect, an error) the consumer leaves as ``Log.CloseConsumer`` makes it leave.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+from compactlog.errors import MalformedRequest
+from compactlog.v1 import compactlog_pb2 as pb
+
+# A stream waits this long at most in one step before it looks again (and stays live).
+STEP_WAIT_MS = 10_000
+
+Consume = Callable[[pb.ConsumeRequest, "asyncio.Future[None]"], Awaitable[tuple[bytes, int]]]
+KeepAlive = Callable[[pb.ConsumeRequest], Awaitable[None]]
+
+
+class Flow:
+    """The permits a stream holds, fed by the consumer's flows (``read``)."""
+
+    def __init__(self) -> None:
+        self.permits = 0
+        # Resolved when the consumer's side ends (half-close, or its stream failed).
+        self.ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._more = asyncio.Event()
+
+    def add(self, permits: int) -> None:
+        self.permits += permits
+        if self.permits:
+            self._more.set()
+
+    def take(self, count: int) -> None:
+        self.permits = max(0, self.permits - count)
+        if not self.permits:
+            self._more.clear()
+
+    async def read(self, flows: AsyncIterator[pb.ConsumeFlow]) -> None:
+        try:
+            async for flow in flows:
+                self.add(flow.permits)
+        finally:
+            if not self.ended.done():
+                self.ended.set_result(None)
+
+    async def wait(self, timeout_s: float) -> None:
+        """Until permits come, the consumer's side ends, or ``timeout_s`` passes."""
+        more = asyncio.ensure_future(self._more.wait())
+        try:
+            await asyncio.wait(
+                (more, self.ended), timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            more.cancel()
+
+
+async def first_flow(flows: AsyncIterator[pb.ConsumeFlow]) -> pb.ConsumeFlow:
+    """The flow that opens the stream; MALFORMED_REQUEST when it names no subscription."""
+    first = await anext(aiter(flows), None)
+    if first is None or not first.HasField("start"):
+        raise MalformedRequest(
+            "a ConsumeStream opens with a ConsumeFlow carrying `start`", request="ConsumeFlow"
+        )
+    if not first.start.topic:
+        first.start.topic = first.topic
+    return first
+
+
+async def consume_stream(
+    first: pb.ConsumeFlow,
+    flows: AsyncIterator[pb.ConsumeFlow],
+    consume: Consume,
+    keep_alive: KeepAlive,
+    liveness_s: float,
+) -> AsyncIterator[bytes]:
+    """The responses of the stream ``first`` opened, each within the permits held."""
+    flow = Flow()
+    flow.add(first.permits)
+    reader = asyncio.ensure_future(flow.read(flows))
+    start = first.start
+    cap = start.max_messages
+    wait_ms = min(STEP_WAIT_MS, int(liveness_s * 500))
+    step = pb.ConsumeRequest()
+    try:
+        while not flow.ended.done():
+            if not flow.permits:
+                await keep_alive(start)  # a consumer without permits is still there
+                await flow.wait(liveness_s / 2)
+                continue
+            step.CopyFrom(start)
+            step.max_messages = min(flow.permits, cap) if cap else flow.permits
+            step.wait_ms = wait_ms
+            data, count = await consume(step, flow.ended)
+            start.redeliver_unacknowledged = False  # asked once, at the start
+            if count:
+                flow.take(count)
+                yield data
+    finally:
+        reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await reader
