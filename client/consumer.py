@@ -7,10 +7,13 @@ is ``NotDelivered`` at once); a thread of the consumer's sends the queue in orde
 (``ack_sender``), a failure the server answers is raised by the next acknowledge, receive or
 close, and everything that must come after the acks (seek, redelivery, negative acks,
 unsubscribe, close) waits for them first. ``close`` returns once every ack is stored, so an
-acked message is never redelivered, also after a restart. While the application works
-through a full response, the next Consume is already on its way (``prefetch``). The first
-Consume goes out when the consumer is made (``Client.subscribe``), so the subscription
-exists from then on, at its initial position, as in pulsar-client. A server restart is
+acked message is never redelivered, also after a restart. Messages are pushed on a
+``Log.ConsumeStream`` within ``receiver_queue_size`` permits (``consume_flow``); a seek or
+redelivery ends it and drops what it pushed. A server without the stream is asked by
+Consume, the next one on its way while the application works through a full response
+(``prefetch``). The stream opens (or the first Consume goes out) when the consumer is
+made (``Client.subscribe``), so the subscription exists from then on, at its initial
+position, as in pulsar-client. A server restart is
 waited out within the receive's timeout (``reconnect``)."""
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Any, Literal, Protocol
 from compactlog.client import _convert as cv
 from compactlog.client.ack_sender import AckSender
 from compactlog.client.closeable import Closeable
+from compactlog.client.consume_flow import FlowStream, response_cap
 from compactlog.client.consumer_state import ConsumerState
 from compactlog.client.enums import ConsumerType
 from compactlog.client.errors import AlreadyClosed, Timeout, call
@@ -31,9 +35,12 @@ from compactlog.client.message_id import MessageId
 from compactlog.client.prefetch import Prefetch
 from compactlog.client.reconnect import Reconnect
 from compactlog.client.types import Message
-from compactlog.errors import CompactlogError, InvalidArgument
+from compactlog.errors import CompactlogError, InvalidArgument, NotOwner, Unimplemented
 from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
+
+# A receive without timeout looks this often whether the consumer was closed meanwhile.
+POLL_S = 1.0
 
 
 class SubscriptionAdmin(Protocol):
@@ -83,6 +90,11 @@ class Consumer(Closeable):
             state.subscription,
         )
         self._ack_queue = self._acks.queue  # its ``failure``, read on every receive
+        # Messages are pushed on a ConsumeStream (``consume_flow``); a server that does
+        # not stream (UNIMPLEMENTED) is asked by Consume, one call a receiver queue.
+        self._streaming = True
+        self._flow: FlowStream | None = None
+        self._batch = 0  # messages of the response in the buffer, given back as permits
 
     def topic(self) -> str:
         return self._state.topic
@@ -121,6 +133,7 @@ class Consumer(Closeable):
         self._check_open()
         self._acks.flush()
         self._prefetch.drop()
+        self._end_flow(stay=True)
         self._state.start_over()
 
     def seek(self, message: MessageId | tuple[int, int] | int) -> None:
@@ -129,6 +142,7 @@ class Consumer(Closeable):
         after a time in epoch milliseconds (an ``int``). Needs the ``admin`` role."""
         calls, state = self._calls(), self._state
         self._acks.flush()
+        self._end_flow(stay=True)  # nothing pushed after the reset comes from this stream
         if isinstance(message, int):
             calls.reset_cursor(state.topic, state.subscription, timestamp_ms=message)
         elif MessageId.of(message) == MessageId.earliest:
@@ -149,7 +163,77 @@ class Consumer(Closeable):
 
     def subscribe_now(self) -> None:
         """Create the subscription (or join it) now; what comes back is kept for receive."""
-        self._fetch(self._state.queue_size, 0)
+        flow = self._open_flow() if self._streaming else None
+        if flow is not None:
+            try:
+                flow.admitted(self._timeout)
+            except (Unimplemented, NotOwner):  # no stream here: Consume
+                self._end_flow()
+                self._streaming = False
+        if not self._streaming:
+            self._fetch(self._state.queue_size, 0)
+
+    def _open_flow(self) -> FlowStream | None:
+        """The ConsumeStream, opened now if none is (acks stored first when it asks for
+        the unacknowledged messages again); None when the server does not stream."""
+        if self._flow is not None:
+            return self._flow
+        if not hasattr(self._stub, "ConsumeStream"):  # a stub of Consume alone
+            self._streaming = False
+            return None
+        state = self._state
+        if state.redelivering:
+            self._acks.flush()
+        start = state.consume_request(response_cap(state.queue_size), 0)
+        try:
+            self._flow = FlowStream(self._stub, start, state.queue_size, self._address)
+        except CompactlogError:
+            state.fetch_failed()
+            raise
+        self._batch = 0
+        return self._flow
+
+    def _end_flow(self, stay: bool = False) -> None:
+        """End the stream (the server releases this consumer there, unless it ``stay``s:
+        a seek or redelivery); the next receive opens another, what it pushed is dropped."""
+        flow, self._flow = self._flow, None
+        if flow is not None:
+            flow.end(self._timeout if self._timeout is not None else 5.0, stay)
+
+    def _fill_streamed(self, limit: int | None) -> None:
+        """``_fill`` over the stream: wait for the next pushed response, giving back the
+        permits of the one handed out; ``Timeout`` after ``limit`` ms."""
+        state = self._state
+        end = state.end_of(limit)
+        while not state.ready():
+            self._check_open()
+            try:
+                flow = self._open_flow()
+                if flow is None:
+                    return self._fill(limit)
+                flow.handed(self._batch)
+                self._batch = 0
+                wait = state.wait_ms(end, limit, True) / 1000
+                resp = flow.next(wait if end is not None else POLL_S)
+            except (Unimplemented, NotOwner):  # no stream here: Consume from now on
+                self._end_flow()
+                self._streaming = False
+                return self._fill(limit)
+            except CompactlogError as exc:
+                if isinstance(exc, Timeout):
+                    raise
+                self._end_flow()
+                state.fetch_failed()
+                self._closing.wait(self._reconnect.pause(exc, end))
+            else:
+                self._reconnect.succeeded()
+                if resp is not None:
+                    state.fetched(resp)
+                    state.more_waiting = False  # the stream pushes: nothing to ask ahead
+                    self._batch = len(resp.messages)
+            if end is not None and time.monotonic() >= end and not state.ready():
+                raise state.timeout_error(limit)
+        return None
 
     def _consume(self, max_messages: int, wait_ms: int) -> Callable[[], pb.ConsumeResponse]:
         """The Consume call for the state as it is now, to run here or ahead."""
@@ -222,6 +306,8 @@ class Consumer(Closeable):
         its way); ``Timeout`` after ``limit`` ms. A server that went away is waited for
         within ``limit`` (``reconnect``)."""
         self._check_open()
+        if self._streaming:
+            return self._fill_streamed(limit)
         state = self._state
         end = state.end_of(limit)
         if self._prefetch.pending:
@@ -298,6 +384,7 @@ class Consumer(Closeable):
             self._acks.close()  # every ack stored first; a failure is raised below
         finally:
             self._prefetch.close()  # the server sees that Consume before CloseConsumer
+            self._end_flow()
             self._state.clear()
             req = self._state.close_request()
             with contextlib.suppress(CompactlogError):

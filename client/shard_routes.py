@@ -180,5 +180,8 @@ class RoutedLog:
     def PublishStream(self, requests: Any, **kwargs: Any) -> Any:
         return self._routes.owner(self._topic).PublishStream(requests, **kwargs)
 
+    def ConsumeStream(self, flows: Any, **kwargs: Any) -> Any:
+        return self._routes.owner(self._topic).ConsumeStream(flows, **kwargs)
+
     def PublishStreamEncoded(self, requests: Any, **kwargs: Any) -> Any:
         return self._routes.owner(self._topic).PublishStreamEncoded(requests, **kwargs)

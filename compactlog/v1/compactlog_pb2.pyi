@@ -1391,8 +1391,14 @@ class ConsumeFlow(_message.Message):
     TOPIC_FIELD_NUMBER: _builtins.int
     START_FIELD_NUMBER: _builtins.int
     PERMITS_FIELD_NUMBER: _builtins.int
+    STAY_FIELD_NUMBER: _builtins.int
     topic: _builtins.str
     permits: _builtins.int
+    stay: _builtins.bool
+    """The last flow of a stream the consumer replaces at once (a seek, a redelivery): the
+    stream ends, the consumer stays (live, what it holds still its own) and the next
+    stream's start asks for the unacknowledged messages again.
+    """
     @_builtins.property
     def start(self) -> Global___ConsumeRequest:
         """the first message only"""
@@ -1403,10 +1409,11 @@ class ConsumeFlow(_message.Message):
         topic: _builtins.str = ...,
         start: Global___ConsumeRequest | None = ...,
         permits: _builtins.int = ...,
+        stay: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["start", b"start"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["permits", b"permits", "start", b"start", "topic", b"topic"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["permits", b"permits", "start", b"start", "stay", b"stay", "topic", b"topic"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -57,6 +57,9 @@ def consume_stream_relay(
             metadata=forwarded(context.invocation_metadata()),
         )
         try:
+            await call.initial_metadata()  # the owner admitted the consumer: so does the front
+            if not call.done():
+                await context.send_initial_metadata(())
             async for response in call:
                 yield response
         except grpc.aio.AioRpcError as exc:

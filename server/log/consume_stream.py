@@ -4,17 +4,20 @@ The consumer's first ``ConsumeFlow`` names the subscription (its ``start``, a
 ``ConsumeRequest``) and gives permits; each later one gives more. The stream steps
 ``Consuming.consume`` (the one delivery path: types, redelivery, errors) for up to the
 permits it holds, so a consumer never holds more than it asked for; with nothing to give,
-that step waits on the topic's wake-up as Consume's long poll does, and with no permits
-the stream waits for the consumer's next flow. A task of the loop reads the flows (no
+that step waits on the topic's wake-up as Consume's long poll does (and keeps the consumer
+live, as a waiting Consume does), and with no permits the stream waits for the consumer's
+next flow: a consumer that asks for nothing is live for 30 s after it last asked, as a
+consumer that stops calling Consume. A task of the loop reads the flows (no
 thread per stream, CONTRACT section 12). However the stream ends (half-close, cancel, a
-disconnect, an error) the consumer leaves as ``Log.CloseConsumer`` makes it leave.
+disconnect, an error) the consumer leaves as ``Log.CloseConsumer`` makes it leave, unless
+its last flow says it ``stay``s (it replaces the stream at once: a seek, a redelivery).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 
 from compactlog.errors import MalformedRequest
 from compactlog.v1 import compactlog_pb2 as pb
@@ -23,7 +26,7 @@ from compactlog.v1 import compactlog_pb2 as pb
 STEP_WAIT_MS = 10_000
 
 Consume = Callable[[pb.ConsumeRequest, "asyncio.Future[None]"], Awaitable[tuple[bytes, int]]]
-KeepAlive = Callable[[pb.ConsumeRequest], Awaitable[None]]
+Leave = Callable[[bool], Awaitable[None]]
 
 
 class Flow:
@@ -31,6 +34,7 @@ class Flow:
 
     def __init__(self) -> None:
         self.permits = 0
+        self.stay = False  # the consumer ends this stream to open another at once
         # Resolved when the consumer's side ends (half-close, or its stream failed).
         self.ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._more = asyncio.Event()
@@ -49,11 +53,14 @@ class Flow:
         try:
             async for flow in flows:
                 self.add(flow.permits)
+                if flow.stay:
+                    self.stay = True
+                    break
         finally:
             if not self.ended.done():
                 self.ended.set_result(None)
 
-    async def wait(self, timeout_s: float) -> None:
+    async def wait(self, timeout_s: float | None) -> None:
         """Until permits come, the consumer's side ends, or ``timeout_s`` passes."""
         more = asyncio.ensure_future(self._more.wait())
         try:
@@ -80,10 +87,11 @@ async def consume_stream(
     first: pb.ConsumeFlow,
     flows: AsyncIterator[pb.ConsumeFlow],
     consume: Consume,
-    keep_alive: KeepAlive,
+    leave: Leave,
     liveness_s: float,
-) -> AsyncIterator[bytes]:
-    """The responses of the stream ``first`` opened, each within the permits held."""
+) -> AsyncGenerator[bytes, None]:
+    """The responses of the stream ``first`` opened, each within the permits held; at
+    its end, ``leave(stay)``."""
     flow = Flow()
     flow.add(first.permits)
     reader = asyncio.ensure_future(flow.read(flows))
@@ -93,9 +101,8 @@ async def consume_stream(
     step = pb.ConsumeRequest()
     try:
         while not flow.ended.done():
-            if not flow.permits:
-                await keep_alive(start)  # a consumer without permits is still there
-                await flow.wait(liveness_s / 2)
+            if not flow.permits:  # it asks for nothing: live only as long as it asked last
+                await flow.wait(None)
                 continue
             step.CopyFrom(start)
             step.max_messages = min(flow.permits, cap) if cap else flow.permits
@@ -109,3 +116,4 @@ async def consume_stream(
         reader.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await reader
+        await leave(flow.stay)

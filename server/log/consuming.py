@@ -176,6 +176,12 @@ class Consuming:
         self.metrics.consume_messages.inc(count)
         return b"".join(parts), count
 
+    async def admit(self, logs: Sequence[TopicLog], request: pb.ConsumeRequest) -> None:
+        """Open (or create) the subscription and check this consumer may have it: the
+        type it asks, no other live EXCLUSIVE holder (a ConsumeStream's opening)."""
+        for m in await self._members(logs, request):
+            m.dispatcher.check_holder(request.consumer_name)
+
     async def keep_alive(self, logs: Sequence[TopicLog], request: pb.ConsumeRequest) -> None:
         """The consumer is still there though it asks for nothing now (a ConsumeStream
         without permits): it stays live, as a Consume would keep it."""

@@ -14,6 +14,7 @@ no thread.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import Executor
@@ -223,25 +224,35 @@ class LogService:
         check_client_subscription(start.subscription, start.topic)
         merged = self.partitioned.merged(start.topic)
         logs = [self.broker.log(start.topic)] if merged is None else merged.logs
-        await self.consuming.keep_alive(logs, start)  # the subscription exists from now on
+        await self.consuming.admit(logs, start)
+        # The subscription exists and this consumer is admitted: the client may go on.
+        await context.send_initial_metadata(())
         closing = pb.CloseConsumerRequest(
             topic=start.topic, subscription=start.subscription, consumer_name=start.consumer_name
         )
 
         async def consume(step: pb.ConsumeRequest, stop: asyncio.Future[None]) -> tuple[bytes, int]:
-            return await self.consuming.consume_counted(start.topic, logs, step, stop)
+            found = await self.consuming.consume_counted(start.topic, logs, step, stop)
+            if not found[1] and self.signals.stopping.is_set():  # reconnect elsewhere
+                raise ShuttingDown("the server is shutting down", topic=start.topic)
+            if not found[1] and any(log.gone() for log in logs):
+                raise TopicNotFound(
+                    f"topic {start.topic!r} was deleted while being consumed", topic=start.topic
+                )
+            return found
 
-        async def keep_alive(step: pb.ConsumeRequest) -> None:
-            await self.consuming.keep_alive(logs, step)
+        async def leave(stay: bool) -> None:
+            if stay:  # another stream of it follows at once
+                await self.consuming.keep_alive(logs, start)
+            else:
+                await self._close_consumer(logs, closing)
 
         responses = consume_stream(
-            first, request_iterator, consume, keep_alive, self.dispatchers.liveness_s
+            first, request_iterator, consume, leave, self.dispatchers.liveness_s
         )
-        try:
+        async with contextlib.aclosing(responses):  # its end leaves however this one ends
             async for data in responses:
                 yield data
-        finally:
-            await self._close_consumer(logs, closing)
 
     @rpc_async
     async def CloseConsumer(
