@@ -20,6 +20,10 @@ publish floor), then times, on the same topic and server:
    (pulsar-client's asyncio shape: a task and a future per message), each to a fresh
    topic, with its CPU per message.
 
+The consumers receive over ``Log.ConsumeStream`` (pushed within flow permits, as Pulsar's
+broker delivers); a raw ConsumeStream row shows the same stream without the client: bare
+stubs, 1000 permits, each response parsed and its permits given back.
+
 The consumers are also shown beside a second floor: raw gRPC Consume of 1000 messages a
 call, each response parsed, and a cumulative Acknowledge of its last message, one call
 after the other (what a consumer's calls cost on the server, without the client). Two
@@ -44,6 +48,7 @@ import argparse
 import asyncio
 import dataclasses
 import datetime as dt
+import queue
 import statistics
 import sys
 import tempfile
@@ -163,6 +168,28 @@ def _raw_consume(address: str, count: int, acks: bool = True) -> int:
         return got
 
 
+def _raw_consume_stream(address: str, count: int) -> int:
+    """ConsumeStream with bare stubs: 1000 permits, each response's given back at once."""
+    name = "bench-raw-stream"
+    with grpc.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
+        start = pb.ConsumeRequest(
+            topic=TOPIC, subscription=name, consumer_name=name,
+            initial_position=pb.EARLIEST, max_messages=500,
+        )  # fmt: skip
+        flows: queue.SimpleQueue[pb.ConsumeFlow | None] = queue.SimpleQueue()
+        flows.put(pb.ConsumeFlow(topic=TOPIC, start=start, permits=1000))
+        stream = pb_grpc.LogStub(channel).ConsumeStream(iter(flows.get, None), timeout=600)
+        got = 0
+        for resp in stream:
+            got += len(resp.messages)
+            if got >= count:
+                break
+            flows.put(pb.ConsumeFlow(topic=TOPIC, permits=len(resp.messages)))
+        flows.put(None)
+        stream.cancel()
+        return got
+
+
 def _unary_ms(address: str, calls: int = 200) -> float:
     """Median milliseconds of a ``GetLastMessageId`` round trip: one unary call's cost."""
     with grpc.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
@@ -249,6 +276,9 @@ def one_run(s: Settings, run: int, requests: list[bytes], keys: list[bytes]) -> 
                 m["raw_consume_noack_mps"] = _rate(
                     s.records, lambda: _raw_consume(server.address, s.records, acks=False)
                 )
+                m["raw_consume_stream_mps"] = _rate(
+                    s.records, lambda: _raw_consume_stream(server.address, s.records)
+                )
                 m["unary_ms"] = _unary_ms(server.address)
                 m["read_next_mps"] = _rate(s.records, lambda: _read_next(client, s.records))
                 m["receive_mps"] = _rate(s.records, lambda: _receive(client, s.records))
@@ -259,7 +289,7 @@ def one_run(s: Settings, run: int, requests: list[bytes], keys: list[bytes]) -> 
                 _timed_sends(m, "aio_send", s.records, lambda: _aio_send(address, keys))
         finally:
             server.stop()
-    for name in ("read_next", "receive", "batch_receive"):
+    for name in ("read_next", "receive", "batch_receive", "raw_consume_stream"):
         m[f"{name}.ratio"] = m[f"{name}_mps"] / m["raw_read_mps"]
     for name in ("receive", "batch_receive"):
         m[f"{name}.consume_ratio"] = m[f"{name}_mps"] / m["raw_consume_mps"]
@@ -275,6 +305,8 @@ ROWS = (
     ("send_async + flush", "send_async", "raw_publish_rps", PUBLISH_FLOOR, 0.5),
     ("asyncio send_async + flush", "aio_send_async", "raw_publish_rps", PUBLISH_FLOOR, 0.5),
     ("asyncio send, gathered", "aio_send", "raw_publish_rps", PUBLISH_FLOOR, 0.5),
+    ("raw gRPC ConsumeStream, 1000 permits", "raw_consume_stream", "raw_read_mps", READ_FLOOR,
+     0.5),
 )  # fmt: skip
 
 

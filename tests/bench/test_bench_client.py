@@ -19,7 +19,8 @@ def test_client_bench_quick(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert client_rates.main(argv) == 0
     report = json.loads(out.read_text())
     results = report["results"]
-    for key in ("raw_read_mps", "raw_consume_mps", "raw_consume_noack_mps", "unary_ms"):
+    keys = ("raw_read_mps", "raw_consume_mps", "raw_consume_noack_mps", "raw_consume_stream_mps")
+    for key in (*keys, "unary_ms"):
         assert results[key]["median"] > 0, key
     assert all(r["figure"] > 0 and r["floor"] > 0 for r in report["rows"])
     printed = capsys.readouterr().out
