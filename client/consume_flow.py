@@ -1,15 +1,16 @@
 """``FlowStream``: one ``Log.ConsumeStream`` of a consumer, with Pulsar's flow permits.
 
 The stream opens with the consumer's Consume request and ``receiver_queue_size`` permits;
-the server pushes responses of at most half of them (``response_cap``), so one is being
-handed out while the next is on its way. Permits go back in one flow once the application
-has taken half the queue's worth (``handed``), counted a whole response at a time when
-the buffer runs empty: the consumer never holds more than its queue's size from the
-server, and ``receive`` pays nothing per message for it. A thread of the stream's reads
-the responses into a queue, so a receive waits for one with its own timeout; gRPC's own
-thread sends the flows. ``end`` half-closes and waits for the server to end its side
-(which releases the consumer there); a seek or redelivery ends the stream and the next
-receive opens another, asking for the unacknowledged messages again.
+the server pushes responses within them. Permits go back in one flow once the application
+has taken half the queue's worth (``handed``): the consumer counts what it handed out when
+its buffer falls to half (``low_water``) and when it runs empty, so the next response is
+on its way while the application works through the rest, the consumer never holds more
+than its queue's size from the server, and ``receive`` pays nothing per message for it.
+A thread of the stream's reads the responses into a queue, so a receive waits for one
+with its own timeout; gRPC's own thread sends the flows. ``end`` half-closes and waits
+for the server to end its side (which releases the consumer there); a seek or redelivery
+ends the stream and the next receive opens another, asking for the unacknowledged
+messages again.
 """
 
 from __future__ import annotations
@@ -31,8 +32,14 @@ _END = object()  # the stream ended without an error
 
 
 def response_cap(queue_size: int) -> int:
-    """Messages in one pushed response: half the queue, so two fit in it."""
-    return max(1, queue_size // 2)
+    """Messages in one pushed response: the queue's size (a ``batch_receive``'s list), as
+    a Consume of the unary path asks."""
+    return queue_size
+
+
+def low_water(queue_size: int) -> int:
+    """The buffer's length at which the messages handed out so far go back as permits."""
+    return queue_size // 2
 
 
 class FlowStream:
@@ -41,7 +48,7 @@ class FlowStream:
     def __init__(self, stub: Any, start: pb.ConsumeRequest, queue_size: int, address: str) -> None:
         self._address = address
         self._topic = start.topic
-        self._threshold = response_cap(queue_size)
+        self._threshold = max(1, queue_size // 2)
         self._handed = 0
         self._flows: queue.SimpleQueue[pb.ConsumeFlow | None] = queue.SimpleQueue()
         self._flows.put(pb.ConsumeFlow(topic=start.topic, start=start, permits=queue_size))

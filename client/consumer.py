@@ -27,7 +27,7 @@ from typing import Any, Literal, Protocol
 from compactlog.client import _convert as cv
 from compactlog.client.ack_sender import AckSender
 from compactlog.client.closeable import Closeable
-from compactlog.client.consume_flow import FlowStream, response_cap
+from compactlog.client.consume_flow import FlowStream, low_water, response_cap
 from compactlog.client.consumer_state import ConsumerState
 from compactlog.client.enums import ConsumerType
 from compactlog.client.errors import AlreadyClosed, Timeout, call
@@ -78,7 +78,7 @@ class Consumer(Closeable):
         self._address = address
         self._timeout = timeout
         self._prefetch: Prefetch[pb.ConsumeResponse] = Prefetch("compactlog-consume")
-        self._low_water = state.low_water
+        self._low_water = low_water(state.queue_size)  # the stream's; Consume's: state's
         self._closed = False
         self._closing = threading.Event()  # cuts a reconnect's wait short
         self._reconnect = Reconnect(f"consumer {state.subscription!r} of {state.topic}")
@@ -94,7 +94,7 @@ class Consumer(Closeable):
         # not stream (UNIMPLEMENTED) is asked by Consume, one call a receiver queue.
         self._streaming = True
         self._flow: FlowStream | None = None
-        self._batch = 0  # messages of the response in the buffer, given back as permits
+        self._unpaid = 0  # messages pushed into the buffer whose permits are not back yet
 
     def topic(self) -> str:
         return self._state.topic
@@ -168,8 +168,7 @@ class Consumer(Closeable):
             try:
                 flow.admitted(self._timeout)
             except (Unimplemented, NotOwner):  # no stream here: Consume
-                self._end_flow()
-                self._streaming = False
+                self._to_consume()
         if not self._streaming:
             self._fetch(self._state.queue_size, 0)
 
@@ -179,7 +178,7 @@ class Consumer(Closeable):
         if self._flow is not None:
             return self._flow
         if not hasattr(self._stub, "ConsumeStream"):  # a stub of Consume alone
-            self._streaming = False
+            self._to_consume()
             return None
         state = self._state
         if state.redelivering:
@@ -190,8 +189,14 @@ class Consumer(Closeable):
         except CompactlogError:
             state.fetch_failed()
             raise
-        self._batch = 0
+        self._unpaid = 0
         return self._flow
+
+    def _to_consume(self) -> None:
+        """Consume from now on: the server has no stream for this topic."""
+        self._end_flow()
+        self._streaming = False
+        self._low_water = self._state.low_water
 
     def _end_flow(self, stay: bool = False) -> None:
         """End the stream (the server releases this consumer there, unless it ``stay``s:
@@ -211,13 +216,12 @@ class Consumer(Closeable):
                 flow = self._open_flow()
                 if flow is None:
                     return self._fill(limit)
-                flow.handed(self._batch)
-                self._batch = 0
+                flow.handed(self._unpaid)  # the buffer is empty: all were handed out
+                self._unpaid = 0
                 wait = state.wait_ms(end, limit, True) / 1000
                 resp = flow.next(wait if end is not None else POLL_S)
             except (Unimplemented, NotOwner):  # no stream here: Consume from now on
-                self._end_flow()
-                self._streaming = False
+                self._to_consume()
                 return self._fill(limit)
             except CompactlogError as exc:
                 if isinstance(exc, Timeout):
@@ -229,8 +233,8 @@ class Consumer(Closeable):
                 self._reconnect.succeeded()
                 if resp is not None:
                     state.fetched(resp)
-                    state.more_waiting = False  # the stream pushes: nothing to ask ahead
-                    self._batch = len(resp.messages)
+                    state.more_waiting = True  # its permits go back at the low water
+                    self._unpaid = len(resp.messages)
             if end is not None and time.monotonic() >= end and not state.ready():
                 raise state.timeout_error(limit)
         return None
@@ -252,9 +256,15 @@ class Consumer(Closeable):
         self._state.fetched(resp)
 
     def _go_ahead(self) -> None:
-        """The next full Consume on its way (no server-side wait: a backlog is there)."""
-        self._state.more_waiting = False
-        self._prefetch.start(self._consume(self._state.queue_size, 0))
+        """The next full Consume on its way (no server-side wait: a backlog is there);
+        on the stream, the permits of what was handed out so far go back."""
+        state = self._state
+        state.more_waiting = False
+        if self._flow is not None:
+            self._flow.handed(self._unpaid - len(state.buffer))
+            self._unpaid = len(state.buffer)
+        elif not self._streaming:
+            self._prefetch.start(self._consume(state.queue_size, 0))
 
     def receive(
         self, timeout_millis: int | None = None, *, timeout_ms: int | None = None

@@ -14,16 +14,18 @@ import grpc
 
 from compactlog.client import _convert as cv
 from compactlog.client.aio.ack_task import AckTask
+from compactlog.client.aio.consume_flow import AsyncFlowStream
 from compactlog.client.aio.prefetch import AsyncPrefetch
 from compactlog.client.aio.send_batches import (
     PublishEncoded,
 )
+from compactlog.client.consume_flow import low_water, response_cap
 from compactlog.client.consumer_state import ConsumerState
 from compactlog.client.errors import AlreadyClosed, Timeout, from_rpc_error
 from compactlog.client.message import Message
 from compactlog.client.message_id import MessageId
 from compactlog.client.reconnect import Reconnect
-from compactlog.errors import CompactlogError, InvalidArgument
+from compactlog.errors import CompactlogError, InvalidArgument, NotOwner, Unimplemented
 from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 
@@ -93,6 +95,12 @@ class AsyncConsumer:
         self._reconnect = Reconnect(f"consumer {state.subscription!r} of {state.topic}")
         self._acks = AckTask(link, state.topic, state.subscription)
         self._ack_queue = self._acks.queue  # its ``failure``, read on every receive
+        # Pushed on a ConsumeStream, as ``Consumer`` (Consume where the server has none).
+        self._streaming = True
+        self._flow: AsyncFlowStream | None = None
+        self._stale = False  # the stream's pushes are dropped: ended at the next fill
+        self._unpaid = 0  # messages pushed into the buffer whose permits are not back yet
+        self._low_water = low_water(state.queue_size)  # the stream's; Consume's: state's
 
     def topic(self) -> str:
         return self._state.topic
@@ -121,6 +129,7 @@ class AsyncConsumer:
         asks, once the acks queued before are stored)."""
         self._check_open()
         self._prefetch.stale = self._prefetch.pending  # its response goes unread
+        self._stale = self._flow is not None  # so do the stream's
         self._state.start_over()
 
     async def seek(self, message: MessageId | tuple[int, int] | int) -> None:
@@ -129,6 +138,7 @@ class AsyncConsumer:
         self._check_open()
         await self._acks.flush()
         await self._prefetch.drop()  # the server sees that Consume before the reset
+        await self._end_flow(stay=True)  # nothing pushed after the reset comes from it
         admin, topic, sub = self._admin, self._state.topic, self._state.subscription
         if isinstance(message, int):
             await admin.reset_cursor(topic, sub, timestamp_ms=message)
@@ -147,7 +157,77 @@ class AsyncConsumer:
         await self._admin.delete_subscription(self._state.topic, self._state.subscription)
 
     async def subscribe_now(self) -> None:
-        await self._fetch(0)
+        flow = await self._open_flow() if self._streaming else None
+        if flow is not None:
+            try:
+                await flow.admitted(self._link.timeout)
+            except (Unimplemented, NotOwner):  # no stream here: Consume
+                await self._to_consume()
+        if not self._streaming:
+            await self._fetch(0)
+
+    async def _open_flow(self) -> AsyncFlowStream | None:
+        """As ``Consumer._open_flow``."""
+        if self._stale:
+            await self._end_flow(stay=True)
+        if self._flow is not None:
+            return self._flow
+        link, state = self._link, self._state
+        if not hasattr(link.stub, "ConsumeStream"):
+            await self._to_consume()
+            return None
+        if state.redelivering:
+            await self._acks.flush()
+        start = state.consume_request(response_cap(state.queue_size), 0)
+        self._flow = AsyncFlowStream(
+            link.stub, start, state.queue_size, link.address, link.metadata
+        )
+        self._unpaid = 0
+        return self._flow
+
+    async def _to_consume(self) -> None:
+        """Consume from now on: the server has no stream for this topic."""
+        await self._end_flow()
+        self._streaming = False
+        self._low_water = self._state.low_water
+
+    async def _end_flow(self, stay: bool = False) -> None:
+        flow, self._flow, self._stale = self._flow, None, False
+        if flow is not None:
+            await flow.end(self._link.timeout if self._link.timeout is not None else 5.0, stay)
+
+    async def _fill_streamed(self, limit: int | None) -> None:
+        """As ``Consumer._fill_streamed``."""
+        state = self._state
+        end = state.end_of(limit)
+        while not state.ready():
+            self._check_open()
+            try:
+                flow = await self._open_flow()
+                if flow is None:
+                    return await self._fill(limit)
+                flow.handed(self._unpaid)  # the buffer is empty: all were handed out
+                self._unpaid = 0
+                wait = state.wait_ms(end, limit, True) / 1000
+                resp = await flow.next(wait if end is not None else None)
+            except (Unimplemented, NotOwner):  # no stream here: Consume from now on
+                await self._to_consume()
+                return await self._fill(limit)
+            except CompactlogError as exc:
+                if isinstance(exc, Timeout):
+                    raise
+                await self._end_flow()
+                state.fetch_failed()
+                await asyncio.sleep(self._reconnect.pause(exc, end))
+            else:
+                self._reconnect.succeeded()
+                if resp is not None:
+                    state.fetched(resp)
+                    state.more_waiting = True  # its permits go back at the low water
+                    self._unpaid = len(resp.messages)
+            if end is not None and time.monotonic() >= end and not state.ready():
+                raise state.timeout_error(limit)
+        return None
 
     def _consume(self, wait_ms: int) -> Coroutine[Any, Any, pb.ConsumeResponse]:
         """The Consume call for the state as it is now (sent at once), to await here or
@@ -168,9 +248,14 @@ class AsyncConsumer:
         state.fetched(resp)
 
     def _go_ahead(self) -> None:
-        """The next full Consume on its way (no server-side wait: a backlog is there)."""
-        self._state.more_waiting = False
-        if not self._prefetch.pending:
+        """The next full Consume on its way (no server-side wait: a backlog is there);
+        on the stream, the permits of what was handed out so far go back."""
+        state = self._state
+        state.more_waiting = False
+        if self._flow is not None:
+            self._flow.handed(self._unpaid - len(state.buffer))
+            self._unpaid = len(state.buffer)
+        elif not self._streaming and not self._prefetch.pending:
             self._prefetch.start(self._consume(0))
 
     async def receive(self, timeout_millis: int | None = None) -> Message:
@@ -179,7 +264,7 @@ class AsyncConsumer:
         buffer = state.buffer
         if self._ack_queue.failure is not None:
             self._ack_queue.raise_failure()
-        if len(buffer) > state.low_water:  # the usual case: no call
+        if len(buffer) > self._low_water:  # the usual case: no call
             return buffer.popleft()
         if not buffer:
             await self._fill(timeout_millis)
@@ -216,6 +301,8 @@ class AsyncConsumer:
         """Consume until a message is buffered; ``Timeout`` after ``limit`` ms. A server
         that went away is waited for within ``limit`` (``reconnect``)."""
         self._check_open()
+        if self._streaming:
+            return await self._fill_streamed(limit)
         state = self._state
         end = state.end_of(limit)
         if self._prefetch.stale:
@@ -277,6 +364,7 @@ class AsyncConsumer:
             await self._acks.flush()  # every ack stored first; a failure is raised below
         finally:
             await self._prefetch.drop()  # the server sees that Consume before CloseConsumer
+            await self._end_flow()
             self._state.clear()
             link = self._link
             req = self._state.close_request()

@@ -1,15 +1,18 @@
-"""The Python consumer over ``Log.ConsumeStream``: what the stream adds to the consumer's
-contract. The server never pushes a consumer more than its ``receiver_queue_size``; a seek
-or a redelivery drops what was pushed ahead, as pulsar-client clears its receiver queue;
-``batch_receive`` hands out one pushed response at a time."""
+"""The Python consumers (threaded and asyncio) over ``Log.ConsumeStream``: what the stream
+adds to the consumer's contract. The server never pushes a consumer more than its
+``receiver_queue_size``; a seek or a redelivery drops what was pushed ahead, as
+pulsar-client clears its receiver queue; ``batch_receive`` hands out one pushed response
+at a time."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 
 import pytest
 
 from compactlog.client import Client, ConsumerType, InitialPosition, MessageId
+from compactlog.client.aio import AsyncClient
 from tests.conftest import ServerProcess
 
 EARLIEST = InitialPosition.Earliest
@@ -51,9 +54,8 @@ def test_a_consumer_is_pushed_no_more_than_its_queue(client: Client, topic: str)
 
 def test_batch_receive_hands_out_one_response_at_a_time(client: Client, topic: str) -> None:
     consumer = client.subscribe(topic, "b", receiver_queue_size=10, initial_position=EARLIEST)
-    batches = [consumer.batch_receive(timeout_ms=10_000) for _ in range(6)]
-    assert [len(b) for b in batches] == [5] * 6  # half the queue a response
-    assert entries([m for b in batches for m in b]) == list(range(30))
+    batches = [consumer.batch_receive(timeout_ms=10_000) for _ in range(3)]
+    assert [entries(b) for b in batches] == [list(range(i, i + 10)) for i in (0, 10, 20)]
     consumer.close()
 
 
@@ -72,3 +74,21 @@ def test_seek_and_redelivery_drop_what_was_pushed(client: Client, topic: str, ho
     again = [consumer.receive(10_000) for _ in range(len(expected))]
     assert entries(again) == expected
     consumer.close()
+
+
+def test_the_asyncio_consumer_streams_alike(shared_server: ServerProcess, topic: str) -> None:
+    async def scenario() -> None:
+        async with AsyncClient(shared_server.address, timeout=30) as client:
+            consumer = await client.subscribe(
+                topic, "aio", receiver_queue_size=10, initial_position=EARLIEST
+            )
+            batches = [await consumer.batch_receive(timeout_ms=10_000) for _ in range(2)]
+            assert [entries(b) for b in batches] == [list(range(10)), list(range(10, 20))]
+            await consumer.seek(MessageId.earliest)  # what was pushed ahead is dropped
+            assert entries([await consumer.receive(10_000)]) == [0]
+            consumer.redeliver_unacknowledged_messages()
+            again = [await consumer.receive(10_000) for _ in range(30)]
+            assert entries(again) == list(range(30))
+            await consumer.close()
+
+    asyncio.run(scenario())
