@@ -9,6 +9,7 @@ import asyncio
 import socket
 import threading
 import time
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -31,20 +32,36 @@ def fixed_port_server(server_factory) -> ServerProcess:  # type: ignore[no-untyp
     return srv
 
 
-def restart_after(srv: ServerProcess, seconds: float) -> threading.Thread:
-    """kill -9 now, start again on the same data dir and port after ``seconds``."""
-    srv.kill()
-
-    def later() -> None:
-        time.sleep(seconds)
-        srv.start()
-
-    thread = threading.Thread(target=later)
-    thread.start()
-    return thread
+Restart = Callable[[float], threading.Thread]
 
 
-def test_receive_waits_out_a_server_restart(fixed_port_server: ServerProcess) -> None:
+@pytest.fixture
+def restart_after(fixed_port_server: ServerProcess) -> Iterator[Restart]:
+    """kill -9 the server now, start it again on the same data dir and port after the
+    seconds given. Each restart is waited for before the server's own teardown stops it,
+    so a test that fails half-way leaves no server running."""
+    threads: list[threading.Thread] = []
+
+    def restart(seconds: float) -> threading.Thread:
+        fixed_port_server.kill()
+
+        def later() -> None:
+            time.sleep(seconds)
+            fixed_port_server.start()
+
+        thread = threading.Thread(target=later)
+        thread.start()
+        threads.append(thread)
+        return thread
+
+    yield restart
+    for thread in threads:
+        thread.join()
+
+
+def test_receive_waits_out_a_server_restart(
+    fixed_port_server: ServerProcess, restart_after: Restart
+) -> None:
     srv = fixed_port_server
     with Client(srv.address, timeout=10) as client:
         client.create_topic("t")
@@ -55,7 +72,7 @@ def test_receive_waits_out_a_server_restart(fixed_port_server: ServerProcess) ->
             first_consumer.acknowledge(first_consumer.receive(timeout_millis=5000))
         consumer = client.subscribe("t", "s", receiver_queue_size=1)
         assert consumer.receive(timeout_millis=5000).message_id() == ids[1]
-        restarting = restart_after(srv, 1.0)
+        restarting = restart_after(1.0)
         with pytest.raises(Timeout):
             consumer.receive(timeout_millis=300)  # the server is away: a plain timeout
         again = consumer.receive(timeout_millis=30_000)
@@ -65,7 +82,9 @@ def test_receive_waits_out_a_server_restart(fixed_port_server: ServerProcess) ->
         consumer.close()
 
 
-def test_async_receive_waits_out_a_server_restart(fixed_port_server: ServerProcess) -> None:
+def test_async_receive_waits_out_a_server_restart(
+    fixed_port_server: ServerProcess, restart_after: Restart
+) -> None:
     srv = fixed_port_server
 
     async def scenario() -> None:
@@ -77,7 +96,7 @@ def test_async_receive_waits_out_a_server_restart(fixed_port_server: ServerProce
                 "t", "s", initial_position=InitialPosition.Earliest, receiver_queue_size=1
             )
             assert (await consumer.receive(5000)).message_id() == ids[0]
-            restarting = restart_after(srv, 1.0)
+            restarting = restart_after(1.0)
             with pytest.raises(Timeout):
                 await consumer.receive(300)
             again = await consumer.receive(30_000)
