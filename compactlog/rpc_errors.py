@@ -11,7 +11,8 @@ The class comes from the ``reason`` of the ``google.rpc.ErrorInfo`` in the statu
 the exception's ``metadata``. Only a status without ErrorInfo (an older server, or one
 gRPC produced itself: a deadline, a cancel, no connection, a message over the size
 limit) falls back to the status code: UNAVAILABLE without ErrorInfo means no server
-answered, ``ServerUnreachable``. The server's message is kept as the exception message.
+answered, ``ServerUnreachable``, and so does grpc's own INTERNAL for a call its core
+failed (``CORE_FAILURE``). The server's message is kept as the exception message.
 """
 
 from __future__ import annotations
@@ -59,6 +60,11 @@ def error_info(err: grpc.RpcError) -> error_details_pb2.ErrorInfo | None:
     return None
 
 
+# grpc's own text when this side's core fails a call whose connection broke (a stream's
+# write to a restarting server): no server answered, as with UNAVAILABLE.
+CORE_FAILURE = "Internal error from Core"
+
+
 def from_rpc_error(err: grpc.RpcError, method: str, address: str = "") -> CompactlogError:
     """The compactlog exception for a failed call to ``method`` (the RPC name) at ``address``."""
     try:
@@ -75,7 +81,7 @@ def from_rpc_error(err: grpc.RpcError, method: str, address: str = "") -> Compac
         exc.reason = info.reason  # a reason newer than this client stays readable
     else:
         cls = BY_CODE.get(code, CompactlogError)
-        if code == "UNAVAILABLE":
+        if code == "UNAVAILABLE" or (code == "INTERNAL" and details == CORE_FAILURE):
             cls = ServerUnreachable
             where = f"server {address}" if address else "the server"
             message = f"{where} is not reachable ({_short_reason(details)})"

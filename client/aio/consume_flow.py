@@ -23,16 +23,6 @@ __all__ = ["AsyncFlowStream"]
 
 _END = object()  # the stream ended without an error
 
-# What grpc.aio's core answers itself when it cannot send a flow on a call whose connection
-# broke (a server restarting): not the server's word, the stream has only ended.
-_CORE_FAILURE = "Internal error from Core"
-
-
-def _lost(exc: grpc.RpcError) -> bool:
-    """The call failed on this side (a broken connection), not an answer of the server."""
-    code = exc.code() if isinstance(exc, grpc.aio.AioRpcError) else None
-    return code == grpc.StatusCode.INTERNAL and exc.details() == _CORE_FAILURE
-
 
 class AsyncFlowStream:
     """One open ConsumeStream of an asyncio consumer."""
@@ -64,9 +54,8 @@ class AsyncFlowStream:
             while (response := await call.read()) is not grpc.aio.EOF:
                 self._responses.put_nowait(response)
         except grpc.RpcError as exc:
-            if not _lost(exc):  # lost: it ends as a stream that ended (ServerUnreachable)
-                self._failure = exc
-                self._responses.put_nowait(exc)
+            self._failure = exc
+            self._responses.put_nowait(exc)
         finally:
             self._admitted.set()
             self._responses.put_nowait(_END)

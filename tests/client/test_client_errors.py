@@ -173,6 +173,13 @@ def test_without_error_info_the_code_decides(
     assert str(exc) == "text"  # the server's text is kept as is
 
 
+def test_a_call_the_local_core_failed_is_an_unreachable_server() -> None:
+    """grpc's own INTERNAL for a call whose connection broke (no server answered)."""
+    exc = from_rpc_error(FakeRpcError(S.INTERNAL, "Internal error from Core"), "Consume", "h:1")
+    assert type(exc) is ServerUnreachable and exc.code == "INTERNAL"
+    assert "h:1" in str(exc)
+
+
 def test_a_deadline_without_text_says_which_call() -> None:
     exc = from_rpc_error(FakeRpcError(S.DEADLINE_EXCEEDED, ""), "Consume")
     assert isinstance(exc, errors.Timeout) and "Consume" in str(exc)
