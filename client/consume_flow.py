@@ -26,15 +26,9 @@ from compactlog.client.errors import Timeout, call
 from compactlog.rpc_errors import ServerUnreachable
 from compactlog.v1 import compactlog_pb2 as pb
 
-__all__ = ["FlowStream", "response_cap"]
+__all__ = ["FlowStream", "low_water"]
 
 _END = object()  # the stream ended without an error
-
-
-def response_cap(queue_size: int) -> int:
-    """Messages in one pushed response: the queue's size (a ``batch_receive``'s list), as
-    a Consume of the unary path asks."""
-    return queue_size
 
 
 def low_water(queue_size: int) -> int:
@@ -48,7 +42,7 @@ class FlowStream:
     def __init__(self, stub: Any, start: pb.ConsumeRequest, queue_size: int, address: str) -> None:
         self._address = address
         self._topic = start.topic
-        self._threshold = max(1, queue_size // 2)
+        self._threshold = max(1, low_water(queue_size))
         self._handed = 0
         self._flows: queue.SimpleQueue[pb.ConsumeFlow | None] = queue.SimpleQueue()
         self._flows.put(pb.ConsumeFlow(topic=start.topic, start=start, permits=queue_size))

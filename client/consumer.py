@@ -27,7 +27,7 @@ from typing import Any, Literal, Protocol
 from compactlog.client import _convert as cv
 from compactlog.client.ack_sender import AckSender
 from compactlog.client.closeable import Closeable
-from compactlog.client.consume_flow import FlowStream, low_water, response_cap
+from compactlog.client.consume_flow import FlowStream, low_water
 from compactlog.client.consumer_state import ConsumerState
 from compactlog.client.enums import ConsumerType
 from compactlog.client.errors import AlreadyClosed, Timeout, call
@@ -183,7 +183,7 @@ class Consumer(Closeable):
         state = self._state
         if state.redelivering:
             self._acks.flush()
-        start = state.consume_request(response_cap(state.queue_size), 0)
+        start = state.consume_request(state.queue_size, 0)  # a batch_receive's list, as Consume
         try:
             self._flow = FlowStream(self._stub, start, state.queue_size, self._address)
         except CompactlogError:

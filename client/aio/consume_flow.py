@@ -1,9 +1,10 @@
 """``AsyncFlowStream``: an ``AsyncConsumer``'s ConsumeStream, the twin of ``FlowStream``.
 
 The same flow as the threaded consumer's (``client.consume_flow``: the queue's size in
-permits at the start, responses of half of it, a response's permits given back once it is
-handed out); here a task of the running loop reads the responses into a queue, so a
-receive waits for one with its own timeout, and gRPC sends the flows from a queue.
+permits at the start, responses of up to the queue's size, the permits of what was handed
+out given back at half the queue); here a task of the running loop reads the responses
+into a queue, so a receive waits for one with its own timeout, and gRPC sends the flows
+from a queue.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 import grpc
 
+from compactlog.client.consume_flow import low_water
 from compactlog.client.errors import Timeout, from_rpc_error
 from compactlog.rpc_errors import ServerUnreachable
 from compactlog.v1 import compactlog_pb2 as pb
@@ -32,7 +34,7 @@ class AsyncFlowStream:
     ) -> None:
         self._address = address
         self._topic = start.topic
-        self._threshold = max(1, queue_size // 2)
+        self._threshold = max(1, low_water(queue_size))
         self._handed = 0
         self._responses: asyncio.Queue[Any] = asyncio.Queue()
         self._admitted = asyncio.Event()

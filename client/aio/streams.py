@@ -19,7 +19,7 @@ from compactlog.client.aio.prefetch import AsyncPrefetch
 from compactlog.client.aio.send_batches import (
     PublishEncoded,
 )
-from compactlog.client.consume_flow import low_water, response_cap
+from compactlog.client.consume_flow import low_water
 from compactlog.client.consumer_state import ConsumerState
 from compactlog.client.errors import AlreadyClosed, Timeout, from_rpc_error
 from compactlog.client.message import Message
@@ -178,7 +178,7 @@ class AsyncConsumer:
             return None
         if state.redelivering:
             await self._acks.flush()
-        start = state.consume_request(response_cap(state.queue_size), 0)
+        start = state.consume_request(state.queue_size, 0)  # a batch_receive's list, as Consume
         self._flow = AsyncFlowStream(
             link.stub, start, state.queue_size, link.address, link.metadata
         )
