@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import resource
 from dataclasses import dataclass
+from pathlib import Path
 
 from compactlog.errors import FileLimit
 
@@ -35,6 +36,24 @@ def open_files() -> int:
         return len(os.listdir(_FD_DIR)) - 1  # the listing's own descriptor
     except OSError:
         return 0
+
+
+def holds_under(directory: Path) -> bool:
+    """Whether this process still holds a descriptor on a file under ``directory`` (True
+    where the platform does not tell): a closed store's files are released at once unless
+    something (an iterator left in a reference cycle) still holds the store."""
+    prefix = os.path.realpath(directory) + os.sep
+    try:
+        names = os.listdir(_FD_DIR)
+    except OSError:
+        return True
+    for name in names:
+        try:
+            if os.readlink(f"{_FD_DIR}/{name}").startswith(prefix):
+                return True
+        except OSError:
+            continue  # closed meanwhile, or the listing's own descriptor
+    return False
 
 
 @dataclass(frozen=True)

@@ -299,7 +299,7 @@ class RocksDB(RocksReads):
             with contextlib.suppress(Exception):  # a store in its fault may fail its close
                 old.close()
             del old
-            gc.collect()
+            _collect_holders(self.path)
         self._db = self._open()
         assert self.fault is not None
         self.fault.cleared()
@@ -382,4 +382,12 @@ class RocksDB(RocksReads):
                 # the fault, and what failed was never acknowledged; nothing more to save
             finally:
                 del db
-                gc.collect()
+                _collect_holders(self.path)
+
+
+def _collect_holders(path: Path) -> None:
+    """After a store's close: collect the garbage that still holds it (an iterator in a
+    reference cycle keeps the store, its LOCK and its files open), but only when its files
+    are still held; a full collection costs tens of milliseconds in a large process."""
+    if file_limits.holds_under(path):
+        gc.collect()

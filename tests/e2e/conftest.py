@@ -4,7 +4,6 @@ file-mode capabilities for the fault tests."""
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import shutil
@@ -141,7 +140,6 @@ def ledger_census(data_dir: Path) -> tuple[set[int], set[int]]:
         return stored, referenced
     finally:
         db.close()
-        gc.collect()
 
 
 @pytest.fixture

@@ -19,7 +19,6 @@ SEGMENTED topic (cleaned segments, cursors, a log start offset, the cleaner chec
 
 from __future__ import annotations
 
-import gc
 import random
 import shutil
 import time
@@ -153,7 +152,6 @@ def build_template(root: Path, server_class: Any) -> tuple[Path, dict[str, Any]]
     db = RocksDB(data / "ledgers")  # everything so far into an SST file
     db.flush()
     db.close()
-    gc.collect()
     srv = server_class(data).start()
     api = Api(srv.address)
     api.publish(LED, pairs(84, 6))  # acknowledged, so synced: only in the WAL after the kill

@@ -4,7 +4,6 @@ The crashes of a run (worker and server) are in ``test_worker_crashes``."""
 
 from __future__ import annotations
 
-import gc
 import re
 import time
 import urllib.request
@@ -162,7 +161,6 @@ def test_missing_compacted_ledger_is_data_loss(
     batch.delete_range(*keys.ledger_range(lid))
     db.write(batch, sync=True)
     db.close()
-    gc.collect()
     server.start()
     api = ledger_api(server.address)
     assert expect_error(lambda: api.read("t")) == grpc.StatusCode.DATA_LOSS

@@ -11,7 +11,6 @@ running when the topic is deleted and created again.
 
 from __future__ import annotations
 
-import gc
 import json
 import time
 from collections.abc import Callable
@@ -43,7 +42,6 @@ def unreferenced_ledgers(data_dir: Path) -> set[int]:
         return stored
     finally:
         db.close()
-        gc.collect()
 
 
 @pytest.mark.parametrize(

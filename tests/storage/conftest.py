@@ -3,7 +3,6 @@ reopened) in the test's folder."""
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -35,7 +34,6 @@ def open_store(tmp_path: Path, clock: Clock) -> Iterator[Callable[..., LedgerSto
         for old in opened:
             old.close()
         opened.clear()
-        gc.collect()
         store = LedgerStore(
             tmp_path / "db", ServerSettings(publish_durability=durability, topic_defaults={}), clock
         )

@@ -100,7 +100,6 @@ def _tamper_key_index(data_dir: Path, change: Callable[[LedgerStore], None]) -> 
     change(store)
     store.db.flush()
     store.close()
-    gc.collect()
 
 
 def test_the_key_index_is_checked_against_the_batches(data_dir: Path) -> None:

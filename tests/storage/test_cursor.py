@@ -4,7 +4,6 @@ journal for SEGMENTED ones)."""
 
 from __future__ import annotations
 
-import gc
 import itertools
 import json
 from collections.abc import Callable, Iterator
@@ -113,12 +112,10 @@ class LedgerKind:
 
     def reopen(self) -> None:
         self.store.close()
-        gc.collect()
         self.store = LedgerStore(self.root, ServerSettings(publish_durability="wal"))
 
     def close(self) -> None:
         self.store.close()
-        gc.collect()
 
 
 class SegmentedKind:

@@ -3,7 +3,6 @@ the KeyIndexer, deleted with its ledgers, rebuilt for stores written before it."
 
 from __future__ import annotations
 
-import gc
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -32,7 +31,6 @@ def open_store(tmp_path: Path) -> Iterator[Callable[[], LedgerStore]]:
         for old in opened:
             old.close()
         opened.clear()
-        gc.collect()
         store = LedgerStore(tmp_path / "db", ServerSettings(topic_defaults={}))
         opened.append(store)
         return store

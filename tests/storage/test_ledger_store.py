@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -370,7 +369,6 @@ def test_ids_increase_and_scans_return_every_acknowledged_message(
             )
             if n in reopen_after:
                 store.close()
-                gc.collect()
                 store = LedgerStore(path, settings_)
         assert acked == sorted(acked) and len(set(acked)) == len(acked)
         assert all(i.entry_id < max_entries for i in acked)

@@ -3,7 +3,6 @@ the adapter over a real RocksDB ``LedgerStore`` (small ledgers, so runs span sev
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Protocol
@@ -90,13 +89,11 @@ class RocksHarness:
     def restart(self) -> None:
         """Close and reopen the store, as a process restart does (start-up collection runs)."""
         self.store.close()
-        gc.collect()
         self.store = LedgerStore(self.path, ServerSettings(topic_defaults={}))
         self.storage = LedgerStoreCompactionStorage(self.store)
 
     def close(self) -> None:
         self.store.close()
-        gc.collect()
 
 
 @pytest.fixture(params=["memory", "rocksdb"])

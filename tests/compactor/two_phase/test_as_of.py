@@ -5,7 +5,6 @@ after its horizon."""
 
 from __future__ import annotations
 
-import gc
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -57,7 +56,6 @@ def store() -> Iterator[LedgerStore]:
         s = LedgerStore(Path(tmp) / "ledgers", ServerSettings(topic_defaults={}))
         yield s
         s.close()
-        gc.collect()
 
 
 def _run(
@@ -90,7 +88,6 @@ def _run(
                 assert got == [e for e in expected(history, history[-1][0], retain) if e[0] >= mid]
         finally:
             store.close()
-            gc.collect()
 
 
 @settings(max_examples=40, deadline=None)

@@ -107,7 +107,6 @@ def test_a_view_with_stored_digests_equals_one_without(
             assert [view_bytes(store, at) for at in points] == with_digests
         finally:
             store.close()
-            gc.collect()
 
 
 def test_a_damaged_digest_record_is_detected_and_not_used(
@@ -136,7 +135,6 @@ def test_a_damaged_digest_record_is_detected_and_not_used(
         assert view_bytes(store, lac) == want
     assert "digest record CRC-32C mismatch" in caplog.text
     store.close()
-    gc.collect()
     report = check_data_dir(data_dir)
     where = f"topic 't' ledger {lid}"
     assert f"{where} key digests at {p0}: digest record CRC-32C mismatch" in report.problems
@@ -148,7 +146,6 @@ def test_a_damaged_digest_record_is_detected_and_not_used(
     store = open_store(data_dir / LEDGERS_DIR)
     drop_digests(store, lid)
     store.close()
-    gc.collect()
     report = check_data_dir(data_dir)
     assert report.ok and any(n.startswith(f"{where}: no key digests") for n in report.notes)
 
@@ -164,5 +161,4 @@ def test_digest_records_go_with_their_ledger(data_dir: Path) -> None:
     assert compacted(store) != first and list(store.digest_records(compacted(store)))
     assert not list(store.digest_records(first))
     store.close()
-    gc.collect()
     assert check_data_dir(data_dir).ok

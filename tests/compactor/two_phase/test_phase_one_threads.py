@@ -8,7 +8,6 @@ map growth (rehashing) and a map that fills.
 
 from __future__ import annotations
 
-import gc
 import random
 import threading
 from collections.abc import Iterator
@@ -44,7 +43,6 @@ def store(tmp_path: Path) -> Iterator[LedgerStore]:
         made.append("t", records)
     yield made
     made.close()
-    gc.collect()
 
 
 def figures(w: MapWinners) -> tuple[object, ...]:
@@ -132,4 +130,3 @@ def test_a_worker_run_on_four_threads_leaves_the_view_one_thread_leaves(tmp_path
     assert view(stores["worker"]) == view(stores["local"])
     for store in stores.values():
         store.close()
-    gc.collect()

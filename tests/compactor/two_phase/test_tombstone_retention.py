@@ -4,7 +4,6 @@ while it is younger than ``delete.retention.ms``; a past view (``as_of``) never 
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,7 +26,6 @@ def store(tmp_path: Path) -> Iterator[LedgerStore]:
     s = LedgerStore(tmp_path / "ledgers", ServerSettings(topic_defaults={}))
     yield s
     s.close()
-    gc.collect()
 
 
 def compacted(store: LedgerStore, topic: str) -> list[tuple[bytes | None, bytes | None]]:
@@ -92,7 +90,6 @@ def test_the_read_mode_is_recorded_durably(tmp_path: Path) -> None:
     s.create_topic("t", {})
     s.open_cursor("t", "sub", read_compacted=True)
     s.close()
-    gc.collect()
     s = LedgerStore(path, ServerSettings(topic_defaults={}))
     try:
         cursor = s.topic("t").cursors["sub"]
@@ -101,7 +98,6 @@ def test_the_read_mode_is_recorded_durably(tmp_path: Path) -> None:
         assert not s.topic("t").cursors["sub"].reads_compacted
     finally:
         s.close()
-        gc.collect()
 
 
 def test_delete_retention_ms_keeps_young_tombstones(store: LedgerStore) -> None:

@@ -4,7 +4,6 @@ horizon, in id order, then the raw tail" computed from the raw history."""
 
 from __future__ import annotations
 
-import gc
 import tempfile
 from pathlib import Path
 
@@ -91,7 +90,6 @@ class CompactionModel(RuleBasedStateMachine):
     @rule()
     def restart(self) -> None:
         self.store.close()
-        gc.collect()
         self._open()
 
     @invariant()
@@ -107,7 +105,6 @@ class CompactionModel(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         self.store.close()
-        gc.collect()
         self.dir.cleanup()
 
 

@@ -3,7 +3,6 @@ the figures and digests an in-process read gives, nothing written, a cancel obey
 
 from __future__ import annotations
 
-import gc
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,7 +30,6 @@ def store(tmp_path: Path) -> Iterator[LedgerStore]:
     made.create_topic("t", {"ledger.max.entries": "60"})
     yield made
     made.close()
-    gc.collect()
 
 
 def runs_of(store: LedgerStore, pool: WorkerPool, work: Path) -> WorkerCompactions:

@@ -3,7 +3,6 @@ view as in-process, progress through the phases, the throttle, cancellation, cle
 
 from __future__ import annotations
 
-import gc
 import threading
 import time
 from pathlib import Path
@@ -105,7 +104,6 @@ def test_a_worker_run_leaves_the_view_an_in_process_run_leaves(
     assert [p.name for p in (tmp_path / "work").iterdir()] == [f"secondary-{pool.pids()[0]}"]
     for store in stores.values():
         store.close()
-    gc.collect()
 
 
 def test_nothing_to_do_needs_no_worker(tmp_path: Path) -> None:
@@ -115,7 +113,6 @@ def test_nothing_to_do_needs_no_worker(tmp_path: Path) -> None:
     result = runs(store, unused, tmp_path / "work").compact("t", LocalRunControl())
     assert not result.committed and unused.pids() == []
     store.close()
-    gc.collect()
 
 
 def test_a_cancelled_throttled_run_leaves_nothing(tmp_path: Path, pool: WorkerPool) -> None:
@@ -133,7 +130,6 @@ def test_a_cancelled_throttled_run_leaves_nothing(tmp_path: Path, pool: WorkerPo
     assert store.topic("t").compacted_ledger_id() is None
     assert list((tmp_path / "work").glob("*.sst")) == []
     store.close()
-    gc.collect()
 
 
 def test_a_worker_keeps_its_secondary_between_runs_and_drops_it_when_one_fails(
@@ -166,7 +162,6 @@ def test_a_worker_keeps_its_secondary_between_runs_and_drops_it_when_one_fails(
     assert worker.compact("t", LocalRunControl()).committed  # and opens a fresh one
     assert secondary.exists() and not (secondary / "mark").exists()
     store.close()
-    gc.collect()
 
 
 def test_an_idle_worker_closes_its_secondary(
@@ -187,4 +182,3 @@ def test_an_idle_worker_closes_its_secondary(
     finally:
         idle.close()
         store.close()
-        gc.collect()

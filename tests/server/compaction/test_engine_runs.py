@@ -4,7 +4,6 @@ and the TwoPhaseCompactor over the gRPC adapter matches the in-server run."""
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -48,7 +47,6 @@ def runs(tmp_path: Path) -> Iterator[tuple[OutsideRuns, LedgerStore, Clock, Reco
 
     yield OutsideRuns(store, kind, lambda name: (0, 0), recorder, clock), store, clock, recorder
     store.close()
-    gc.collect()
 
 
 def _entry(i: int) -> bytes:
