@@ -54,7 +54,7 @@ log = logging.getLogger(__name__)
 def build_server(
     broker: Broker,
     signals: TopicSignals,
-    executors: tuple[futures.Executor, futures.Executor],
+    executors: tuple[futures.Executor, futures.Executor, futures.ThreadPoolExecutor],
     settings: ServerSettings,
     metrics: Metrics,
     listen: str,
@@ -69,7 +69,7 @@ def build_server(
     admitting = [AdmitInterceptor()] if admit is not None and admit_metadata else []
     server = grpc.aio.server(
         interceptors=[*guard.interceptors(), *admitting],
-        migration_thread_pool=futures.ThreadPoolExecutor(RPC_THREADS, thread_name_prefix="rpc"),
+        migration_thread_pool=executors[2],  # the synchronous handlers', owned by the caller
         maximum_concurrent_rpcs=MAX_CONCURRENT_RPCS,
         options=[
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -78,7 +78,7 @@ def build_server(
         ],
     )
     batch = settings.read_batch_max_messages
-    storage, appends = executors
+    storage, appends, _rpc = executors
     service = LogService(broker, metrics, storage, signals, batch, appends)
     # A slot under partition placement stores the front's marked parts of a spanning
     # publish at most once (storage/spanning.py); admission keeps them to the front.
@@ -167,6 +167,7 @@ class ServedStore:
         self.kafka: KafkaListener | None = None  # --kafka-listen (server/kafka)
         self._storage = futures.ThreadPoolExecutor(STORAGE_THREADS, thread_name_prefix="storage")
         self._appends = futures.ThreadPoolExecutor(APPEND_THREADS, thread_name_prefix="append")
+        self._rpc = futures.ThreadPoolExecutor(RPC_THREADS, thread_name_prefix="rpc")
         self._retention = Periodic(
             "ledger-retention",
             settings.log_retention_check_interval_ms / 1000.0,
@@ -187,7 +188,7 @@ class ServedStore:
         self.server, self.port = build_server(
             self.broker,
             self.signals,
-            (self._storage, self._appends),
+            (self._storage, self._appends, self._rpc),
             self.settings,
             self.metrics,
             listen,
@@ -251,7 +252,10 @@ class ServedStore:
             stopping.append(self.kafka.stop(SHUTDOWN_GRACE_S))
         await asyncio.gather(*stopping)
         self._retention.stop()
-        await asyncio.get_running_loop().run_in_executor(None, self.broker.close)
+        loop = asyncio.get_running_loop()
+        # a synchronous handler still running past the grace ends before its store closes
+        await loop.run_in_executor(None, self._rpc.shutdown)
+        await loop.run_in_executor(None, self.broker.close)
         self._storage.shutdown(wait=True)
         self._appends.shutdown(wait=True)
 
@@ -262,3 +266,4 @@ class ServedStore:
         self.broker.close()
         self._storage.shutdown(wait=False)
         self._appends.shutdown(wait=False)
+        self._rpc.shutdown(wait=False)

@@ -56,11 +56,11 @@ def _fail(message: str) -> int:
 
 
 def _front_server(
-    owners: Owners, listen: str, guard: Guard, handler: FrontHandler
+    owners: Owners, listen: str, guard: Guard, handler: FrontHandler, pool: futures.Executor
 ) -> tuple[grpc.aio.Server, int]:
     server = grpc.aio.server(
         interceptors=guard.interceptors(),
-        migration_thread_pool=futures.ThreadPoolExecutor(4, thread_name_prefix="front"),
+        migration_thread_pool=pool,
         maximum_concurrent_rpcs=MAX_CONCURRENT_RPCS,
         options=[
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -170,6 +170,7 @@ async def _serve_front(
     owners = Owners(layout.slots, tls_root, layout.placement, secret if spread else None)
     stop = asyncio.Event()
     fatal: list[str] = []
+    pool = futures.ThreadPoolExecutor(4, thread_name_prefix="front")  # ends with the server
 
     def on_fatal(message: str) -> None:
         log.error("%s", message)
@@ -185,7 +186,7 @@ async def _serve_front(
     try:
         spanning = _spanning(data_dir, layout, config, owners)
         handler = FrontHandler(owners, _index(data_dir, layout), spanning)
-        server, port = _front_server(owners, listen, guard, handler)
+        server, port = _front_server(owners, listen, guard, handler, pool)
         front = _front_for_brokers(guard, secret, listen, port) if spread and brokers else None
         spec = ShardSpec(
             data_dir,
@@ -224,6 +225,7 @@ async def _serve_front(
     # The shards end their follow streams and finish in-flight calls while the front
     # stops accepting, so a follow reader behind the front ends at once, as it would.
     await asyncio.gather(server.stop(SHUTDOWN_GRACE_S), supervisor.stop())
+    pool.shutdown(wait=False)
     if spanning is not None:
         await spanning.stop()
     await owners.close()
