@@ -4,8 +4,9 @@ Under partition placement the partitions of ``NAME`` live in several slots, each
 for its own partitions only, and only when the call carries the front's mark
 (``front.secret``). ``SpreadAdmin`` answers such a call whole: it sends the request bytes to
 every slot of ``PartitionedIndex.slots(NAME, N)`` and merges the answers
-(``front.spread.merge``); a change goes to ``NAME``'s home slot first, and ``lock`` passes
-changes and the repair one at a time. Which call goes where, and how a half-made change
+(``front.spread.merge``); a change goes to ``NAME``'s home slot first (CreateTopic and
+AddPartitions: ``front.spread.growth``), and ``lock`` passes changes and the repair one at
+a time. Which call goes where, and how a half-made change
 converges, is in docs/architecture.md ("The front room, module by module").
 """
 
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
@@ -22,25 +22,16 @@ import grpc
 
 from compactlog.crash_points import crash
 from compactlog.errors import CompactlogError, InvalidArgument
-from compactlog.server.admin.validation import validate_only
 from compactlog.server.front.partitions import PartitionedIndex
 from compactlog.server.front.relay import Ctx, SlotCall
 from compactlog.server.front.relay import relay as _relay
 from compactlog.server.front.router import Owners
 from compactlog.server.front.spanning import CRASH_ENV
 from compactlog.server.front.spread.compaction import SpreadCompaction
-from compactlog.server.front.spread.merge import (
-    merge_topic_infos,
-    partition_map,
-)
-from compactlog.server.front.spread.names import (
-    create_plain,
-    home_decided,
-    learn,
-    refuse_taken_partitions,
-)
+from compactlog.server.front.spread.growth import SpreadGrowth
+from compactlog.server.front.spread.merge import merge_topic_infos, partition_map
+from compactlog.server.front.spread.names import create_plain, home_decided
 from compactlog.server.front.spread.subscriptions import SpreadSubscriptions
-from compactlog.server.rpc.convert import kind_from_pb
 from compactlog.server.rpc.errors import error_status
 from compactlog.server.rpc.wire_peek import topic_of
 from compactlog.storage.partitioned_topics import PartitionedTopic
@@ -49,7 +40,6 @@ from compactlog.v1 import compactlog_pb2 as pb
 _ADMIN = "/compactlog.v1.TopicAdmin/"
 _DELETE = _ADMIN + "DeleteTopic"
 _CREATE = _ADMIN + "CreateTopic"
-_STATUS = _ADMIN + "GetCompactionStatus"
 Unary = Callable[[bytes, Any], Awaitable[bytes]]
 UnaryStream = Callable[[bytes, Any], AsyncIterator[bytes]]
 Result = bytes | grpc.aio.AioRpcError
@@ -67,13 +57,14 @@ class SpreadAdmin:
         self.lock = asyncio.Lock()  # namespace and config changes of spread topics
         self.crash_at = os.environ.get(CRASH_ENV, "")  # tests only (front.spanning)
         self.mend: Mend | None = None  # the repair of named topics (front.spread.repair)
+        self.growth = SpreadGrowth(self)  # CreateTopic, AddPartitions
         self._answers: dict[str, Answer] = {
-            "CreateTopic": self._create,
+            "CreateTopic": self.growth.create,
             "GetTopic": self._describe,
             "UpdateTopicConfig": self._change(_ADMIN + "UpdateTopicConfig", config=True),
             "EnforceRetention": self._change(_ADMIN + "EnforceRetention", config=False),
             "DeleteTopic": self._delete,
-            "AddPartitions": self._add_partitions,
+            "AddPartitions": self.growth.add_partitions,
             "GetPartitionMap": self._partition_map,
         }
         subscriptions = SpreadSubscriptions(self)
@@ -94,7 +85,7 @@ class SpreadAdmin:
         front's own answer for a TopicAdmin call on a spread ``NAME``."""
         if not method.startswith(_ADMIN):
             return handle
-        answer = self._answers.get(method.removeprefix(_ADMIN)) or self._home(method)
+        answer = self._answers.get(method.removeprefix(_ADMIN)) or self.home(method)
 
         async def routed(request: bytes, context: Ctx) -> bytes:
             name = topic_of(request)
@@ -174,7 +165,7 @@ class SpreadAdmin:
     def slots(self, topic: PartitionedTopic) -> list[int]:
         return self.index.slots(topic.name, topic.partitions)
 
-    def _home(self, method: str) -> Answer:
+    def home(self, method: str) -> Answer:
         """Any other call on ``NAME``: its own slot answers, given the mark, as a single
         store does (``INVALID_ARGUMENT`` for Preview, Verify and DeleteRecords, which act
         on one partition)."""
@@ -188,103 +179,6 @@ class SpreadAdmin:
         return home
 
     # ---- the answers --------------------------------------------------------------------
-
-    async def _create(
-        self, name: str, held: PartitionedTopic | None, request: bytes, context: Ctx
-    ) -> bytes:
-        """A home refusing ``ALREADY_EXISTS`` for a ``NAME`` the index lacks has it learnt
-        (``names.learn``: a create the home shard died under and finished at its restart)
-        and its slots made to agree before the refusal is answered, as the outcome says."""
-        async with self.lock:
-            if held is not None:  # NAME's slot says it exists, as a single store does
-                return await self._home(_CREATE)(name, held, request, context)
-            made = await self._make(name, request, context)
-            learnt = isinstance(made, grpc.aio.AioRpcError) and _exists(made)
-            learnt = learnt and await learn(self, name, self.call_of(context))
-        if isinstance(made, bytes):
-            return made
-        if learnt and self.mend is not None:
-            await self.mend([name])
-        await _relay(context, made)
-        raise made  # abort raised already
-
-    async def _make(self, name: str, request: bytes, context: Ctx) -> Result:
-        """The create made on every slot (the merged answer), or the home's refusal; a
-        failure of another slot undoes the parts made and is relayed. Marked
-        validate-only (``admin.validation``), each slot checks and makes nothing."""
-        partitions = pb.CreateTopicRequest.FromString(request).partitions
-        slots = self.index.slots(name, partitions)
-        home = await self.fan_out(slots[:1], _CREATE, request, self.call_of(context))
-        if isinstance(home[0], grpc.aio.AioRpcError):
-            return home[0]
-        self._crash("after_home_create")
-        results = await self.fan_out(slots[1:], _CREATE, request, self.call_of(context))
-        failed = [r for r in results if isinstance(r, grpc.aio.AioRpcError)]
-        checked = validate_only(context.invocation_metadata())  # nothing was made
-        if failed and checked:
-            await _relay(context, failed[0])
-        if failed:  # undo the parts made (NAME's own slot first), then say why
-            made = [s for s, r in zip(slots[1:], results, strict=True) if isinstance(r, bytes)]
-            undo = pb.DeleteTopicRequest(name=name).SerializeToString()
-            for undone in (slots[:1], made):
-                await self.fan_out(undone, _DELETE, undo, self.call_of(context))
-            await _relay(context, failed[0])
-        infos = [pb.TopicInfo.FromString(b) for b in (*home, *results) if isinstance(b, bytes)]
-        if not checked:
-            self.index.put(PartitionedTopic(name, partitions, kind_from_pb(infos[0].kind)))
-        return merge_topic_infos(infos, partitions).SerializeToString()
-
-    async def _add_partitions(
-        self, name: str, held: PartitionedTopic | None, request: bytes, context: Ctx
-    ) -> bytes:
-        """``NAME``'s own slot grows first (it refuses a shrink or a bad count); then every
-        other slot of the new total (``grow``)."""
-        assert held is not None  # routed here only for a name in the index
-        method = _ADMIN + "AddPartitions"
-        async with self.lock, self._watched(name):
-            total = pb.AddPartitionsRequest.FromString(request).partitions
-            grown = dataclasses.replace(held, partitions=max(total, held.partitions))
-            slots = self.slots(grown)
-            call = self.call_of(context)
-            try:
-                await refuse_taken_partitions(self, name, held.partitions, total, call)
-            except grpc.aio.AioRpcError as exc:  # a slot away: its status, nothing grown
-                await _relay(context, exc)
-            first = await self.answers(slots[:1], method, request, context)
-            home = pb.TopicInfo.FromString(first[0])
-            self._crash("after_home_add_partitions")
-            others = await self.grow(name, slots[1:], home, self.call_of(context))
-            for other in others:  # every part ended before the first failure is relayed
-                if isinstance(other, grpc.aio.AioRpcError):
-                    await _relay(context, other)
-            if not validate_only(context.invocation_metadata()):
-                self.index.put(grown)
-        infos = [home, *(pb.TopicInfo.FromString(b) for b in others if isinstance(b, bytes))]
-        return merge_topic_infos(infos, grown.partitions).SerializeToString()
-
-    async def grow(
-        self, name: str, slots: Sequence[int], home: pb.TopicInfo, call: SlotCall
-    ) -> list[Result]:
-        """Each of ``slots`` grown to ``home``'s count side by side, every part's answer or
-        failure: an AddPartitions, or for a slot new to ``NAME`` (no record yet) a
-        CreateTopic of its partitions with partition 0's kind and config (``home``'s)."""
-        add = pb.AddPartitionsRequest(name=name, partitions=home.partitions).SerializeToString()
-        create = pb.CreateTopicRequest(
-            name=name, kind=home.kind, config=home.config, partitions=home.partitions
-        ).SerializeToString()
-        return list(await asyncio.gather(*(self._grow(s, add, create, call) for s in slots)))
-
-    async def _grow(self, slot: int, add: bytes, create: bytes, call: SlotCall) -> Result:
-        """One slot's AddPartitions; a slot without ``NAME``'s record gets ``create``."""
-        try:
-            return await self.ask(slot, _ADMIN + "AddPartitions", add, call)
-        except grpc.aio.AioRpcError as exc:
-            if exc.code() != grpc.StatusCode.NOT_FOUND:
-                return exc
-        try:
-            return await self.ask(slot, _ADMIN + "CreateTopic", create, call)
-        except grpc.aio.AioRpcError as exc:
-            return exc
 
     async def _describe(
         self, name: str, held: PartitionedTopic | None, request: bytes, context: Ctx
@@ -303,9 +197,9 @@ class SpreadAdmin:
         ) -> bytes:
             assert held is not None
             slots = self.slots(held)
-            async with self.lock if config else _UNLOCKED, self._watched(name):
+            async with self.lock if config else _UNLOCKED, self.watched(name):
                 home = await self.answers(slots[:1], method, request, context)
-                self._crash("after_home_config" if config else "")
+                self.crash("after_home_config" if config else "")
                 answers = home + await self.answers(slots[1:], method, request, context)
             infos = [pb.TopicInfo.FromString(b) for b in answers]
             return merge_topic_infos(infos, held.partitions).SerializeToString()
@@ -319,7 +213,7 @@ class SpreadAdmin:
         finishes it), then the others side by side."""
         assert held is not None
         slots = self.slots(held)
-        async with self.lock, self._watched(name):
+        async with self.lock, self.watched(name):
             results = await self.fan_out(slots[:1], _DELETE, request, self.call_of(context))
             home = results[0]
             # Refused half-way, the home has decided (its record gone): the others are
@@ -330,7 +224,7 @@ class SpreadAdmin:
                 and not await home_decided(self, name, self.call_of(context))
             ):
                 await _relay(context, home)
-            self._crash("after_home_delete")
+            self.crash("after_home_delete")
             results += await self.fan_out(slots[1:], _DELETE, request, self.call_of(context))
             answers = await _found(slots, results, context)
             self.index.remove(name)
@@ -339,7 +233,7 @@ class SpreadAdmin:
     # ---- what a crash half-way may leave (``front.spread.repair``) ------------------------
 
     @contextlib.asynccontextmanager
-    async def _watched(self, name: str) -> AsyncIterator[None]:
+    async def watched(self, name: str) -> AsyncIterator[None]:
         """A change of ``NAME`` that fails (a slot away, say) marks ``NAME`` for the
         repair's next pass: its slots may be left half-way."""
         try:
@@ -348,7 +242,7 @@ class SpreadAdmin:
             self.index.suspect(name)
             raise
 
-    def _crash(self, point: str) -> None:
+    def crash(self, point: str) -> None:
         """Tests only: exit at ``point`` (``COMPACTLOG_FRONT_CRASH_AT``, front.spanning)."""
         if point and self.crash_at == point:
             crash(point)
@@ -384,10 +278,6 @@ async def _found(slots: Sequence[int], results: list[Result], context: Ctx) -> d
 
 def _not_found(error: grpc.aio.AioRpcError) -> bool:
     return error.code() == grpc.StatusCode.NOT_FOUND
-
-
-def _exists(error: grpc.aio.AioRpcError) -> bool:
-    return error.code() == grpc.StatusCode.ALREADY_EXISTS
 
 
 def _one_partition_only(name: str, what: str) -> InvalidArgument:

@@ -142,7 +142,7 @@ class SpreadRepair:
         if mend.home is None:
             delete = pb.DeleteTopicRequest(name=name).SerializeToString()
             return await self.admin.fan_out(mend.remove, _ADMIN + "DeleteTopic", delete, call)
-        results = await self.admin.grow(name, mend.grow, mend.home, call)
+        results = await self.admin.growth.grow(name, mend.grow, mend.home, call)
         changes: dict[bytes, list[int]] = {}  # the same change asked of its slots at once
         for slot, change in mend.configure.items():
             changes.setdefault(change.SerializeToString(), []).append(slot)
