@@ -12,6 +12,7 @@ import logging
 from kio.schema.errors import ErrorCode
 
 from compactlog import errors
+from compactlog.rpc_errors import ServerUnreachable
 
 log = logging.getLogger("compactlog.kafka")
 
@@ -37,6 +38,9 @@ _CODES: tuple[tuple[type[Exception], ErrorCode], ...] = (
     (errors.InvalidArgument, ErrorCode.invalid_request),
     (errors.CorruptData, ErrorCode.kafka_storage_error),
     (errors.DataLoss, ErrorCode.kafka_storage_error),
+    # A store another process serves did not answer (a slot whose shard is down, behind
+    # the front): REQUEST_TIMED_OUT, as a down broker's share of a request (``spread``).
+    (ServerUnreachable, ErrorCode.request_timed_out),
     (errors.ShuttingDown, ErrorCode.not_leader_or_follower),
     (errors.NotOwner, ErrorCode.not_leader_or_follower),
     (errors.Unavailable, ErrorCode.kafka_storage_error),
