@@ -7,10 +7,13 @@ entry comes from the broker of ``NAME``'s own slot (``spread``), so while that b
 down the entry must be built without it: the partition count is read where it is
 replicated, the record of ``NAME`` that every slot holding a partition keeps (under
 partition placement, in the live brokers' own stores), or else from the count that broker
-last showed (``Peers.shown``); each partition's leader then follows from placement. And a
-partition led by a down broker is known by its beacon (``Peers.serving``), whichever
-broker's answer named it: each leader other than this broker is asked once a Metadata.
-A topic whose count is known nowhere answers LEADER_NOT_AVAILABLE whole.
+last showed (``Peers.shown``), or else (more than two brokers: this one may hold no
+partition of it and never have seen it) from the live brokers, each asked for the topics
+still unknown as a marked Metadata, which it answers from the records in its own stores;
+each partition's leader then follows from placement. And a partition led by a down
+broker is known by its beacon (``Peers.serving``), whichever broker's answer named it:
+each leader other than this broker is asked once a Metadata. A topic whose count is
+known nowhere answers LEADER_NOT_AVAILABLE whole.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ from typing import Any
 
 from compactlog.server.kafka.errors import ErrorCode
 from compactlog.server.kafka.metadata import METADATA, topic_entry
-from compactlog.server.kafka.protocol import make, response_module
+from compactlog.server.kafka.peers import PEER_FAILURES
+from compactlog.server.kafka.protocol import make, request_module, response_module
 from compactlog.server.kafka.topics import KafkaContext
 
 NO_LEADER = -1
@@ -47,11 +51,15 @@ async def settle(ctx: KafkaContext, version: int, answer: Any, unreached: dict[i
     leaderless."""
     module = response_module(METADATA, version)
     recorded = ctx.recorded() if unreached else {}
-    built = [
-        _entry(ctx, module, recorded, node, name)
+    wanted = {
+        name: node
         for node, share in unreached.items()
         for name in _names(ctx, recorded, node, share)
-    ]
+    }
+    unknown = [n for n, node in wanted.items() if not _count(ctx, recorded, node, n)]
+    if unknown:
+        recorded = {**recorded, **await _counted_elsewhere(ctx, version, unknown, set(unreached))}
+    built = [_entry(ctx, module, recorded, node, name) for name, node in wanted.items()]
     topics = [*answer.topics, *built]
     down = set(unreached) | await _down(ctx, topics, set(unreached))
     if not down:
@@ -69,13 +77,50 @@ def _names(ctx: KafkaContext, recorded: dict[str, int], node: int, share: Any) -
     return sorted({*ctx.peers.shown.get(node, {}), *homed})
 
 
-def _entry(ctx: KafkaContext, module: Any, recorded: dict[str, int], node: int, name: str) -> Any:
-    """Topic ``name`` of down broker ``node``, its count from a record here or from what
-    ``node`` last showed; LEADER_NOT_AVAILABLE whole when neither knows it."""
+def _count(ctx: KafkaContext, recorded: dict[str, int], node: int, name: str) -> int:
+    """Topic ``name``'s count from a record (here, or a live broker's) or from what down
+    broker ``node`` last showed; 0 when neither knows it."""
     assert ctx.peers is not None
-    count = max(recorded.get(name, 0), ctx.peers.shown.get(node, {}).get(name, 0))
+    return max(recorded.get(name, 0), ctx.peers.shown.get(node, {}).get(name, 0))
+
+
+def _entry(ctx: KafkaContext, module: Any, recorded: dict[str, int], node: int, name: str) -> Any:
+    """Topic ``name`` of down broker ``node``; LEADER_NOT_AVAILABLE whole when its count
+    is known nowhere."""
+    count = _count(ctx, recorded, node, name)
     code = ErrorCode.none if count else ErrorCode.leader_not_available
     return topic_entry(ctx, module, name, count, code)
+
+
+async def _counted_elsewhere(
+    ctx: KafkaContext, version: int, names: list[str], down: set[int]
+) -> dict[str, int]:
+    """The counts of ``names`` that the live brokers other than this one keep a record
+    of (those holding a partition), the greatest each; asked side by side."""
+    assert ctx.peers is not None
+    module = request_module(METADATA, version)
+    request = make(
+        module.MetadataRequest,
+        topics=tuple(make(module.MetadataRequestTopic, name=n, topic_id=None) for n in names),
+        allow_auto_topic_creation=False,
+        include_cluster_authorized_operations=False,  # v8 to v10
+        include_topic_authorized_operations=False,
+    )
+    nodes = [n for n in range(len(ctx.cluster.brokers)) if n not in {*down, ctx.cluster.node_id}]
+    answers = await asyncio.gather(
+        *(ctx.peers.ask(node, METADATA, request, version) for node in nodes),
+        return_exceptions=True,
+    )
+    counts: dict[str, int] = {}
+    for answer in answers:
+        if isinstance(answer, PEER_FAILURES):
+            continue  # down too: its partitions are found leaderless below
+        if isinstance(answer, BaseException):
+            raise answer
+        for topic in answer.topics:
+            if topic.error_code == ErrorCode.none and topic.partitions:
+                counts[topic.name] = max(counts.get(topic.name, 0), len(topic.partitions))
+    return counts
 
 
 async def _down(ctx: KafkaContext, topics: list[Any], known: set[int]) -> set[int]:

@@ -41,6 +41,8 @@ MARK = "compactlog-shard/"
 # own request timeouts (librdkafka 30 s for admin calls, kafka-python 30 s), so that
 # the other parts of a split request reach the client with the silent part's error
 ASK_TIMEOUT_S = 15.0
+# how a peer that cannot be reached fails (``Peers.ask``); anything else is a defect
+PEER_FAILURES = (OSError, EOFError, TimeoutError)
 # what a broken kept connection shows (the peer died since): asked again afresh, once
 _BROKEN = (ConnectionError, asyncio.IncompleteReadError)
 

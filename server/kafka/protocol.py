@@ -52,6 +52,12 @@ def load_response(api_key: int, version: int) -> Any:
 
 
 @functools.cache
+def request_module(api_key: int, version: int) -> types.ModuleType:
+    """The module of ``kio``'s request classes of one API version (nested ones too)."""
+    return load_payload_module(api_key, version, EntityType.request)
+
+
+@functools.cache
 def response_module(api_key: int, version: int) -> types.ModuleType:
     """The module of ``kio``'s response classes of one API version (nested ones too)."""
     return load_payload_module(api_key, version, EntityType.response)

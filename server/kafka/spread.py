@@ -33,6 +33,7 @@ from compactlog.server.kafka.config_entries import ResourceType
 from compactlog.server.kafka.errors import ErrorCode, KafkaError
 from compactlog.server.kafka.handlers import HANDLERS
 from compactlog.server.kafka.offsets import check_group_id
+from compactlog.server.kafka.peers import PEER_FAILURES
 from compactlog.server.kafka.topics import FORWARDED, KafkaContext
 
 METADATA, OFFSET_COMMIT, OFFSET_FETCH = 3, 8, 9
@@ -41,8 +42,6 @@ UNREACHED = {
     OFFSET_COMMIT: ErrorCode.coordinator_not_available,
     OFFSET_FETCH: ErrorCode.unstable_offset_commit,
 }
-# how a peer that cannot be reached fails (``Peers.ask``); anything else is a defect
-PEER_FAILURES = (OSError, EOFError, TimeoutError)
 
 
 def _topic(item: Any) -> str | None:

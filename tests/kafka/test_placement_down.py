@@ -1,16 +1,19 @@
-"""``serve --kafka-listen --shards 2`` on partition placement, one topic's partitions on
-both brokers (docs/kafka.md, "Partition placement"): while the shard holding a topic's
-own slot restarts, Metadata shows only that broker's partitions leaderless and the live
-broker's partitions go on taking produces and fetches; a ``validate_only`` CreateTopics
-or CreatePartitions answers what the change itself answers, whichever slot refuses it
-(a shard down, a name taken, a config refused), and makes nothing. Real clients
-(confluent-kafka), real faults (kill -9 of a shard, its restart held by SIGSTOP)."""
+"""``serve --kafka-listen --shards 3`` on partition placement, one topic's partitions on
+several brokers (docs/kafka.md, "Partition placement"): while the shard holding a topic's
+own slot restarts, Metadata shows only that broker's partitions leaderless, also from a
+broker holding none of the topic's partitions, and the live brokers' partitions go on
+taking produces and fetches; a topic change that a down slot blocks answers
+REQUEST_TIMED_OUT; a ``validate_only`` CreateTopics or CreatePartitions answers what the
+change itself answers, whichever slot refuses it (a shard down, a name taken, a config
+refused), and makes nothing. Real clients (confluent-kafka), real faults (kill -9 of a
+shard, its restart held by SIGSTOP)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import signal
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,21 +21,46 @@ from typing import Any
 import grpc
 import pytest
 
+from compactlog.partitioner import partition_name
+from compactlog.storage.slots import SLOT_COUNT, Placement, shard_of, slot_of
 from compactlog.v1 import compactlog_pb2 as pb
 from tests.conftest import ServerProcess
 from tests.e2e.shards import shard_pids, wait_for
 from tests.kafka.conftest import KAFKA_ARGS, Grpc
 from tests.kafka.test_groups_confluent import poll_until
-from tests.kafka.test_partition_placement import fresh, owner
 from tests.kafka.test_shards import _cmdline, _restarts, _zombie, metadata
+from tests.kafka.test_wire import connect, decode, frame, receive
 
 ck = pytest.importorskip("confluent_kafka")
 from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic  # noqa: E402
 from kio.schema.errors import ErrorCode  # noqa: E402
+from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic  # noqa: E402
+from kio.schema.metadata.v12.response import MetadataResponse  # noqa: E402
 
+SHARDS = 3  # more than two: a broker may hold none of a topic's partitions
 DOWN = 1  # the shard killed; broker 0, the bootstrap, answers throughout
-COUNT = 4  # four consecutive slots: partitions on both brokers
+COUNT = 4  # four consecutive slots: partitions on every broker
+
+
+def owner(topic: str, partition: int) -> int:
+    """The broker that must lead partition ``partition`` of ``topic``: its slot's shard."""
+    slot = slot_of(partition_name(topic, partition), SLOT_COUNT, Placement.PARTITION)
+    return shard_of(slot, SHARDS)
+
+
+def fresh(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def named(prefix: str, fits: Callable[[str], bool]) -> str:
+    """A fresh name that ``fits``."""
+    return next(n for n in iter(lambda: fresh(prefix), "") if fits(n))
+
+
+def homed(prefix: str, node: int) -> str:
+    """A fresh name whose own slot (partition 0's) broker ``node`` serves."""
+    return named(prefix, lambda n: owner(n, 0) == node)
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +68,7 @@ def spread(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     base: Path = tmp_path_factory.mktemp("kafka-placement-down")
     config = base / "config.toml"
     config.write_text('"shards.placement" = "partition"\n')
-    srv = ServerProcess(base / "data", config, ["--shards", "2", *KAFKA_ARGS]).start()
+    srv = ServerProcess(base / "data", config, ["--shards", str(SHARDS), *KAFKA_ARGS]).start()
     yield srv
     assert srv.stop() == 0
 
@@ -50,11 +78,6 @@ def side(spread: ServerProcess) -> Iterator[Grpc]:
     front = Grpc(spread.address)
     yield front
     front.channel.close()
-
-
-def homed(prefix: str, node: int) -> str:
-    """A fresh name whose own slot (partition 0's) broker ``node`` serves."""
-    return next(n for n in iter(lambda: fresh(prefix), "") if owner(n, 0) == node)
 
 
 @contextlib.contextmanager
@@ -99,10 +122,24 @@ def leaders(address: str, name: str) -> list[tuple[int, int]]:
     ]
 
 
-def expected(name: str, down: set[int]) -> list[tuple[int, int]]:
+def answered_by(address: str, name: str) -> list[tuple[int, int]]:
+    """As ``leaders``, from the broker at ``address`` itself (librdkafka asks any broker
+    it knows, so a test of one broker's answer asks that broker)."""
+    topics = (MetadataRequestTopic(topic_id=None, name=name),)
+    request = MetadataRequest(
+        topics=topics, allow_auto_topic_creation=False, include_topic_authorized_operations=False
+    )
+    with connect(address) as sock:
+        sock.sendall(frame(request, 3))
+        (topic,) = decode(MetadataResponse, receive(sock), 3).topics
+    assert topic.error_code == ErrorCode.none, topic.error_code
+    return [(p.leader_id, p.error_code) for p in topic.partitions]
+
+
+def expected(name: str, down: set[int], count: int = COUNT) -> list[tuple[int, int]]:
     """Each partition led by its owner, or leaderless while the owner is in ``down``."""
     no_leader = (-1, ErrorCode.leader_not_available)
-    return [no_leader if owner(name, i) in down else (owner(name, i), 0) for i in range(COUNT)]
+    return [no_leader if owner(name, i) in down else (owner(name, i), 0) for i in range(count)]
 
 
 def outcome(future: Any) -> ErrorCode:
@@ -177,29 +214,37 @@ def read(address: str, name: str, parts: list[int], count: int) -> list[tuple[in
 def test_a_restarting_home_shard_takes_only_its_partitions_away(
     spread: ServerProcess, side: Grpc
 ) -> None:
-    """``away`` (its own slot on the killed shard) is made over gRPC, so broker 0 has
-    never shown it: its count comes from the record broker 0's slots keep. ``near``'s
-    own broker lives, its partitions on the killed shard do not. A create and a grow
-    touching the killed shard's slots answer the same validated and made."""
+    """``away`` and ``far`` (their own slots on the killed shard) are made over gRPC, so
+    broker 0 has never shown them: ``away``'s count comes from the record broker 0's
+    slots keep, ``far``'s (no partition on broker 0) from broker 2's. ``near``'s own
+    broker lives, its partitions on the killed shard do not. A create and a grow a killed
+    slot blocks answer REQUEST_TIMED_OUT, validated and made."""
     address, admin = spread.kafka_address, AdminClient({"bootstrap.servers": spread.kafka_address})
-    away, near, born = homed("away", DOWN), homed("near", 0), homed("born", 0)
+    away = homed("away", DOWN)
+    born = named("born", lambda n: owner(n, 0) == 0 and DOWN in {owner(n, i) for i in range(4)})
+    far = named("far", lambda n: [owner(n, 0), owner(n, 1)] == [DOWN, 2])
+    near = named("near", lambda n: owner(n, 0) == 0 and DOWN in {owner(n, 4), owner(n, 5)})
     side.create(away, partitions=COUNT)
+    side.create(far, partitions=2)
     assert outcome(admin.create_topics([NewTopic(near, COUNT, 1)])[near]) == ErrorCode.none
-    live = [i for i in range(COUNT) if owner(away, i) != DOWN]
-    assert live and len(live) < COUNT
-    produce_to(address, away, live, b"before-")
+    live = {away: [i for i in range(COUNT) if owner(away, i) != DOWN], far: [1]}
+    assert 0 < len(live[away]) < COUNT
+    produce_to(address, away, live[away], b"before-")  # far: no Kafka client has seen it
+    tags = {away: (b"before-", b"during-"), far: (b"during-",)}
 
     with restarting(spread):
-        for name in (away, near):
-            assert leaders(address, name) == expected(name, {DOWN}), name
+        for name, count in ((far, 2), (away, COUNT), (near, COUNT)):
+            assert answered_by(address, name) == expected(name, {DOWN}, count), name
+            assert leaders(address, name) == expected(name, {DOWN}, count), name
         every = {t.name: t for t in metadata(address).topics}  # every topic: listed too
         for name in (away, near):
             shown = [(p.leader_id, p.error_code) for p in every[name].partitions]
             assert shown == expected(name, {DOWN}), name
-        produce_to(address, away, live, b"during-")
-        assert read(address, away, live, 2 * len(live)) == sorted(
-            (p, tag + b"%d" % p) for p in live for tag in (b"before-", b"during-")
-        )
+        for name, parts in live.items():
+            produce_to(address, name, parts, b"during-")
+            assert read(address, name, parts, len(tags[name]) * len(parts)) == sorted(
+                (p, tag + b"%d" % p) for p in parts for tag in tags[name]
+            )
         # a slot the change touches is away, the topic's own or another: one code,
         # REQUEST_TIMED_OUT (docs/kafka.md), refused alike, made nowhere
         gone = homed("gone", DOWN)
@@ -211,6 +256,7 @@ def test_a_restarting_home_shard_takes_only_its_partitions_away(
     assert partitions(side, near) == COUNT
     wait_for(lambda: leaders(address, away) == expected(away, set()), 60)
     assert leaders(address, near) == expected(near, set())
+    assert leaders(address, far) == expected(far, set(), 2)
 
 
 def test_validate_only_answers_what_the_change_would(spread: ServerProcess, side: Grpc) -> None:
