@@ -4,13 +4,17 @@ every slot holding a partition and merging (``server/front/spread/log.py``)."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import grpc
 import pytest
 
+from compactlog.client import Client, InitialPosition
+from compactlog.client.aio import AsyncClient
 from compactlog.partitioner import partition_name
 from compactlog.storage.slots import SLOT_COUNT, Placement, slot_of
 from compactlog.v1 import compactlog_pb2 as pb
@@ -23,6 +27,7 @@ PLACEMENT = '"shards.placement" = "partition"\n'
 
 class Api:
     def __init__(self, address: str) -> None:
+        self.address = address
         self.channel = grpc.insecure_channel(address)
         self.admin = pb_grpc.TopicAdminStub(self.channel)
         self.log = pb_grpc.LogStub(self.channel)
@@ -122,6 +127,76 @@ def test_consume_and_acknowledge_deliver_every_message_once(api: Api) -> None:
             ack = pb.AcknowledgeRequest(topic=NAME, subscription="s", id=m.id)
             api.log.Acknowledge(ack, timeout=30)
     assert sorted(seen) == sorted((i, v) for i in range(PARTITIONS) for v in values(i))
+
+
+def every_message() -> list[tuple[int, bytes]]:
+    return sorted((i, v) for i in range(PARTITIONS) for v in values(i))
+
+
+def received(messages: list[Any]) -> list[tuple[int, bytes]]:
+    return sorted((m.id.partition(), bytes(m.value)) for m in messages)
+
+
+def mark_each_partition(api: Api, tag: bytes) -> list[tuple[int, bytes]]:
+    """One more message on each partition: a consumer of a subscription whose messages
+    were all acknowledged gets exactly these next, none again."""
+    for i in range(PARTITIONS):
+        api.publish(i, pb.Record(value=tag + b"%d" % i))
+    return [(i, tag + b"%d" % i) for i in range(PARTITIONS)]
+
+
+def sync_round(api: Api, count: int) -> tuple[list[Any], list[Any], bool]:
+    """Subscription ``sync``: ``count`` messages (all there are) received and acknowledged;
+    then, after a mark on each partition, what a new consumer of it receives first;
+    whether it streamed."""
+    earliest = InitialPosition.Earliest
+    with Client(api.address) as client:
+        consumer: Any = client.subscribe(NAME, "sync", initial_position=earliest)
+        got = [consumer.receive(30_000) for _ in range(count)]
+        for m in got:
+            consumer.acknowledge(m)
+        streamed = consumer._streaming
+        consumer.close()
+        marks = mark_each_partition(api, b"sync-after-")
+        again: Any = client.subscribe(NAME, "sync", initial_position=earliest)
+        after = [again.receive(30_000) for _ in marks]
+        again.close()
+    return got, after, streamed
+
+
+async def aio_round(api: Api, count: int) -> tuple[list[Any], list[Any], bool]:
+    """``sync_round`` with the asyncio consumer, on subscription ``aio``."""
+    earliest = InitialPosition.Earliest
+    async with AsyncClient(api.address) as client:
+        consumer: Any = await client.subscribe(NAME, "aio", initial_position=earliest)
+        got = [await consumer.receive(30_000) for _ in range(count)]
+        for m in got:
+            await consumer.acknowledge(m)
+        streamed = consumer._streaming
+        await consumer.close()
+        marks = mark_each_partition(api, b"aio-after-")
+        again: Any = await client.subscribe(NAME, "aio", initial_position=earliest)
+        after = [await again.receive(30_000) for _ in marks]
+        await again.close()
+    return got, after, streamed
+
+
+def test_consumers_of_a_spread_name_fall_back_to_consume(api: Api) -> None:
+    """The front has no ConsumeStream for a NAME spread over shards (UNIMPLEMENTED), so
+    the sync and the asyncio consumer ask by Consume: each gets every partition's
+    messages once and acknowledges them, and a new consumer of its subscription gets
+    only what was published since (nothing lost, nothing twice)."""
+    published = every_message()
+    for name in ("sync", "aio"):
+        count = len(published)
+        got, after, streamed = (
+            sync_round(api, count) if name == "sync" else asyncio.run(aio_round(api, count))
+        )
+        assert not streamed, f"{name}: the front answered a stream on a spread NAME"
+        assert received(got) == published, name
+        marks = [(i, b"%s-after-%d" % (name.encode(), i)) for i in range(PARTITIONS)]
+        assert received(after) == marks, name
+        published = sorted(published + marks)
 
 
 def test_key_history_merges_the_partitions_by_publish_time(api: Api) -> None:
