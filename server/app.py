@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO
 
 from compactlog.errors import CompactlogError, StoreLocked
+from compactlog.server import heap
 from compactlog.server.broker import Broker
 from compactlog.server.compaction.cleaner_metrics import export_cleaner_stats
 from compactlog.server.kafka.options import KafkaOptions, split_address
@@ -160,6 +161,7 @@ async def _serve(
     if guard.auth is not None:
         loop.add_signal_handler(signal.SIGHUP, guard.reload)
     await served.start()
+    heap.settle()
     if kafka is not None:  # before the gRPC line, which says everything is ready
         kafka_host = kafka.listen.rpartition(":")[0]
         print(f"compactlog kafka listening on {kafka_host}:{kafka_port}", flush=True)

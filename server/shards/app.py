@@ -24,6 +24,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from compactlog.errors import CompactlogError
+from compactlog.server import heap
 from compactlog.server.front import secret as front_secret
 from compactlog.server.front.intents import IntentLog
 from compactlog.server.front.partitions import PartitionedIndex
@@ -212,6 +213,7 @@ async def _serve_front(
     repair = _finish_what_a_crash_left(handler, spanning)
     _on_signals(stop, guard, supervisor)
     await server.start()
+    heap.settle()
     if brokers is not None:  # before the gRPC line, which says everything is ready
         log.info("kafka: %s", brokers.describe())
         print(f"compactlog kafka listening on {brokers.bootstrap}", flush=True)

@@ -23,6 +23,7 @@ from typing import IO, TYPE_CHECKING
 
 from compactlog.compactor.worker_os import die_with_parent
 from compactlog.errors import CompactlogError, MalformedRequest, NotOwner
+from compactlog.server import heap
 from compactlog.server.app import lock_data_dir
 from compactlog.server.broker import Broker
 from compactlog.server.front.secret import SECRET_ENV, from_front
@@ -238,6 +239,7 @@ async def _serve(
     if listener is not None and kafka is not None:
         await listener.start()
         await kafka.peers.announce(kafka.cluster.node_id)  # the other brokers may ask now
+    heap.settle()
     addresses = {str(slot): f"127.0.0.1:{store.port}" for slot, store in served.items()}
     print(json.dumps({"slots": addresses}), flush=True)
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # nobody reads the pipe any more
