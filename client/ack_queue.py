@@ -1,8 +1,11 @@
 """What a consumer's acknowledgements need between the caller and the server, with no I/O.
 
-Acknowledging returns once the ack is queued, as in pulsar-client (which groups acks for up
-to ``ackGroupingTimeMs``, 100 ms): waiting for the server's group commit (a WAL fsync, some
-milliseconds) on every cumulative ack stalled the receive loop. ``AckQueue`` holds what waits:
+Acknowledging returns once the ack is queued, as in pulsar-client: waiting for the server's
+group commit (a WAL fsync, some milliseconds) on every cumulative ack stalled the receive
+loop. Queued acks go out as pulsar-client's core groups them (``ackGroupingTimeMs`` 100,
+``ackGroupingMaxSize`` 1000): ``GROUP_S`` after the first of a group (``due``), or once
+``GROUP_MAX`` requests are queued (``full``), or at once when the consumer flushes (before a
+seek, redelivery, negative ack or close). ``AckQueue`` holds what waits:
 queued cumulative acks collapse to the highest of each partition (a lower one changes
 nothing), and an individual ack at or before it goes with it. ``Acknowledge`` takes one id,
 so each id left is one request; the consumer's sender (``client.ack_sender``, a thread, or
@@ -24,13 +27,20 @@ is read message by message, and that only when an ack needs it.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 from compactlog.errors import CompactlogError, NotDelivered, ShuttingDown
 from compactlog.rpc_errors import ServerUnreachable
 from compactlog.v1 import compactlog_pb2 as pb
 
-__all__ = ["AckQueue", "GivenIds"]
+__all__ = ["GROUP_MAX", "GROUP_S", "AckQueue", "GivenIds"]
+
+# Queued acks are sent this long after the first of them at the latest (pulsar-client's
+# ackGroupingTimeMs, 100 ms), or as soon as this many requests are queued (its
+# ackGroupingMaxSize): each request is a synced cursor write on the server.
+GROUP_S = 0.1
+GROUP_MAX = 1000
 
 Key = tuple[int, int]  # (ledger, entry) within one partition
 # Mixed responses (several partitions) kept unread at most: past it they are summed up now.
@@ -107,11 +117,18 @@ class AckQueue:
         # Acks queued again after a loss, and those of them in the batch being sent.
         self._again: set[tuple[int, Key]] = set()
         self._again_sent: set[tuple[int, Key]] = set()
+        self.due = 0.0  # when what is queued goes at the latest (``time.monotonic``)
 
     def __bool__(self) -> bool:
         return bool(self._cumulative or self._single)
 
+    def full(self) -> bool:
+        """``GROUP_MAX`` requests are queued: they go now."""
+        return len(self._cumulative) + len(self._single) >= GROUP_MAX
+
     def put(self, mid: pb.MessageId, cumulative: bool) -> None:
+        if not (self._cumulative or self._single):  # the first of a group
+            self.due = time.monotonic() + GROUP_S
         if cumulative:
             queued = self._cumulative.get(mid.partition)
             if queued is None or _key(mid) > _key(queued):  # an earlier one changes nothing

@@ -1,16 +1,22 @@
-"""``AckSender``: a threaded consumer's acknowledgements, sent by a thread of its own.
+"""``AckSender``: a threaded consumer's acknowledgements, grouped and sent by a thread.
 
-``put`` queues an ack (``ack_queue.AckQueue``) and returns; the sender thread sends what is
-queued, every request of a batch at once (gRPC futures: the server stores them with one group
-commit), and then what was queued meanwhile, until nothing is left. ``flush`` waits until
-every queued ack is answered and raises a failure the server answered; the consumer calls it
-before anything that must come after its acks (seek, redelivery, negative acks, close).
+``put`` queues an ack (``ack_queue.AckQueue``) and returns. As pulsar-client's core groups
+them (``ackGroupingTimeMs`` 100, ``ackGroupingMaxSize`` 1000: ``ack_queue.GROUP_S`` and
+``GROUP_MAX``), the sender thread waits up to 100 ms after the first ack of a group, or
+until 1,000 requests are queued, and then sends what is queued, every request of it at
+once (gRPC futures: the server stores them with one group commit), and the next group once
+those are answered. Each request is a synced cursor write on the server: one per group
+rather than one per round trip keeps the server's time for delivering. ``flush`` sends what
+is queued at once, waits until it is answered and raises a failure the server answered;
+the consumer calls it before anything that must come after its acks (seek, redelivery,
+negative acks, close).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -41,16 +47,20 @@ class AckSender:
         self._subscription = subscription
         self.queue = AckQueue()
         self._lock = threading.Condition()
-        self._busy = False  # a batch is being sent, or the thread is about to take one
+        self._busy = False  # the thread holds a group (waiting for it to fill, or sending)
+        self._urgent = 0  # callers of flush waiting: what is queued goes now
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
 
     def put(self, mid: pb.MessageId, cumulative: bool) -> None:
-        """Queue an ack; the sender thread starts on it unless it is running already."""
+        """Queue an ack; the sender thread starts on it unless it is running already
+        (and is woken when the group is full)."""
         with self._lock:
             self.queue.put(mid, cumulative)
             if not self._busy:
                 self.queue.lost = None  # a lost server: try again now
                 self._start_drain()
+            elif self.queue.full():
+                self._lock.notify_all()
 
     def _start_drain(self) -> None:
         self._busy = True  # under the lock
@@ -59,11 +69,12 @@ class AckSender:
         self._pool.submit(self._drain)
 
     def _drain(self) -> None:
-        """Send batch after batch until the queue is empty, or the server is lost (what
+        """Send group after group until the queue is empty, or the server is lost (what
         could not reach it stays queued for the next ``put`` or ``flush``)."""
         try:
             while True:
                 with self._lock:
+                    self._wait_group()
                     if not self.queue or self.queue.lost is not None:
                         return
                     cumulative, single = self.queue.take()
@@ -75,6 +86,15 @@ class AckSender:
             with self._lock:
                 self._busy = False
                 self._lock.notify_all()
+
+    def _wait_group(self) -> None:
+        """Under the lock: until the group's time is up, it is full, or a flush asks."""
+        queue = self.queue
+        while queue and queue.lost is None and not self._urgent and not queue.full():
+            left = queue.due - time.monotonic()
+            if left <= 0:
+                return
+            self._lock.wait(left)
 
     def _send_all(
         self, ids: list[pb.MessageId], cumulative: bool
@@ -99,16 +119,22 @@ class AckSender:
         return failed
 
     def flush(self) -> None:
-        """Wait until every queued ack is stored. Raises a failure the server answered,
-        or, when acks could not reach the server (they stay queued), the reason."""
+        """Send what is queued now and wait until it is stored. Raises a failure the
+        server answered, or, when acks could not reach the server (they stay queued),
+        the reason."""
         with self._lock:
-            while self._busy:
-                self._lock.wait()
-            if self.queue.failure is None and self.queue.lost is not None:
-                self.queue.lost = None  # one more try now
-                self._start_drain()
+            self._urgent += 1
+            try:
+                self._lock.notify_all()
                 while self._busy:
                     self._lock.wait()
+                if self.queue.failure is None and self.queue.lost is not None:
+                    self.queue.lost = None  # one more try now
+                    self._start_drain()
+                    while self._busy:
+                        self._lock.wait()
+            finally:
+                self._urgent -= 1
             self.queue.check()
 
     def close(self) -> None:

@@ -47,6 +47,12 @@ class Metrics:
         self.consume_messages = Counter(
             "compactlog_consume_messages", "Messages delivered by Consume", registry=r
         )
+        self.acknowledge_requests = Counter(
+            "compactlog_acknowledge_requests",
+            "Acknowledge requests (each a synced cursor write)",
+            ["cumulative"],
+            registry=r,
+        )
         self.rpc_errors = Counter(
             "compactlog_rpc_errors", "RPCs answered with an error", ["method", "code"], registry=r
         )

@@ -1,14 +1,17 @@
 """``AckTask``: an asyncio consumer's acknowledgements, sent by a task of its own.
 
 The asyncio twin of ``client.ack_sender``, over the same ``ack_queue.AckQueue``: ``put``
-queues an ack and returns; one task sends what is queued, every request of a batch at once
-(the server stores them with one group commit), then what was queued meanwhile, until nothing
-is left. ``flush`` waits for it and raises a failure the server answered.
+queues an ack and returns; one task waits for the group as pulsar-client does (100 ms after
+its first ack, or 1,000 requests queued: ``ack_queue.GROUP_S`` and ``GROUP_MAX``), sends it,
+every request at once (the server stores them with one group commit), then the next group,
+until nothing is left. ``flush`` sends what is queued at once, waits for it and raises a
+failure the server answered.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import TYPE_CHECKING
 
 import grpc
@@ -33,12 +36,17 @@ class AckTask:
         self._subscription = subscription
         self.queue = AckQueue()
         self._task: asyncio.Task[None] | None = None
+        self._urgent = 0  # flushes waiting: what is queued goes now
+        self._wake = asyncio.Event()  # the group is full, or a flush asks
 
     def put(self, mid: pb.MessageId, cumulative: bool) -> None:
-        """Queue an ack; the task starts on it unless it is running already."""
+        """Queue an ack; the task starts on it unless it is running already (and is woken
+        when the group is full)."""
         self.queue.put(mid, cumulative)
         if self._task is None or self._task.done():
             self._start_drain()
+        elif self.queue.full():
+            self._wake.set()
 
     def _start_drain(self) -> None:
         self.queue.lost = None  # a lost server: try again now
@@ -47,12 +55,26 @@ class AckTask:
     async def _drain(self) -> None:
         """As ``AckSender._drain``: until the queue is empty or the server is lost."""
         while self.queue and self.queue.lost is None:
+            await self._wait_group()
             cumulative, single = self.queue.take()
             answers = await asyncio.gather(
                 self._send_all(cumulative, True), self._send_all(single, False)
             )
             for mid, cumulative_ack, exc in answers[0] + answers[1]:
                 self.queue.answered(mid, cumulative_ack, exc)
+
+    async def _wait_group(self) -> None:
+        """Until the group's time is up, it is full, or a flush asks."""
+        queue = self.queue
+        while not self._urgent and not queue.full():
+            left = queue.due - time.monotonic()
+            if left <= 0:
+                return
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), left)
+            except TimeoutError:
+                return
 
     async def _send_all(
         self, ids: list[pb.MessageId], cumulative: bool
@@ -80,10 +102,16 @@ class AckTask:
             raise from_rpc_error(err, "Acknowledge", link.address) from None
 
     async def flush(self) -> None:
-        """As ``AckSender.flush``: every queued ack stored, or why not."""
-        if self._task is not None:
-            await asyncio.shield(self._task)
-        if self.queue.failure is None and self.queue.lost is not None:
-            self._start_drain()  # one more try now
-            await asyncio.shield(self._task)  # type: ignore[arg-type]
+        """As ``AckSender.flush``: what is queued sent now, every queued ack stored, or
+        why not."""
+        self._urgent += 1
+        self._wake.set()
+        try:
+            if self._task is not None:
+                await asyncio.shield(self._task)
+            if self.queue.failure is None and self.queue.lost is not None:
+                self._start_drain()  # one more try now
+                await asyncio.shield(self._task)  # type: ignore[arg-type]
+        finally:
+            self._urgent -= 1
         self.queue.check()

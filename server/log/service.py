@@ -280,6 +280,7 @@ class LogService:
         self, request: pb.AcknowledgeRequest, context: Context
     ) -> pb.AcknowledgeResponse:
         check_client_subscription(request.subscription, request.topic)
+        self.metrics.acknowledge_requests.labels(str(request.cumulative).lower()).inc()
         merged = self.partitioned.merged(request.topic)
         log = self.broker.log(request.topic) if merged is None else merged.of_id(request.id)
         msg_id = id_from_pb(request.id)

@@ -2,12 +2,18 @@
 ``acknowledge`` returns without waiting for the server's group commit, an id the consumer
 was never given is refused at once, a failure the server answers later is raised by the
 consumer's next call, and ``close`` returns only once every ack is stored, so nothing acked
-before it comes again, also after the server is killed and restarted."""
+before it comes again, also after the server is killed and restarted. Acks are sent grouped,
+as pulsar-client's core sends them: 100 ms after the first of a group or 1,000 requests
+queued, counted here at a real server (its metrics)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+import re
+import socket
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -19,7 +25,7 @@ from compactlog.client import (
     NotDelivered,
     TopicNotFound,
 )
-from compactlog.client.ack_queue import AckQueue
+from compactlog.client.ack_queue import GROUP_MAX, GROUP_S, AckQueue
 from compactlog.client.aio import AsyncClient
 from compactlog.client.consumer import Consumer
 from compactlog.v1 import compactlog_pb2 as pb
@@ -146,3 +152,76 @@ def test_the_queue_sends_the_highest_cumulative_ack_and_what_it_does_not_cover()
     assert cumulative == [_id(9)]
     assert single == [_id(12), _id(10), _id(4, partition=1)]
     assert not queue and queue.take() == ([], [])
+
+
+def test_the_queue_is_full_at_the_group_size() -> None:
+    queue = AckQueue()
+    for entry in range(GROUP_MAX - 2):
+        queue.put(_id(entry), cumulative=False)
+        queue.put(_id(entry), cumulative=True)  # collapses to one
+    assert not queue.full()
+    queue.put(_id(GROUP_MAX), cumulative=False)
+    assert queue.full()
+
+
+def _acks_counted(port: int) -> Callable[[], dict[str, float]]:
+    """Acknowledge requests the server has received so far, by ``cumulative``."""
+
+    def counted() -> dict[str, float]:
+        url = f"http://127.0.0.1:{port}/metrics"
+        body = urllib.request.urlopen(url, timeout=10).read().decode()
+        found = re.findall(r'compactlog_acknowledge_requests_total{cumulative="(\w+)"} (\S+)', body)
+        return {"true": 0.0, "false": 0.0} | {label: float(n) for label, n in found}
+
+    return counted
+
+
+async def _async_acks_each(address: str, count: int) -> tuple[float, list[MessageId]]:
+    """Topic "b": a cumulative ack of each of ``count`` messages, then close; how long
+    the acks took, and what a new consumer gets."""
+    async with AsyncClient(address, timeout=30) as client:
+        await client.create_topic("b")
+        producer = await client.create_producer("b")
+        await producer.send_batch([(b"k", b"v%d" % i) for i in range(count + 5)])
+        consumer = await client.subscribe("b", "s", initial_position=EARLIEST)
+        got: list[object] = []
+        while len(got) < count + 5:
+            got += await consumer.batch_receive(timeout_ms=5000)
+        started = time.monotonic()
+        for message in got[:count]:
+            await consumer.acknowledge_cumulative(message)  # type: ignore[arg-type]
+        elapsed = time.monotonic() - started
+        await consumer.close()
+        again = await client.subscribe("b", "s")
+        left = [m.message_id() for m in await again.batch_receive(timeout_ms=300)]
+        await again.close()
+        return elapsed, left
+
+
+def test_many_acks_make_few_requests_and_close_loses_none(server_factory) -> None:  # type: ignore[no-untyped-def]
+    """2,000 cumulative acks in a burst are a request or two (one per 100 ms group, and
+    the close's flush), 100 individual ones one request each; after close a new consumer
+    gets exactly what was not acknowledged."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    srv = server_factory(extra_args=["--metrics-listen", f"127.0.0.1:{port}"])
+    counted = _acks_counted(port)
+    with Client(srv.address, timeout=30) as client:
+        ids = publish(client, "t", 2600)
+        consumer = client.subscribe("t", "s", initial_position=EARLIEST)
+        got = [consumer.receive(5000) for _ in ids]
+        started = time.monotonic()
+        for message in got[:2000]:
+            consumer.acknowledge_cumulative(message)
+        for message in got[2500:]:
+            consumer.acknowledge(message)
+        elapsed = time.monotonic() - started
+        consumer.close()
+        sent = counted()
+        assert sent["true"] <= elapsed / GROUP_S + 1, (sent, elapsed)  # and the close
+        assert sent["false"] == 100
+        assert drain(client.subscribe("t", "s")) == ids[2000:2500]
+    elapsed, left = asyncio.run(_async_acks_each(srv.address, 1000))
+    assert counted()["true"] - sent["true"] <= elapsed / GROUP_S + 1
+    assert len(left) == 5
