@@ -2,15 +2,16 @@
 source's column builder (``compactlog/spark/_columns.c``, over the same wire reader), the
 offset map's hashing and probing (``compactor/log_cleaner/_offset_map.c``) and the
 compactors' per-batch scans over it (``compactor/log_cleaner/_batch_scan.c``, with the
-records' walk in ``_batch_walk.h``; both include ``_offset_table.h``), and ``send_async``'s
-request writer (``client/_publish.c``). All three walks read
+records' walk in ``_batch_walk.h``; both include ``_offset_table.h``), ``send_async``'s
+request writer (``client/_publish.c``) and the read side's per-message loop
+(``client/_messages.c``). All three walks read
 the wire format through ``storage/_wire.h``.
 
 Everything else is declared in pyproject.toml. ``optional=True``: where no C compiler is
 present the install still succeeds and the pure-Python twins (``storage/_batch_py.py``,
 ``compactlog/spark/_columns_py.py``,
 ``compactor/log_cleaner/_offset_map_py.py``, ``compactor/log_cleaner/_batch_scan_py.py``,
-``client/_publish_py.py``),
+``client/_publish_py.py``, ``client/_messages_py.py``),
 which behave identically, are used.
 
 Each extension carries a digest of the files it is built from (``twin``, by
@@ -84,5 +85,6 @@ setup(
             [WIRE, BUF, "server/kafka/_kafka_wire.h", "server/kafka/_records_fetch.h"],
         ),
         twin("compactlog.client._publish", ["client/_publish.c"], [], include_dirs=["storage"]),
+        twin("compactlog.client._messages", ["client/_messages.c"], [], include_dirs=["storage"]),
     ]
 )

@@ -10,12 +10,14 @@ equals ``None``, is false, and ``msg.value()`` returns ``None``; code written fo
 field form tests ``msg.is_tombstone`` or ``msg.data() is None`` rather than ``msg.value
 is None``.
 
-A message read from the server is built over the response's protobuf: ``messages_of``
-makes one ``Message`` per entry of a response's ``messages`` holding only the repeated
-field and its index, and each field is converted on its first use and kept (``data()``
-never builds the id, nor ``message_id()`` the properties). A reader or consumer handing
-out thousands of messages a response then pays for the fields its caller reads and for
-nothing else. A message keeps its response alive while it lives (as a slice would).
+A message read from the server is built over the response's protobuf: ``messages_of`` makes
+one ``Message`` per entry of a response's ``messages`` holding only the repeated field and
+its index, and each field is converted on its first use and kept (``data()`` never builds
+the id, nor ``message_id()`` the properties). That loop has a compiled twin
+(``_messages.c``, beside its pure twin ``_messages_py``; ``compactlog.twins``). A reader or
+consumer handing out thousands of messages a response then pays for the fields its caller
+reads and for nothing else. A message keeps its response alive while it lives (as a slice
+would).
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+from compactlog.client import _messages_py
 from compactlog.client.message_id import MessageId
+from compactlog.twins import load_twin
 
 if TYPE_CHECKING:
     from compactlog.v1 import compactlog_pb2 as pb
@@ -274,16 +278,13 @@ def _value_of(value: bytes | _NullValue | None) -> Value | _NullValue:
     return value if type(value) is Value else Value(value)
 
 
+_twin, COMPILED = load_twin("compactlog.client._messages", _messages_py)
+_twin.bind(Message)
+_messages_of = _twin.messages_of
+
+
 def messages_of(batch: Sequence[pb.Message], topic: str = "") -> list[Message]:
     """One ``Message`` per wire message of a response, none of its fields converted yet:
-    the one loop of the client that runs once per message read."""
-    new = Message.__new__
-    out: list[Message] = []
-    append = out.append
-    for at in range(len(batch)):
-        msg = new(Message)
-        msg._batch = batch
-        msg._at = at
-        msg._topic = topic
-        append(msg)
-    return out
+    the one loop of the client that runs once per message read (``_messages``)."""
+    made: list[Message] = _messages_of(batch, topic)
+    return made

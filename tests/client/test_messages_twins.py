@@ -1,0 +1,92 @@
+"""The read side's per-message loop, ``client/_messages.c`` beside its pure twin
+``_messages_py.py``: both make, over a real response, messages that read back every field
+as the wire has it and as an eagerly built ``Message`` does, convert nothing until asked,
+keep their response alive, and refuse a class without the slots they fill."""
+
+from __future__ import annotations
+
+import gc
+import os
+from types import ModuleType
+
+import pytest
+
+from compactlog.client import _messages_py, message
+from compactlog.client.message import NULL_VALUE, Message
+from compactlog.client.message_id import MessageId
+from compactlog.v1 import compactlog_pb2 as pb
+
+compiled = pytest.importorskip("compactlog.client._messages")
+TWINS = [compiled, _messages_py]
+
+
+@pytest.fixture(params=TWINS, ids=["compiled", "pure"])
+def twin(request: pytest.FixtureRequest) -> ModuleType:
+    module: ModuleType = request.param
+    module.bind(Message)
+    return module
+
+
+def response(count: int) -> bytes:
+    resp = pb.ConsumeResponse()
+    for i in range(count):
+        wire = resp.messages.add(publish_time_ms=i, redelivery_count=i % 3)
+        wire.id.ledger_id, wire.id.entry_id, wire.id.partition = 2, i, i % 2
+        if i % 4:
+            wire.key = b"k%d" % i
+        if i % 5:
+            wire.value = b"v" * i
+        if i % 7 == 0:
+            wire.properties["p"] = str(i)
+    return resp.SerializeToString()
+
+
+def test_each_message_reads_back_the_wire_and_converts_nothing_first(twin: ModuleType) -> None:
+    resp = pb.ConsumeResponse.FromString(response(600))  # indexes past the small ints
+    made = twin.messages_of(resp.messages, "tópic")
+    assert type(made) is list and len(made) == 600
+    assert all(type(m) is Message for m in made)
+    assert not any(hasattr(m, "_wire") or hasattr(m, "_id") for m in made)
+    for i, msg in enumerate(made):
+        key = b"k%d" % i if i % 4 else None
+        value = b"v" * i if i % 5 else None
+        props = {"p": str(i)} if i % 7 == 0 else {}
+        assert (msg.message_id().entry_id(), msg.message_id().partition()) == (i, i % 2)
+        assert (msg.key, msg.data(), msg.properties(), msg.topic_name()) == (
+            key, value, props, "tópic"
+        )  # fmt: skip
+        assert msg.redelivery_count() == i % 3 and msg.publish_timestamp() == i
+        mid = MessageId(partition=i % 2, ledger_id=2, entry_id=i)
+        assert msg == Message(mid, key, value, props, i, 0, "tópic")
+    assert made[0].value is NULL_VALUE and made[0].is_tombstone is False
+
+
+def test_messages_keep_their_response_alive(twin: ModuleType) -> None:
+    made = twin.messages_of(pb.ConsumeResponse.FromString(response(3)).messages, "t")
+    # The compiled twin's are not the collector's to walk (they hold no cycle).
+    assert [gc.is_tracked(m) for m in made] == [twin is _messages_py] * 3
+    gc.collect()
+    assert [m.data() for m in made] == [None, b"v", b"vv"]
+    assert twin.messages_of(pb.ConsumeResponse().messages, "t") == []
+
+
+def test_a_class_without_the_slots_is_refused(twin: ModuleType) -> None:
+    class Plain:
+        pass
+
+    class Slotted:
+        __slots__ = ("_at", "_batch")
+
+    for cls in (Plain, Slotted):
+        with pytest.raises(TypeError, match="has no slot"):
+            twin.bind(cls)
+    assert type(twin.messages_of(pb.ConsumeResponse.FromString(response(1)).messages, "")[0]) is (
+        Message
+    )
+
+
+def test_the_client_uses_the_compiled_twin_where_built() -> None:
+    assert message.COMPILED is (os.environ.get("COMPACTLOG_NO_EXT") != "1")
+    assert message.messages_of(pb.ConsumeResponse.FromString(response(2)).messages)[1].data() == (
+        b"v"
+    )
