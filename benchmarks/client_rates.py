@@ -22,7 +22,10 @@ publish floor), then times, on the same topic and server:
 
 The consumers receive over ``Log.ConsumeStream`` (pushed within flow permits, as Pulsar's
 broker delivers); a raw ConsumeStream row shows the same stream without the client: bare
-stubs, 1000 permits, each response parsed and its permits given back.
+stubs, 1000 permits, each response parsed and its permits given back. The two consumer
+loops and the raw stream also report this process's CPU per message (every thread of the
+client: gRPC's, the stream's reader, the ack sender), the client's cost apart from the
+server's on a shared box.
 
 The consumers are also shown beside a second floor: raw gRPC Consume of 1000 messages a
 call, each response parsed, and a cumulative Acknowledge of its last message, one call
@@ -247,7 +250,7 @@ def _aio_send(address: str, keys: list[bytes]) -> int:
     return asyncio.run(sends())
 
 
-def _timed_sends(m: Sample, name: str, count: int, work: Callable[[], int]) -> None:
+def _timed(m: Sample, name: str, count: int, work: Callable[[], int]) -> None:
     """``name``'s rate and this process's CPU per message."""
     cpu = time.process_time()
     m[f"{name}_mps"] = _rate(count, work)
@@ -276,17 +279,18 @@ def one_run(s: Settings, run: int, requests: list[bytes], keys: list[bytes]) -> 
                 m["raw_consume_noack_mps"] = _rate(
                     s.records, lambda: _raw_consume(server.address, s.records, acks=False)
                 )
-                m["raw_consume_stream_mps"] = _rate(
-                    s.records, lambda: _raw_consume_stream(server.address, s.records)
-                )
+                _timed(
+                    m, "raw_consume_stream", s.records,
+                    lambda: _raw_consume_stream(server.address, s.records),
+                )  # fmt: skip
                 m["unary_ms"] = _unary_ms(server.address)
                 m["read_next_mps"] = _rate(s.records, lambda: _read_next(client, s.records))
-                m["receive_mps"] = _rate(s.records, lambda: _receive(client, s.records))
-                m["batch_receive_mps"] = _rate(s.records, lambda: _batch_receive(client, s.records))
-                _timed_sends(m, "send_async", s.records, lambda: _send_async(client, keys))
+                _timed(m, "receive", s.records, lambda: _receive(client, s.records))
+                _timed(m, "batch_receive", s.records, lambda: _batch_receive(client, s.records))
+                _timed(m, "send_async", s.records, lambda: _send_async(client, keys))
                 address = server.address
-                _timed_sends(m, "aio_send_async", s.records, lambda: _aio_send_async(address, keys))
-                _timed_sends(m, "aio_send", s.records, lambda: _aio_send(address, keys))
+                _timed(m, "aio_send_async", s.records, lambda: _aio_send_async(address, keys))
+                _timed(m, "aio_send", s.records, lambda: _aio_send(address, keys))
         finally:
             server.stop()
     for name in ("read_next", "receive", "batch_receive", "raw_consume_stream"):
@@ -363,7 +367,10 @@ def markdown(report: dict[str, Any]) -> str:
         f"{r['send_async_cpu_us']['median']:.2f} us, asyncio send_async + flush "
         f"{r['aio_send_async_cpu_us']['median']:.2f} us, asyncio send gathered "
         f"{r['aio_send_cpu_us']['median']:.2f} us, raw PublishStream "
-        f"{r['raw_publish_cpu_us']['median']:.2f} us (requests built before the clock)."
+        f"{r['raw_publish_cpu_us']['median']:.2f} us (requests built before the clock); "
+        f"receive {r['receive_cpu_us']['median']:.2f} us, batch_receive "
+        f"{r['batch_receive_cpu_us']['median']:.2f} us, raw ConsumeStream "
+        f"{r['raw_consume_stream_cpu_us']['median']:.2f} us (the server's CPU not counted)."
     )
     consume = r["raw_consume_noack_mps"]["median"]
     calls = (
