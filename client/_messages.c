@@ -6,10 +6,6 @@
  * Message converts each field on first use. bind(cls) names the class and finds its slots'
  * offsets from their member descriptors (a slotted class's layout), once.
  *
- * Receiver is a consumer's receive() while its buffer holds more than `low_water`
- * messages and no ack failure waits to be raised: the next message popped from the buffer
- * with no Python frame; in every other case it calls the consumer's own receive.
- *
  * The messages are not tracked by the garbage collector: a response's thousand messages
  * would otherwise set off a collection per response and, as they outlive it in the
  * consumer's buffer, push them into the older generations until a full collection walks
@@ -84,98 +80,6 @@ static PyObject *messages_of(PyObject *module, PyObject *const *args, Py_ssize_t
     return out;
 }
 
-typedef struct {
-    PyObject_HEAD
-    PyObject *buffer;     /* collections.deque: the consumer's buffer */
-    PyObject *popleft;    /* its popleft */
-    PyObject *acks;       /* the AckQueue: its `failure` is None while none waits */
-    PyObject *slow;       /* the consumer's receive, for everything else */
-    Py_ssize_t low_water; /* more than this buffered: pop */
-    vectorcallfunc vectorcall;
-} Receiver;
-
-static PyObject *str_failure;
-
-static PyObject *receiver_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
-                                     PyObject *kwnames) {
-    Receiver *r = (Receiver *)self;
-    PyObject *failure = PyObject_GetAttr(r->acks, str_failure);
-    if (!failure) return NULL;
-    int none = failure == Py_None;
-    Py_DECREF(failure);
-    if (none) {
-        Py_ssize_t len = PyObject_Length(r->buffer);
-        if (len < 0) return NULL;
-        if (len > r->low_water) return PyObject_CallNoArgs(r->popleft);
-    }
-    return PyObject_Vectorcall(r->slow, args, nargsf, kwnames);
-}
-
-static PyObject *receiver_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    PyObject *buffer, *acks, *slow;
-    Py_ssize_t low_water;
-    static char *names[] = {"buffer", "acks", "slow", "low_water", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOn:Receiver", names, &buffer, &acks,
-                                     &slow, &low_water))
-        return NULL;
-    PyObject *popleft = PyObject_GetAttrString(buffer, "popleft");
-    if (!popleft) return NULL;
-    Receiver *r = (Receiver *)type->tp_alloc(type, 0);
-    if (!r) {
-        Py_DECREF(popleft);
-        return NULL;
-    }
-    r->buffer = Py_NewRef(buffer);
-    r->popleft = popleft;
-    r->acks = Py_NewRef(acks);
-    r->slow = Py_NewRef(slow);
-    r->low_water = low_water;
-    r->vectorcall = receiver_vectorcall;
-    return (PyObject *)r;
-}
-
-static int receiver_traverse(Receiver *r, visitproc visit, void *arg) {
-    Py_VISIT(r->buffer);
-    Py_VISIT(r->popleft);
-    Py_VISIT(r->acks);
-    Py_VISIT(r->slow);
-    return 0;
-}
-
-static int receiver_clear(Receiver *r) {
-    Py_CLEAR(r->buffer);
-    Py_CLEAR(r->popleft);
-    Py_CLEAR(r->acks);
-    Py_CLEAR(r->slow);
-    return 0;
-}
-
-static void receiver_dealloc(Receiver *r) {
-    PyObject_GC_UnTrack(r);
-    receiver_clear(r);
-    Py_TYPE(r)->tp_free((PyObject *)r);
-}
-
-static PyMemberDef receiver_members[] = {
-    {"low_water", T_PYSSIZET, offsetof(Receiver, low_water), 0,
-     "more than this many buffered: the next is popped here"},
-    {NULL},
-};
-
-static PyTypeObject ReceiverType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "compactlog.client._messages.Receiver",
-    .tp_basicsize = sizeof(Receiver),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "Receiver(buffer, acks, slow, low_water): a consumer's receive, its usual case",
-    .tp_new = receiver_new,
-    .tp_call = PyVectorcall_Call,
-    .tp_vectorcall_offset = offsetof(Receiver, vectorcall),
-    .tp_traverse = (traverseproc)receiver_traverse,
-    .tp_clear = (inquiry)receiver_clear,
-    .tp_dealloc = (destructor)receiver_dealloc,
-    .tp_members = receiver_members,
-};
-
 static PyMethodDef methods[] = {
     {"bind", bind, METH_O, "bind(cls): the class messages_of builds"},
     {"messages_of", (PyCFunction)(void (*)(void))messages_of, METH_FASTCALL,
@@ -185,14 +89,4 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_messages", NULL, -1, methods};
 
-PyMODINIT_FUNC PyInit__messages(void) {
-    if (PyType_Ready(&ReceiverType) < 0) return NULL;
-    if (!(str_failure = PyUnicode_InternFromString("failure"))) return NULL;
-    PyObject *m = PyModule_Create(&module);
-    if (!m) return NULL;
-    if (PyModule_AddObjectRef(m, "Receiver", (PyObject *)&ReceiverType) < 0) {
-        Py_DECREF(m);
-        return NULL;
-    }
-    return twin_stamped(m);
-}
+PyMODINIT_FUNC PyInit__messages(void) { return twin_stamped(PyModule_Create(&module)); }

@@ -1,23 +1,18 @@
-"""The read side's per-message work, the pure twin of ``client/_messages.c``.
+"""The read side's per-message loop, the pure twin of ``client/_messages.c``.
 
 ``messages_of`` makes one ``Message`` per wire message of a response holding only the
 repeated field, its index and the topic (``client.message`` converts each field on first
 use). It is the one loop of the client that runs once per message read, so it has a
 compiled twin; ``bind`` names the class both twins build (``message.Message``, which
 imports this module, so it hands itself over rather than being imported here).
-
-``Receiver`` is a consumer's ``receive`` in its usual case, a call per message: while the
-buffer holds more than ``low_water`` messages and no ack failure waits, the next one is
-popped; anything else goes to the consumer's own ``receive`` (``slow``).
 """
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["Receiver", "bind", "messages_of"]
+__all__ = ["bind", "messages_of"]
 
 _cls: Any = None
 
@@ -46,22 +41,3 @@ def messages_of(batch: Sequence[Any], topic: str) -> list[Any]:
         msg._topic = topic
         append(msg)
     return out
-
-
-class Receiver:
-    """``Receiver(buffer, acks, slow, low_water)``: called as the consumer's ``receive``."""
-
-    __slots__ = ("_acks", "_buffer", "_slow", "low_water")
-
-    def __init__(
-        self, buffer: deque[Any], acks: Any, slow: Callable[..., Any], low_water: int
-    ) -> None:
-        self._buffer = buffer
-        self._acks = acks
-        self._slow = slow
-        self.low_water = low_water
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if self._acks.failure is None and len(self._buffer) > self.low_water:
-            return self._buffer.popleft()
-        return self._slow(*args, **kwargs)

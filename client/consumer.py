@@ -31,7 +31,6 @@ from compactlog.client.consume_flow import FlowStream, low_water
 from compactlog.client.consumer_state import ConsumerState
 from compactlog.client.enums import ConsumerType
 from compactlog.client.errors import AlreadyClosed, Timeout, call
-from compactlog.client.message import Receiver
 from compactlog.client.message_id import MessageId
 from compactlog.client.prefetch import Prefetch
 from compactlog.client.reconnect import Reconnect
@@ -96,12 +95,6 @@ class Consumer(Closeable):
         self._streaming = True
         self._flow: FlowStream | None = None
         self._unpaid = 0  # messages pushed into the buffer whose permits are not back yet
-        # ``receive`` in its usual case, a message popped from the buffer, costs no Python
-        # frame (``_messages.Receiver``, compiled); everything else goes to the method.
-        self._receiver = Receiver(
-            state.buffer, self._ack_queue, self._receive_slow, self._low_water
-        )
-        self.receive = self._receiver  # type: ignore[method-assign]
 
     def topic(self) -> str:
         return self._state.topic
@@ -203,7 +196,7 @@ class Consumer(Closeable):
         """Consume from now on: the server has no stream for this topic."""
         self._end_flow()
         self._streaming = False
-        self._low_water = self._receiver.low_water = self._state.low_water
+        self._low_water = self._state.low_water
 
     def _end_flow(self, stay: bool = False) -> None:
         """End the stream (the server releases this consumer there, unless it ``stay``s:
@@ -278,12 +271,6 @@ class Consumer(Closeable):
     ) -> Message:
         """The next message; waits forever, or raises ``Timeout`` after ``timeout_millis``
         (``timeout_ms`` is the older spelling)."""
-        return self._receiver(timeout_millis, timeout_ms=timeout_ms)  # type: ignore[no-any-return]
-
-    def _receive_slow(
-        self, timeout_millis: int | None = None, *, timeout_ms: int | None = None
-    ) -> Message:
-        """``receive`` when the buffer is at its low water or an ack failure waits."""
         buffer = self._state.buffer
         if self._ack_queue.failure is not None:
             self._ack_queue.raise_failure()

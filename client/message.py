@@ -281,7 +281,6 @@ def _value_of(value: bytes | _NullValue | None) -> Value | _NullValue:
 _twin, COMPILED = load_twin("compactlog.client._messages", _messages_py)
 _twin.bind(Message)
 _messages_of = _twin.messages_of
-Receiver: Any = _twin.Receiver  # a consumer's receive in its usual case (``consumer``)
 
 
 def messages_of(batch: Sequence[pb.Message], topic: str = "") -> list[Message]:

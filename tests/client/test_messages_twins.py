@@ -1,18 +1,13 @@
-"""The read side's per-message work, ``client/_messages.c`` beside its pure twin
+"""The read side's per-message loop, ``client/_messages.c`` beside its pure twin
 ``_messages_py.py``: both make, over a real response, messages that read back every field
 as the wire has it and as an eagerly built ``Message`` does, convert nothing until asked,
-keep their response alive, and refuse a class without the slots they fill; both
-``Receiver``s pop from the buffer above its low water while no ack failure waits, and
-hand every other call to the consumer's own receive with its arguments."""
+keep their response alive, and refuse a class without the slots they fill."""
 
 from __future__ import annotations
 
 import gc
 import os
-import weakref
-from collections import deque
-from types import ModuleType, SimpleNamespace
-from typing import Any
+from types import ModuleType
 
 import pytest
 
@@ -95,37 +90,3 @@ def test_the_client_uses_the_compiled_twin_where_built() -> None:
     assert message.messages_of(pb.ConsumeResponse.FromString(response(2)).messages)[1].data() == (
         b"v"
     )
-
-
-def test_the_receiver_pops_above_the_low_water_and_else_asks_the_consumer(
-    twin: ModuleType,
-) -> None:
-    buffer, acks = deque(range(5)), SimpleNamespace(failure=None)
-    calls: list[tuple[Any, ...]] = []
-
-    def slow(*args: Any, **kwargs: Any) -> str:
-        calls.append((args, kwargs))
-        return "slow"
-
-    receive = twin.Receiver(buffer, acks, slow, 2)
-    assert [receive(), receive(), receive(10)] == [0, 1, 2]
-    assert receive(7, timeout_ms=3) == "slow" and calls == [((7,), {"timeout_ms": 3})]
-    receive.low_water = 0
-    assert receive() == 3
-    acks.failure = ValueError("a failed ack")
-    assert receive() == "slow" and list(buffer) == [4]
-
-
-def test_a_consumer_holding_its_receiver_is_collected(twin: ModuleType) -> None:
-    class Consumer:
-        def __init__(self) -> None:  # a cycle: receive -> Receiver -> self.slow -> self
-            self.receive = twin.Receiver(deque(), SimpleNamespace(failure=None), self.slow, 0)
-
-        def slow(self) -> None:
-            return None
-
-    consumer = Consumer()
-    gone = weakref.ref(consumer)
-    del consumer
-    gc.collect()
-    assert gone() is None
