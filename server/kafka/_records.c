@@ -301,8 +301,8 @@ static PyMethodDef methods[] = {
     {"produced_request", produced_request, METH_VARARGS,
      "produced_request(data, decompress) -> PublishRequest records bytes"},
     {"fetched_batches", fetched_batches, METH_VARARGS,
-     "fetched_batches(payloads, start, limit, first) -> (RecordBatch v2 bytes, payloads "
-     "used, last offset)"},
+     "fetched_batches(payloads, start, limit, first) -> (RecordBatch v2 bytes as a "
+     "read-only memoryview, payloads used, last offset)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -322,6 +322,6 @@ PyMODINIT_FUNC PyInit__records(void) {
     KafkaError = MalformedPayload ? import_attr("compactlog.server.kafka.errors", "KafkaError")
                                   : NULL;
     ErrorCode = KafkaError ? import_attr("compactlog.server.kafka.errors", "ErrorCode") : NULL;
-    if (!ErrorCode) return NULL;
+    if (!ErrorCode || PyType_Ready(&ConvertedType) < 0) return NULL;
     return twin_stamped(PyModule_Create(&module));
 }

@@ -218,7 +218,53 @@ static int convert_all(Fetch *f) {
     return rc;
 }
 
-/* fetched_batches(payloads, start, limit, first) -> (bytes, payloads used, last offset)
+/* ---- the answer: the converted bytes, handed over without a copy ------------------ */
+
+/* The block a conversion wrote, owned by a Python object that lends it as a read-only
+ * buffer: fetched_batches answers a memoryview of it, so a 1 MiB Fetch's records are not
+ * copied into a bytes object (the connection hands them to the socket as they are). */
+typedef struct {
+    PyObject_HEAD
+    unsigned char *data; /* PyMem_Raw: the conversion grew it without the GIL */
+    Py_ssize_t len;
+} Converted;
+
+static int converted_getbuffer(PyObject *self, Py_buffer *view, int flags) {
+    Converted *c = (Converted *)self;
+    return PyBuffer_FillInfo(view, self, c->data, c->len, 1, flags); /* holds self */
+}
+
+static void converted_dealloc(PyObject *self) {
+    PyMem_RawFree(((Converted *)self)->data);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyBufferProcs converted_buffer = {converted_getbuffer, NULL};
+
+static PyTypeObject ConvertedType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "compactlog.server.kafka._records.Converted",
+    .tp_basicsize = sizeof(Converted),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "RecordBatch v2 bytes a Fetch's conversion wrote, lent as a read-only buffer",
+    .tp_dealloc = converted_dealloc,
+    .tp_as_buffer = &converted_buffer,
+};
+
+/* A memoryview of `out`'s bytes, which it takes over (out->data is NULL after). */
+static PyObject *converted_view(Buf *out) {
+    PyObject *owner;
+    if (out->len == 0) {
+        owner = PyBytes_FromStringAndSize("", 0);
+    } else if ((owner = (PyObject *)PyObject_New(Converted, &ConvertedType))) {
+        ((Converted *)owner)->data = out->data, ((Converted *)owner)->len = out->len;
+        out->data = NULL, out->len = 0;
+    }
+    PyObject *view = owner ? PyMemoryView_FromObject(owner) : NULL;
+    Py_XDECREF(owner);
+    return view;
+}
+
+/* fetched_batches(payloads, start, limit, first) -> (memoryview, payloads used, last offset)
  * The payloads are pinned (their buffers held), then converted without the GIL. */
 static PyObject *fetched_batches(PyObject *self, PyObject *args) {
     PyObject *payloads, *seq, *data, *result = NULL;
@@ -247,7 +293,7 @@ static PyObject *fetched_batches(PyObject *self, PyObject *args) {
         raise_deferred();
         goto done;
     }
-    if ((data = PyBytes_FromStringAndSize((const char *)f.out.data, f.out.len)))
+    if ((data = converted_view(&f.out)))
         result = Py_BuildValue("(NnL)", data, f.used, f.last);
 done:
     for (Py_ssize_t i = 0; i < pinned; i++) PyBuffer_Release(&f.views[i]);

@@ -19,8 +19,9 @@ from compactlog.server.kafka.protocol import (
     HEAD,
     SIZE,
     BadFrame,
+    Frame,
     bare_error,
-    encode,
+    encode_frame,
     error_response,
     load_response,
     read_request,
@@ -36,9 +37,9 @@ PRODUCE = 0
 MAX_PIPELINED = 64  # produces read ahead of their answers, at most
 
 
-async def answer(ctx: KafkaContext, frame: bytes, session: sasl.Session | None) -> bytes | None:
-    """The response frame to a request frame (None: an acks=0 produce). ``session``:
-    this connection's SASL login, when the listener requires one."""
+async def answer(ctx: KafkaContext, frame: bytes, session: sasl.Session | None) -> Frame | None:
+    """The response frame to a request frame, in pieces (None: an acks=0 produce).
+    ``session``: this connection's SASL login, when the listener requires one."""
     api_key, version, correlation_id = HEAD.unpack_from(frame)
     if session is not None and api_key in sasl.VERSIONS:
         return login(session, frame, api_key, version, correlation_id)
@@ -53,37 +54,37 @@ async def answer(ctx: KafkaContext, frame: bytes, session: sasl.Session | None) 
         code, message = refused
         log.info("kafka: api %d from %s refused: %s", api_key, session.peer, message)
         response = access.refusal(api_key, version, request, code, message)
-        return None if response is None else encode(correlation_id, response)
+        return None if response is None else encode_frame(correlation_id, response)
     try:
         response = await handle(ctx, api_key, request, version, forwarded)
     except Exception as exc:
         log.error("kafka: api %d v%d failed", api_key, version, exc_info=exc)
         response = error_response(load_response(api_key, version), ErrorCode.unknown_server_error)
-    return None if response is None else encode(correlation_id, response)
+    return None if response is None else encode_frame(correlation_id, response)
 
 
 def login(
     session: sasl.Session, frame: bytes, api_key: int, version: int, correlation_id: int
-) -> bytes:
+) -> Frame:
     """SaslHandshake or SaslAuthenticate, answered by the connection's ``session``."""
     low, high = sasl.VERSIONS[api_key]
     if not low <= version <= high:
         return unsupported(api_key, version, correlation_id)
     _header, request = read_request(frame, api_key, version)
     if api_key == sasl.SASL_HANDSHAKE:
-        return encode(correlation_id, session.handshake(request, version))
-    return encode(correlation_id, session.authenticate(request, version))
+        return encode_frame(correlation_id, session.handshake(request, version))
+    return encode_frame(correlation_id, session.authenticate(request, version))
 
 
-def unsupported(api_key: int, version: int, correlation_id: int) -> bytes:
+def unsupported(api_key: int, version: int, correlation_id: int) -> Frame:
     log.info("kafka: api %d v%d is not served: answered UNSUPPORTED_VERSION", api_key, version)
     if api_key == api_versions.API_VERSIONS:
-        return encode(correlation_id, api_versions.unsupported(version))
+        return encode_frame(correlation_id, api_versions.unsupported(version))
     try:
         cls = load_response(api_key, version)
     except Exception:  # an API or version kio does not know either
-        return bare_error(correlation_id)
-    return encode(correlation_id, error_response(cls, ErrorCode.unsupported_version))
+        return [bare_error(correlation_id)]
+    return encode_frame(correlation_id, error_response(cls, ErrorCode.unsupported_version))
 
 
 class Connection:
@@ -105,7 +106,7 @@ class Connection:
         self.peer = writer.get_extra_info("peername")
         self.session = None if ctx.door is None else sasl.Session(ctx.door, self.peer)
         self._reading = False  # a frame read, its answer not queued yet
-        self._answers: deque[asyncio.Future[bytes | None]] = deque()  # in request order
+        self._answers: deque[asyncio.Future[Frame | None]] = deque()  # in request order
         self._more = asyncio.Event()  # an answer was queued
         self._sent = asyncio.Event()  # every answer queued has been sent
         self.ahead = ReadAhead()  # its Fetch read-ahead, seen by its requests' handlers
@@ -147,9 +148,9 @@ class Connection:
             return False  # raw SASL bytes: no request header
         return bool(HEAD.unpack_from(frame)[0] == PRODUCE)
 
-    def _answer(self, frame: bytes) -> asyncio.Future[bytes | None]:
+    def _answer(self, frame: bytes) -> asyncio.Future[Frame | None]:
         if self.session is not None and self.session.raw:
-            done: asyncio.Future[bytes | None] = asyncio.get_running_loop().create_future()
+            done: asyncio.Future[Frame | None] = asyncio.get_running_loop().create_future()
             done.set_result(self._raw_login(self.session, frame))  # BadFrame: closed
             return done
         return asyncio.ensure_future(answer(self.ctx, frame, self.session))
@@ -165,7 +166,7 @@ class Connection:
             try:
                 response = await self._answers[0]
                 if response is not None:
-                    self.writer.write(response)
+                    self._write(response)
                     await self.writer.drain()
                     self.ahead.sent()  # a Fetch's read-ahead starts once its answer is out
             except BadFrame as exc:
@@ -191,14 +192,21 @@ class Connection:
             self.ahead.close()
             self.writer.close()
 
-    def _raw_login(self, session: sasl.Session, auth: bytes) -> bytes:
+    def _write(self, frame: Frame) -> None:
+        """A frame's pieces, each handed to the transport as it is: a Fetch's records
+        are not joined to the rest, and as views the transport copies only what the
+        socket does not take at once (a ``bytes`` it would slice, a copy, then copy)."""
+        for piece in frame:
+            self.writer.write(memoryview(piece))
+
+    def _raw_login(self, session: sasl.Session, auth: bytes) -> Frame:
         """After a v0 SaslHandshake: an empty frame when the raw bytes log in; else the
         connection is closed (Kafka's v0 answer to a failed login)."""
         try:
             session.raw_login(auth)
         except sasl.LoginFailed as exc:
             raise BadFrame(f"SASL login failed: {exc}") from None
-        return SIZE.pack(0)
+        return [SIZE.pack(0)]
 
     async def _read_frame(self) -> bytes | None:
         try:

@@ -52,7 +52,7 @@ class Spare:
 @dataclass
 class Read:
     error: ErrorCode = ErrorCode.none
-    records: bytes = b""
+    records: bytes | memoryview = b""  # RecordBatch v2: the conversion's view, not copied
     high_watermark: int = -1
     log_start: int = -1
     next_offset: int = -1  # after the last record given: the client's next fetch offset
@@ -76,7 +76,7 @@ def read_partition(want: Wanted, limit: int, first: bool, spare: Spare | None = 
         return Read(ErrorCode.offset_out_of_range, b"", end, start)
     where = f"topic {log.name!r}"
     batches = _batches(log, want.offset, end, spare, noted)
-    out: list[bytes] = []
+    out: list[memoryview] = []
     size, last, left = 0, want.offset - 1, None
     while want.offset < end:
         chunk = _stored_chunk(batches, min(limit - size, CHUNK_BYTES))
@@ -85,13 +85,15 @@ def read_partition(want: Wanted, limit: int, first: bool, spare: Spare | None = 
         data, used, given = fetched_records(
             chunk, want.offset, limit - size, first and not size, where
         )
-        out.append(data)
+        if data:  # a chunk whose first batch did not fit gives none: nothing to join
+            out.append(data)
         size += len(data)
         last = max(last, given)
         if used < len(chunk):
             left = None if noted is None else Spare(noted, chunk[used:])
             break
-    return Read(ErrorCode.none, b"".join(out), end, start, last + 1, left)
+    records = out[0] if len(out) == 1 else b"".join(out)  # one chunk (the usual): no copy
+    return Read(ErrorCode.none, records, end, start, last + 1, left)
 
 
 def _batches(

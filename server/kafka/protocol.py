@@ -8,7 +8,10 @@ A request on the wire (all big-endian)::
 and a response: ``size i32 | correlation_id i32 | [tagged fields] | body``. ``kio`` knows
 every API's versions: which header each takes, how each body reads and writes. The
 handlers build responses with ``make``, which keeps only the fields the version has, so
-one handler serves every version of its API.
+one handler serves every version of its API. A response frame is written as pieces
+(``encode_frame``): kio writes every field, and a large bytes field (a Fetch's records,
+~1 MiB) stays the object the handler gave, so it reaches the socket without being copied
+into the frame (kio into one buffer copied a 1 MiB Fetch's records twice, 0.3-0.5 ms).
 """
 
 from __future__ import annotations
@@ -33,6 +36,9 @@ from kio.static.constants import EntityType
 from kio.static.primitive import i32Timedelta, i64Timedelta
 
 HEAD = struct.Struct(">hhi")  # api_key, api_version, correlation_id
+Buffer = bytes | bytearray | memoryview
+Frame = list[Buffer]  # a frame's pieces, written to the socket one after the other
+SPLICE_BYTES = 16 << 10  # a write this large is a piece of its own, not copied
 SIZE = struct.Struct(">i")
 NO_THROTTLE = i32Timedelta.parse(datetime.timedelta(0))
 
@@ -159,17 +165,54 @@ def read_response(frame: bytes, api_key: int, version: int) -> tuple[int, Any]:
     return header.correlation_id, response
 
 
-def encode(correlation_id: int, response: Any) -> bytes:
-    """A response frame: size, the response header its type names, the body."""
-    out = io.BytesIO()
+class Pieces:
+    """What ``kio``'s writers write, kept as a frame's pieces: small writes joined into
+    one piece, and each write of ``SPLICE_BYTES`` or more (a Fetch's records) kept as
+    its own piece, by reference: the records go to the socket without a copy here."""
+
+    def __init__(self) -> None:
+        self.pieces: Frame = []
+        self._small = bytearray()
+        self.size = 0
+
+    def write(self, data: Buffer) -> int:
+        size = len(data)
+        self.size += size
+        if size < SPLICE_BYTES:
+            self._small += data
+            return size
+        if self._small:
+            self.pieces.append(self._small)
+            self._small = bytearray()
+        self.pieces.append(data)
+        return size
+
+    def frame(self) -> Frame:
+        if self._small:
+            self.pieces.append(self._small)
+            self._small = bytearray()
+        return self.pieces
+
+
+def encode_frame(correlation_id: int, response: Any) -> Frame:
+    """A response frame as pieces to write in order: size, the response header its type
+    names, the body, with each large bytes field (a Fetch's records) as it was given."""
+    out = Pieces()
     out.write(b"\0\0\0\0")
     header_cls: Any = response.__header_schema__
     response_cls: Any = type(response)
     _writer(header_cls)(out, header_cls(correlation_id=correlation_id))
     _writer(response_cls)(out, response)
-    data = out.getbuffer()
-    SIZE.pack_into(data, 0, len(data) - 4)
-    return bytes(data)
+    pieces = out.frame()
+    head = pieces[0]
+    assert isinstance(head, bytearray)  # the size field always starts a small piece
+    SIZE.pack_into(head, 0, out.size - 4)
+    return pieces
+
+
+def encode(correlation_id: int, response: Any) -> bytes:
+    """A response frame in one piece (``encode_frame``'s, joined)."""
+    return b"".join(encode_frame(correlation_id, response))
 
 
 def bare_error(correlation_id: int, code: ErrorCode = ErrorCode.unsupported_version) -> bytes:

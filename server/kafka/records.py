@@ -66,7 +66,7 @@ def produced_request(data: bytes) -> bytes:
 
 def fetched_records(
     stored: Sequence[ViewBatch], start: int, limit: int, first: bool, where: str
-) -> tuple[bytes, int, int]:
+) -> tuple[memoryview, int, int]:
     """The records of stored batches at offsets ``>= start`` as RecordBatch v2, one per
     stored batch, while they fit ``limit`` bytes (the first always when ``first``), how
     many stored batches were done and the last offset given (-1: none): one compiled call
@@ -74,10 +74,12 @@ def fetched_records(
 
     The stored payload is a ``ReadResponse``'s ``messages`` field as it is (the batch
     codec's promise): the twin reads its records in place and writes Kafka's, without
-    the GIL."""
+    the GIL. The answer is a read-only view of the bytes the twin wrote (the compiled
+    twin's own block, not copied into a ``bytes``): a Fetch's records reach the socket
+    as they are (``protocol.encode_frame``)."""
     payloads = [codec.payload_of(data, header) for data, header, _first in stored]
     try:
         data, used, last = twin.fetched_batches(payloads, start, limit, first)
     except codec.MalformedPayload as exc:
         raise CorruptData(f"{where}: a stored batch does not parse: {exc}") from None
-    return bytes(data), int(used), int(last)
+    return memoryview(data), int(used), int(last)
