@@ -11,6 +11,7 @@ producer). Without kcat on the PATH the rows are left out and the report says so
 
 from __future__ import annotations
 
+import resource
 import shutil
 import subprocess
 import time
@@ -51,9 +52,17 @@ def produce(address: str, topic: str, input_file: Path) -> float:
     return seconds
 
 
-def consume(address: str, topic: str, count: int) -> float:
-    """Seconds for kcat to read partition 0 of ``topic`` from the beginning to its end;
-    an error unless it printed exactly ``count`` records. ``-c count`` ends it at the last
+def children_cpu_seconds() -> float:
+    """User + system CPU seconds of this process's children that have ended and been
+    waited for (``RUSAGE_CHILDREN``): a delta around one kcat run is that kcat's."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def consume(address: str, topic: str, count: int) -> tuple[float, float]:
+    """Seconds for kcat to read partition 0 of ``topic`` from the beginning to its end,
+    and kcat's own CPU seconds for it (parse and print, librdkafka's threads); an error
+    unless it printed exactly ``count`` records. ``-c count`` ends it at the last
     record: ``-e`` alone waits for an empty Fetch, which a broker holds for the whole
     ``fetch.wait.max.ms`` (500 ms, 0.5 s of a 1.2 s read of 200,000 records); ``-e``
     stays so that a short log ends the read rather than hanging it."""
@@ -61,7 +70,7 @@ def consume(address: str, topic: str, count: int) -> float:
     assert tool is not None
     args = [tool, "-C", "-b", address, "-t", topic, "-p", "0", "-o", "beginning", "-e", "-q"]
     args += ["-c", str(count)]
-    started = time.perf_counter()
+    cpu, started = children_cpu_seconds(), time.perf_counter()
     with subprocess.Popen([*args, "-Z"], stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
         out = proc.stdout
         assert out is not None
@@ -72,4 +81,4 @@ def consume(address: str, topic: str, count: int) -> float:
     seconds = time.perf_counter() - started
     if proc.returncode != 0 or lines != count:
         raise RuntimeError(f"kcat -C read {lines} of {count} records (exit {proc.returncode})")
-    return seconds
+    return seconds, children_cpu_seconds() - cpu

@@ -149,7 +149,8 @@ def kafka_consume(address: str, topic: str, count: int, connected: bool) -> Samp
         consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
         while got < count:
             _check(time.perf_counter() - started < 600, f"librdkafka read {got} of {count}")
-            for message in consumer.consume(num_messages=10_000, timeout=1.0):
+            # no more than are left: consume() waits out its timeout for a batch not full
+            for message in consumer.consume(num_messages=min(10_000, count - got), timeout=1.0):
                 _check(message.error() is None, f"librdkafka: {message.error()}")
                 message.key(), message.value()  # what a reader takes from each record
                 got += 1
@@ -211,11 +212,28 @@ def read_phase(s: Settings, log: RawLog, pid: int, address: str) -> Sample:
     m.update({f"kafka.consume_{key}": value for key, value in warm.items()})
     if kafka_kcat.kcat() is not None:
         step("kcat consume")
-        seconds, _client, server = costed(
+        (seconds, kcat_cpu), _client, server = costed(
             pid, lambda: kafka_kcat.consume(address, GRPC_TOPIC, s.records)
         )
         m["kcat.consume_mps"], m["kcat.consume_server_cpu_s"] = s.records / seconds, server
+        m["kcat.consume_s"], m["kcat.consume_client_cpu_s"] = seconds, kcat_cpu
+        m["grpc.read_s"] = read.seconds
     return m
+
+
+def kcat_cpu_line(m: Sample, cores: int) -> str:
+    """One run's kcat read against the goal's wall clock: kcat's own CPU and the
+    server's, beside the seconds a read at 0.5 x this run's gRPC Read would take. On
+    ``cores`` cores, kcat + server CPU over the cores is the least wall time the read
+    can take however well the two overlap (and only with nothing else running)."""
+    goal = 2 * m["grpc.read_s"]
+    cpu = m["kcat.consume_client_cpu_s"] + m["kcat.consume_server_cpu_s"]
+    return (
+        f"kcat read {m['kcat.consume_s']:.3f} s: kcat CPU {m['kcat.consume_client_cpu_s']:.3f} s"
+        f" + server CPU {m['kcat.consume_server_cpu_s']:.3f} s = {cpu:.3f} s"
+        f" (>= {cpu / cores:.3f} s of wall on {cores} cores); the goal allows {goal:.3f} s"
+        f" (2 x gRPC Read {m['grpc.read_s']:.3f} s)"
+    )
 
 
 def _drop(_raw: bytes) -> None:
@@ -326,6 +344,11 @@ def markdown(report: dict[str, Any]) -> str:
         f"{med['kafka.consume_server_cpu_s']:.2f}; gRPC's Read: its reading loop "
         f"{med['grpc.read_loop_cpu_s']:.2f}, the server {med['grpc.read_server_cpu_s']:.2f}."
     )
+    if "kcat.consume_s" in r:
+        runs = [{key: r[key]["samples"][i] for key in r} for i in range(s["runs"])]
+        where += "\n\n" + "\n".join(
+            f"- run {i}: {kcat_cpu_line(run, m['cores'])}" for i, run in enumerate(runs, 1)
+        )
     if clients.get("kcat") is None:
         head += " kcat is not installed: its rows are left out."
     else:

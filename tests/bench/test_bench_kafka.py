@@ -40,6 +40,8 @@ def test_quick_run_prints_both_rows_beside_grpc(
             "kcat -C (librdkafka from C), whole topic, from its start",
         ]
         assert report["results"]["ratio.kcat_produce"]["samples"][0] > 0
+        assert report["results"]["kcat.consume_client_cpu_s"]["samples"][0] > 0  # its own
+        assert "- run 1: kcat read " in out and "the goal allows" in out
     for row in rows:
         assert row["figure"] > 0 and row["floor"] > 0
         assert row["ratio"] == pytest.approx(row["figure"] / row["floor"])
