@@ -225,17 +225,41 @@ static int convert_all(Fetch *f) {
  * copied into a bytes object (the connection hands them to the socket as they are). */
 typedef struct {
     PyObject_HEAD
-    unsigned char *data; /* PyMem_Raw: the conversion grew it without the GIL */
-    Py_ssize_t len;
+    Buf out; /* PyMem_Raw: the conversion grew it without the GIL */
 } Converted;
+
+/* Blocks of answers gone, kept (with the GIL) for the next conversions: a ~1 MiB block
+ * freed and allocated again a Fetch went back to the kernel each time (madvise) and was
+ * faulted in again page by page as the next conversion wrote it. */
+#define SPARE_BLOCKS 4
+#define SPARE_MAX_BYTES (8 << 20) /* a larger block (a huge Fetch limit) is freed */
+static Buf spare_blocks[SPARE_BLOCKS];
+static int spare_count = 0;
+
+/* A block for a conversion's answer: a spare one when there is one (GIL held). */
+static Buf spare_take(void) {
+    Buf b = {0};
+    if (spare_count > 0) b = spare_blocks[--spare_count];
+    b.len = 0;
+    return b;
+}
+
+/* Keeps `b`'s block for a later conversion, or frees it (GIL held). */
+static void spare_keep(Buf *b) {
+    if (b->data && spare_count < SPARE_BLOCKS && b->cap <= SPARE_MAX_BYTES)
+        spare_blocks[spare_count++] = *b;
+    else
+        PyMem_RawFree(b->data);
+    *b = (Buf){0};
+}
 
 static int converted_getbuffer(PyObject *self, Py_buffer *view, int flags) {
     Converted *c = (Converted *)self;
-    return PyBuffer_FillInfo(view, self, c->data, c->len, 1, flags); /* holds self */
+    return PyBuffer_FillInfo(view, self, c->out.data, c->out.len, 1, flags); /* holds self */
 }
 
 static void converted_dealloc(PyObject *self) {
-    PyMem_RawFree(((Converted *)self)->data);
+    spare_keep(&((Converted *)self)->out);
     Py_TYPE(self)->tp_free(self);
 }
 
@@ -250,14 +274,14 @@ static PyTypeObject ConvertedType = {
     .tp_as_buffer = &converted_buffer,
 };
 
-/* A memoryview of `out`'s bytes, which it takes over (out->data is NULL after). */
+/* A memoryview of `out`'s bytes, whose block it takes over (out is empty after). */
 static PyObject *converted_view(Buf *out) {
     PyObject *owner;
     if (out->len == 0) {
         owner = PyBytes_FromStringAndSize("", 0);
     } else if ((owner = (PyObject *)PyObject_New(Converted, &ConvertedType))) {
-        ((Converted *)owner)->data = out->data, ((Converted *)owner)->len = out->len;
-        out->data = NULL, out->len = 0;
+        ((Converted *)owner)->out = *out;
+        *out = (Buf){0};
     }
     PyObject *view = owner ? PyMemoryView_FromObject(owner) : NULL;
     Py_XDECREF(owner);
@@ -273,7 +297,7 @@ static PyObject *fetched_batches(PyObject *self, PyObject *args) {
     int first, rc;
     if (!PyArg_ParseTuple(args, "OLnp", &payloads, &start, &limit, &first)) return NULL;
     if (!(seq = PySequence_Fast(payloads, "payloads must be a sequence"))) return NULL;
-    Fetch f = {.limit = limit, .first = first, .last = -1};
+    Fetch f = {.limit = limit, .first = first, .last = -1, .out = spare_take()};
     f.from = start > 0 ? (uint64_t)start : 0;
     f.n = PySequence_Fast_GET_SIZE(seq);
     if (!(f.views = PyMem_Calloc((size_t)(f.n ? f.n : 1), sizeof(Py_buffer)))) {
@@ -298,7 +322,7 @@ static PyObject *fetched_batches(PyObject *self, PyObject *args) {
 done:
     for (Py_ssize_t i = 0; i < pinned; i++) PyBuffer_Release(&f.views[i]);
     PyMem_Free(f.views);
-    PyMem_RawFree(f.out.data);
+    spare_keep(&f.out); /* what the answer did not take: a failure's, or an empty one */
     Py_DECREF(seq);
     return result;
 }

@@ -75,3 +75,23 @@ def test_the_compiled_conversion_answers_a_view_of_its_own_block() -> None:
     assert again == data and again.obj is not data.obj
     empty = compiled.fetched_batches([payload], 4, 1 << 20, True)[0]
     assert isinstance(empty, memoryview) and empty == b""
+
+
+def test_a_block_is_reused_only_once_its_answer_is_gone() -> None:
+    """The twin keeps the blocks of answers dropped for the next conversions: an answer
+    still held keeps its bytes whatever is converted after it."""
+    compiled = importlib.import_module("compactlog.server.kafka._records")
+
+    def payload(fill: bytes) -> bytes:
+        raw = pb.PublishRequest(records=[pb.Record(value=fill * 3000)]).SerializeToString()
+        return batch.encode_request(raw, 0, 0, 0, 7).payload
+
+    payloads = [payload(bytes([c])) for c in b"abcdefgh"]
+    want = [_records_py.fetched_batches([p], 0, 1 << 20, True)[0] for p in payloads]
+    held = []
+    for round_ in range(3):  # answers dropped between rounds: their blocks come back
+        got = [compiled.fetched_batches([p], 0, 1 << 20, True)[0] for p in payloads]
+        assert got == want
+        held.append(got[round_])
+        del got
+        assert held == [want[i] for i in range(round_ + 1)]
