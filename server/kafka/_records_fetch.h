@@ -113,9 +113,23 @@ static Py_ssize_t kafka_bytes_size(Py_ssize_t s, Py_ssize_t e) {
     return s < 0 ? 1 : zigzag_size(e - s) + (e - s);
 }
 
+/* Writers into room already reserved (put_record reserves a record's whole size once):
+ * a zigzag varint, Kafka's varbytes (-1: null). Each answers the byte after it. */
+static inline unsigned char *zigzag_raw(unsigned char *p, int64_t v) {
+    return p + varint_encode(p, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63));
+}
+
+static inline unsigned char *kafka_bytes_raw(unsigned char *p, const unsigned char *buf,
+                                             Py_ssize_t s, Py_ssize_t e) {
+    if (s < 0) return zigzag_raw(p, -1);
+    p = zigzag_raw(p, e - s);
+    memcpy(p, buf + s, (size_t)(e - s));
+    return p + (e - s);
+}
+
 /* One stored message as a Kafka record at the end of `out`, its key and value copied
  * once: the headers are made first (in `headers`), so the record's length is known
- * before it is written. */
+ * before it is written, and its room reserved once. */
 static int put_record(Buf *out, Buf *headers, const unsigned char *buf, const Stored *m,
                       const Prop *props, Built *b) {
     int64_t stamp = m->event ? m->event : m->publish;
@@ -127,11 +141,16 @@ static int put_record(Buf *out, Buf *headers, const unsigned char *buf, const St
     Py_ssize_t size = 1 + zigzag_size(delta) + zigzag_size(offset) +
                       kafka_bytes_size(m->ks, m->ke) + kafka_bytes_size(m->vs, m->ve) +
                       headers->len;
-    if (buf_reserve(out, 5 + size) < 0 || buf_zigzag(out, size) < 0 || buf_byte(out, 0) < 0 ||
-        buf_zigzag(out, delta) < 0 || buf_zigzag(out, offset) < 0 ||
-        put_kafka_bytes(out, buf, m->ks, m->ke) < 0 || put_kafka_bytes(out, buf, m->vs, m->ve) < 0 ||
-        buf_put(out, headers->data, headers->len) < 0)
-        return -1;
+    if (buf_reserve(out, 5 + size) < 0) return -1; /* then written unchecked: it fits */
+    unsigned char *p = out->data + out->len;
+    p = zigzag_raw(p, size);
+    *p++ = 0; /* record attributes */
+    p = zigzag_raw(p, delta);
+    p = zigzag_raw(p, offset);
+    p = kafka_bytes_raw(p, buf, m->ks, m->ke);
+    p = kafka_bytes_raw(p, buf, m->vs, m->ve);
+    memcpy(p, headers->data, (size_t)headers->len);
+    out->len = p + headers->len - out->data;
     b->count++, b->last = m->entry;
     return 0;
 }
