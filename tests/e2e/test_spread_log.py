@@ -5,9 +5,10 @@ every slot holding a partition and merging (``server/front/spread/log.py``)."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import grpc
@@ -26,18 +27,21 @@ PLACEMENT = '"shards.placement" = "partition"\n'
 
 
 class Api:
-    def __init__(self, address: str) -> None:
+    """The front's stubs, on the partitioned topic ``name`` of one test."""
+
+    def __init__(self, address: str, name: str = "") -> None:
         self.address = address
+        self.name = name
         self.channel = grpc.insecure_channel(address)
         self.admin = pb_grpc.TopicAdminStub(self.channel)
         self.log = pb_grpc.LogStub(self.channel)
 
     def publish(self, partition: int, *records: pb.Record) -> None:
-        request = pb.PublishRequest(topic=partition_name(NAME, partition), records=records)
+        request = pb.PublishRequest(topic=partition_name(self.name, partition), records=records)
         self.log.Publish(request, timeout=30)
 
     def read(self, **fields: object) -> list[pb.Message]:
-        request = pb.ReadRequest(topic=NAME, **fields)  # type: ignore[arg-type]
+        request = pb.ReadRequest(topic=self.name, **fields)  # type: ignore[arg-type]
         return [m for r in self.log.Read(request, timeout=30) for m in r.messages]
 
 
@@ -45,15 +49,35 @@ def values(i: int) -> list[bytes]:
     return [b"p%d-%d" % (i, k) for k in range(EACH)]
 
 
+@pytest.fixture(scope="module")
+def spread_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """One 2-shard server with partition placement for the module (each test has a
+    topic of its own)."""
+    tmp = tmp_path_factory.mktemp("spread")
+    config = tmp / "config.toml"
+    config.write_text(PLACEMENT)
+    srv = ServerProcess(tmp / "data", config, ["--shards", "2"]).start()
+    yield srv
+    srv.stop()
+
+
+def spread_name(test: str) -> str:
+    """A topic name for ``test`` whose PARTITIONS partitions lie in as many slots."""
+    for n in itertools.count():
+        name = f"{NAME}-{test}-{n}"
+        parts = [partition_name(name, i) for i in range(PARTITIONS)]
+        if len({slot_of(p, SLOT_COUNT, Placement.PARTITION) for p in parts}) == PARTITIONS:
+            return name
+    raise AssertionError("unreachable")
+
+
 @pytest.fixture
-def api(server_factory: Callable[..., ServerProcess]) -> Iterator[Api]:
-    """A 2-shard server with partition placement; NAME's 4 partitions in 4 slots, each
-    holding EACH messages published through the front to NAME-partition-i."""
-    srv = server_factory(config=PLACEMENT, extra_args=["--shards", "2"])
-    slots = {slot_of(partition_name(NAME, i), SLOT_COUNT, Placement.PARTITION) for i in range(4)}
-    assert len(slots) == PARTITIONS
-    client = Api(srv.address)
-    client.admin.CreateTopic(pb.CreateTopicRequest(name=NAME, partitions=PARTITIONS), timeout=30)
+def api(spread_server: ServerProcess, request: pytest.FixtureRequest) -> Iterator[Api]:
+    """This test's topic on the module's server: 4 partitions in 4 slots, each holding
+    EACH messages published through the front to its partition i."""
+    client = Api(spread_server.address, spread_name(request.node.name))
+    create = pb.CreateTopicRequest(name=client.name, partitions=PARTITIONS)
+    client.admin.CreateTopic(create, timeout=30)
     for i in range(PARTITIONS):
         client.publish(i, *(pb.Record(key=b"k%d" % i, value=v) for v in values(i)))
     yield client
@@ -79,10 +103,10 @@ def test_read_covers_every_partition_in_order_and_shares_max_messages(api: Api) 
     since = by_partition(api.read(message_id=start))
     assert since == {i: values(i)[3:] if i == 2 else values(i) for i in range(PARTITIONS)}
     # The partitions are in both shards, and a slot reached directly does not answer NAME.
-    request = pb.GetPartitionMapRequest(topic=NAME)
+    request = pb.GetPartitionMapRequest(topic=api.name)
     entries = api.admin.GetPartitionMap(request, timeout=30).partitions
     assert len({e.address for e in entries}) == PARTITIONS
-    direct = Api(entries[0].address)
+    direct = Api(entries[0].address, api.name)
     with pytest.raises(grpc.RpcError) as refused:
         direct.read()
     assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
@@ -91,7 +115,7 @@ def test_read_covers_every_partition_in_order_and_shares_max_messages(api: Api) 
     with pytest.raises(grpc.RpcError) as invalid:
         api.read(as_of=pb.MessageId(entry_id=1))
     assert invalid.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    last = api.log.GetLastMessageId(pb.GetLastMessageIdRequest(topic=NAME), timeout=30)
+    last = api.log.GetLastMessageId(pb.GetLastMessageIdRequest(topic=api.name), timeout=30)
     assert [p.partition for p in last.partitions] == list(range(PARTITIONS))
     assert all(p.entry_id == EACH - 1 for p in last.partitions)
     assert last.id in last.partitions
@@ -99,7 +123,7 @@ def test_read_covers_every_partition_in_order_and_shares_max_messages(api: Api) 
 
 def test_follow_sees_new_publishes_on_every_shard(api: Api) -> None:
     got: list[pb.Message] = []
-    request = pb.ReadRequest(topic=NAME, follow=True, max_messages=PARTITIONS * EACH + 2)
+    request = pb.ReadRequest(topic=api.name, follow=True, max_messages=PARTITIONS * EACH + 2)
 
     def follow() -> None:
         for response in api.log.Read(request, timeout=30):
@@ -118,13 +142,13 @@ def test_follow_sees_new_publishes_on_every_shard(api: Api) -> None:
 def test_consume_and_acknowledge_deliver_every_message_once(api: Api) -> None:
     seen: list[tuple[int, bytes]] = []
     for _ in range(40):
-        request = pb.ConsumeRequest(topic=NAME, subscription="s", max_messages=6, wait_ms=200)
+        request = pb.ConsumeRequest(topic=api.name, subscription="s", max_messages=6, wait_ms=200)
         answer = api.log.Consume(request, timeout=30)
         if not answer.messages and len(seen) == PARTITIONS * EACH:
             break
         for m in answer.messages:
             seen.append((m.id.partition, m.value))
-            ack = pb.AcknowledgeRequest(topic=NAME, subscription="s", id=m.id)
+            ack = pb.AcknowledgeRequest(topic=api.name, subscription="s", id=m.id)
             api.log.Acknowledge(ack, timeout=30)
     assert sorted(seen) == sorted((i, v) for i in range(PARTITIONS) for v in values(i))
 
@@ -151,14 +175,14 @@ def sync_round(api: Api, count: int) -> tuple[list[Any], list[Any], bool]:
     whether it streamed."""
     earliest = InitialPosition.Earliest
     with Client(api.address) as client:
-        consumer: Any = client.subscribe(NAME, "sync", initial_position=earliest)
+        consumer: Any = client.subscribe(api.name, "sync", initial_position=earliest)
         got = [consumer.receive(30_000) for _ in range(count)]
         for m in got:
             consumer.acknowledge(m)
         streamed = consumer._streaming
         consumer.close()
         marks = mark_each_partition(api, b"sync-after-")
-        again: Any = client.subscribe(NAME, "sync", initial_position=earliest)
+        again: Any = client.subscribe(api.name, "sync", initial_position=earliest)
         after = [again.receive(30_000) for _ in marks]
         again.close()
     return got, after, streamed
@@ -168,14 +192,14 @@ async def aio_round(api: Api, count: int) -> tuple[list[Any], list[Any], bool]:
     """``sync_round`` with the asyncio consumer, on subscription ``aio``."""
     earliest = InitialPosition.Earliest
     async with AsyncClient(api.address) as client:
-        consumer: Any = await client.subscribe(NAME, "aio", initial_position=earliest)
+        consumer: Any = await client.subscribe(api.name, "aio", initial_position=earliest)
         got = [await consumer.receive(30_000) for _ in range(count)]
         for m in got:
             await consumer.acknowledge(m)
         streamed = consumer._streaming
         await consumer.close()
         marks = mark_each_partition(api, b"aio-after-")
-        again: Any = await client.subscribe(NAME, "aio", initial_position=earliest)
+        again: Any = await client.subscribe(api.name, "aio", initial_position=earliest)
         after = [await again.receive(30_000) for _ in marks]
         await again.close()
     return got, after, streamed
@@ -203,7 +227,7 @@ def test_key_history_merges_the_partitions_by_publish_time(api: Api) -> None:
     for i in (2, 0, 3):
         time.sleep(0.005)  # publish times (ms) apart: the merge's order is theirs
         api.publish(i, pb.Record(key=b"same", value=b"in-%d" % i))
-    request = pb.GetKeyHistoryRequest(topic=NAME, key=b"same")
+    request = pb.GetKeyHistoryRequest(topic=api.name, key=b"same")
     history = api.log.GetKeyHistory(request, timeout=30)
     assert [m.value for m in history.messages] == [b"in-2", b"in-0", b"in-3"]
     assert [m.id.partition for m in history.messages] == [2, 0, 3]
@@ -217,7 +241,7 @@ def test_a_consume_failing_on_one_slot_gives_the_others_messages_back(api: Api) 
     sub = {"subscription": "x", "subscription_type": pb.SubscriptionType.EXCLUSIVE}
     start = pb.StartPosition.EARLIEST
     held = pb.ConsumeRequest(
-        topic=partition_name(NAME, 2),
+        topic=partition_name(api.name, 2),
         consumer_name="a",
         max_messages=1,
         initial_position=start,
@@ -225,13 +249,13 @@ def test_a_consume_failing_on_one_slot_gives_the_others_messages_back(api: Api) 
     )
     assert len(api.log.Consume(held, timeout=30).messages) == 1
     mine = pb.ConsumeRequest(
-        topic=NAME, consumer_name="b", max_messages=100, initial_position=start, **sub
+        topic=api.name, consumer_name="b", max_messages=100, initial_position=start, **sub
     )
     with pytest.raises(grpc.RpcError) as busy:
         api.log.Consume(mine, timeout=30)
     assert busy.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     leave = pb.CloseConsumerRequest(
-        topic=partition_name(NAME, 2), subscription="x", consumer_name="a"
+        topic=partition_name(api.name, 2), subscription="x", consumer_name="a"
     )
     api.log.CloseConsumer(leave, timeout=30)
     seen: list[tuple[int, bytes]] = []
