@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from compactlog.errors import MessageTooLargeForReader
 from compactlog.server.log.dispatchers import Admission, Dispatcher, Dispatchers, type_name
+from compactlog.server.log.read_ahead import READ_AHEAD, READ_AHEAD_BYTES, ReadAhead
 from compactlog.server.log.reading import (
     Response,
     consume_step,
@@ -29,6 +30,7 @@ from compactlog.server.metrics import Metrics
 from compactlog.server.rpc.convert import start_position
 from compactlog.storage.cursor import SUBSCRIPTION_TYPE_PROPERTY, Cursor
 from compactlog.storage.topic_log import TopicLog
+from compactlog.storage.types import MessageId
 from compactlog.v1 import compactlog_pb2 as pb
 
 T = TypeVar("T")
@@ -200,6 +202,35 @@ class Consuming:
             dispatcher.close(request.consumer_name)
         self.signals.notify(log.name)
 
+    async def _read_on(
+        self,
+        member: Member,
+        after: MessageId | None,
+        limit: int,
+        max_bytes: int,
+        request: pb.ConsumeRequest,
+    ) -> tuple[Response | None, MessageId | None]:
+        """The next response after ``after`` and the position delivery reaches with it:
+        the next one read ahead when it is that, else read (with the ones after it) in
+        the executor."""
+        compacted, dispatcher = request.read_compacted, member.dispatcher
+        ahead = dispatcher.ahead
+        if ahead is not None:
+            taken = ahead.take(after, limit, max_bytes, compacted)
+            if taken is not None:
+                return taken
+            dispatcher.ahead = None
+        found, position = await self.run(
+            consume_step, member.log, member.cursor, after, limit, compacted, max_bytes,
+            READ_AHEAD, READ_AHEAD_BYTES,
+        )  # fmt: skip
+        if not found:
+            return None, position
+        (response, reached), rest = found[0], found[1:]
+        if rest:
+            dispatcher.ahead = ReadAhead(reached, limit, max_bytes, compacted, rest)
+        return response, reached
+
     async def _step(
         self,
         member: Member,
@@ -236,9 +267,7 @@ class Consuming:
                     dispatcher.drop(sent)
                 return dispatcher.redeliveries.stamp(again[0], label), again[1]
         position = cursor.mark_delete if rewound else cursor.read_position
-        step, position = await self.run(
-            consume_step, log, cursor, position, limit, request.read_compacted, max_bytes
-        )
+        step, position = await self._read_on(member, position, limit, max_bytes, request)
         log.delivered(cursor, position, rewound)
         replay = dispatcher.redeliveries.replay_upto is not None
         if step is None:

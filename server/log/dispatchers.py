@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from typing import TypeAlias
 
 from compactlog.errors import ConsumerBusy, SubscriptionNotFound
+from compactlog.server.log.read_ahead import ReadAhead
 from compactlog.server.log.redelivery_counts import RedeliveryCounts
 from compactlog.storage.cursor import SUBSCRIPTION_TYPE_PROPERTY, Cursor
 from compactlog.storage.topic_log import TopicLog
@@ -108,6 +109,8 @@ class Dispatcher:
         self.reset_requested = False
         self._closed: dict[str, float] = {}  # consumer name -> when it closed
         self.redeliveries = RedeliveryCounts()
+        # Responses read past the last one handed out (``server.log.read_ahead``).
+        self.ahead: ReadAhead | None = None
 
     # ---- consumers --------------------------------------------------------------------
 
@@ -128,6 +131,8 @@ class Dispatcher:
             del self.seen[name]
             if self.type == pb.SHARED:
                 self.release(name)
+        if not self.seen:  # nobody left to take them: their memory goes
+            self.ahead = None
         return sorted(self.seen)
 
     def check_holder(self, consumer: str) -> None:
@@ -205,6 +210,8 @@ class Dispatcher:
 
     def acknowledged(self, msg_id: MessageId, cumulative: bool) -> None:
         self.redeliveries.acknowledged(msg_id, cumulative)
+        if self.ahead is not None and self.ahead.covers(msg_id):
+            self.ahead = None  # an id delivered before a rewind: read again without it
         if not cumulative:
             self.pending.pop(msg_id, None)
             self.due.pop(msg_id, None)
@@ -238,6 +245,7 @@ class Dispatcher:
         self.pending.clear()
         self.due.clear()
         self._timed_until = NEVER
+        self.ahead = None
 
     def ready(self, limit: int) -> list[MessageId]:
         """Ids due now (ack timeouts that ran out included), oldest first."""

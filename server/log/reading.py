@@ -152,29 +152,49 @@ def consume_step(
     limit: int,
     compacted: bool,
     max_bytes: int = MAX_RESPONSE_BYTES,
-) -> tuple[Response | None, MessageId | None]:
-    """The next unacknowledged messages after ``after`` (None: from the start) and the
-    position delivery reaches with them; no response when there are none now.
+    ahead: int = 0,
+    ahead_bytes: int = 0,
+) -> tuple[list[tuple[Response, MessageId]], MessageId | None]:
+    """The next unacknowledged messages after ``after`` (None: from the start), one
+    response's worth, and up to ``ahead`` more responses (``ahead_bytes`` in all at most)
+    read in the same scan: each with the position delivery reaches with it. None of them
+    when there are no messages now: then the position delivery reaches all the same.
 
-    Nothing here moves the cursor: the caller records the position once the response is
-    ready (``TopicLog.delivered``), so a Consume that fails on the way moves nothing.
+    Nothing here moves the cursor: the caller records the position once a response is
+    handed out (``TopicLog.delivered``), so a Consume that fails on the way moves nothing.
     Only individually acknowledged records are cut out of the stored payloads; the
-    position moves past everything looked at."""
+    position moves past everything looked at. A response after the first that fails
+    (a message over ``max_bytes``) is left for the step that reaches it."""
+    out: list[tuple[Response, MessageId]] = []
+    size = 0
+    label = f"topic {log.name!r}"
     while True:
         start = MessageId(0, 0) if after is None else after.next()
         stop = log.visible_end()
         if stop is None or start > stop:
-            return None, after
+            return out, after
         skip = cursor.is_acked if cursor.acked else None
-        batches = log.batches(start, stop, compacted)
-        label = f"topic {log.name!r}"
-        chunk = next(read_chunks(batches, label, stop, limit, max_bytes=max_bytes, skip=skip), None)
-        if chunk is None or chunk.last_id is None:
-            return None, stop
-        after = chunk.last_id
-        if chunk.count:
-            check_size(chunk, max_bytes, label)
-            return (chunk.to_bytes(), chunk.count), after
+        chunks = read_chunks(
+            log.batches(start, stop, compacted), label, stop, limit, max_bytes=max_bytes, skip=skip
+        )
+        looked = False
+        for chunk in chunks:
+            if chunk.last_id is None:
+                break
+            looked = True
+            if chunk.count:
+                if out and chunk.size > max_bytes and max_bytes < MAX_RESPONSE_BYTES:
+                    break  # its step raises MESSAGE_TOO_LARGE, after these are handed out
+                check_size(chunk, max_bytes, label)
+                data = chunk.to_bytes()
+                out.append(((data, chunk.count), chunk.last_id))
+                size += len(data)
+            after = chunk.last_id
+            if out and (len(out) > ahead or size >= ahead_bytes):
+                break
+        if out or not looked:
+            return out, after if out else stop
+        # every record looked at was acknowledged: look on from there
 
 
 def redelivery_step(

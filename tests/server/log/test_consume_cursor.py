@@ -154,11 +154,13 @@ async def _steps_per_consume(broker: Broker, topic: str, kind: TopicKind) -> lis
 @pytest.mark.parametrize(
     "kind", [TopicKind.LEDGER, TopicKind.SEGMENTED], ids=["ledger", "segmented"]
 )
-def test_a_consume_on_an_open_subscription_is_one_storage_step(
+def test_a_consume_on_an_open_subscription_is_one_storage_step_at_most(
     broker: Broker, kind: TopicKind
 ) -> None:
     """Opening the subscription is a step of its own only when it writes: on first use,
-    and on a LEDGER subscription when how it is read changes (recorded durably)."""
+    and on a LEDGER subscription when how it is read changes (recorded durably). The
+    first read reads ahead, so the second Consume (same caps, same view) needs no step;
+    reading the compacted view instead does not take what was read of the raw one."""
     broker.create_topic("t", kind, {})
     switch = 2 if kind == TopicKind.LEDGER else 1
-    assert asyncio.run(_steps_per_consume(broker, "t", kind)) == [2, 1, switch, 2]
+    assert asyncio.run(_steps_per_consume(broker, "t", kind)) == [2, 0, switch, 2]

@@ -1,0 +1,72 @@
+"""A subscription's read-ahead never hands out what changed since it was read.
+
+A delivery step reads responses past the one it hands out (``server.log.read_ahead``);
+the next step takes them without a storage step. An id among them can be acknowledged
+only when it went out before a rewind (a consumer asking for its unacknowledged messages
+again): that acknowledgement must drop them, or the acknowledged message would go out
+again. In-process over a real store, both topic kinds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from compactlog.server.broker import Broker
+from compactlog.server.log.service import LogService
+from compactlog.server.log.waiting import TopicSignals
+from compactlog.server.metrics import Metrics
+from compactlog.storage.config import ServerSettings
+from compactlog.storage.types import TopicKind
+from compactlog.v1 import compactlog_pb2 as pb
+from tests.server.log.test_consume_cursor import Context
+
+RECORDS = [pb.Record(key=b"k%d" % i, value=b"v%d" % i) for i in range(10)]
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[Broker]:
+    b = Broker(tmp_path, ServerSettings(topic_defaults={}))
+    yield b
+    b.close()
+
+
+async def _consumed(broker: Broker, topic: str) -> list[list[int]]:
+    """Entry ids of: two Consumes, one asking for its unacknowledged messages again,
+    then, after an individual ack of an id delivered before that rewind, one more."""
+    with ThreadPoolExecutor(2) as executor:
+        service = LogService(
+            broker, Metrics(), executor, TopicSignals(asyncio.get_running_loop()), 100
+        )
+        publish = pb.PublishRequest(topic=topic, records=RECORDS).SerializeToString()
+        await service.Publish(publish, Context())
+        got: list[list[pb.Message]] = []
+
+        async def consume(again: bool = False) -> None:
+            req = pb.ConsumeRequest(
+                topic=topic, subscription="s", max_messages=2, redeliver_unacknowledged=again
+            )
+            reply = await service.Consume(req, Context())
+            got.append(list(pb.ConsumeResponse.FromString(reply).messages))
+
+        await consume()
+        await consume()  # read ahead by the first
+        await consume(again=True)  # from the start again: 0, 1 (2.. read ahead once more)
+        ack = pb.AcknowledgeRequest(topic=topic, subscription="s", id=got[1][1].id)
+        await service.Acknowledge(ack, Context())  # entry 3, out before the rewind
+        await consume()
+    return [[m.id.entry_id for m in msgs] for msgs in got]
+
+
+@pytest.mark.parametrize(
+    "kind", [TopicKind.LEDGER, TopicKind.SEGMENTED], ids=["ledger", "segmented"]
+)
+def test_an_acknowledged_id_read_ahead_does_not_go_out_again(
+    broker: Broker, kind: TopicKind
+) -> None:
+    broker.create_topic("t", kind, {})
+    assert asyncio.run(_consumed(broker, "t")) == [[0, 1], [2, 3], [0, 1], [2, 4]]
