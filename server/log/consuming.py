@@ -211,9 +211,14 @@ class Consuming:
         request: pb.ConsumeRequest,
     ) -> tuple[Response | None, MessageId | None]:
         """The next response after ``after`` and the position delivery reaches with it:
-        the next one read ahead when it is that, else read (with the ones after it) in
-        the executor."""
+        the next one read ahead when it is that, nothing when nothing was published past
+        ``after`` (an idle consumer's poll costs no storage step), else read (with the
+        ones after it) in the executor."""
         compacted, dispatcher = request.read_compacted, member.dispatcher
+        end = member.log.visible_end()
+        if end is None or (after is not None and after >= end):
+            dispatcher.ahead = None
+            return None, after
         ahead = dispatcher.ahead
         if ahead is not None:
             taken = ahead.take(after, limit, max_bytes, compacted)
