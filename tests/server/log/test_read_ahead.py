@@ -4,7 +4,8 @@ A delivery step reads responses past the one it hands out (``server.log.read_ahe
 the next step takes them without a storage step. An id among them can be acknowledged
 only when it went out before a rewind (a consumer asking for its unacknowledged messages
 again): that acknowledgement must drop them, or the acknowledged message would go out
-again. In-process over a real store, both topic kinds.
+again. A consumer that has everything makes no storage step when it polls, and still
+gets what is published next. In-process over a real store, both topic kinds.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from compactlog.server.metrics import Metrics
 from compactlog.storage.config import ServerSettings
 from compactlog.storage.types import TopicKind
 from compactlog.v1 import compactlog_pb2 as pb
-from tests.server.log.test_consume_cursor import Context
+from tests.server.log.test_consume_cursor import Context, CountingExecutor
 
 RECORDS = [pb.Record(key=b"k%d" % i, value=b"v%d" % i) for i in range(10)]
 
@@ -70,3 +71,34 @@ def test_an_acknowledged_id_read_ahead_does_not_go_out_again(
 ) -> None:
     broker.create_topic("t", kind, {})
     assert asyncio.run(_consumed(broker, "t")) == [[0, 1], [2, 3], [0, 1], [2, 4]]
+
+
+async def _polls(broker: Broker, topic: str) -> list[tuple[int, list[int]]]:
+    """Executor steps and entry ids of: a Consume of everything, a poll with nothing
+    new, and one after a publish."""
+    with CountingExecutor(2) as executor:
+        loop = asyncio.get_running_loop()
+        service = LogService(broker, Metrics(), executor, TopicSignals(loop), 100)
+        publish = pb.PublishRequest(topic=topic, records=RECORDS[:3]).SerializeToString()
+        await service.Publish(publish, Context())
+        out = []
+        for more in (False, False, True):
+            if more:
+                again = pb.PublishRequest(topic=topic, records=RECORDS[3:4])
+                await service.Publish(again.SerializeToString(), Context())
+            before = executor.steps
+            req = pb.ConsumeRequest(topic=topic, subscription="s", max_messages=10)
+            reply = await service.Consume(req, Context())
+            ids = [m.id.entry_id for m in pb.ConsumeResponse.FromString(reply).messages]
+            out.append((executor.steps - before, ids))
+    return out
+
+
+@pytest.mark.parametrize(
+    "kind", [TopicKind.LEDGER, TopicKind.SEGMENTED], ids=["ledger", "segmented"]
+)
+def test_a_poll_with_nothing_new_makes_no_storage_step(broker: Broker, kind: TopicKind) -> None:
+    broker.create_topic("t", kind, {})
+    polls = asyncio.run(_polls(broker, "t"))
+    assert [ids for _steps, ids in polls] == [[0, 1, 2], [], [3]]
+    assert [steps for steps, _ids in polls][1:] == [0, 1]
