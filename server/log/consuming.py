@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from compactlog.errors import MessageTooLargeForReader
 from compactlog.server.log.dispatchers import Admission, Dispatcher, Dispatchers, type_name
-from compactlog.server.log.read_ahead import READ_AHEAD, READ_AHEAD_BYTES, ReadAhead
+from compactlog.server.log.read_ahead import KEPT, READ_AHEAD, READ_AHEAD_BYTES, ReadAhead
 from compactlog.server.log.reading import (
     Response,
     consume_step,
@@ -225,9 +225,10 @@ class Consuming:
             if taken is not None:
                 return taken
             dispatcher.ahead = None
+        ahead_n, ahead_bytes = (READ_AHEAD, READ_AHEAD_BYTES) if KEPT.room() else (0, 0)
         found, position = await self.run(
             consume_step, member.log, member.cursor, after, limit, compacted, max_bytes,
-            READ_AHEAD, READ_AHEAD_BYTES,
+            ahead_n, ahead_bytes,
         )  # fmt: skip
         if not found:
             return None, position

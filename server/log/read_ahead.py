@@ -8,7 +8,9 @@ them) and the subscription's dispatcher keeps them; the next step that would rea
 same position with the same caps takes the next one on the loop, no hop. The kept
 responses were never handed out, so only what moves the subscription's read position
 (a rewind, a takeover, a seek: the position no longer matches) or acknowledges an id
-past it can make them wrong, and those drop them.
+past it can make them wrong, and those drop them. What every subscription keeps is bounded
+for the whole process (``KEPT``, as Pulsar bounds its managed-ledger cache): past it, a
+step reads its one response as before.
 """
 
 from __future__ import annotations
@@ -21,13 +23,32 @@ from compactlog.storage.types import MessageId
 # Responses read ahead at most, and their bytes at most, per subscription.
 READ_AHEAD = 4
 READ_AHEAD_BYTES = 512 * 1024
+# The bytes every subscription's read-ahead holds at most, together.
+KEPT_MAX_BYTES = 64 * 1024 * 1024
+
+
+class Kept:
+    """The bytes read-ahead responses hold now, across subscriptions (loop thread only)."""
+
+    __slots__ = ("bytes", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.bytes = 0
+
+    def room(self) -> bool:
+        """Whether a step may read ahead: what is kept leaves room for one more's."""
+        return self.bytes + READ_AHEAD_BYTES <= self.limit
+
+
+KEPT = Kept(KEPT_MAX_BYTES)
 
 
 class ReadAhead:
     """Responses that follow ``after`` in a subscription's view, each with the position
     delivery reaches with it, read for steps of ``limit`` messages and ``max_bytes``."""
 
-    __slots__ = ("after", "compacted", "limit", "max_bytes", "responses")
+    __slots__ = ("after", "compacted", "held", "limit", "max_bytes", "responses")
 
     def __init__(
         self,
@@ -42,6 +63,11 @@ class ReadAhead:
         self.max_bytes = max_bytes
         self.compacted = compacted
         self.responses = deque(responses)
+        self.held = sum(len(r[0][0]) for r in responses)
+        KEPT.bytes += self.held
+
+    def __del__(self) -> None:
+        KEPT.bytes -= self.held  # dropped: what it still held goes back
 
     def take(
         self, after: MessageId | None, limit: int, max_bytes: int, compacted: bool
@@ -57,6 +83,8 @@ class ReadAhead:
         ):
             return None
         response, self.after = self.responses.popleft()
+        self.held -= len(response[0])
+        KEPT.bytes -= len(response[0])
         return response, self.after
 
     def covers(self, msg_id: MessageId) -> bool:

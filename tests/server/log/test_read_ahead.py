@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from compactlog.server.broker import Broker
+from compactlog.server.log import read_ahead
 from compactlog.server.log.service import LogService
 from compactlog.server.log.waiting import TopicSignals
 from compactlog.server.metrics import Metrics
@@ -102,3 +103,40 @@ def test_a_poll_with_nothing_new_makes_no_storage_step(broker: Broker, kind: Top
     polls = asyncio.run(_polls(broker, "t"))
     assert [ids for _steps, ids in polls] == [[0, 1, 2], [], [3]]
     assert [steps for steps, _ids in polls][1:] == [0, 1]
+
+
+async def _ahead(broker: Broker, topic: str) -> list[tuple[int, list[int], int]]:
+    """Per Consume of 2 messages: executor steps, entry ids, bytes kept ahead after it."""
+    with CountingExecutor(2) as executor:
+        loop = asyncio.get_running_loop()
+        service = LogService(broker, Metrics(), executor, TopicSignals(loop), 100)
+        publish = pb.PublishRequest(topic=topic, records=RECORDS).SerializeToString()
+        await service.Publish(publish, Context())
+        out = []
+        for _ in range(3):
+            before = executor.steps
+            req = pb.ConsumeRequest(topic=topic, subscription="s", max_messages=2)
+            reply = await service.Consume(req, Context())
+            ids = [m.id.entry_id for m in pb.ConsumeResponse.FromString(reply).messages]
+            out.append((executor.steps - before, ids, read_ahead.KEPT.bytes))
+    return out
+
+
+def test_the_bytes_kept_ahead_are_bounded_for_the_whole_server(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With room, one storage step reads ahead and the next Consumes take what it kept;
+    with no room left in the server's bound, each Consume reads its own response and
+    keeps nothing."""
+    broker.create_topic("t", TopicKind.LEDGER, {})
+    broker.create_topic("u", TopicKind.LEDGER, {})
+    with_room = asyncio.run(_ahead(broker, "t"))
+    assert [ids for _steps, ids, _kept in with_room] == [[0, 1], [2, 3], [4, 5]]
+    assert [steps for steps, _ids, _kept in with_room][1:] == [0, 0]
+    assert with_room[0][2] > with_room[1][2] > with_room[2][2] > 0
+    monkeypatch.setattr(read_ahead.KEPT, "limit", read_ahead.KEPT.bytes)
+    without = asyncio.run(_ahead(broker, "u"))
+    assert [ids for _steps, ids, _kept in without] == [[0, 1], [2, 3], [4, 5]]
+    assert [steps for steps, _ids, _kept in without][1:] == [1, 1]
+    assert without[0][0] == with_room[0][0]  # the first: the same steps, nothing kept
+    assert len({kept for _steps, _ids, kept in without}) == 1  # nothing more kept
