@@ -91,8 +91,9 @@ class ServerProcess:
 
     def _drain_stderr(self, proc: subprocess.Popen[str]) -> None:
         assert proc.stderr is not None
-        for line in proc.stderr:
-            self.stderr_lines.append(line)
+        with proc.stderr:  # closed at the child's end, not left to a later collection
+            for line in proc.stderr:
+                self.stderr_lines.append(line)
 
     def _wait_for_listening(self, proc: subprocess.Popen[str]) -> str:
         assert proc.stdout is not None
@@ -108,9 +109,10 @@ class ServerProcess:
                     result.append(line.strip().rsplit(" ", 1)[1])
                     break
             found.set()  # listening, or the child exited
-            # keep draining so the child never blocks on a full pipe
-            for _ in proc.stdout:
-                pass
+            # keep draining so the child never blocks on a full pipe, then close it
+            with proc.stdout:
+                for _ in proc.stdout:
+                    pass
 
         reader = threading.Thread(target=read, daemon=True)
         reader.start()
