@@ -164,7 +164,7 @@ def consume_step(
     handed out (``TopicLog.delivered``), so a Consume that fails on the way moves nothing.
     Only individually acknowledged records are cut out of the stored payloads; the
     position moves past everything looked at. A response after the first that fails
-    (a message over ``max_bytes``) is left for the step that reaches it."""
+    (a message over ``max_bytes``, a corrupt batch) is left for the step that reaches it."""
     out: list[tuple[Response, MessageId]] = []
     size = 0
     label = f"topic {log.name!r}"
@@ -178,8 +178,14 @@ def consume_step(
             log.batches(start, stop, compacted), label, stop, limit, max_bytes=max_bytes, skip=skip
         )
         looked = False
-        for chunk in chunks:
-            if chunk.last_id is None:
+        while True:
+            try:
+                chunk = next(chunks, None)
+            except Exception:
+                if not out:
+                    raise
+                break  # read ahead into a failure: its own step raises it
+            if chunk is None or chunk.last_id is None:
                 break
             looked = True
             if chunk.count:
