@@ -53,6 +53,16 @@ class Metrics:
             ["cumulative"],
             registry=r,
         )
+        self.acknowledge_list_requests = Counter(
+            "compactlog_acknowledge_list_requests",
+            "AcknowledgeList requests (each one cursor write per log its ids name)",
+            registry=r,
+        )
+        self.acknowledge_list_ids = Counter(
+            "compactlog_acknowledge_list_ids",
+            "Ids acknowledged individually through AcknowledgeList requests",
+            registry=r,
+        )
         self.rpc_errors = Counter(
             "compactlog_rpc_errors", "RPCs answered with an error", ["method", "code"], registry=r
         )

@@ -33,7 +33,7 @@ is NOT_DELIVERED until that message is delivered again (as it will be: it was no
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -193,6 +193,23 @@ class Cursor:
         self.deliver(self.mark_delete)
         change.head |= self._head_dirty  # a risen ``delivered`` goes with this write
         self._head_dirty = False
+        return change
+
+    def check_list(
+        self, ids: Iterable[MessageId], exists: Callable[[MessageId], bool]
+    ) -> list[MessageId]:
+        """``check_delivered`` of every id before any is applied: those an ack changes,
+        or NotDelivered for the first never given out (a list is acked whole or not)."""
+        return [msg_id for msg_id in ids if self.check_delivered(msg_id, exists)]
+
+    def acknowledge_list(self, ids: Iterable[MessageId], successor: Successor) -> CursorChange:
+        """Individual acks of ``ids`` (checked with ``check_list``) as one change: the
+        records the last of them left, so that the store writes them once."""
+        change = CursorChange()
+        for msg_id in ids:
+            one = self.acknowledge(msg_id, False, successor)
+            change.head |= one.head
+            change.ranges.update(one.ranges)
         return change
 
     def _next_is(self, start: MessageId, successor: Successor) -> bool:

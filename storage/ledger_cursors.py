@@ -11,7 +11,7 @@ batch with the topic's lock held; an ack shares the group commit with appends
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from compactlog.errors import NotDelivered, SubscriptionNotFound
 from compactlog.storage import keys
@@ -138,6 +138,31 @@ class LedgerCursors:
             self._write_change(topic, cursor, change, batch)
             self.db.write(batch)  # the WAL; synced by the group commit
             return cursor, self.group_commit.ticket() if self.fsync else 0
+
+    def acknowledge_list_start(
+        self, name: str, subscription: str, ids: Sequence[MessageId]
+    ) -> SyncTicket:
+        """``acknowledge_start`` of many individual acks: every id checked first (one
+        never delivered is NOT_DELIVERED and nothing changes), then one batch for them all,
+        one group commit."""
+        topic = self.topic(name)
+        with topic.lock:
+            cursor = self._cursor(topic, subscription)
+            try:
+                fresh = cursor.check_list(ids, topic.holds)
+            except NotDelivered as exc:
+                exc.metadata["topic"] = name
+                raise
+            change = cursor.acknowledge_list(fresh, topic.successor)
+            ticket = 0
+            if change:
+                batch = Batch()
+                self._write_change(topic, cursor, change, batch)
+                self.db.write(batch)  # the WAL; synced by the group commit
+                ticket = self.group_commit.ticket() if self.fsync else 0
+        if ticket:
+            self.group_commit.sync_here()
+        return SyncTicket(self.group_commit, ticket)
 
     def delete_cursor(self, name: str, subscription: str) -> None:
         """Drop a subscription: its head and every range record, in one synced write."""

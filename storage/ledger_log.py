@@ -87,6 +87,9 @@ class LedgerTopicLog:
     def acknowledge(self, subscription: str, msg_id: MessageId, cumulative: bool) -> SyncTicket:
         return self.store.acknowledge_start(self.name, subscription, msg_id, cumulative)
 
+    def acknowledge_list(self, subscription: str, ids: Sequence[MessageId]) -> SyncTicket:
+        return self.store.acknowledge_list_start(self.name, subscription, ids)
+
     def append_request(self, request: bytes, part: SpanningPart | None = None) -> PendingAppend:
         return self.store.append_request_start(self.name, request, self.partition, part)
 

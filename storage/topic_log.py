@@ -134,6 +134,11 @@ class TopicLog(ReadableLog, Protocol):
         share a group commit, as appends do)."""
         ...
 
+    def acknowledge_list(self, subscription: str, ids: Sequence[MessageId]) -> Pending:
+        """Individual acks of ``ids``, all or none: each checked first (one never
+        delivered: NOT_DELIVERED, nothing stored), then stored in one cursor write."""
+        ...
+
     def append_request(self, request: bytes, part: SpanningPart | None = None) -> Appended:
         """Append the records of raw ``PublishRequest`` bytes, all or none; ``part``: a
         marked part of a spanning publish, stored at most once (LEDGER only:

@@ -1464,6 +1464,55 @@ class AcknowledgeResponse(_message.Message):
 Global___AcknowledgeResponse: _TypeAlias = AcknowledgeResponse  # noqa: Y015
 
 @_typing.final
+class AcknowledgeListRequest(_message.Message):
+    """Pulsar's CommandAck with a list of ids and the individual ack type: every id acknowledged
+    on its own, as by one Acknowledge each, and stored in one cursor write (one fsync). All or
+    nothing: an id this subscription was never given fails the whole request
+    (FAILED_PRECONDITION / NOT_DELIVERED, naming it) and nothing is stored. Ids acknowledged
+    already are left alone. A partitioned NAME's ids may name several partitions. A server
+    older than it answers UNIMPLEMENTED: the client then sends one Acknowledge per id.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TOPIC_FIELD_NUMBER: _builtins.int
+    SUBSCRIPTION_FIELD_NUMBER: _builtins.int
+    IDS_FIELD_NUMBER: _builtins.int
+    topic: _builtins.str
+    subscription: _builtins.str
+    @_builtins.property
+    def ids(self) -> _containers.RepeatedCompositeFieldContainer[Global___MessageId]: ...
+    def __init__(
+        self,
+        *,
+        topic: _builtins.str = ...,
+        subscription: _builtins.str = ...,
+        ids: _abc.Iterable[Global___MessageId] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ids", b"ids", "subscription", b"subscription", "topic", b"topic"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AcknowledgeListRequest: _TypeAlias = AcknowledgeListRequest  # noqa: Y015
+
+@_typing.final
+class AcknowledgeListResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AcknowledgeListResponse: _TypeAlias = AcknowledgeListResponse  # noqa: Y015
+
+@_typing.final
 class NegativeAcknowledgeRequest(_message.Message):
     """Pulsar's negative acknowledgement: the messages go out again (to any consumer of the
     subscription) once `redelivery_delay_ms` has passed. Held in memory, as in Pulsar: after

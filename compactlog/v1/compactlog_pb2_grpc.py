@@ -867,6 +867,11 @@ class LogStub:
                 request_serializer=compactlog_dot_v1_dot_compactlog__pb2.AcknowledgeRequest.SerializeToString,
                 response_deserializer=compactlog_dot_v1_dot_compactlog__pb2.AcknowledgeResponse.FromString,
                 _registered_method=True)
+        self.AcknowledgeList = channel.unary_unary(
+                '/compactlog.v1.Log/AcknowledgeList',
+                request_serializer=compactlog_dot_v1_dot_compactlog__pb2.AcknowledgeListRequest.SerializeToString,
+                response_deserializer=compactlog_dot_v1_dot_compactlog__pb2.AcknowledgeListResponse.FromString,
+                _registered_method=True)
         self.NegativeAcknowledge = channel.unary_unary(
                 '/compactlog.v1.Log/NegativeAcknowledge',
                 request_serializer=compactlog_dot_v1_dot_compactlog__pb2.NegativeAcknowledgeRequest.SerializeToString,
@@ -929,6 +934,13 @@ class LogServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AcknowledgeList(self, request, context):
+        """Individual acks of many ids, one cursor write (AcknowledgeListRequest).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def NegativeAcknowledge(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -985,6 +997,11 @@ def add_LogServicer_to_server(servicer, server):
                     servicer.Acknowledge,
                     request_deserializer=compactlog_dot_v1_dot_compactlog__pb2.AcknowledgeRequest.FromString,
                     response_serializer=compactlog_dot_v1_dot_compactlog__pb2.AcknowledgeResponse.SerializeToString,
+            ),
+            'AcknowledgeList': grpc.unary_unary_rpc_method_handler(
+                    servicer.AcknowledgeList,
+                    request_deserializer=compactlog_dot_v1_dot_compactlog__pb2.AcknowledgeListRequest.FromString,
+                    response_serializer=compactlog_dot_v1_dot_compactlog__pb2.AcknowledgeListResponse.SerializeToString,
             ),
             'NegativeAcknowledge': grpc.unary_unary_rpc_method_handler(
                     servicer.NegativeAcknowledge,
@@ -1169,6 +1186,33 @@ class Log:
             '/compactlog.v1.Log/Acknowledge',
             compactlog_dot_v1_dot_compactlog__pb2.AcknowledgeRequest.SerializeToString,
             compactlog_dot_v1_dot_compactlog__pb2.AcknowledgeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AcknowledgeList(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/compactlog.v1.Log/AcknowledgeList',
+            compactlog_dot_v1_dot_compactlog__pb2.AcknowledgeListRequest.SerializeToString,
+            compactlog_dot_v1_dot_compactlog__pb2.AcknowledgeListResponse.FromString,
             options,
             channel_credentials,
             insecure,

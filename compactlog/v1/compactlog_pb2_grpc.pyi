@@ -216,6 +216,8 @@ class LogStub:
     ConsumeStream: _grpc.StreamStreamMultiCallable[_compactlog_pb2.ConsumeFlow, _compactlog_pb2.ConsumeResponse]
     """Consume pushed: responses within the permits the consumer gives (ConsumeFlow)."""
     Acknowledge: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.AcknowledgeRequest, _compactlog_pb2.AcknowledgeResponse]
+    AcknowledgeList: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.AcknowledgeListRequest, _compactlog_pb2.AcknowledgeListResponse]
+    """Individual acks of many ids, one cursor write (AcknowledgeListRequest)."""
     NegativeAcknowledge: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.NegativeAcknowledgeRequest, _compactlog_pb2.NegativeAcknowledgeResponse]
     GetLastMessageId: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.GetLastMessageIdRequest, _compactlog_pb2.GetLastMessageIdResponse]
     GetKeyHistory: _grpc.UnaryUnaryMultiCallable[_compactlog_pb2.GetKeyHistoryRequest, _compactlog_pb2.GetKeyHistoryResponse]
@@ -231,6 +233,8 @@ class LogAsyncStub(LogStub):
     ConsumeStream: _aio.StreamStreamMultiCallable[_compactlog_pb2.ConsumeFlow, _compactlog_pb2.ConsumeResponse]  # type: ignore[assignment]
     """Consume pushed: responses within the permits the consumer gives (ConsumeFlow)."""
     Acknowledge: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.AcknowledgeRequest, _compactlog_pb2.AcknowledgeResponse]  # type: ignore[assignment]
+    AcknowledgeList: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.AcknowledgeListRequest, _compactlog_pb2.AcknowledgeListResponse]  # type: ignore[assignment]
+    """Individual acks of many ids, one cursor write (AcknowledgeListRequest)."""
     NegativeAcknowledge: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.NegativeAcknowledgeRequest, _compactlog_pb2.NegativeAcknowledgeResponse]  # type: ignore[assignment]
     GetLastMessageId: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.GetLastMessageIdRequest, _compactlog_pb2.GetLastMessageIdResponse]  # type: ignore[assignment]
     GetKeyHistory: _aio.UnaryUnaryMultiCallable[_compactlog_pb2.GetKeyHistoryRequest, _compactlog_pb2.GetKeyHistoryResponse]  # type: ignore[assignment]
@@ -279,6 +283,14 @@ class LogServicer(metaclass=_abc_1.ABCMeta):
         request: _compactlog_pb2.AcknowledgeRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_compactlog_pb2.AcknowledgeResponse, _abc.Awaitable[_compactlog_pb2.AcknowledgeResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def AcknowledgeList(
+        self,
+        request: _compactlog_pb2.AcknowledgeListRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_compactlog_pb2.AcknowledgeListResponse, _abc.Awaitable[_compactlog_pb2.AcknowledgeListResponse]]:
+        """Individual acks of many ids, one cursor write (AcknowledgeListRequest)."""
 
     @_abc_1.abstractmethod
     def NegativeAcknowledge(

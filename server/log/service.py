@@ -24,6 +24,7 @@ import grpc
 
 from compactlog.errors import NotDelivered, ShuttingDown, TopicNotFound
 from compactlog.server.broker import Broker
+from compactlog.server.log.ack_list import acknowledge_list
 from compactlog.server.log.consume_stream import consume_stream, first_flow
 from compactlog.server.log.consuming import Consuming
 from compactlog.server.log.dispatchers import Dispatchers, subscription_cursor
@@ -290,6 +291,20 @@ class LogService:
             dispatcher.acknowledged(msg_id, request.cumulative)
         await self._durable(acked)  # a group commit, shared with publishes and other acks
         return pb.AcknowledgeResponse()
+
+    @rpc_async
+    async def AcknowledgeList(
+        self, request: pb.AcknowledgeListRequest, context: Context
+    ) -> pb.AcknowledgeListResponse:
+        """Individual acks of many ids, all or none, one cursor write a log (``ack_list``)."""
+        check_client_subscription(request.subscription, request.topic)
+        self.metrics.acknowledge_list_requests.inc()
+        self.metrics.acknowledge_list_ids.inc(len(request.ids))
+        groups = self._by_log(request.topic, request.ids)
+        await acknowledge_list(
+            self._run, self._durable, self.dispatchers, groups, request.subscription
+        )
+        return pb.AcknowledgeListResponse()
 
     @rpc_async
     async def NegativeAcknowledge(

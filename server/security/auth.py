@@ -34,6 +34,7 @@ GRANTS: Mapping[str, Role] = {
     "Log.Consume": Role.READER,
     "Log.ConsumeStream": Role.READER,
     "Log.Acknowledge": Role.READER,
+    "Log.AcknowledgeList": Role.READER,
     "Log.NegativeAcknowledge": Role.READER,
     "Log.CloseConsumer": Role.READER,
     "Log.GetLastMessageId": Role.READER,

@@ -38,7 +38,7 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -329,13 +329,7 @@ class SegmentCursors:
         topic: str = "",
     ) -> Cursor:
         with self._lock:
-            cursor = self._cursors.get(subscription)
-            if cursor is None:
-                raise SubscriptionNotFound(
-                    f"subscription {subscription!r} does not exist",
-                    topic=topic or None,
-                    subscription=subscription,
-                )
+            cursor = self._existing(subscription, topic)
             try:
                 if not cursor.check_delivered(offset_id, exists):
                     return cursor
@@ -344,6 +338,29 @@ class SegmentCursors:
                     exc.metadata["topic"] = topic
                 raise
             change = cursor.acknowledge(offset_id, cumulative, successor)
+            if change:
+                self._record(cursor, change, sync=True)
+            return cursor
+
+    def acknowledge_list(
+        self,
+        subscription: str,
+        ids: Sequence[MessageId],
+        successor: Successor,
+        exists: Callable[[MessageId], bool],
+        topic: str = "",
+    ) -> Cursor:
+        """Individual acks of ``ids``, each checked first (one never delivered:
+        NOT_DELIVERED, nothing written), then one journal line for them all, synced."""
+        with self._lock:
+            cursor = self._existing(subscription, topic)
+            try:
+                fresh = cursor.check_list(ids, exists)
+            except NotDelivered as exc:
+                if topic:
+                    exc.metadata["topic"] = topic
+                raise
+            change = cursor.acknowledge_list(fresh, successor)
             if change:
                 self._record(cursor, change, sync=True)
             return cursor

@@ -131,6 +131,13 @@ class SegmentedTopicLog:
         )
         return AlreadyDurable()
 
+    def acknowledge_list(self, subscription: str, ids: Sequence[MessageId]) -> AlreadyDurable:
+        """Individual acks of ``ids`` as one synced journal line, all or none."""
+        self.manager.cursors(self.name).acknowledge_list(
+            subscription, ids, self._successor, self._holds, self.name
+        )
+        return AlreadyDurable()
+
     def _holds(self, msg_id: MessageId) -> bool:
         """An offset the log has reached (one the cleaner or retention removed since
         counts: it may have been delivered before)."""

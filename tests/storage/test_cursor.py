@@ -246,6 +246,35 @@ def test_acks_below_the_mark_change_nothing(kind: LedgerKind | SegmentedKind) ->
     assert kind.cursor().mark_delete == ids[4]
 
 
+def test_a_list_is_acked_whole_or_not_at_all_and_survives_reopen(
+    kind: LedgerKind | SegmentedKind,
+) -> None:
+    ids = kind.ids()
+    log = kind.log()
+    log.delivered(log.open_cursor("s", latest=False), ids[7])
+    with pytest.raises(NotDelivered) as refused:  # one never given: nothing is stored
+        log.acknowledge_list("s", [ids[1], ids[3], ids[8], ids[0]])
+    assert refused.value.metadata["message_id"] == f"{ids[8].ledger_id}:{ids[8].entry_id}"
+    assert refused.value.metadata["topic"] == "t"
+    assert kind.cursor().mark_delete is None and not kind.cursor().acked
+    log.acknowledge_list("s", [ids[3], ids[1], ids[5], ids[0], ids[2], ids[5]])
+    log.acknowledge_list("s", [ids[0], ids[6]])  # acked already, and one more
+    kind.reopen()
+    assert kind.cursor().mark_delete == ids[3]
+    assert ids_of(kind.cursor().acked) == {ids[5], ids[6]}
+
+
+def test_a_list_is_one_journal_line(tmp_path: Path) -> None:
+    made = SegmentedKind(tmp_path / "data")
+    log = made.log()
+    log.delivered(log.open_cursor("s", latest=False), MessageId(0, N - 1))
+    journal = tmp_path / "data" / "t" / "cursors.journal"
+    before = len(journal.read_bytes().splitlines())
+    log.acknowledge_list("s", [MessageId(0, i) for i in range(1, N, 2)])  # six ranges
+    assert len(journal.read_bytes().splitlines()) == before + 1
+    made.close()
+
+
 # ---- the SEGMENTED journal -------------------------------------------------------------
 
 

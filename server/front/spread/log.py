@@ -1,7 +1,7 @@
 """The front's Log calls on a spread partitioned ``NAME`` (partition placement).
 
 Each slot holding partitions of ``NAME`` answers for its own only, and only with the
-front's mark (``front.secret``); so the front sends Read, Consume, Acknowledge,
+front's mark (``front.secret``); so the front sends Read, Consume, Acknowledge(List),
 GetLastMessageId, GetKeyHistory and CloseConsumer on ``NAME`` to the slots of
 ``PartitionedIndex.slots`` and merges the answers (``front.spread.merge``). A slot that
 answers NOT_FOUND lacks its record of ``NAME`` (a slot makes its partitions before its
@@ -41,6 +41,7 @@ NACK = _LOG + "NegativeAcknowledge"
 
 log = logging.getLogger(__name__)
 Spread = tuple[str, int]  # NAME and its partition count
+_WithIds = pb.AcknowledgeListRequest | pb.NegativeAcknowledgeRequest
 
 
 class SpreadLog:
@@ -58,6 +59,7 @@ class SpreadLog:
             _LOG + "GetKeyHistory": self._key_history,
             _LOG + "Consume": self._consume,
             _LOG + "Acknowledge": self._acknowledge,
+            _LOG + "AcknowledgeList": self._acknowledge_list,
             _LOG + "NegativeAcknowledge": self._negative_acknowledge,
             _LOG + "CloseConsumer": self._merged(lambda answers: answers[0]),
         }
@@ -174,18 +176,30 @@ class SpreadLog:
             await self._all(ctx, method, [(self.slot_of_partition(spread, partition), request)])
         )[0]
 
+    async def _acknowledge_list(
+        self, method: str, spread: Spread, request: bytes, ctx: Ctx
+    ) -> bytes:
+        """As a negative ack's: one request a slot, each all or none on its own (a slot
+        that refuses an id stores none of its part; another slot's part may be stored, and
+        the client then acks that group one id at a time, which changes nothing there)."""
+        return await self._by_slot(method, spread, pb.AcknowledgeListRequest, request, ctx)
+
     async def _negative_acknowledge(
         self, method: str, spread: Spread, request: bytes, ctx: Ctx
     ) -> bytes:
-        """The ids split by the slot of their partition: one request a slot."""
-        parsed = pb.NegativeAcknowledgeRequest.FromString(request)
+        return await self._by_slot(method, spread, pb.NegativeAcknowledgeRequest, request, ctx)
+
+    async def _by_slot(
+        self, method: str, spread: Spread, kind: type[_WithIds], request: bytes, ctx: Ctx
+    ) -> bytes:
+        """The request's ids split by the slot of their partition: one request a slot."""
+        parsed = kind.FromString(request)
         by_slot: dict[int, list[pb.MessageId]] = {}
         for msg_id in parsed.ids:
             by_slot.setdefault(self.slot_of_partition(spread, msg_id.partition), []).append(msg_id)
         requests = []
         for slot, ids in by_slot.items():
-            part = pb.NegativeAcknowledgeRequest()
-            part.CopyFrom(parsed)
+            part = kind.FromString(request)
             del part.ids[:]
             part.ids.extend(ids)
             requests.append((slot, part.SerializeToString()))
