@@ -4,14 +4,19 @@ Acknowledging returns once the ack is queued, as in pulsar-client: waiting for t
 group commit (a WAL fsync, some milliseconds) on every cumulative ack stalled the receive
 loop. Queued acks go out as pulsar-client's core groups them (``ackGroupingTimeMs`` 100,
 ``ackGroupingMaxSize`` 1000): ``GROUP_S`` after the first of a group (``due``), or once
-``GROUP_MAX`` requests are queued (``full``), or at once when the consumer flushes (before a
+``GROUP_MAX`` acks are queued (``full``), or at once when the consumer flushes (before a
 seek, redelivery, negative ack or close). ``AckQueue`` holds what waits:
 queued cumulative acks collapse to the highest of each partition (a lower one changes
-nothing), and an individual ack at or before it goes with it. ``Acknowledge`` takes one id,
-so each id left is one request; the consumer's sender (``client.ack_sender``, a thread, or
-``client.aio.ack_task``, a task) sends one ``take()`` at a time, its requests together (the
-server stores them with one group commit), and the next only once the last is answered, so
-acks reach the server in the order they were made. A failure the server answers is kept here
+nothing), and an individual ack at or before it goes with it. The individual acks left go
+as ``AcknowledgeList`` requests of up to ``LIST_MAX`` ids (``list_requests``; Pulsar's
+CommandAck with a list of ids), each stored by the server in one cursor write; a server that
+refuses one (an id it never gave: the whole list is refused, nothing stored) is sent that
+list's ids one ``Acknowledge`` each, so every ack gets its own answer, and a server without
+the method (``UNIMPLEMENTED``) is sent one ``Acknowledge`` per id from then on. The
+consumer's sender (``client.ack_sender``, a thread, or ``client.aio.ack_task``, a task) sends
+one ``take()`` at a time, its requests together (the server stores them with one group
+commit), and the next only once the last is answered, so acks reach the server in the order
+they were made. A failure the server answers is kept here
 and raised by the consumer's next call; it is never dropped. An ack that could not reach the
 server (``ServerUnreachable``, ``ShuttingDown``) is queued again and tried on the next ack or
 flush; should the restarted server answer it ``NotDelivered`` (a crash forgets how far it had
@@ -34,13 +39,16 @@ from compactlog.errors import CompactlogError, NotDelivered, ShuttingDown
 from compactlog.rpc_errors import ServerUnreachable
 from compactlog.v1 import compactlog_pb2 as pb
 
-__all__ = ["GROUP_MAX", "GROUP_S", "AckQueue", "GivenIds"]
+__all__ = ["GROUP_MAX", "GROUP_S", "LIST_MAX", "AckQueue", "GivenIds", "list_requests", "lost"]
 
 # Queued acks are sent this long after the first of them at the latest (pulsar-client's
-# ackGroupingTimeMs, 100 ms), or as soon as this many requests are queued (its
+# ackGroupingTimeMs, 100 ms), or as soon as this many acks are queued (its
 # ackGroupingMaxSize): each request is a synced cursor write on the server.
 GROUP_S = 0.1
 GROUP_MAX = 1000
+# Ids of one AcknowledgeList request at most (about 12 bytes each on the wire): a group that
+# grew while the last one was being answered goes as several requests, sent together.
+LIST_MAX = 1000
 
 Key = tuple[int, int]  # (ledger, entry) within one partition
 # Mixed responses (several partitions) kept unread at most: past it they are summed up now.
@@ -49,6 +57,24 @@ MAX_UNREAD = 16
 
 def _key(mid: pb.MessageId) -> Key:
     return (mid.ledger_id, mid.entry_id)
+
+
+def list_requests(
+    topic: str, subscription: str, ids: Sequence[pb.MessageId]
+) -> list[pb.AcknowledgeListRequest]:
+    """The individual acks of ``ids`` as AcknowledgeList requests of ``LIST_MAX`` at most."""
+    return [
+        pb.AcknowledgeListRequest(
+            topic=topic, subscription=subscription, ids=ids[at : at + LIST_MAX]
+        )
+        for at in range(0, len(ids), LIST_MAX)
+    ]
+
+
+def lost(exc: CompactlogError) -> bool:
+    """A failure that says nothing of the acks themselves: they never reached a server
+    able to store them, and are queued again (``AckQueue.answered``)."""
+    return isinstance(exc, ServerUnreachable | ShuttingDown)
 
 
 class GivenIds:
@@ -123,7 +149,7 @@ class AckQueue:
         return bool(self._cumulative or self._single)
 
     def full(self) -> bool:
-        """``GROUP_MAX`` requests are queued: they go now."""
+        """``GROUP_MAX`` acks are queued: they go now."""
         return len(self._cumulative) + len(self._single) >= GROUP_MAX
 
     def put(self, mid: pb.MessageId, cumulative: bool) -> None:
@@ -149,7 +175,7 @@ class AckQueue:
         """An ack that failed: one that never reached the server (or found it shutting
         down) is queued again for the next try, any other failure kept to be raised."""
         where = (mid.partition, _key(mid))
-        if isinstance(exc, ServerUnreachable | ShuttingDown):
+        if lost(exc):
             self.put(mid, cumulative)
             self._again.add(where)
             self.lost = exc

@@ -3,13 +3,13 @@
 ``put`` queues an ack (``ack_queue.AckQueue``) and returns. As pulsar-client's core groups
 them (``ackGroupingTimeMs`` 100, ``ackGroupingMaxSize`` 1000: ``ack_queue.GROUP_S`` and
 ``GROUP_MAX``), the sender thread waits up to 100 ms after the first ack of a group, or
-until 1,000 requests are queued, and then sends what is queued, every request of it at
-once (gRPC futures: the server stores them with one group commit), and the next group once
-those are answered. Each request is a synced cursor write on the server: one per group
-rather than one per round trip keeps the server's time for delivering. ``flush`` sends what
-is queued at once, waits until it is answered and raises a failure the server answered;
-the consumer calls it before anything that must come after its acks (seek, redelivery,
-negative acks, close).
+until 1,000 acks are queued, and then sends what is queued, every request of it at once
+(gRPC futures: the server stores them with one group commit): a cumulative ack each, the
+individual acks as AcknowledgeList requests (one cursor write each; ``ack_queue`` says how
+a refused list or an older server is handled), and the next group once those are answered.
+``flush`` sends what is queued at once, waits until it is answered and raises a failure the
+server answered; the consumer calls it before anything that must come after its acks (seek,
+redelivery, negative acks, close).
 """
 
 from __future__ import annotations
@@ -17,21 +17,25 @@ from __future__ import annotations
 import concurrent.futures
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import grpc
 
-from compactlog.client.ack_queue import AckQueue
+from compactlog.client.ack_queue import AckQueue, list_requests, lost
 from compactlog.client.errors import call
-from compactlog.errors import CompactlogError
+from compactlog.errors import CompactlogError, Unimplemented
 from compactlog.v1 import compactlog_pb2 as pb
 
 __all__ = ["AckSender"]
 
-# One Acknowledge call sent now (its ``grpc.Future``), and one sent and waited for.
-Start = Callable[[pb.AcknowledgeRequest], Any]
-Send = Callable[[pb.AcknowledgeRequest], object]
+# One call of a Log method (Acknowledge, AcknowledgeList) sent now (its ``grpc.Future``),
+# and one sent and waited for.
+Request = pb.AcknowledgeRequest | pb.AcknowledgeListRequest
+Start = Callable[[str, Request], Any]
+Send = Callable[[str, Request], object]
+Failed = list[tuple[pb.MessageId, bool, CompactlogError]]
+R = TypeVar("R", pb.AcknowledgeRequest, pb.AcknowledgeListRequest)
 
 
 class AckSender:
@@ -50,6 +54,7 @@ class AckSender:
         self._busy = False  # the thread holds a group (waiting for it to fill, or sending)
         self._urgent = 0  # callers of flush waiting: what is queued goes now
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self.lists = True  # the server has AcknowledgeList (False once it said UNIMPLEMENTED)
 
     def put(self, mid: pb.MessageId, cumulative: bool) -> None:
         """Queue an ack; the sender thread starts on it unless it is running already
@@ -78,7 +83,7 @@ class AckSender:
                     if not self.queue or self.queue.lost is not None:
                         return
                     cumulative, single = self.queue.take()
-                answers = self._send_all(cumulative, True) + self._send_all(single, False)
+                answers = self._send_all(cumulative, True) + self._send_lists(single)
                 with self._lock:
                     for mid, cumulative_ack, exc in answers:
                         self.queue.answered(mid, cumulative_ack, exc)
@@ -96,26 +101,49 @@ class AckSender:
                 return
             self._lock.wait(left)
 
-    def _send_all(
-        self, ids: list[pb.MessageId], cumulative: bool
-    ) -> list[tuple[pb.MessageId, bool, CompactlogError]]:
-        """Every request at once, then every answer; a request that failed is sent once
-        more on its own (acks are idempotent; that path follows a topic that moved). The
-        failures left."""
+    def _send_all(self, ids: list[pb.MessageId], cumulative: bool) -> Failed:
+        """One Acknowledge an id, every request at once, then every answer. The failures."""
         topic, sub = self._topic, self._subscription
         reqs = [
             pb.AcknowledgeRequest(topic=topic, subscription=sub, id=mid, cumulative=cumulative)
             for mid in ids
         ]
         failed = []
-        for req, future in [(req, self._start(req)) for req in reqs]:
+        for req, error in self._answers("Acknowledge", reqs):
+            failed.append((req.id, cumulative, error))
+        return failed
+
+    def _send_lists(self, ids: list[pb.MessageId]) -> Failed:
+        """Individual acks as AcknowledgeList requests; the ids of a list the server
+        refused (or could not take) one Acknowledge each, so each gets its own answer.
+        The failures."""
+        if not self.lists:
+            return self._send_all(ids, False)
+        reqs = list_requests(self._topic, self._subscription, ids)
+        failed: Failed = []
+        singles: list[pb.MessageId] = []
+        for req, error in self._answers("AcknowledgeList", reqs):
+            if isinstance(error, Unimplemented):
+                self.lists = False  # an older server: one Acknowledge an id from now on
+            if lost(error):
+                failed.extend((mid, False, error) for mid in req.ids)
+            else:
+                singles.extend(req.ids)
+        return failed + (self._send_all(singles, False) if singles else [])
+
+    def _answers(self, method: str, reqs: Sequence[R]) -> list[tuple[R, CompactlogError]]:
+        """Every request at once, then every answer; a request that failed is sent once
+        more on its own (acks are idempotent; that path follows a topic that moved). The
+        requests that failed, with their errors."""
+        failed = []
+        for req, future in [(req, self._start(method, req)) for req in reqs]:
             try:
                 future.result()
             except grpc.RpcError:
                 try:
-                    call("Acknowledge", self._address, lambda: self._send(req))  # noqa: B023
+                    call(method, self._address, lambda: self._send(method, req))  # noqa: B023
                 except CompactlogError as exc:
-                    failed.append((req.id, cumulative, exc))
+                    failed.append((req, exc))
         return failed
 
     def flush(self) -> None:

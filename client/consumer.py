@@ -34,6 +34,7 @@ from compactlog.client.errors import AlreadyClosed, Timeout, call
 from compactlog.client.message_id import MessageId
 from compactlog.client.prefetch import Prefetch
 from compactlog.client.reconnect import Reconnect
+from compactlog.client.shard_routes import RoutedLog
 from compactlog.client.types import Message
 from compactlog.errors import CompactlogError, InvalidArgument, NotOwner, Unimplemented
 from compactlog.v1 import compactlog_pb2 as pb
@@ -83,8 +84,8 @@ class Consumer(Closeable):
         self._closing = threading.Event()  # cuts a reconnect's wait short
         self._reconnect = Reconnect(f"consumer {state.subscription!r} of {state.topic}")
         self._acks = AckSender(
-            lambda req: self._ack_future(req),
-            lambda req: stub.Acknowledge(req, timeout=timeout),
+            self._ack_future,
+            lambda method, req: getattr(stub, method)(req, timeout=timeout),
             address,
             state.topic,
             state.subscription,
@@ -368,11 +369,13 @@ class Consumer(Closeable):
             lambda: self._stub.NegativeAcknowledge(req, timeout=self._timeout),
         )
 
-    def _ack_future(self, req: pb.AcknowledgeRequest) -> Any:
-        """Acknowledge sent now: its ``grpc.Future`` (at the topic's owner, when routed)."""
+    def _ack_future(self, method: str, req: Any) -> Any:
+        """Acknowledge(List) sent now: its ``grpc.Future`` (at the topic's owner, when
+        routed)."""
         stub = self._stub
-        start = getattr(stub, "acknowledge_future", None) or stub.Acknowledge.future
-        return start(req, timeout=self._timeout)
+        if isinstance(stub, RoutedLog):
+            return stub.future(method, req, timeout=self._timeout)
+        return getattr(stub, method).future(req, timeout=self._timeout)
 
     def _ack(self, message: cv.MessageIdLike, cumulative: bool) -> None:
         self._check_open()

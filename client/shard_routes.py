@@ -156,11 +156,15 @@ class RoutedLog:
     def Acknowledge(self, request: pb.AcknowledgeRequest, **kwargs: Any) -> Any:
         return self._unary("Acknowledge", request, **kwargs)
 
-    def acknowledge_future(self, request: pb.AcknowledgeRequest, **kwargs: Any) -> Any:
-        """Acknowledge sent now, at the owner known now: its ``grpc.Future`` (a failure is
-        sent again through ``Acknowledge``, which follows a move)."""
+    def AcknowledgeList(self, request: pb.AcknowledgeListRequest, **kwargs: Any) -> Any:
+        return self._unary("AcknowledgeList", request, **kwargs)
+
+    def future(self, method: str, request: Any, **kwargs: Any) -> Any:
+        """A unary call (Acknowledge, AcknowledgeList) sent now, at the owner known now: its
+        ``grpc.Future`` (a failure is sent again through the method itself, which follows
+        a move)."""
         stub = self._routes.owner(request.topic or self._topic)
-        return stub.Acknowledge.future(request, **kwargs)
+        return getattr(stub, method).future(request, **kwargs)
 
     def NegativeAcknowledge(self, request: pb.NegativeAcknowledgeRequest, **kwargs: Any) -> Any:
         return self._unary("NegativeAcknowledge", request, **kwargs)

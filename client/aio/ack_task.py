@@ -2,8 +2,9 @@
 
 The asyncio twin of ``client.ack_sender``, over the same ``ack_queue.AckQueue``: ``put``
 queues an ack and returns; one task waits for the group as pulsar-client does (100 ms after
-its first ack, or 1,000 requests queued: ``ack_queue.GROUP_S`` and ``GROUP_MAX``), sends it,
-every request at once (the server stores them with one group commit), then the next group,
+its first ack, or 1,000 acks queued: ``ack_queue.GROUP_S`` and ``GROUP_MAX``), sends it,
+every request at once (the server stores them with one group commit; the individual acks as
+AcknowledgeList requests, with the fallbacks ``ack_queue`` describes), then the next group,
 until nothing is left. ``flush`` sends what is queued at once, waits for it and raises a
 failure the server answered.
 """
@@ -12,19 +13,23 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, TypeVar
 
 import grpc
 
-from compactlog.client.ack_queue import AckQueue
+from compactlog.client.ack_queue import AckQueue, list_requests, lost
 from compactlog.client.errors import from_rpc_error
-from compactlog.errors import CompactlogError
+from compactlog.errors import CompactlogError, Unimplemented
 from compactlog.v1 import compactlog_pb2 as pb
 
 if TYPE_CHECKING:
     from compactlog.client.aio.streams import _Link
 
 __all__ = ["AckTask"]
+
+Failed = list[tuple[pb.MessageId, bool, CompactlogError]]
+R = TypeVar("R", pb.AcknowledgeRequest, pb.AcknowledgeListRequest)
 
 
 class AckTask:
@@ -38,6 +43,7 @@ class AckTask:
         self._task: asyncio.Task[None] | None = None
         self._urgent = 0  # flushes waiting: what is queued goes now
         self._wake = asyncio.Event()  # the group is full, or a flush asks
+        self.lists = True  # the server has AcknowledgeList (False once it said UNIMPLEMENTED)
 
     def put(self, mid: pb.MessageId, cumulative: bool) -> None:
         """Queue an ack; the task starts on it unless it is running already (and is woken
@@ -58,7 +64,7 @@ class AckTask:
             await self._wait_group()
             cumulative, single = self.queue.take()
             answers = await asyncio.gather(
-                self._send_all(cumulative, True), self._send_all(single, False)
+                self._send_all(cumulative, True), self._send_lists(single)
             )
             for mid, cumulative_ack, exc in answers[0] + answers[1]:
                 self.queue.answered(mid, cumulative_ack, exc)
@@ -76,30 +82,51 @@ class AckTask:
             except TimeoutError:
                 return
 
-    async def _send_all(
-        self, ids: list[pb.MessageId], cumulative: bool
-    ) -> list[tuple[pb.MessageId, bool, CompactlogError]]:
-        """Every request at once; the failures among their answers."""
+    async def _send_all(self, ids: list[pb.MessageId], cumulative: bool) -> Failed:
+        """One Acknowledge an id, every request at once; the failures among their answers."""
         topic, sub = self._topic, self._subscription
         reqs = [
             pb.AcknowledgeRequest(topic=topic, subscription=sub, id=mid, cumulative=cumulative)
             for mid in ids
         ]
-        answers = await asyncio.gather(*map(self._send, reqs), return_exceptions=True)
+        return [(req.id, cumulative, exc) for req, exc in await self._answers("Acknowledge", reqs)]
+
+    async def _send_lists(self, ids: list[pb.MessageId]) -> Failed:
+        """As ``AckSender._send_lists``: AcknowledgeList requests, and the ids of one the
+        server refused one Acknowledge each."""
+        if not self.lists:
+            return await self._send_all(ids, False)
+        reqs = list_requests(self._topic, self._subscription, ids)
+        failed: Failed = []
+        singles: list[pb.MessageId] = []
+        for req, error in await self._answers("AcknowledgeList", reqs):
+            if isinstance(error, Unimplemented):
+                self.lists = False  # an older server: one Acknowledge an id from now on
+            if lost(error):
+                failed.extend((mid, False, error) for mid in req.ids)
+            else:
+                singles.extend(req.ids)
+        return failed + (await self._send_all(singles, False) if singles else [])
+
+    async def _answers(self, method: str, reqs: Sequence[R]) -> list[tuple[R, CompactlogError]]:
+        """Every request at once; those whose answer is a failure, with it."""
+        answers = await asyncio.gather(
+            *(self._send(method, req) for req in reqs), return_exceptions=True
+        )
         failed = []
         for req, answer in zip(reqs, answers, strict=True):
             if isinstance(answer, CompactlogError):
-                failed.append((req.id, cumulative, answer))
+                failed.append((req, answer))
             elif isinstance(answer, BaseException):
                 raise answer
         return failed
 
-    async def _send(self, req: pb.AcknowledgeRequest) -> None:
+    async def _send(self, method: str, req: R) -> None:
         link = self._link
         try:
-            await link.stub.Acknowledge(req, timeout=link.timeout, metadata=link.metadata)
+            await getattr(link.stub, method)(req, timeout=link.timeout, metadata=link.metadata)
         except grpc.RpcError as err:
-            raise from_rpc_error(err, "Acknowledge", link.address) from None
+            raise from_rpc_error(err, method, link.address) from None
 
     async def flush(self) -> None:
         """As ``AckSender.flush``: what is queued sent now, every queued ack stored, or

@@ -3,8 +3,9 @@
 was never given is refused at once, a failure the server answers later is raised by the
 consumer's next call, and ``close`` returns only once every ack is stored, so nothing acked
 before it comes again, also after the server is killed and restarted. Acks are sent grouped,
-as pulsar-client's core sends them: 100 ms after the first of a group or 1,000 requests
-queued, counted here at a real server (its metrics)."""
+as pulsar-client's core sends them: 100 ms after the first of a group or 1,000 acks
+queued, a group's individual acks as AcknowledgeList requests, counted here at a real
+server (its metrics)."""
 
 from __future__ import annotations
 
@@ -165,34 +166,48 @@ def test_the_queue_is_full_at_the_group_size() -> None:
 
 
 def _acks_counted(port: int) -> Callable[[], dict[str, float]]:
-    """Acknowledge requests the server has received so far, by ``cumulative``."""
+    """Requests the server has received so far: Acknowledge by ``cumulative`` ("true",
+    "false"), AcknowledgeList ("list") and the ids those carried ("list ids")."""
 
     def counted() -> dict[str, float]:
         url = f"http://127.0.0.1:{port}/metrics"
         body = urllib.request.urlopen(url, timeout=10).read().decode()
         found = re.findall(r'compactlog_acknowledge_requests_total{cumulative="(\w+)"} (\S+)', body)
-        return {"true": 0.0, "false": 0.0} | {label: float(n) for label, n in found}
+        lists = re.search(r"^compactlog_acknowledge_list_requests_total (\S+)", body, re.M)
+        ids = re.search(r"^compactlog_acknowledge_list_ids_total (\S+)", body, re.M)
+        assert lists is not None and ids is not None
+        return (
+            {"true": 0.0, "false": 0.0}
+            | {label: float(n) for label, n in found}
+            | {
+                "list": float(lists[1]),
+                "list ids": float(ids[1]),
+            }
+        )
 
     return counted
 
 
-async def _async_acks_each(address: str, count: int) -> tuple[float, list[MessageId]]:
-    """Topic "b": a cumulative ack of each of ``count`` messages, then close; how long
-    the acks took, and what a new consumer gets."""
+async def _async_acks_each(
+    address: str, topic: str, count: int, cumulative: bool
+) -> tuple[float, list[MessageId]]:
+    """``topic``: an ack of each of ``count`` messages (``cumulative`` or individual), then
+    close; how long the acks took, and what a new consumer gets."""
     async with AsyncClient(address, timeout=30) as client:
-        await client.create_topic("b")
-        producer = await client.create_producer("b")
+        await client.create_topic(topic)
+        producer = await client.create_producer(topic)
         await producer.send_batch([(b"k", b"v%d" % i) for i in range(count + 5)])
-        consumer = await client.subscribe("b", "s", initial_position=EARLIEST)
+        consumer = await client.subscribe(topic, "s", initial_position=EARLIEST)
         got: list[object] = []
         while len(got) < count + 5:
             got += await consumer.batch_receive(timeout_ms=5000)
+        ack = consumer.acknowledge_cumulative if cumulative else consumer.acknowledge
         started = time.monotonic()
         for message in got[:count]:
-            await consumer.acknowledge_cumulative(message)  # type: ignore[arg-type]
+            await ack(message)  # type: ignore[arg-type]
         elapsed = time.monotonic() - started
         await consumer.close()
-        again = await client.subscribe("b", "s")
+        again = await client.subscribe(topic, "s")
         left = [m.message_id() for m in await again.batch_receive(timeout_ms=300)]
         await again.close()
         return elapsed, left
@@ -200,28 +215,36 @@ async def _async_acks_each(address: str, count: int) -> tuple[float, list[Messag
 
 def test_many_acks_make_few_requests_and_close_loses_none(server_factory) -> None:  # type: ignore[no-untyped-def]
     """2,000 cumulative acks in a burst are a request or two (one per 100 ms group, and
-    the close's flush), 100 individual ones one request each; after close a new consumer
-    gets exactly what was not acknowledged."""
+    the close's flush), and so are 2,000 individual ones (AcknowledgeList requests of up to
+    1,000 ids, one per group); after close a new consumer gets exactly what was not
+    acknowledged. The asyncio consumer alike."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     srv = server_factory(extra_args=["--metrics-listen", f"127.0.0.1:{port}"])
     counted = _acks_counted(port)
     with Client(srv.address, timeout=30) as client:
-        ids = publish(client, "t", 2600)
+        ids = publish(client, "t", 4600)
         consumer = client.subscribe("t", "s", initial_position=EARLIEST)
         got = [consumer.receive(5000) for _ in ids]
         started = time.monotonic()
         for message in got[:2000]:
             consumer.acknowledge_cumulative(message)
-        for message in got[2500:]:
+        for message in got[2500:4500]:
             consumer.acknowledge(message)
         elapsed = time.monotonic() - started
         consumer.close()
         sent = counted()
-        assert sent["true"] <= elapsed / GROUP_S + 1, (sent, elapsed)  # and the close
-        assert sent["false"] == 100
-        assert drain(client.subscribe("t", "s")) == ids[2000:2500]
-    elapsed, left = asyncio.run(_async_acks_each(srv.address, 1000))
+        groups = elapsed / GROUP_S + 2000 / GROUP_MAX + 1  # by time, by size, and the close
+        assert sent["true"] <= elapsed / GROUP_S + 1, (sent, elapsed)
+        assert sent["false"] == 0 and sent["list ids"] == 2000
+        assert sent["list"] <= groups, (sent, elapsed)
+        assert drain(client.subscribe("t", "s")) == ids[2000:2500] + ids[4500:]
+    elapsed, left = asyncio.run(_async_acks_each(srv.address, "b", 1000, cumulative=True))
     assert counted()["true"] - sent["true"] <= elapsed / GROUP_S + 1
+    assert len(left) == 5
+    elapsed, left = asyncio.run(_async_acks_each(srv.address, "c", 2000, cumulative=False))
+    now = counted()
+    assert now["false"] == 0 and now["list ids"] - sent["list ids"] == 2000
+    assert now["list"] - sent["list"] <= elapsed / GROUP_S + 2000 / GROUP_MAX + 1, (now, elapsed)
     assert len(left) == 5

@@ -74,6 +74,13 @@ CALLS: list[tuple[str, int, Call]] = [
         ),
     ),
     (
+        "Log.AcknowledgeList",
+        1,
+        lambda s: s.log.AcknowledgeList(
+            pb.AcknowledgeListRequest(topic=TOPIC, subscription="dash"), timeout=10
+        ),
+    ),
+    (
         "Log.CloseConsumer",
         1,
         lambda s: s.log.CloseConsumer(

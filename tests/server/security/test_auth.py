@@ -36,8 +36,8 @@ READER_CALLS = {
 }
 CLIENT_CALLS = {"Log": {"Publish", "PublishStream"}}
 # Additions the contract leaves open, each with the role of the call it extends:
-# ConsumeStream is Consume pushed.
-READER_CALLS["Log"] |= {"ConsumeStream"}
+# ConsumeStream is Consume pushed, AcknowledgeList many Acknowledges in one request.
+READER_CALLS["Log"] |= {"ConsumeStream", "AcknowledgeList"}
 
 
 def test_every_method_of_every_service_has_a_role() -> None:
