@@ -195,3 +195,27 @@ def test_a_partitioned_topic_acks_each_partition_in_its_list(
             left += [m.message_id() for m in batch]
         assert sorted(left) == sorted(m.message_id() for m in kept)
         again.close()
+
+
+def test_listed_acks_answered_survive_a_kill_on_both_kinds(server: ServerProcess) -> None:
+    """AcknowledgeList answered, kill -9, restart: exactly the unacked come again."""
+    with grpc.insecure_channel(server.address) as channel:
+        log, admin = pb_grpc.LogStub(channel), pb_grpc.TopicAdminStub(channel)
+        for kind in (pb.LEDGER, pb.SEGMENTED):
+            topic = pb.TopicKind.Name(kind).lower()
+            admin.CreateTopic(pb.CreateTopicRequest(name=topic, kind=kind), timeout=30)
+            records = [pb.Record(value=b"%d" % i) for i in range(10)]
+            log.Publish(pb.PublishRequest(topic=topic, records=records), timeout=30)
+            consume = pb.ConsumeRequest(topic=topic, subscription="s", max_messages=10)
+            ids = [m.id for m in log.Consume(consume, timeout=30).messages]
+            for listed in (ids[4:8], [ids[0], ids[2], ids[1], ids[9], ids[0]]):
+                request = pb.AcknowledgeListRequest(topic=topic, subscription="s", ids=listed)
+                log.AcknowledgeList(request, timeout=30)
+    server.kill()
+    server.start()
+    with grpc.insecure_channel(server.address) as channel:
+        log = pb_grpc.LogStub(channel)
+        for topic in ("ledger", "segmented"):
+            consume = pb.ConsumeRequest(topic=topic, subscription="s", max_messages=10)
+            again = [m.value for m in log.Consume(consume, timeout=30).messages]
+            assert again == [b"3", b"8"], topic

@@ -153,6 +153,36 @@ def test_consume_and_acknowledge_deliver_every_message_once(api: Api) -> None:
     assert sorted(seen) == sorted((i, v) for i in range(PARTITIONS) for v in values(i))
 
 
+def test_an_acknowledge_list_goes_to_each_slot_its_ids_name(api: Api) -> None:
+    """AcknowledgeList on a spread NAME: the ids split by the slot of their partition; a
+    slot refusing an id it never gave stores none of its part."""
+
+    def consume(count: int) -> list[pb.MessageId]:
+        request = pb.ConsumeRequest(topic=api.name, subscription="s", max_messages=count)
+        return [m.id for m in api.log.Consume(request, timeout=30).messages]
+
+    def ack(ids: list[pb.MessageId]) -> None:
+        request = pb.AcknowledgeListRequest(topic=api.name, subscription="s", ids=ids)
+        api.log.AcknowledgeList(request, timeout=30)
+
+    def backlog() -> int:
+        listed = api.admin.ListSubscriptions(pb.ListSubscriptionsRequest(topic=api.name))
+        return next(s.backlog for s in listed.subscriptions if s.name == "s")
+
+    first = consume(2 * PARTITIONS)  # two of each partition
+    assert sorted(i.partition for i in first) == sorted(list(range(PARTITIONS)) * 2)
+    ack(first)
+    assert backlog() == PARTITIONS * (EACH - 2)
+    given = consume(PARTITIONS)  # entry 2 of each
+    later = pb.MessageId(ledger_id=given[0].ledger_id, entry_id=3, partition=given[0].partition)
+    with pytest.raises(grpc.RpcError) as refused:
+        ack([given[0], later])
+    assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert backlog() == PARTITIONS * (EACH - 2)
+    ack(given)
+    assert backlog() == PARTITIONS * (EACH - 3)
+
+
 def every_message() -> list[tuple[int, bytes]]:
     return sorted((i, v) for i in range(PARTITIONS) for v in values(i))
 
