@@ -120,6 +120,9 @@ def publish_request(topic: str, records: Iterable[RecordLike]) -> pb.PublishRequ
 
 def id_to_pb(mid: MessageIdLike) -> pb.MessageId:
     if isinstance(mid, Message):
+        wire = mid.wire_id()
+        if wire is not None:  # as received: nothing to convert or check
+            return wire
         mid = mid.id
     ledger, entry = mid
     if ledger < 0 or entry < 0:

@@ -137,6 +137,13 @@ class Message:
             wire = self._wire = self._batch[self._at]
             return wire
 
+    def wire_id(self) -> pb.MessageId | None:
+        """The id as the server sent it, with no conversion (what an ack sends back); None
+        for a message built from its fields."""
+        if self._batch is None and not hasattr(self, "_wire"):
+            return None
+        return self._pb().id
+
     @property
     def id(self) -> MessageId:
         try:
