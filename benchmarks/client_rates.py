@@ -9,7 +9,10 @@ publish floor), then times, on the same topic and server:
 1. raw gRPC Read, each response parsed (``ReadResponse.FromString``) and its messages
    counted: the read floor;
 2. ``client.create_reader(topic, MessageId.earliest).read_next()`` in a loop;
-3. ``client.subscribe(...).receive()`` in a loop, a cumulative ack every 1000;
+3. ``client.subscribe(...).receive()`` in a loop, a cumulative ack every 1000; and the
+   pulsar-typical loop, ``consumer.acknowledge(msg)`` of each message, its rate (the
+   loop) and the time until every ack is stored (the loop and ``close()``; the individual
+   acks go as AcknowledgeList requests, one cursor write a group);
 4. ``consumer.batch_receive()`` in a loop, a cumulative ack of each batch's last;
 5. ``producer.send_async(value, callback, partition_key=key)`` for every record, then
    ``flush()``, to a fresh topic: beside the publish floor, and this process's CPU per
@@ -48,7 +51,6 @@ raw PublishStream, the asyncio producer's alike.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import dataclasses
 import datetime as dt
 import queue
@@ -62,6 +64,8 @@ from typing import Any
 
 import grpc
 
+from compactlog.bench import client_loops as loops
+from compactlog.bench.client_loops import AIO_GATHERED, AIO_SENT, SENT, TOPIC, VALUE
 from compactlog.bench.procstats import ServerProcess
 from compactlog.bench.rawlog import CHANNEL_OPTIONS, RawLog, publish_request, read_request
 from compactlog.bench.summary import (
@@ -72,15 +76,10 @@ from compactlog.bench.summary import (
     ratio_spread,
     targets_markdown,
 )
-from compactlog.client import Client, InitialPosition, MessageId, Result
-from compactlog.client.aio import AsyncClient
+from compactlog.client import Client
 from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 
-TOPIC, SENT = "client-read", "client-send"
-AIO_SENT, AIO_GATHERED = "client-aio-send-async", "client-aio-send"
-VALUE = b"v" * 100
-ACK_EVERY = 1000
 Sample = dict[str, float]
 READ_FLOOR = "raw gRPC Read, responses parsed, same server"
 PUBLISH_FLOOR = "raw gRPC PublishStream, 1000 x 100 B a request"
@@ -113,41 +112,6 @@ def _rate(count: int, work: Callable[[], int]) -> float:
 def _cpu_us(since: float, count: int) -> float:
     """This process's CPU (every thread: the client's side alone) per message since ``since``."""
     return (time.process_time() - since) / count * 1e6
-
-
-def _read_next(client: Client, count: int) -> int:
-    reader = client.create_reader(TOPIC, MessageId.earliest)
-    try:
-        for _ in range(count):
-            reader.read_next()
-        return count
-    finally:
-        reader.close()
-
-
-def _receive(client: Client, count: int) -> int:
-    consumer = client.subscribe(TOPIC, "bench-receive", initial_position=InitialPosition.Earliest)
-    try:
-        for i in range(1, count + 1):
-            msg = consumer.receive()
-            if i % ACK_EVERY == 0 or i == count:
-                consumer.acknowledge_cumulative(msg)
-        return count
-    finally:
-        consumer.close()
-
-
-def _batch_receive(client: Client, count: int) -> int:
-    consumer = client.subscribe(TOPIC, "bench-batch", initial_position=InitialPosition.Earliest)
-    got = 0
-    try:
-        while got < count:
-            batch = consumer.batch_receive()
-            got += len(batch)
-            consumer.acknowledge_cumulative(batch[-1])
-        return got
-    finally:
-        consumer.close()
 
 
 def _raw_consume(address: str, count: int, acks: bool = True) -> int:
@@ -206,55 +170,25 @@ def _unary_ms(address: str, calls: int = 200) -> float:
         return statistics.median(times) * 1000
 
 
-def _send_async(client: Client, keys: list[bytes]) -> int:
-    producer = client.create_producer(SENT)
-    stored = [0]
-
-    def callback(result: object, _msg_id: MessageId | None) -> None:
-        if result is Result.Ok:
-            stored[0] += 1
-
-    for key in keys:
-        producer.send_async(VALUE, callback, partition_key=key)
-    producer.flush()
-    producer.close()
-    return stored[0]
-
-
-def _aio_send_async(address: str, keys: list[bytes]) -> int:
-    stored = [0]
-
-    def callback(result: object, _msg_id: MessageId | None) -> None:
-        if result is Result.Ok:
-            stored[0] += 1
-
-    async def sends() -> None:
-        async with AsyncClient(address, timeout=600) as client:
-            producer = await client.create_producer(AIO_SENT)
-            for key in keys:
-                producer.send_async(VALUE, callback, partition_key=key)
-            await producer.close()  # flushes
-
-    asyncio.run(sends())
-    return stored[0]
-
-
-def _aio_send(address: str, keys: list[bytes]) -> int:
-    async def sends() -> int:
-        async with AsyncClient(address, timeout=600) as client:
-            producer = await client.create_producer(AIO_GATHERED)
-            ids = await asyncio.gather(*(producer.send(VALUE, partition_key=k) for k in keys))
-            await producer.close()
-            return len(ids)
-
-    return asyncio.run(sends())
-
-
 def _timed(m: Sample, name: str, count: int, work: Callable[[], int]) -> None:
     """``name``'s rate and this process's CPU per message."""
     cpu = time.process_time()
     m[f"{name}_mps"] = _rate(count, work)
     m[f"{name}_cpu_us"] = _cpu_us(cpu, count)
+
+
+def _ack_each(m: Sample, client: Client, count: int) -> None:
+    """pulsar-client's usual loop, an ack of each message: its rate (the loop alone), this
+    process's CPU per message, and the seconds until every ack is stored (loop + close)."""
+    times: dict[str, float] = {}
+    cpu = time.process_time()
+    got = loops.receive_ack_each(client, count, times)
+    if got != count:
+        raise RuntimeError(f"expected {count} messages, got {got}")
+    m["receive_each_mps"] = count / times["loop"]
+    m["receive_each_cpu_us"] = _cpu_us(cpu, count)
+    m["receive_each_close_s"] = times["close"]
+    m["receive_each_stored_s"] = times["loop"] + times["close"]
 
 
 def one_run(s: Settings, run: int, requests: list[bytes], keys: list[bytes]) -> Sample:
@@ -284,16 +218,19 @@ def one_run(s: Settings, run: int, requests: list[bytes], keys: list[bytes]) -> 
                     lambda: _raw_consume_stream(server.address, s.records),
                 )  # fmt: skip
                 m["unary_ms"] = _unary_ms(server.address)
-                m["read_next_mps"] = _rate(s.records, lambda: _read_next(client, s.records))
-                _timed(m, "receive", s.records, lambda: _receive(client, s.records))
-                _timed(m, "batch_receive", s.records, lambda: _batch_receive(client, s.records))
-                _timed(m, "send_async", s.records, lambda: _send_async(client, keys))
+                m["read_next_mps"] = _rate(s.records, lambda: loops.read_next(client, s.records))
+                _timed(m, "receive", s.records, lambda: loops.receive(client, s.records))
+                _ack_each(m, client, s.records)
+                _timed(
+                    m, "batch_receive", s.records, lambda: loops.batch_receive(client, s.records)
+                )
+                _timed(m, "send_async", s.records, lambda: loops.send_async(client, keys))
                 address = server.address
-                _timed(m, "aio_send_async", s.records, lambda: _aio_send_async(address, keys))
-                _timed(m, "aio_send", s.records, lambda: _aio_send(address, keys))
+                _timed(m, "aio_send_async", s.records, lambda: loops.aio_send_async(address, keys))
+                _timed(m, "aio_send", s.records, lambda: loops.aio_send(address, keys))
         finally:
             server.stop()
-    for name in ("read_next", "receive", "batch_receive", "raw_consume_stream"):
+    for name in ("read_next", "receive", "receive_each", "batch_receive", "raw_consume_stream"):
         m[f"{name}.ratio"] = m[f"{name}_mps"] / m["raw_read_mps"]
     for name in ("receive", "batch_receive"):
         m[f"{name}.consume_ratio"] = m[f"{name}_mps"] / m["raw_consume_mps"]
@@ -305,6 +242,7 @@ def one_run(s: Settings, run: int, requests: list[bytes], keys: list[bytes]) -> 
 ROWS = (
     ("create_reader + read_next loop", "read_next", "raw_read_mps", READ_FLOOR, 0.25),
     ("subscribe + receive, cumulative ack / 1000", "receive", "raw_read_mps", READ_FLOOR, 0.25),
+    ("subscribe + receive, acknowledge each", "receive_each", "raw_read_mps", READ_FLOOR, 0.25),
     ("subscribe + batch_receive, ack each batch", "batch_receive", "raw_read_mps", READ_FLOOR, 0.5),
     ("send_async + flush", "send_async", "raw_publish_rps", PUBLISH_FLOOR, 0.5),
     ("asyncio send_async + flush", "aio_send_async", "raw_publish_rps", PUBLISH_FLOOR, 0.5),
@@ -362,6 +300,12 @@ def markdown(report: dict[str, Any]) -> str:
     )
     table = targets_markdown([Target(**r) for r in report["rows"]], first_header="client path")
     r = report["results"]
+    each = (
+        f"Acknowledge each: {r['receive_each_mps']['median']:,.0f} msg/s in the loop; every "
+        f"ack stored {r['receive_each_stored_s']['median']:.2f} s after the loop began "
+        f"(close() {r['receive_each_close_s']['median']:.2f} s of it), client CPU "
+        f"{r['receive_each_cpu_us']['median']:.2f} us a message."
+    )
     cpu = (
         f"Client CPU per message (all its threads): send_async + flush "
         f"{r['send_async_cpu_us']['median']:.2f} us, asyncio send_async + flush "
@@ -379,7 +323,7 @@ def markdown(report: dict[str, Any]) -> str:
         f"{r['unary_ms']['median']:.2f} ms (median): the fixed cost of one gRPC call, "
         f"paid by each Consume response and once by a Read stream."
     )
-    return f"{head}\n\n{table}\n\nPer-run ratios (min-max): {spread}.\n\n{cpu}\n\n{calls}"
+    return f"{head}\n\n{table}\n\nPer-run ratios (min-max): {spread}.\n\n{each}\n\n{cpu}\n\n{calls}"
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -30,3 +30,5 @@ def test_client_bench_quick(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     for name in ("aio_send_async", "receive", "batch_receive", "raw_consume_stream"):
         assert results[f"{name}_cpu_us"]["median"] > 0, name
     assert "batch_receive " in printed and "raw ConsumeStream " in printed
+    assert "subscribe + receive, acknowledge each" in printed  # pulsar's usual loop
+    assert results["receive_each_stored_s"]["median"] >= results["receive_each_close_s"]["median"]
