@@ -14,10 +14,16 @@ a ``del list[0]`` each time; the lists are compacted when half of them is dead.
 
 Each change reports the ranges it wrote and removed (``RangeChanges``: start -> end, or
 None for a range gone), so that the stores persist the change, not the whole set.
+
+Readers do not hold the topic's lock that acks hold: a delivery step asks ``in`` for each
+message from a storage thread while an ack changes the set from another. A change touches
+both lists in several steps, so changes and reads hold the set's own lock (a lookup seeing
+one list changed and not the other raised IndexError, or answered wrong).
 """
 
 from __future__ import annotations
 
+import threading
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 
@@ -37,6 +43,7 @@ class AckedRanges:
         self._starts: list[MessageId] = []
         self._ends: list[MessageId] = []
         self._head = 0  # ranges before it are gone (passed by the mark-delete position)
+        self._lock = threading.Lock()
         for start, end in sorted(ranges):
             self.put(start, end)
 
@@ -52,16 +59,19 @@ class AckedRanges:
     def __contains__(self, msg_id: object) -> bool:
         if not isinstance(msg_id, tuple):
             return False
-        i = bisect_right(self._starts, msg_id, self._head) - 1
-        return i >= self._head and msg_id <= self._ends[i]
+        with self._lock:
+            i = bisect_right(self._starts, msg_id, self._head) - 1
+            return i >= self._head and msg_id <= self._ends[i]
 
     def __iter__(self) -> Iterator[Range]:
-        return zip(self._starts[self._head :], self._ends[self._head :], strict=True)
+        with self._lock:
+            return zip(self._starts[self._head :], self._ends[self._head :], strict=True)
 
     def first(self) -> Range | None:
-        if self._head == len(self._starts):
-            return None
-        return self._starts[self._head], self._ends[self._head]
+        with self._lock:
+            if self._head == len(self._starts):
+                return None
+            return self._starts[self._head], self._ends[self._head]
 
     def ids(self) -> int:
         """How many ids the ranges hold."""
@@ -71,6 +81,10 @@ class AckedRanges:
 
     def add(self, msg_id: MessageId, changes: RangeChanges) -> bool:
         """Add one id, merging with the ranges it touches; False if it was there."""
+        with self._lock:
+            return self._add(msg_id, changes)
+
+    def _add(self, msg_id: MessageId, changes: RangeChanges) -> bool:
         i = bisect_right(self._starts, msg_id, self._head) - 1
         if i >= self._head and msg_id <= self._ends[i]:
             return False
@@ -96,6 +110,10 @@ class AckedRanges:
 
     def put(self, start: MessageId, end: MessageId) -> None:
         """Hold ``[start, end]``, replacing the ranges inside it (loading, replaying)."""
+        with self._lock:
+            self._put(start, end)
+
+    def _put(self, start: MessageId, end: MessageId) -> None:
         lo = bisect_right(self._starts, start, self._head)
         if lo > self._head and self._starts[lo - 1] == start:
             lo -= 1
@@ -105,12 +123,17 @@ class AckedRanges:
 
     def remove(self, start: MessageId) -> None:
         """Drop the range that begins at ``start`` (replaying a removal)."""
-        i = bisect_right(self._starts, start, self._head) - 1
-        if i >= self._head and self._starts[i] == start:
-            del self._starts[i], self._ends[i]
+        with self._lock:
+            i = bisect_right(self._starts, start, self._head) - 1
+            if i >= self._head and self._starts[i] == start:
+                del self._starts[i], self._ends[i]
 
     def drop_through(self, mark: MessageId, changes: RangeChanges) -> None:
         """Forget every id at or before ``mark`` (the mark-delete position moved there)."""
+        with self._lock:
+            self._drop_through(mark, changes)
+
+    def _drop_through(self, mark: MessageId, changes: RangeChanges) -> None:
         while self._head < len(self._starts) and self._starts[self._head] <= mark:
             start, end = self._starts[self._head], self._ends[self._head]
             changes[start] = None

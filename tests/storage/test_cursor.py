@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Protocol
@@ -359,3 +361,34 @@ def test_a_clean_stop_folds_the_journal_so_a_cut_one_is_never_fewer_acks(
     assert "t" in made.manager.offline_topics()
     assert "cursors.journal" in made.manager.offline_topics()["t"].reason
     made.close()
+
+
+def test_lookups_from_another_thread_see_whole_changes() -> None:
+    """A delivery step asks ``in`` from a storage thread while acks change the ranges
+    (merging two, dropping through the mark): a lookup never sees half a change."""
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter can
+    ranges = AckedRanges()
+    failures: list[BaseException] = []
+    done = threading.Event()
+
+    def look() -> None:
+        try:
+            while not done.is_set():
+                for entry in range(0, 2000, 7):
+                    _ = MessageId(1, entry) in ranges
+        except BaseException as exc:  # reported below
+            failures.append(exc)
+
+    reader = threading.Thread(target=look)
+    reader.start()
+    try:
+        for _ in range(3):
+            for entry in [*range(1, 2000, 2), *range(0, 2000, 2)]:  # holes, then filled
+                ranges.add(MessageId(1, entry), {})
+            ranges.drop_through(MessageId(1, 1999), {})
+    finally:
+        done.set()
+        reader.join()
+        sys.setswitchinterval(interval)
+    assert not failures, failures[0]
