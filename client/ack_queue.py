@@ -35,11 +35,21 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from compactlog.errors import CompactlogError, NotDelivered, ShuttingDown
+from compactlog.errors import CompactlogError, NotDelivered, ShuttingDown, Unimplemented
 from compactlog.rpc_errors import ServerUnreachable
 from compactlog.v1 import compactlog_pb2 as pb
 
-__all__ = ["GROUP_MAX", "GROUP_S", "LIST_MAX", "AckQueue", "GivenIds", "list_requests", "lost"]
+__all__ = [
+    "GROUP_MAX",
+    "GROUP_S",
+    "LIST_MAX",
+    "AckQueue",
+    "Failed",
+    "GivenIds",
+    "list_requests",
+    "lost",
+    "refused_lists",
+]
 
 # Queued acks are sent this long after the first of them at the latest (pulsar-client's
 # ackGroupingTimeMs, 100 ms), or as soon as this many acks are queued (its
@@ -69,6 +79,29 @@ def list_requests(
         )
         for at in range(0, len(ids), LIST_MAX)
     ]
+
+
+# Acks the server did not store: (id, cumulative, why).
+Failed = list[tuple[pb.MessageId, bool, CompactlogError]]
+
+
+def refused_lists(
+    answers: Sequence[tuple[pb.AcknowledgeListRequest, CompactlogError]],
+) -> tuple[Failed, list[pb.MessageId], bool]:
+    """What the AcknowledgeList requests that failed leave to do: the acks that could not
+    reach the server (``lost``: queued again), the ids to send one ``Acknowledge`` each
+    (the server refused their list, or has no such method), and whether it has none
+    (``UNIMPLEMENTED``: one Acknowledge an id from then on)."""
+    failed: Failed = []
+    singles: list[pb.MessageId] = []
+    unimplemented = False
+    for req, error in answers:
+        unimplemented = unimplemented or isinstance(error, Unimplemented)
+        if lost(error):
+            failed.extend((mid, False, error) for mid in req.ids)
+        else:
+            singles.extend(req.ids)
+    return failed, singles, unimplemented
 
 
 def lost(exc: CompactlogError) -> bool:

@@ -22,9 +22,9 @@ from typing import Any, TypeVar
 
 import grpc
 
-from compactlog.client.ack_queue import AckQueue, list_requests, lost
+from compactlog.client.ack_queue import AckQueue, Failed, list_requests, refused_lists
 from compactlog.client.errors import call
-from compactlog.errors import CompactlogError, Unimplemented
+from compactlog.errors import CompactlogError
 from compactlog.v1 import compactlog_pb2 as pb
 
 __all__ = ["AckSender"]
@@ -34,7 +34,6 @@ __all__ = ["AckSender"]
 Request = pb.AcknowledgeRequest | pb.AcknowledgeListRequest
 Start = Callable[[str, Request], Any]
 Send = Callable[[str, Request], object]
-Failed = list[tuple[pb.MessageId, bool, CompactlogError]]
 R = TypeVar("R", pb.AcknowledgeRequest, pb.AcknowledgeListRequest)
 
 
@@ -120,15 +119,9 @@ class AckSender:
         if not self.lists:
             return self._send_all(ids, False)
         reqs = list_requests(self._topic, self._subscription, ids)
-        failed: Failed = []
-        singles: list[pb.MessageId] = []
-        for req, error in self._answers("AcknowledgeList", reqs):
-            if isinstance(error, Unimplemented):
-                self.lists = False  # an older server: one Acknowledge an id from now on
-            if lost(error):
-                failed.extend((mid, False, error) for mid in req.ids)
-            else:
-                singles.extend(req.ids)
+        failed, singles, unimplemented = refused_lists(self._answers("AcknowledgeList", reqs))
+        if unimplemented:
+            self.lists = False  # an older server: one Acknowledge an id from now on
         return failed + (self._send_all(singles, False) if singles else [])
 
     def _answers(self, method: str, reqs: Sequence[R]) -> list[tuple[R, CompactlogError]]:

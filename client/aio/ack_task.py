@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, TypeVar
 
 import grpc
 
-from compactlog.client.ack_queue import AckQueue, list_requests, lost
+from compactlog.client.ack_queue import AckQueue, Failed, list_requests, refused_lists
 from compactlog.client.errors import from_rpc_error
-from compactlog.errors import CompactlogError, Unimplemented
+from compactlog.errors import CompactlogError
 from compactlog.v1 import compactlog_pb2 as pb
 
 if TYPE_CHECKING:
@@ -28,7 +28,6 @@ if TYPE_CHECKING:
 
 __all__ = ["AckTask"]
 
-Failed = list[tuple[pb.MessageId, bool, CompactlogError]]
 R = TypeVar("R", pb.AcknowledgeRequest, pb.AcknowledgeListRequest)
 
 
@@ -97,15 +96,10 @@ class AckTask:
         if not self.lists:
             return await self._send_all(ids, False)
         reqs = list_requests(self._topic, self._subscription, ids)
-        failed: Failed = []
-        singles: list[pb.MessageId] = []
-        for req, error in await self._answers("AcknowledgeList", reqs):
-            if isinstance(error, Unimplemented):
-                self.lists = False  # an older server: one Acknowledge an id from now on
-            if lost(error):
-                failed.extend((mid, False, error) for mid in req.ids)
-            else:
-                singles.extend(req.ids)
+        answers = await self._answers("AcknowledgeList", reqs)
+        failed, singles, unimplemented = refused_lists(answers)
+        if unimplemented:
+            self.lists = False  # an older server: one Acknowledge an id from now on
         return failed + (await self._send_all(singles, False) if singles else [])
 
     async def _answers(self, method: str, reqs: Sequence[R]) -> list[tuple[R, CompactlogError]]:
