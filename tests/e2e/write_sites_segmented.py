@@ -145,13 +145,19 @@ def swap_no_permission(lab: Lab) -> str:
 
 
 def swap_disk_full(lab: Lab) -> str:
-    """Room for the ``.cleaned`` segment and not one page more: a twin topic's pass
-    measures how many pages that is, then the swap's manifest write is the one refused."""
+    """Room for the pass's first ``.cleaned`` segment and not one page more: a twin
+    topic's pass measures how many pages that is, then that segment's swap (its manifest
+    write) is the one refused. Only the first: the pass swaps each group's segment before
+    it writes the next, and room counted for later groups would hang on when the pages of
+    the manifest each swap replaces come back (a reader still holding the old one keeps
+    its page)."""
     twin, topic = cleanable(lab, "cln4"), cleanable(lab, "cln5")
     before = inodes(topic_dir(lab, twin))
     cleaned_again(lab, twin)
     written = [p for p, ino in inodes(topic_dir(lab, twin)).items() if before.get(p) != ino]
-    segment = [p for p in written if p.suffix in (".log", ".index", ".timeindex")]
+    files = [p for p in written if p.suffix in (".log", ".index", ".timeindex")]
+    first = min(p.stem for p in files)  # the base offset of the first group's segment
+    segment = [p for p in files if p.stem == first]
     lab.ballast(sum(-(-p.stat().st_blocks * 512 // PAGE) for p in segment))
     outcome = pass_fails(lab, topic, "segments.manifest", "DiskFull")
     lab.verify(topic)
