@@ -121,6 +121,13 @@ class Lab:
         self.call(lambda: self.api.log.Acknowledge(request, timeout=30))
         self.last_ack[topic] = (message.id.ledger_id, message.id.entry_id)
 
+    def ack_list(self, topic: str, messages: list[pb.Message]) -> None:
+        """Individual acks of ``messages`` in one AcknowledgeList (one cursor write)."""
+        request = pb.AcknowledgeListRequest(
+            topic=topic, subscription=SUB, ids=[m.id for m in messages]
+        )
+        self.call(lambda: self.api.log.AcknowledgeList(request, timeout=30))
+
     def until_refused(self, fn: Callable[[], object], limit: int = 400) -> Refused:
         """Call ``fn`` until the server refuses it (every success is acknowledged and in
         the model); the refusal."""

@@ -125,6 +125,21 @@ def ledger_cursor_disk_full(lab: Lab) -> str:
     return "refused"
 
 
+def ledger_cursor_list_disk_full(lab: Lab) -> str:
+    """An AcknowledgeList is one WriteBatch: refused whole on a full disk, as one ack."""
+    lab.create("ackl", pb.LEDGER)
+    for n in range(60):  # more lists than the WAL's last page holds
+        lab.publish("ackl", records(f"l{n}", range(8), 10))
+    messages = lab.consume("ackl")
+    lists = iter([messages[at : at + 4] for at in range(0, len(messages), 4)])
+    lab.ballast(0)
+    refusal = lab.until_refused(lambda: lab.ack_list("ackl", next(lists)))
+    lab.expect(refusal, "DISK_FULL", ledgers(lab))
+    lab.lighten()
+    lab.once_back(lambda: lab.ack_list("ackl", next(lists)))
+    return "refused"
+
+
 def create_ledger_disk_full(lab: Lab) -> str:
     lab.ballast(0)
     create_refused(lab, "cl", pb.LEDGER, "DISK_FULL", Path(lab.srv.data_dir))
@@ -153,6 +168,7 @@ LEDGER_CASES = [
     Case("ledger compaction", "EACCES", compaction_no_permission),
     Case("ledger compaction commit", "EACCES", commit_no_permission),
     Case("ledger cursor (ack)", "ENOSPC", ledger_cursor_disk_full),
+    Case("ledger cursor (ack list)", "ENOSPC", ledger_cursor_list_disk_full),
     Case("create LEDGER", "ENOSPC", create_ledger_disk_full),
     Case("create LEDGER (catalog)", "EACCES", create_ledger_no_permission),
 ]

@@ -182,6 +182,21 @@ def journal_disk_full(lab: Lab) -> str:
     return "refused"
 
 
+def journal_list_disk_full(lab: Lab) -> str:
+    """An AcknowledgeList is one journal line: refused whole on a full disk, as one ack."""
+    lab.create("acks", pb.SEGMENTED)
+    for n in range(60):  # more lists than one page of the journal holds
+        lab.publish("acks", records(f"l{n}", range(8), 10))
+    messages = lab.consume("acks")
+    lists = iter([messages[at : at + 4] for at in range(0, len(messages), 4)])
+    lab.ballast(0)  # lists fit in the journal's last page until one needs a new page
+    refusal = lab.until_refused(lambda: lab.ack_list("acks", next(lists)))
+    lab.expect(refusal, "DISK_FULL", topic_dir(lab, "acks") / "cursors.journal")
+    lab.lighten()
+    lab.once_back(lambda: lab.ack_list("acks", next(lists)))
+    return "refused"
+
+
 def journal_no_permission(lab: Lab) -> str:
     lab.publish("seg", records("j", range(4), 300))
     messages = iter(lab.consume("seg"))
@@ -226,6 +241,7 @@ SEGMENTED_CASES = [
     Case("cleaner swap", "EACCES", swap_no_permission),
     Case("cursors.journal (ack)", "ENOSPC", journal_disk_full),
     Case("cursors.journal (ack)", "EACCES", journal_no_permission),
+    Case("cursors.journal (ack list)", "ENOSPC", journal_list_disk_full),
     Case("create SEGMENTED", "ENOSPC", create_segmented_disk_full),
     Case("create SEGMENTED", "EACCES", create_segmented_no_permission),
 ]
