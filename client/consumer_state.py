@@ -6,12 +6,12 @@ do the calls themselves, so the two cannot drift apart.
 Each Consume asks for up to ``receiver_queue_size`` messages (pulsar-client's name for the
 prefetch); the response becomes the buffer at once (``messages_of``: one lazily converted
 ``Message`` each), ``receive`` hands them out one by one and ``batch_receive`` all that is
-buffered (a whole response: the list ``messages_of`` made, with no copy). Which messages are
-unacknowledged is the server's to know (it redelivers them); the consumer keeps only the
-highest id it was given of each partition (``ack_queue.GivenIds``), so an ack of an id it
-never had fails at once. A negative acknowledgement goes to the server
-(``NegativeAcknowledge``), which gives the message out again after the delay, on a shared
-subscription to any of its consumers (CONTRACT section 6).
+buffered. Which messages are unacknowledged is the server's to know (it redelivers them);
+the consumer keeps only the highest id it was given of each partition
+(``ack_queue.GivenIds``), so an ack of an id it never had fails at once. A negative
+acknowledgement goes to the server (``NegativeAcknowledge``), which gives the message out
+again after the delay, on a shared subscription to any of its consumers (CONTRACT section
+6).
 """
 
 from __future__ import annotations
@@ -84,9 +84,6 @@ class ConsumerState:
         self.consumer_type = consumer_type
         self.consumer_name = consumer_name or generated_name()
         self.buffer: deque[Message] = deque()
-        # The last response's messages while the buffer ends with them: the buffer is
-        # that list when their lengths are equal (what was before went first).
-        self._whole: list[Message] | None = None
         self.nack_delay_ms = negative_ack_redelivery_delay_ms
         self.ack_timeout_ms = ack_timeout_ms
         # A new consumer gets every unacknowledged message again, as in Pulsar.
@@ -126,8 +123,7 @@ class ConsumerState:
         self.more_waiting = len(resp.messages) >= self._asked
         if resp.messages:
             self.given.add(resp.messages)
-            made = self._whole = messages_of(resp.messages, self.topic)
-            self.buffer.extend(made)
+            self.buffer.extend(messages_of(resp.messages, self.topic))
 
     @property
     def redelivering(self) -> bool:
@@ -155,12 +151,11 @@ class ConsumerState:
     def take_batch(self, max_messages: int = 0, max_bytes: int = 0) -> list[Message]:
         """What is buffered (``ready()`` was True), in order: at most ``max_messages``
         and, after the first, ``max_bytes`` of values (0: no limit)."""
-        buffer, whole = self.buffer, self._whole
+        buffer = self.buffer
         if max_bytes <= 0 and (max_messages <= 0 or max_messages >= len(buffer)):
-            self._whole = None
-            out = whole if whole is not None and len(whole) == len(buffer) else list(buffer)
+            out = list(buffer)
             buffer.clear()
-            return out  # a response's list as it was made, when the buffer was just that
+            return out
         out = [buffer.popleft()]
         size = len(out[0].data() or b"")
         while buffer and (max_messages <= 0 or len(out) < max_messages):
@@ -224,5 +219,4 @@ class ConsumerState:
 
     def clear(self) -> None:
         self.buffer.clear()
-        self._whole = None
         self.more_waiting = False
