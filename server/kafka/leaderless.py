@@ -10,7 +10,10 @@ partition placement, in the live brokers' own stores), or else from the count th
 last showed (``Peers.shown``), or else (more than two brokers: this one may hold no
 partition of it and never have seen it) from the live brokers, each asked for the topics
 still unknown as a marked Metadata, which it answers from the records in its own stores;
-each partition's leader then follows from placement. And a partition led by a down
+each partition's leader then follows from placement. A Metadata of every topic learns
+the down broker's topics from the live brokers' answers: a peer's every-topic answer
+lists the topics it keeps a record of too (``metadata``), and an entry whose own broker
+is down is kept, one a name. And a partition led by a down
 broker is known by its beacon (``Peers.serving``), whichever broker's answer named it:
 each leader other than this broker is asked once a Metadata. A topic whose count is
 known nowhere answers LEADER_NOT_AVAILABLE whole.
@@ -45,16 +48,36 @@ def remember(ctx: KafkaContext, node: int, share: Any, topics: Any) -> None:
             shown.pop(topic.name, None)
 
 
+def homed(ctx: KafkaContext, node: int, share: Any, topics: Any) -> list[Any]:
+    """Broker ``node``'s answer's topics that it answers for: of an every-topic share
+    (which also lists topics it only keeps a record of), those whose own broker it is."""
+    if share is not None:
+        return list(topics)
+    return [t for t in topics if ctx.cluster.leader_of(t.name) == node]
+
+
+def unlisted(ctx: KafkaContext, recorded: list[Any], down: set[int]) -> list[Any]:
+    """The topics of ``recorded`` (every-topic answers' topics, from the records their
+    brokers keep) whose own broker is in ``down``, one a name."""
+    kept: dict[str, Any] = {}
+    for topic in recorded:
+        if topic.error_code == ErrorCode.none and ctx.cluster.leader_of(topic.name) in down:
+            kept.setdefault(topic.name, topic)
+    return list(kept.values())
+
+
 async def settle(ctx: KafkaContext, version: int, answer: Any, unreached: dict[int, Any]) -> Any:
     """``answer`` with the topics of the brokers in ``unreached`` (node -> the share it
     was asked, None for every topic) built here, and every partition a down broker leads
     leaderless."""
     module = response_module(METADATA, version)
     recorded = ctx.recorded() if unreached else {}
+    listed = {t.name for t in answer.topics}
     wanted = {
         name: node
         for node, share in unreached.items()
         for name in _names(ctx, recorded, node, share)
+        if name not in listed
     }
     unknown = [n for n, node in wanted.items() if not _count(ctx, recorded, node, n)]
     if unknown:

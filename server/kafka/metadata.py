@@ -3,6 +3,9 @@
 every partition; with ``--shards N``: each partition's leader is the broker storing it,
 ``Cluster.leader_of_partition``). Topics are looked up, never created (no
 ``auto.create.topics``): an unknown or LEDGER topic answers UNKNOWN_TOPIC_OR_PARTITION.
+A peer's request for every topic is also answered with the partitioned topics whose own
+broker is another but a store here keeps a record of, so that while that broker is down
+the asking broker still lists them (``leaderless``; it keeps one entry a name).
 """
 
 from __future__ import annotations
@@ -11,16 +14,19 @@ from typing import Any
 
 from compactlog.server.kafka.errors import ErrorCode, KafkaError
 from compactlog.server.kafka.protocol import NO_THROTTLE, make, response_module
-from compactlog.server.kafka.topics import KafkaContext
+from compactlog.server.kafka.topics import FORWARDED, KafkaContext
 
 METADATA = 3
 CLUSTER_ID = "compactlog"
 
 
 def requested_names(ctx: KafkaContext, request: Any, version: int) -> list[str]:
-    """The names asked for; every Kafka topic for null (v1+) or an empty list (v0)."""
+    """The names asked for; every Kafka topic for null (v1+) or an empty list (v0), and
+    for a peer every topic recorded here too."""
     topics = request.topics
     if topics is None or (version == 0 and not topics):
+        if FORWARDED.get():
+            return sorted({*ctx.topic_names(), *ctx.recorded()})
         return ctx.topic_names()
     return [t.name for t in topics if t.name is not None]
 

@@ -150,6 +150,7 @@ async def _spread(
         return_exceptions=True,
     )
     merged: list[Any] = []
+    recorded: list[Any] = []  # every-topic Metadata answers' topics homed elsewhere
     unreached: dict[int, Any] = {}
     base: Any = None
     whole: ErrorCode | None = None  # an error for the whole answer (OffsetFetch's every part)
@@ -165,14 +166,20 @@ async def _spread(
                 share = dataclasses.replace(request, **{asked: shares[node]})
                 merged += _unanswered(api_key, version, share, answered, node, answer)
             continue
-        if api_key == METADATA:
-            leaderless.remember(ctx, node, shares[node], answer.topics)
         base = base if base is not None else answer
+        if api_key == METADATA:
+            mine = leaderless.homed(ctx, node, shares[node], answer.topics)
+            leaderless.remember(ctx, node, shares[node], mine)
+            merged += mine
+            recorded += [t for t in answer.topics if shares[node] is None]
+            continue
         merged += getattr(answer, answered)
     if base is None:  # no broker answered: this one's own answer with the errors
         base = await HANDLERS[api_key](ctx, dataclasses.replace(request, **{asked: ()}), version)
     if whole is not None:
         return dataclasses.replace(base, **{answered: (), "error_code": whole}), unreached
+    if recorded and unreached:
+        merged += leaderless.unlisted(ctx, recorded, set(unreached))
     return dataclasses.replace(base, **{answered: tuple(_joined(api_key, merged))}), unreached
 
 

@@ -28,7 +28,7 @@ from tests.conftest import ServerProcess
 from tests.e2e.shards import shard_pids, wait_for
 from tests.kafka.conftest import KAFKA_ARGS, Grpc
 from tests.kafka.test_groups_confluent import poll_until
-from tests.kafka.test_shards import _cmdline, _restarts, _zombie, metadata
+from tests.kafka.test_shards import _cmdline, _dead, _restarts, metadata
 from tests.kafka.test_wire import connect, decode, frame, receive
 
 ck = pytest.importorskip("confluent_kafka")
@@ -91,7 +91,7 @@ def restarting(srv: ServerProcess) -> Iterator[None]:
     os.kill(srv.proc.pid, signal.SIGSTOP)
     try:
         os.kill(victim, signal.SIGKILL)
-        wait_for(lambda: _zombie(victim), 30)
+        wait_for(lambda: _dead(victim), 30)
     finally:
         os.kill(srv.proc.pid, signal.SIGCONT)
     held: list[int] = []
@@ -216,7 +216,8 @@ def test_a_restarting_home_shard_takes_only_its_partitions_away(
 ) -> None:
     """``away`` and ``far`` (their own slots on the killed shard) are made over gRPC, so
     broker 0 has never shown them: ``away``'s count comes from the record broker 0's
-    slots keep, ``far``'s (no partition on broker 0) from broker 2's. ``near``'s own
+    slots keep, ``far``'s (no partition on broker 0) from broker 2's, also in a Metadata
+    of every topic. ``near``'s own
     broker lives, its partitions on the killed shard do not. A create and a grow a killed
     slot blocks answer REQUEST_TIMED_OUT, validated and made."""
     address, admin = spread.kafka_address, AdminClient({"bootstrap.servers": spread.kafka_address})
@@ -237,9 +238,9 @@ def test_a_restarting_home_shard_takes_only_its_partitions_away(
             assert answered_by(address, name) == expected(name, {DOWN}, count), name
             assert leaders(address, name) == expected(name, {DOWN}, count), name
         every = {t.name: t for t in metadata(address).topics}  # every topic: listed too
-        for name in (away, near):
+        for name, count in ((far, 2), (away, COUNT), (near, COUNT)):
             shown = [(p.leader_id, p.error_code) for p in every[name].partitions]
-            assert shown == expected(name, {DOWN}), name
+            assert shown == expected(name, {DOWN}, count), name
         for name, parts in live.items():
             produce_to(address, name, parts, b"during-")
             assert read(address, name, parts, len(tags[name]) * len(parts)) == sorted(
