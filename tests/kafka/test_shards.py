@@ -205,7 +205,7 @@ def test_a_down_broker_s_topics_stay_listed_without_a_leader(sharded: ServerProc
     os.kill(sharded.proc.pid, signal.SIGSTOP)
     try:
         os.kill(victim, signal.SIGKILL)
-        wait_for(lambda: not os.path.exists(f"/proc/{victim}/cmdline") or _zombie(victim), 30)
+        wait_for(lambda: _dead(victim), 30)
         topics = {t.name: t for t in metadata(brokers[1]).topics}
     finally:
         os.kill(sharded.proc.pid, signal.SIGCONT)
@@ -223,10 +223,14 @@ def _restarts(srv: ServerProcess) -> int:
     return sum("restarted as pid" in line for line in srv.stderr_lines)
 
 
-def _zombie(pid: int) -> bool:
+def _dead(pid: int) -> bool:
+    """Whether process ``pid`` is gone or a zombie whose every thread has exited: a
+    killed process's leader shows Z while its other threads still hold its files (its
+    sockets, its beacon) open."""
     try:
         with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] == "Z"
+            zombie = handle.read().rsplit(")", 1)[1].split()[0] == "Z"
+        return zombie and os.listdir(f"/proc/{pid}/task") == [str(pid)]
     except OSError:
         return True
 

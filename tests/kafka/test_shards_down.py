@@ -22,8 +22,8 @@ from tests.e2e.shards import shard_pids, wait_for
 from tests.kafka.test_groups_confluent import create, poll_until, produce
 from tests.kafka.test_shards import (
     _cmdline,
+    _dead,
     _restarts,
-    _zombie,
     leader,
     metadata,
     names_on_every_broker,
@@ -95,7 +95,7 @@ def broker_down(srv: ServerProcess) -> Iterator[None]:
     os.kill(srv.proc.pid, signal.SIGSTOP)
     try:
         os.kill(victim, signal.SIGKILL)
-        wait_for(lambda: not os.path.exists(f"/proc/{victim}/cmdline") or _zombie(victim), 30)
+        wait_for(lambda: _dead(victim), 30)
         yield
     finally:
         os.kill(srv.proc.pid, signal.SIGCONT)
