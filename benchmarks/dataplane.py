@@ -157,6 +157,28 @@ def ratios_line(report: dict[str, Any]) -> str:
     return "Per-run PublishStream ratios, median (min-max): " + "; ".join(parts) + "."
 
 
+def cpu_line(report: dict[str, Any]) -> str:
+    """The CPU seconds of each kind's ``Compact`` (the server and its compaction workers)
+    beside the server's over the raw Read of the same topic, medians: how far the run is
+    from one Read in work done, which other processes' load stretches far less than the
+    clock the goal's row reads (where the run's CPU is near its seconds, it waited on
+    nothing else)."""
+    res = report["results"]
+    parts = []
+    for k in report["settings"]["kinds"]:
+        run, read = res[f"{k}.compaction_cpu_s"]["median"], res[f"{k}.raw_read_server_cpu_s"]
+        ratio = f" = {run / read['median']:.2f}" if read["median"] > 0 else ""
+        parts.append(
+            f"{k.upper()} {run:.2f} s (its Compact took {res[f'{k}.compaction_s']['median']:.2f}"
+            f" s) / {read['median']:.2f} s{ratio}"
+        )
+    return (
+        "CPU of Compact (server and its workers) / server CPU of the raw Read, medians: "
+        + "; ".join(parts)
+        + "."
+    )
+
+
 def run(s: Settings) -> dict[str, Any]:
     """Every run, the memory measurement, and the report (JSON-ready)."""
     started, t0, load = dt.datetime.now(), time.perf_counter(), os.getloadavg()[0]
@@ -201,7 +223,7 @@ def markdown(report: dict[str, Any]) -> str:
     )
     rows_ = [Target(**r) for r in report["rows"]]
     table = targets_markdown(rows_, first_header="measure")
-    return head + "\n\n" + table + "\n\n" + ratios_line(report)
+    return head + "\n\n" + table + "\n\n" + ratios_line(report) + "\n" + cpu_line(report)
 
 
 def build_parser() -> argparse.ArgumentParser:

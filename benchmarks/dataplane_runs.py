@@ -18,7 +18,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from compactlog.bench.dataplane_floor import FloorProcess
-from compactlog.bench.procstats import RssSampler, ServerProcess, peak_rss_bytes, reset_peak_rss
+from compactlog.bench.procstats import (
+    RssSampler,
+    ServerProcess,
+    peak_rss_bytes,
+    reset_peak_rss,
+    tree_cpu_seconds,
+)
 from compactlog.bench.rawlog import (
     FrameWriter,
     RawLog,
@@ -94,19 +100,22 @@ def _create_topic(log: RawLog, name: str, kind: str, config: dict[str, object]) 
     )
 
 
-def _compact(log: RawLog, kind: str) -> Sample:
+def _compact(log: RawLog, kind: str, pid: int) -> Sample:
     """``Compact(wait=true)`` of the whole topic (LEDGER: a two-phase run; SEGMENTED: a
-    cleaner pass), timed by the client as a user waits for it, and the run's own duration
-    as the server reports it (``last_run.duration_ms``)."""
-    started = time.perf_counter()
+    cleaner pass), timed by the client as a user waits for it, the run's own duration as
+    the server reports it (``last_run.duration_ms``), and the CPU seconds the server and
+    its compaction workers spent meanwhile (``pid``'s process tree): a figure the load of
+    other processes on the machine stretches far less than the clock."""
+    cpu, started = tree_cpu_seconds(pid), time.perf_counter()
     status = pb_grpc.TopicAdminStub(log.channel).Compact(
         pb.CompactRequest(topic=TOPIC, wait=True), timeout=log.timeout
     )
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, tree_cpu_seconds(pid) - cpu
     _check(status.state == pb.CompactionStatus.SUCCESS, f"Compact ended: {status.last_error}")
     return {
         f"{kind}.compaction_s": seconds,
         f"{kind}.compaction_run_s": status.last_run.duration_ms / 1000,
+        f"{kind}.compaction_cpu_s": cpu,
     }
 
 
@@ -156,10 +165,12 @@ def measure_server(kind: str, s: Settings, requests: list[bytes], tmp: Path) -> 
                 m.update(_publish(log, kind, "publish_rolling", s, requests))
             for compacted in (False, True):
                 if compacted:
-                    m.update(_compact(log, kind))
+                    m.update(_compact(log, kind, proc.pid))
                 view = "compacted" if compacted else "raw"
                 frames: list[bytes] = []
+                cpu = tree_cpu_seconds(proc.pid)
                 fig = _timed_read(log, compacted, frames.append)
+                m[f"{kind}.{view}_read_server_cpu_s"] = tree_cpu_seconds(proc.pid) - cpu
                 write_frames(tmp / f"{kind}-{view}.frames", frames)
                 m[f"{kind}.{view}_read_mps"] = fig.messages / fig.seconds
                 m[f"{kind}.{view}_read_s"] = fig.seconds

@@ -6,7 +6,9 @@
   (files; gRPC's sockets go through ``sendmsg`` and are not counted), so a delta over a
   phase is what that phase wrote, page cache or not;
 - disk: bytes of the files under a directory (``du``-like, apparent sizes);
-- CPU: user + system seconds of the process and all its threads (``cpu_seconds``);
+- CPU: user + system seconds of the process and all its threads (``cpu_seconds``), or of
+  the process and its live children (``tree_cpu_seconds``: a server and its compaction
+  workers, whose runs a client's clock sees only as waiting);
 - ``ServerProcess``: the server itself, its stderr kept for the report's error messages.
 """
 
@@ -58,6 +60,30 @@ def cpu_seconds(pid: int) -> float:
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
+def children(pid: int) -> list[int]:
+    """The live child processes of ``pid`` (their ``/proc/N/stat`` names it the parent)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                parent = int(fh.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):  # gone meanwhile
+            continue
+        if parent == pid:
+            found.append(int(entry))
+    return found
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds of a process and of its live children (``cpu_seconds`` each): a server
+    and its compaction workers. A child that ended takes its seconds with it, so a delta
+    is only whole over a window in which no child ends (the workers live as long as the
+    server)."""
+    return cpu_seconds(pid) + sum(cpu_seconds(child) for child in children(pid))
 
 
 def written_bytes(pid: int) -> int:

@@ -188,6 +188,25 @@ def test_compaction_stands_beside_the_raw_read_of_the_same_run(
         assert 0 < results[f"{kind}.compaction_run_s"] <= results[f"{kind}.compaction_s"] + 0.001
 
 
+def test_compaction_cpu_stands_beside_the_raw_reads_server_cpu(
+    quick_run: tuple[int, str, dict[str, Any]],
+) -> None:
+    """The run's CPU is the server's and its workers' (a run happens in a worker: the
+    server alone would show almost none), the Read's the server's, both from /proc (in
+    clock ticks of 10 ms: a quick run's may round to 0; ``test_procstats`` shows a
+    child's CPU counted)."""
+    _code, printed, report = quick_run
+    results = {k: v["median"] for k, v in report["results"].items()}
+    line = [ln for ln in printed.splitlines() if ln.startswith("CPU of Compact")]
+    assert len(line) == 1
+    for kind in KINDS:
+        assert results[f"{kind}.compaction_cpu_s"] >= 0
+        assert results[f"{kind}.raw_read_server_cpu_s"] >= 0
+        assert results[f"{kind}.compacted_read_server_cpu_s"] >= 0
+        cpu = f"{kind.upper()} {results[f'{kind}.compaction_cpu_s']:.2f} s"
+        assert cpu in line[0]
+
+
 def test_the_group_commit_floor_counts_what_it_stored(
     quick_run: tuple[int, str, dict[str, Any]],
 ) -> None:
