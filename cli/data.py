@@ -24,7 +24,12 @@ from compactlog.cli.common import (
     timestamp_ms,
 )
 from compactlog.cli.interrupts import first_interrupt_stops
-from compactlog.cli.output import add_json_flag, format_text, message_json, print_message
+from compactlog.cli.output import (
+    add_json_flag,
+    format_text,
+    message_json,
+    message_lines,
+)
 from compactlog.client.client import Client
 from compactlog.client.reader import Reader, StartLike
 from compactlog.client.types import MessageId, TopicInfo
@@ -188,7 +193,12 @@ def _print_messages(
         readers.append(reader)
         if stop.is_set():  # the interrupt came while the stream opened
             reader.close()
-        for count, msg in enumerate(reader, start=1):
-            print_message(args, msg, ledger, flush=args.follow)
-            if (args.limit and count >= args.limit) or stop.is_set():
+        printed = 0
+        for batch in reader.batches():  # a response at a time, written at once
+            if args.limit:
+                batch = batch[: args.limit - printed]
+            sys.stdout.write(message_lines(args, batch, ledger))
+            sys.stdout.flush()  # what came is shown now (--follow), not when a buffer fills
+            printed += len(batch)
+            if (args.limit and printed >= args.limit) or stop.is_set():
                 break

@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 import base64
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from compactlog.client.types import Message
@@ -50,9 +50,12 @@ def wants_json(args: argparse.Namespace) -> bool:
     return getattr(args, "output", None) == "json" or bool(getattr(args, "json", False))
 
 
+_JSON = json.JSONEncoder(ensure_ascii=False)  # one encoder, not one a call (json.dumps's)
+
+
 def print_json(data: Any, flush: bool = False) -> None:
     """One compact JSON object on one line (non-ASCII text kept as is)."""
-    print(json.dumps(data, ensure_ascii=False), flush=flush)
+    print(_JSON.encode(data), flush=flush)
 
 
 def emit(
@@ -113,6 +116,15 @@ def message_json(msg: Message, ledger: bool = False) -> dict[str, Any]:
     out["publish_time_ms"] = msg.publish_time_ms
     out["event_time_ms"] = msg.event_time_ms
     return out
+
+
+def message_lines(args: argparse.Namespace, messages: Sequence[Message], ledger: bool) -> str:
+    """``messages`` as the lines ``print_message`` prints, each ending in a newline: a
+    reader's whole response written at once (one write, where Python's stdout may write
+    each line by itself: ``PYTHONUNBUFFERED``, as containers often set)."""
+    if wants_json(args):
+        return "".join([_JSON.encode(message_json(m, ledger)) + "\n" for m in messages])
+    return "".join([format_text(m, ledger) + "\n" for m in messages])
 
 
 def print_message(args: argparse.Namespace, msg: Message, ledger: bool, flush: bool) -> None:

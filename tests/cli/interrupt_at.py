@@ -1,5 +1,5 @@
 """Run ``compactlog ARGS`` with its SIGINT delivered at an exact point inside gRPC's Read
-stream, after the first message is printed: ``python tests/cli/interrupt_at.py WINDOW
+stream, after the first messages are printed: ``python tests/cli/interrupt_at.py WINDOW
 ARGS...``. A profile hook raises the signal when the main thread reaches WINDOW, so the
 race that an interrupt under load only hits by chance is hit every time:
 
@@ -28,12 +28,13 @@ from compactlog.cli import data as cli_data
 WINDOW = sys.argv[1]
 printed = threading.Event()
 fired: list[str] = []
-_print = cli_data.print_message
+_lines = cli_data.message_lines
 
 
-def _spy(*args: Any, **kwargs: Any) -> None:
-    _print(*args, **kwargs)
-    printed.set()
+def _spy(*args: Any, **kwargs: Any) -> str:
+    lines = _lines(*args, **kwargs)
+    printed.set()  # the lines are written next, before the stream's next wait
+    return lines
 
 
 def _caller_is(frame: FrameType | None, filename: str, name: str) -> bool:
@@ -59,7 +60,7 @@ def _profile(frame: FrameType, event: str, arg: Any) -> None:
         signal.raise_signal(signal.SIGINT)
 
 
-cli_data.print_message = _spy
+cli_data.message_lines = _spy
 sys.setprofile(_profile)
 try:
     code = cli.main(sys.argv[2:])

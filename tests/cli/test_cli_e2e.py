@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -342,3 +343,38 @@ def test_a_bad_first_line_sends_nothing(run_cli: RunCli, unique_topic: str) -> N
     assert code == 2 and out == ""
     assert f"produced 0 messages to {unique_topic} before it" in one_error_line(err)
     assert run_cli("read", unique_topic)[1] == ""
+
+
+class _CountedWrites(io.StringIO):
+    """stdout that keeps what each ``write`` call was given."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def write(self, s: str) -> int:
+        self.calls.append(s)
+        return super().write(s)
+
+
+def test_read_writes_a_response_at_once(
+    shared_server: Any, unique_topic: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``read`` writes each response's lines in one call: Python's stdout writes every
+    ``print`` by itself where ``PYTHONUNBUFFERED`` is set (as container images often set
+    it), two syscalls a message. The lines are those of one message at a time."""
+    with Client(shared_server.address) as client:
+        client.create_topic(unique_topic)
+        producer = client.create_producer(unique_topic)
+        for i in range(3000):
+            producer.send_async(b"v%d" % i, None, partition_key=f"k{i % 7}")
+        producer.flush()
+    out = _CountedWrites()
+    monkeypatch.setattr(sys, "stdout", out)
+    argv = ["--server", shared_server.address, "--output", "json", "read", unique_topic]
+    assert cli.main([*argv, "--limit", "2500"]) == 0
+    lines = out.getvalue().splitlines()
+    assert [json.loads(line)["value"] for line in lines] == [f"v{i}" for i in range(2500)]
+    assert json.loads(lines[7])["key"] == "k0"
+    assert 3 <= len(out.calls) <= 10  # responses of up to 1,000 messages, not 5,000 writes
+    assert all(call.endswith("\n") for call in out.calls)
