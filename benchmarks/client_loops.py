@@ -1,5 +1,6 @@
 """The client loops ``compactlog bench client`` times (``benchmarks/client_rates.py``), each
-on a topic the caller loaded: a reader's ``read_next``, a consumer's ``receive`` with a
+on a topic the caller loaded: a reader's ``read_next`` (also reading each message's key
+and value), a consumer's ``receive`` with a
 cumulative ack every 1000 or an ack of each message (pulsar-client's usual loop), its
 ``batch_receive``, and the sync and asyncio producers' sends. Each returns how many
 messages it handled, so that a short loop is caught (``client_rates._rate``).
@@ -24,6 +25,20 @@ def read_next(client: Client, count: int) -> int:
     try:
         for _ in range(count):
             reader.read_next()
+        return count
+    finally:
+        reader.close()
+
+
+def read_fields(client: Client, count: int) -> int:
+    """``read_next`` in a loop that reads each message as a user's loop does: its key and
+    value (the other loops hand messages out unread)."""
+    reader = client.create_reader(TOPIC, MessageId.earliest)
+    try:
+        for _ in range(count):
+            msg = reader.read_next()
+            msg.partition_key()
+            msg.data()
         return count
     finally:
         reader.close()

@@ -8,7 +8,8 @@ publish floor), then times, on the same topic and server:
 
 1. raw gRPC Read, each response parsed (``ReadResponse.FromString``) and its messages
    counted: the read floor;
-2. ``client.create_reader(topic, MessageId.earliest).read_next()`` in a loop;
+2. ``client.create_reader(topic, MessageId.earliest).read_next()`` in a loop, and the
+   same loop reading each message's key and value (``partition_key()``, ``data()``);
 3. ``client.subscribe(...).receive()`` in a loop, a cumulative ack every 1000; and the
    pulsar-typical loop, ``consumer.acknowledge(msg)`` of each message, its rate (the
    loop) and the time until every ack is stored (the loop and ``close()``; the individual
@@ -37,8 +38,9 @@ figures say where that floor's time goes: the same Consume calls without acks, a
 median round trip of a unary call that carries nothing (``GetLastMessageId``): the fixed
 cost of one gRPC call, which a Consume pays per response and a Read stream once.
 
-The client loops hand out every message (a ``Message`` each) without reading its fields,
-as the floor counts messages without reading them. Figures are medians of ``--runs``
+The client loops but one hand out every message (a ``Message`` each) without reading its
+fields, as the floor counts messages without reading them; the one that reads key and
+value shows what a user's loop adds. Figures are medians of ``--runs``
 runs, each ratio a median of the runs' own ratios. Goals (issue 29): read_next and
 receive >= 0.25, batch_receive >= 0.5 of the raw read; send_async + flush >= 0.5 of the
 raw PublishStream, the asyncio producer's alike.
@@ -219,6 +221,7 @@ def one_run(s: Settings, run: int, requests: list[bytes], keys: list[bytes]) -> 
                 )  # fmt: skip
                 m["unary_ms"] = _unary_ms(server.address)
                 m["read_next_mps"] = _rate(s.records, lambda: loops.read_next(client, s.records))
+                _timed(m, "read_fields", s.records, lambda: loops.read_fields(client, s.records))
                 _timed(m, "receive", s.records, lambda: loops.receive(client, s.records))
                 _ack_each(m, client, s.records)
                 _timed(
@@ -230,7 +233,8 @@ def one_run(s: Settings, run: int, requests: list[bytes], keys: list[bytes]) -> 
                 _timed(m, "aio_send", s.records, lambda: loops.aio_send(address, keys))
         finally:
             server.stop()
-    for name in ("read_next", "receive", "receive_each", "batch_receive", "raw_consume_stream"):
+    for name in ("read_next", "read_fields", "receive", "receive_each", "batch_receive",
+                 "raw_consume_stream"):  # fmt: skip
         m[f"{name}.ratio"] = m[f"{name}_mps"] / m["raw_read_mps"]
     for name in ("receive", "batch_receive"):
         m[f"{name}.consume_ratio"] = m[f"{name}_mps"] / m["raw_consume_mps"]
@@ -241,6 +245,7 @@ def one_run(s: Settings, run: int, requests: list[bytes], keys: list[bytes]) -> 
 
 ROWS = (
     ("create_reader + read_next loop", "read_next", "raw_read_mps", READ_FLOOR, 0.25),
+    ("read_next, reading key and value", "read_fields", "raw_read_mps", READ_FLOOR, 0.25),
     ("subscribe + receive, cumulative ack / 1000", "receive", "raw_read_mps", READ_FLOOR, 0.25),
     ("subscribe + receive, acknowledge each", "receive_each", "raw_read_mps", READ_FLOOR, 0.25),
     ("subscribe + batch_receive, ack each batch", "batch_receive", "raw_read_mps", READ_FLOOR, 0.5),
@@ -312,6 +317,7 @@ def markdown(report: dict[str, Any]) -> str:
         f"{r['aio_send_async_cpu_us']['median']:.2f} us, asyncio send gathered "
         f"{r['aio_send_cpu_us']['median']:.2f} us, raw PublishStream "
         f"{r['raw_publish_cpu_us']['median']:.2f} us (requests built before the clock); "
+        f"read_next reading key and value {r['read_fields_cpu_us']['median']:.2f} us, "
         f"receive {r['receive_cpu_us']['median']:.2f} us, batch_receive "
         f"{r['batch_receive_cpu_us']['median']:.2f} us, raw ConsumeStream "
         f"{r['raw_consume_stream_cpu_us']['median']:.2f} us (the server's CPU not counted)."

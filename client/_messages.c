@@ -2,9 +2,11 @@
  *
  * messages_of(batch, topic) makes one Message per entry of a response's repeated field,
  * holding the field, the entry's index and the topic in the class's slots (_batch, _at,
- * _topic), as the pure twin does with attribute stores; every other slot stays unset, so
- * Message converts each field on first use. bind(cls) names the class and finds its slots'
- * offsets from their member descriptors (a slotted class's layout), once.
+ * _topic), as the pure twin does with attribute stores, and the marker `unset` in each slot
+ * named in `lazy`, so Message converts each field on first use (a test of identity, where
+ * an empty slot's AttributeError cost a microsecond a field). bind(cls, unset, lazy) names
+ * the class, the marker and those slots, and finds the slots' offsets from their member
+ * descriptors (a slotted class's layout), once.
  *
  * The messages are not tracked by the garbage collector: a response's thousand messages
  * would otherwise set off a collection per response and, as they outlive it in the
@@ -19,8 +21,11 @@
 
 #include "_twin_stamp.h"
 
+#define MAX_LAZY 8
+
 static PyTypeObject *message_type; /* bound class, NULL until bind() */
-static Py_ssize_t off_batch, off_at, off_topic;
+static PyObject *unset;            /* the marker of a field not converted yet */
+static Py_ssize_t off_batch, off_at, off_topic, off_lazy[MAX_LAZY], n_lazy;
 
 /* The offset of cls's object slot `name`; -1 with TypeError when it has none. */
 static Py_ssize_t slot_offset(PyTypeObject *cls, const char *name) {
@@ -33,17 +38,26 @@ static Py_ssize_t slot_offset(PyTypeObject *cls, const char *name) {
     return ((PyMemberDescrObject *)descr)->d_member->offset;
 }
 
-static PyObject *bind(PyObject *module, PyObject *cls) {
-    if (!PyType_Check(cls)) {
-        PyErr_SetString(PyExc_TypeError, "bind() takes a class");
+static PyObject *bind(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 || !PyType_Check(args[0]) || !PyTuple_Check(args[2]) ||
+        PyTuple_GET_SIZE(args[2]) > MAX_LAZY) {
+        PyErr_SetString(PyExc_TypeError, "bind(cls, unset, lazy): a class, a marker, a tuple "
+                                         "of at most 8 slot names");
         return NULL;
     }
-    PyTypeObject *type = (PyTypeObject *)cls;
+    PyTypeObject *type = (PyTypeObject *)args[0];
     Py_ssize_t batch = slot_offset(type, "_batch"), at = slot_offset(type, "_at"),
-               topic = slot_offset(type, "_topic");
+               topic = slot_offset(type, "_topic"), lazy[MAX_LAZY];
     if (batch < 0 || at < 0 || topic < 0) return NULL;
-    Py_XSETREF(message_type, (PyTypeObject *)Py_NewRef(cls));
-    off_batch = batch, off_at = at, off_topic = topic;
+    Py_ssize_t n = PyTuple_GET_SIZE(args[2]);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const char *name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(args[2], i));
+        if (!name || (lazy[i] = slot_offset(type, name)) < 0) return NULL;
+    }
+    Py_XSETREF(message_type, (PyTypeObject *)Py_NewRef(args[0]));
+    Py_XSETREF(unset, Py_NewRef(args[1]));
+    off_batch = batch, off_at = at, off_topic = topic, n_lazy = n;
+    memcpy(off_lazy, lazy, sizeof(Py_ssize_t) * (size_t)n);
     Py_RETURN_NONE;
 }
 
@@ -74,6 +88,7 @@ static PyObject *messages_of(PyObject *module, PyObject *const *args, Py_ssize_t
         SLOT(msg, off_batch) = Py_NewRef(batch); /* tp_alloc zeroed every slot */
         SLOT(msg, off_at) = at;
         SLOT(msg, off_topic) = Py_NewRef(topic);
+        for (Py_ssize_t j = 0; j < n_lazy; j++) SLOT(msg, off_lazy[j]) = Py_NewRef(unset);
         if (PyObject_IS_GC(msg)) PyObject_GC_UnTrack(msg);
         PyList_SET_ITEM(out, i, msg);
     }
@@ -81,7 +96,8 @@ static PyObject *messages_of(PyObject *module, PyObject *const *args, Py_ssize_t
 }
 
 static PyMethodDef methods[] = {
-    {"bind", bind, METH_O, "bind(cls): the class messages_of builds"},
+    {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
+     "bind(cls, unset, lazy): the class messages_of builds, its marker and lazy slots"},
     {"messages_of", (PyCFunction)(void (*)(void))messages_of, METH_FASTCALL,
      "messages_of(batch, topic) -> [Message]"},
     {NULL, NULL, 0, NULL},

@@ -27,7 +27,8 @@ def test_client_bench_quick(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert "raw Consume of 1000 without acks" in printed
     assert "GetLastMessageId round trip" in printed
     assert "asyncio send_async + flush" in printed  # the asyncio producer's rows and CPU
-    for name in ("aio_send_async", "receive", "batch_receive", "raw_consume_stream"):
+    assert "read_next, reading key and value" in printed  # a user's loop reads its fields
+    for name in ("aio_send_async", "read_fields", "receive", "batch_receive", "raw_consume_stream"):
         assert results[f"{name}_cpu_us"]["median"] > 0, name
     assert "batch_receive " in printed and "raw ConsumeStream " in printed
     assert "subscribe + receive, acknowledge each" in printed  # pulsar's usual loop

@@ -27,7 +27,7 @@ from compactlog.client import (
     send_batches,
 )
 from compactlog.client.aio import AsyncClient
-from compactlog.client.message import messages_of
+from compactlog.client.message import _UNSET, messages_of
 from compactlog.client.topic_producer import TopicProducer
 from compactlog.errors import CompactlogError
 from compactlog.v1 import compactlog_pb2 as pb
@@ -66,7 +66,7 @@ def test_a_message_over_the_wire_converts_each_field_once() -> None:
     wire.id.ledger_id, wire.id.entry_id = 3, 4
     wire.properties["a"] = "b"
     (msg,) = messages_of(resp.messages, "t")
-    assert msg.data() == b"v" and not hasattr(msg, "_value") and not hasattr(msg, "_id")
+    assert msg.data() == b"v" and msg._value is _UNSET and msg._id is _UNSET
     assert msg.message_id() is msg.message_id() == MessageId(ledger_id=3, entry_id=4)
     assert msg.properties() == {"a": "b"} and msg.partition_key() == "k"
     assert (msg.publish_timestamp(), msg.event_timestamp(), msg.topic_name()) == (5, 6, "t")

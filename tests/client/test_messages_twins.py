@@ -1,7 +1,8 @@
 """The read side's per-message loop, ``client/_messages.c`` beside its pure twin
 ``_messages_py.py``: both make, over a real response, messages that read back every field
 as the wire has it and as an eagerly built ``Message`` does, convert nothing until asked,
-keep their response alive, and refuse a class without the slots they fill."""
+keep their response alive, and refuse a class without the slots they fill (the fixed ones
+and those told to hold the marker of a field not converted yet)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ TWINS = [compiled, _messages_py]
 @pytest.fixture(params=TWINS, ids=["compiled", "pure"])
 def twin(request: pytest.FixtureRequest) -> ModuleType:
     module: ModuleType = request.param
-    module.bind(Message)
+    module.bind(Message, message._UNSET, message._LAZY)
     return module
 
 
@@ -46,7 +47,8 @@ def test_each_message_reads_back_the_wire_and_converts_nothing_first(twin: Modul
     made = twin.messages_of(resp.messages, "tópic")
     assert type(made) is list and len(made) == 600
     assert all(type(m) is Message for m in made)
-    assert not any(hasattr(m, "_wire") or hasattr(m, "_id") for m in made)
+    unset = message._UNSET  # every lazy slot holds the marker: nothing converted
+    assert all(getattr(m, name) is unset for m in made for name in message._LAZY)
     for i, msg in enumerate(made):
         key = b"k%d" % i if i % 4 else None
         value = b"v" * i if i % 5 else None
@@ -59,6 +61,7 @@ def test_each_message_reads_back_the_wire_and_converts_nothing_first(twin: Modul
         mid = MessageId(partition=i % 2, ledger_id=2, entry_id=i)
         assert msg == Message(mid, key, value, props, i, 0, "tópic")
     assert made[0].value is NULL_VALUE and made[0].is_tombstone is False
+    assert made[1].id is made[1].id and made[1].properties is made[1].properties  # kept
 
 
 def test_messages_keep_their_response_alive(twin: ModuleType) -> None:
@@ -77,9 +80,15 @@ def test_a_class_without_the_slots_is_refused(twin: ModuleType) -> None:
     class Slotted:
         __slots__ = ("_at", "_batch")
 
+    class NoLazy:  # the fixed slots, not a lazy one it is told of
+        __slots__ = ("_at", "_batch", "_topic")
+
     for cls in (Plain, Slotted):
         with pytest.raises(TypeError, match="has no slot"):
-            twin.bind(cls)
+            twin.bind(cls, message._UNSET, ())
+    with pytest.raises(TypeError, match="has no slot _wire"):
+        twin.bind(NoLazy, message._UNSET, ("_wire",))
+    twin.bind(Message, message._UNSET, message._LAZY)
     assert type(twin.messages_of(pb.ConsumeResponse.FromString(response(1)).messages, "")[0]) is (
         Message
     )
