@@ -23,7 +23,8 @@ from compactlog.storage.types import MessageId
 # Responses read ahead at most, and their bytes at most, per subscription.
 READ_AHEAD = 4
 READ_AHEAD_BYTES = 512 * 1024
-# The bytes every subscription's read-ahead holds at most, together.
+# The bytes every subscription's read-ahead holds at most, together (the Kafka
+# listener's Fetch read-ahead, ``server.kafka.fetch_ahead``, counts its answers here too).
 KEPT_MAX_BYTES = 64 * 1024 * 1024
 
 
@@ -36,9 +37,10 @@ class Kept:
         self.limit = limit
         self.bytes = 0
 
-    def room(self) -> bool:
-        """Whether a step may read ahead: what is kept leaves room for one more's."""
-        return self.bytes + READ_AHEAD_BYTES <= self.limit
+    def room(self, size: int = READ_AHEAD_BYTES) -> bool:
+        """Whether a step may read ahead: what is kept leaves room for one more's
+        (``size`` bytes: a subscription step's cap unless told)."""
+        return self.bytes + size <= self.limit
 
 
 KEPT = Kept(KEPT_MAX_BYTES)
