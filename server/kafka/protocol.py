@@ -26,7 +26,7 @@ import threading
 import types
 import typing
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from kio.index import load_payload_module, load_request_schema, load_response_schema
@@ -79,14 +79,14 @@ def _writer(cls: Any) -> Any:
     return entity_writer(cls)
 
 
-def preload(apis: Mapping[int, tuple[int, int]]) -> int:
-    """Load every version of ``apis`` (key -> (min, max)): its request and response types,
-    their readers and writers, its response module; how many versions. ``kio`` imports a
-    module per API version on first use (about 25 ms each, 110 ms for a client's first
-    request), so the listener loads them all once at start-up instead."""
+def preload(apis: Mapping[int, Collection[int]]) -> int:
+    """Load the ``apis``' versions (key -> versions): each one's request and response
+    types, their readers and writers, its response module; how many versions. ``kio``
+    imports a module per API version on first use (about 25 ms each, 110 ms for a
+    client's first request), so the listener loads them once at start-up instead."""
     count = 0
-    for api_key, (low, high) in apis.items():
-        for version in range(low, high + 1):
+    for api_key, versions in apis.items():
+        for version in sorted(versions):
             request = request_type(api_key, version)
             _reader(request.__header_schema__)
             _reader(request)
@@ -98,14 +98,14 @@ def preload(apis: Mapping[int, tuple[int, int]]) -> int:
     return count
 
 
-_preloads: dict[tuple[tuple[int, tuple[int, int]], ...], concurrent.futures.Future[int]] = {}
+_preloads: dict[tuple[tuple[int, tuple[int, ...]], ...], concurrent.futures.Future[int]] = {}
 _preloads_lock = threading.Lock()
 
 
-def start_preload(apis: Mapping[int, tuple[int, int]]) -> concurrent.futures.Future[int]:
+def start_preload(apis: Mapping[int, Collection[int]]) -> concurrent.futures.Future[int]:
     """``preload(apis)`` on a thread of its own, started once a process: call it early
     so the loading overlaps the rest of start-up; wait on the future before serving."""
-    key = tuple(sorted(apis.items()))
+    key = tuple(sorted((api, tuple(sorted(versions))) for api, versions in apis.items()))
     with _preloads_lock:
         if key not in _preloads:
             future: concurrent.futures.Future[int] = concurrent.futures.Future()
