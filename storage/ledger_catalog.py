@@ -134,9 +134,20 @@ class LedgerCatalog:
         self._write_or_log((self.names or set()) | {name}, self.next_ledger, f"topic {name!r}")
 
     def allocated(self, next_ledger: int) -> None:
-        """After an allocation of ledger ``next_ledger - 1`` is synced."""
+        """After an allocation of ledgers up to ``next_ledger - 1`` is synced."""
         if next_ledger > self.next_ledger:
             self._write_or_log(self.names or set(), next_ledger, f"ledger {next_ledger - 1}")
+
+    def released(self, next_ledger: int) -> bool:
+        """Before the store gives back the ids from ``next_ledger`` on (reserved, never
+        handed out): lowered here first, so the catalog never lists more than the store.
+        False when the catalog could not be written (the store then keeps its ids)."""
+        try:
+            self.write(self.names or set(), self.ledgers, next_ledger)
+        except CompactlogError as exc:
+            log.warning("%s: reserved ledger ids kept: %s", self.path, exc)
+            return False
+        return True
 
     def remove(self, name: str) -> None:
         """Before the topic's record is deleted; raises (then nothing is deleted)."""

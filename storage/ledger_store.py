@@ -50,6 +50,12 @@ from compactlog.storage.types import TopicKind
 
 log = logging.getLogger(__name__)
 
+# Ledger ids reserved by one synced allocator write and one catalog write: a topic rolls a
+# ledger every ``ledger.max.entries`` (50,000) records, and each of those two fsyncs (three
+# with the catalog's directory) stalled its writer. Ids reserved and never handed out (the
+# server stopped first) are skipped, never reused.
+LEDGER_ID_BLOCK = 16
+
 
 class LedgerStore(LedgerAppends, CompactedLedgers, LedgerCursors):
     db: RocksDB
@@ -93,6 +99,7 @@ class LedgerStore(LedgerAppends, CompactedLedgers, LedgerCursors):
         """Read the metadata (``storage.ledger_load``: nothing unreadable is deleted)."""
         state = load_ledgers(self.db, self._new_topic)
         self._next_ledger = state.next_ledger
+        self._reserved_to = state.next_ledger  # ids below it are durably allocated
         self._ledgers = state.ledgers
         self._topics = state.topics
         self._offline = state.offline
@@ -102,7 +109,7 @@ class LedgerStore(LedgerAppends, CompactedLedgers, LedgerCursors):
             name: {led.ledger_id: led.entries for led in topic.ledgers}
             for name, topic in self._topics.items()
         }
-        self.catalog.take_in({*self._topics, *self._offline}, counts, self._next_ledger)
+        self.catalog.take_in({*self._topics, *self._offline}, counts, self._reserved_to)
 
     def _index_state(self, ledger_id: int) -> IndexedLedger | None:
         """What the key indexer needs to merge a raw ledger's index safely."""
@@ -229,18 +236,40 @@ class LedgerStore(LedgerAppends, CompactedLedgers, LedgerCursors):
     # ---- ledgers --------------------------------------------------------------------
 
     def _allocate_ledger(self, topic: str, role: int) -> LedgerMeta:
-        """A new ledger id, synced at once so that ids are never reused, then raised in the
-        catalog (so a store that loses the allocation is noticed: once a ledger)."""
+        """A new ledger id from the ids reserved; when they run out, the next
+        ``LEDGER_ID_BLOCK`` are reserved, synced at once so that ids are never reused, then
+        raised in the catalog (so a store that loses the allocation is noticed)."""
         with self._lock:
             lid = self._next_ledger
-            batch = Batch()
-            batch.put(keys.NEXT_LEDGER_KEY, keys.U64.pack(lid + 1))
-            self.db.write(batch, sync=True)
+            if lid >= self._reserved_to:
+                reserved = lid + LEDGER_ID_BLOCK
+                batch = Batch()
+                batch.put(keys.NEXT_LEDGER_KEY, keys.U64.pack(reserved))
+                self.db.write(batch, sync=True)
+                self._reserved_to = reserved
+                self.catalog.allocated(reserved)
             self._next_ledger = lid + 1
-            self.catalog.allocated(self._next_ledger)
             meta = LedgerMeta(ledger_id=lid, topic=topic, role=role)
             self._ledgers[lid] = meta
             return meta
+
+    def _release_ids(self) -> None:
+        """At a clean stop, the reserved ids never handed out go back (the catalog first),
+        so ledger ids stay consecutive across clean restarts; a crash skips them."""
+        with self._lock:
+            fault = self.db.fault
+            if self._reserved_to <= self._next_ledger or (fault and fault.error):
+                return
+            if not self.catalog.released(self._next_ledger):
+                return
+            batch = Batch()
+            batch.put(keys.NEXT_LEDGER_KEY, keys.U64.pack(self._next_ledger))
+            try:
+                self.db.write(batch, sync=True)
+            except CompactlogError as exc:
+                log.warning("%s: reserved ledger ids kept: %s", self.db.path, exc)
+                return
+            self._reserved_to = self._next_ledger
 
     def _delete_ledger_ops(self, batch: Batch, ledger_id: int) -> None:
         batch.delete(keys.ledger_meta_key(ledger_id))
@@ -331,6 +360,7 @@ class LedgerStore(LedgerAppends, CompactedLedgers, LedgerCursors):
         for topic in list(self._topics.values()):
             topic.closed = True
             self.changes.notify(topic.name)
+        self._release_ids()
         self.db.close()
         try:  # a clean stop: what the store holds now is on disk
             self._take_in_catalog()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from compactlog.storage.ledger_store import LEDGER_ID_BLOCK
 from compactlog.v1 import compactlog_pb2 as pb
 
 from .write_sites import Case, Lab, Refused, blocker, create_refused, records
@@ -29,7 +30,7 @@ def ledger_publish_disk_full(lab: Lab) -> str:
 def catalog_disk_full(lab: Lab) -> str:
     since = lab.mark()
     lab.ballast(0)
-    # a new ledger's id is synced in the store, then the catalog's write is refused
+    # a block of ledger ids is synced in the store, then the catalog's write is refused
     # (logged); the publish is refused when the store's own write finds no page either
     refusal = lab.until_refused(lambda: lab.publish("led", records("c", range(4), 100)))
     lab.expect(refusal, "DISK_FULL", ledgers(lab))
@@ -44,7 +45,8 @@ def catalog_no_permission(lab: Lab) -> str:
     since = lab.mark()
     blocked = blocker(ledgers(lab).with_name("ledgers.catalog"))
     try:
-        lab.publish("led", records("e", range(5), 100))  # a new ledger: acknowledged
+        # ledgers of 4 records: enough new ones to reserve a block of ids; acknowledged
+        lab.publish("led", records("e", range(4 * LEDGER_ID_BLOCK + 4), 100))
         lab.logged(since, "ledgers.catalog", "not yet in the catalog", "EACCES")
     finally:
         blocked.unlink(missing_ok=True)

@@ -15,7 +15,7 @@ from compactlog.errors import CorruptData, DiskFull
 from compactlog.storage import keys
 from compactlog.storage.config import ServerSettings
 from compactlog.storage.ledger_catalog import catalog_path
-from compactlog.storage.ledger_store import LedgerStore
+from compactlog.storage.ledger_store import LEDGER_ID_BLOCK, LedgerStore
 from compactlog.storage.rocks import Batch
 from compactlog.storage.types import Record
 
@@ -108,4 +108,31 @@ def test_a_crash_and_retention_raise_no_false_alarm(tmp_path: Path) -> None:
     store.close()
     store = LedgerStore(path, SETTINGS)
     assert store.topic("a").ledgers[-1].entries == 1
+    store.close()
+
+
+def test_ledger_rolls_within_a_reserved_block_sync_nothing_more(tmp_path: Path) -> None:
+    """A roll takes its id from the block reserved by one synced write (the allocator and
+    the catalog written once for LEDGER_ID_BLOCK ledgers, not once a ledger); a clean stop
+    gives back what it did not hand out, a crash skips it, and no id is ever reused."""
+    path = tmp_path / "ledgers"
+    store = LedgerStore(path, SETTINGS)
+    store.create_topic("a", {"ledger.max.entries": "2"})
+    store.append("a", records(1))  # ledger 1: ids 1 to LEDGER_ID_BLOCK reserved
+    catalog = catalog_path(path).read_bytes()
+    store.append("a", records(9))  # ledgers 2 to 5
+    assert [led.ledger_id for led in store.topic("a").ledgers] == [1, 2, 3, 4, 5]
+    assert catalog_path(path).read_bytes() == catalog  # not rewritten by the rolls
+    stored = store.db.get(keys.NEXT_LEDGER_KEY)
+    assert stored is not None and keys.U64.unpack(stored)[0] == 1 + LEDGER_ID_BLOCK
+    store.close()  # a clean stop: ids 6 to LEDGER_ID_BLOCK given back
+    store = LedgerStore(path, SETTINGS)
+    store.append("a", records(2))
+    assert [led.ledger_id for led in store.topic("a").ledgers][-1] == 6
+    crashed = tmp_path / "crashed"
+    shutil.copytree(path, crashed)  # the store's files as a crash would leave them
+    store.close()
+    store = LedgerStore(crashed, SETTINGS)  # no false alarm, and no id of the block reused
+    store.append("a", records(2))
+    assert [led.ledger_id for led in store.topic("a").ledgers][-1] == 6 + LEDGER_ID_BLOCK
     store.close()
