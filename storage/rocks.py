@@ -38,7 +38,7 @@ from compactlog.errors import (
     StoreLocked,
 )
 from compactlog.storage import file_limits
-from compactlog.storage.rocks_errors import open_error, wrap_error
+from compactlog.storage.rocks_errors import is_locked, open_error, wrap_error
 from compactlog.storage.store_recovery import StoreFault, is_fault
 
 WAL_RECOVERY_MODES = ("absolute-consistency", "point-in-time")
@@ -269,7 +269,7 @@ class RocksDB(RocksReads):
                 return Rdict(str(self.path), self._opts, access_type=access)
             return Rdict(str(self.path), self._opts)
         except Exception as exc:
-            if "lock" in str(exc).lower():
+            if is_locked(exc):
                 raise StoreLocked(f"{self.path} is in use by another process") from None
             raise open_error(self.path, exc) from None
 

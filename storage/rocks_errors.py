@@ -29,6 +29,20 @@ _FILE_LIMIT = ("Too many open files",)
 _UNAVAILABLE = (("Permission denied", "EACCES"), ("Read-only file system", "EROFS"))
 
 
+# The texts of RocksDB's LOCK file held: by another process (fcntl refused:
+# "While lock file: PATH/LOCK: Resource temporarily unavailable") or by this one ("lock
+# hold by current process"). Opening the LOCK file itself ("While open a file for lock")
+# fails for the OS's reasons (permissions, no descriptor, no space) like any other file.
+_HELD = ("While lock file:", "lock hold by current process")
+
+
+def is_locked(exc: BaseException) -> bool:
+    """Whether a failed open says another holder has the store's LOCK (not a damaged
+    "block", not a LOCK file that could not be opened)."""
+    text = _one_line(exc)
+    return not _is_corruption(text) and any(held in text for held in _HELD)
+
+
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
 

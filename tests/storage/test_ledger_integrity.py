@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from compactlog.errors import CorruptData
+from compactlog.errors import CorruptData, StoreLocked
 from compactlog.storage import keys
 from compactlog.storage.config import ServerSettings
 from compactlog.storage.cursor import COMPACTION_SUBSCRIPTION
@@ -110,6 +110,28 @@ def test_a_damaged_wal_stops_the_open_rather_than_drop_acknowledged_writes(
     store = LedgerStore(crash, lossy)  # the operator's choice: keep what precedes the damage
     assert len(raw(store, "a")) < 60
     store.close()
+
+
+def test_a_damaged_table_read_at_open_is_damage_not_a_held_lock(db_path: Path) -> None:
+    """A checksum failure in a table the open reads ("block checksum mismatch") is
+    CorruptData; it was StoreLocked, "in use by another process", because "block" holds
+    "lock". The clean stop's last write (the ledger ids given back) is the smallest table."""
+    store = fill(db_path)
+    store.db.flush()
+    store.close()
+    sst = min(db_path.glob("*.sst"), key=lambda p: p.stat().st_size)
+    flip(sst, sst.stat().st_size // 3)
+    with pytest.raises(CorruptData, match="damaged and was not opened"):
+        reopen(db_path)
+
+
+def test_a_store_held_elsewhere_is_locked(db_path: Path) -> None:
+    store = fill(db_path, topics=("a",), n=3)
+    try:
+        with pytest.raises(StoreLocked, match="in use by another process"):
+            LedgerStore(db_path, SETTINGS)
+    finally:
+        store.close()
 
 
 def test_a_malformed_topic_record_takes_only_that_topic_offline(db_path: Path) -> None:
