@@ -37,17 +37,22 @@ class Flow:
         self.stay = False  # the consumer ends this stream to open another at once
         # Resolved when the consumer's side ends (half-close, or its stream failed).
         self.ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._more = asyncio.Event()
+        # The stream's wait for permits: one future, resolved by the flow that brings them
+        # (a consumer that takes each response whole waits once a response).
+        self._waiter: asyncio.Future[None] | None = None
 
     def add(self, permits: int) -> None:
         self.permits += permits
         if self.permits:
-            self._more.set()
+            self._wake()
 
     def take(self, count: int) -> None:
         self.permits = max(0, self.permits - count)
-        if not self.permits:
-            self._more.clear()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     async def read(self, flows: AsyncIterator[pb.ConsumeFlow]) -> None:
         try:
@@ -59,16 +64,17 @@ class Flow:
         finally:
             if not self.ended.done():
                 self.ended.set_result(None)
+            self._wake()
 
-    async def wait(self, timeout_s: float | None) -> None:
-        """Until permits come, the consumer's side ends, or ``timeout_s`` passes."""
-        more = asyncio.ensure_future(self._more.wait())
+    async def wait(self) -> None:
+        """Until permits come or the consumer's side ends."""
+        if self.permits or self.ended.done():
+            return
+        self._waiter = waiter = asyncio.get_running_loop().create_future()
         try:
-            await asyncio.wait(
-                (more, self.ended), timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED
-            )
+            await waiter
         finally:
-            more.cancel()
+            self._waiter = None
 
 
 async def first_flow(flows: AsyncIterator[pb.ConsumeFlow]) -> pb.ConsumeFlow:
@@ -102,7 +108,7 @@ async def consume_stream(
     try:
         while not flow.ended.done():
             if not flow.permits:  # it asks for nothing: live only as long as it asked last
-                await flow.wait(None)
+                await flow.wait()
                 continue
             step.CopyFrom(start)
             step.max_messages = min(flow.permits, cap) if cap else flow.permits
