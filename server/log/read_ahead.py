@@ -17,12 +17,13 @@ from __future__ import annotations
 
 from collections import deque
 
-from compactlog.server.log.reading import Response
+from compactlog.server.log.reading import STEP_BYTES, Response
 from compactlog.storage.types import MessageId
 
-# Responses read ahead at most, and their bytes at most, per subscription.
-READ_AHEAD = 4
-READ_AHEAD_BYTES = 512 * 1024
+# Responses read ahead at most, and their bytes at most, per subscription: as much as one
+# executor step of a Read gathers (``STEP_BYTES``), so a consumer pays the hop as rarely.
+READ_AHEAD = 16
+READ_AHEAD_BYTES = STEP_BYTES
 # The bytes every subscription's read-ahead holds at most, together (the Kafka
 # listener's Fetch read-ahead, ``server.kafka.fetch_ahead``, counts its answers here too).
 KEPT_MAX_BYTES = 64 * 1024 * 1024

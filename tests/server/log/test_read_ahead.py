@@ -140,3 +140,29 @@ def test_the_bytes_kept_ahead_are_bounded_for_the_whole_server(
     assert [steps for steps, _ids, _kept in without][1:] == [1, 1]
     assert without[0][0] == with_room[0][0]  # the first: the same steps, nothing kept
     assert len({kept for _steps, _ids, kept in without}) == 1  # nothing more kept
+
+
+async def _steps_for(broker: Broker, topic: str, records: list[pb.Record], calls: int) -> int:
+    """Executor steps of ``calls`` Consumes of 2 messages each, after one publish."""
+    with CountingExecutor(2) as executor:
+        loop = asyncio.get_running_loop()
+        service = LogService(broker, Metrics(), executor, TopicSignals(loop), 100)
+        publish = pb.PublishRequest(topic=topic, records=records).SerializeToString()
+        await service.Publish(publish, Context())
+        before = executor.steps
+        got = []
+        for _ in range(calls):
+            req = pb.ConsumeRequest(topic=topic, subscription="s", max_messages=2)
+            reply = await service.Consume(req, Context())
+            got += [m.id.entry_id for m in pb.ConsumeResponse.FromString(reply).messages]
+        assert got == list(range(2 * calls))
+        return executor.steps - before
+
+
+def test_a_step_reads_ahead_as_much_as_a_read_step(broker: Broker) -> None:
+    """A consumer taking 1 MiB in eight responses pays one executor hop for all of them
+    (and one to open its subscription), as a Read of 1 MiB does (``STEP_BYTES``): the
+    hop, not the scan, was a response's cost."""
+    broker.create_topic("t", TopicKind.LEDGER, {})
+    big = [pb.Record(key=b"k%d" % i, value=bytes(64 * 1024)) for i in range(16)]
+    assert asyncio.run(_steps_for(broker, "t", big, 8)) == 2
