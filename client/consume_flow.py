@@ -4,8 +4,10 @@ The stream opens with the consumer's Consume request and ``receiver_queue_size``
 the server pushes responses within them. Permits go back in one flow once the application
 has taken half the queue's worth (``handed``): the consumer counts what it handed out when
 its buffer falls to half (``low_water``) and when it runs empty, so the next response is
-on its way while the application works through the rest, the consumer never holds more
-than its queue's size from the server, and ``receive`` pays nothing per message for it.
+on its way while the application works through the rest, the consumer holds at most its
+queue's size from the server and one response more (the rest of a stored batch the
+server carries on to, as Pulsar's broker does), and ``receive`` pays nothing per message
+for it.
 A thread of the stream's reads the responses into a queue, so a receive waits for one
 with its own timeout; gRPC's own thread sends the flows. ``end`` half-closes and waits
 for the server to end its side (which releases the consumer there); a seek or redelivery

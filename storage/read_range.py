@@ -84,6 +84,7 @@ def read_chunks(
     max_messages: int = 0,
     max_bytes: int = MAX_RESPONSE_BYTES,
     skip: Callable[[MessageId], bool] | None = None,
+    whole_to: int = 0,
 ) -> Iterator[Chunk]:
     """Responses holding the messages of ``batches`` up to ``stop``.
 
@@ -92,8 +93,12 @@ def read_chunks(
     compaction horizon), so each carries the first id the view takes from it. ``label``
     names the topic in errors;
     ``max_messages`` (0 = no limit) caps the total, ``per_response`` and ``max_bytes``
-    each response; ``skip`` leaves out individual ids (a subscription's acks).
+    each response; ``skip`` leaves out individual ids (a subscription's acks). With
+    ``whole_to`` past ``per_response``, a response that reaches ``per_response`` inside a
+    stored batch takes the rest of that batch, ``whole_to`` messages at most in all: a
+    ConsumeStream's whole entries past its permits, as Pulsar's broker dispatches them.
     """
+    most = max(per_response, whole_to)
     remaining = max_messages or -1
     chunk = Chunk()
     for data, header, lo in batches:
@@ -105,7 +110,7 @@ def read_chunks(
         # that spans several responses is walked once, not once per response.
         view, n, last = codec.select(data, header, lo, stop, limit, where)
         while n and last is not None:
-            piece, k, piece_last = _head(view, min(n, per_response - chunk.count), n, last, where)
+            piece, k, piece_last = _head(view, min(n, most - chunk.count), n, last, where)
             if chunk.size + len(piece) > max_bytes:
                 if chunk.count:
                     yield chunk

@@ -3,14 +3,19 @@
 The consumer's first ``ConsumeFlow`` names the subscription (its ``start``, a
 ``ConsumeRequest``) and gives permits; each later one gives more. The stream steps
 ``Consuming.consume`` (the one delivery path: types, redelivery, errors) for up to the
-permits it holds, so a consumer never holds more than it asked for; with nothing to give,
-that step waits on the topic's wake-up as Consume's long poll does (and keeps the consumer
-live, as a waiting Consume does), and with no permits the stream waits for the consumer's
-next flow: a consumer that asks for nothing is live for 30 s after it last asked, as a
-consumer that stops calling Consume. A task of the loop reads the flows (no
-thread per stream, CONTRACT section 12). However the stream ends (half-close, cancel, a
-disconnect, an error) the consumer leaves as ``Log.CloseConsumer`` makes it leave, unless
-its last flow says it ``stay``s (it replaces the stream at once: a seek, a redelivery).
+permits it holds, and, as Pulsar's broker dispatches whole entries, a response that
+reaches them inside a stored batch (one publish request) carries the rest of that batch,
+up to the start's ``max_messages``: the permits go below zero and the consumer's next
+flows pay it back, so it holds at most its permits and one response more (a consumer
+that gives permits back at half its queue gets one response a stored batch, not two).
+With nothing to give, that step waits on the topic's wake-up as Consume's long poll
+does (and keeps the consumer live, as a waiting Consume does), and with no permits the
+stream waits for the consumer's next flow: a consumer that asks for nothing is live
+for 30 s after it last asked, as a consumer that stops calling Consume. A task of the
+loop reads the flows (no thread per stream, CONTRACT section 12). However the stream
+ends (half-close, cancel, a disconnect, an error) the consumer leaves as
+``Log.CloseConsumer`` makes it leave, unless its last flow says it ``stay``s (it replaces
+the stream at once: a seek, a redelivery).
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from compactlog.v1 import compactlog_pb2 as pb
 # A stream waits this long at most in one step before it looks again (and stays live).
 STEP_WAIT_MS = 10_000
 
-Consume = Callable[[pb.ConsumeRequest, "asyncio.Future[None]"], Awaitable[tuple[bytes, int]]]
+Consume = Callable[[pb.ConsumeRequest, "asyncio.Future[None]", int], Awaitable[tuple[bytes, int]]]
 Leave = Callable[[bool], Awaitable[None]]
 
 
@@ -43,11 +48,12 @@ class Flow:
 
     def add(self, permits: int) -> None:
         self.permits += permits
-        if self.permits:
+        if self.permits > 0:
             self._wake()
 
     def take(self, count: int) -> None:
-        self.permits = max(0, self.permits - count)
+        """``count`` messages went out: past the permits held when a whole batch did."""
+        self.permits -= count
 
     def _wake(self) -> None:
         waiter = self._waiter
@@ -68,7 +74,7 @@ class Flow:
 
     async def wait(self) -> None:
         """Until permits come or the consumer's side ends."""
-        if self.permits or self.ended.done():
+        if self.permits > 0 or self.ended.done():
             return
         self._waiter = waiter = asyncio.get_running_loop().create_future()
         try:
@@ -107,13 +113,13 @@ async def consume_stream(
     step = pb.ConsumeRequest()
     try:
         while not flow.ended.done():
-            if not flow.permits:  # it asks for nothing: live only as long as it asked last
+            if flow.permits <= 0:  # it asks for nothing: live only as long as it asked last
                 await flow.wait()
                 continue
             step.CopyFrom(start)
             step.max_messages = min(flow.permits, cap) if cap else flow.permits
             step.wait_ms = wait_ms
-            data, count = await consume(step, flow.ended)
+            data, count = await consume(step, flow.ended, cap)
             start.redeliver_unacknowledged = False  # asked once, at the start
             if count:
                 flow.take(count)

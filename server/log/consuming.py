@@ -81,9 +81,12 @@ class Consuming:
         logs: Sequence[TopicLog],
         request: pb.ConsumeRequest,
         stop: asyncio.Future[None] | None = None,
+        whole_to: int = 0,
     ) -> tuple[bytes, int]:
         """``consume``'s response and how many messages it carries; the wait also ends
-        when ``stop`` is done (a ConsumeStream's consumer went away)."""
+        when ``stop`` is done (a ConsumeStream's consumer went away). ``whole_to``: a
+        response cut at ``max_messages`` inside a stored batch carries the rest of it,
+        ``whole_to`` messages at most (a ConsumeStream's whole entries past its permits)."""
         members = await self._members(logs, request)
         if not members:  # no partition of it in this store (a slot's record alone)
             return b"", 0
@@ -104,7 +107,7 @@ class Consuming:
             for m in members:  # EXCLUSIVE: refused on one partition, admitted on none
                 m.dispatcher.check_holder(consumer)
             admissions = [m.dispatcher.admit(consumer, m.log.partition) for m in members]
-            response = await self._round(members, admissions, request, asked, started)
+            response = await self._round(members, admissions, request, asked, started, whole_to)
             asked = False
             if response is not None:
                 return response
@@ -144,6 +147,7 @@ class Consuming:
         request: pb.ConsumeRequest,
         asked: bool,
         started: float,
+        whole_to: int = 0,
     ) -> tuple[bytes, int] | None:
         """One step on each member this consumer receives from, until the response is
         full; None when none has anything for it now. A step that fails after others
@@ -163,8 +167,9 @@ class Consuming:
                     return None
                 try:
                     step = await self._step(
-                        m, request, admission.rewind, asked, limit - count, max_bytes - size
-                    )
+                        m, request, admission.rewind, asked, limit - count, max_bytes - size,
+                        max(0, whole_to - count),
+                    )  # fmt: skip
                 except MessageTooLargeForReader:
                     if not count:
                         raise
@@ -209,6 +214,7 @@ class Consuming:
         limit: int,
         max_bytes: int,
         request: pb.ConsumeRequest,
+        whole_to: int,
     ) -> tuple[Response | None, MessageId | None]:
         """The next response after ``after`` and the position delivery reaches with it:
         the next one read ahead when it is that, nothing when nothing was published past
@@ -221,20 +227,20 @@ class Consuming:
             return None, after
         ahead = dispatcher.ahead
         if ahead is not None:
-            taken = ahead.take(after, limit, max_bytes, compacted)
+            taken = ahead.take(after, (limit, whole_to), max_bytes, compacted)
             if taken is not None:
                 return taken
             dispatcher.ahead = None
         ahead_n, ahead_bytes = (READ_AHEAD, READ_AHEAD_BYTES) if KEPT.room() else (0, 0)
         found, position = await self.run(
             consume_step, member.log, member.cursor, after, limit, compacted, max_bytes,
-            ahead_n, ahead_bytes,
+            ahead_n, ahead_bytes, whole_to,
         )  # fmt: skip
         if not found:
             return None, position
         (response, reached), rest = found[0], found[1:]
         if rest:
-            dispatcher.ahead = ReadAhead(reached, limit, max_bytes, compacted, rest)
+            dispatcher.ahead = ReadAhead(reached, (limit, whole_to), max_bytes, compacted, rest)
         return response, reached
 
     async def _step(
@@ -245,6 +251,7 @@ class Consuming:
         asked: bool,
         limit: int,
         max_bytes: int,
+        whole_to: int,
     ) -> Response | None:
         """One response for this consumer from one log, or None when there is nothing
         for it now; each message carries how many times it went out before."""
@@ -273,7 +280,7 @@ class Consuming:
                     dispatcher.drop(sent)
                 return dispatcher.redeliveries.stamp(again[0], label), again[1]
         position = cursor.mark_delete if rewound else cursor.read_position
-        step, position = await self._read_on(member, position, limit, max_bytes, request)
+        step, position = await self._read_on(member, position, limit, max_bytes, request, whole_to)
         log.delivered(cursor, position, rewound)
         replay = dispatcher.redeliveries.replay_upto is not None
         if step is None:

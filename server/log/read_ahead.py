@@ -49,14 +49,15 @@ KEPT = Kept(KEPT_MAX_BYTES)
 
 class ReadAhead:
     """Responses that follow ``after`` in a subscription's view, each with the position
-    delivery reaches with it, read for steps of ``limit`` messages and ``max_bytes``."""
+    delivery reaches with it, read for steps of ``limit`` (``max_messages`` and
+    ``whole_to``, as ``consume_step`` cuts them) and ``max_bytes``."""
 
     __slots__ = ("after", "compacted", "held", "limit", "max_bytes", "responses")
 
     def __init__(
         self,
         after: MessageId | None,
-        limit: int,
+        limit: tuple[int, int],
         max_bytes: int,
         compacted: bool,
         responses: list[tuple[Response, MessageId]],
@@ -73,7 +74,7 @@ class ReadAhead:
         KEPT.bytes -= self.held  # dropped: what it still held goes back
 
     def take(
-        self, after: MessageId | None, limit: int, max_bytes: int, compacted: bool
+        self, after: MessageId | None, limit: tuple[int, int], max_bytes: int, compacted: bool
     ) -> tuple[Response, MessageId] | None:
         """The next response when a step reading at ``after`` with these caps would
         read just that; None otherwise."""

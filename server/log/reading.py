@@ -154,10 +154,12 @@ def consume_step(
     max_bytes: int = MAX_RESPONSE_BYTES,
     ahead: int = 0,
     ahead_bytes: int = 0,
+    whole_to: int = 0,
 ) -> tuple[list[tuple[Response, MessageId]], MessageId | None]:
     """The next unacknowledged messages after ``after`` (None: from the start), one
     response's worth, and up to ``ahead`` more responses (``ahead_bytes`` in all at most)
-    read in the same scan: each with the position delivery reaches with it. None of them
+    read in the same scan: each with the position delivery reaches with it; ``whole_to``
+    as ``read_chunks`` (a response cut at ``limit`` only at a stored batch's end). None of them
     when there are no messages now: then the position delivery reaches all the same.
 
     Nothing here moves the cursor: the caller records the position once a response is
@@ -175,8 +177,9 @@ def consume_step(
             return out, after
         skip = cursor.is_acked if cursor.acked else None
         chunks = read_chunks(
-            log.batches(start, stop, compacted), label, stop, limit, max_bytes=max_bytes, skip=skip
-        )
+            log.batches(start, stop, compacted), label, stop, limit, max_bytes=max_bytes,
+            skip=skip, whole_to=whole_to,
+        )  # fmt: skip
         looked = False
         while True:
             try:

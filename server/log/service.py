@@ -232,8 +232,10 @@ class LogService:
             topic=start.topic, subscription=start.subscription, consumer_name=start.consumer_name
         )
 
-        async def consume(step: pb.ConsumeRequest, stop: asyncio.Future[None]) -> tuple[bytes, int]:
-            found = await self.consuming.consume_counted(start.topic, logs, step, stop)
+        async def consume(
+            step: pb.ConsumeRequest, stop: asyncio.Future[None], whole_to: int
+        ) -> tuple[bytes, int]:
+            found = await self.consuming.consume_counted(start.topic, logs, step, stop, whole_to)
             if not found[1] and self.signals.stopping.is_set():  # reconnect elsewhere
                 raise ShuttingDown("the server is shutting down", topic=start.topic)
             if not found[1] and any(log.gone() for log in logs):

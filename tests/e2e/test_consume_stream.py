@@ -99,6 +99,29 @@ def test_a_stream_holds_no_more_than_its_permits(stubs: Stubs, topic: str) -> No
     stream.half_close()
 
 
+def test_a_response_carries_the_rest_of_its_stored_batch(stubs: Stubs, unique_topic: str) -> None:
+    """Permits that run out inside a stored batch (one publish) get the rest of it in the
+    same response, up to the start's ``max_messages``, as Pulsar's broker dispatches whole
+    entries: the permits go below zero and the next flows pay that back first, so the
+    stream holds at most its permits and one response more."""
+    topic = unique_topic
+    stubs.admin.CreateTopic(pb.CreateTopicRequest(name=topic), timeout=30)
+    for _ in range(4):
+        publish(stubs, topic, 10)  # stored batches 0-9, 10-19, 20-29, 30-39
+    start = start_of(topic, "a", pb.SHARED)
+    start.max_messages = 10
+    stream = Stream(stubs, start, permits=10)
+    assert stream.take(10) == list(range(10))
+    stream.permit(4)
+    assert stream.take(4) == list(range(10, 20))  # one response, the batch whole: -6
+    stream.permit(4)  # -2: nothing goes out
+    stream.permit(4)  # 2
+    assert stream.take(1) == list(range(20, 30))  # -8
+    # The last batch was not the stream's: another consumer gets it.
+    assert consume(stubs, topic, "b", pb.SHARED) == list(range(30, 40))
+    stream.half_close()
+
+
 def test_a_waiting_stream_is_woken_by_a_publish(stubs: Stubs, topic: str) -> None:
     stream = Stream(stubs, start_of(topic, "a", pb.EXCLUSIVE), permits=100)
     assert stream.take(30) == list(range(30))

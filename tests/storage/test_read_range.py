@@ -88,3 +88,18 @@ def test_a_batch_wholly_in_range_is_passed_through_as_stored() -> None:
     header = batch.check(data, "t")
     (chunk,) = read_chunks([(data, header, MessageId(0, 0))], "t", MessageId(9, 0), 100)
     assert chunk.parts[0].obj is data and chunk.count == 5
+
+
+def test_whole_to_carries_a_response_on_to_its_batch_end() -> None:
+    """Past ``per_response`` inside a stored batch, a response takes the rest of that
+    batch, never more than ``whole_to`` messages (a ConsumeStream's whole entries)."""
+    sizes, first, data = (3, 10, 10), 0, []
+    for size in sizes:
+        data.append(_batch([MessageId(1, first + i) for i in range(size)], 10))
+        first += size
+    view = [(d, batch.check(d, "t"), MessageId(0, 0)) for d in data]
+    stop = MessageId(9, 0)
+    counts = [c.count for c in read_chunks(view, "t", stop, 4, whole_to=10)]
+    assert counts == [10, 10, 3]  # 3 + 7 of the second (whole_to); its last 3 + 7; 3
+    assert [c.count for c in read_chunks(view, "t", stop, 4, whole_to=13)] == [13, 10]
+    assert [c.count for c in read_chunks(view, "t", stop, 4)] == [4, 4, 4, 4, 4, 3]
