@@ -1384,8 +1384,8 @@ class ConsumeFlow(_message.Message):
     The server pushes responses of up to the permits it holds, each using up as many as it
     carries messages; as Pulsar's broker dispatches whole entries, a response that reaches
     them inside a stored batch carries the rest of that batch (up to `start.max_messages`),
-    the permits going below zero until later flows pay them back. `topic` is field 1 of every one, as in every Log request: the sharded
-    front routes by it. The stream's end releases the consumer as CloseConsumer does.
+    the permits going below zero until later flows pay them back. `topic` is field 1 of
+    every one, as in every Log request: the sharded front routes by it. The stream's end releases the consumer as CloseConsumer does.
     """
 
     DESCRIPTOR: _descriptor.Descriptor
