@@ -4,7 +4,9 @@ ranges: Pulsar's ``individualDeletedMessages``.
 A range ``[start, end]`` holds consecutive entries of one ledger (``(L, e)``,
 ``(L, e + 1)`` ...); ranges are disjoint and sorted, and two ranges of one ledger that
 touch are merged. Acknowledging in order, or in any order that leaves few holes, keeps
-the set to a handful of ranges however many ids it covers.
+the set to a handful of ranges however many ids it covers. A list of acks (an
+AcknowledgeList's) adds each run of consecutive ids as one range (``add_run``): one merge
+and one record changed a run, not one an id.
 
 Two sorted lists (starts and ends) are searched with ``bisect``: a lookup or an ack is
 O(log n) comparisons in the number of ranges; a range inserted between two others moves
@@ -81,31 +83,32 @@ class AckedRanges:
 
     def add(self, msg_id: MessageId, changes: RangeChanges) -> bool:
         """Add one id, merging with the ranges it touches; False if it was there."""
-        with self._lock:
-            return self._add(msg_id, changes)
+        return self.add_run(msg_id, msg_id, changes)
 
-    def _add(self, msg_id: MessageId, changes: RangeChanges) -> bool:
-        i = bisect_right(self._starts, msg_id, self._head) - 1
-        if i >= self._head and msg_id <= self._ends[i]:
-            return False
-        left = i >= self._head and _follows(self._ends[i], msg_id)
-        right = i + 1 < len(self._starts) and _follows(msg_id, self._starts[i + 1])
-        if left and right:  # fills the hole between two ranges: one range now
-            self._ends[i] = self._ends[i + 1]
-            changes[self._starts[i + 1]] = None
-            del self._starts[i + 1], self._ends[i + 1]
-            changes[self._starts[i]] = self._ends[i]
-        elif left:
-            self._ends[i] = msg_id
-            changes[self._starts[i]] = msg_id
-        elif right:
-            changes[self._starts[i + 1]] = None
-            self._starts[i + 1] = msg_id
-            changes[msg_id] = self._ends[i + 1]
+    def add_run(self, start: MessageId, end: MessageId, changes: RangeChanges) -> bool:
+        """Add the entries ``start`` to ``end`` of one ledger at once, merging with every
+        range they overlap or touch; False if all of them were there."""
+        with self._lock:
+            return self._add_run(start, end, changes)
+
+    def _add_run(self, start: MessageId, end: MessageId, changes: RangeChanges) -> bool:
+        starts, ends = self._starts, self._ends
+        lo = bisect_right(starts, start, self._head) - 1
+        if lo >= self._head and (ends[lo] >= start or _follows(ends[lo], start)):
+            if ends[lo] >= end:
+                return False  # inside one range already
+            start = starts[lo]
         else:
-            self._starts.insert(i + 1, msg_id)
-            self._ends.insert(i + 1, msg_id)
-            changes[msg_id] = msg_id
+            lo += 1
+        hi = lo  # the ranges from ``lo`` to ``hi`` merge with the run
+        while hi < len(starts) and (starts[hi] <= end or _follows(end, starts[hi])):
+            end = max(end, ends[hi])
+            hi += 1
+        for gone in starts[lo:hi]:
+            changes[gone] = None
+        changes[start] = end
+        starts[lo:hi] = [start]
+        ends[lo:hi] = [end]
         return True
 
     def put(self, start: MessageId, end: MessageId) -> None:

@@ -188,12 +188,7 @@ class Cursor:
             self._move_mark(msg_id, change)
         else:
             self.acked.add(msg_id, change.ranges)
-        while (first := self.acked.first()) is not None and self._next_is(first[0], successor):
-            self._move_mark(first[1], change)
-        self.deliver(self.mark_delete)
-        change.head |= self._head_dirty  # a risen ``delivered`` goes with this write
-        self._head_dirty = False
-        return change
+        return self._advance(change, successor)
 
     def check_list(
         self, ids: Iterable[MessageId], exists: Callable[[MessageId], bool]
@@ -203,13 +198,27 @@ class Cursor:
         return [msg_id for msg_id in ids if self.check_delivered(msg_id, exists)]
 
     def acknowledge_list(self, ids: Iterable[MessageId], successor: Successor) -> CursorChange:
-        """Individual acks of ``ids`` (checked with ``check_list``) as one change: the
-        records the last of them left, so that the store writes them once."""
+        """Individual acks of ``ids`` (checked with ``check_list``) as one change: each
+        run of consecutive entries added as one range, then the mark-delete position moved
+        once, so that the store writes the records the last of them left."""
         change = CursorChange()
-        for msg_id in ids:
-            one = self.acknowledge(msg_id, False, successor)
-            change.head |= one.head
-            change.ranges.update(one.ranges)
+        mark = self.mark_delete
+        for start, end in runs(ids):
+            if mark is not None and end <= mark:
+                continue
+            if mark is not None and start <= mark:  # only a run's tail is past the mark
+                start = MessageId(end.ledger_id, mark.entry_id + 1)
+            self.acked.add_run(start, end, change.ranges)
+        return self._advance(change, successor)
+
+    def _advance(self, change: CursorChange, successor: Successor) -> CursorChange:
+        """Move the mark-delete position over the acked ranges that now follow it; the
+        change, with the head when ``delivered`` rose."""
+        while (first := self.acked.first()) is not None and self._next_is(first[0], successor):
+            self._move_mark(first[1], change)
+        self.deliver(self.mark_delete)
+        change.head |= self._head_dirty  # a risen ``delivered`` goes with this write
+        self._head_dirty = False
         return change
 
     def _next_is(self, start: MessageId, successor: Successor) -> bool:
@@ -254,6 +263,24 @@ class Cursor:
         self.deliver(mark)
         self._head_dirty = False
         return change
+
+
+def runs(ids: Iterable[MessageId]) -> list[tuple[MessageId, MessageId]]:
+    """``ids`` sorted, as runs of consecutive entries of one ledger: ``(first, last)``
+    each (an id given twice counts once)."""
+    out: list[tuple[MessageId, MessageId]] = []
+    ordered = sorted(ids)
+    if not ordered:
+        return out
+    first = last = ordered[0]
+    for msg_id in ordered:
+        if msg_id.ledger_id == last.ledger_id and msg_id.entry_id <= last.entry_id + 1:
+            last = msg_id
+            continue
+        out.append((first, last))
+        first = last = msg_id
+    out.append((first, last))
+    return out
 
 
 def message_id(raw: object) -> MessageId:

@@ -42,8 +42,7 @@ async def acknowledge_list(
         stored.append(await run(log.acknowledge_list, subscription, ids))
         dispatcher = dispatchers.get(log.name, subscription)
         if dispatcher is not None:  # not pending, not due again
-            for msg_id in ids:
-                dispatcher.acknowledged(msg_id, False)
+            dispatcher.acknowledged_list(ids)
     await asyncio.gather(*map(durable, stored))  # group commits, shared with the others'
 
 

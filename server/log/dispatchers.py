@@ -15,7 +15,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TypeAlias
 
 from compactlog.errors import ConsumerBusy, SubscriptionNotFound
@@ -219,6 +219,20 @@ class Dispatcher:
         for table in (self.pending, self.due):
             for done in [i for i in table if i <= msg_id]:
                 del table[done]
+
+    def acknowledged_list(self, ids: Sequence[MessageId]) -> None:
+        """``acknowledged`` of many individual acks (an AcknowledgeList's): the tables
+        looked up only when they hold anything, the read-ahead by the highest id."""
+        if not ids:
+            return
+        if self.redeliveries.counts:
+            self.redeliveries.forget(ids)
+        if self.ahead is not None and self.ahead.covers(max(ids)):
+            self.ahead = None  # an id delivered before a rewind: read again without it
+        for table in (self.pending, self.due):
+            if table:
+                for msg_id in ids:
+                    table.pop(msg_id, None)
 
     def negative(self, ids: Iterable[MessageId], delay_ms: int) -> None:
         at = self.clock() + delay_ms / 1000.0

@@ -44,6 +44,7 @@ from compactlog.server.metrics import Metrics
 from compactlog.server.rpc.convert import (
     id_from_pb,
     id_to_pb,
+    ids_from_pb,
 )
 from compactlog.server.rpc.errors import rpc_async
 from compactlog.server.rpc.handlers import Admit, service_handler
@@ -341,7 +342,7 @@ class LogService:
         the partition each names (one held elsewhere: ``NOT_OWNER``)."""
         merged = self.partitioned.merged(topic)
         if merged is None:
-            return [(self.broker.log(topic), [id_from_pb(i) for i in ids])]
+            return [(self.broker.log(topic), ids_from_pb(ids))]
         groups: dict[str, tuple[TopicLog, list[MessageId]]] = {}
         for pb_id in ids:
             log = merged.of_id(pb_id)

@@ -42,6 +42,15 @@ def id_from_pb(msg_id: pb.MessageId) -> MessageId:
     return MessageId(msg_id.ledger_id, msg_id.entry_id)
 
 
+_tuple_new = tuple.__new__
+
+
+def ids_from_pb(ids: Sequence[pb.MessageId]) -> list[MessageId]:
+    """``id_from_pb`` of a request's list of ids (an AcknowledgeList's thousand): made
+    as the tuples they are, without the named tuple's Python ``__new__`` for each."""
+    return [_tuple_new(MessageId, (i.ledger_id, i.entry_id)) for i in ids]
+
+
 def topic_info(desc: TopicDescription) -> pb.TopicInfo:
     info = pb.TopicInfo(
         name=desc.name, kind=cast("pb.TopicKind.ValueType", int(desc.kind)), config=desc.config

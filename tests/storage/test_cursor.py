@@ -64,6 +64,41 @@ def test_ranges_hold_exactly_the_ids_added_and_stay_merged(added: list[tuple[int
         assert e1 < s2 and not (e1.ledger_id == s2.ledger_id and e1.entry_id + 1 == s2.entry_id)
 
 
+@given(st.lists(st.tuples(st.integers(1, 3), st.integers(0, 20), st.integers(0, 6)), max_size=30))
+def test_runs_merge_with_every_range_they_overlap_or_touch(
+    added: list[tuple[int, int, int]],
+) -> None:
+    ranges = AckedRanges()
+    replayed = AckedRanges()
+    model: set[MessageId] = set()
+    for ledger, entry, length in added:
+        run = {MessageId(ledger, e) for e in range(entry, entry + length + 1)}
+        changes: RangeChanges = {}
+        start, end = MessageId(ledger, entry), MessageId(ledger, entry + length)
+        assert ranges.add_run(start, end, changes) == bool(run - model)
+        model |= run
+        for first, last in changes.items():
+            if last is None:
+                replayed.remove(first)
+            else:
+                replayed.put(first, last)
+        assert ids_of(ranges) == model and list(replayed) == list(ranges)
+    for (_s1, e1), (s2, _e2) in itertools.pairwise(list(ranges)):
+        assert e1 < s2 and not (e1.ledger_id == s2.ledger_id and e1.entry_id + 1 == s2.entry_id)
+
+
+def test_a_list_in_order_is_one_range_change_not_one_an_id() -> None:
+    cursor = Cursor("s")
+    cursor.deliver(MessageId(1, 999))
+    first = lambda mark: MessageId(1, 0) if mark is None else None  # noqa: E731
+    change = cursor.acknowledge_list([MessageId(1, e) for e in range(500, 1000)], first)
+    assert change.ranges == {MessageId(1, 500): MessageId(1, 999)}
+    ids = [MessageId(1, e) for e in reversed(range(500))] + [MessageId(1, 3)]  # any order
+    change = cursor.acknowledge_list(ids, first)
+    assert cursor.mark_delete == MessageId(1, 999) and not cursor.acked
+    assert change.head and change.ranges == {MessageId(1, 0): None, MessageId(1, 500): None}
+
+
 @given(
     st.lists(st.integers(0, 40), max_size=40),
     st.lists(st.integers(0, 40), max_size=5),
