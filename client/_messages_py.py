@@ -1,19 +1,20 @@
-"""The read side's per-message loop, the pure twin of ``client/_messages.c``.
+"""The per-message loops of the client, the pure twin of ``client/_messages.c``.
 
 ``messages_of`` makes one ``Message`` per wire message of a response holding only the
 repeated field, its index and the topic, every other field the marker of one not converted
-yet (``client.message`` converts each field on first use). It is the one loop of the
-client that runs once per message read, so it has a compiled twin; ``bind`` names the
-class both twins build (``message.Message``, which imports this module, so it hands
-itself over rather than being imported here), its marker and its lazy slots.
+yet (``client.message`` converts each field on first use); ``wire_ids`` reads back the wire
+id of each of a consumer's queued acks (a message, or a wire id already). They run once per
+message read and once per message acknowledged, so they have a compiled twin; ``bind``
+names the class both twins use (``message.Message``, which imports this module, so it
+hands itself over rather than being imported here), its marker and its lazy slots.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-__all__ = ["bind", "messages_of"]
+__all__ = ["bind", "messages_of", "wire_ids"]
 
 _cls: Any = None
 _unset: Any = None
@@ -22,10 +23,10 @@ _lazy: tuple[str, ...] = ()
 
 def bind(cls: type, unset: object, lazy: tuple[str, ...]) -> None:
     """The class ``messages_of`` builds: one with the slots ``_batch``, ``_at``,
-    ``_topic`` and those named in ``lazy``, each of which a new message holds ``unset``
-    in (the marker of a field not converted yet)."""
+    ``_topic``, ``_wire`` and those named in ``lazy``, each of which a new message holds
+    ``unset`` in (the marker of a field not converted yet)."""
     global _cls, _unset, _lazy
-    for name in ("_batch", "_at", "_topic", *lazy):
+    for name in ("_batch", "_at", "_topic", "_wire", *lazy):
         if type(cls.__dict__.get(name)).__name__ != "member_descriptor":
             raise TypeError(f"{cls.__name__} has no slot {name}")
     _cls, _unset, _lazy = cls, unset, tuple(lazy)
@@ -47,4 +48,26 @@ def messages_of(batch: Sequence[Any], topic: str) -> list[Any]:
         for name in lazy:
             setattr(msg, name, unset)
         append(msg)
+    return out
+
+
+def wire_ids(items: Iterable[Any]) -> list[Any]:
+    """The wire id of each message of ``items`` (its ``_wire``'s, else its response
+    entry's); an item that is not a message is a wire id already, and kept."""
+    if _cls is None:
+        raise RuntimeError("wire_ids before bind")
+    cls = _cls
+    out: list[Any] = []
+    append = out.append
+    for item in items:
+        if type(item) is not cls:
+            append(item)
+            continue
+        wire = item._wire
+        if wire is not _unset:
+            append(wire.id)
+        elif item._batch is None:
+            raise ValueError("a message built from its fields has no wire id")
+        else:
+            append(item._batch[item._at].id)
     return out

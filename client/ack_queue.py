@@ -27,7 +27,10 @@ that answer is not a failure.
 before (CONTRACT section 6): the highest id of each partition the consumer received. A
 response is one step per log, each in id order (``server.log.consuming``), so a response of
 one partition is summed up by its last message and only a partitioned topic's mixed response
-is read message by message, and that only when an ack needs it.
+is read message by message, and that only when an ack needs it. A ``Message`` of one of the
+last responses the consumer was given (``gave``) needs no check at all, and is queued as
+it is: its wire id is read when the group is taken, on the sender's thread, so an ack of
+such a message costs the caller no conversion (``AckQueue.put``).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+from compactlog.client.message import Message, wire_ids
 from compactlog.errors import CompactlogError, NotDelivered, ShuttingDown, Unimplemented
 from compactlog.rpc_errors import ServerUnreachable
 from compactlog.v1 import compactlog_pb2 as pb
@@ -63,10 +67,19 @@ LIST_MAX = 1000
 Key = tuple[int, int]  # (ledger, entry) within one partition
 # Mixed responses (several partitions) kept unread at most: past it they are summed up now.
 MAX_UNREAD = 16
+# The last responses given whose messages are acked without a check (``GivenIds.gave``).
+KEEP_GIVEN = 16
 
 
 def _key(mid: pb.MessageId) -> Key:
     return (mid.ledger_id, mid.entry_id)
+
+
+def _wire(message: Message) -> pb.MessageId:
+    """The wire id of a message ``GivenIds.gave`` (one read from the server has one)."""
+    wire = message.wire_id()
+    assert wire is not None
+    return wire
 
 
 def list_requests(
@@ -118,11 +131,17 @@ class GivenIds:
         self._subscription = subscription
         self._top: dict[int, Key] = {}
         self._unread: list[Sequence[pb.Message]] = []
+        # The last responses given, by identity (held, so that no other takes their id).
+        self._batches: dict[int, Sequence[pb.Message]] = {}
 
     def add(self, batch: Sequence[pb.Message]) -> None:
         """A response's messages, given to the consumer."""
         if not batch:
             return
+        batches = self._batches
+        batches[id(batch)] = batch
+        if len(batches) > KEEP_GIVEN:
+            del batches[next(iter(batches))]
         last = batch[-1].id
         if batch[0].id.partition == last.partition:  # one log's step: in id order
             self._raise(last.partition, _key(last))
@@ -142,6 +161,11 @@ class GivenIds:
                 mid = message.id
                 self._raise(mid.partition, _key(mid))
         self._unread.clear()
+
+    def gave(self, message: Message) -> bool:
+        """``message`` was made from one of the last responses this consumer was given
+        (``messages_of``): its id is at or before the highest given, with no look at it."""
+        return id(message.response()) in self._batches
 
     def check(self, mid: pb.MessageId) -> None:
         """``NotDelivered`` for an id after every one this consumer was given."""
@@ -169,7 +193,9 @@ class AckQueue:
 
     def __init__(self) -> None:
         self._cumulative: dict[int, pb.MessageId] = {}  # by partition: the highest
-        self._single: dict[tuple[int, Key], pb.MessageId] = {}  # in the order made
+        # In the order made; a consumer's own message (``GivenIds.gave``) by identity, its
+        # wire id read by ``take``.
+        self._single: dict[tuple[int, Key] | int, pb.MessageId | Message] = {}
         self.failure: CompactlogError | None = None
         # Why acks are queued again: the server could not be reached (tried again later).
         self.lost: CompactlogError | None = None
@@ -185,9 +211,16 @@ class AckQueue:
         """``GROUP_MAX`` acks are queued: they go now."""
         return len(self._cumulative) + len(self._single) >= GROUP_MAX
 
-    def put(self, mid: pb.MessageId, cumulative: bool) -> None:
+    def put(self, mid: pb.MessageId | Message, cumulative: bool) -> None:
+        """Queue an ack: a wire id, or a message ``GivenIds.gave`` (sent by its wire id)."""
         if not (self._cumulative or self._single):  # the first of a group
             self.due = time.monotonic() + GROUP_S
+        if type(mid) is Message:
+            if not cumulative:  # the usual ack of each message: no conversion here
+                self._single.setdefault(id(mid), mid)
+                return
+            mid = _wire(mid)
+        assert isinstance(mid, pb.MessageId)
         if cumulative:
             queued = self._cumulative.get(mid.partition)
             if queued is None or _key(mid) > _key(queued):  # an earlier one changes nothing
@@ -200,9 +233,11 @@ class AckQueue:
         cumulative, single = self._cumulative, self._single
         self._cumulative, self._single = {}, {}
         self._again_sent, self._again = self._again, set()
-        covered = {p: _key(mid) for p, mid in cumulative.items()}
-        left = [mid for (p, key), mid in single.items() if p not in covered or key > covered[p]]
-        return list(cumulative.values()), left
+        ids = wire_ids(single.values())
+        if cumulative:
+            covered = {p: _key(mid) for p, mid in cumulative.items()}
+            ids = [i for i in ids if i.partition not in covered or _key(i) > covered[i.partition]]
+        return list(cumulative.values()), ids
 
     def answered(self, mid: pb.MessageId, cumulative: bool, exc: CompactlogError) -> None:
         """An ack that failed: one that never reached the server (or found it shutting

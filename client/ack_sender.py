@@ -24,6 +24,7 @@ import grpc
 
 from compactlog.client.ack_queue import AckQueue, Failed, list_requests, refused_lists
 from compactlog.client.errors import call
+from compactlog.client.message import Message
 from compactlog.errors import CompactlogError
 from compactlog.v1 import compactlog_pb2 as pb
 
@@ -49,13 +50,13 @@ class AckSender:
         self._topic = topic
         self._subscription = subscription
         self.queue = AckQueue()
-        self._lock = threading.Condition()
+        self._lock = threading.Condition(threading.Lock())  # never taken twice
         self._busy = False  # the thread holds a group (waiting for it to fill, or sending)
         self._urgent = 0  # callers of flush waiting: what is queued goes now
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self.lists = True  # the server has AcknowledgeList (False once it said UNIMPLEMENTED)
 
-    def put(self, mid: pb.MessageId, cumulative: bool) -> None:
+    def put(self, mid: pb.MessageId | Message, cumulative: bool) -> None:
         """Queue an ack; the sender thread starts on it unless it is running already
         (and is woken when the group is full)."""
         with self._lock:

@@ -121,9 +121,10 @@ class ConsumerState:
     def fetched(self, resp: pb.ConsumeResponse) -> None:
         self._redeliver = False
         self.more_waiting = len(resp.messages) >= self._asked
-        if resp.messages:
-            self.given.add(resp.messages)
-            self.buffer.extend(messages_of(resp.messages, self.topic))
+        messages = resp.messages  # one object: ``GivenIds.gave`` knows it by identity
+        if messages:
+            self.given.add(messages)
+            self.buffer.extend(messages_of(messages, self.topic))
 
     @property
     def redelivering(self) -> bool:
@@ -184,9 +185,12 @@ class ConsumerState:
 
     # -- acknowledging -----------------------------------------------------------------------
 
-    def given_id(self, message: cv.MessageIdLike) -> pb.MessageId:
+    def given_id(self, message: cv.MessageIdLike) -> pb.MessageId | Message:
         """The wire id of a message to acknowledge; ``NotDelivered`` at once when this
-        consumer was never given it (``ack_queue.GivenIds``)."""
+        consumer was never given it (``ack_queue.GivenIds``). A message of one of the last
+        responses given is returned as it is: checked by that, its id read when sent."""
+        if type(message) is Message and self.given.gave(message):
+            return message
         mid = cv.id_to_pb(message)
         self.given.check(mid)
         return mid

@@ -14,15 +14,16 @@ A message read from the server is built over the response's protobuf: ``messages
 one ``Message`` per entry of a response's ``messages`` holding only the repeated field and
 its index, and each field is converted on its first use and kept (``data()`` never builds
 the id, nor ``message_id()`` the properties). That loop has a compiled twin
-(``_messages.c``, beside its pure twin ``_messages_py``; ``compactlog.twins``). A reader or
-consumer handing out thousands of messages a response then pays for the fields its caller
-reads and for nothing else. A message keeps its response alive while it lives (as a slice
-would).
+(``_messages.c``, beside its pure twin ``_messages_py``; ``compactlog.twins``), as has the
+acknowledging side's (``wire_ids``: the ids of a consumer's queued acks of its messages).
+A reader or consumer handing out thousands of messages a response then pays for the
+fields its caller reads and for nothing else. A message keeps its response alive while it
+lives (as a slice would).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from compactlog.client import _messages_py
@@ -32,7 +33,7 @@ from compactlog.twins import load_twin
 if TYPE_CHECKING:
     from compactlog.v1 import compactlog_pb2 as pb
 
-__all__ = ["NULL_VALUE", "Message", "Properties", "Value", "messages_of"]
+__all__ = ["NULL_VALUE", "Message", "Properties", "Value", "messages_of", "wire_ids"]
 
 
 class Value(bytes):
@@ -141,6 +142,11 @@ class Message:
             assert self._batch is not None
             wire = self._wire = self._batch[self._at]
         return wire
+
+    def response(self) -> Sequence[pb.Message] | None:
+        """The response's messages this message was made from (``messages_of``); None for
+        one built from its fields or over one wire message."""
+        return self._batch
 
     def wire_id(self) -> pb.MessageId | None:
         """The id as the server sent it, with no conversion (what an ack sends back); None
@@ -287,6 +293,16 @@ def _value_of(value: bytes | _NullValue | None) -> Value | _NullValue:
 _twin, COMPILED = load_twin("compactlog.client._messages", _messages_py)
 _twin.bind(Message, _UNSET, _LAZY)
 _messages_of = _twin.messages_of
+
+
+_wire_ids = _twin.wire_ids
+
+
+def wire_ids(queued: Iterable[pb.MessageId | Message]) -> list[pb.MessageId]:
+    """The wire id of each message of ``queued`` (one read from the server), a wire id
+    kept as it is: the loop that runs once per message acknowledged (``_messages``)."""
+    ids: list[pb.MessageId] = _wire_ids(queued)
+    return ids
 
 
 def messages_of(batch: Sequence[pb.Message], topic: str = "") -> list[Message]:

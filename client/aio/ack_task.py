@@ -20,6 +20,7 @@ import grpc
 
 from compactlog.client.ack_queue import AckQueue, Failed, list_requests, refused_lists
 from compactlog.client.errors import from_rpc_error
+from compactlog.client.message import Message
 from compactlog.errors import CompactlogError
 from compactlog.v1 import compactlog_pb2 as pb
 
@@ -44,7 +45,7 @@ class AckTask:
         self._wake = asyncio.Event()  # the group is full, or a flush asks
         self.lists = True  # the server has AcknowledgeList (False once it said UNIMPLEMENTED)
 
-    def put(self, mid: pb.MessageId, cumulative: bool) -> None:
+    def put(self, mid: pb.MessageId | Message, cumulative: bool) -> None:
         """Queue an ack; the task starts on it unless it is running already (and is woken
         when the group is full)."""
         self.queue.put(mid, cumulative)

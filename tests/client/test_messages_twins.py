@@ -73,6 +73,18 @@ def test_messages_keep_their_response_alive(twin: ModuleType) -> None:
     assert twin.messages_of(pb.ConsumeResponse().messages, "t") == []
 
 
+def test_wire_ids_read_each_messages_id_and_keep_the_rest(twin: ModuleType) -> None:
+    resp = pb.ConsumeResponse.FromString(response(5))
+    made = twin.messages_of(resp.messages, "t")
+    made[1].data()  # its wire message read and kept: the id comes from it
+    own = pb.MessageId(ledger_id=9, entry_id=1)
+    ids = twin.wire_ids([made[3], own, made[1], made[0]])
+    assert ids == [resp.messages[3].id, own, resp.messages[1].id, resp.messages[0].id]
+    assert ids[1] is own and twin.wire_ids(iter([])) == []
+    with pytest.raises(ValueError):  # built from its fields: no wire id
+        twin.wire_ids([Message((1, 2), None, b"v")])
+
+
 def test_a_class_without_the_slots_is_refused(twin: ModuleType) -> None:
     class Plain:
         pass

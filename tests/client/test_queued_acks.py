@@ -29,6 +29,7 @@ from compactlog.client import (
 from compactlog.client.ack_queue import GROUP_MAX, GROUP_S, AckQueue
 from compactlog.client.aio import AsyncClient
 from compactlog.client.consumer import Consumer
+from compactlog.client.message import _UNSET, messages_of
 from compactlog.v1 import compactlog_pb2 as pb
 from tests.conftest import ServerProcess
 
@@ -101,6 +102,26 @@ def test_an_id_never_given_is_refused_at_once(client: Client, unique_topic: str)
     consumer.close()  # nothing failed: the ack given was stored
 
 
+def test_a_consumers_own_message_is_queued_unread_and_any_other_checked(
+    client: Client, unique_topic: str
+) -> None:
+    ids = publish(client, unique_topic, 3)
+    consumer = client.subscribe(unique_topic, "s", receiver_queue_size=1, initial_position=EARLIEST)
+    first = consumer.receive(5000)
+    reader = client.create_reader(unique_topic, MessageId.earliest)
+    read = [reader.read_next(5000) for _ in range(3)]
+    reader.close()
+    consumer.acknowledge(first)
+    assert first._wire is _UNSET  # queued as it is: its wire id read when sent
+    with pytest.raises(NotDelivered):  # another response's message, never given here
+        consumer.acknowledge(read[2])
+    consumer.acknowledge(read[0])  # another response's, but given: checked and taken
+    consumer.close()
+    again = client.subscribe(unique_topic, "s", initial_position=EARLIEST)
+    assert again.receive(5000).message_id() == ids[1]  # the ack of ``first`` was stored
+    again.close()
+
+
 def test_a_failure_answered_later_is_raised_by_the_next_call(
     client: Client, unique_topic: str
 ) -> None:
@@ -153,6 +174,22 @@ def test_the_queue_sends_the_highest_cumulative_ack_and_what_it_does_not_cover()
     assert cumulative == [_id(9)]
     assert single == [_id(12), _id(10), _id(4, partition=1)]
     assert not queue and queue.take() == ([], [])
+
+
+def test_the_queue_sends_a_queued_message_by_its_wire_id() -> None:
+    resp = pb.ConsumeResponse(messages=[pb.Message(id=_id(e)) for e in range(4)])
+    made = messages_of(resp.messages, "t")
+    queue = AckQueue()
+    queue.put(made[2], cumulative=False)
+    queue.put(_id(7), cumulative=False)
+    queue.put(made[3], cumulative=False)
+    queue.put(made[2], cumulative=False)  # the same message twice: once
+    queue.put(made[1], cumulative=True)  # a cumulative ack of a message: by its id
+    assert queue.take() == ([_id(1)], [_id(2), _id(7), _id(3)])
+    queue.put(made[0], cumulative=False)
+    queue.put(made[3], cumulative=False)
+    queue.put(_id(2), cumulative=True)  # covers the first
+    assert queue.take() == ([_id(2)], [_id(3)])
 
 
 def test_the_queue_is_full_at_the_group_size() -> None:
