@@ -85,6 +85,8 @@ setup(
             [WIRE, BUF, "server/kafka/_kafka_wire.h", "server/kafka/_records_fetch.h"],
         ),
         twin("compactlog.client._publish", ["client/_publish.c"], [], include_dirs=["storage"]),
-        twin("compactlog.client._messages", ["client/_messages.c"], [], include_dirs=["storage"]),
+        twin(
+            "compactlog.client._messages", ["client/_messages.c"], [BUF], include_dirs=["storage"]
+        ),
     ]
 )

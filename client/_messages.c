@@ -16,12 +16,23 @@
  * fields it converts (bytes, a MessageId, a dict of strings), none of which refers back.
  *
  * wire_ids(items) is the acknowledge side's loop: the wire id (pb MessageId) of each queued
- * message, read from its slots (_wire, else, while that holds the marker, _batch[_at]); an item that is not a message (a wire id already) is passed through.
+ * message, read from its slots (_wire, else, while that holds the marker, _batch[_at]);
+ * an item that is not a message (a wire id already) is passed through.
+ *
+ * id_lists(items, limit) writes the same ids as AcknowledgeListRequest's `repeated MessageId
+ * ids = 3` bytes, at most `limit` ids a chunk. Messages of one response queued one after the
+ * other (indexes a, a+1, ..., b) are a run: when their first and last ids share ledger and
+ * partition and their entries span exactly b - a, every id between is one entry more (a
+ * response's messages of one log are in strictly rising id order), so only two ids are read
+ * and the rest written from them; any other run, message or wire id is read one by one.
+ * The bytes are canonical (fields in order, zeros left out), as the pure twin's
+ * SerializeToString writes them.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
 
+#include "_buf.h"
 #include "_twin_stamp.h"
 
 #define MAX_LAZY 8
@@ -29,7 +40,7 @@
 static PyTypeObject *message_type; /* bound class, NULL until bind() */
 static PyObject *unset;            /* the marker of a field not converted yet */
 static Py_ssize_t off_batch, off_at, off_topic, off_wire, off_lazy[MAX_LAZY], n_lazy;
-static PyObject *str_id; /* "id", interned */
+static PyObject *str_id, *str_ledger, *str_entry, *str_partition; /* interned names */
 
 /* The offset of cls's object slot `name`; -1 with TypeError when it has none. */
 static Py_ssize_t slot_offset(PyTypeObject *cls, const char *name) {
@@ -137,12 +148,143 @@ static PyObject *wire_ids(PyObject *module, PyObject *items) {
     return out;
 }
 
+typedef struct {
+    unsigned long long ledger, entry;
+    long long partition;
+} Id;
+
+/* The fields of a wire id (a pb MessageId); -1 with an exception set. */
+static int id_fields(PyObject *wire, Id *out) {
+    PyObject *l = PyObject_GetAttr(wire, str_ledger), *e = l ? PyObject_GetAttr(wire, str_entry) : NULL,
+             *p = e ? PyObject_GetAttr(wire, str_partition) : NULL;
+    int ok = p != NULL;
+    if (ok) {
+        out->ledger = PyLong_AsUnsignedLongLong(l);
+        out->entry = PyLong_AsUnsignedLongLong(e);
+        out->partition = PyLong_AsLongLong(p);
+        ok = !PyErr_Occurred();
+    }
+    Py_XDECREF(l), Py_XDECREF(e), Py_XDECREF(p);
+    return ok ? 0 : -1;
+}
+
+/* The fields of an item's id: a message's wire id, or the item as a wire id. */
+static int item_id(PyObject *item, Id *out) {
+    PyObject *wire = Py_TYPE(item) == message_type ? wire_id_of(item) : Py_NewRef(item);
+    if (!wire) return -1;
+    int rc = id_fields(wire, out);
+    Py_DECREF(wire);
+    return rc;
+}
+
+typedef struct {
+    PyObject *chunks; /* list of bytes */
+    Buf buf;
+    Py_ssize_t count, limit;
+} Lists;
+
+static int flush_chunk(Lists *ls) {
+    PyObject *chunk = PyBytes_FromStringAndSize(ls->buf.data ? (char *)ls->buf.data : "", ls->buf.len);
+    int rc = chunk ? PyList_Append(ls->chunks, chunk) : -1;
+    Py_XDECREF(chunk);
+    ls->buf.len = 0, ls->count = 0;
+    return rc;
+}
+
+/* One id as a `repeated MessageId ids = 3` entry; a full chunk goes to the list. */
+static int put_id(Lists *ls, const Id *id) {
+    unsigned char inner[40];
+    Py_ssize_t n = 0;
+    if (id->ledger) inner[n++] = 0x08, n += varint_encode(inner + n, id->ledger);
+    if (id->entry) inner[n++] = 0x10, n += varint_encode(inner + n, id->entry);
+    if (id->partition) inner[n++] = 0x18, n += varint_encode(inner + n, (uint64_t)id->partition);
+    if (buf_reserve(&ls->buf, n + 2) < 0) return -1;
+    ls->buf.data[ls->buf.len++] = 0x1a;
+    ls->buf.data[ls->buf.len++] = (unsigned char)n; /* under 128: one byte */
+    memcpy(ls->buf.data + ls->buf.len, inner, (size_t)n);
+    ls->buf.len += n;
+    return ++ls->count >= ls->limit ? flush_chunk(ls) : 0;
+}
+
+/* The index of a message of a response (its _at), or -1 for anything else. */
+static Py_ssize_t index_in(PyObject *item, PyObject *batch) {
+    if (Py_TYPE(item) != message_type) return -1;
+    PyObject *b = SLOT(item, off_batch), *at = SLOT(item, off_at);
+    if (!b || b == Py_None || (batch && b != batch) || !at || !PyLong_CheckExact(at)) return -1;
+    return PyLong_AsSsize_t(at);
+}
+
+/* items[i..] from i: the run of messages of one response at consecutive indexes; its
+ * length (1 for anything else). */
+static Py_ssize_t run_length(PyObject *seq, Py_ssize_t i, Py_ssize_t n) {
+    PyObject *first = PySequence_Fast_GET_ITEM(seq, i);
+    Py_ssize_t at = index_in(first, NULL);
+    if (at < 0) return 1;
+    PyObject *batch = SLOT(first, off_batch);
+    Py_ssize_t len = 1;
+    while (i + len < n && index_in(PySequence_Fast_GET_ITEM(seq, i + len), batch) == at + len) len++;
+    return len;
+}
+
+static int put_run(Lists *ls, PyObject *seq, Py_ssize_t i, Py_ssize_t len) {
+    Id first, last;
+    if (item_id(PySequence_Fast_GET_ITEM(seq, i), &first) < 0) return -1;
+    if (len == 1) return put_id(ls, &first);
+    if (item_id(PySequence_Fast_GET_ITEM(seq, i + len - 1), &last) < 0) return -1;
+    if (first.ledger == last.ledger && first.partition == last.partition &&
+        last.entry >= first.entry && last.entry - first.entry == (unsigned long long)(len - 1)) {
+        for (Py_ssize_t k = 0; k < len; k++) {
+            Id id = {first.ledger, first.entry + (unsigned long long)k, first.partition};
+            if (put_id(ls, &id) < 0) return -1;
+        }
+        return 0;
+    }
+    for (Py_ssize_t k = 0; k < len; k++) {
+        Id id;
+        if (item_id(PySequence_Fast_GET_ITEM(seq, i + k), &id) < 0 || put_id(ls, &id) < 0) return -1;
+    }
+    return 0;
+}
+
+static PyObject *id_lists(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "id_lists(items, limit)");
+        return NULL;
+    }
+    if (!message_type) {
+        PyErr_SetString(PyExc_RuntimeError, "id_lists before bind");
+        return NULL;
+    }
+    Lists ls = {PyList_New(0), {0}, 0, PyLong_AsSsize_t(args[1])};
+    if (!ls.chunks) return NULL;
+    if (ls.limit < 1) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "id_lists: limit >= 1");
+        Py_DECREF(ls.chunks);
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(args[0], "id_lists takes an iterable");
+    int rc = seq ? 0 : -1;
+    Py_ssize_t n = seq ? PySequence_Fast_GET_SIZE(seq) : 0;
+    for (Py_ssize_t i = 0; rc == 0 && i < n;) {
+        Py_ssize_t len = run_length(seq, i, n);
+        rc = put_run(&ls, seq, i, len);
+        i += len;
+    }
+    if (rc == 0 && ls.count) rc = flush_chunk(&ls);
+    Py_XDECREF(seq);
+    PyMem_Free(ls.buf.data);
+    if (rc < 0) Py_CLEAR(ls.chunks);
+    return ls.chunks;
+}
+
 static PyMethodDef methods[] = {
     {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
      "bind(cls, unset, lazy): the class messages_of builds, its marker and lazy slots"},
     {"messages_of", (PyCFunction)(void (*)(void))messages_of, METH_FASTCALL,
      "messages_of(batch, topic) -> [Message]"},
     {"wire_ids", wire_ids, METH_O, "wire_ids(items) -> [pb MessageId]: each message's wire id"},
+    {"id_lists", (PyCFunction)(void (*)(void))id_lists, METH_FASTCALL,
+     "id_lists(items, limit) -> [bytes]: their ids as repeated MessageId ids = 3, in chunks"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -150,6 +292,9 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_messages", NULL, -1
 
 PyMODINIT_FUNC PyInit__messages(void) {
     str_id = PyUnicode_InternFromString("id");
-    if (!str_id) return NULL;
+    str_ledger = PyUnicode_InternFromString("ledger_id");
+    str_entry = PyUnicode_InternFromString("entry_id");
+    str_partition = PyUnicode_InternFromString("partition");
+    if (!str_id || !str_ledger || !str_entry || !str_partition) return NULL;
     return twin_stamped(PyModule_Create(&module));
 }

@@ -3,10 +3,12 @@
 ``messages_of`` makes one ``Message`` per wire message of a response holding only the
 repeated field, its index and the topic, every other field the marker of one not converted
 yet (``client.message`` converts each field on first use); ``wire_ids`` reads back the wire
-id of each of a consumer's queued acks (a message, or a wire id already). They run once per
-message read and once per message acknowledged, so they have a compiled twin; ``bind``
-names the class both twins use (``message.Message``, which imports this module, so it
-hands itself over rather than being imported here), its marker and its lazy slots.
+id of each of a consumer's queued acks (a message, or a wire id already), and ``id_lists``
+writes them as AcknowledgeList ``ids`` bytes (the compiled twin writes a run of one
+response's consecutive messages from its first and last ids). They run once per message
+read and once per message acknowledged, so they have a compiled twin; ``bind`` names the
+class both twins use (``message.Message``, which imports this module, so it hands itself
+over rather than being imported here), its marker and its lazy slots.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-__all__ = ["bind", "messages_of", "wire_ids"]
+from compactlog.v1 import compactlog_pb2 as pb
+
+__all__ = ["bind", "id_lists", "messages_of", "wire_ids"]
 
 _cls: Any = None
 _unset: Any = None
@@ -71,3 +75,15 @@ def wire_ids(items: Iterable[Any]) -> list[Any]:
         else:
             append(item._batch[item._at].id)
     return out
+
+
+def id_lists(items: Iterable[Any], limit: int) -> list[bytes]:
+    """The ids of ``items`` (``wire_ids``) as AcknowledgeListRequest ``ids`` bytes, at most
+    ``limit`` ids a chunk."""
+    if limit < 1:
+        raise ValueError("id_lists: limit >= 1")
+    ids = wire_ids(items)
+    return [
+        pb.AcknowledgeListRequest(ids=ids[at : at + limit]).SerializeToString()
+        for at in range(0, len(ids), limit)
+    ]

@@ -29,8 +29,9 @@ response is one step per log, each in id order (``server.log.consuming``), so a 
 one partition is summed up by its last message and only a partitioned topic's mixed response
 is read message by message, and that only when an ack needs it. A ``Message`` of one of the
 last responses the consumer was given (``gave``) needs no check at all, and is queued as
-it is: its wire id is read when the group is taken, on the sender's thread, so an ack of
-such a message costs the caller no conversion (``AckQueue.put``).
+it is: its id is written into the AcknowledgeList request on the sender's thread (a run of
+one response's consecutive messages from its first and last ids, ``message.id_lists``), so
+an ack of such a message costs the caller no conversion (``AckQueue.put``).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from compactlog.client.message import Message, wire_ids
+from compactlog.client.message import Message, id_lists, wire_ids
 from compactlog.errors import CompactlogError, NotDelivered, ShuttingDown, Unimplemented
 from compactlog.rpc_errors import ServerUnreachable
 from compactlog.v1 import compactlog_pb2 as pb
@@ -50,6 +51,7 @@ __all__ = [
     "AckQueue",
     "Failed",
     "GivenIds",
+    "Queued",
     "list_requests",
     "lost",
     "refused_lists",
@@ -82,16 +84,21 @@ def _wire(message: Message) -> pb.MessageId:
     return wire
 
 
+# An individual ack queued: a wire id, or a message ``GivenIds.gave`` (its id read when sent).
+Queued = pb.MessageId | Message
+
+
 def list_requests(
-    topic: str, subscription: str, ids: Sequence[pb.MessageId]
+    topic: str, subscription: str, queued: Sequence[Queued]
 ) -> list[pb.AcknowledgeListRequest]:
-    """The individual acks of ``ids`` as AcknowledgeList requests of ``LIST_MAX`` at most."""
-    return [
-        pb.AcknowledgeListRequest(
-            topic=topic, subscription=subscription, ids=ids[at : at + LIST_MAX]
-        )
-        for at in range(0, len(ids), LIST_MAX)
-    ]
+    """The individual acks of ``queued`` as AcknowledgeList requests of ``LIST_MAX`` at
+    most, their ids written as wire bytes in one compiled call (``message.id_lists``)."""
+    reqs = []
+    for chunk in id_lists(queued, LIST_MAX):
+        req = pb.AcknowledgeListRequest(topic=topic, subscription=subscription)
+        req.MergeFromString(chunk)
+        reqs.append(req)
+    return reqs
 
 
 # Acks the server did not store: (id, cumulative, why).
@@ -195,7 +202,7 @@ class AckQueue:
         self._cumulative: dict[int, pb.MessageId] = {}  # by partition: the highest
         # In the order made; a consumer's own message (``GivenIds.gave``) by identity, its
         # wire id read by ``take``.
-        self._single: dict[tuple[int, Key] | int, pb.MessageId | Message] = {}
+        self._single: dict[tuple[int, Key] | int, Queued] = {}
         self.failure: CompactlogError | None = None
         # Why acks are queued again: the server could not be reached (tried again later).
         self.lost: CompactlogError | None = None
@@ -211,7 +218,7 @@ class AckQueue:
         """``GROUP_MAX`` acks are queued: they go now."""
         return len(self._cumulative) + len(self._single) >= GROUP_MAX
 
-    def put(self, mid: pb.MessageId | Message, cumulative: bool) -> None:
+    def put(self, mid: Queued, cumulative: bool) -> None:
         """Queue an ack: a wire id, or a message ``GivenIds.gave`` (sent by its wire id)."""
         if not (self._cumulative or self._single):  # the first of a group
             self.due = time.monotonic() + GROUP_S
@@ -228,16 +235,20 @@ class AckQueue:
         else:
             self._single.setdefault((mid.partition, _key(mid)), mid)
 
-    def take(self) -> tuple[list[pb.MessageId], list[pb.MessageId]]:
-        """What is queued, emptied: (cumulative acks, individual acks not covered by one)."""
+    def take(self) -> tuple[list[pb.MessageId], list[Queued]]:
+        """What is queued, emptied: (cumulative acks, individual acks not covered by one,
+        a consumer's messages among them as they are: ``list_requests`` reads their ids)."""
         cumulative, single = self._cumulative, self._single
         self._cumulative, self._single = {}, {}
         self._again_sent, self._again = self._again, set()
+        if not cumulative:
+            return [], list(single.values())
+        covered = {p: _key(mid) for p, mid in cumulative.items()}
         ids = wire_ids(single.values())
-        if cumulative:
-            covered = {p: _key(mid) for p, mid in cumulative.items()}
-            ids = [i for i in ids if i.partition not in covered or _key(i) > covered[i.partition]]
-        return list(cumulative.values()), ids
+        left: list[Queued] = [
+            i for i in ids if i.partition not in covered or _key(i) > covered[i.partition]
+        ]
+        return list(cumulative.values()), left
 
     def answered(self, mid: pb.MessageId, cumulative: bool, exc: CompactlogError) -> None:
         """An ack that failed: one that never reached the server (or found it shutting

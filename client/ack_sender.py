@@ -22,9 +22,9 @@ from typing import Any, TypeVar
 
 import grpc
 
-from compactlog.client.ack_queue import AckQueue, Failed, list_requests, refused_lists
+from compactlog.client.ack_queue import AckQueue, Failed, Queued, list_requests, refused_lists
 from compactlog.client.errors import call
-from compactlog.client.message import Message
+from compactlog.client.message import wire_ids
 from compactlog.errors import CompactlogError
 from compactlog.v1 import compactlog_pb2 as pb
 
@@ -56,7 +56,7 @@ class AckSender:
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self.lists = True  # the server has AcknowledgeList (False once it said UNIMPLEMENTED)
 
-    def put(self, mid: pb.MessageId | Message, cumulative: bool) -> None:
+    def put(self, mid: Queued, cumulative: bool) -> None:
         """Queue an ack; the sender thread starts on it unless it is running already
         (and is woken when the group is full)."""
         with self._lock:
@@ -113,13 +113,13 @@ class AckSender:
             failed.append((req.id, cumulative, error))
         return failed
 
-    def _send_lists(self, ids: list[pb.MessageId]) -> Failed:
+    def _send_lists(self, queued: list[Queued]) -> Failed:
         """Individual acks as AcknowledgeList requests; the ids of a list the server
         refused (or could not take) one Acknowledge each, so each gets its own answer.
         The failures."""
         if not self.lists:
-            return self._send_all(ids, False)
-        reqs = list_requests(self._topic, self._subscription, ids)
+            return self._send_all(wire_ids(queued), False)
+        reqs = list_requests(self._topic, self._subscription, queued)
         failed, singles, unimplemented = refused_lists(self._answers("AcknowledgeList", reqs))
         if unimplemented:
             self.lists = False  # an older server: one Acknowledge an id from now on

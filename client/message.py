@@ -15,7 +15,7 @@ one ``Message`` per entry of a response's ``messages`` holding only the repeated
 its index, and each field is converted on its first use and kept (``data()`` never builds
 the id, nor ``message_id()`` the properties). That loop has a compiled twin
 (``_messages.c``, beside its pure twin ``_messages_py``; ``compactlog.twins``), as has the
-acknowledging side's (``wire_ids``: the ids of a consumer's queued acks of its messages).
+acknowledging side's (``wire_ids``, ``id_lists``: the ids of a consumer's queued acks).
 A reader or consumer handing out thousands of messages a response then pays for the
 fields its caller reads and for nothing else. A message keeps its response alive while it
 lives (as a slice would).
@@ -33,7 +33,7 @@ from compactlog.twins import load_twin
 if TYPE_CHECKING:
     from compactlog.v1 import compactlog_pb2 as pb
 
-__all__ = ["NULL_VALUE", "Message", "Properties", "Value", "messages_of", "wire_ids"]
+__all__ = ["NULL_VALUE", "Message", "Properties", "Value", "id_lists", "messages_of", "wire_ids"]
 
 
 class Value(bytes):
@@ -296,6 +296,7 @@ _messages_of = _twin.messages_of
 
 
 _wire_ids = _twin.wire_ids
+_id_lists = _twin.id_lists
 
 
 def wire_ids(queued: Iterable[pb.MessageId | Message]) -> list[pb.MessageId]:
@@ -303,6 +304,14 @@ def wire_ids(queued: Iterable[pb.MessageId | Message]) -> list[pb.MessageId]:
     kept as it is: the loop that runs once per message acknowledged (``_messages``)."""
     ids: list[pb.MessageId] = _wire_ids(queued)
     return ids
+
+
+def id_lists(queued: Sequence[pb.MessageId | Message], limit: int) -> list[bytes]:
+    """The ids of ``queued`` (as ``wire_ids``) written as AcknowledgeListRequest ``ids``
+    bytes, at most ``limit`` a chunk: a run of one response's consecutive messages is
+    written from its first and last ids (``_messages``)."""
+    chunks: list[bytes] = _id_lists(queued, limit)
+    return chunks
 
 
 def messages_of(batch: Sequence[pb.Message], topic: str = "") -> list[Message]:

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, TypeVar
 
 import grpc
 
-from compactlog.client.ack_queue import AckQueue, Failed, list_requests, refused_lists
+from compactlog.client.ack_queue import AckQueue, Failed, Queued, list_requests, refused_lists
 from compactlog.client.errors import from_rpc_error
-from compactlog.client.message import Message
+from compactlog.client.message import wire_ids
 from compactlog.errors import CompactlogError
 from compactlog.v1 import compactlog_pb2 as pb
 
@@ -45,7 +45,7 @@ class AckTask:
         self._wake = asyncio.Event()  # the group is full, or a flush asks
         self.lists = True  # the server has AcknowledgeList (False once it said UNIMPLEMENTED)
 
-    def put(self, mid: pb.MessageId | Message, cumulative: bool) -> None:
+    def put(self, mid: Queued, cumulative: bool) -> None:
         """Queue an ack; the task starts on it unless it is running already (and is woken
         when the group is full)."""
         self.queue.put(mid, cumulative)
@@ -91,12 +91,12 @@ class AckTask:
         ]
         return [(req.id, cumulative, exc) for req, exc in await self._answers("Acknowledge", reqs)]
 
-    async def _send_lists(self, ids: list[pb.MessageId]) -> Failed:
+    async def _send_lists(self, queued: list[Queued]) -> Failed:
         """As ``AckSender._send_lists``: AcknowledgeList requests, and the ids of one the
         server refused one Acknowledge each."""
         if not self.lists:
-            return await self._send_all(ids, False)
-        reqs = list_requests(self._topic, self._subscription, ids)
+            return await self._send_all(wire_ids(queued), False)
+        reqs = list_requests(self._topic, self._subscription, queued)
         answers = await self._answers("AcknowledgeList", reqs)
         failed, singles, unimplemented = refused_lists(answers)
         if unimplemented:

@@ -85,6 +85,30 @@ def test_wire_ids_read_each_messages_id_and_keep_the_rest(twin: ModuleType) -> N
         twin.wire_ids([Message((1, 2), None, b"v")])
 
 
+def test_id_lists_write_each_id_as_the_request_does(twin: ModuleType) -> None:
+    resp = pb.ConsumeResponse()
+    for ledger, entry in [(3, 5), (3, 6), (3, 7), (3, 9), (4, 0)]:
+        resp.messages.add().id.CopyFrom(pb.MessageId(ledger_id=ledger, entry_id=entry))
+    for entry in (0, 1, 2, 300):  # another partition; a span that is not the count
+        resp.messages.add().id.CopyFrom(pb.MessageId(ledger_id=3, entry_id=entry, partition=1))
+    made = twin.messages_of(resp.messages, "t")
+    own = pb.MessageId(ledger_id=7, entry_id=0)
+    # runs of consecutive indexes: one ledger's entries in a row, ones with a gap, across a
+    # ledger, across a partition; then out of order and a wire id of its own
+    items = [*made[0:3], own, *made[2:5], *made[5:9], made[1], made[0], *made[4:6]]
+    wanted = [resp.messages[i].id for i in (0, 1, 2)] + [own]
+    wanted += [m.id for m in resp.messages[2:9]] + [resp.messages[i].id for i in (1, 0, 4, 5)]
+    for limit in (1, 4, 1000):
+        chunks = twin.id_lists(items, limit)
+        assert [pb.AcknowledgeListRequest.FromString(c).ids for c in chunks] == [
+            wanted[at : at + limit] for at in range(0, len(wanted), limit)
+        ]
+        assert chunks == _messages_py.id_lists(items, limit)  # the same bytes, both twins
+    assert twin.id_lists([], 10) == []
+    with pytest.raises(ValueError):
+        twin.id_lists(items, 0)
+
+
 def test_a_class_without_the_slots_is_refused(twin: ModuleType) -> None:
     class Plain:
         pass

@@ -26,7 +26,7 @@ from compactlog.client import (
     NotDelivered,
     TopicNotFound,
 )
-from compactlog.client.ack_queue import GROUP_MAX, GROUP_S, AckQueue
+from compactlog.client.ack_queue import GROUP_MAX, GROUP_S, AckQueue, list_requests
 from compactlog.client.aio import AsyncClient
 from compactlog.client.consumer import Consumer
 from compactlog.client.message import _UNSET, messages_of
@@ -190,6 +190,16 @@ def test_the_queue_sends_a_queued_message_by_its_wire_id() -> None:
     queue.put(made[3], cumulative=False)
     queue.put(_id(2), cumulative=True)  # covers the first
     assert queue.take() == ([_id(2)], [_id(3)])
+    for at in (1, 2, 3, 0):
+        queue.put(made[at], cumulative=False)
+    cumulative, single = queue.take()  # no cumulative ack: the messages as they are
+    assert cumulative == [] and single == [made[1], made[2], made[3], made[0]]
+    (req,) = list_requests("t", "s", [*single, _id(9)])
+    assert (req.topic, req.subscription) == ("t", "s")
+    assert list(req.ids) == [_id(1), _id(2), _id(3), _id(0), _id(9)]
+    assert [len(r.ids) for r in list_requests("t", "s", [_id(e) for e in range(2500)])] == [
+        1000, 1000, 500
+    ]  # fmt: skip
 
 
 def test_the_queue_is_full_at_the_group_size() -> None:
