@@ -5,35 +5,19 @@ wrapper over the raw stubs, one message through the client's producer."""
 from __future__ import annotations
 
 import inspect
-import os
 import socket
 import time
 from collections.abc import Callable
 
 import grpc
 
+from compactlog.bench.procstats import children
 from compactlog.client import Client
 from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 from tests.conftest import ServerProcess
 
 LEDGER, SEGMENTED = pb.LEDGER, pb.SEGMENTED
-
-
-def children(pid: int) -> list[int]:
-    """Pids whose parent is ``pid`` (from /proc)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as handle:
-                fields = handle.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            found.append(int(entry))
-    return found
 
 
 def shard_pids(srv: ServerProcess) -> list[int]:
