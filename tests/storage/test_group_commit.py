@@ -1,6 +1,7 @@
 """Group commit's idle fast path (``GroupCommit.sync_here``) over a real RocksDB WAL: a
 caller with nothing more to write syncs on its own thread when no sync is running, leaves
-a running one to the syncer thread, and a sync that fails there fails every waiter."""
+a running one to the syncer thread, and a sync that fails there fails every waiter. The
+syncer thread is woken only when there is a sync for it to start."""
 
 from __future__ import annotations
 
@@ -96,4 +97,37 @@ def test_a_failed_sync_here_fails_every_waiter(db: RocksDB, no_switches: None) -
         with pytest.raises(OSError):
             commit.wait(commit.ticket())  # nothing is acknowledged after a failed fsync
     finally:
+        commit.close()
+
+
+def test_the_syncer_is_woken_only_for_a_sync_to_start(db: RocksDB, no_switches: None) -> None:
+    """Tickets taken while a caller's sync runs wake nobody; its end wakes the syncer once,
+    for them (before, every ticket and every sync's end woke it)."""
+    threads: list[str] = []
+    gate = threading.Event()
+    commit = GroupCommit(recording(db, threads, gate))
+    taken: list[int] = []
+
+    def more_writes() -> None:  # while the caller's sync waits at the gate
+        while not threads:
+            threading.Event().wait(0.001)
+        for _ in range(10):
+            db.put(b"k", b"v")
+            taken.append(commit.ticket())
+            threading.Event().wait(0.002)  # the syncer could run here, were it woken
+        gate.set()
+
+    helper = threading.Thread(target=more_writes)
+    helper.start()
+    try:
+        db.put(b"k", b"v")
+        commit.ticket()  # wakes the syncer, which finds the caller's sync running
+        commit.sync_here()  # held at the gate until the helper has taken its tickets
+        helper.join()
+        commit.wait(taken[-1])
+        assert threads == [threading.current_thread().name, "group-commit"]
+        assert commit.syncs == 2
+        assert commit.wakeups <= 2  # the first ticket's, and the caller's sync's end
+    finally:
+        gate.set()
         commit.close()
