@@ -8,14 +8,17 @@ that starts after a ticket covers that write. A writer with nothing more to writ
 run the sync itself (``sync_here``) when none is running, as the first writer of a
 RocksDB write group leads it: an idle request then costs its fsync and no thread hop.
 The syncer is woken only when there is a sync for it to start (a ticket while none runs,
-tickets left over when a caller's sync ends), never by a sync's end alone: at idle each
-needless wake-up was two or three more context switches a publish, on a shared core.
+tickets left over when a caller's sync ends), never by a sync's end alone; and a writer
+that will decide after its write who syncs takes its tickets ``held`` (they wake nobody),
+then syncs them itself or hands them over (``kick``). At idle each needless wake-up of
+the syncer was two or three more context switches a publish, on a shared core.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from compactlog.errors import StoreClosed
 
@@ -36,15 +39,33 @@ class GroupCommit:
         self._callbacks: list[tuple[int, Synced]] = []  # in ticket order
         self.syncs = 0  # how many fsyncs ran, for metrics and tests
         self.wakeups = 0  # how many times the syncer thread was woken, for tests
+        self._local = threading.local()  # ``held`` on this thread
         self._thread = threading.Thread(target=self._run, name="group-commit", daemon=True)
         self._thread.start()
 
     def ticket(self) -> int:
         with self._cond:
             self._issued += 1
-            if not self._syncing:  # else the running sync's end wakes the syncer
-                self._work.notify()
+            if not self._syncing and not getattr(self._local, "held", False):
+                self._work.notify()  # a running sync's end wakes the syncer itself
             return self._issued
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """Tickets this thread takes inside wake no syncer: the caller decides after
+        (``sync_here`` with nothing more to write, else ``kick``)."""
+        self._local.held = True
+        try:
+            yield
+        finally:
+            self._local.held = False
+
+    def kick(self) -> None:
+        """Wake the syncer for what is issued and unsynced, unless a sync runs (its end
+        does): a held writer with more to write leaves the fsync to it."""
+        with self._cond:
+            if not self._syncing and self._issued > self._synced:
+                self._work.notify()
 
     def wait(self, ticket: int) -> None:
         """Block until the write behind ``ticket`` is on disk."""

@@ -37,7 +37,7 @@ class Publishing:
         self.robin = RoundRobin()  # keyless records of partitioned topics
         self.spanning = False  # a slot of a sharded server: honour spanning-part markers
         self.writers = LogWriters(
-            self._write_group, executor, self._answered, broker.ledgers.group_commit.sync_here
+            self._write_group, executor, self._answered, broker.ledgers.group_commit
         )
         self._counters: dict[str, tuple[Any, Any, Any, Any]] = {}
 

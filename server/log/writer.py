@@ -9,9 +9,11 @@ each request's reply bytes or its own error. Kafka's log append and RocksDB's wr
 have this shape. While requests keep coming it does not wait for a group's fsync before
 writing the next (the syncer overlaps them), which is how one pipelined PublishStream
 keeps several requests in one group; a writer left with nothing to write runs the fsync
-itself (``idle``, when no sync is running), so a lone request makes no hop to the syncer
-thread. A topic's requests are written in the order they were handed over; a request that
-fails is never acknowledged, and the others of its group get their own outcome.
+itself (``WriterSync.sync_here``, when no sync is running), so a lone request makes no hop
+to the syncer thread; its write's ticket is ``held`` so that it does not wake the syncer
+for nothing (with more to write, the writer hands the group over: ``kick``). A topic's
+requests are written in the order they were handed over; a request that fails is never
+acknowledged, and the others of its group get their own outcome.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
+from typing import Protocol
 
 from compactlog.errors import ShuttingDown
 from compactlog.storage.topic_log import Pending
@@ -49,6 +53,31 @@ Written = Accepted | Exception
 WriteGroup = Callable[[str, list[bytes], list[int]], Sequence[Written]]
 # Told of every request answered: its kind, records, bytes and seconds since it came in.
 Answered = Callable[[Accepted, int, float], None]
+
+
+class WriterSync(Protocol):
+    """How a writer's groups become durable (a ledger store's ``GroupCommit``): tickets
+    its write takes are ``held`` (wake nobody); then the writer syncs them itself
+    (``sync_here``) or, with more to write, hands them to the syncer (``kick``)."""
+
+    def held(self) -> AbstractContextManager[None]: ...
+
+    def sync_here(self) -> None: ...
+
+    def kick(self) -> None: ...
+
+
+class _NoSync:
+    """A writer whose logs sync nothing of their own (tests, SEGMENTED-only servers)."""
+
+    def held(self) -> AbstractContextManager[None]:
+        return nullcontext()
+
+    def sync_here(self) -> None:
+        pass
+
+    def kick(self) -> None:
+        pass
 
 
 class Chain:
@@ -90,10 +119,10 @@ class LogWriters:
         write: WriteGroup,
         executor: Executor,
         answered: Answered,
-        idle: Callable[[], None] = lambda: None,
+        sync: WriterSync | None = None,
     ) -> None:
         self._write = write
-        self._idle = idle
+        self._sync: WriterSync = sync or _NoSync()
         self._executor = executor
         self._answered = answered
         self._lock = threading.Lock()
@@ -135,9 +164,12 @@ class LogWriters:
                     if self._writers.get(writer.topic) is writer:
                         del self._writers[writer.topic]
                     return
-            self._write_group(writer.topic, group)
-            if not writer.queue:  # nothing more to write: sync now, on this thread
-                self._idle()
+            with self._sync.held():  # its tickets wake nobody: this thread decides
+                self._write_group(writer.topic, group)
+            if writer.queue:  # more to write: the syncer fsyncs this group meanwhile
+                self._sync.kick()
+            else:  # nothing more to write: sync now, on this thread
+                self._sync.sync_here()
 
     def _write_group(self, topic: str, group: list[_Request]) -> None:
         abandoned = [r for r in group if r.chain is not None and r.chain.failed is not None]

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -142,28 +141,27 @@ def test_a_stream_stops_writing_at_its_first_failed_request(store: LedgerStore) 
 
 
 def test_a_lone_request_is_synced_on_its_writers_thread(store: LedgerStore) -> None:
-    """With nothing more to write, the writer runs the fsync itself (``idle``): the reply
-    is built on the append thread, no hop to the syncer thread; still one fsync."""
+    """With nothing more to write, the writer runs the fsync itself (``sync_here``): the
+    reply is built on the append thread, no hop to the syncer thread, which its ticket
+    (``held``) did not even wake; still one fsync."""
     executor = ThreadPoolExecutor(1, thread_name_prefix="append")
     threads: list[str] = []
     writers = LogWriters(
         write_group(store, []),
         executor,
         lambda _a, _n, _s: threads.append(threading.current_thread().name),
-        store.group_commit.sync_here,
+        store.group_commit,
     )
-    before = store.group_commit.syncs
-    switch = sys.getswitchinterval()
-    sys.setswitchinterval(5.0)  # the woken syncer cannot take the interpreter first
+    before, woken = store.group_commit.syncs, store.group_commit.wakeups
     try:
 
         async def publish() -> bytes:
             return await writers.submit("t", request(b"v"))
 
-        reply = asyncio.run(publish())
+        replies = [asyncio.run(publish()) for _ in range(20)]
     finally:
-        sys.setswitchinterval(switch)
         executor.shutdown()
-    assert pb.PublishResponse.FromString(reply).ids[0].entry_id == 0
-    assert threads == ["append_0"]
-    assert store.group_commit.syncs - before == 1
+    assert [pb.PublishResponse.FromString(r).ids[0].entry_id for r in replies] == list(range(20))
+    assert threads == ["append_0"] * 20
+    assert store.group_commit.syncs - before == 20
+    assert store.group_commit.wakeups == woken  # no ticket woke the syncer thread
