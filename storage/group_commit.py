@@ -70,6 +70,8 @@ class GroupCommit:
     def wait(self, ticket: int) -> None:
         """Block until the write behind ``ticket`` is on disk."""
         with self._cond:
+            if not self._syncing and self._synced < ticket:
+                self._work.notify()  # a ticket taken ``held`` has woken nobody yet
             while self._synced < ticket:
                 if self._error is not None:
                     raise self._error

@@ -131,3 +131,23 @@ def test_the_syncer_is_woken_only_for_a_sync_to_start(db: RocksDB, no_switches: 
     finally:
         gate.set()
         commit.close()
+
+
+def test_a_held_ticket_waited_for_is_synced(db: RocksDB) -> None:
+    """A caller that waits for a ticket it took ``held`` (which woke nobody) is not left
+    waiting: ``wait`` wakes the syncer."""
+    commit = GroupCommit(db.sync_wal)
+    waited = threading.Event()
+
+    def held_then_wait() -> None:
+        with commit.held():
+            db.put(b"k", b"v")
+            commit.wait(commit.ticket())
+        waited.set()
+
+    try:
+        threading.Thread(target=held_then_wait, daemon=True).start()
+        assert waited.wait(10)
+        assert commit.syncs == 1 and commit.wakeups == 1
+    finally:
+        commit.close()
