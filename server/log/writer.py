@@ -164,12 +164,14 @@ class LogWriters:
                     if self._writers.get(writer.topic) is writer:
                         del self._writers[writer.topic]
                     return
-            with self._sync.held():  # its tickets wake nobody: this thread decides
-                self._write_group(writer.topic, group)
-            if writer.queue:  # more to write: the syncer fsyncs this group meanwhile
-                self._sync.kick()
-            else:  # nothing more to write: sync now, on this thread
-                self._sync.sync_here()
+            try:
+                with self._sync.held():  # its tickets wake nobody: this thread decides
+                    self._write_group(writer.topic, group)
+            finally:  # even after a failure: a ticket taken is never left unsynced
+                if writer.queue:  # more to write: the syncer fsyncs this group meanwhile
+                    self._sync.kick()
+                else:  # nothing more to write: sync now, on this thread
+                    self._sync.sync_here()
 
     def _write_group(self, topic: str, group: list[_Request]) -> None:
         abandoned = [r for r in group if r.chain is not None and r.chain.failed is not None]
