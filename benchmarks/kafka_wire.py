@@ -19,6 +19,9 @@ ten records) both ways:
    backoff).
 3. kcat's producer and consumer (``kafka_kcat``): the same librdkafka driven from C, so
    their rows measure the listener rather than the Python loop; left out without kcat.
+4. kcat's floor (``kafka_replay``): the same kcat read against a replay of the
+   listener's answers to it, a broker costing nothing: the most any broker could give
+   kcat on this box, printed beside kcat's rate against the listener and gRPC Read's.
 
 Figures are medians of ``--runs`` runs; each run's ratio is kept in the JSON too, with
 the load average at the start and the end (other work on the box moves every figure).
@@ -41,7 +44,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from compactlog.bench import kafka_kcat
+from compactlog.bench import kafka_kcat, kafka_replay
 from compactlog.bench.procstats import ListeningProcess, cpu_seconds
 from compactlog.bench.rawlog import RawLog, acked, publish_request, read_request
 from compactlog.bench.summary import (
@@ -212,28 +215,13 @@ def read_phase(s: Settings, log: RawLog, pid: int, address: str) -> Sample:
     m.update({f"kafka.consume_{key}": value for key, value in warm.items()})
     if kafka_kcat.kcat() is not None:
         step("kcat consume")
-        (seconds, kcat_cpu), _client, server = costed(
-            pid, lambda: kafka_kcat.consume(address, GRPC_TOPIC, s.records)
-        )
-        m["kcat.consume_mps"], m["kcat.consume_server_cpu_s"] = s.records / seconds, server
-        m["kcat.consume_s"], m["kcat.consume_client_cpu_s"] = seconds, kcat_cpu
-        m["grpc.read_s"] = read.seconds
+        kcat, _, server = costed(pid, lambda: kafka_kcat.consume(address, GRPC_TOPIC, s.records))
+        m["kcat.consume_mps"], m["kcat.consume_server_cpu_s"] = s.records / kcat.seconds, server
+        m["kcat.consume_s"], m["kcat.consume_client_cpu_s"] = kcat.seconds, kcat.cpu_s
+        m["kcat.consume_last_offset"], m["grpc.read_s"] = kcat.last_offset, read.seconds
+        step("kcat consume, the listener's answers recorded and replayed")
+        m.update(kafka_replay.floor_read(address, GRPC_TOPIC, s.records).sample(s.records))
     return m
-
-
-def kcat_cpu_line(m: Sample, cores: int) -> str:
-    """One run's kcat read against the goal's wall clock: kcat's own CPU and the
-    server's, beside the seconds a read at 0.5 x this run's gRPC Read would take. On
-    ``cores`` cores, kcat + server CPU over the cores is the least wall time the read
-    can take however well the two overlap (and only with nothing else running)."""
-    goal = 2 * m["grpc.read_s"]
-    cpu = m["kcat.consume_client_cpu_s"] + m["kcat.consume_server_cpu_s"]
-    return (
-        f"kcat read {m['kcat.consume_s']:.3f} s: kcat CPU {m['kcat.consume_client_cpu_s']:.3f} s"
-        f" + server CPU {m['kcat.consume_server_cpu_s']:.3f} s = {cpu:.3f} s"
-        f" (>= {cpu / cores:.3f} s of wall on {cores} cores); the goal allows {goal:.3f} s"
-        f" (2 x gRPC Read {m['grpc.read_s']:.3f} s)"
-    )
 
 
 def _drop(_raw: bytes) -> None:
@@ -262,6 +250,7 @@ def one_run(
     if "kcat.produce_rps" in m:
         m["ratio.kcat_produce"] = m["kcat.produce_rps"] / m["grpc.publish_rps"]
         m["ratio.kcat_consume"] = m["kcat.consume_mps"] / m["grpc.read_mps"]
+        m["ratio.kcat_floor_consume"] = m["kcat_floor.consume_mps"] / m["grpc.read_mps"]
     return m
 
 
@@ -277,6 +266,8 @@ def rows(med: Sample) -> list[Target]:
          "grpc.publish_rps", "records/s", "gRPC PublishStream, 1000 x 100 B per request"),
         ("kcat -C (librdkafka from C), whole topic, from its start", "kcat.consume_mps",
          "grpc.read_mps", "messages/s", "gRPC Read, whole topic"),
+        ("kcat -C, the listener's answers replayed (floor: a broker costing nothing)",
+         "kcat_floor.consume_mps", "grpc.read_mps", "messages/s", "gRPC Read, whole topic"),
     ]  # fmt: skip
     out = []
     for name, key, floor, unit, floor_name in specs:
@@ -325,6 +316,7 @@ def markdown(report: dict[str, Any]) -> str:
         ("consume from Consumer()", "ratio.consume_from_start"),
         ("kcat produce", "ratio.kcat_produce"),
         ("kcat consume", "ratio.kcat_consume"),
+        ("kcat consume, replay floor", "ratio.kcat_floor_consume"),
     )
     spread = "; ".join(
         f"{what} {r[key]['median']:.2f} ({r[key]['min']:.2f}-{r[key]['max']:.2f})"
@@ -347,7 +339,7 @@ def markdown(report: dict[str, Any]) -> str:
     if "kcat.consume_s" in r:
         runs = [{key: r[key]["samples"][i] for key in r} for i in range(s["runs"])]
         where += "\n\n" + "\n".join(
-            f"- run {i}: {kcat_cpu_line(run, m['cores'])}" for i, run in enumerate(runs, 1)
+            f"- run {i}: {kafka_kcat.cpu_line(run, m['cores'])}" for i, run in enumerate(runs, 1)
         )
     if clients.get("kcat") is None:
         head += " kcat is not installed: its rows are left out."
