@@ -5,7 +5,8 @@ Read) allows, so the bench needs the most any broker could give kcat on the box.
 module records the listener's answers to one kcat read and serves them again:
 
 1. *record*: a proxy between kcat and the listener passes each request on and keeps the
-   listener's answer frame, keyed by API key and, for a Fetch, the offsets it asks.
+   listener's answer frame, keyed by API key and, for a Fetch, the offsets it asks
+   (for a Metadata request, the topics).
    The one change it makes: Metadata answers name the proxy as the broker (decoded and
    written again by ``kio``), so kcat's broker connection comes back through it. A Fetch
    answered with no records (past the end, after the listener held it) is not kept.
@@ -37,7 +38,7 @@ from compactlog.bench import kafka_kcat
 FETCH, METADATA = 1, 3
 SIZE = struct.Struct(">i")
 CORRELATION = struct.Struct(">i")  # a response frame's first field, after its size
-Key = tuple[int, tuple[tuple[Any, int, int], ...]]
+Key = tuple[int, tuple[Any, ...]]
 
 
 @functools.cache
@@ -64,16 +65,21 @@ def read_frame(sock: socket.socket) -> bytes | None:
 
 
 def request_key(frame: bytes) -> tuple[Key, Any]:
-    """What an answer is matched by (the API key; a Fetch's topics, partitions and
-    offsets asked) and the request's header (its version and correlation id)."""
+    """What an answer is matched by and the request's header (its version and
+    correlation id). The key: the API key; a Fetch's topics, partitions and offsets
+    asked; a Metadata request's topics (librdkafka asks for the brokers alone, no topic,
+    as well as for the topic read, and the two answers differ)."""
     header, _used = _reader(RequestHeader)(frame, 0)
     api_key, version = header.request_api_key, header.request_api_version
-    if api_key != FETCH:
+    if api_key not in (FETCH, METADATA):
         return (api_key, ()), header
     cls = load_request_schema(api_key, version)
     head_cls: Any = cls.__header_schema__
     _full, used = _reader(head_cls)(frame, 0)
     request, _size = _reader(cls)(frame, used)
+    if api_key == METADATA:
+        names = None if request.topics is None else tuple(t.name for t in request.topics)
+        return (api_key, (names,)), header
     asked = tuple(
         (getattr(t, "topic", None) or getattr(t, "topic_id", None), p.partition, p.fetch_offset)
         for t in request.topics
