@@ -1,5 +1,5 @@
 """kcat (librdkafka 2.0, Debian's) against a real server: ``-L`` lists the broker and
-the SEGMENTED topics, ``-C`` reads what gRPC published."""
+the SEGMENTED topics, ``-C`` reads what gRPC published, ``-P`` produces what gRPC reads."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ KCAT = shutil.which("kcat")
 pytestmark = pytest.mark.skipif(KCAT is None, reason="kcat is not installed (.ci/run installs it)")
 
 
-def kcat(*args: str) -> str:
+def kcat(*args: str, stdin: str | None = None) -> str:
     assert KCAT is not None
-    done = subprocess.run([KCAT, *args], capture_output=True, text=True, timeout=60)
+    done = subprocess.run([KCAT, *args], input=stdin, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -40,6 +40,21 @@ def test_kcat_lists_and_consumes(kafka_server: ServerProcess, grpc_side: Grpc, t
         for m in grpc_side.read(topic)
     )
     assert lines == served and len(lines) == 6
+
+
+def test_kcat_produces_keyed_lines_and_tombstones(
+    kafka_server: ServerProcess, grpc_side: Grpc, topic: str
+) -> None:
+    """``kcat -P -K:`` with acks=all: each line a keyed record at the next offset, an empty
+    value with ``-Z`` a null value (a tombstone), read back the same over gRPC."""
+    grpc_side.create(topic)
+    lines = "".join(f"k{i % 3}:v{i}\n" for i in range(7)) + "k1:\n"
+    kcat("-b", kafka_server.kafka_address, "-P", "-t", topic, "-K:", "-Z",
+         "-X", "acks=all", stdin=lines)  # fmt: skip
+    served = [(m.id.entry_id, m.key, m.value if m.HasField("value") else None)
+              for m in grpc_side.read(topic)]  # fmt: skip
+    expected = [(i, b"k%d" % (i % 3), b"v%d" % i) for i in range(7)]
+    assert served == [*expected, (7, b"k1", None)]
 
 
 @pytest.mark.parametrize(
