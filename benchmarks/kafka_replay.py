@@ -11,9 +11,10 @@ module records the listener's answers to one kcat read and serves them again:
    written again by ``kio``), so kcat's broker connection comes back through it. A Fetch
    answered with no records (past the end, after the listener held it) is not kept.
 2. *replay*: the same socket then answers from what it kept, with no storage and no
-   conversion: a request's header is read (``kio``), a Fetch's offsets too, the kept
-   frame's correlation id is patched and its bytes written. A request it has no answer
-   for (a Fetch past the end, which a broker would hold) is left unanswered.
+   conversion: a request's header is read, a Fetch's offsets too (with the listener's
+   ``protocol`` readers, ``kio``'s), the kept frame's correlation id is patched and its
+   bytes written. A request it has no answer for (a Fetch past the end, which a broker
+   would hold) is left unanswered.
 
 The time of the same kcat command against the replay is kcat's floor on this box.
 """
@@ -21,34 +22,18 @@ The time of the same kcat command against the replay is kcat's floor on this box
 from __future__ import annotations
 
 import dataclasses
-import functools
-import io
 import socket
 import struct
 import threading
 import time
 from typing import Any
 
-from kio.index import load_request_schema, load_response_schema
-from kio.schema.request_header.v1.header import RequestHeader
-from kio.serial import entity_reader, entity_writer
-
 from compactlog.bench import kafka_kcat
+from compactlog.server.kafka.protocol import HEAD, SIZE, encode, read_request, read_response
 
 FETCH, METADATA = 1, 3
-SIZE = struct.Struct(">i")
 CORRELATION = struct.Struct(">i")  # a response frame's first field, after its size
 Key = tuple[int, tuple[Any, ...]]
-
-
-@functools.cache
-def _reader(cls: Any) -> Any:
-    return entity_reader(cls)
-
-
-@functools.cache
-def _writer(cls: Any) -> Any:
-    return entity_writer(cls)
 
 
 def read_frame(sock: socket.socket) -> bytes | None:
@@ -64,49 +49,38 @@ def read_frame(sock: socket.socket) -> bytes | None:
     return body if len(body) == size else None
 
 
-def request_key(frame: bytes) -> tuple[Key, Any]:
-    """What an answer is matched by and the request's header (its version and
-    correlation id). The key: the API key; a Fetch's topics, partitions and offsets
-    asked; a Metadata request's topics (librdkafka asks for the brokers alone, no topic,
-    as well as for the topic read, and the two answers differ)."""
-    header, _used = _reader(RequestHeader)(frame, 0)
-    api_key, version = header.request_api_key, header.request_api_version
+def request_key(frame: bytes) -> tuple[Key, int, int]:
+    """What an answer is matched by, and the request's version and correlation id. The
+    key: the API key; a Fetch's topics, partitions and offsets asked; a Metadata
+    request's topics (librdkafka asks for the brokers alone, no topic, as well as for
+    the topic read, and the two answers differ)."""
+    api_key, version, correlation_id = HEAD.unpack_from(frame, 0)
     if api_key not in (FETCH, METADATA):
-        return (api_key, ()), header
-    cls = load_request_schema(api_key, version)
-    head_cls: Any = cls.__header_schema__
-    _full, used = _reader(head_cls)(frame, 0)
-    request, _size = _reader(cls)(frame, used)
+        return (api_key, ()), version, correlation_id
+    _header, request = read_request(frame, api_key, version)
     if api_key == METADATA:
         names = None if request.topics is None else tuple(t.name for t in request.topics)
-        return (api_key, (names,)), header
+        return (api_key, (names,)), version, correlation_id
     asked = tuple(
         (getattr(t, "topic", None) or getattr(t, "topic_id", None), p.partition, p.fetch_offset)
         for t in request.topics
         for p in t.partitions
     )
-    return (api_key, asked), header
+    return (api_key, asked), version, correlation_id
 
 
 def advertise(frame: bytes, version: int, host: str, port: int) -> bytes:
     """A Metadata answer frame (without its size) naming ``host:port`` as every broker."""
-    cls: Any = load_response_schema(METADATA, version)
-    header, used = _reader(cls.__header_schema__)(frame, 0)
-    response, _size = _reader(cls)(frame, used)
+    correlation_id, response = read_response(frame, METADATA, version)
     brokers = tuple(dataclasses.replace(b, host=host, port=port) for b in response.brokers)
-    out = io.BytesIO()
-    _writer(cls.__header_schema__)(out, header)
-    _writer(cls)(out, dataclasses.replace(response, brokers=brokers))
-    return out.getvalue()
+    return encode(correlation_id, dataclasses.replace(response, brokers=brokers))[SIZE.size :]
 
 
 def has_records(frame: bytes, version: int) -> bool:
     """Whether a Fetch answer frame (without its size) holds any records. An empty one
     is not kept: the listener gave it after holding the Fetch ``max_wait_ms``, and
     answered at once it would have kcat ask again and again while it prints."""
-    cls: Any = load_response_schema(FETCH, version)
-    _header, used = _reader(cls.__header_schema__)(frame, 0)
-    response, _size = _reader(cls)(frame, used)
+    _correlation_id, response = read_response(frame, FETCH, version)
     return any(p.records for t in response.responses for p in t.partitions)
 
 
@@ -167,8 +141,7 @@ class ReplayBroker:
                 answer = read_frame(up)
                 if answer is None:
                     return
-                key, header = request_key(frame)
-                version = header.request_api_version
+                key, version, _correlation_id = request_key(frame)
                 if key[0] == METADATA:
                     answer = advertise(answer, version, "127.0.0.1", port)
                 if key[0] != FETCH or has_records(answer, version):
@@ -183,13 +156,13 @@ class ReplayBroker:
         cpu, served, missed = time.thread_time(), 0, 0
         with conn:
             while (frame := read_frame(conn)) is not None:
-                key, header = request_key(frame)
+                key, _version, correlation_id = request_key(frame)
                 answer = self.answers.get(key)
                 if answer is None:
                     missed += 1
                     continue
                 head = bytearray(answer[:8])
-                CORRELATION.pack_into(head, 4, header.correlation_id)
+                CORRELATION.pack_into(head, 4, correlation_id)
                 try:
                     _send(conn, head, memoryview(answer)[8:])
                 except OSError:
