@@ -184,6 +184,26 @@ class Lab:
         assert refusal.metadata.get("errno") == ERRNO[reason], refusal
         assert refusal.metadata.get("path", "").startswith(str(under)), refusal
 
+    def ack_refused_on_full_disk(self, ack: Callable[[], object], under: Path) -> str:
+        """The disk filled to its last page: ``ack`` (each call a new ack, which fits in
+        the store's last page until one needs a new one) is refused DISK_FULL naming a
+        path below ``under``, and taken again once the room is back."""
+        self.ballast(0)
+        self.expect(self.until_refused(ack), "DISK_FULL", under)
+        self.lighten()
+        self.once_back(ack)
+        return "refused"
+
+    def ack_lists(self, topic: str, kind: int) -> Callable[[], object]:
+        """A new topic of ``kind`` with 480 messages, and an AcknowledgeList of the next
+        four of them at each call: more lists than one page of a cursor store holds."""
+        self.create(topic, kind)
+        for n in range(60):
+            self.publish(topic, records(f"l{n}", range(8), 10))
+        messages = self.consume(topic)
+        lists = iter([messages[at : at + 4] for at in range(0, len(messages), 4)])
+        return lambda: self.ack_list(topic, next(lists))
+
     def mark(self) -> int:
         return len(self.srv.stderr_lines)
 

@@ -119,27 +119,12 @@ def commit_no_permission(lab: Lab) -> str:
 
 def ledger_cursor_disk_full(lab: Lab) -> str:
     messages = iter(lab.consume("led"))
-    lab.ballast(0)
-    refusal = lab.until_refused(lambda: lab.ack("led", next(messages)))
-    lab.expect(refusal, "DISK_FULL", ledgers(lab))
-    lab.lighten()
-    lab.once_back(lambda: lab.ack("led", next(messages)))
-    return "refused"
+    return lab.ack_refused_on_full_disk(lambda: lab.ack("led", next(messages)), ledgers(lab))
 
 
 def ledger_cursor_list_disk_full(lab: Lab) -> str:
     """An AcknowledgeList is one WriteBatch: refused whole on a full disk, as one ack."""
-    lab.create("ackl", pb.LEDGER)
-    for n in range(60):  # more lists than the WAL's last page holds
-        lab.publish("ackl", records(f"l{n}", range(8), 10))
-    messages = lab.consume("ackl")
-    lists = iter([messages[at : at + 4] for at in range(0, len(messages), 4)])
-    lab.ballast(0)
-    refusal = lab.until_refused(lambda: lab.ack_list("ackl", next(lists)))
-    lab.expect(refusal, "DISK_FULL", ledgers(lab))
-    lab.lighten()
-    lab.once_back(lambda: lab.ack_list("ackl", next(lists)))
-    return "refused"
+    return lab.ack_refused_on_full_disk(lab.ack_lists("ackl", pb.LEDGER), ledgers(lab))
 
 
 def create_ledger_disk_full(lab: Lab) -> str:

@@ -174,27 +174,14 @@ def journal_disk_full(lab: Lab) -> str:
     for n in range(30):  # more acks than one page of the journal holds
         lab.publish("seg", records(f"a{n}", range(8), 10))
     messages = iter(lab.consume("seg"))
-    lab.ballast(0)  # acks fit in the journal's last page until one needs a new page
-    refusal = lab.until_refused(lambda: lab.ack("seg", next(messages)))
-    lab.expect(refusal, "DISK_FULL", topic_dir(lab, "seg") / "cursors.journal")
-    lab.lighten()
-    lab.once_back(lambda: lab.ack("seg", next(messages)))
-    return "refused"
+    journal = topic_dir(lab, "seg") / "cursors.journal"
+    return lab.ack_refused_on_full_disk(lambda: lab.ack("seg", next(messages)), journal)
 
 
 def journal_list_disk_full(lab: Lab) -> str:
     """An AcknowledgeList is one journal line: refused whole on a full disk, as one ack."""
-    lab.create("acks", pb.SEGMENTED)
-    for n in range(60):  # more lists than one page of the journal holds
-        lab.publish("acks", records(f"l{n}", range(8), 10))
-    messages = lab.consume("acks")
-    lists = iter([messages[at : at + 4] for at in range(0, len(messages), 4)])
-    lab.ballast(0)  # lists fit in the journal's last page until one needs a new page
-    refusal = lab.until_refused(lambda: lab.ack_list("acks", next(lists)))
-    lab.expect(refusal, "DISK_FULL", topic_dir(lab, "acks") / "cursors.journal")
-    lab.lighten()
-    lab.once_back(lambda: lab.ack_list("acks", next(lists)))
-    return "refused"
+    ack = lab.ack_lists("acks", pb.SEGMENTED)
+    return lab.ack_refused_on_full_disk(ack, topic_dir(lab, "acks") / "cursors.journal")
 
 
 def journal_no_permission(lab: Lab) -> str:
