@@ -59,6 +59,14 @@ def answered(ahead: ReadAhead, ctx: KafkaContext, log: SegmentedTopicLog, offset
     return reads[0]
 
 
+async def chained(ahead: ReadAhead, ctx: KafkaContext, log: SegmentedTopicLog) -> None:
+    """Two sequential Fetches answered (the second continues the first: the chain
+    starts) and the reads ahead let run: the answers at 2 and 3 batches."""
+    answered(ahead, ctx, log, 0)
+    answered(ahead, ctx, log, BATCH)
+    await settled()
+
+
 async def settled() -> None:
     """Let the fetch worker's reads and their callbacks on the loop run."""
     for _ in range(50):
@@ -79,9 +87,7 @@ def test_the_chain_reads_depth_answers_ahead_each_as_a_fresh_read(
     async def go() -> None:
         ahead = ReadAhead()
         before = KEPT.bytes
-        answered(ahead, ctx, log, 0)
-        answered(ahead, ctx, log, BATCH)  # sequential: the chain starts
-        await settled()
+        await chained(ahead, ctx, log)
         assert KEPT.bytes - before >= 2 * BATCH * 100  # both answers held, counted
         offset = 2 * BATCH
         for _ in range(2):  # each already read when its Fetch comes
@@ -107,9 +113,7 @@ def test_after_a_change_the_chain_is_refused_and_reads_on_no_further(
     async def go() -> None:
         ahead = ReadAhead()
         before = KEPT.bytes
-        answered(ahead, ctx, log, 0)
-        answered(ahead, ctx, log, BATCH)
-        await settled()  # the chain holds the answers at 2 and 3 batches
+        await chained(ahead, ctx, log)
         log.manager.delete_records("t", 10)  # a new generation
         for offset in (2 * BATCH, 3 * BATCH):
             want = wanted(log, offset)
@@ -143,9 +147,7 @@ def test_a_fetch_elsewhere_drops_the_chain_and_its_bytes(
     async def go() -> None:
         ahead = ReadAhead()
         before = KEPT.bytes
-        answered(ahead, ctx, log, 0)
-        answered(ahead, ctx, log, BATCH)
-        await settled()
+        await chained(ahead, ctx, log)
         assert KEPT.bytes > before
         answered(ahead, ctx, log, 0)  # back to the start: not the chain's Fetch
         await settled()
@@ -163,9 +165,7 @@ def test_nothing_is_read_ahead_without_room_in_the_bound(
         ahead = ReadAhead()
         limit, KEPT.limit = KEPT.limit, KEPT.bytes + LIMIT // 2
         try:
-            answered(ahead, ctx, log, 0)
-            answered(ahead, ctx, log, BATCH)
-            await settled()
+            await chained(ahead, ctx, log)
             assert take_ready(ahead, log, 2 * BATCH) is None
         finally:
             KEPT.limit = limit
