@@ -112,9 +112,7 @@ class LedgerCursors:
         sync is running, this thread runs it (``sync_here``, after the lock): a lone
         consumer's ack waits for its fsync alone, not also for the syncer to wake."""
         _cursor, ticket = self._acknowledge(name, subscription, msg_id, cumulative)
-        if ticket:
-            self.group_commit.sync_here()
-        return SyncTicket(self.group_commit, ticket)
+        return self._synced_here(ticket)
 
     def _acknowledge(
         self, name: str, subscription: str, msg_id: MessageId, cumulative: bool
@@ -132,12 +130,7 @@ class LedgerCursors:
                 exc.metadata["topic"] = name
                 raise
             change = cursor.acknowledge(msg_id, cumulative, topic.successor)
-            if not change:
-                return cursor, 0
-            batch = Batch()
-            self._write_change(topic, cursor, change, batch)
-            self.db.write(batch)  # the WAL; synced by the group commit
-            return cursor, self.group_commit.ticket() if self.fsync else 0
+            return cursor, self._write_acks(topic, cursor, change)
 
     def acknowledge_list_start(
         self, name: str, subscription: str, ids: Sequence[MessageId]
@@ -153,13 +146,29 @@ class LedgerCursors:
             except NotDelivered as exc:
                 exc.metadata["topic"] = name
                 raise
-            change = cursor.acknowledge_list(fresh, topic.successor)
-            ticket = 0
-            if change:
-                batch = Batch()
-                self._write_change(topic, cursor, change, batch)
-                self.db.write(batch)  # the WAL; synced by the group commit
-                ticket = self.group_commit.ticket() if self.fsync else 0
+            ticket = self._write_acks(
+                topic, cursor, cursor.acknowledge_list(fresh, topic.successor)
+            )
+        return self._synced_here(ticket)
+
+    def _write_acks(self, topic: LedgerTopic, cursor: Cursor, change: CursorChange) -> int:
+        """The records ``change`` left, written to the WAL; the ticket of the group commit
+        that makes them durable (0: nothing to wait for), taken ``held``: the acking
+        thread syncs it itself after the topic's lock (``_synced_here``), so it wakes no
+        syncer for nothing."""
+        if not change:
+            return 0
+        batch = Batch()
+        self._write_change(topic, cursor, change, batch)
+        self.db.write(batch)  # the WAL; synced by the group commit
+        if not self.fsync:
+            return 0
+        with self.group_commit.held():
+            return self.group_commit.ticket()
+
+    def _synced_here(self, ticket: int) -> SyncTicket:
+        """``ticket`` synced on this thread now unless a sync runs (whose end hands it to
+        the syncer): a lone ack waits for its fsync alone."""
         if ticket:
             self.group_commit.sync_here()
         return SyncTicket(self.group_commit, ticket)

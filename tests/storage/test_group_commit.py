@@ -12,8 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from compactlog.storage.config import ServerSettings
 from compactlog.storage.group_commit import GroupCommit
+from compactlog.storage.ledger_log import LedgerTopicLog
+from compactlog.storage.ledger_store import LedgerStore
 from compactlog.storage.rocks import RocksDB
+from compactlog.storage.types import MessageId, Record
 
 
 @pytest.fixture
@@ -151,3 +155,29 @@ def test_a_held_ticket_waited_for_is_synced(db: RocksDB) -> None:
         assert commit.syncs == 1 and commit.wakeups == 1
     finally:
         commit.close()
+
+
+def test_a_lone_ack_syncs_on_its_own_thread_and_wakes_no_syncer(tmp_path: Path) -> None:
+    """An ack at idle (one, or an AcknowledgeList) is synced by the acking thread after
+    the topic's lock (its ticket taken ``held``), as an idle writer's group is: one fsync
+    each, the syncer thread never woken."""
+    store = LedgerStore(tmp_path, ServerSettings(topic_defaults={}))  # fsync durability
+    try:
+        store.create_topic("t", {})
+        store.append("t", [Record(b"k%d" % i, b"v") for i in range(12)])
+        log = LedgerTopicLog(store, "t")
+        log.delivered(log.open_cursor("s", latest=False), MessageId(1, 11))
+        commit = store.group_commit
+        syncs, woken = commit.syncs, commit.wakeups
+        acks = [lambda e=e: log.acknowledge("s", MessageId(1, e), False) for e in range(6)]
+        acks += [lambda f=f: log.acknowledge_list("s", [MessageId(1, f + i) for i in range(3)])
+                 for f in (6, 9)]  # fmt: skip
+        for ack in acks:  # one at a time: each on disk before the next
+            durable = threading.Event()
+            ack().on_durable(lambda error, d=durable: d.set() if error is None else None)
+            assert durable.wait(10)
+        assert commit.syncs - syncs == 8
+        assert commit.wakeups == woken
+        assert store.topic("t").cursors["s"].mark_delete == MessageId(1, 11)
+    finally:
+        store.close()
