@@ -18,7 +18,7 @@ import asyncio
 import logging
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 
@@ -41,7 +41,7 @@ NACK = _LOG + "NegativeAcknowledge"
 
 log = logging.getLogger(__name__)
 Spread = tuple[str, int]  # NAME and its partition count
-_WithIds = pb.AcknowledgeListRequest | pb.NegativeAcknowledgeRequest
+_WithIds = TypeVar("_WithIds", pb.AcknowledgeListRequest, pb.NegativeAcknowledgeRequest)
 
 
 class SpreadLog:
@@ -197,10 +197,13 @@ class SpreadLog:
         by_slot: dict[int, list[pb.MessageId]] = {}
         for msg_id in parsed.ids:
             by_slot.setdefault(self.slot_of_partition(spread, msg_id.partition), []).append(msg_id)
+        rest = kind()  # every field but the ids, made once for every slot's part
+        rest.CopyFrom(parsed)
+        del rest.ids[:]
         requests = []
         for slot, ids in by_slot.items():
-            part = kind.FromString(request)
-            del part.ids[:]
+            part = kind()
+            part.CopyFrom(rest)
             part.ids.extend(ids)
             requests.append((slot, part.SerializeToString()))
         if not requests:  # no ids: NAME's own slot answers (and checks the names)
