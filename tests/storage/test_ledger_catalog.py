@@ -136,3 +136,28 @@ def test_ledger_rolls_within_a_reserved_block_sync_nothing_more(tmp_path: Path) 
     store.append("a", records(2))
     assert [led.ledger_id for led in store.topic("a").ledgers][-1] == 6 + LEDGER_ID_BLOCK
     store.close()
+
+
+def test_a_full_disk_at_the_stop_keeps_the_reserved_ids(  # type: ignore[no-untyped-def]
+    small_disk, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Giving the unused ids back is the clean stop's one new write: with no room for the
+    catalog (lowered first) the store keeps its whole block, the stop goes on, and the
+    next start opens without a false alarm and hands out the id after the block."""
+    disk = small_disk(64 << 20)
+    path = disk.path / "ledgers"
+    store = LedgerStore(path, SETTINGS)
+    store.create_topic("a", {"ledger.max.entries": "2"})
+    store.append("a", records(3))  # ledgers 1 and 2 of the block reserved by the first
+    catalog = catalog_path(path).read_bytes()
+    store.db.flush()  # the close itself then has nothing to write
+    disk.fill(leave=0)
+    store.close()  # the catalog cannot be lowered: nothing given back, nothing partial
+    assert "reserved ledger ids kept" in caplog.text and "ENOSPC" in caplog.text
+    assert catalog_path(path).read_bytes() == catalog
+    assert not list(path.parent.glob("*.tmp")) and not list(path.glob("*.tmp"))
+    disk.free()
+    store = LedgerStore(path, SETTINGS)
+    store.append("a", records(2))
+    assert [led.ledger_id for led in store.topic("a").ledgers] == [1, 2, 1 + LEDGER_ID_BLOCK]
+    store.close()
