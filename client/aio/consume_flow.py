@@ -16,6 +16,7 @@ from typing import Any
 
 import grpc
 
+from compactlog.client.aio.call_status import SentStatus
 from compactlog.client.consume_flow import low_water
 from compactlog.client.errors import Timeout, from_rpc_error
 from compactlog.rpc_errors import ServerUnreachable
@@ -42,6 +43,7 @@ class AsyncFlowStream:
         self._flows: asyncio.Queue[pb.ConsumeFlow | None] = asyncio.Queue()
         self._flows.put_nowait(pb.ConsumeFlow(topic=start.topic, start=start, permits=queue_size))
         self._call: Any = stub.ConsumeStream(self._requests(), metadata=metadata)
+        self._sent = SentStatus(self._call)
         self._reader = asyncio.ensure_future(self._read())
 
     async def _requests(self) -> AsyncIterator[pb.ConsumeFlow]:
@@ -56,8 +58,8 @@ class AsyncFlowStream:
             while (response := await call.read()) is not grpc.aio.EOF:
                 self._responses.put_nowait(response)
         except grpc.RpcError as exc:
-            self._failure = exc
-            self._responses.put_nowait(exc)
+            self._failure = failure = await self._sent.error(exc)
+            self._responses.put_nowait(failure)
         finally:
             self._admitted.set()
             self._responses.put_nowait(_END)

@@ -23,6 +23,7 @@ from typing import Any, cast
 import grpc
 
 from compactlog.client import publish_wire as wire
+from compactlog.client.aio.call_status import SentStatus
 from compactlog.client.errors import AlreadyClosed, Timeout, from_rpc_error
 from compactlog.client.message_id import MessageId
 from compactlog.client.send_batches import IDLE_S, MAX_IN_FLIGHT, BatchingSettings
@@ -203,6 +204,7 @@ class AsyncSendBatches:
 
     async def _one_stream(self, stream: int) -> None:
         call = self._publish(self._requests(stream), metadata=self._metadata)
+        sent = SentStatus(call)
         one_log = bool(self._one_log)
         try:
             while (resp := await self._reply(call)) is not grpc.aio.EOF:
@@ -210,6 +212,8 @@ class AsyncSendBatches:
                 self._due = asyncio.get_running_loop().time() + (self._timeout or 0)
                 answer(callbacks, resp, one_log)
                 self._answered(len(callbacks))
+        except grpc.RpcError as exc:
+            raise await sent.error(exc) from None
         finally:
             call.cancel()  # a no-op once the call has finished
 

@@ -6,6 +6,7 @@ client library's exception classes."""
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Callable, Iterator
 
 import grpc
@@ -16,6 +17,7 @@ from grpc_reflection.v1alpha import reflection_pb2
 from compactlog.client import Client
 from compactlog.client.aio import AsyncClient
 from compactlog.client.errors import ServerUnreachable
+from compactlog.client.message_id import MessageId
 from compactlog.errors import PermissionDenied, TopicNotFound, Unauthenticated
 from compactlog.v1 import compactlog_pb2 as pb
 
@@ -263,3 +265,22 @@ def test_async_client_sends_the_token_over_tls(guarded: ServerProcess, tls_files
             assert await producer.send(b"v", partition_key="k") is not None
 
     asyncio.run(scenario())
+
+
+def test_async_refusal_with_requests_in_flight(guarded: ServerProcess, tls_files: TlsFiles) -> None:
+    """The server refuses a stream while requests are still being written to it: each
+    send is told PermissionDenied, not a broken connection (grpc aio's write failure
+    would stand in for the server's status, grpc/grpc#36066)."""
+
+    async def scenario() -> list[BaseException | MessageId]:
+        outcomes: list[BaseException | MessageId] = []
+        for _ in range(10):  # a fresh connection each: the refusal comes at once
+            async with AsyncClient(guarded.address, token=READER, tls_ca=tls_files.ca) as c:
+                producer = await c.create_producer(TOPIC)
+                sends = [producer.send(b"v" * 100_000, partition_key="k") for _ in range(8)]
+                outcomes += await asyncio.gather(*sends, return_exceptions=True)
+        return outcomes
+
+    outcomes = asyncio.run(scenario())
+    assert len(outcomes) == 80
+    assert {type(o) for o in outcomes} == {PermissionDenied}, Counter(type(o) for o in outcomes)
