@@ -13,7 +13,11 @@ times on the same topic and server:
    of every value's length, so every row reaches Spark: the first query warms the Python
    workers, the second is timed. The source plans its Spark partitions itself (about one
    range a core); with ``--entries-per-partition N`` each run also times the same query
-   with that option, in alternating order, so two plans are compared in the same run.
+   with that option, in alternating order, so two plans are compared in the same run;
+3. the same query over a Python data source that costs nothing (``spark_replay``): the
+   batches the source built for this topic, recorded before the run's queries and handed
+   to Spark memory-mapped. No Python data source can read faster than that: it is what
+   Spark itself costs to take these columns from a Python worker.
 
 The ratio per Spark core is the Spark rate divided by the cores of ``--master`` and by
 the read floor. Goal (issue 29): >= 0.5. Figures are medians of ``--runs`` runs; the
@@ -38,6 +42,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from compactlog.bench import spark_replay
 from compactlog.bench.procstats import ServerProcess
 from compactlog.bench.rawlog import RawLog, publish_request, read_request
 from compactlog.bench.summary import (
@@ -55,6 +60,7 @@ TOPIC = "spark-read"
 VALUE = b"v" * 100
 GOAL = 0.5
 READ_FLOOR = "raw gRPC Read, responses parsed, same server"
+REPLAY = "a Python data source costing nothing: the same batches, memory-mapped"
 Sample = dict[str, float]
 
 
@@ -90,12 +96,20 @@ def _requests(records: int) -> list[bytes]:
 def spark_count(spark: Any, address: str, entries: int | None = None) -> int:
     """One batch query of the whole topic: rows counted, every value's length summed;
     ``entries``: the source's ``entriesPerPartition`` (None: its own plan)."""
-    from pyspark.sql import functions as F
-
     reader = spark.read.format("compactlog").option("server", address).option("topic", TOPIC)
     if entries is not None:
         reader = reader.option("entriesPerPartition", str(entries))
-    df = reader.load()
+    return _count(reader.load())
+
+
+def replay_count(spark: Any, path: Path) -> int:
+    """The same query over the recorded batches (``spark_replay``)."""
+    return _count(spark.read.format(spark_replay.NAME).option("path", str(path)).load())
+
+
+def _count(df: Any) -> int:
+    from pyspark.sql import functions as F
+
     row = df.agg(F.count(F.lit(1)), F.sum(F.length("value"))).first()
     if int(row[1]) != int(row[0]) * len(VALUE):
         raise RuntimeError(f"value lengths summed to {row[1]} over {row[0]} rows")
@@ -127,30 +141,41 @@ def one_run(s: Settings, run: int, spark: Any, requests: list[bytes]) -> Sample:
                 log.publish_stream(requests)
                 req = read_request(TOPIC, compacted=False)
                 m: Sample = {"raw_read_mps": _timed(s.records, lambda: log.read(req, len).messages)}
+                replay = Path(tmp) / "replay"
+                spark_replay.register(spark)
+                options = {"server": server.address, "topic": TOPIC}
+                schema = spark.read.format("compactlog").options(**options).load().schema
+                recorded = spark_replay.record(options, cores(s.master), schema, replay)
+                if recorded != s.records:
+                    raise RuntimeError(f"recorded {recorded} rows, expected {s.records}")
                 started = time.perf_counter()
                 spark_count(spark, server.address)
+                replay_count(spark, replay)
                 m["spark_first_s"] = time.perf_counter() - started
-                m.update(spark_reads(s, run, spark, server.address))
+                m.update(spark_reads(s, run, spark, server.address, replay))
         finally:
             server.stop()
-    for path in ("spark_read", "spark_fixed"):
+    for path in ("spark_read", "spark_fixed", "spark_replay"):
         if f"{path}_mps" in m:
             m[f"{path}.ratio"] = m[f"{path}_mps"] / m["raw_read_mps"]
             m[f"{path}.per_core_ratio"] = m[f"{path}.ratio"] / cores(s.master)
+    m["spark_read.replay_ratio"] = m["spark_read_mps"] / m["spark_replay_mps"]
     return m
 
 
-def spark_reads(s: Settings, run: int, spark: Any, address: str) -> Sample:
-    """The timed queries of a run: the source's own plan and, with
-    ``entries_per_partition``, the fixed cut, in alternating order run by run."""
-    plans: dict[str, int | None] = {"spark_read_mps": None}
-    if s.entries_per_partition is not None:
-        plans["spark_fixed_mps"] = s.entries_per_partition
-    order = list(plans) if run % 2 else list(reversed(plans))
+def spark_reads(s: Settings, run: int, spark: Any, address: str, replay: Path) -> Sample:
+    """The timed queries of a run: the source's own plan, the recorded batches replayed
+    and, with ``entries_per_partition``, the fixed cut, in an order turned round run by run."""
+    queries: dict[str, Any] = {
+        "spark_read_mps": lambda: spark_count(spark, address),
+        "spark_replay_mps": lambda: replay_count(spark, replay),
+    }
+    if (entries := s.entries_per_partition) is not None:
+        queries["spark_fixed_mps"] = lambda: spark_count(spark, address, entries)
+    order = list(queries) if run % 2 else list(reversed(queries))
     m: Sample = {"load_avg": os.getloadavg()[0]}
     for key in order:
-        entries = plans[key]
-        m[key] = _timed(s.records, lambda e=entries: spark_count(spark, address, e))
+        m[key] = _timed(s.records, queries[key])
     m["load_avg"] = max(m["load_avg"], os.getloadavg()[0])
     return m
 
@@ -171,6 +196,19 @@ def rows(
             results["raw_read_mps"]["median"], READ_FLOOR, per_core,
             "median of the runs' figure / cores / floor",
         ))  # fmt: skip
+    replay = results["spark_replay_mps"]["median"]
+    out.append(Target(
+        REPLAY, "ledger", replay, "msg/s", "none (Spark's own floor)", None,
+        results["raw_read_mps"]["median"], READ_FLOOR,
+        results["spark_replay.per_core_ratio"]["median"],
+        "median of the runs' figure / cores / floor",
+    ))  # fmt: skip
+    out.append(Target(
+        "spark.read.format('compactlog') beside the costless Python source", "ledger",
+        results["spark_read_mps"]["median"], "msg/s", "none (what the source adds)", None,
+        replay, "the costless Python source, same run",
+        results["spark_read.replay_ratio"]["median"], "median of the runs' ratios",
+    ))  # fmt: skip
     return out
 
 
