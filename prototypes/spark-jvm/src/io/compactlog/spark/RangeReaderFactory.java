@@ -1,0 +1,74 @@
+package io.compactlog.spark;
+
+import java.util.Iterator;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.connector.read.InputPartition;
+import org.apache.spark.sql.connector.read.PartitionReader;
+import org.apache.spark.sql.connector.read.PartitionReaderFactory;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
+
+/** Columnar readers only: a task reads its range as one ColumnarBatch per Read response. */
+final class RangeReaderFactory implements PartitionReaderFactory {
+  private final ReadOptions options;
+  private final StructType required;
+
+  RangeReaderFactory(ReadOptions options, StructType required) {
+    this.options = options;
+    this.required = required;
+  }
+
+  @Override
+  public boolean supportColumnarReads(InputPartition partition) {
+    return true;
+  }
+
+  @Override
+  public PartitionReader<InternalRow> createReader(InputPartition partition) {
+    throw new UnsupportedOperationException("compactlog reads are columnar");
+  }
+
+  @Override
+  public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
+    return new RangeReader(options, required, (RangePartition) partition);
+  }
+
+  /** One task's Read stream, over a channel of its own. */
+  static final class RangeReader implements PartitionReader<ColumnarBatch> {
+    private final LogCalls calls;
+    private final Iterator<byte[]> responses;
+    private final BatchBuilder builder;
+
+    RangeReader(ReadOptions options, StructType required, RangePartition range) {
+      calls = new LogCalls(options.server(), options.token());
+      responses =
+          calls.read(
+              options.topic(),
+              range.startLedger(),
+              range.startEntry(),
+              options.compacted(),
+              range.limit());
+      builder = new BatchBuilder(required, options.topic(), -1, range.endLedger(), range.endEntry());
+    }
+
+    @Override
+    public boolean next() {
+      while (!builder.stopped && responses.hasNext()) {
+        if (builder.fill(responses.next()) > 0) {
+          return true;
+        }
+      }
+      return false;
+    }
+
+    @Override
+    public ColumnarBatch get() {
+      return builder.batch();
+    }
+
+    @Override
+    public void close() {
+      calls.close();
+    }
+  }
+}
