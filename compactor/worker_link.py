@@ -9,7 +9,10 @@ A job runs in the worker and talks back through its ``WorkerLink``: ``report`` (
 sent at most ten times a second), ``check`` (raises ``RunCancelled`` once the server sent
 CANCEL), ``request`` (asks the server to do something only it may do, the ingest and
 commit of a ledger or the swap of a cleaned segment, and returns its answer or raises its
-error). ``cache`` keeps what a worker reuses between jobs (an offset map).
+error). ``cache`` keeps what a worker reuses between jobs (an offset map). A job may
+talk from two threads (a cleaner pass asks for a swap while it writes on and reports):
+the link sends under a lock, and whichever thread reads the pipe keeps a Reply it finds
+for the thread that waits for it.
 """
 
 from __future__ import annotations
@@ -17,9 +20,11 @@ from __future__ import annotations
 import os
 import pickle
 import signal
+import threading
 import time
+from collections import deque
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
+from multiprocessing.connection import Connection, wait
 from typing import Any, Protocol
 
 from compactlog.compactor.progress import Progress, RunCancelled
@@ -27,6 +32,7 @@ from compactlog.errors import CompactlogError, from_os_error
 
 CANCEL = "cancel"
 REPORT_EVERY_S = 0.1
+REPLY_RECHECK_S = 0.002  # a Reply another thread took from the pipe is seen this late at most
 
 
 class WorkerJobFailed(CompactlogError):
@@ -94,30 +100,47 @@ class WorkerLink:
         self._last_sent = 0.0
         self._last_phase = ""
         self._pending: Progress | None = None
+        self._lock = threading.Lock()  # the pipe's both ways, and the fields above
+        self._replies: deque[Reply] = deque()
 
     def report(self, progress: Progress) -> None:
         """Sent at once when the phase changes, else at most every ``REPORT_EVERY_S``."""
-        now = time.monotonic()
-        if now - self._last_sent < REPORT_EVERY_S and progress.phase == self._last_phase:
-            self._pending = progress
-            return
-        if progress.phase != self._last_phase:
-            self.flush()  # the last figures of the phase that ended go first
-        self._last_sent, self._last_phase, self._pending = now, progress.phase, None
-        self.conn.send(Report(progress))
+        with self._lock:
+            now = time.monotonic()
+            if now - self._last_sent < REPORT_EVERY_S and progress.phase == self._last_phase:
+                self._pending = progress
+                return
+            if progress.phase != self._last_phase:
+                self._flush()  # the last figures of the phase that ended go first
+            self._last_sent, self._last_phase, self._pending = now, progress.phase, None
+            self.conn.send(Report(progress))
 
     def flush(self) -> None:
         """Send the last progress held back by the rate limit."""
+        with self._lock:
+            self._flush()
+
+    def _flush(self) -> None:
         if self._pending is not None:
             self.conn.send(Report(self._pending))
             self._pending = None
 
+    def _read_waiting(self) -> None:
+        """Take every message waiting in the pipe (the lock held)."""
+        while self.conn.poll():
+            msg = self.conn.recv()
+            if msg == CANCEL:
+                self.cancelled = True
+            else:
+                assert isinstance(msg, Reply), msg
+                self._replies.append(msg)
+
     def poll_cancel(self) -> bool:
         """True once the server asked this job to stop (reads what is waiting)."""
-        while not self.cancelled and self.conn.poll():
-            if self.conn.recv() == CANCEL:
-                self.cancelled = True
-        return self.cancelled
+        with self._lock:
+            if not self.cancelled:
+                self._read_waiting()
+            return self.cancelled
 
     def check(self) -> None:
         if self.poll_cancel():
@@ -125,14 +148,16 @@ class WorkerLink:
 
     def request(self, body: object) -> object:
         """Ask the server; its error is raised here as itself."""
-        self.flush()
-        self.conn.send(Request(body))
+        with self._lock:
+            self._flush()
+            self.conn.send(Request(body))
         while True:
-            msg = self.conn.recv()
-            if msg == CANCEL:
-                self.cancelled = True
-                continue
-            assert isinstance(msg, Reply), msg
-            if msg.error is not None:
-                raise msg.error
-            return msg.value
+            with self._lock:
+                self._read_waiting()
+                reply = self._replies.popleft() if self._replies else None
+            if reply is not None:
+                break
+            wait([self.conn], REPLY_RECHECK_S)  # readable, or another thread read it
+        if reply.error is not None:
+            raise reply.error
+        return reply.value

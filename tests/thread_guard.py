@@ -21,6 +21,7 @@ POOLS = frozenset(
     {
         "ack",
         "append",
+        "cleaned-finish",
         "compaction-scan",
         "compactlog-consume",
         "front",

@@ -22,9 +22,10 @@ the pass's own thread, which alone fills the map and writes).
    delete horizon has not passed. Survivors are copied byte for byte into new batches
    (``rewrite.BatchWriter``); a batch holding a tombstone kept for the first time gets the
    horizon ``now + delete.retention.ms``.
-3. Hand each group's ``.cleaned`` segment to ``swap``, which swaps it in
-   (``Log.replace_segments``: ``.cleaned`` → ``.swap`` → old ``.deleted`` → final names); the
-   caller then checkpoints ``end``.
+3. Sync each group's ``.cleaned`` segment and hand it to ``swap``, which swaps it in
+   (``Log.replace_segments``: ``.cleaned`` → ``.swap`` → old ``.deleted`` → final names), in
+   log order; in a worker, on a thread of its own while the pass writes the next one
+   (``finisher``). The caller then checkpoints ``end``.
 
 A dry run (``CleanPlan.dry_run``: PreviewCompaction) does steps 1 and 2 as a pass would,
 reads, map, survivors and packed batches alike, but counts the batches' bytes instead of
@@ -54,6 +55,7 @@ from compactlog.compactor.log_cleaner.batch_scan import (
     survivors,
 )
 from compactlog.compactor.log_cleaner.fanout import ONE_THREAD, Fanout, Piece
+from compactlog.compactor.log_cleaner.finisher import Finisher, discard
 from compactlog.compactor.log_cleaner.groups import group_segments_by_size
 from compactlog.compactor.log_cleaner.joins import Survived, Unit, joined
 from compactlog.compactor.log_cleaner.manager import LogToClean
@@ -136,7 +138,9 @@ class _Tally:
 class Cleaner:
     """Runs passes with one offset map, one pass at a time. A pass reads and scans on
     ``threads`` threads (``fanout``) when the compiled scans are there to let go of the
-    GIL and no throttle holds it back; else on its caller's alone."""
+    GIL and no throttle holds it back; else on its caller's alone. ``finish_behind``: each
+    ``.cleaned`` segment is synced and swapped on a thread of its own while the pass
+    writes the next (``finisher``; a worker's passes, whose ``swap`` asks the server)."""
 
     def __init__(
         self,
@@ -147,8 +151,10 @@ class Cleaner:
         control: RunControl | None = None,
         fault: Callable[[str], None] = _no_fault,
         threads: int = 1,
+        finish_behind: bool = False,
     ) -> None:
         self.fault = fault
+        self.finish_behind, self.finisher = finish_behind, Finisher(False)
         self.threads = threads if COMPILED and not throttler.limited else 1
         self.fan = ONE_THREAD  # the pass's own while one runs
         self.map = offset_map
@@ -190,11 +196,16 @@ class Cleaner:
         self.progress = Progress(CLEANING, 0, 2 * (stop - start) + start - head)
         self.control.report(self.progress)
         self.fan = Fanout(self.threads)
+        self.finisher = Finisher(self.finish_behind)
         try:
             with self.fan:
-                return self._clean(plan, closed, active_base, swap, stats)
+                with self.finisher:  # the last segment swapped (or given up) before the end
+                    stats = self._clean(plan, closed, active_base, swap, stats)
+                self._report(self.progress.total)
+                return stats
         finally:
             self.latest, self.mapped, self.fan = NO_BITS, (0, 0), ONE_THREAD
+            self.finisher = Finisher(False)
 
     def _clean(
         self,
@@ -233,7 +244,6 @@ class Cleaner:
             outputs = joined(units(), cfg.segment_bytes, cfg.segment_index_bytes, not cfg.delete)
             for group, survived in outputs:
                 self.clean_segments(plan, group, horizon, stats, swap, survived)
-        self._report(self.progress.total)
         return stats
 
     def build_offset_map(
@@ -303,10 +313,11 @@ class Cleaner:
         swap: Swap,
         sifted: Iterator[Survived],
     ) -> None:
-        """Rewrite ``group`` into one ``.cleaned`` segment and have ``swap`` put it in;
-        ``sifted``: the survivors of the group's batches, in order (``_survivors``; groups
-        ``joins.joined`` adds to ``group`` while they are taken). A dry run packs the same
-        batches and only counts their bytes."""
+        """Rewrite ``group`` into one ``.cleaned`` segment and hand it to the finisher,
+        which syncs it and has ``swap`` put it in (``_finish``); ``sifted``: the survivors
+        of the group's batches, in order (``_survivors``; groups ``joins.joined`` adds to
+        ``group`` while they are taken). A dry run packs the same batches and only counts
+        their bytes."""
         if plan.dry_run:
             self._copy_survivors(CountedBatches(), group, sifted, stats, plan.name)
             return
@@ -316,16 +327,23 @@ class Cleaner:
         try:
             self._copy_survivors(cleaned, group, sifted, stats, plan.name)
             cleaned.on_become_inactive()
+            # from here the finishing owns the files (inline, it removed them if it failed)
+            self.finisher.submit(partial(self._finish, cleaned, group, swap))
+        except Exception:
+            discard(cleaned)
+            raise
+
+    def _finish(self, cleaned: LogSegment, group: list[LogSegment], swap: Swap) -> None:
+        """Sync ``cleaned`` (its mtime the group's newest) and swap it in for ``group``;
+        the files removed if that fails before the swap took them."""
+        try:
             newest = max(s.last_modified_ms() for s in group)
             cleaned.flush()
             os.utime(cleaned.path(), ns=(newest * 1_000_000, newest * 1_000_000))
             self.fault("after_cleaned")
             swap(cleaned, group)
         except Exception:
-            if cleaned.suffix == CLEANED:
-                cleaned.close_index_files()
-                for path in (cleaned.path(ext) for ext in (".log", ".index", ".timeindex")):
-                    path.unlink(missing_ok=True)
+            discard(cleaned)
             raise
 
     def _copy_survivors(

@@ -7,8 +7,11 @@ bytes, kept for its next pass) and writes each group's ``.cleaned`` segment besi
 originals. It then asks the server to swap it in (``SwapCleaned``): only the server
 changes the log, with the same renames as an in-process pass, so the cleaner's state
 machine, checkpoint and crash recovery are those of Kafka's whatever process cleaned.
-A pass that fails or whose worker dies leaves at most one ``.cleaned`` segment, which
-the server removes at once (and start-up recovery would).
+While the server swaps one ``.cleaned`` segment in, the worker writes the next
+(``finisher``): the link's requests and reports are sent from two threads.
+A pass that fails or whose worker dies leaves at most two ``.cleaned`` segments (one
+being swapped, the next being written), which the server removes at once (and start-up
+recovery would).
 """
 
 from __future__ import annotations
@@ -91,6 +94,7 @@ class CleaningJob:
             link,
             fault_from_env(crash=kill_self),
             self.threads,
+            finish_behind=True,  # a swap waits for the server: the pass writes on meanwhile
         )
         try:
             return cleaner.clean(self.plan, closed, self.active_base, swap)

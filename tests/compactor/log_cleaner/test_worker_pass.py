@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -102,3 +103,47 @@ def test_a_read_only_segment_writes_nothing(tmp_path: Path) -> None:
     del view
     assert {p.name: p.stat().st_mtime_ns for p in (tmp_path / "t").iterdir()} == before
     m.close()
+
+
+def test_the_worker_writes_the_next_segment_while_the_server_swaps(
+    tmp_path: Path, pool: WorkerPool
+) -> None:
+    """Distinct keys: nothing is superseded, no group joins another, one ``.cleaned``
+    segment a group. While the server holds the first swap, the worker has gone on to
+    write the second group's segment (``finisher``); the swaps still come in log order,
+    each segment synced before it, and the log ends as an in-process pass leaves it."""
+    local, remote = (filled_distinct(tmp_path / name) for name in ("local", "remote"))
+    LogCleaner(local, SETTINGS, clock=lambda: NOW).clean_now("t")
+    directory = tmp_path / "remote" / "t"
+    seen: list[set[str]] = []
+
+    def hold_the_first_swap(step: str) -> None:
+        if step != "cleaned" or seen:
+            return
+        deadline = time.monotonic() + 10
+        while len(cleaned_logs(directory)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        seen.append(cleaned_logs(directory))
+
+    remote.get_log("t").swap_hook = hold_the_first_swap
+    cleaner = LogCleaner(remote, SETTINGS, clock=lambda: NOW, passes=WorkerPasses(pool, SETTINGS))
+    result = cleaner.clean_now("t")
+    assert result.error is None
+    assert len(seen) == 1 and len(seen[0]) == 2, f".cleaned logs during the first swap: {seen}"
+    assert files(directory) == files(tmp_path / "local" / "t")
+    assert not list(directory.glob(f"*{CLEANED}"))
+    local.close()
+    remote.close()
+
+
+def filled_distinct(root: Path) -> SegmentedLogManager:
+    m = SegmentedLogManager(root, SETTINGS, clock=lambda: NOW, start_threads=False)
+    m.create_topic("t", COMPACT)
+    for i in range(12):
+        m.append("t", [Record(b"k%d" % i, b"v" * 60)])
+    m.get_log("t").roll()
+    return m
+
+
+def cleaned_logs(directory: Path) -> set[str]:
+    return {p.name for p in directory.glob(f"*.log{CLEANED}")}
