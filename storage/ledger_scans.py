@@ -73,7 +73,8 @@ class LedgerScans:
                 keys.entry_key(ledger_id, 0), keys.entry_key(ledger_id, first + 1)
             ) or keys.entry_key(ledger_id, first)
             entry_ids, check = keys.entry_ids, codec.check
-            for key, data in self.db.scan(begin, keys.ledger_range(ledger_id)[1]):
+            end = keys.ledger_range(ledger_id)[1]
+            for key, data in self.db.scan(begin, end, fill_cache=False):
                 at = entry_ids(key)[1]
                 if at > last:
                     return

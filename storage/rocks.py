@@ -147,11 +147,13 @@ class RocksReads:
         return self._db
 
     @staticmethod
-    def _read_options(upper: bytes | None = None) -> ReadOptions:
+    def _read_options(upper: bytes | None = None, fill_cache: bool = True) -> ReadOptions:
         ro = ReadOptions()
         ro.set_verify_checksums(True)
         if upper is not None:
             ro.set_iterate_upper_bound(upper)
+        if not fill_cache:  # rocksdict's stub leaves out the flag its binding takes (v)
+            ro.fill_cache(False)  # type: ignore[call-arg]
         return ro
 
     def get(self, key: bytes) -> bytes | None:
@@ -163,8 +165,8 @@ class RocksReads:
         except Exception as exc:
             raise wrap_error(exc, f"reading key {key[:40]!r}") from None
 
-    def _iter(self, upper: bytes | None) -> RdictIter:
-        return self.db.iter(self._read_options(upper))
+    def _iter(self, upper: bytes | None, fill_cache: bool = True) -> RdictIter:
+        return self.db.iter(self._read_options(upper, fill_cache))
 
     @staticmethod
     def _check_status(it: RdictIter, begin: bytes) -> None:
@@ -174,14 +176,19 @@ class RocksReads:
         except Exception as exc:
             raise wrap_error(exc, f"scanning from key {begin[:40]!r}") from None
 
-    def scan(self, begin: bytes, end: bytes) -> Iterator[tuple[bytes, bytes]]:
+    def scan(
+        self, begin: bytes, end: bytes, fill_cache: bool = True
+    ) -> Iterator[tuple[bytes, bytes]]:
         """Items with begin <= key < end, in key order.
 
         A live iterator is a point-in-time view, so the scan never sees writes made
         after it started (rocksdict's Snapshot iteration does; see ECOSYSTEM.md). An
         unreadable block on the way is ``CorruptData`` (see the module docstring).
+        ``fill_cache=False`` leaves the block cache as it was: a long scan that reads
+        each block once (a reader's pass over stored batches) would only evict what
+        point reads keep there, and fault in fresh memory for blocks nobody reads again.
         """
-        it = self._iter(end)
+        it = self._iter(end, fill_cache)
         it.seek(begin)
         valid, nxt, key, value = it.valid, it.next, it.key, it.value
         while valid():
