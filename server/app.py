@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import IO
 
 from compactlog.errors import CompactlogError, StoreLocked
-from compactlog.server import heap
+from compactlog.server import heap, malloc_tuning
 from compactlog.server.broker import Broker
 from compactlog.server.compaction.cleaner_metrics import export_cleaner_stats
 from compactlog.server.kafka.options import KafkaOptions, split_address
@@ -79,6 +79,7 @@ def run(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    malloc_tuning.keep_freed_memory()  # before the stores open: a Read's bytes reuse pages
     try:
         file_limits.start()  # raise the soft limit to the hard one, or refuse in one line
         guard = Guard.open(security or SecurityOptions(), listen)

@@ -23,7 +23,7 @@ from typing import IO, TYPE_CHECKING
 
 from compactlog.compactor.worker_os import die_with_parent
 from compactlog.errors import CompactlogError, MalformedRequest, NotOwner
-from compactlog.server import heap
+from compactlog.server import heap, malloc_tuning
 from compactlog.server.app import lock_data_dir
 from compactlog.server.broker import Broker
 from compactlog.server.front.secret import SECRET_ENV, from_front
@@ -136,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         format=f"%(asctime)s %(levelname)s shard-{args.shard} %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    malloc_tuning.keep_freed_memory()  # as ``compactlog serve`` (server.app.run)
     slots = [int(s) for s in args.slots.split(",") if s]
     security = SecurityOptions(
         auth_tokens=_path(args.auth_tokens),
