@@ -48,7 +48,10 @@ class LedgerTopicLog:
 
     def batches(self, start: MessageId, stop: MessageId, compacted: bool) -> Iterator[ViewBatch]:
         view = compacted_view if compacted else raw_view
-        return view(self.store, self.name, start, stop)
+        reading = self.store.key_indexer.reading
+        for batch in view(self.store, self.name, start, stop):
+            reading()  # the key index's merges wait for this reader's pause
+            yield batch
 
     def open_cursor(
         self,

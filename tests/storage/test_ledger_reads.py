@@ -1,11 +1,16 @@
 """What a reader's pass over a LEDGER topic's stored batches leaves to others: the block
 cache as it was (a pass reads each block once: caching it would only evict what point
-reads keep there). Real RocksDB."""
+reads keep there), and the key index's merges waiting until the reader pauses (they run
+after it, as they run after a burst of appends). Real RocksDB, real threads."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
+import pytest
+
+from compactlog.storage import key_index
 from compactlog.storage.ledger_log import LedgerTopicLog
 from compactlog.storage.ledger_store import LedgerStore
 from compactlog.storage.types import MessageId, Record
@@ -45,3 +50,24 @@ def test_a_read_of_stored_batches_leaves_the_block_cache_as_it_was(
     # a point read still fills it (the cache keeps what is read again)
     assert store.db.get(next(iter(store.db.scan_keys(b"E", b"F")))) is not None
     assert _block_cache_bytes(store) > before
+
+
+def test_the_key_index_merges_wait_for_a_reader_to_pause(
+    open_store: Callable[..., LedgerStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(key_index, "BLOCKS_BEFORE_MERGE", 4)
+    store = open_store()
+    store.create_topic("t", {})
+    for n in range(6):
+        store.append("t", [Record(b"k", b"%d" % n), Record(b"j", b"%d" % n)])
+    # a reader that keeps taking batches for several times the indexer's idle wait (0.1 s)
+    reading_until = time.monotonic() + 0.6
+    while time.monotonic() < reading_until:
+        assert _read_all(store, "t")[0] == 12
+    assert store.key_indexer.merges == 0
+    assert len(key_index.shape(store.db, 1).blocks) == 6
+    deadline = time.monotonic() + 10  # then the merge runs on its own
+    while key_index.shape(store.db, 1).blocks and time.monotonic() < deadline:
+        time.sleep(0.02)
+    shape = key_index.shape(store.db, 1)
+    assert (len(shape.blocks), len(shape.runs)) == (0, 1)
