@@ -10,6 +10,12 @@ a refused list or an older server is handled), and the next group once those are
 ``flush`` sends what is queued at once, waits until it is answered and raises a failure the
 server answered; the consumer calls it before anything that must come after its acks (seek,
 redelivery, negative acks, close).
+
+The same thread carries the tick of the consumer's ack timeout (``unacked_tracker``), so
+a consumer with ``unacked_messages_timeout_ms`` holds no thread more: while the tracker
+holds ids it also waits for their tick, and sends back what ran out (after the group it
+was sending, if any), ending once nothing is queued or timed. ``flush`` waits for the
+queue, not for the thread.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import grpc
 from compactlog.client.ack_queue import AckQueue, Failed, Queued, list_requests, refused_lists
 from compactlog.client.errors import call
 from compactlog.client.message import wire_ids
+from compactlog.client.unacked_tracker import UnackedTracker
 from compactlog.errors import CompactlogError
 from compactlog.v1 import compactlog_pb2 as pb
 
@@ -35,37 +42,64 @@ __all__ = ["AckSender"]
 Request = pb.AcknowledgeRequest | pb.AcknowledgeListRequest
 Start = Callable[[str, Request], Any]
 Send = Callable[[str, Request], object]
+# Ids whose ack timeout ran out, sent back for redelivery (the consumer's call).
+SendBack = Callable[[list[pb.MessageId]], None]
 R = TypeVar("R", pb.AcknowledgeRequest, pb.AcknowledgeListRequest)
 
 
 class AckSender:
-    """One consumer's queued acks and the thread that sends them."""
+    """One consumer's queued acks and the thread that sends them (and carries its ack
+    timeout's tick, when it has one)."""
 
     def __init__(
-        self, start: Start, send: Send, address: str, topic: str, subscription: str
+        self,
+        start: Start,
+        send: Send,
+        address: str,
+        topic: str,
+        subscription: str,
+        tracker: UnackedTracker | None = None,
+        send_back: SendBack | None = None,
     ) -> None:
         self._start = start
         self._send = send
         self._address = address
         self._topic = topic
         self._subscription = subscription
+        self._tracker = tracker
+        self._send_back = send_back
         self.queue = AckQueue()
         self._lock = threading.Condition(threading.Lock())  # never taken twice
-        self._busy = False  # the thread holds a group (waiting for it to fill, or sending)
+        self._busy = False  # the thread runs (waiting for a group or a tick, or sending)
+        self._sending = False  # a group taken from the queue is on its way
+        self._closed = False  # no more ticks: the thread ends once the queue is sent
         self._urgent = 0  # callers of flush waiting: what is queued goes now
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self.lists = True  # the server has AcknowledgeList (False once it said UNIMPLEMENTED)
 
     def put(self, mid: Queued, cumulative: bool) -> None:
         """Queue an ack; the sender thread starts on it unless it is running already
-        (and is woken when the group is full)."""
+        (and is woken when a group begins, is full, or lost acks may go again)."""
         with self._lock:
+            first = not self.queue
             self.queue.put(mid, cumulative)
-            if not self._busy:
+            again = not self._sending and self.queue.lost is not None
+            if again:
                 self.queue.lost = None  # a lost server: try again now
-                self._start_drain()
-            elif self.queue.full():
-                self._lock.notify_all()
+            self._wake(first or again or self.queue.full())
+
+    def watch(self) -> None:
+        """The ack timeout's tracker holds ids now (it held none): the thread waits for
+        their tick, started if it was not running."""
+        with self._lock:
+            self._wake(True)
+
+    def _wake(self, notify: bool) -> None:
+        """Under the lock: the thread started, or woken when ``notify``."""
+        if not self._busy:
+            self._start_drain()
+        elif notify:
+            self._lock.notify_all()
 
     def _start_drain(self) -> None:
         self._busy = True  # under the lock
@@ -74,32 +108,66 @@ class AckSender:
         self._pool.submit(self._drain)
 
     def _drain(self) -> None:
-        """Send group after group until the queue is empty, or the server is lost (what
-        could not reach it stays queued for the next ``put`` or ``flush``)."""
+        """Send group after group, and what the ack timeout sends back at each tick,
+        until nothing is queued (or the server is lost: what could not reach it stays
+        queued for the next ``put`` or ``flush``) and nothing is timed."""
         try:
-            while True:
-                with self._lock:
-                    self._wait_group()
-                    if not self.queue or self.queue.lost is not None:
-                        return
-                    cumulative, single = self.queue.take()
-                answers = self._send_all(cumulative, True) + self._send_lists(single)
-                with self._lock:
-                    for mid, cumulative_ack, exc in answers:
-                        self.queue.answered(mid, cumulative_ack, exc)
-        finally:
+            while self._step():
+                pass
+        except BaseException:
             with self._lock:
+                self._busy = self._sending = False
+                self._lock.notify_all()
+            raise
+
+    def _step(self) -> bool:
+        """One group sent and one tick's ids sent back, once either is due; False (the
+        thread is no longer busy) when there is nothing left to wait for."""
+        with self._lock:
+            if not self._wait():
                 self._busy = False
                 self._lock.notify_all()
+                return False
+            group = self.queue.take() if self._group_goes() else None
+            self._sending = group is not None
+        if group is not None:
+            cumulative, single = group
+            answers = self._send_all(cumulative, True) + self._send_lists(single)
+            with self._lock:
+                for mid, cumulative_ack, exc in answers:
+                    self.queue.answered(mid, cumulative_ack, exc)
+                self._sending = False
+                self._lock.notify_all()
+        if self._tracker is not None and self._send_back is not None and not self._closed:
+            expired = self._tracker.expire()
+            if expired:
+                self._send_back(expired)
+        return True
 
-    def _wait_group(self) -> None:
-        """Under the lock: until the group's time is up, it is full, or a flush asks."""
+    def _group_goes(self) -> bool:
+        """Under the lock: the queued acks go now (their time is up, the group is full,
+        or a flush asks)."""
         queue = self.queue
-        while queue and queue.lost is None and not self._urgent and not queue.full():
-            left = queue.due - time.monotonic()
-            if left <= 0:
-                return
-            self._lock.wait(left)
+        if not queue or queue.lost is not None:
+            return False
+        return bool(self._urgent) or queue.full() or queue.due <= time.monotonic()
+
+    def _wait(self) -> bool:
+        """Under the lock: until the group goes or the tracker's tick is due (True), or
+        False at once when neither is waited for."""
+        queue = self.queue
+        while not self._group_goes():
+            acks = queue.due if queue and queue.lost is None else None
+            tracker = None if self._closed else self._tracker
+            tick = tracker.due() if tracker is not None else None
+            now = time.monotonic()
+            if tick is not None and tick <= now:
+                return True
+            wakes = [at for at in (acks, tick) if at is not None]
+            if not wakes:
+                return False
+            self._lock.wait(min(wakes) - now)
+        return True
 
     def _send_all(self, ids: list[pb.MessageId], cumulative: bool) -> Failed:
         """One Acknowledge an id, every request at once, then every answer. The failures."""
@@ -148,19 +216,25 @@ class AckSender:
             self._urgent += 1
             try:
                 self._lock.notify_all()
-                while self._busy:
-                    self._lock.wait()
+                self._wait_sent()
                 if self.queue.failure is None and self.queue.lost is not None:
                     self.queue.lost = None  # one more try now
-                    self._start_drain()
-                    while self._busy:
-                        self._lock.wait()
+                    self._wake(True)
+                    self._wait_sent()
             finally:
                 self._urgent -= 1
             self.queue.check()
 
+    def _wait_sent(self) -> None:
+        """Under the lock: until no queued ack waits to go and none is on its way."""
+        queue = self.queue
+        while self._sending or (self._busy and queue and queue.lost is None):
+            self._lock.wait()
+
     def close(self) -> None:
-        """``flush``, then let the thread go."""
+        """No more ticks; ``flush``, then let the thread go."""
+        with self._lock:
+            self._closed = True
         try:
             self.flush()
         finally:

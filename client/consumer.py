@@ -14,7 +14,10 @@ Consume, the next one on its way while the application works through a full resp
 (``prefetch``). The stream opens (or the first Consume goes out) when the consumer is
 made (``Client.subscribe``), so the subscription exists from then on, at its initial
 position, as in pulsar-client. A server restart is
-waited out within the receive's timeout (``reconnect``)."""
+waited out within the receive's timeout (``reconnect``). With
+``unacked_messages_timeout_ms`` a message's ack timeout starts when ``receive`` or
+``batch_receive`` hands it over (``unacked_tracker``, as pulsar-client), and the ack
+sender's thread sends back what ran out: no thread more."""
 
 from __future__ import annotations
 
@@ -89,6 +92,8 @@ class Consumer(Closeable):
             address,
             state.topic,
             state.subscription,
+            state.unacked,  # its tick rides on the sender's thread
+            self._send_back,
         )
         self._ack_queue = self._acks.queue  # its ``failure``, read on every receive
         # Messages are pushed on a ConsumeStream (``consume_flow``); a server that does
@@ -276,12 +281,20 @@ class Consumer(Closeable):
         if self._ack_queue.failure is not None:
             self._ack_queue.raise_failure()
         if len(buffer) > self._low_water:  # the usual case: no call, no conversion
-            return buffer.popleft()
+            if self._state.unacked is None:
+                return buffer.popleft()
+            return self._handed(buffer.popleft())
         if not buffer:
             self._fill(timeout_millis if timeout_millis is not None else timeout_ms)
         elif self._state.more_waiting:
             self._go_ahead()
-        return buffer.popleft()
+        return self._handed(buffer.popleft())
+
+    def _handed(self, message: Message) -> Message:
+        """``message`` goes to the application: its ack timeout starts now."""
+        if self._state.handed((message,)):
+            self._acks.watch()
+        return message
 
     def batch_receive(
         self, max_messages: int | None = None, timeout_ms: int | None = None
@@ -308,6 +321,8 @@ class Consumer(Closeable):
                 return []
         cap = max_messages or (policy.max_num_message if policy else 0)
         batch = state.take_batch(cap, policy.max_num_bytes if policy else 0)
+        if state.handed(batch):
+            self._acks.watch()
         if state.more_waiting and len(state.buffer) <= state.low_water:
             self._go_ahead()
         return batch
@@ -359,15 +374,23 @@ class Consumer(Closeable):
         ``negative_ack_redelivery_delay_ms`` (on a shared subscription, to any consumer)."""
         self._check_open()
         self._acks.flush()
-        self._negative([message])
+        req = self._state.nack_request([message])
+        self._state.done_with(req.ids[0])  # not timed from now on, as in pulsar-client
+        self._negative(req)
 
-    def _negative(self, messages: list[cv.MessageIdLike], delay_ms: int | None = None) -> None:
-        req = self._state.nack_request(messages, delay_ms)
+    def _negative(self, req: pb.NegativeAcknowledgeRequest) -> None:
         call(
             "NegativeAcknowledge",
             self._address,
             lambda: self._stub.NegativeAcknowledge(req, timeout=self._timeout),
         )
+
+    def _send_back(self, ids: list[pb.MessageId]) -> None:
+        """Messages whose ack timeout ran out go out again (on the ack sender's thread).
+        A server that cannot take it now redelivers them anyway when this consumer
+        reconnects, as pulsar-client's tracker lets such a request go."""
+        with contextlib.suppress(CompactlogError):
+            self._negative(self._state.timed_out_request(ids))
 
     def _ack_future(self, method: str, req: Any) -> Any:
         """Acknowledge(List) sent now: its ``grpc.Future`` (at the topic's owner, when
@@ -380,7 +403,11 @@ class Consumer(Closeable):
     def _ack(self, message: cv.MessageIdLike, cumulative: bool) -> None:
         self._check_open()
         self._ack_queue.raise_failure()
-        self._acks.put(self._state.given_id(message), cumulative)
+        state = self._state
+        mid = state.given_id(message)
+        if state.unacked is not None:
+            state.done_with(mid, cumulative)
+        self._acks.put(mid, cumulative)
 
     def close(self) -> None:
         """Stop receiving and leave the subscription at once (``Log.CloseConsumer``):

@@ -11,7 +11,9 @@ the consumer keeps only the highest id it was given of each partition
 (``ack_queue.GivenIds``), so an ack of an id it never had fails at once. A negative
 acknowledgement goes to the server (``NegativeAcknowledge``), which gives the message out
 again after the delay, on a shared subscription to any of its consumers (CONTRACT section
-6).
+6). The ack timeout is the one thing timed here (``unacked``, an
+``unacked_tracker.UnackedTracker``): from the hand-over, as pulsar-client times it; the
+consumer sends back what ran out (``timed_out_request``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections import deque
+from collections.abc import Iterable
 
 from compactlog.client import _convert as cv
 from compactlog.client.ack_queue import GivenIds
@@ -27,6 +30,7 @@ from compactlog.client.enums import ConsumerType, InitialPosition
 from compactlog.client.errors import Timeout
 from compactlog.client.message import Message, messages_of
 from compactlog.client.subscriptions import subscription_type_to_pb
+from compactlog.client.unacked_tracker import UnackedTracker
 from compactlog.errors import InvalidArgument
 from compactlog.v1 import compactlog_pb2 as pb
 
@@ -86,6 +90,9 @@ class ConsumerState:
         self.buffer: deque[Message] = deque()
         self.nack_delay_ms = negative_ack_redelivery_delay_ms
         self.ack_timeout_ms = ack_timeout_ms
+        # The ack timeout, counted here from the hand-over as pulsar-client counts it
+        # (the request's ``ack_timeout_ms``, the server's clock, stays 0).
+        self.unacked = UnackedTracker(ack_timeout_ms) if ack_timeout_ms else None
         # A new consumer gets every unacknowledged message again, as in Pulsar.
         self._redeliver = True
         # A Consume goes ahead below this: once a full response is being worked through,
@@ -109,7 +116,6 @@ class ConsumerState:
             redeliver_unacknowledged=self._redeliver,
             consumer_name=self.consumer_name,
             subscription_type=pb.SubscriptionType.ValueType(self.consumer_type.value),
-            ack_timeout_ms=self.ack_timeout_ms,
         )
         return req
 
@@ -208,6 +214,35 @@ class ConsumerState:
             consumer_name=self.consumer_name,
         )
 
+    def timed_out_request(self, ids: list[pb.MessageId]) -> pb.NegativeAcknowledgeRequest:
+        """The ids whose ack timeout ran out (``unacked``), out again at once: a negative
+        acknowledgement with no delay, which, as Pulsar's ack-timeout redelivery
+        (``redeliverUnacknowledgedMessages(ids)``), sends just these ids out again, to
+        any consumer of a SHARED subscription, counting one redelivery each, and leaves
+        the receiver queue alone."""
+        return pb.NegativeAcknowledgeRequest(
+            topic=self.topic,
+            subscription=self.subscription,
+            ids=ids,
+            redelivery_delay_ms=0,
+            consumer_name=self.consumer_name,
+        )
+
+    def handed(self, messages: Iterable[Message]) -> bool:
+        """Messages given to the application now: their ack timeout starts. True when
+        the tracker held nothing before (its tick's carrier has a deadline again)."""
+        return self.unacked is not None and self.unacked.add(messages)
+
+    def done_with(self, message: pb.MessageId | Message, cumulative: bool = False) -> None:
+        """An acknowledgement (``cumulative``: of every id up to it) or a negative one:
+        the message is no longer timed."""
+        unacked = self.unacked
+        if unacked is not None:
+            if cumulative:
+                unacked.remove_upto(message)
+            else:
+                unacked.remove(message)
+
     def close_request(self) -> pb.CloseConsumerRequest:
         """Leave the subscription now: the server gives what this consumer holds to the
         others and frees an EXCLUSIVE or FAILOVER subscription for the next consumer."""
@@ -222,5 +257,8 @@ class ConsumerState:
         self._redeliver = True
 
     def clear(self) -> None:
+        """Nothing buffered, nothing timed (pulsar-client drops its tracker's ids too)."""
         self.buffer.clear()
         self.more_waiting = False
+        if self.unacked is not None:
+            self.unacked.clear()

@@ -73,22 +73,26 @@ class UnackedTracker:
 
     def add(self, messages: Iterable[Message]) -> bool:
         """Messages handed to the application now; True when the tracker held nothing
-        before (the tick's carrier has a first deadline to wait for)."""
+        before (the tick's carrier has a first deadline to wait for). Runs once a message
+        received: ``key_of`` inlined."""
         now = self._clock()
         with self._lock:
             since = self._since
             was_empty = not since
             for message in messages:
-                key = key_of(message)
-                if key is not None:
-                    since.pop(key, None)  # handed over again: timed from now, at the end
-                    since[key] = now
+                wire = message.wire_id()
+                if wire is None:
+                    continue
+                key = (wire.partition, wire.ledger_id, wire.entry_id)
+                if key in since:
+                    del since[key]  # handed over again: timed from now, at the end
+                since[key] = now
             return was_empty and bool(since)
 
     def remove(self, message: pb.MessageId | Message) -> None:
         """An acknowledgement or a negative one: the id is no longer timed."""
         key = key_of(message)
-        if key is not None:
+        if key is not None and key in self._since:
             with self._lock:
                 self._since.pop(key, None)
 

@@ -1,6 +1,7 @@
 """``AsyncConsumer``: the asyncio twin of ``Consumer``, doing the same requests with
-``await``, and what every asyncio stream object shares (``_Link``, ``acall``);
-``AsyncProducer`` is ``producer.py``, ``AsyncReader`` ``reader.py``."""
+``await`` (its ack timeout ticked by a task of the loop: ``unacked_task``), and what every
+asyncio stream object shares (``_Link``, ``acall``); ``AsyncProducer`` is ``producer.py``,
+``AsyncReader`` ``reader.py``."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from compactlog.client.aio.prefetch import AsyncPrefetch
 from compactlog.client.aio.send_batches import (
     PublishEncoded,
 )
+from compactlog.client.aio.unacked_task import UnackedTask
 from compactlog.client.consume_flow import low_water
 from compactlog.client.consumer_state import ConsumerState
 from compactlog.client.errors import AlreadyClosed, Timeout, from_rpc_error
@@ -94,6 +96,9 @@ class AsyncConsumer:
         self._prefetch: AsyncPrefetch[pb.ConsumeResponse] = AsyncPrefetch()
         self._reconnect = Reconnect(f"consumer {state.subscription!r} of {state.topic}")
         self._acks = AckTask(link, state.topic, state.subscription)
+        # The ack timeout from the hand-over (``unacked_tracker``), ticked by a task.
+        unacked = state.unacked
+        self._unacked = None if unacked is None else UnackedTask(unacked, self._send_back)
         self._ack_queue = self._acks.queue  # its ``failure``, read on every receive
         # Pushed on a ConsumeStream, as ``Consumer`` (Consume where the server has none).
         self._streaming = True
@@ -265,12 +270,20 @@ class AsyncConsumer:
         if self._ack_queue.failure is not None:
             self._ack_queue.raise_failure()
         if len(buffer) > self._low_water:  # the usual case: no call
-            return buffer.popleft()
+            if self._unacked is None:
+                return buffer.popleft()
+            return self._handed(buffer.popleft())
         if not buffer:
             await self._fill(timeout_millis)
         elif state.more_waiting:
             self._go_ahead()
-        return buffer.popleft()
+        return self._handed(buffer.popleft())
+
+    def _handed(self, message: Message) -> Message:
+        """As ``Consumer._handed``: the ack timeout starts now."""
+        if self._unacked is not None and self._state.handed((message,)):
+            self._unacked.watch()
+        return message
 
     async def batch_receive(
         self, max_messages: int | None = None, timeout_ms: int | None = None
@@ -293,6 +306,8 @@ class AsyncConsumer:
         cap = max_messages or (policy.max_num_message if policy else 0)
         state = self._state
         batch = state.take_batch(cap, policy.max_num_bytes if policy else 0)
+        if self._unacked is not None and state.handed(batch):
+            self._unacked.watch()
         if state.more_waiting and len(state.buffer) <= state.low_water:
             self._go_ahead()
         return batch
@@ -343,23 +358,39 @@ class AsyncConsumer:
         delay."""
         self._check_open()
         await self._acks.flush()
-        link = self._link
         req = self._state.nack_request([message])
+        self._state.done_with(req.ids[0])  # not timed from now on, as in pulsar-client
+        await self._negative(req)
+
+    async def _negative(self, req: pb.NegativeAcknowledgeRequest) -> None:
+        link = self._link
         call = link.stub.NegativeAcknowledge(req, timeout=link.timeout, metadata=link.metadata)
         await acall("NegativeAcknowledge", link.address, call)
+
+    async def _send_back(self, ids: list[pb.MessageId]) -> None:
+        """As ``Consumer._send_back``: what ran out goes out again (a failure is let go:
+        the messages come again when this consumer reconnects)."""
+        with contextlib.suppress(CompactlogError):
+            await self._negative(self._state.timed_out_request(ids))
 
     async def _ack(self, message: cv.MessageIdLike, cumulative: bool) -> None:
         """Queued (``AckTask``), as ``Consumer`` does: returns without waiting for the
         server."""
         self._check_open()
         self._ack_queue.raise_failure()
-        self._acks.put(self._state.given_id(message), cumulative)
+        state = self._state
+        mid = state.given_id(message)
+        if state.unacked is not None:
+            state.done_with(mid, cumulative)
+        self._acks.put(mid, cumulative)
 
     async def close(self) -> None:
         """As ``Consumer.close``: leave the subscription at once (``Log.CloseConsumer``)."""
         if self._closed:
             return
         self._closed = True
+        if self._unacked is not None:
+            await self._unacked.close()
         try:
             await self._acks.flush()  # every ack stored first; a failure is raised below
         finally:

@@ -1331,7 +1331,11 @@ class ConsumeRequest(_message.Message):
     subscription_type: Global___SubscriptionType.ValueType
     """must match the subscription's own type"""
     ack_timeout_ms: _builtins.int
-    """Unacknowledged messages of this consumer go out again after this long (0: never)."""
+    """Unacknowledged messages of this consumer go out again after this long (0: never),
+    counted on the server's clock from their dispatch. The Python client sends 0: it
+    counts pulsar-client's ack timeout itself, from the application's receive, and sends
+    what ran out back with NegativeAcknowledge (redelivery_delay_ms 0).
+    """
     def __init__(
         self,
         *,
