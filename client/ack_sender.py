@@ -28,7 +28,14 @@ from typing import Any, TypeVar
 
 import grpc
 
-from compactlog.client.ack_queue import AckQueue, Failed, Queued, list_requests, refused_lists
+from compactlog.client.ack_queue import (
+    GROUP_S,
+    AckQueue,
+    Failed,
+    Queued,
+    list_requests,
+    refused_lists,
+)
 from compactlog.client.errors import call
 from compactlog.client.message import wire_ids
 from compactlog.client.unacked_tracker import UnackedTracker
@@ -81,18 +88,28 @@ class AckSender:
         """Queue an ack; the sender thread starts on it unless it is running already
         (and is woken when a group begins, is full, or lost acks may go again)."""
         with self._lock:
-            first = not self.queue
-            self.queue.put(mid, cumulative)
-            again = not self._sending and self.queue.lost is not None
-            if again:
-                self.queue.lost = None  # a lost server: try again now
-            self._wake(first or again or self.queue.full())
+            queue = self.queue
+            due = queue.due  # a new group sets it: attribute reads only, on every ack
+            queue.put(mid, cumulative)
+            if not self._busy:
+                queue.lost = None  # a lost server: try again now
+                self._start_drain()
+            elif queue.lost is not None and not self._sending:  # the thread waits a tick
+                queue.lost = None
+                self._lock.notify_all()
+            elif queue.due != due or queue.full():
+                self._lock.notify_all()
 
     def watch(self) -> None:
         """The ack timeout's tracker holds ids now (it held none): the thread waits for
-        their tick, started if it was not running."""
+        their tick, started if it was not running. A running thread needs no wake (an
+        ack-each loop empties the tracker every message: no context switch for it): it
+        waits for a group, due within ``GROUP_S``, or for the tick of ids handed out
+        earlier, no later than the new ones' tick; only a timeout shorter than a group's
+        wait may fall before it."""
         with self._lock:
-            self._wake(True)
+            tracker = self._tracker
+            self._wake(tracker is not None and tracker.timeout_s < GROUP_S)
 
     def _wake(self, notify: bool) -> None:
         """Under the lock: the thread started, or woken when ``notify``."""

@@ -101,6 +101,7 @@ class Consumer(Closeable):
         self._streaming = True
         self._flow: FlowStream | None = None
         self._unpaid = 0  # messages pushed into the buffer whose permits are not back yet
+        self._unacked = state.unacked  # the ack timeout's tracker (None: no timeout)
 
     def topic(self) -> str:
         return self._state.topic
@@ -281,13 +282,15 @@ class Consumer(Closeable):
         if self._ack_queue.failure is not None:
             self._ack_queue.raise_failure()
         if len(buffer) > self._low_water:  # the usual case: no call, no conversion
-            if self._state.unacked is None:
+            if self._unacked is None:
                 return buffer.popleft()
             return self._handed(buffer.popleft())
         if not buffer:
             self._fill(timeout_millis if timeout_millis is not None else timeout_ms)
         elif self._state.more_waiting:
             self._go_ahead()
+        if self._unacked is None:
+            return buffer.popleft()
         return self._handed(buffer.popleft())
 
     def _handed(self, message: Message) -> Message:
@@ -405,7 +408,7 @@ class Consumer(Closeable):
         self._ack_queue.raise_failure()
         state = self._state
         mid = state.given_id(message)
-        if state.unacked is not None:
+        if self._unacked is not None:
             state.done_with(mid, cumulative)
         self._acks.put(mid, cumulative)
 

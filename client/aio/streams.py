@@ -277,6 +277,8 @@ class AsyncConsumer:
             await self._fill(timeout_millis)
         elif state.more_waiting:
             self._go_ahead()
+        if self._unacked is None:
+            return buffer.popleft()
         return self._handed(buffer.popleft())
 
     def _handed(self, message: Message) -> Message:
