@@ -24,11 +24,12 @@ def sealed_bases(lab: Lab, topic: str) -> set[int]:
     return {int(p.stem) for p in logs[:-1] if p.stat().st_size}
 
 
-def cleanable(lab: Lab, name: str) -> str:
-    """A fresh compacting topic whose pass keeps records in its sealed segments."""
+def cleanable(lab: Lab, name: str, keys: int = 6) -> str:
+    """A fresh compacting topic whose pass keeps records in its sealed segments (with
+    ``keys`` 2 they fit one ``.cleaned`` segment)."""
     lab.create(name, pb.SEGMENTED, **CLEANED)
     for n in range(6):
-        lab.publish(name, records(f"{name}{n}", range(n, n + 6), 300))
+        lab.publish(name, records(f"{name}{n}", range(n, n + keys), 300))
     return name
 
 
@@ -145,20 +146,19 @@ def swap_no_permission(lab: Lab) -> str:
 
 
 def swap_disk_full(lab: Lab) -> str:
-    """Room for the pass's first ``.cleaned`` segment and not one page more: a twin
-    topic's pass measures how many pages that is, then that segment's swap (its manifest
-    write) is the one refused. Only the first: the pass swaps each group's segment before
-    it writes the next, and room counted for later groups would hang on when the pages of
-    the manifest each swap replaces come back (a reader still holding the old one keeps
-    its page)."""
-    twin, topic = cleanable(lab, "cln4"), cleanable(lab, "cln5")
+    """Room for the pass's one ``.cleaned`` segment and not one page more: a twin topic's
+    pass measures how many pages that is, then that segment's swap (its manifest write) is
+    the one refused. The topics' survivors fit one ``.cleaned`` segment: a worker's pass
+    writes the next segment while the server swaps one in (``finisher``), so with a
+    second output the refusal could fall on that write or on the swap."""
+    twin, topic = cleanable(lab, "cln4", keys=2), cleanable(lab, "cln5", keys=2)
     before = inodes(topic_dir(lab, twin))
     cleaned_again(lab, twin)
     written = [p for p, ino in inodes(topic_dir(lab, twin)).items() if before.get(p) != ino]
     files = [p for p in written if p.suffix in (".log", ".index", ".timeindex")]
-    first = min(p.stem for p in files)  # the base offset of the first group's segment
-    segment = [p for p in files if p.stem == first]
-    lab.ballast(sum(-(-p.stat().st_blocks * 512 // PAGE) for p in segment))
+    outputs = {p.stem for p in files}
+    assert len(outputs) == 1, f"the twin's pass wrote {sorted(outputs)}, not one segment"
+    lab.ballast(sum(-(-p.stat().st_blocks * 512 // PAGE) for p in files))
     outcome = pass_fails(lab, topic, "segments.manifest", "DiskFull")
     lab.verify(topic)
     lab.lighten()
