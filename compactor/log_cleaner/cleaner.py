@@ -45,7 +45,6 @@ from contextlib import closing
 from dataclasses import dataclass
 from functools import partial
 from itertools import chain, islice
-from pathlib import Path
 
 from compactlog.compactor.log_cleaner.batch_scan import (
     COMPILED,
@@ -58,66 +57,20 @@ from compactlog.compactor.log_cleaner.fanout import ONE_THREAD, Fanout, Piece
 from compactlog.compactor.log_cleaner.finisher import Finisher, discard
 from compactlog.compactor.log_cleaner.groups import group_segments_by_size
 from compactlog.compactor.log_cleaner.joins import Survived, Unit, joined
-from compactlog.compactor.log_cleaner.manager import LogToClean
 from compactlog.compactor.log_cleaner.offset_map import SkimpyOffsetMap
+from compactlog.compactor.log_cleaner.plan import CleanPlan, PassStats
 from compactlog.compactor.log_cleaner.rewrite import BatchSink, BatchWriter, CountedBatches
 from compactlog.compactor.progress import CLEANING, NoControl, Progress, RunControl
 from compactlog.compactor.throttle import Throttler
 from compactlog.storage.batch import NO_HORIZON, payload_of
-from compactlog.storage.config import SegmentedTopicConfig
 from compactlog.storage.segmented import CleaningAborted, LogSegment
-from compactlog.storage.segmented.segment import CLEANED, IndexParams
+from compactlog.storage.segmented.segment import CLEANED
 
 # Bytes read between throttling, abort checks and progress reports: every 64 KiB under a
 # throttle (``log.cleaner.io.max.bytes.per.second``), which must hold small passes too;
 # without one every 1 MiB (each look costs a lock, a pipe poll in a worker and a report).
 PACE_BYTES = 64 * 1024
 UNTHROTTLED_PACE_BYTES = 1024 * 1024
-
-
-@dataclass
-class PassStats:
-    read: int = 0
-    kept: int = 0
-    removed: int = 0
-    tombstones: int = 0
-    keyless_dropped: int = 0
-    bytes_in: int = 0
-    bytes_out: int = 0
-    map_records: int = 0
-    end_offset: int = 0
-    buffer_utilization: float = 0.0
-
-
-@dataclass(frozen=True)
-class CleanPlan:
-    """What one pass cleans; plain data, so that a worker process can run it."""
-
-    name: str
-    directory: Path
-    first_dirty_offset: int
-    first_uncleanable_offset: int
-    log_start_offset: int
-    config: SegmentedTopicConfig
-    now_ms: int
-    dry_run: bool = False  # a preview: every read and count of the pass, nothing written
-
-    @classmethod
-    def of(cls, job: LogToClean, now_ms: int, dry_run: bool = False) -> CleanPlan:
-        log = job.log
-        return cls(
-            job.name,
-            log.dir,
-            job.first_dirty_offset,
-            job.first_uncleanable_offset,
-            log.log_start_offset,
-            log.config,
-            now_ms,
-            dry_run,
-        )
-
-    def index_params(self) -> IndexParams:
-        return IndexParams(self.config.index_interval_bytes, self.config.segment_index_bytes)
 
 
 # Swap a written ``.cleaned`` segment in for the group of closed segments it replaces.

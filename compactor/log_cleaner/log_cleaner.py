@@ -30,9 +30,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from compactlog.compactor.log_cleaner.checkpoint import FILE_NAME, CleanerCheckpoint
-from compactlog.compactor.log_cleaner.cleaner import CleanPlan, PassStats
 from compactlog.compactor.log_cleaner.manager import LogCleanerManager, LogToClean
 from compactlog.compactor.log_cleaner.passes import InProcessPasses, PassRunner
+from compactlog.compactor.log_cleaner.plan import CleanPlan, PassStats
 from compactlog.compactor.log_cleaner.uncleanable import FAULT_RETRY_S, RETRY_S
 from compactlog.compactor.progress import LocalRunControl, RunCancelled, RunControl
 from compactlog.compactor.workers import WorkerCrashed

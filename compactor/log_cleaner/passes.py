@@ -13,8 +13,9 @@ import threading
 from collections.abc import Callable
 from typing import Protocol
 
-from compactlog.compactor.log_cleaner.cleaner import Cleaner, CleanPlan, PassStats
+from compactlog.compactor.log_cleaner.cleaner import Cleaner
 from compactlog.compactor.log_cleaner.offset_map import SkimpyOffsetMap
+from compactlog.compactor.log_cleaner.plan import CleanPlan, PassStats
 from compactlog.compactor.progress import RunControl
 from compactlog.compactor.throttle import Throttler
 from compactlog.storage.config import ServerSettings

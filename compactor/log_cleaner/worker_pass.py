@@ -20,8 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from compactlog.compactor.log_cleaner.cleaner import Cleaner, CleanPlan, PassStats
+from compactlog.compactor.log_cleaner.cleaner import Cleaner
 from compactlog.compactor.log_cleaner.offset_map import SkimpyOffsetMap
+from compactlog.compactor.log_cleaner.plan import CleanPlan, PassStats
 from compactlog.compactor.progress import CLEANING, Progress, RunCancelled, RunControl
 from compactlog.compactor.throttle import Throttler, sleep_checking
 from compactlog.compactor.two_phase.faults import fault_from_env

@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from compactlog.compactor.log_cleaner import CleanerPassResult, LogCleaner
-from compactlog.compactor.log_cleaner.cleaner import CleanPlan, PassStats
 from compactlog.compactor.log_cleaner.passes import InProcessPasses
+from compactlog.compactor.log_cleaner.plan import CleanPlan, PassStats
 from compactlog.compactor.log_cleaner.worker_pass import WorkerPasses
 from compactlog.compactor.progress import LocalRunControl, RunCancelled
 from compactlog.compactor.workers import WorkerPool
