@@ -150,20 +150,46 @@ def swap_disk_full(lab: Lab) -> str:
     pass measures how many pages that is, then that segment's swap (its manifest write) is
     the one refused. The topics' survivors fit one ``.cleaned`` segment: a worker's pass
     writes the next segment while the server swaps one in (``finisher``), so with a
-    second output the refusal could fall on that write or on the swap."""
+    second output the refusal could fall on that write or on the swap (``behind_swap``)."""
     twin, topic = cleanable(lab, "cln4", keys=2), cleanable(lab, "cln5", keys=2)
-    before = inodes(topic_dir(lab, twin))
-    cleaned_again(lab, twin)
-    written = [p for p, ino in inodes(topic_dir(lab, twin)).items() if before.get(p) != ino]
-    files = [p for p in written if p.suffix in (".log", ".index", ".timeindex")]
-    outputs = {p.stem for p in files}
+    outputs = twin_outputs(lab, twin)
     assert len(outputs) == 1, f"the twin's pass wrote {sorted(outputs)}, not one segment"
-    lab.ballast(sum(-(-p.stat().st_blocks * 512 // PAGE) for p in files))
+    lab.ballast(next(iter(outputs.values())))
     outcome = pass_fails(lab, topic, "segments.manifest", "DiskFull")
     lab.verify(topic)
     lab.lighten()
     cleaned_again(lab, topic)
     return outcome
+
+
+def behind_swap_disk_full(lab: Lab) -> str:
+    """Room for the first of the pass's two ``.cleaned`` segments only: the worker writes
+    the second while the server swaps the first in, and the full disk refuses whichever
+    write reaches it first, the second segment's or the swap's manifest. Either way the
+    pass reports DiskFull, nothing acknowledged is lost, no ``.cleaned`` file is left, and
+    the next pass cleans the log."""
+    twin, topic = cleanable(lab, "cln6"), cleanable(lab, "cln7")
+    outputs = twin_outputs(lab, twin)
+    assert len(outputs) >= 2, f"the twin's pass wrote {sorted(outputs)}, one segment"
+    lab.ballast(outputs[min(outputs)])
+    outcome = pass_fails(lab, topic, "DiskFull")
+    lab.verify(topic)
+    assert not list(topic_dir(lab, topic).glob("*.cleaned")), "a .cleaned file left"
+    lab.lighten()
+    cleaned_again(lab, topic)
+    return outcome
+
+
+def twin_outputs(lab: Lab, twin: str) -> dict[str, int]:
+    """Clean ``twin``: the pages of each segment its pass wrote, by base offset."""
+    before = inodes(topic_dir(lab, twin))
+    cleaned_again(lab, twin)
+    written = [p for p, ino in inodes(topic_dir(lab, twin)).items() if before.get(p) != ino]
+    pages: dict[str, int] = {}
+    for p in written:
+        if p.suffix in (".log", ".index", ".timeindex"):
+            pages[p.stem] = pages.get(p.stem, 0) - (-p.stat().st_blocks * 512 // PAGE)
+    return pages
 
 
 def inodes(folder: Path) -> dict[Path, int]:
@@ -226,6 +252,7 @@ SEGMENTED_CASES = [
     Case("cleaner .cleaned", "EACCES", cleaned_no_permission),
     Case("cleaner swap", "ENOSPC", swap_disk_full),
     Case("cleaner swap", "EACCES", swap_no_permission),
+    Case("cleaner .cleaned behind a swap", "ENOSPC", behind_swap_disk_full),
     Case("cursors.journal (ack)", "ENOSPC", journal_disk_full),
     Case("cursors.journal (ack)", "EACCES", journal_no_permission),
     Case("cursors.journal (ack list)", "ENOSPC", journal_list_disk_full),
