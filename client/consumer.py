@@ -281,17 +281,13 @@ class Consumer(Closeable):
         buffer = self._state.buffer
         if self._ack_queue.failure is not None:
             self._ack_queue.raise_failure()
-        if len(buffer) > self._low_water:  # the usual case: no call, no conversion
-            if self._unacked is None:
-                return buffer.popleft()
-            return self._handed(buffer.popleft())
-        if not buffer:
-            self._fill(timeout_millis if timeout_millis is not None else timeout_ms)
-        elif self._state.more_waiting:
-            self._go_ahead()
-        if self._unacked is None:
-            return buffer.popleft()
-        return self._handed(buffer.popleft())
+        if len(buffer) <= self._low_water:  # else the usual case: no call, no conversion
+            if not buffer:
+                self._fill(timeout_millis if timeout_millis is not None else timeout_ms)
+            elif self._state.more_waiting:
+                self._go_ahead()
+        message = buffer.popleft()
+        return message if self._unacked is None else self._handed(message)
 
     def _handed(self, message: Message) -> Message:
         """``message`` goes to the application: its ack timeout starts now."""

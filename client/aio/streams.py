@@ -269,17 +269,13 @@ class AsyncConsumer:
         buffer = state.buffer
         if self._ack_queue.failure is not None:
             self._ack_queue.raise_failure()
-        if len(buffer) > self._low_water:  # the usual case: no call
-            if self._unacked is None:
-                return buffer.popleft()
-            return self._handed(buffer.popleft())
-        if not buffer:
-            await self._fill(timeout_millis)
-        elif state.more_waiting:
-            self._go_ahead()
-        if self._unacked is None:
-            return buffer.popleft()
-        return self._handed(buffer.popleft())
+        if len(buffer) <= self._low_water:  # else the usual case: no call
+            if not buffer:
+                await self._fill(timeout_millis)
+            elif state.more_waiting:
+                self._go_ahead()
+        message = buffer.popleft()
+        return message if self._unacked is None else self._handed(message)
 
     def _handed(self, message: Message) -> Message:
         """As ``Consumer._handed``: the ack timeout starts now."""
