@@ -36,11 +36,10 @@ def record(options: dict[str, str], cores: int, schema: StructType, into: Path) 
     rows = 0
     for n, partition in enumerate(reader.partitions()):
         batches = list(reader.read(partition))
-        arrow_schema = batches[0].schema if batches else None
-        if arrow_schema is None:
+        if not batches:
             continue
         path = str(into / f"part-{n:04d}.arrow")
-        with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, arrow_schema) as writer:
+        with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, batches[0].schema) as writer:
             for batch in batches:
                 writer.write_batch(batch)
                 rows += batch.num_rows
