@@ -17,8 +17,8 @@ differ. Errors are the same classes, ``Timeout`` included, never a ``grpc.RpcErr
 """
 
 from compactlog.client.aio.client import AsyncClient
+from compactlog.client.aio.consumer import AsyncConsumer
 from compactlog.client.aio.producer import AsyncProducer
 from compactlog.client.aio.reader import AsyncReader
-from compactlog.client.aio.streams import AsyncConsumer
 
 __all__ = ["AsyncClient", "AsyncConsumer", "AsyncProducer", "AsyncReader"]

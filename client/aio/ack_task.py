@@ -25,7 +25,7 @@ from compactlog.errors import CompactlogError
 from compactlog.v1 import compactlog_pb2 as pb
 
 if TYPE_CHECKING:
-    from compactlog.client.aio.streams import _Link
+    from compactlog.client.aio.link import Link
 
 __all__ = ["AckTask"]
 
@@ -35,7 +35,7 @@ R = TypeVar("R", pb.AcknowledgeRequest, pb.AcknowledgeListRequest)
 class AckTask:
     """One consumer's queued acks and the task that sends them."""
 
-    def __init__(self, link: _Link, topic: str, subscription: str) -> None:
+    def __init__(self, link: Link, topic: str, subscription: str) -> None:
         self._link = link
         self._topic = topic
         self._subscription = subscription

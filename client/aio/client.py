@@ -19,11 +19,12 @@ from compactlog.channels import (
     open_aio_channel,
 )
 from compactlog.client import _convert as cv
+from compactlog.client.aio.consumer import AsyncConsumer
+from compactlog.client.aio.link import Link, acall
 from compactlog.client.aio.multi_topic import AsyncMultiTopicConsumer
 from compactlog.client.aio.producer import AsyncProducer
 from compactlog.client.aio.reader import AsyncReader
 from compactlog.client.aio.send_batches import PublishEncoded
-from compactlog.client.aio.streams import AsyncConsumer, _Link, acall
 from compactlog.client.batch_policy import ConsumerBatchReceivePolicy
 from compactlog.client.consumer_state import ConsumerState
 from compactlog.client.enums import ConsumerType, InitialPosition
@@ -100,7 +101,7 @@ class AsyncClient:
             request_serializer=None,
             response_deserializer=pb.PublishResponse.FromString,
         )
-        self._link = _Link(stub, publish_encoded, address, timeout, self._metadata)
+        self._link = Link(stub, publish_encoded, address, timeout, self._metadata)
         # closed with the client, as pulsar-client's close() closes what it made
         self._opened: weakref.WeakSet[AsyncCloseable] = weakref.WeakSet()
         self._closed = False

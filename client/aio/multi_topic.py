@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 from compactlog.client import _convert as cv
-from compactlog.client.aio.streams import AsyncConsumer
+from compactlog.client.aio.consumer import AsyncConsumer
 from compactlog.client.errors import AlreadyClosed, Timeout
 from compactlog.client.message import Message
 from compactlog.client.multi_topic import MultiTopic

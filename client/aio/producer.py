@@ -11,8 +11,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from compactlog.client import _convert as cv
+from compactlog.client.aio.link import Link, acall
 from compactlog.client.aio.send_batches import AsyncSendBatches, Partitions, Sent
-from compactlog.client.aio.streams import _Link, acall
 from compactlog.client.errors import AlreadyClosed
 from compactlog.client.message_id import MessageId
 from compactlog.client.pulsar_params import check_ignored, pick
@@ -33,7 +33,7 @@ class AsyncProducer:
 
     def __init__(
         self,
-        link: _Link,
+        link: Link,
         topic: str,
         partitions: Partitions,
         producer_name: str | None = None,

@@ -12,7 +12,7 @@ from typing import Any
 
 import grpc
 
-from compactlog.client.aio.streams import _Link
+from compactlog.client.aio.link import Link
 from compactlog.client.errors import AlreadyClosed, Timeout, from_rpc_error
 from compactlog.client.message import Message, messages_of
 from compactlog.client.message_id import MessageId
@@ -42,7 +42,7 @@ class AsyncReader:
 
     def __init__(
         self,
-        link: _Link,
+        link: Link,
         topic: str,
         start: ReaderStart,
         inclusive: bool,
@@ -61,7 +61,7 @@ class AsyncReader:
 
     @staticmethod
     async def opening(
-        link: _Link,
+        link: Link,
         topic: str,
         start_message_id: MessageId | tuple[int, int],
         inclusive: bool,

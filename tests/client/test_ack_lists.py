@@ -22,7 +22,7 @@ from grpc_status import rpc_status
 from compactlog.client import Client, ConsumerType, InitialPosition, NotDelivered
 from compactlog.client.ack_sender import AckSender
 from compactlog.client.aio.ack_task import AckTask
-from compactlog.client.aio.streams import _Link
+from compactlog.client.aio.link import Link
 from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 from tests.conftest import ServerProcess
@@ -119,7 +119,7 @@ def _ids(entries: range) -> list[pb.MessageId]:
 async def _async_acks(address: str) -> bool:
     async with grpc.aio.insecure_channel(address) as channel:
         stub: Any = pb_grpc.LogStub(channel)
-        link = _Link(stub, None, address, 30, ())  # type: ignore[arg-type]
+        link = Link(stub, None, address, 30, ())  # type: ignore[arg-type]
         task = AckTask(link, "t", "s")
         for mid in _ids(range(100, 103)):
             task.put(mid, cumulative=False)

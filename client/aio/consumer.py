@@ -1,6 +1,6 @@
 """``AsyncConsumer``: the asyncio twin of ``Consumer``, doing the same requests with
-``await`` (its ack timeout ticked by a task of the loop: ``unacked_task``), and what every
-asyncio stream object shares (``_Link``, ``acall``); ``AsyncProducer`` is ``producer.py``,
+``await`` (its ack timeout ticked by a task of the loop: ``unacked_task``); what every
+asyncio stream object shares is ``link.py``, ``AsyncProducer`` ``producer.py`` and
 ``AsyncReader`` ``reader.py``."""
 
 from __future__ import annotations
@@ -8,60 +8,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Coroutine
-from typing import Any, Literal, Protocol, TypeVar
-
-import grpc
+from collections.abc import Coroutine
+from typing import Any, Literal, Protocol
 
 from compactlog.client import _convert as cv
 from compactlog.client.aio.ack_task import AckTask
 from compactlog.client.aio.consume_flow import AsyncFlowStream
+from compactlog.client.aio.link import Link, acall
 from compactlog.client.aio.prefetch import AsyncPrefetch
-from compactlog.client.aio.send_batches import (
-    PublishEncoded,
-)
 from compactlog.client.aio.unacked_task import UnackedTask
 from compactlog.client.consume_flow import low_water
 from compactlog.client.consumer_state import ConsumerState
-from compactlog.client.errors import AlreadyClosed, Timeout, from_rpc_error
+from compactlog.client.errors import AlreadyClosed, Timeout
 from compactlog.client.message import Message
 from compactlog.client.message_id import MessageId
 from compactlog.client.reconnect import Reconnect
 from compactlog.errors import CompactlogError, InvalidArgument, NotOwner, Unimplemented
 from compactlog.v1 import compactlog_pb2 as pb
-from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 
-__all__ = ["AsyncConsumer", "AsyncSubscriptionAdmin", "acall"]
-
-T = TypeVar("T")
-Metadata = tuple[tuple[str, str], ...]
-
-
-async def acall(method: str, address: str, call: Awaitable[T]) -> T:
-    """Await one unary call with its ``RpcError`` translated, as ``errors.call`` does."""
-    try:
-        return await call
-    except grpc.RpcError as err:
-        raise from_rpc_error(err, method, address) from None
-
-
-class _Link:
-    """What every stream object needs of its client: the Log stub (and its PublishStream
-    taking requests' bytes), address, deadline and call metadata (the token)."""
-
-    def __init__(
-        self,
-        stub: pb_grpc.LogAsyncStub,
-        publish_encoded: PublishEncoded,
-        address: str,
-        timeout: float | None,
-        metadata: Metadata,
-    ) -> None:
-        self.stub = stub
-        self.publish_encoded = publish_encoded  # PublishStream of requests' bytes
-        self.address = address
-        self.timeout = timeout
-        self.metadata = metadata
+__all__ = ["AsyncConsumer", "AsyncSubscriptionAdmin"]
 
 
 class AsyncSubscriptionAdmin(Protocol):
@@ -88,7 +53,7 @@ class AsyncConsumer:
     """One consumer of a subscription; the books are a ``ConsumerState``. While a full
     response is worked through, the next Consume is on its way (``AsyncPrefetch``)."""
 
-    def __init__(self, link: _Link, state: ConsumerState, admin: AsyncSubscriptionAdmin) -> None:
+    def __init__(self, link: Link, state: ConsumerState, admin: AsyncSubscriptionAdmin) -> None:
         self._link = link
         self._state = state
         self._admin = admin
