@@ -11,8 +11,9 @@ CANCEL), ``request`` (asks the server to do something only it may do, the ingest
 commit of a ledger or the swap of a cleaned segment, and returns its answer or raises its
 error). ``cache`` keeps what a worker reuses between jobs (an offset map). A job may
 talk from two threads (a cleaner pass asks for a swap while it writes on and reports):
-the link sends under a lock, and whichever thread reads the pipe keeps a Reply it finds
-for the thread that waits for it.
+the link sends under a lock, requests go one at a time, and while one waits for its
+Reply its thread alone reads the pipe (a CANCEL it meets is kept for ``check``), so the
+Reply wakes it the moment it arrives.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ from compactlog.errors import CompactlogError, from_os_error
 
 CANCEL = "cancel"
 REPORT_EVERY_S = 0.1
-REPLY_RECHECK_S = 0.002  # a Reply another thread took from the pipe is seen this late at most
 
 
 class WorkerJobFailed(CompactlogError):
@@ -101,6 +101,8 @@ class WorkerLink:
         self._last_phase = ""
         self._pending: Progress | None = None
         self._lock = threading.Lock()  # the pipe's both ways, and the fields above
+        self._asking = threading.Lock()  # one request at a time
+        self._waiting = False  # a request's thread is the pipe's reader
         self._replies: deque[Reply] = deque()
 
     def report(self, progress: Progress) -> None:
@@ -138,7 +140,7 @@ class WorkerLink:
     def poll_cancel(self) -> bool:
         """True once the server asked this job to stop (reads what is waiting)."""
         with self._lock:
-            if not self.cancelled:
+            if not self.cancelled and not self._waiting:
                 self._read_waiting()
             return self.cancelled
 
@@ -148,16 +150,24 @@ class WorkerLink:
 
     def request(self, body: object) -> object:
         """Ask the server; its error is raised here as itself."""
-        with self._lock:
-            self._flush()
-            self.conn.send(Request(body))
-        while True:
+        with self._asking:
             with self._lock:
-                self._read_waiting()
-                reply = self._replies.popleft() if self._replies else None
-            if reply is not None:
-                break
-            wait([self.conn], REPLY_RECHECK_S)  # readable, or another thread read it
+                self._flush()
+                self.conn.send(Request(body))
+                self._waiting = True  # set with the send: no other thread reads the Reply
+            try:
+                reply = self._await_reply()
+            finally:
+                with self._lock:
+                    self._waiting = False
         if reply.error is not None:
             raise reply.error
         return reply.value
+
+    def _await_reply(self) -> Reply:
+        while True:
+            with self._lock:
+                self._read_waiting()
+                if self._replies:
+                    return self._replies.popleft()
+            wait([self.conn])  # the Reply, a CANCEL, or the server gone (EOF on recv)
