@@ -17,7 +17,9 @@ import asyncio
 import logging
 import signal
 import sys
+from collections.abc import Callable
 from concurrent import futures
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -154,34 +156,53 @@ def _on_signals(stop: asyncio.Event, guard: Guard, supervisor: ShardSupervisor) 
         loop.add_signal_handler(signal.SIGHUP, reload)
 
 
-async def _serve_front(
+@dataclass
+class _Front:
+    """What a started front runs; ``stop`` ends it in the order the shards need."""
+
+    server: grpc.aio.Server
+    port: int
+    handler: FrontHandler
+    supervisor: ShardSupervisor
+    owners: Owners
+    pool: futures.ThreadPoolExecutor
+    spanning: Spanning | None
+    brokers: KafkaBrokers | None
+
+    async def stop(self, repair: SpreadRepair | None) -> None:
+        if repair is not None:
+            await repair.stop()
+        # The shards end their follow streams and finish in-flight calls while the front
+        # stops accepting, so a follow reader behind the front ends at once, as it would.
+        await asyncio.gather(self.server.stop(SHUTDOWN_GRACE_S), self.supervisor.stop())
+        self.pool.shutdown(wait=False)
+        if self.spanning is not None:
+            await self.spanning.stop()
+        await self.owners.close()
+        if self.brokers is not None:
+            self.brokers.close()
+
+
+async def _start_front(
     data_dir: Path,
     layout: Layout,
     shards: int,
     listen: str,
     config: Path | None,
     guard: Guard,
-    kafka: KafkaOptions | None = None,
-) -> int:
+    kafka: KafkaOptions | None,
+    on_fatal: Callable[[str], None],
+) -> _Front:
+    """The front's port bound and its shards started (not yet serving); on an error,
+    whatever had started is stopped before it is raised."""
     tls_root = guard.options.tls_cert.read_bytes() if guard.options.tls_cert else None
     # Under partition placement a slot answers calls on a spread NAME only from this front.
     # Kafka's brokers mark the requests they send each other with it (kafka.peers).
     spread = layout.placement is Placement.PARTITION
     secret = front_secret.new_secret() if spread or kafka is not None else None
     owners = Owners(layout.slots, tls_root, layout.placement, secret if spread else None)
-    stop = asyncio.Event()
-    fatal: list[str] = []
     pool = futures.ThreadPoolExecutor(4, thread_name_prefix="front")  # ends with the server
-
-    def on_fatal(message: str) -> None:
-        log.error("%s", message)
-        fatal.append(message)
-        stop.set()
-
-    try:
-        brokers = None if kafka is None else KafkaBrokers.bind(kafka, shards)
-    except CompactlogError as exc:
-        return _fail(str(exc))
+    brokers = None if kafka is None else KafkaBrokers.bind(kafka, shards)
     spanning: Spanning | None = None
     supervisor: ShardSupervisor | None = None
     try:
@@ -202,37 +223,51 @@ async def _serve_front(
         )
         supervisor = ShardSupervisor(spec, owners.update, on_fatal)
         await supervisor.start()
-    except CompactlogError as exc:
+    except CompactlogError:
         if supervisor is not None:
             await supervisor.stop()
         if spanning is not None:
             await spanning.stop()
         if brokers is not None:
             brokers.close()
+        raise
+    return _Front(server, port, handler, supervisor, owners, pool, spanning, brokers)
+
+
+async def _serve_front(
+    data_dir: Path,
+    layout: Layout,
+    shards: int,
+    listen: str,
+    config: Path | None,
+    guard: Guard,
+    kafka: KafkaOptions | None = None,
+) -> int:
+    stop = asyncio.Event()
+    fatal: list[str] = []
+
+    def on_fatal(message: str) -> None:
+        log.error("%s", message)
+        fatal.append(message)
+        stop.set()
+
+    try:
+        front = await _start_front(data_dir, layout, shards, listen, config, guard, kafka, on_fatal)
+    except CompactlogError as exc:
         return _fail(str(exc))
-    repair = _finish_what_a_crash_left(handler, spanning)
-    _on_signals(stop, guard, supervisor)
-    await server.start()
+    repair = _finish_what_a_crash_left(front.handler, front.spanning)
+    _on_signals(stop, guard, front.supervisor)
+    await front.server.start()
     heap.settle()
-    if brokers is not None:  # before the gRPC line, which says everything is ready
-        log.info("kafka: %s", brokers.describe())
-        print(f"compactlog kafka listening on {brokers.bootstrap}", flush=True)
+    if front.brokers is not None:  # before the gRPC line, which says everything is ready
+        log.info("kafka: %s", front.brokers.describe())
+        print(f"compactlog kafka listening on {front.brokers.bootstrap}", flush=True)
     host = listen.rpartition(":")[0]
-    print(f"compactlog listening on {host}:{port}", flush=True)
+    print(f"compactlog listening on {host}:{front.port}", flush=True)
     log.info("serving data dir %s with %d shards over %d slots", data_dir, shards, layout.slots)
     await stop.wait()
     log.info("shutting down")
-    if repair is not None:
-        await repair.stop()
-    # The shards end their follow streams and finish in-flight calls while the front
-    # stops accepting, so a follow reader behind the front ends at once, as it would.
-    await asyncio.gather(server.stop(SHUTDOWN_GRACE_S), supervisor.stop())
-    pool.shutdown(wait=False)
-    if spanning is not None:
-        await spanning.stop()
-    await owners.close()
-    if brokers is not None:
-        brokers.close()
+    await front.stop(repair)
     if fatal:
         return _fail(fatal[0])
     return 0
