@@ -84,6 +84,39 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG,
         description="compactlog: a log store with Pulsar-style and Kafka-style compaction.",
     )
+    _add_connection_options(parser)
+    add_output_option(parser)
+    parser.add_argument("--version", action="version", version=f"{PROG} {_version()}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    cli_topics.add_parser(commands)
+    cli_produce.add_parser(commands)
+    cli_data.add_parsers(commands)
+    cli_records.add_parser(commands)
+    cli_history.add_parser(commands)
+    cli_export.add_parser(commands)
+    cli_offline.add_parsers(commands)
+    cli_subscriptions.add_parser(commands)
+
+    admin = commands.add_parser("admin", help="administrative operations")
+    admin_sub = admin.add_subparsers(dest="admin_command", metavar="AREA", required=True)
+    cli_admin.add_parser(admin_sub)
+
+    serve = commands.add_parser("serve", help="run the server in the foreground")
+    _add_serve_options(serve)
+    _add_security_options(serve)
+    serve.set_defaults(func=_serve)
+
+    bench = commands.add_parser(
+        "bench", help="the benchmark suite (arguments go to it)", add_help=False
+    )
+    bench.set_defaults(func=_bench_missing_args)
+    cli_completion.add_parser(commands)
+    return parser
+
+
+def _add_connection_options(parser: argparse.ArgumentParser) -> None:
+    """Where and how every client command reaches the server."""
     parser.add_argument(
         "--server",
         "--bootstrap-server",
@@ -113,24 +146,10 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"deadline of each call to the server, anywhere on the line (env {ENV_TIMEOUT}, "
         "default 30)",
     )
-    add_output_option(parser)
-    parser.add_argument("--version", action="version", version=f"{PROG} {_version()}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    cli_topics.add_parser(commands)
-    cli_produce.add_parser(commands)
-    cli_data.add_parsers(commands)
-    cli_records.add_parser(commands)
-    cli_history.add_parser(commands)
-    cli_export.add_parser(commands)
-    cli_offline.add_parsers(commands)
-    cli_subscriptions.add_parser(commands)
 
-    admin = commands.add_parser("admin", help="administrative operations")
-    admin_sub = admin.add_subparsers(dest="admin_command", metavar="AREA", required=True)
-    cli_admin.add_parser(admin_sub)
-
-    serve = commands.add_parser("serve", help="run the server in the foreground")
+def _add_serve_options(serve: argparse.ArgumentParser) -> None:
+    """``serve``'s data dir, listening addresses and process layout."""
     serve.add_argument(
         "--data-dir",
         metavar="PATH",
@@ -177,15 +196,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="the address Kafka clients are told to connect to (default: --kafka-listen's; "
         "with --shards N, broker k is told PORT+k)",
     )
-    _add_security_options(serve)
-    serve.set_defaults(func=_serve)
-
-    bench = commands.add_parser(
-        "bench", help="the benchmark suite (arguments go to it)", add_help=False
-    )
-    bench.set_defaults(func=_bench_missing_args)
-    cli_completion.add_parser(commands)
-    return parser
 
 
 def _add_security_options(serve: argparse.ArgumentParser) -> None:
