@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as dt
+import importlib
 import shutil
 import sys
 import tempfile
@@ -33,7 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from compactlog.bench import compaction_latency, dataplane, plots
+from compactlog.bench import plots
 from compactlog.bench.bench_server import rocksdb_floor
 from compactlog.bench.floors import io_floor_rates
 from compactlog.bench.report import (
@@ -156,65 +157,62 @@ def measure_floors(tmp: Path, target: Workload) -> dict[str, float]:
     return floors
 
 
+# The suites with their own workload, options and report: ``compactlog bench NAME ...``
+# runs ``compactlog.bench.<module>.main`` (imported only when asked for).
+SUITES = {
+    "dataplane": "dataplane",
+    "client": "client_rates",
+    "spark": "spark_rates",
+    "as-of": "bench_as_of",
+    "compaction-latency": "compaction_latency",
+    "key-history": "key_history",
+    "capacity": "capacity",
+    "shards": "shards",
+    "partitions": "bench_partitions",
+    "kafka": "kafka_wire",
+    "soak": "soak",
+}
+
+
 def main(argv: list[str]) -> int:
-    if argv[:1] == ["dataplane"]:  # its own workload, options and report
-        return dataplane.main(argv[1:])
-    if argv[:1] == ["client"]:
-        from compactlog.bench import client_rates
-
-        return client_rates.main(argv[1:])
-    if argv[:1] == ["spark"]:
-        from compactlog.bench import spark_rates
-
-        return spark_rates.main(argv[1:])
-    if argv[:1] == ["as-of"]:
-        from compactlog.bench import bench_as_of
-
-        return bench_as_of.main(argv[1:])
-    if argv[:1] == ["compaction-latency"]:
-        return compaction_latency.main(argv[1:])
-    if argv[:1] == ["key-history"]:
-        from compactlog.bench import key_history
-
-        return key_history.main(argv[1:])
-    if argv[:1] == ["capacity"]:
-        from compactlog.bench import capacity
-
-        return capacity.main(argv[1:])
-    if argv[:1] == ["shards"]:
-        from compactlog.bench import shards
-
-        return shards.main(argv[1:])
-    if argv[:1] == ["partitions"]:
-        from compactlog.bench import bench_partitions
-
-        return bench_partitions.main(argv[1:])
-    if argv[:1] == ["kafka"]:
-        from compactlog.bench import kafka_wire
-
-        return kafka_wire.main(argv[1:])
-    if argv[:1] == ["soak"]:
-        from compactlog.bench import soak
-
-        return soak.main(argv[1:])
+    suite = SUITES.get(argv[0]) if argv else None
+    if suite is not None:
+        module = importlib.import_module(f"compactlog.bench.{suite}")
+        return int(module.main(argv[1:]))
     args = build_parser().parse_args(argv)
     if args.runs < 1:
         raise SystemExit("compactlog bench: --runs must be >= 1")
     workloads = select(args.profile, args.workload)
-    unary = args.unary_samples or (50 if args.profile == "quick" else 500)
     started = dt.datetime.now()
     out: Path = args.out or Path("results") / f"bench-{started:%Y%m%d-%H%M%S}"
     out.mkdir(parents=True, exist_ok=True)
     if args.workdir is not None:
         args.workdir.mkdir(parents=True, exist_ok=True)
+    t_start = time.perf_counter()
+    measured = _run_strategies(args, workloads)
+    report = build_report(args, argv, workloads, *measured, started)
+    report["duration_s"] = time.perf_counter() - t_start
+    return _write_report(out, report, measured[2], workloads[0])
 
+
+Measured = tuple[
+    list[RunResults],
+    list[dict[str, float]],
+    dict[str, list[tuple[float, float]]],
+    dict[str, list[CrossCheck]],
+]
+
+
+def _run_strategies(args: argparse.Namespace, workloads: list[Workload]) -> Measured:
+    """Every run: the floors, then each workload through both strategies, their views
+    cross-checked; the first run's first workload keeps its publish traces."""
+    unary = args.unary_samples or (50 if args.profile == "quick" else 500)
     bar = Progress(args.runs * (1 + len(workloads) * len(STRATEGIES)))
     runs: list[RunResults] = []
     floors: list[dict[str, float]] = []
     traces: dict[str, list[tuple[float, float]]] = {}
     checks: dict[str, list[CrossCheck]] = {w.name: [] for w in workloads}
     expected = {w.name: expected_view(w, args.seed) for w in workloads}
-    t_start = time.perf_counter()
     try:
         for run in range(args.runs):
             results: RunResults = {}
@@ -241,11 +239,19 @@ def main(argv: list[str]) -> int:
             runs.append(results)
     finally:
         bar.finish()
+    return runs, floors, traces, checks
 
-    report = build_report(args, argv, workloads, runs, floors, traces, checks, started)
-    report["duration_s"] = time.perf_counter() - t_start
-    report["plots"] = plots.write_all(out, report["results"], traces, workloads[0].name)
-    rows = targets(report["results"], report["floors"], workloads[0])
+
+def _write_report(
+    out: Path,
+    report: dict[str, Any],
+    traces: dict[str, list[tuple[float, float]]],
+    first: Workload,
+) -> int:
+    """report.json, report.md with the plots and the targets table; the table printed.
+    Exit ``EXIT_CROSS_CHECK`` when the strategies left different views."""
+    report["plots"] = plots.write_all(out, report["results"], traces, first.name)
+    rows = targets(report["results"], report["floors"], first)
     report["targets"] = [dataclasses.asdict(r) for r in rows]
     table = targets_markdown(rows)
     write_json(out / "report.json", report)
