@@ -65,6 +65,30 @@ def lock_data_dir(data_dir: Path) -> IO[str]:
     return handle
 
 
+def _log_to_stderr() -> None:
+    logging.basicConfig(
+        level=os.environ.get("COMPACTLOG_LOG_LEVEL", "INFO"),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def _open_broker(data_dir: Path, settings: ServerSettings) -> Broker:
+    """The stores opened; any failure raised as a CompactlogError of one line, never a
+    traceback (CONTRACT section 11)."""
+    try:
+        return Broker(data_dir, settings)
+    except CompactlogError:
+        raise
+    except OSError as exc:
+        raise CompactlogError(f"cannot open data dir {data_dir}: {exc}") from exc
+    except Exception as exc:
+        log.debug("start-up failed", exc_info=exc)
+        raise CompactlogError(
+            f"cannot open data dir {data_dir}: {type(exc).__name__}: {exc}"
+        ) from exc
+
+
 def run(
     data_dir: Path,
     listen: str,
@@ -74,11 +98,7 @@ def run(
     shards: int = 1,
     kafka: KafkaOptions | None = None,
 ) -> int:
-    logging.basicConfig(
-        level=os.environ.get("COMPACTLOG_LOG_LEVEL", "INFO"),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    _log_to_stderr()
     malloc_tuning.keep_freed_memory()  # before the stores open: a Read's bytes reuse pages
     try:
         file_limits.start()  # raise the soft limit to the hard one, or refuse in one line
@@ -109,14 +129,9 @@ def run(
 
         preload_schemas()  # on its own thread, while the store opens
     try:
-        broker = Broker(data_dir, settings)
+        broker = _open_broker(data_dir, settings)
     except CompactlogError as exc:
         return _fail(str(exc))
-    except OSError as exc:
-        return _fail(f"cannot open data dir {data_dir}: {exc}")
-    except Exception as exc:  # one line, never a traceback (CONTRACT section 11)
-        log.debug("start-up failed", exc_info=exc)
-        return _fail(f"cannot open data dir {data_dir}: {type(exc).__name__}: {exc}")
     try:
         return asyncio.run(_serve(broker, data_dir, listen, settings, metrics_listen, guard, kafka))
     finally:

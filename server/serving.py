@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+from collections.abc import Sequence
 from concurrent import futures
 from typing import TYPE_CHECKING
 
@@ -67,16 +68,8 @@ def build_server(
     guard = guard or Guard.plain()
     # Only an admission that reads the call's metadata pays for the interceptor's step.
     admitting = [AdmitInterceptor()] if admit is not None and admit_metadata else []
-    server = grpc.aio.server(
-        interceptors=[*guard.interceptors(), *admitting],
-        migration_thread_pool=executors[2],  # the synchronous handlers', owned by the caller
-        maximum_concurrent_rpcs=MAX_CONCURRENT_RPCS,
-        options=[
-            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-            ("grpc.so_reuseport", 0),
-        ],
-    )
+    # the synchronous handlers' pool is executors[2], owned by the caller
+    server = new_server([*guard.interceptors(), *admitting], executors[2])
     batch = settings.read_batch_max_messages
     storage, appends, _rpc = executors
     service = LogService(broker, metrics, storage, signals, batch, appends)
@@ -95,18 +88,37 @@ def build_server(
     )
     engines = service_handler("CompactionEngine", engine, stopping, admit=admit)
     add_services(server, engines, ["CompactionEngine"])
+    serve_health_and_reflection(server)
+    return server, listen_on(server, listen, guard)
+
+
+SERVICES = ("Log", "TopicAdmin", "CompactionEngine")
+
+
+def new_server(
+    interceptors: Sequence[grpc.aio.ServerInterceptor], pool: futures.Executor
+) -> grpc.aio.Server:
+    """A server (or a sharded front) with the contract's message and call limits."""
+    return grpc.aio.server(
+        interceptors=interceptors,
+        migration_thread_pool=pool,
+        maximum_concurrent_rpcs=MAX_CONCURRENT_RPCS,
+        options=[
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.so_reuseport", 0),
+        ],
+    )
+
+
+def serve_health_and_reflection(server: grpc.aio.Server) -> None:
+    """The health service (every service SERVING) and reflection (v1 and v1alpha)."""
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    names = [
-        pb.DESCRIPTOR.services_by_name["Log"].full_name,
-        pb.DESCRIPTOR.services_by_name["TopicAdmin"].full_name,
-        pb.DESCRIPTOR.services_by_name["CompactionEngine"].full_name,
-        health.SERVICE_NAME,
-    ]
-    enable_server_reflection(names, server)  # v1 and v1alpha
-    for name in ["", *names[:3]]:
+    names = [pb.DESCRIPTOR.services_by_name[name].full_name for name in SERVICES]
+    enable_server_reflection([*names, health.SERVICE_NAME], server)
+    for name in ["", *names]:
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    return server, listen_on(server, listen, guard)
 
 
 def listen_on(server: grpc.aio.Server, listen: str, guard: Guard) -> int:

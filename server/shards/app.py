@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from compactlog.errors import CompactlogError
 from compactlog.server import heap
@@ -36,19 +35,18 @@ from compactlog.server.front.spanning import Spanning, channel_of
 from compactlog.server.front.spread.repair import SpreadRepair
 from compactlog.server.kafka.options import KafkaOptions
 from compactlog.server.rpc.handlers import add_services
-from compactlog.server.rpc.reflection import enable_server_reflection
 from compactlog.server.security.guard import Guard
 from compactlog.server.serving import (
-    MAX_CONCURRENT_RPCS,
-    MAX_MESSAGE_BYTES,
+    SERVICES,
     SHUTDOWN_GRACE_S,
     listen_on,
+    new_server,
+    serve_health_and_reflection,
 )
 from compactlog.server.shards.kafka_ports import KafkaBrokers
 from compactlog.server.shards.supervisor import ShardSpec, ShardSupervisor
 from compactlog.storage.config import ServerSettings
 from compactlog.storage.slots import Layout, Placement
-from compactlog.v1 import compactlog_pb2 as pb
 
 log = logging.getLogger("compactlog")
 
@@ -61,26 +59,9 @@ def _fail(message: str) -> int:
 def _front_server(
     owners: Owners, listen: str, guard: Guard, handler: FrontHandler, pool: futures.Executor
 ) -> tuple[grpc.aio.Server, int]:
-    server = grpc.aio.server(
-        interceptors=guard.interceptors(),
-        migration_thread_pool=pool,
-        maximum_concurrent_rpcs=MAX_CONCURRENT_RPCS,
-        options=[
-            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-            ("grpc.so_reuseport", 0),
-        ],
-    )
-    add_services(server, handler, ["Log", "TopicAdmin", "CompactionEngine"])
-    health_servicer = health.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    names = [
-        pb.DESCRIPTOR.services_by_name[name].full_name
-        for name in ("Log", "TopicAdmin", "CompactionEngine")
-    ]
-    enable_server_reflection([*names, health.SERVICE_NAME], server)
-    for name in ["", *names]:
-        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    server = new_server(guard.interceptors(), pool)
+    add_services(server, handler, list(SERVICES))
+    serve_health_and_reflection(server)
     return server, listen_on(server, listen, guard)
 
 
