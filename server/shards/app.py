@@ -94,7 +94,22 @@ def run_front(
     guard: Guard,
     kafka: KafkaOptions | None = None,
 ) -> int:
-    return asyncio.run(_serve_front(data_dir, layout, shards, listen, config, guard, kafka))
+    return asyncio.run(
+        _serve_front(_FrontSpec(data_dir, layout, shards, listen, config, guard, kafka))
+    )
+
+
+@dataclass(frozen=True)
+class _FrontSpec:
+    """What ``compactlog serve --shards N`` was asked for."""
+
+    data_dir: Path
+    layout: Layout
+    shards: int
+    listen: str
+    config: Path | None
+    guard: Guard
+    kafka: KafkaOptions | None
 
 
 def _finish_what_a_crash_left(
@@ -164,18 +179,10 @@ class _Front:
             self.brokers.close()
 
 
-async def _start_front(
-    data_dir: Path,
-    layout: Layout,
-    shards: int,
-    listen: str,
-    config: Path | None,
-    guard: Guard,
-    kafka: KafkaOptions | None,
-    on_fatal: Callable[[str], None],
-) -> _Front:
+async def _start_front(spec: _FrontSpec, on_fatal: Callable[[str], None]) -> _Front:
     """The front's port bound and its shards started (not yet serving); on an error,
     whatever had started is stopped before it is raised."""
+    guard, layout, kafka, listen = spec.guard, spec.layout, spec.kafka, spec.listen
     tls_root = guard.options.tls_cert.read_bytes() if guard.options.tls_cert else None
     # Under partition placement a slot answers calls on a spread NAME only from this front.
     # Kafka's brokers mark the requests they send each other with it (kafka.peers).
@@ -183,26 +190,26 @@ async def _start_front(
     secret = front_secret.new_secret() if spread or kafka is not None else None
     owners = Owners(layout.slots, tls_root, layout.placement, secret if spread else None)
     pool = futures.ThreadPoolExecutor(4, thread_name_prefix="front")  # ends with the server
-    brokers = None if kafka is None else KafkaBrokers.bind(kafka, shards)
+    brokers = None if kafka is None else KafkaBrokers.bind(kafka, spec.shards)
     spanning: Spanning | None = None
     supervisor: ShardSupervisor | None = None
     try:
-        spanning = _spanning(data_dir, layout, config, owners)
-        handler = FrontHandler(owners, _index(data_dir, layout), spanning)
+        spanning = _spanning(spec.data_dir, layout, spec.config, owners)
+        handler = FrontHandler(owners, _index(spec.data_dir, layout), spanning)
         server, port = _front_server(owners, listen, guard, handler, pool)
         front = _front_for_brokers(guard, secret, listen, port) if spread and brokers else None
-        spec = ShardSpec(
-            data_dir,
+        shards = ShardSpec(
+            spec.data_dir,
             layout.slots,
-            shards,
-            config,
+            spec.shards,
+            spec.config,
             guard.options,
             layout.placement,
             secret,
             kafka=brokers,
             front=front,
         )
-        supervisor = ShardSupervisor(spec, owners.update, on_fatal)
+        supervisor = ShardSupervisor(shards, owners.update, on_fatal)
         await supervisor.start()
     except CompactlogError:
         if supervisor is not None:
@@ -215,15 +222,7 @@ async def _start_front(
     return _Front(server, port, handler, supervisor, owners, pool, spanning, brokers)
 
 
-async def _serve_front(
-    data_dir: Path,
-    layout: Layout,
-    shards: int,
-    listen: str,
-    config: Path | None,
-    guard: Guard,
-    kafka: KafkaOptions | None = None,
-) -> int:
+async def _serve_front(spec: _FrontSpec) -> int:
     stop = asyncio.Event()
     fatal: list[str] = []
 
@@ -233,19 +232,24 @@ async def _serve_front(
         stop.set()
 
     try:
-        front = await _start_front(data_dir, layout, shards, listen, config, guard, kafka, on_fatal)
+        front = await _start_front(spec, on_fatal)
     except CompactlogError as exc:
         return _fail(str(exc))
     repair = _finish_what_a_crash_left(front.handler, front.spanning)
-    _on_signals(stop, guard, front.supervisor)
+    _on_signals(stop, spec.guard, front.supervisor)
     await front.server.start()
     heap.settle()
     if front.brokers is not None:  # before the gRPC line, which says everything is ready
         log.info("kafka: %s", front.brokers.describe())
         print(f"compactlog kafka listening on {front.brokers.bootstrap}", flush=True)
-    host = listen.rpartition(":")[0]
+    host = spec.listen.rpartition(":")[0]
     print(f"compactlog listening on {host}:{front.port}", flush=True)
-    log.info("serving data dir %s with %d shards over %d slots", data_dir, shards, layout.slots)
+    log.info(
+        "serving data dir %s with %d shards over %d slots",
+        spec.data_dir,
+        spec.shards,
+        spec.layout.slots,
+    )
     await stop.wait()
     log.info("shutting down")
     await front.stop(repair)
