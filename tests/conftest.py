@@ -85,7 +85,10 @@ class ServerProcess:
             args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
         )
         self.stderr_lines = []
-        threading.Thread(target=self._drain_stderr, args=(self.proc,), daemon=True).start()
+        self._stderr_drain = threading.Thread(
+            target=self._drain_stderr, args=(self.proc,), daemon=True
+        )
+        self._stderr_drain.start()
         self.address = self._wait_for_listening(self.proc)
         return self
 
@@ -120,6 +123,8 @@ class ServerProcess:
         if not result:
             proc.kill()
             proc.wait()
+            # every line the child wrote, its refusal too: under load the drain may lag
+            self._stderr_drain.join(10)
             raise RuntimeError("server did not start: " + "".join(self.stderr_lines[-20:]))
         return result[0]
 
