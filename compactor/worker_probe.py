@@ -2,7 +2,8 @@
 
 It reports progress, asks the server a question, sleeps while honouring a cancel, fails on
 request, and answers with what the worker's process looks like from inside (pid, nice
-value, I/O priority, cores), so that the pool can be checked end to end with real processes.
+value, I/O priority, cores, and the pages its heap faults in again: ``worker_heap``), so
+that the pool can be checked end to end with real processes.
 The same three are also read on a thread of a run's pool (``fanout``): nice value, I/O
 priority and cores belong to each thread on Linux, so a run's threads must inherit them.
 """
@@ -10,6 +11,7 @@ priority and cores belong to each thread on Linux, so a run's threads must inher
 from __future__ import annotations
 
 import os
+import resource
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -41,6 +43,17 @@ class ProbeAnswer:
     cores: frozenset[int]
     reply: object
     threads: tuple[Standing, ...] = ()  # as a run's pool threads have them
+    refaults: int = -1  # minor page faults of ``churn``'s second round
+
+
+def churn(mib: int) -> int:
+    """Allocate, write and free ``mib`` blocks of 1 MiB twice, as a pass's reads do; the
+    minor page faults of the second round (pages the heap had given back)."""
+    for _round in range(2):
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        held = [b"x" * (1 << 20) for _ in range(mib)]
+        del held
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
 
 
 @dataclass(frozen=True)
@@ -50,6 +63,7 @@ class ProbeJob:
     sleep_s: float = 0.0  # in 10 ms steps, checking for a cancel
     fail: str = ""  # raise InvalidArgument(fail)
     fail_errno: int = 0  # raise the OSError of this errno on a file, as a job's write can
+    churn_mib: int = 0  # answer ``churn(churn_mib)``
 
     def run(self, link: WorkerLink) -> ProbeAnswer:
         for i in range(self.reports):
@@ -66,4 +80,5 @@ class ProbeJob:
         with Fanout(2) as fan:
             threads = tuple(s for r in fan.ordered(_standing_of, range(4)) for s in r)
         nice, io, cores = standing()
-        return ProbeAnswer(os.getpid(), os.getppid(), nice, io, cores, reply, threads)
+        refaults = churn(self.churn_mib) if self.churn_mib else -1
+        return ProbeAnswer(os.getpid(), os.getppid(), nice, io, cores, reply, threads, refaults)
