@@ -128,6 +128,7 @@ twin = cast(ScanTwin, _module)
 
 
 NO_BITS = bytearray()  # a pass that keeps no bitmap of the latest offsets
+DIGEST_ENTRY = 24  # bytes of one ``digest_keys`` entry: offset, key digest
 
 
 def digest_keys(
@@ -152,7 +153,9 @@ def map_digests(
     """The second half: map each key of ``digest_keys``' entries to its offset, in order;
     ``(keys mapped, offset of the first key that did not fit or -1)``; ``m.size``
     follows. ``latest``, a bitmap of the offsets from ``bits_first`` on, is kept with a
-    bit set for each key's latest offset mapped so far."""
+    bit set for each key's latest offset mapped so far. A map ``fit`` lets grow makes
+    room for every entry first (``make_room``)."""
+    m.make_room(len(digests) // DIGEST_ENTRY)
     hashes, offsets, _slots = m.table()
     mapped, m.size, stop = twin.map_digests(
         hashes, offsets, digests, m.size, m.max_entries, latest, bits_first

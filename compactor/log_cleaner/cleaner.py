@@ -144,7 +144,7 @@ class Cleaner:
         start, stop = plan.first_dirty_offset, plan.first_uncleanable_offset
         self.map.fit(stop - start)
         nbytes = (stop - start + 7) // 8
-        self.latest = bytearray(nbytes) if nbytes <= self.map.memory_bytes // 8 else NO_BITS
+        self.latest = bytearray(nbytes) if nbytes <= self.map.fit_bytes // 8 else NO_BITS
         head = plan.log_start_offset
         self.progress = Progress(CLEANING, 0, 2 * (stop - start) + start - head)
         self.control.report(self.progress)

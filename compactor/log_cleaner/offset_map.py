@@ -43,6 +43,9 @@ HASH_SIZE = 16
 _HALVES = struct.Struct("<QQ")
 FIRST_HALF = struct.Struct("<Q")
 MIN_FIT_SLOTS = 1021  # a prime; the smallest table ``fit`` makes
+START_SHARE = 64  # a growing map starts at this share of the table ``fit`` allows
+GROW_LOAD = 0.5  # a growing map grows before its load passes this
+GROWTH = 4  # by this many times the table that would just do
 
 
 class Twin(Protocol):
@@ -107,6 +110,7 @@ class SkimpyOffsetMap:
         self.load_factor = load_factor
         self.budget_slots = _largest_prime_at_most(memory_bytes // BYTES_PER_ENTRY)
         self._allocate(min(self.budget_slots, MIN_FIT_SLOTS) if lazy else self.budget_slots)
+        self.fit_slots = self.slots  # where ``make_room`` may grow the table to (``fit``)
         self.size = 0
         self.latest_offset = -1
 
@@ -123,9 +127,7 @@ class SkimpyOffsetMap:
         slots = _largest_prime_at_most(memory_bytes // BYTES_PER_ENTRY)
         if slots <= self.slots:
             return False
-        old_hashes, old_offsets = self._hashes, self._offsets
-        self._allocate(slots)
-        self.size = twin.rehash(old_hashes, old_offsets, self._hashes, self._offsets)
+        self._grow(slots)
         return True
 
     @property
@@ -152,20 +154,56 @@ class SkimpyOffsetMap:
         has no more keys than offsets). When they could not fill the budget's table, a
         table just large enough for them answers exactly the same (it cannot fill either)
         and is far kinder to the caches than 128 MiB probed at random; otherwise the
-        budget's table, cleared in place. Memory never exceeds the budget."""
+        budget's table, cleared in place. Memory never exceeds the budget.
+
+        That table (``fit_slots``) is where the map may grow to, not where it starts,
+        when two of it fit the budget (a growth holds both tables for a moment): the map
+        then starts at ``1 / START_SHARE`` of it and grows as keys come (``make_room``),
+        never past it. A pass of 1M offsets over 100k keys then fills a table of 6.7 MB
+        instead of taking and zeroing one of 26.7 MB up front. It fills at the same key
+        as the whole table would, since it grows before any key could find it full."""
         slots = self.budget_slots
         if entries < int(slots * self.load_factor):
             want = _smallest_prime_at_least(math.ceil(entries / self.load_factor) + 2)
             slots = min(slots, max(want, MIN_FIT_SLOTS))
-        if slots != self.slots:
+        self.fit_slots = slots
+        start = slots
+        if 2 * slots <= self.budget_slots:
+            start = min(slots, _smallest_prime_at_least(max(MIN_FIT_SLOTS, slots // START_SHARE)))
+        if not start <= self.slots <= slots:  # else the table there is, cleared in place
             self._hashes = bytearray()  # drop the old table before taking the new one
             self._offsets = array("q")
-            self._allocate(slots)
+            self._allocate(start)
             self.size = 0
         self.clear()
 
+    @property
+    def fit_bytes(self) -> int:
+        """The bytes of the largest table this pass's map may take (``fit``)."""
+        return self.fit_slots * BYTES_PER_ENTRY
+
+    def make_room(self, keys: int) -> None:
+        """Grow the table, short of ``fit_slots``, so that ``keys`` more keys keep its load
+        under ``GROW_LOAD`` (and under the load factor, where new keys are refused): each
+        growth takes ``GROWTH`` times the table that would just do, so a pass rehashes
+        few keys, and probes stay short."""
+        if self.slots >= self.fit_slots:
+            return
+        load = min(GROW_LOAD, self.load_factor)
+        need = self.size + keys
+        if need <= int(self.slots * load):
+            return
+        want = _smallest_prime_at_least(math.ceil(need / load) * GROWTH)
+        self._grow(min(self.fit_slots, want))
+
+    def _grow(self, slots: int) -> None:
+        old_hashes, old_offsets = self._hashes, self._offsets
+        self._allocate(slots)
+        self.size = twin.rehash(old_hashes, old_offsets, self._hashes, self._offsets)
+
     def put_hash(self, digest: bytes, offset: int) -> bool:
         """Map ``digest`` to ``offset``; False (and no change) if the map is full and it is new."""
+        self.make_room(1)
         h1, h2 = _HALVES.unpack(digest)
         slots = self.slots
         slot: int = h1 * slots >> 64

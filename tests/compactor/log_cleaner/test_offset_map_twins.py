@@ -117,12 +117,36 @@ def test_fit_sizes_the_table_to_the_pass_within_the_budget() -> None:
     m = SkimpyOffsetMap(24 * 100_003, 0.9)
     assert m.slots == m.budget_slots
     m.fit(1000)  # 1000 keys cannot fill the budget: a table just large enough
-    assert m.max_entries >= 1000 and m.slots < m.budget_slots and m.size == 0
+    assert int(m.fit_slots * 0.9) >= 1000 and m.fit_slots < m.budget_slots and m.size == 0
     for i in range(1000):
         assert m.put(b"k%d" % i, i)
+    assert m.slots <= m.fit_slots
     assert m.utilization == 1000 / m.budget_slots  # of the budget, as Kafka reports it
     m.fit(10**9)  # more than the budget holds: the budget's table, cleared in place
     assert m.slots == m.budget_slots and m.size == 0 and m.get(b"k1") == -1
     assert m.put(b"k1", 5) and m.get(b"k1") == 5
     m.fit(10)
     assert m.get(b"k1") == -1 and m.memory_bytes <= 24 * 100_003
+
+
+def test_a_fitted_map_starts_small_and_grows_to_its_keys_not_its_offsets() -> None:
+    m = SkimpyOffsetMap(128 * 1024 * 1024, 0.9, lazy=True)
+    m.fit(1_000_000)  # a pass of 1M offsets: at most 1M keys
+    assert m.fit_slots > 1_000_000 and m.slots <= m.fit_slots // 32
+    for i in range(100_000):
+        assert m.put(b"key-%d" % (i % 20_000), i)
+    assert m.size == 20_000 and m.slots <= m.fit_slots // 8  # sized by its 20k keys
+    assert all(m.get(b"key-%d" % k) == 80_000 + k for k in range(20_000))
+    kept = m.slots
+    m.fit(1_000_000)  # a worker's next pass of that size: the grown table, cleared
+    assert m.slots == kept and m.size == 0 and m.get(b"key-1") == -1
+
+
+def test_a_map_whose_table_twice_over_the_budget_cannot_hold_fills_as_before() -> None:
+    m = SkimpyOffsetMap(24 * 10_007, 0.9, lazy=True)
+    m.fit(6_000)  # its table, 6,673 slots, twice over is past the budget: taken whole
+    assert m.slots == m.fit_slots == 6_673
+    m.fit(10**9)  # more than the budget holds: the budget's table, filled to its end
+    assert m.slots == m.budget_slots
+    assert all(m.put(b"k%d" % i, i) for i in range(m.max_entries))
+    assert not m.put(b"one more", 1)
