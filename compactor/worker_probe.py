@@ -2,8 +2,9 @@
 
 It reports progress, asks the server a question, sleeps while honouring a cancel, fails on
 request, and answers with what the worker's process looks like from inside (pid, nice
-value, I/O priority, cores, and the pages its heap faults in again: ``worker_heap``), so
-that the pool can be checked end to end with real processes.
+value, I/O priority, cores, and the pages its heap faults in again:
+``compactlog.malloc_tuning``), so that the pool can be checked end to end with real
+processes.
 The same three are also read on a thread of a run's pool (``fanout``): nice value, I/O
 priority and cores belong to each thread on Linux, so a run's threads must inherit them.
 """

@@ -2,12 +2,12 @@
 
 Started by ``workers.WorkerPool`` with one end of a socket pair as descriptor ``FD``. It
 lowers its priority, arranges to die with the server (``worker_os``), keeps the heap its
-jobs free (``worker_heap``), then runs the jobs it is sent one at a time until the server
-closes the pipe. A job's error goes back as ``Failed`` and the worker takes the next job;
-only a crash (or the server's kill, for a job that ignores a cancel) ends it early. The
-secondary instance of the server's store that LEDGER jobs keep open between them
-(``worker_job.metered_secondary``) is closed after ``IDLE_S`` without a job, so that it
-does not hold deleted files of the store open.
+jobs free (``compactlog.malloc_tuning``), then runs the jobs it is sent one at a time
+until the server closes the pipe. A job's error goes back as ``Failed`` and the worker
+takes the next job; only a crash (or the server's kill, for a job that ignores a cancel)
+ends it early. The secondary instance of the server's store that LEDGER jobs keep open
+between them (``worker_job.metered_secondary``) is closed after ``IDLE_S`` without a job,
+so that it does not hold deleted files of the store open.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from typing import Any
 
 from compactlog.compactor.two_phase.worker_job import SECONDARY, drop_secondary
 from compactlog.compactor.worker_cores import confine_self
-from compactlog.compactor.worker_heap import keep_freed_heap
 from compactlog.compactor.worker_link import CANCEL, Done, Failed, WorkerLink, portable
 from compactlog.compactor.worker_os import die_with_parent, lower_priority
+from compactlog.malloc_tuning import keep_freed_memory
 
 # The modules of the jobs a worker runs (both designs'): a job's unpickling would import
 # them, and the first job would wait for it.
@@ -65,7 +65,7 @@ def main(argv: list[str]) -> int:
     confine_self(argv[2] if len(argv) > 2 else "")  # first, with the priority: the
     lower_priority()  # threads started from here on inherit both
     die_with_parent(parent)
-    keep_freed_heap()  # before any job allocates (worker_heap)
+    keep_freed_memory()  # before any job allocates (compactlog.malloc_tuning)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is the server's to handle
     logging.basicConfig(
         level=os.environ.get("COMPACTLOG_LOG_LEVEL", "INFO"),

@@ -18,8 +18,9 @@ import sys
 from pathlib import Path
 from typing import IO
 
+from compactlog import malloc_tuning
 from compactlog.errors import CompactlogError, StoreLocked
-from compactlog.server import heap, malloc_tuning
+from compactlog.server import heap
 from compactlog.server.broker import Broker
 from compactlog.server.compaction.cleaner_metrics import export_cleaner_stats
 from compactlog.server.kafka.options import KafkaOptions, split_address

@@ -21,9 +21,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
+from compactlog import malloc_tuning
 from compactlog.compactor.worker_os import die_with_parent
 from compactlog.errors import CompactlogError, MalformedRequest, NotOwner
-from compactlog.server import heap, malloc_tuning
+from compactlog.server import heap
 from compactlog.server.app import lock_data_dir
 from compactlog.server.broker import Broker
 from compactlog.server.front.secret import SECRET_ENV, from_front

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.skipif(
 
 STEPS = """
 import resource, sys, threading
-from compactlog.server import malloc_tuning
+from compactlog import malloc_tuning
 assert malloc_tuning.keep_freed_memory()
 
 def steps():
