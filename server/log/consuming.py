@@ -219,7 +219,8 @@ class Consuming:
         """The next response after ``after`` and the position delivery reaches with it:
         the next one read ahead when it is that, nothing when nothing was published past
         ``after`` (an idle consumer's poll costs no storage step), else read (with the
-        ones after it) in the executor."""
+        ones after it) in the executor. Taking one read ahead may start the read of the
+        ones after them (``ReadAhead.refilling``)."""
         compacted, dispatcher = request.read_compacted, member.dispatcher
         end = member.log.visible_end()
         if end is None or (after is not None and after >= end):
@@ -227,8 +228,18 @@ class Consuming:
             return None, after
         ahead = dispatcher.ahead
         if ahead is not None:
+            if ahead.refill is not None:
+                await ahead.refilled()
+            # An ack while it waited may have dropped it (``Dispatcher.acknowledged``).
             taken = ahead.take(after, (limit, whole_to), max_bytes, compacted)
-            if taken is not None:
+            if taken is not None and dispatcher.ahead is ahead:
+                if ahead.wants_refill(end):
+                    ahead.refilling(
+                        self.run(
+                            consume_step, member.log, member.cursor, ahead.end(), limit,
+                            compacted, max_bytes, READ_AHEAD, READ_AHEAD_BYTES, whole_to,
+                        )
+                    )  # fmt: skip
                 return taken
             dispatcher.ahead = None
         ahead_n, ahead_bytes = (READ_AHEAD, READ_AHEAD_BYTES) if KEPT.room() else (0, 0)

@@ -23,7 +23,7 @@ from compactlog.server.log.service import LogService
 from compactlog.server.log.waiting import TopicSignals
 from compactlog.server.metrics import Metrics
 from compactlog.storage.config import ServerSettings
-from compactlog.storage.types import TopicKind
+from compactlog.storage.types import MessageId, TopicKind
 from compactlog.v1 import compactlog_pb2 as pb
 from tests.server.log.test_consume_cursor import Context, CountingExecutor
 
@@ -166,3 +166,74 @@ def test_a_step_reads_ahead_as_much_as_a_read_step(broker: Broker) -> None:
     broker.create_topic("t", TopicKind.LEDGER, {})
     big = [pb.Record(key=b"k%d" % i, value=bytes(64 * 1024)) for i in range(16)]
     assert asyncio.run(_steps_for(broker, "t", big, 8)) == 2
+
+
+async def _refills(broker: Broker, topic: str) -> tuple[list[int], list[int], int]:
+    """Consumes of 2 messages through 80 published: the entry ids handed out, the
+    executor steps made by the time each Consume returned, and ``KEPT`` at the end less
+    at the start (the subscription's kept responses dropped)."""
+    records = [pb.Record(key=b"k%d" % i, value=b"v%d" % i) for i in range(80)]
+    kept = read_ahead.KEPT.bytes
+    with CountingExecutor(2) as executor:
+        loop = asyncio.get_running_loop()
+        service = LogService(broker, Metrics(), executor, TopicSignals(loop), 100)
+        publish = pb.PublishRequest(topic=topic, records=records).SerializeToString()
+        await service.Publish(publish, Context())
+        before = executor.steps
+        ids: list[int] = []
+        steps = []
+        for _ in range(40):
+            req = pb.ConsumeRequest(topic=topic, subscription="s", max_messages=2)
+            reply = await service.Consume(req, Context())
+            ids += [m.id.entry_id for m in pb.ConsumeResponse.FromString(reply).messages]
+            steps.append(executor.steps - before)
+        dispatcher = service.dispatchers.get(topic, "s")
+        assert dispatcher is not None
+        dispatcher.ahead = None
+        return ids, steps, read_ahead.KEPT.bytes - kept
+
+
+@pytest.mark.parametrize(
+    "kind", [TopicKind.LEDGER, TopicKind.SEGMENTED], ids=["ledger", "segmented"]
+)
+def test_the_next_read_starts_before_the_kept_responses_run_out(
+    broker: Broker, kind: TopicKind
+) -> None:
+    """The first step reads its response and 16 more (34 messages); the step that leaves
+    4 of them kept starts the read of the next ones, so no step after waits for storage
+    on its turn; every message goes out once, in order, and what was kept or reserved
+    goes back with the subscription's read-ahead."""
+    broker.create_topic("t", kind, {})
+    ids, steps, kept = asyncio.run(_refills(broker, "t"))
+    assert ids == list(range(80))
+    first = steps[0]  # opening the subscription and the first read
+    assert steps[11] == first  # 5 responses still kept: nothing read yet
+    assert steps[12] == first + 1  # 4 kept: the next read is under way
+    assert steps[-1] == first + 2  # 80 messages: two reads after the first
+    assert kept == 0
+
+
+def test_a_read_under_way_counts_as_kept() -> None:
+    """With every kept response taken and the next read still under way, an id past
+    them may be in what it reads (``covers``: an ack of it after a rewind drops them);
+    what it found is taken in order once done, and its reservation goes back."""
+
+    async def run() -> tuple[bool, bool, list[MessageId | None], int]:
+        kept = read_ahead.KEPT.bytes
+        first, second = MessageId(0, 1), MessageId(0, 3)
+        ahead = read_ahead.ReadAhead(None, (2, 0), 1 << 20, False, [((b"ab", 2), first)])
+        read: asyncio.Future[read_ahead.Found] = asyncio.get_running_loop().create_future()
+        ahead.refilling(read)
+        reserved = read_ahead.KEPT.bytes - kept == 2 + read_ahead.READ_AHEAD_BYTES
+        taken = [ahead.take(None, (2, 0), 1 << 20, False)]
+        covered = ahead.covers(MessageId(0, 2))
+        read.set_result(([((b"cd", 2), second)], second))
+        await ahead.refilled()
+        taken.append(ahead.take(first, (2, 0), 1 << 20, False))
+        del ahead
+        return reserved, covered, [t[1] if t else None for t in taken], read_ahead.KEPT.bytes - kept
+
+    reserved, covered, reached, left = asyncio.run(run())
+    assert reserved and covered
+    assert reached == [MessageId(0, 1), MessageId(0, 3)]
+    assert left == 0
