@@ -25,19 +25,18 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 from compactlog.client import _convert as cv
-from compactlog.client.ack_sender import AckSender
 from compactlog.client.closeable import Closeable
 from compactlog.client.consume_flow import FlowStream, low_water
+from compactlog.client.consumer_acks import ConsumerAcks
 from compactlog.client.consumer_state import ConsumerState
 from compactlog.client.enums import ConsumerType
 from compactlog.client.errors import AlreadyClosed, Timeout, call
 from compactlog.client.message_id import MessageId
 from compactlog.client.prefetch import Prefetch
 from compactlog.client.reconnect import Reconnect
-from compactlog.client.shard_routes import RoutedLog
 from compactlog.client.types import Message
 from compactlog.errors import CompactlogError, InvalidArgument, NotOwner, Unimplemented
 from compactlog.v1 import compactlog_pb2 as pb
@@ -86,15 +85,8 @@ class Consumer(Closeable):
         self._closed = False
         self._closing = threading.Event()  # cuts a reconnect's wait short
         self._reconnect = Reconnect(f"consumer {state.subscription!r} of {state.topic}")
-        self._acks = AckSender(
-            self._ack_future,
-            lambda method, req: getattr(stub, method)(req, timeout=timeout),
-            address,
-            state.topic,
-            state.subscription,
-            state.unacked,  # its tick rides on the sender's thread
-            self._send_back,
-        )
+        self._acking = ConsumerAcks(stub, state, address, timeout)
+        self._acks = self._acking.sender
         self._ack_queue = self._acks.queue  # its ``failure``, read on every receive
         # Messages are pushed on a ConsumeStream (``consume_flow``); a server that does
         # not stream (UNIMPLEMENTED) is asked by Consume, one call a receiver queue.
@@ -362,51 +354,19 @@ class Consumer(Closeable):
 
     def acknowledge(self, message: cv.MessageIdLike) -> None:
         """Acknowledge one message (a ``Message``, ``MessageId`` or ``(ledger, entry)``)."""
-        self._ack(message, cumulative=False)
+        self._check_open()
+        self._acking.acknowledge(message, cumulative=False)
 
     def acknowledge_cumulative(self, message: cv.MessageIdLike) -> None:
         """Acknowledge this message and every one before it on the subscription."""
-        self._ack(message, cumulative=True)
+        self._check_open()
+        self._acking.acknowledge(message, cumulative=True)
 
     def negative_acknowledge(self, message: cv.MessageIdLike) -> None:
         """Not now: the server gives the message out again after
         ``negative_ack_redelivery_delay_ms`` (on a shared subscription, to any consumer)."""
         self._check_open()
-        self._acks.flush()
-        req = self._state.nack_request([message])
-        self._state.done_with(req.ids[0])  # not timed from now on, as in pulsar-client
-        self._negative(req)
-
-    def _negative(self, req: pb.NegativeAcknowledgeRequest) -> None:
-        call(
-            "NegativeAcknowledge",
-            self._address,
-            lambda: self._stub.NegativeAcknowledge(req, timeout=self._timeout),
-        )
-
-    def _send_back(self, ids: list[pb.MessageId]) -> None:
-        """Messages whose ack timeout ran out go out again (on the ack sender's thread).
-        A server that cannot take it now redelivers them anyway when this consumer
-        reconnects, as pulsar-client's tracker lets such a request go."""
-        with contextlib.suppress(CompactlogError):
-            self._negative(self._state.timed_out_request(ids))
-
-    def _ack_future(self, method: str, req: Any) -> Any:
-        """Acknowledge(List) sent now: its ``grpc.Future`` (at the topic's owner, when
-        routed)."""
-        stub = self._stub
-        if isinstance(stub, RoutedLog):
-            return stub.future(method, req, timeout=self._timeout)
-        return getattr(stub, method).future(req, timeout=self._timeout)
-
-    def _ack(self, message: cv.MessageIdLike, cumulative: bool) -> None:
-        self._check_open()
-        self._ack_queue.raise_failure()
-        state = self._state
-        mid = state.given_id(message)
-        if self._unacked is not None:
-            state.done_with(mid, cumulative)
-        self._acks.put(mid, cumulative)
+        self._acking.negative_acknowledge(message)
 
     def close(self) -> None:
         """Stop receiving and leave the subscription at once (``Log.CloseConsumer``):
