@@ -20,6 +20,7 @@ from pathlib import Path
 
 from rocksdict import (
     AccessType,
+    DBCompressionType,
     DBRecoveryMode,
     IngestExternalFileOptions,
     Options,
@@ -108,10 +109,22 @@ class Staged:
 Writes = Batch | Staged  # what a write builder fills
 
 
+def table_options() -> Options:
+    """Options of every table file written here: the store's own (its flushes and
+    compactions) and a compaction worker's SSTs. Blocks are LZ4-compressed: every raw
+    Read and both phases of a run decompress each block they read, and LZ4 does that
+    several times faster than RocksDB's default Snappy at about the same size (a
+    worker's run spent an eighth of its CPU in Snappy). Files written before keep their
+    own compression: a table names it, so a store of both reads as one."""
+    opts = Options(raw_mode=True)
+    opts.set_compression_type(DBCompressionType.lz4())
+    return opts
+
+
 def _options(wal_recovery: str) -> Options:
     if wal_recovery not in WAL_RECOVERY_MODES:
         raise StorageError(f"unknown WAL recovery mode {wal_recovery!r}")
-    opts = Options(raw_mode=True)
+    opts = table_options()
     opts.create_if_missing(True)
     opts.set_max_background_jobs(2)
     opts.increase_parallelism(2)
@@ -270,11 +283,15 @@ class RocksDB(RocksReads):
         self._close_lock = threading.Lock()
 
     def _open(self) -> Rdict:
+        # The column family's options given, not loaded from the store's OPTIONS file
+        # (rocksdict's way with an existing store): a store made before keeps its tables
+        # and writes new ones as ``table_options`` says.
+        families = {"default": self._opts}
         try:
             if self.read_only:
                 access = AccessType.read_only(False)
-                return Rdict(str(self.path), self._opts, access_type=access)
-            return Rdict(str(self.path), self._opts)
+                return Rdict(str(self.path), self._opts, families, access_type=access)
+            return Rdict(str(self.path), self._opts, families)
         except Exception as exc:
             if is_locked(exc):
                 raise StoreLocked(f"{self.path} is in use by another process") from None

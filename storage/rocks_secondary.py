@@ -12,7 +12,7 @@ from pathlib import Path
 from rocksdict import AccessType, Options, Rdict, SstFileWriter
 
 from compactlog.errors import StoreClosed
-from compactlog.storage.rocks import RocksReads
+from compactlog.storage.rocks import RocksReads, table_options
 from compactlog.storage.rocks_errors import open_error, wrap_error
 from compactlog.storage.writeback import Writeback
 
@@ -70,7 +70,7 @@ class SstWriter:
         compaction worker's file then reaches the disk in small pieces, and the server's
         WAL fsync (one ext4 journal with it) never waits behind the whole file."""
         self.path = path
-        self._writer = SstFileWriter(options=Options(raw_mode=True))
+        self._writer = SstFileWriter(options=table_options())
         try:
             self._writer.open(str(path))
         except Exception as exc:
