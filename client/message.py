@@ -167,16 +167,15 @@ class Message:
     def key(self) -> bytes | None:
         key = self._key
         if key is _UNSET:
-            wire = self._pb()
-            key = self._key = wire.key if wire.HasField("key") else None
+            key = self._key = _key_of(self._pb())
         return key
 
     @property
     def value(self) -> Value | _NullValue:
         value = self._value
         if value is _UNSET:
-            wire = self._pb()
-            value = self._value = Value(wire.value) if wire.HasField("value") else NULL_VALUE
+            data = _value_of_wire(self._pb())
+            value = self._value = NULL_VALUE if data is None else Value(data)
         return value
 
     @property
@@ -217,13 +216,22 @@ class Message:
         """The value's bytes; ``None`` for a null value (a tombstone when keyed)."""
         value = self._value
         if value is _UNSET:  # not converted: the wire's bytes, without a Value
-            wire = self._pb()
-            return wire.value if wire.HasField("value") else None
+            wire = self._wire
+            if wire is _UNSET:  # ``_pb`` inlined: once a message read
+                wire = self._wire = self._batch[self._at]  # type: ignore[index]
+            data: bytes = wire.value  # ``_value_of_wire`` inlined
+            return data if data or wire.HasField("value") else None
         return value()
 
     def partition_key(self) -> str | None:
         """The key as text (UTF-8, undecodable bytes escaped); ``None`` when keyless."""
-        key = self.key
+        key = self._key
+        if key is _UNSET:  # ``key`` and ``_pb`` inlined: once a message read
+            wire = self._wire
+            if wire is _UNSET:
+                wire = self._wire = self._batch[self._at]  # type: ignore[index]
+            key = wire.key  # ``_key_of`` inlined
+            key = self._key = key if key or wire.HasField("key") else None
         if key is None:
             return None
         return key.decode("utf-8", errors="surrogateescape")
@@ -282,6 +290,19 @@ class Message:
     def __reduce__(self) -> tuple[Any, ...]:
         args = (self.id, self.key, self.data(), dict(self.properties))
         return (Message, (*args, self.publish_time_ms, self.event_time_ms, self._topic))
+
+
+def _key_of(wire: pb.Message) -> bytes | None:
+    """The wire message's key; None when it has none. Its presence is asked only of an
+    empty key (one attribute read where ``HasField`` would be two calls)."""
+    key: bytes = wire.key
+    return key if key or wire.HasField("key") else None
+
+
+def _value_of_wire(wire: pb.Message) -> bytes | None:
+    """The wire message's value; None when it is null (as ``_key_of``)."""
+    value: bytes = wire.value
+    return value if value or wire.HasField("value") else None
 
 
 def _value_of(value: bytes | _NullValue | None) -> Value | _NullValue:

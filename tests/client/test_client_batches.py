@@ -76,6 +76,26 @@ def test_a_message_over_the_wire_converts_each_field_once() -> None:
     assert "ledger_id=3" in repr(msg)
 
 
+def test_empty_and_absent_keys_and_values_stay_apart_over_the_wire() -> None:
+    # An empty key or value is present (b"", ""); an absent one is None: the accessors
+    # ask the wire for presence only when the bytes are empty
+    resp = pb.ReadResponse()
+    resp.messages.add(key=b"", value=b"")
+    resp.messages.add()
+    resp.messages.add(key=b"k\xff", value=b"v")
+    for accessors in ("pulsar", "fields"):
+        empty, absent, full = messages_of(resp.messages, "t")
+        if accessors == "pulsar":
+            assert (empty.partition_key(), empty.data()) == ("", b"")
+            assert (absent.partition_key(), absent.data()) == (None, None)
+            assert (full.partition_key(), full.data()) == ("k\udcff", b"v")
+        else:
+            assert (empty.key, empty.value()) == (b"", b"")
+            assert (absent.key, absent.value()) == (None, None)
+            assert absent.is_tombstone is False and empty.is_tombstone is False
+            assert (full.key, full.value()) == (b"k\xff", b"v")
+
+
 def test_batch_receive_returns_a_response_at_a_time(client: Client, topic: str) -> None:
     ids = client.producer(topic).send_batch([(f"k{i}", b"v") for i in range(250)])
     consumer = client.subscribe(
