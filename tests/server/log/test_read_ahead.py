@@ -142,19 +142,32 @@ def test_the_bytes_kept_ahead_are_bounded_for_the_whole_server(
     assert len({kept for _steps, _ids, kept in without}) == 1  # nothing more kept
 
 
+async def _published(
+    broker: Broker, executor: CountingExecutor, topic: str, records: list[pb.Record]
+) -> LogService:
+    """A Log service over ``executor`` once ``records`` are published to ``topic``."""
+    loop = asyncio.get_running_loop()
+    service = LogService(broker, Metrics(), executor, TopicSignals(loop), 100)
+    publish = pb.PublishRequest(topic=topic, records=records).SerializeToString()
+    await service.Publish(publish, Context())
+    return service
+
+
+async def _consume_two(service: LogService, topic: str) -> list[int]:
+    """The entry ids of one Consume of 2 messages on subscription ``s``."""
+    req = pb.ConsumeRequest(topic=topic, subscription="s", max_messages=2)
+    reply = await service.Consume(req, Context())
+    return [m.id.entry_id for m in pb.ConsumeResponse.FromString(reply).messages]
+
+
 async def _steps_for(broker: Broker, topic: str, records: list[pb.Record], calls: int) -> int:
     """Executor steps of ``calls`` Consumes of 2 messages each, after one publish."""
     with CountingExecutor(2) as executor:
-        loop = asyncio.get_running_loop()
-        service = LogService(broker, Metrics(), executor, TopicSignals(loop), 100)
-        publish = pb.PublishRequest(topic=topic, records=records).SerializeToString()
-        await service.Publish(publish, Context())
+        service = await _published(broker, executor, topic, records)
         before = executor.steps
         got = []
         for _ in range(calls):
-            req = pb.ConsumeRequest(topic=topic, subscription="s", max_messages=2)
-            reply = await service.Consume(req, Context())
-            got += [m.id.entry_id for m in pb.ConsumeResponse.FromString(reply).messages]
+            got += await _consume_two(service, topic)
         assert got == list(range(2 * calls))
         return executor.steps - before
 
@@ -175,17 +188,12 @@ async def _refills(broker: Broker, topic: str) -> tuple[list[int], list[int], in
     records = [pb.Record(key=b"k%d" % i, value=b"v%d" % i) for i in range(80)]
     kept = read_ahead.KEPT.bytes
     with CountingExecutor(2) as executor:
-        loop = asyncio.get_running_loop()
-        service = LogService(broker, Metrics(), executor, TopicSignals(loop), 100)
-        publish = pb.PublishRequest(topic=topic, records=records).SerializeToString()
-        await service.Publish(publish, Context())
+        service = await _published(broker, executor, topic, records)
         before = executor.steps
         ids: list[int] = []
         steps = []
         for _ in range(40):
-            req = pb.ConsumeRequest(topic=topic, subscription="s", max_messages=2)
-            reply = await service.Consume(req, Context())
-            ids += [m.id.entry_id for m in pb.ConsumeResponse.FromString(reply).messages]
+            ids += await _consume_two(service, topic)
             steps.append(executor.steps - before)
         dispatcher = service.dispatchers.get(topic, "s")
         assert dispatcher is not None
