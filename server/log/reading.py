@@ -168,7 +168,6 @@ def consume_step(
     position moves past everything looked at. A response after the first that fails
     (a message over ``max_bytes``, a corrupt batch) is left for the step that reaches it."""
     out: list[tuple[Response, MessageId]] = []
-    size = 0
     label = f"topic {log.name!r}"
     while True:
         start = MessageId(0, 0) if after is None else after.next()
@@ -180,30 +179,45 @@ def consume_step(
             log.batches(start, stop, compacted), label, stop, limit, max_bytes=max_bytes,
             skip=skip, whole_to=whole_to,
         )  # fmt: skip
-        looked = False
-        while True:
-            try:
-                chunk = next(chunks, None)
-            except Exception:
-                if not out:
-                    raise
-                break  # read ahead into a failure: its own step raises it
-            if chunk is None or chunk.last_id is None:
-                break
-            looked = True
-            if chunk.count:
-                if out and chunk.size > max_bytes and max_bytes < MAX_RESPONSE_BYTES:
-                    break  # its step raises MESSAGE_TOO_LARGE, after these are handed out
-                check_size(chunk, max_bytes, label)
-                data = chunk.to_bytes()
-                out.append(((data, chunk.count), chunk.last_id))
-                size += len(data)
-            after = chunk.last_id
-            if out and (len(out) > ahead or size >= ahead_bytes):
-                break
+        looked, after = _gather(chunks, out, after, (ahead, ahead_bytes), max_bytes, label)
         if out or not looked:
             return out, after if out else stop
         # every record looked at was acknowledged: look on from there
+
+
+def _gather(
+    chunks: Iterator[Chunk],
+    out: list[tuple[Response, MessageId]],
+    after: MessageId | None,
+    ahead: tuple[int, int],
+    max_bytes: int,
+    label: str,
+) -> tuple[bool, MessageId | None]:
+    """``consume_step``'s responses from one scan, appended to ``out`` until ``ahead``
+    (responses beyond the first, their bytes) is reached: whether any record was looked
+    at, and the position reached."""
+    looked, size = False, sum(len(r[0][0]) for r in out)
+    while True:
+        try:
+            chunk = next(chunks, None)
+        except Exception:
+            if not out:
+                raise
+            break  # read ahead into a failure: its own step raises it
+        if chunk is None or chunk.last_id is None:
+            break
+        looked = True
+        if chunk.count:
+            if out and chunk.size > max_bytes and max_bytes < MAX_RESPONSE_BYTES:
+                break  # its step raises MESSAGE_TOO_LARGE, after these are handed out
+            check_size(chunk, max_bytes, label)
+            data = chunk.to_bytes()
+            out.append(((data, chunk.count), chunk.last_id))
+            size += len(data)
+        after = chunk.last_id
+        if out and (len(out) > ahead[0] or size >= ahead[1]):
+            break
+    return looked, after
 
 
 def redelivery_step(
