@@ -265,23 +265,8 @@ class LogCleaner:
                 plan, job.log, lambda: self.cleaner_manager.is_aborted(job.name), control
             )
             end = stats.end_offset
-        except WorkerCrashed as exc:  # not the log's fault: tried again, but said why
-            error = str(exc)
-            log.warning("cleaning of %s stopped: %s", job.name, error)
-        except (CleaningAborted, RunCancelled) as exc:
-            error = str(exc)
-        except (DiskFull, StorageUnavailable, FileLimit) as exc:  # the disk's fault, not the log's
-            error = f"{type(exc).__name__}: {exc}"
-            self.cleaner_manager.mark_uncleanable(job.name, error, damage=False)
-            log.warning(
-                "cleaning of %s failed; tried again in %.0f s: %s", job.name, FAULT_RETRY_S, error
-            )
         except Exception as exc:
-            error = f"{type(exc).__name__}: {exc}"
-            if self.cleaner_manager.mark_uncleanable(job.name, error):
-                log.exception("cleaning of %s failed; marking it uncleanable", job.name)
-            else:
-                log.warning("cleaning of %s failed again; still uncleanable: %s", job.name, error)
+            error = self._pass_failed(job.name, exc)
         finally:
             job.log.save_swaps()
             with self._lock:
@@ -289,7 +274,32 @@ class LogCleaner:
             self.cleaner_manager.done_cleaning(job.name, end)
         if end is not None:
             self.cleaner_manager.cleaned(job.name)
-        seconds = time.monotonic() - started
+        return self._record(job, stats, time.monotonic() - started, error)
+
+    def _pass_failed(self, name: str, exc: Exception) -> str:
+        """Why a pass of log ``name`` stopped, logged, and the log marked uncleanable where
+        the fault may be the log's (or, for a while, the disk's)."""
+        if isinstance(exc, WorkerCrashed):  # not the log's fault: tried again, but said why
+            log.warning("cleaning of %s stopped: %s", name, exc)
+            return str(exc)
+        if isinstance(exc, (CleaningAborted, RunCancelled)):
+            return str(exc)
+        error = f"{type(exc).__name__}: {exc}"
+        if isinstance(exc, (DiskFull, StorageUnavailable, FileLimit)):  # the disk's fault
+            self.cleaner_manager.mark_uncleanable(name, error, damage=False)
+            log.warning(
+                "cleaning of %s failed; tried again in %.0f s: %s", name, FAULT_RETRY_S, error
+            )
+        elif self.cleaner_manager.mark_uncleanable(name, error):
+            log.error("cleaning of %s failed; marking it uncleanable", name, exc_info=exc)
+        else:
+            log.warning("cleaning of %s failed again; still uncleanable: %s", name, error)
+        return error
+
+    def _record(
+        self, job: LogToClean, stats: PassStats, seconds: float, error: str | None
+    ) -> CleanerPassResult:
+        """A finished pass's result kept, its figures logged and counted, its listeners told."""
         result = _result(stats, seconds, error)
         if error is None:
             self._log_pass(job, stats, seconds)

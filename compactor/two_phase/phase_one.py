@@ -224,6 +224,29 @@ def _map_entries(
     return None
 
 
+def _map_all(
+    storage: CompactionReads,
+    inp: CompactionInput,
+    positions: list[int],
+    keys: _GrowingMap,
+    t: _Tally,
+    control: RunControl,
+    threads: int,
+) -> int | None:
+    """Every key of the input mapped, stored batches at a time where the storage reads
+    them (on ``threads``), else entry by entry; the position the map filled at, or None."""
+    retain = inp.retain_null_key
+    if isinstance(storage, BatchReads):
+        with Fanout(threads if COMPILED else 1) as fan:
+            return _map_batches(storage, inp.segments, positions, keys, retain, t, control, fan)
+    for seg, base in zip(inp.segments, positions, strict=True):
+        base -= seg.first_entry  # position of entry e: base + e
+        covered = _map_entries(storage, seg, base, keys, retain, t, control)
+        if covered is not None:
+            return covered
+    return None
+
+
 def find_winners(
     storage: CompactionReads,
     inp: CompactionInput,
@@ -252,17 +275,7 @@ def find_winners(
         keep_tombstones=inp.tombstones is not None,
     )
     t = _Tally(total)
-    covered: int | None = None
-    retain = inp.retain_null_key
-    if isinstance(storage, BatchReads):
-        with Fanout(threads if COMPILED else 1) as fan:
-            covered = _map_batches(storage, segments, positions, keys, retain, t, control, fan)
-    else:
-        for seg, base in zip(segments, positions, strict=True):
-            base -= seg.first_entry  # position of entry e: base + e
-            covered = _map_entries(storage, seg, base, keys, retain, t, control)
-            if covered is not None:
-                break
+    covered = _map_all(storage, inp, positions, keys, t, control, threads)
     if covered is not None and covered <= prefix:
         raise PhaseOneMemoryExceeded(
             f"compaction of {inp.topic!r}: phase one needs more than "
