@@ -101,8 +101,9 @@ class WorkerLink:
         self._last_phase = ""
         self._pending: Progress | None = None
         self._lock = threading.Lock()  # the pipe's both ways, and the fields above
-        self._asking = threading.Lock()  # one request at a time
-        self._waiting = False  # a request's thread is the pipe's reader
+        # One request at a time; held while its Reply is awaited, when the asking thread
+        # alone reads the pipe.
+        self._asking = threading.Lock()
         self._replies: deque[Reply] = deque()
 
     def report(self, progress: Progress) -> None:
@@ -140,7 +141,7 @@ class WorkerLink:
     def poll_cancel(self) -> bool:
         """True once the server asked this job to stop (reads what is waiting)."""
         with self._lock:
-            if not self.cancelled and not self._waiting:
+            if not self.cancelled and not self._asking.locked():
                 self._read_waiting()
             return self.cancelled
 
@@ -150,16 +151,11 @@ class WorkerLink:
 
     def request(self, body: object) -> object:
         """Ask the server; its error is raised here as itself."""
-        with self._asking:
+        with self._asking:  # taken before the send: no other thread reads the Reply
             with self._lock:
                 self._flush()
                 self.conn.send(Request(body))
-                self._waiting = True  # set with the send: no other thread reads the Reply
-            try:
-                reply = self._await_reply()
-            finally:
-                with self._lock:
-                    self._waiting = False
+            reply = self._await_reply()
         if reply.error is not None:
             raise reply.error
         return reply.value
