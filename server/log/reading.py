@@ -167,19 +167,18 @@ def consume_step(
     Only individually acknowledged records are cut out of the stored payloads; the
     position moves past everything looked at. A response after the first that fails
     (a message over ``max_bytes``, a corrupt batch) is left for the step that reaches it."""
-    out: list[tuple[Response, MessageId]] = []
     label = f"topic {log.name!r}"
     while True:
         start = MessageId(0, 0) if after is None else after.next()
         stop = log.visible_end()
         if stop is None or start > stop:
-            return out, after
+            return [], after
         skip = cursor.is_acked if cursor.acked else None
         chunks = read_chunks(
             log.batches(start, stop, compacted), label, stop, limit, max_bytes=max_bytes,
             skip=skip, whole_to=whole_to,
         )  # fmt: skip
-        looked, after = _gather(chunks, out, after, (ahead, ahead_bytes), max_bytes, label)
+        out, looked, after = _gather(chunks, after, (ahead, ahead_bytes), max_bytes, label)
         if out or not looked:
             return out, after if out else stop
         # every record looked at was acknowledged: look on from there
@@ -187,16 +186,16 @@ def consume_step(
 
 def _gather(
     chunks: Iterator[Chunk],
-    out: list[tuple[Response, MessageId]],
     after: MessageId | None,
     ahead: tuple[int, int],
     max_bytes: int,
     label: str,
-) -> tuple[bool, MessageId | None]:
-    """``consume_step``'s responses from one scan, appended to ``out`` until ``ahead``
-    (responses beyond the first, their bytes) is reached: whether any record was looked
-    at, and the position reached."""
-    looked, size = False, sum(len(r[0][0]) for r in out)
+) -> tuple[list[tuple[Response, MessageId]], bool, MessageId | None]:
+    """``consume_step``'s responses from one scan, until ``ahead`` (responses beyond the
+    first, their bytes) is reached; whether any record was looked at, and the position
+    reached."""
+    out: list[tuple[Response, MessageId]] = []
+    looked, size = False, 0
     while True:
         try:
             chunk = next(chunks, None)
@@ -217,7 +216,7 @@ def _gather(
         after = chunk.last_id
         if out and (len(out) > ahead[0] or size >= ahead[1]):
             break
-    return looked, after
+    return out, looked, after
 
 
 def redelivery_step(
