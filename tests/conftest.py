@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -128,19 +129,37 @@ class ServerProcess:
             raise RuntimeError("server did not start: " + "".join(self.stderr_lines[-20:]))
         return result[0]
 
+    def wait(self, timeout: float = 30.0) -> int:
+        """The child's exit status, once it has exited and every line it wrote to stderr
+        is in ``stderr_lines``: the drain thread lags the exit under load."""
+        assert self.proc is not None
+        code = self.proc.wait(timeout)
+        self._stderr_drain.join(timeout)  # ends when the last holder of the pipe closes it
+        return code
+
+    def logged(self, *needles: str, timeout: float = 15.0) -> list[str]:
+        """The lines of stderr holding every one of ``needles``, waiting for the first:
+        a live server's line reaches ``stderr_lines`` a moment after it is written."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = [ln for ln in self.stderr_lines if all(n in ln for n in needles)]
+            if found or time.monotonic() > deadline:
+                return found
+            time.sleep(0.02)
+
     def stop(self, timeout: float = 30.0) -> int:
         """SIGTERM and wait: the clean shutdown path."""
         assert self.proc is not None
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout)
+        return self.wait(timeout)
 
     def kill(self) -> None:
         """SIGKILL: a crash, nothing flushed by the process itself."""
         assert self.proc is not None
         if self.proc.poll() is None:
             self.proc.kill()
-        self.proc.wait()
+        self.wait()
 
     def restart(self, extra_env: dict[str, str] | None = None) -> ServerProcess:
         if self.proc is not None and self.proc.poll() is None:

@@ -431,7 +431,7 @@ def test_compaction_running_corrupt_data_shutting_down(server_factory: Any) -> N
         with pytest.raises(grpc.RpcError) as stopping:
             list(follow)
         check(stopping.value, S.UNAVAILABLE, "SHUTTING_DOWN", {"topic": "slow"}, "Read")
-        assert srv.proc.wait(30) == 0
+        assert srv.wait(30) == 0
     finally:
         api.channel.close()
 

@@ -123,7 +123,7 @@ def test_a_sealed_segment_removed_is_data_loss_never_fewer_messages(
         assert err.code() == grpc.StatusCode.DATA_LOSS
     else:
         assert len(consumed) <= base  # up to the damage, never past it
-    assert any(target.name in ln and "lost" in ln for ln in srv.stderr_lines)
+    assert srv.logged(target.name, "lost")
     assert srv.stop() == 0
 
 
@@ -153,7 +153,7 @@ def test_a_cursor_journal_cut_short_is_logged_and_reported_with_what_it_dropped(
     api = connect(srv.address)
     redelivered = api.log.Consume(request, timeout=30).messages
     assert [m.id.entry_id for m in redelivered][:1] == [6]  # after the ack of 5, not lost
-    logged = [ln for ln in srv.stderr_lines if "cursors.journal" in ln]
+    logged = srv.logged("cursors.journal")
     assert len(logged) == 1 and "cut short" in logged[0] and "'g1'" in logged[0]
     assert srv.stop() == 0
     assert check(srv.data_dir).returncode == 0

@@ -42,7 +42,7 @@ def crash_during(srv: ServerProcess, point: str, call: Callable[[Api], object]) 
         call(api)
     assert cut.value.code() == grpc.StatusCode.UNAVAILABLE  # type: ignore[attr-defined]
     api.close()
-    assert srv.proc is not None and srv.proc.wait(30) == 137
+    assert srv.wait(30) == 137
     assert any(f"crash injected at {point}" in line for line in srv.stderr_lines)
     wait_for(lambda: not any(alive(p) for p in pids), timeout=15)
 
@@ -118,7 +118,7 @@ def test_add_partitions_cut_after_the_home_slot_is_finished_at_start(
     publish(api, b"after")
     assert read_back(api) == expected((b"before", 4), (b"after", 6))
     assert len({c["retention.ms"] for c in configs(api, 6)}) == 1
-    assert any("repaired spread topic" in line for line in srv.stderr_lines)
+    assert srv.logged("repaired spread topic")
     api.close()
 
 

@@ -141,7 +141,7 @@ def test_server_crash_between_ingest_and_commit(
     api = ledger_api(srv.address)
     with pytest.raises(grpc.RpcError):
         api.compact("t")
-    assert srv.proc.wait(10) == 137
+    assert srv.wait(10) == 137
     srv.start()
     api = ledger_api(srv.address)
     assert api.keys("t") == OLD_VIEW

@@ -99,7 +99,7 @@ def test_ledger_topic_is_unknown_to_kafka(
     meta = admin.list_topics(topic=topic, timeout=10)
     assert meta.topics[topic].error.code() == ck.KafkaError.UNKNOWN_TOPIC_OR_PART
     assert topic not in admin.list_topics(timeout=10).topics
-    assert any(topic in line and "LEDGER" in line for line in kafka_server.stderr_lines)
+    assert kafka_server.logged(topic, "LEDGER")
 
 
 def test_idempotent_producer_reads_back_what_grpc_reads(

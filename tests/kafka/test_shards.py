@@ -66,7 +66,6 @@ def sharded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]
     idle = connect(srv.kafka_address)  # a client's connection still open at the stop
     assert srv.stop() == 0
     idle.close()
-    time.sleep(0.5)  # the last of stderr read
     assert not [line for line in srv.stderr_lines if "Exception in callback" in line]
 
 

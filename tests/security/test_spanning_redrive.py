@@ -46,7 +46,7 @@ def test_a_crash_left_publish_is_finished_with_tokens_on(
     publish = pb.PublishRequest(topic="prices", records=RECORDS)
     assert status_of(lambda: api.log.Publish(publish, timeout=30)) == grpc.StatusCode.UNAVAILABLE
     api.close()
-    assert srv.proc is not None and srv.proc.wait(30) == 137
+    assert srv.wait(30) == 137
     wait_for(lambda: not any(alive(p) for p in pids), timeout=15)  # shards follow their front
     srv.start()
     api = Stubs(srv.address, ADMIN, None)

@@ -33,7 +33,7 @@ def test_an_add_partitions_cut_half_way_is_finished_with_tokens_on(
         grpc.StatusCode.UNAVAILABLE
     )
     api.close()
-    assert srv.proc is not None and srv.proc.wait(30) == 137
+    assert srv.wait(30) == 137
     wait_for(lambda: not any(alive(p) for p in pids), timeout=15)
     slots = slots_of_partitions(NAME, 5, SLOT_COUNT, Placement.PARTITION)
     assert records_on_disk(srv.data_dir) != dict.fromkeys(slots, 5)
