@@ -118,6 +118,34 @@ def aio_send_async(address: str, keys: list[bytes]) -> int:
     return stored[0]
 
 
+def aio_gather_floor(count: int, per_reply: int = 1000) -> int:
+    """asyncio's own cost of the gathered shape, no I/O: ``count`` coroutines gathered,
+    each awaiting a future of its own that a reply resolves ``per_reply`` at a time (a
+    task and a future per message, as ``aio_send`` has): the floor of that row."""
+
+    async def gathered() -> int:
+        loop = asyncio.get_running_loop()
+        waiting: list[asyncio.Future[int]] = []
+        made = [0]
+
+        def reply(futures: list[asyncio.Future[int]]) -> None:
+            for future in futures:
+                future.set_result(1)
+
+        async def send() -> int:
+            future: asyncio.Future[int] = loop.create_future()
+            waiting.append(future)
+            made[0] += 1
+            if len(waiting) >= per_reply or made[0] == count:  # the last reply may be short
+                loop.call_soon(reply, waiting[:])
+                waiting.clear()
+            return await future
+
+        return sum(await asyncio.gather(*(send() for _ in range(count))))
+
+    return asyncio.run(gathered())
+
+
 def aio_send(address: str, keys: list[bytes]) -> int:
     async def sends() -> int:
         async with AsyncClient(address, timeout=600) as client:
