@@ -34,7 +34,7 @@ from compactlog.errors import CorruptData
 from compactlog.storage import keys
 from compactlog.storage.codec import ROLE_RAW, LedgerMeta
 from compactlog.storage.ledger_scans import ledgers_under
-from compactlog.storage.rocks import RocksReads
+from compactlog.storage.rocks_reads import RocksReads
 
 DIGEST = 16
 _HEAD = struct.Struct(">III")  # crc, batch_crc, count

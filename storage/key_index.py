@@ -36,7 +36,8 @@ from dataclasses import dataclass
 
 from compactlog.storage import batch as codec
 from compactlog.storage import keys
-from compactlog.storage.rocks import Batch, RocksDB, RocksReads
+from compactlog.storage.rocks import Batch, RocksDB
+from compactlog.storage.rocks_reads import RocksReads
 
 HASH = 4  # a block: one u32 hash a record
 ENTRY = 12  # a run: hash u32, entry id u64

@@ -11,7 +11,7 @@ from compactlog.errors import CorruptData
 from compactlog.storage import key_index, keys
 from compactlog.storage.codec import ROLE_RAW, LedgerMeta
 from compactlog.storage.ledger_scans import ledgers_under
-from compactlog.storage.rocks import RocksReads
+from compactlog.storage.rocks_reads import RocksReads
 
 
 class Report(Protocol):

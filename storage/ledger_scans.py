@@ -16,7 +16,7 @@ from compactlog.storage import keys
 from compactlog.storage.batch import BatchHeader
 from compactlog.storage.codec import LedgerMeta
 from compactlog.storage.ledger_topic import LedgerTopic
-from compactlog.storage.rocks import RocksReads
+from compactlog.storage.rocks_reads import RocksReads
 from compactlog.storage.types import MessageId
 
 # (position of the batch's first message in its ledger, batch bytes, checked header)

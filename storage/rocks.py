@@ -1,11 +1,13 @@
-"""The module that touches rocksdict (with ``storage.rocks_secondary``).
+"""The module that touches rocksdict (with ``storage.rocks_secondary`` and its options,
+``storage.rocks_options``).
 
 Everything else sees ``RocksDB``: bytes in, bytes out, bounded range scans, atomic batches
 and our own error types (``storage.rocks_errors``); compaction workers read through a
 ``SecondaryRocksDB`` and write ``SstWriter`` files the server ingests (their side is
 ``storage.rocks_secondary``, the only other module that imports rocksdict). Nothing read back is
 trusted (checksums verified, every scan's end checked, the WAL replayed in
-absolute-consistency mode), and a write the disk refused is answered with its cause until
+absolute-consistency mode but for a crash's torn last record, ``storage.wal_tail``), and a
+write the disk refused is answered with its cause until
 the store reopens (``storage.store_recovery``). docs/architecture.md ("LEDGER topics: the
 RocksDB layout" and "Data integrity") tells the long story.
 """
@@ -14,35 +16,33 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import logging
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 from rocksdict import (
     AccessType,
-    DBCompressionType,
-    DBRecoveryMode,
     IngestExternalFileOptions,
-    Options,
     Rdict,
-    RdictIter,
-    ReadOptions,
     WriteBatch,
     WriteOptions,
 )
 
 from compactlog.errors import (
     CompactlogError,
-    StorageError,
+    CorruptData,
     StorageUnavailable,
     StoreClosed,
     StoreLocked,
 )
 from compactlog.storage import file_limits
 from compactlog.storage.rocks_errors import is_locked, open_error, wrap_error
+from compactlog.storage.rocks_options import TOLERATE_TAIL, store_options
+from compactlog.storage.rocks_reads import RocksReads
 from compactlog.storage.store_recovery import StoreFault, is_fault
+from compactlog.storage.wal_tail import SyncedMark, crash_tail
 
-WAL_RECOVERY_MODES = ("absolute-consistency", "point-in-time")
+log = logging.getLogger(__name__)
 
 
 class Batch:
@@ -109,164 +109,6 @@ class Staged:
 Writes = Batch | Staged  # what a write builder fills
 
 
-def table_options() -> Options:
-    """Options of every table file written here: the store's own (its flushes and
-    compactions) and a compaction worker's SSTs. Blocks are LZ4-compressed: every raw
-    Read and both phases of a run decompress each block they read, and LZ4 does that
-    several times faster than RocksDB's default Snappy at about the same size (a
-    worker's run spent an eighth of its CPU in Snappy). Files written before keep their
-    own compression: a table names it, so a store of both reads as one."""
-    opts = Options(raw_mode=True)
-    opts.set_compression_type(DBCompressionType.lz4())
-    return opts
-
-
-def _options(wal_recovery: str) -> Options:
-    if wal_recovery not in WAL_RECOVERY_MODES:
-        raise StorageError(f"unknown WAL recovery mode {wal_recovery!r}")
-    opts = table_options()
-    opts.create_if_missing(True)
-    opts.set_max_background_jobs(2)
-    opts.increase_parallelism(2)
-    opts.set_paranoid_checks(True)
-    if file_limits.BUDGET is not file_limits.UNLIMITED:  # a server: its share of the limit
-        opts.set_max_open_files(file_limits.BUDGET.table_files)
-    mode = (
-        DBRecoveryMode.absolute_consistency()
-        if wal_recovery == "absolute-consistency"
-        else DBRecoveryMode.point_in_time()
-    )
-    opts.set_wal_recovery_mode(mode)
-    return opts
-
-
-class RocksReads:
-    """The read side shared by the primary and a secondary instance."""
-
-    path: Path
-    _db: Rdict | None
-
-    fault: StoreFault | None = None
-
-    @property
-    def db(self) -> Rdict:
-        if self._db is None:
-            if self.fault is not None and self.fault.error is not None:
-                raise StorageUnavailable(
-                    f"the store {self.path} is being reopened after: {self.fault.error}",
-                    path=self.path,
-                )
-            raise StoreClosed("the store is closed")
-        return self._db
-
-    @staticmethod
-    def _read_options(upper: bytes | None = None, fill_cache: bool = True) -> ReadOptions:
-        ro = ReadOptions()
-        ro.set_verify_checksums(True)
-        if upper is not None:
-            ro.set_iterate_upper_bound(upper)
-        if not fill_cache:  # rocksdict's stub leaves out the flag its binding takes (v)
-            ro.fill_cache(False)  # type: ignore[call-arg]
-        return ro
-
-    def get(self, key: bytes) -> bytes | None:
-        try:
-            value: bytes | None = self.db.get(key, read_opt=self._read_options())
-            return value
-        except StoreClosed:
-            raise
-        except Exception as exc:
-            raise wrap_error(exc, f"reading key {key[:40]!r}") from None
-
-    def _iter(self, upper: bytes | None, fill_cache: bool = True) -> RdictIter:
-        return self.db.iter(self._read_options(upper, fill_cache))
-
-    @staticmethod
-    def _check_status(it: RdictIter, begin: bytes) -> None:
-        """An iterator that went invalid: the end of the range, or an unreadable block."""
-        try:
-            it.status()
-        except Exception as exc:
-            raise wrap_error(exc, f"scanning from key {begin[:40]!r}") from None
-
-    def scan(
-        self, begin: bytes, end: bytes, fill_cache: bool = True
-    ) -> Iterator[tuple[bytes, bytes]]:
-        """Items with begin <= key < end, in key order.
-
-        A live iterator is a point-in-time view, so the scan never sees writes made
-        after it started (rocksdict's Snapshot iteration does; see ECOSYSTEM.md). An
-        unreadable block on the way is ``CorruptData`` (see the module docstring).
-        ``fill_cache=False`` leaves the block cache as it was: a long scan that reads
-        each block once (a reader's pass over stored batches) would only evict what
-        point reads keep there, and fault in fresh memory for blocks nobody reads again.
-        """
-        it = self._iter(end, fill_cache)
-        it.seek(begin)
-        valid, nxt, key, value = it.valid, it.next, it.key, it.value
-        while valid():
-            yield key(), value()
-            nxt()
-        self._check_status(it, begin)
-
-    def scan_keys(self, begin: bytes, end: bytes) -> Iterator[bytes]:
-        it = self._iter(end)
-        it.seek(begin)
-        while it.valid():
-            yield it.key()
-            it.next()
-        self._check_status(it, begin)
-
-    def scan_reverse(self, begin: bytes, end: bytes) -> Iterator[tuple[bytes, bytes]]:
-        """Items with begin <= key < end, largest key first (rocksdict's backwards
-        iteration ignores a lower bound, so it is checked here)."""
-        it = self._iter(None)
-        it.seek_for_prev(end)
-        while it.valid():
-            key: bytes = it.key()
-            if key < begin:
-                return
-            if key < end:
-                yield key, it.value()
-            it.prev()
-        self._check_status(it, end)
-
-    def last_key(self, begin: bytes, end: bytes) -> bytes | None:
-        """The largest key in [begin, end), or None (backwards iteration ignores the
-        lower bound in rocksdict, so it is checked here)."""
-        it = self._iter(None)
-        it.seek_for_prev(end)
-        while it.valid():
-            key: bytes = it.key()
-            if key < end:
-                return key if key >= begin else None
-            it.prev()
-        self._check_status(it, end)
-        return None
-
-    def seeker(self, end: bytes) -> Seeker:
-        """One point-in-time iterator below ``end`` that may be sought many times (a key
-        index lookup sees one ledger's index as one consistent state)."""
-        return Seeker(self._iter(end))
-
-
-class Seeker:
-    """A live iterator sought again and again; each scan runs to its caller's stop."""
-
-    def __init__(self, it: RdictIter) -> None:
-        self._it = it
-
-    def scan_from(self, begin: bytes) -> Iterator[tuple[bytes, bytes]]:
-        """Items from ``begin`` on (up to the seeker's end); the caller stops early or
-        drains it before seeking again. An unreadable block is ``CorruptData``."""
-        it = self._it
-        it.seek(begin)
-        while it.valid():
-            yield it.key(), it.value()
-            it.next()
-        RocksReads._check_status(it, begin)
-
-
 class RocksDB(RocksReads):
     """A RocksDB directory opened read-write by this process (or read-only, for tools)."""
 
@@ -275,27 +117,46 @@ class RocksDB(RocksReads):
     ) -> None:
         self.path = path
         self.read_only = read_only
-        self._opts = _options(wal_recovery)
+        self._wal_recovery = wal_recovery
         self._db: Rdict | None = self._open()
+        # Past every acknowledged write: how an open tells a crash's torn tail (wal_tail).
+        self._mark = None if read_only else SyncedMark(path)
         self.fault = StoreFault(path)
         self._sync_opts = WriteOptions()
         self._sync_opts.sync = True
         self._close_lock = threading.Lock()
 
     def _open(self) -> Rdict:
-        # The column family's options given, not loaded from the store's OPTIONS file
-        # (rocksdict's way with an existing store): a store made before keeps its tables
-        # and writes new ones as ``table_options`` says.
-        families = {"default": self._opts}
+        """Open in the configured mode; where that refuses a WAL and its one flaw is a
+        crash's unsynced last record (``wal_tail.crash_tail``), open again dropping it."""
         try:
-            if self.read_only:
-                access = AccessType.read_only(False)
-                return Rdict(str(self.path), self._opts, families, access_type=access)
-            return Rdict(str(self.path), self._opts, families)
+            return self._open_as(self._wal_recovery)
         except Exception as exc:
             if is_locked(exc):
                 raise StoreLocked(f"{self.path} is in use by another process") from None
-            raise open_error(self.path, exc) from None
+            error = open_error(self.path, exc)
+        tail = None
+        if isinstance(error, CorruptData) and self._wal_recovery == "absolute-consistency":
+            tail = crash_tail(self.path)
+        if tail is None:
+            raise error
+        try:
+            db = self._open_as(TOLERATE_TAIL)
+        except Exception:
+            raise error from None
+        log.warning("RocksDB store %s: %s", self.path, tail.describe())
+        return db
+
+    def _open_as(self, wal_recovery: str) -> Rdict:
+        # The column family's options given, not loaded from the store's OPTIONS file
+        # (rocksdict's way with an existing store): a store made before keeps its tables
+        # and writes new ones as ``table_options`` says.
+        opts = store_options(wal_recovery)
+        families = {"default": opts}
+        if self.read_only:
+            access = AccessType.read_only(False)
+            return Rdict(str(self.path), opts, families, access_type=access)
+        return Rdict(str(self.path), opts, families)
 
     def _failed(self, exc: Exception) -> CompactlogError:
         """rocksdict's error as ours; a fault that leaves RocksDB refusing writes is kept,
@@ -333,6 +194,7 @@ class RocksDB(RocksReads):
         try:
             if sync:
                 self.db.write(batch._wb, self._sync_opts)
+                self._synced(self.db.latest_sequence_number())
             else:
                 self.db.write(batch._wb)
         except (StoreClosed, StorageUnavailable):
@@ -352,11 +214,24 @@ class RocksDB(RocksReads):
         """
         self._writable()
         try:
+            written = self.db.latest_sequence_number()  # every write up to it is whole
             self.db.flush_wal(True)
         except (StoreClosed, StorageUnavailable):
             raise
         except Exception as exc:
             raise self._failed(exc) from None
+        self._synced(written)
+
+    def _synced(self, seq: int) -> None:
+        """The mark past every write up to ``seq``, before any of them is answered. The
+        mark only tells damage from a crash at the next open: a failure to write it
+        fails no write, it is logged (and that open tells less)."""
+        if self._mark is None:
+            return
+        try:
+            self._mark.advance(seq)
+        except OSError as exc:
+            log.warning("RocksDB store %s: the WAL's synced mark not written: %s", self.path, exc)
 
     def flush(self) -> None:
         """Write the memtable to a table file (SST) and wait for it."""
@@ -406,6 +281,8 @@ class RocksDB(RocksReads):
                 # the fault, and what failed was never acknowledged; nothing more to save
             finally:
                 del db
+                if self._mark is not None:
+                    self._mark.close()
                 _collect_holders(self.path)
 
 

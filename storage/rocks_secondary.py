@@ -12,8 +12,9 @@ from pathlib import Path
 from rocksdict import AccessType, Options, Rdict, SstFileWriter
 
 from compactlog.errors import StoreClosed
-from compactlog.storage.rocks import RocksReads, table_options
 from compactlog.storage.rocks_errors import open_error, wrap_error
+from compactlog.storage.rocks_options import table_options
+from compactlog.storage.rocks_reads import RocksReads
 from compactlog.storage.writeback import Writeback
 
 __all__ = ["SecondaryRocksDB", "SstWriter"]

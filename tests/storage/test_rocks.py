@@ -174,7 +174,7 @@ def _compression_of(sst: Path) -> bytes:
 
 def test_the_store_and_a_workers_tables_are_lz4_compressed(tmp_path: Path) -> None:
     # LZ4 decompresses several times faster than the default Snappy: every Read and
-    # both phases of a run decompress each block they read (storage.rocks.table_options)
+    # both phases of a run decompress each block they read (storage.rocks_options.table_options)
     db = RocksDB(tmp_path / "store")
     for i in range(2000):
         db.put(b"k%05d" % i, b"value %d " % i * 20)

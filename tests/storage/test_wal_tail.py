@@ -1,0 +1,158 @@
+"""A crash's torn last WAL record against a WAL cut by damage (``storage.wal_tail``).
+
+Each store here is written by a real process that then dies without closing it
+(``os._exit``, what a kill leaves: every completed write in the file, nothing synced at
+exit): five synced writes, each answered only after its sync, and one more written
+unsynced, as a write in flight when the process dies. Cutting the WAL inside that last
+record is what a kill in the middle of RocksDB's write leaves; cutting into a synced one
+is damage.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from compactlog.errors import CorruptData
+from compactlog.storage.rocks import RocksDB
+from compactlog.storage.wal_tail import MARK_NAME, SyncedMark, crash_tail, wal_end
+
+VALUE = 50_000  # each record spans blocks: FIRST, MIDDLE and LAST fragments
+WRITER = f"""
+import os, sys
+from pathlib import Path
+from compactlog.storage.rocks import Batch, RocksDB
+db = RocksDB(Path(sys.argv[1]))
+for i in range(5):
+    batch = Batch()
+    batch.put(b"k%d" % i, bytes([i]) * {VALUE})
+    db.write(batch, sync=True)
+if sys.argv[2] == "in-flight":
+    batch = Batch()
+    batch.put(b"k5", b"x" * {VALUE})
+    db.write(batch)
+os._exit(0)
+"""
+SYNCED = [b"k%d" % i for i in range(5)]
+
+
+def crashed_store(path: Path, in_flight: bool = True) -> Path:
+    """A store as its process left it when it died (see the module docstring)."""
+    mode = "in-flight" if in_flight else "synced"
+    subprocess.run([sys.executable, "-c", WRITER, str(path), mode], check=True, timeout=60)
+    return path
+
+
+def newest_wal(store: Path) -> Path:
+    return max(store.glob("*.log"), key=lambda p: p.name)
+
+
+def cut(store: Path, size_less: int) -> None:
+    wal = newest_wal(store)
+    with open(wal, "r+b") as fh:
+        fh.truncate(wal.stat().st_size - size_less)
+
+
+def keys_of(store: Path) -> list[bytes]:
+    db = RocksDB(store)
+    try:
+        return sorted(k for k, _ in db.scan(b"", b"\xff"))
+    finally:
+        db.close()
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return crashed_store(tmp_path_factory.mktemp("wal") / "store")
+
+
+def copy_of(template: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(template, tmp_path / "store"))
+
+
+def test_the_whole_wal_of_a_crash_ends_whole_and_the_mark_covers_the_synced(
+    template: Path,
+) -> None:
+    assert wal_end(newest_wal(template).read_bytes()).torn == 0
+    assert SyncedMark.read(template) == 5  # the sequence of the fifth synced write
+
+
+def last_record_size(template: Path) -> int:
+    data = newest_wal(template).read_bytes()
+    return wal_end(data[:-1]).torn + 1
+
+
+# What is left of the last record: most of it (its LAST fragment cut), a MIDDLE's worth,
+# its FIRST's header and sequence (read there), its header and a byte (the sequence told
+# from the record before), part of its header: each a write the process was making.
+@pytest.mark.parametrize("left", ["all but 1", 30_000, 1_000, 15, 8, 5])
+def test_a_crashs_torn_last_record_is_dropped_and_the_store_opens(
+    template: Path, tmp_path: Path, left: int | str, caplog: pytest.LogCaptureFixture
+) -> None:
+    size = last_record_size(template)
+    store = copy_of(template, tmp_path)
+    cut(store, 1 if left == "all but 1" else size - int(left))
+    with caplog.at_level(logging.WARNING, logger="compactlog.storage.rocks"):
+        assert keys_of(store) == SYNCED  # every acknowledged write, nothing torn
+    (line,) = [r.getMessage() for r in caplog.records if "cut short by a crash" in r.message]
+    assert newest_wal(template).name in line and "sequence 6" in line
+    assert keys_of(store) == SYNCED  # and again, its WAL now whole
+
+
+@pytest.mark.parametrize("into", [10, 30_000, VALUE + 100])
+def test_a_cut_into_an_acknowledged_record_still_refuses_the_start(
+    template: Path, tmp_path: Path, into: int
+) -> None:
+    store = copy_of(template, tmp_path)
+    cut(store, last_record_size(template) + into)
+    with pytest.raises(CorruptData, match="is damaged and was not opened"):
+        RocksDB(store)
+
+
+def test_a_cut_into_the_last_record_when_it_was_synced_refuses_the_start(
+    tmp_path: Path,
+) -> None:
+    store = crashed_store(tmp_path / "store", in_flight=False)
+    cut(store, 1)  # the fifth synced write: damage, not a crash
+    with pytest.raises(CorruptData, match="is damaged and was not opened"):
+        RocksDB(store)
+
+
+def test_an_older_wal_cut_short_is_damage_whatever_the_newest_holds(
+    template: Path, tmp_path: Path
+) -> None:
+    store = copy_of(template, tmp_path)
+    cut(store, 1000)
+    assert crash_tail(store) is not None
+    shutil.copy(newest_wal(template), store / "999999.log")  # a whole WAL after it
+    assert crash_tail(store) is None
+
+
+def test_a_store_without_a_mark_takes_a_torn_tail_one_with_a_bad_mark_does_not(
+    template: Path, tmp_path: Path
+) -> None:
+    store = copy_of(template, tmp_path)
+    cut(store, 1000)
+    (store / MARK_NAME).unlink()  # a store made before the mark
+    assert keys_of(store) == SYNCED
+    store = copy_of(template, tmp_path / "bad")
+    cut(store, 1000)
+    mark = store / MARK_NAME
+    mark.write_bytes(mark.read_bytes()[:-1] + b"\x00")  # its CRC fails
+    with pytest.raises(CorruptData):
+        RocksDB(store)
+
+
+def test_point_in_time_recovery_is_left_as_the_operator_chose(
+    template: Path, tmp_path: Path
+) -> None:
+    store = copy_of(template, tmp_path)
+    cut(store, last_record_size(template) + 10)  # damage, which point-in-time takes
+    db = RocksDB(store, "point-in-time")
+    assert len(list(db.scan(b"", b"\xff"))) < 5
+    db.close()
