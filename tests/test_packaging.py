@@ -1,7 +1,8 @@
 """What the distribution carries and what it lets be imported.
 
-The wheel and the sdist ship the API's .proto (package data under compactlog/proto) and
-the licence; the repository's top-level folders import only as ``compactlog.*``."""
+The wheel and the sdist ship the API's .proto (package data under compactlog/proto), the
+JVM reader's Java sources and the licence; the repository's top-level folders import
+only as ``compactlog.*``."""
 
 from __future__ import annotations
 
@@ -20,6 +21,12 @@ from compactlog import protos
 
 REPO = Path(__file__).resolve().parent.parent
 PROTO = "compactlog/proto/compactlog/v1/compactlog.proto"
+# the JVM reader's sources, compiled when the Spark source is registered (docs/spark.md)
+JVM = {
+    "compactlog/spark/jvm/src/io/compactlog/spark/CompactlogProvider.java",
+    "compactlog/spark/jvm/resources/META-INF/services/"
+    "org.apache.spark.sql.sources.DataSourceRegister",
+}
 APACHE_2_MD5 = "3b83ef96387f14655fc854ddc3c6bd57"  # the text as apache.org publishes it
 # compactlog/<name> -> ../<folder>: the linked subpackages (compactlog/proto is data)
 LINKED = sorted(
@@ -87,7 +94,7 @@ def test_wheel_and_sdist_ship_the_proto_and_the_licence(tmp_path: Path) -> None:
     with tarfile.open(sdist) as tar:
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
         tar.extractall(tmp_path / "unpacked", filter="data")
-    assert {PROTO, "LICENSE", "NOTICE"} <= names
+    assert {PROTO, "LICENSE", "NOTICE", *JVM} <= names
     # a wheel built from the sdist (what pip does with it) has them too
     (unpacked,) = (tmp_path / "unpacked").iterdir()
     build(unpacked, tmp_path / "from-sdist", "wheel")
@@ -96,6 +103,7 @@ def test_wheel_and_sdist_ship_the_proto_and_the_licence(tmp_path: Path) -> None:
             files = set(zipped.namelist())
             assert zipped.read(PROTO) == (REPO / "proto" / protos.API_PROTO).read_bytes()
         assert {"compactlog-0.1.0.dist-info/licenses/LICENSE", "compactlog/py.typed"} <= files
+        assert files >= JVM, wheel.parent.name
         top = {name.split("/", 1)[0] for name in files}
         assert top == {"compactlog", "compactlog-0.1.0.dist-info"}, top
         if shutil.which("cc") or shutil.which("gcc"):

@@ -16,6 +16,15 @@ A batch read is cut into about one Spark partition per core of the session
 (``defaultParallelism``), read here when the source is registered: register again after
 the cluster grows, or set ``entriesPerPartition``.
 
+Batch reads go through a JVM reader where it can be built (``compactlog.spark.jar``:
+``javac`` and Spark's jars, compiled once into a per-user cache): ``register`` adds its
+jar to the session, where it answers to ``compactlog``, and registers the Python source
+as ``compactlog-python``; the JVM provider reads the common batch read itself (columnar,
+only the columns used) and hands the Python source every other read, every stream and
+every write. Where the jar cannot be had (no ``javac``, ``COMPACTLOG_SPARK_JVM=0``, a
+Spark without the classes it needs, a Spark Connect session) the Python source is
+``compactlog`` as before, and one logged line says why.
+
 Spark's Python workers run ``PYSPARK_PYTHON`` (``python3`` on the PATH by default), which
 need not be the interpreter that has compactlog and pyarrow: ``register`` points them at
 the driver's own interpreter unless the user chose one (``PYSPARK_PYTHON`` or
@@ -24,6 +33,7 @@ the driver's own interpreter unless the user chose one (``PYSPARK_PYTHON`` or
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from typing import TYPE_CHECKING
@@ -31,7 +41,12 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["register"]
+__all__ = ["PYTHON_NAME", "register"]
+
+log = logging.getLogger(__name__)
+# The Python source's name where the JVM provider is ``compactlog`` (its Java twin:
+# CompactlogProvider.PYTHON_NAME).
+PYTHON_NAME = "compactlog-python"
 
 
 def register(spark: SparkSession) -> SparkSession:
@@ -39,8 +54,41 @@ def register(spark: SparkSession) -> SparkSession:
     from compactlog.spark.source import CompactlogDataSource
 
     _use_driver_interpreter(spark)
-    spark.dataSource.register(CompactlogDataSource.with_cores(_cores(spark)))
+    cores = _cores(spark)
+    if _add_jvm_reader(spark):
+        spark.dataSource.register(CompactlogDataSource.with_cores(cores, PYTHON_NAME))
+        return spark
+    try:
+        spark.dataSource.register(CompactlogDataSource.with_cores(cores))
+    except Exception as exc:  # the JVM provider came into the session earlier
+        if "DATA_SOURCE_ALREADY_EXISTS" not in str(exc):
+            raise
+        log.warning("compactlog: but the JVM reader was in this session already: it stays")
+        spark.dataSource.register(CompactlogDataSource.with_cores(cores, PYTHON_NAME))
     return spark
+
+
+def _add_jvm_reader(spark: SparkSession) -> bool:
+    """Add the JVM reader's jar to ``spark``; False, with one logged line saying why,
+    where the Python source has to serve ``compactlog``."""
+    from pyspark.errors import PySparkNotImplementedError
+
+    from compactlog.spark.jar import NoJar, jar
+
+    try:
+        try:
+            spark.sparkContext  # noqa: B018 -- Spark Connect has none
+        except PySparkNotImplementedError:
+            raise NoJar("a Spark Connect session (its server would need the jar)") from None
+        path = jar(spark.version)
+        try:
+            spark.sql(f"ADD JAR '{path}'")
+        except Exception as exc:  # never the user's query's failure: the Python source
+            raise NoJar(f"ADD JAR {path} failed: {str(exc).splitlines()[0]}") from None
+    except NoJar as why:
+        log.warning("compactlog: the Python source reads format('compactlog'): %s", why)
+        return False
+    return True
 
 
 def _cores(spark: SparkSession) -> int:

@@ -70,22 +70,27 @@ class CompactlogDataSource(DataSource):  # type: ignore[misc]
     ``cores`` is the session's ``defaultParallelism`` (0: unknown), which sizes a read's
     Spark partitions. Spark plans a Python source's reads in a Python worker that cannot
     ask the session, so ``with_cores`` bakes the number into a subclass when the source
-    is registered: Spark pickles the registered class by value, attribute included."""
+    is registered: Spark pickles the registered class by value, attributes included.
+    ``short_name`` is the name it is registered under: ``compactlog``, or
+    ``compactlog-python`` where the JVM reader answers to ``compactlog`` and hands it
+    what its scan does not take (``compactlog.spark.register``)."""
 
     cores: ClassVar[int] = 0
+    short_name: ClassVar[str] = "compactlog"
 
     @classmethod
     def name(cls) -> str:
-        return "compactlog"
+        return cls.short_name
 
     @classmethod
-    def with_cores(cls, cores: int) -> type[CompactlogDataSource]:
-        """The source for a session of ``cores`` task slots."""
+    def with_cores(cls, cores: int, name: str = "compactlog") -> type[CompactlogDataSource]:
+        """The source for a session of ``cores`` task slots, registered as ``name``."""
 
         class SessionSource(cls):  # type: ignore[valid-type,misc]
             pass
 
         SessionSource.cores = cores
+        SessionSource.short_name = name
         return SessionSource
 
     def schema(self) -> str:

@@ -137,8 +137,8 @@ final class BatchBuilder {
 
   /** The properties map entries (field 4) of one message, in wire order (as _columns.c). */
   private static void properties(WritableColumnVector v, int row, byte[] buf, int from, int to) {
-    WritableColumnVector keys = (WritableColumnVector) v.getChild(0);
-    WritableColumnVector values = (WritableColumnVector) v.getChild(1);
+    WritableColumnVector keys = v.getChild(0);
+    WritableColumnVector values = v.getChild(1);
     int first = keys.getElementsAppended();
     Wire.Reader f = new Wire.Reader(buf, from, to);
     while (f.next()) {

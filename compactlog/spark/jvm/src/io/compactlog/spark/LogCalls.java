@@ -7,6 +7,7 @@ import java.io.UncheckedIOException;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
+import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import org.sparkproject.connect.grpc.CallOptions;
 import org.sparkproject.connect.grpc.ClientInterceptors;
@@ -16,13 +17,15 @@ import org.sparkproject.connect.grpc.KnownLength;
 import org.sparkproject.connect.grpc.ManagedChannel;
 import org.sparkproject.connect.grpc.Metadata;
 import org.sparkproject.connect.grpc.MethodDescriptor;
+import org.sparkproject.connect.grpc.Status;
+import org.sparkproject.connect.grpc.StatusRuntimeException;
 import org.sparkproject.connect.grpc.netty.NettyChannelBuilder;
 import org.sparkproject.connect.grpc.stub.ClientCalls;
 import org.sparkproject.connect.grpc.stub.MetadataUtils;
 
 /**
- * One channel to a compactlog server and the two calls the reader makes: GetTopicLayout
- * (planning) and Read (a task's range). The calls use gRPC-java shaded inside Spark
+ * One channel to a compactlog server and the calls the reader makes: GetTopic and
+ * GetTopicLayout (planning, on the driver) and Read (a task's range). The calls use gRPC-java shaded inside Spark
  * Connect's jar, with byte[] marshallers: no generated stubs, responses stay bytes.
  */
 final class LogCalls implements AutoCloseable {
@@ -51,8 +54,14 @@ final class LogCalls implements AutoCloseable {
       };
   private static final MethodDescriptor<byte[], byte[]> READ =
       method("compactlog.v1.Log/Read", MethodDescriptor.MethodType.SERVER_STREAMING);
+  private static final MethodDescriptor<byte[], byte[]> TOPIC =
+      method("compactlog.v1.TopicAdmin/GetTopic", MethodDescriptor.MethodType.UNARY);
   private static final MethodDescriptor<byte[], byte[]> LAYOUT =
       method("compactlog.v1.CompactionEngine/GetTopicLayout", MethodDescriptor.MethodType.UNARY);
+
+  // codes under which the layout is not ours to see (connection.py's _NOT_PERMITTED)
+  private static final Set<Status.Code> NOT_PERMITTED =
+      Set.of(Status.Code.PERMISSION_DENIED, Status.Code.UNAUTHENTICATED, Status.Code.UNIMPLEMENTED);
 
   private final ManagedChannel managed;
   private final Channel channel;
@@ -85,14 +94,33 @@ final class LogCalls implements AutoCloseable {
         .build();
   }
 
-  /** The raw ledgers of a LEDGER topic: {ledger, first entry, last entry} each. */
-  List<long[]> rawLedgers(String topic) {
-    byte[] layout =
+  /** GetTopic: the topic's shape; a StatusRuntimeException where it fails. */
+  LogShape topic(String name) {
+    return LogShape.parse(
         ClientCalls.blockingUnaryCall(
-            channel,
-            LAYOUT,
-            CallOptions.DEFAULT.withDeadlineAfter(60, TimeUnit.SECONDS),
-            Wire.layoutRequest(topic));
+            channel, TOPIC, CallOptions.DEFAULT.withDeadlineAfter(60, TimeUnit.SECONDS),
+            Wire.nameRequest(name)));
+  }
+
+  /**
+   * The raw ledgers of a LEDGER topic: {ledger, first entry, last entry} each; null where
+   * this token may not see the layout (it only guides where ranges are cut).
+   */
+  List<long[]> rawLedgers(String topic) {
+    byte[] layout;
+    try {
+      layout =
+          ClientCalls.blockingUnaryCall(
+              channel,
+              LAYOUT,
+              CallOptions.DEFAULT.withDeadlineAfter(60, TimeUnit.SECONDS),
+              Wire.nameRequest(topic));
+    } catch (StatusRuntimeException e) {
+      if (NOT_PERMITTED.contains(e.getStatus().getCode())) {
+        return null;
+      }
+      throw e;
+    }
     List<long[]> out = new ArrayList<>();
     Wire.Reader r = new Wire.Reader(layout, 0, layout.length);
     while (r.next()) {
@@ -111,8 +139,8 @@ final class LogCalls implements AutoCloseable {
   }
 
   /** The serialized ReadResponses from (ledger, entry); cancelled by close(). */
-  Iterator<byte[]> read(String topic, long ledger, long entry, boolean compacted, long limit) {
-    byte[] req = Wire.readRequest(topic, ledger, entry, compacted, limit);
+  Iterator<byte[]> read(String topic, Position start, boolean compacted, long limit) {
+    byte[] req = Wire.readRequest(topic, start.ledger(), start.entry(), compacted, limit);
     reading = Context.current().withCancellation();
     Context previous = reading.attach();
     try {

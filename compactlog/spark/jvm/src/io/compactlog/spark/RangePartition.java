@@ -2,11 +2,18 @@ package io.compactlog.spark;
 
 import org.apache.spark.sql.connector.read.InputPartition;
 
-/** Messages with ids in [start, end) of the topic; ids within a ledger are dense. */
-record RangePartition(long startLedger, long startEntry, long endLedger, long endEntry)
-    implements InputPartition {
-  /** The most messages the range can hold where it stays in one ledger (0: not known). */
-  long limit() {
-    return startLedger == endLedger ? endEntry - startEntry : 0;
-  }
-}
+/**
+ * One Spark partition: messages of one topic partition with ids in [start, end).
+ * {@code topic} and {@code partition} are the columns' values (the name the option gave,
+ * -1 where not partitioned), {@code log} the topic the server stores it as; {@code limit}
+ * (0: none) bounds the count where the ids tell it (planning.py's ReadRange).
+ */
+record RangePartition(
+    String topic,
+    int partition,
+    String log,
+    Position start,
+    Position end,
+    boolean compacted,
+    long limit)
+    implements InputPartition {}

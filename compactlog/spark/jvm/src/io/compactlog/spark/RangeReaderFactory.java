@@ -8,7 +8,10 @@ import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
 
-/** Columnar readers only: a task reads its range as one ColumnarBatch per Read response. */
+/**
+ * Columnar readers only: a task reads its range with one Read stream over a channel of
+ * its own, and hands Spark one ColumnarBatch per Read response (BatchBuilder).
+ */
 final class RangeReaderFactory implements PartitionReaderFactory {
   private final ReadOptions options;
   private final StructType required;
@@ -41,14 +44,10 @@ final class RangeReaderFactory implements PartitionReaderFactory {
 
     RangeReader(ReadOptions options, StructType required, RangePartition range) {
       calls = new LogCalls(options.server(), options.token());
-      responses =
-          calls.read(
-              options.topic(),
-              range.startLedger(),
-              range.startEntry(),
-              options.compacted(),
-              range.limit());
-      builder = new BatchBuilder(required, options.topic(), -1, range.endLedger(), range.endEntry());
+      responses = calls.read(range.log(), range.start(), range.compacted(), range.limit());
+      builder =
+          new BatchBuilder(
+              required, range.topic(), range.partition(), range.end().ledger(), range.end().entry());
     }
 
     @Override

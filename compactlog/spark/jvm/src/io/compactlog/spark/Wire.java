@@ -4,7 +4,7 @@ import java.io.ByteArrayOutputStream;
 
 /**
  * The few protobuf encodings the reader needs (proto/compactlog/v1/compactlog.proto), by
- * hand: a ReadRequest and a GetTopicLayoutRequest written, varints and fields read in
+ * hand: a ReadRequest and the one-name requests written, varints and fields read in
  * place from a response's bytes, so no message object is made per message.
  */
 final class Wire {
@@ -91,14 +91,14 @@ final class Wire {
     if (compacted) {
       varintField(out, 5, 1);
     }
-    if (limit > 0) {
+    if (limit > 0 && limit <= 0xFFFFFFFFL) { // max_messages is a uint32
       varintField(out, 6, limit);
     }
     return out.toByteArray();
   }
 
-  /** GetTopicLayoutRequest{topic}. */
-  static byte[] layoutRequest(String topic) {
+  /** GetTopicRequest{name} and GetTopicLayoutRequest{topic}: the name is field 1 of both. */
+  static byte[] nameRequest(String topic) {
     ByteArrayOutputStream out = new ByteArrayOutputStream();
     bytesField(out, 1, topic.getBytes(java.nio.charset.StandardCharsets.UTF_8));
     return out.toByteArray();

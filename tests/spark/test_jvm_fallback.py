@@ -1,0 +1,114 @@
+"""Where the JVM reader cannot be had, the Python source is ``compactlog`` as before and
+one logged line says why: ``COMPACTLOG_SPARK_JVM=0``, no ``javac`` on the PATH. And the
+jar's cache: compiled once per sources and Spark, renamed into place whole, so sessions
+compiling it at once each get a whole jar."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from compactlog.spark import jar
+
+from .conftest import Wire, records
+
+pytestmark = pytest.mark.spark
+SPARK_VERSION = "test"
+
+
+def test_the_switch_turns_it_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(jar.SWITCH, "0")
+    with pytest.raises(jar.NoJar, match="COMPACTLOG_SPARK_JVM=0 turns it off"):
+        jar.jar(SPARK_VERSION)
+
+
+def test_no_javac_no_jar(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv(jar.SWITCH, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("PATH", str(tmp_path))  # no javac there
+    with pytest.raises(jar.NoJar, match="no javac on the PATH"):
+        jar.jar(SPARK_VERSION)
+
+
+def test_one_whole_jar_however_many_compile_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    pytest.importorskip("pyspark")
+    monkeypatch.delenv(jar.SWITCH, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    with ThreadPoolExecutor(2) as pool:
+        paths = set(pool.map(jar.jar, [SPARK_VERSION] * 2))
+    (path,) = paths
+    with zipfile.ZipFile(path) as built:
+        names = set(built.namelist())
+        service = built.read("META-INF/services/org.apache.spark.sql.sources.DataSourceRegister")
+    assert "io/compactlog/spark/CompactlogProvider.class" in names
+    assert service.decode().strip() == "io.compactlog.spark.CompactlogProvider"
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no half-built leftovers
+    built_at = path.stat().st_mtime_ns
+    assert jar.jar(SPARK_VERSION) == path and path.stat().st_mtime_ns == built_at
+    assert jar.jar("another Spark") != path  # the Spark version is part of the key
+
+
+SCRIPT = """
+import logging, os, sys
+from pyspark.sql import SparkSession
+import compactlog.spark
+
+logging.basicConfig(level=logging.WARNING, format="LOG %(message)s")
+spark = (
+    SparkSession.builder.master("local[1]")
+    .config("spark.ui.enabled", "false")
+    .config("spark.driver.bindAddress", "127.0.0.1")
+    .config("spark.driver.host", "127.0.0.1")
+    .getOrCreate()
+)
+
+def read(step):
+    compactlog.spark.register(spark)
+    df = spark.read.format("compactlog").option("server", sys.argv[1])
+    df = df.option("topic", sys.argv[2]).load()
+    plan = df._jdf.queryExecution().executedPlan().toString()
+    print(step, "jvm" if "compactlog JVM scan" in plan else "python", df.count(), flush=True)
+
+read("switched-off")                  # COMPACTLOG_SPARK_JVM=0 in the environment
+del os.environ["COMPACTLOG_SPARK_JVM"]
+os.environ["PATH"] = sys.argv[3]      # a PATH without javac, and an empty jar cache
+os.environ["XDG_CACHE_HOME"] = sys.argv[4]
+read("no-javac")
+spark.stop()
+"""
+
+
+@pytest.mark.slow
+def test_the_python_source_serves_compactlog_without_the_jar(wire: Wire, tmp_path: Path) -> None:
+    """A fresh Spark in a subprocess (the shared session has the jar), so slow."""
+    topic = wire.create("jvm-fallback")
+    wire.publish(topic, records(30, 4))
+    script = tmp_path / "fallback.py"
+    script.write_text(SCRIPT)
+    (tmp_path / "bin").mkdir()
+    env = {**os.environ, jar.SWITCH: "0", "PYSPARK_PYTHON": sys.executable}
+    args = [wire.address, topic, str(tmp_path / "bin"), str(tmp_path / "cache")]
+    run = subprocess.run(
+        [sys.executable, str(script), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert "switched-off python 30" in run.stdout, run.stderr[-3000:]
+    assert "no-javac python 30" in run.stdout, run.stderr[-3000:]
+    logged = [line for line in run.stderr.splitlines() if line.startswith("LOG ")]
+    assert logged == [
+        "LOG compactlog: the Python source reads format('compactlog'): "
+        "COMPACTLOG_SPARK_JVM=0 turns it off",
+        "LOG compactlog: the Python source reads format('compactlog'): "
+        "no javac on the PATH (a JDK is needed: openjdk-17-jdk-headless)",
+    ]
