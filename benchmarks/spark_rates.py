@@ -10,11 +10,15 @@ times on the same topic and server:
 1. raw gRPC Read, each response parsed (``ReadResponse.FromString``) and its messages
    counted: the read floor (one reader, one core);
 2. ``spark.read.format("compactlog")`` of the whole topic with ``count(*)`` and the sum
-   of every value's length, so every row reaches Spark: the first query warms the Python
-   workers, the second is timed. The source plans its Spark partitions itself (about one
-   range a core); with ``--entries-per-partition N`` each run also times the same query
-   with that option, in alternating order, so two plans are compared in the same run;
-3. the same query over a Python data source that costs nothing (``spark_replay``): the
+   of every value's length, so every row reaches Spark: the first query warms the
+   session, the second is timed. That is the JVM reader where ``register`` could build
+   it (docs/spark.md), else the Python source. The source plans its Spark partitions
+   itself (about one range a core); with ``--entries-per-partition N`` each run also
+   times the same query with that option, in alternating order, so two plans are
+   compared in the same run;
+3. with the JVM reader, the same query through the Python source
+   (``format("compactlog-python")``), warmed and timed the same way;
+4. the same query over a Python data source that costs nothing (``spark_replay``): the
    batches the source built for this topic, recorded before the run's queries and handed
    to Spark memory-mapped. No Python data source can read faster than that: it is what
    Spark itself costs to take these columns from a Python worker.
@@ -53,6 +57,7 @@ from compactlog.bench.summary import (
     ratio_spread,
     targets_markdown,
 )
+from compactlog.spark import PYTHON_NAME
 from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 
@@ -61,6 +66,7 @@ VALUE = b"v" * 100
 GOAL = 0.5
 READ_FLOOR = "raw gRPC Read, responses parsed, same server"
 REPLAY = "a Python data source costing nothing: the same batches, memory-mapped"
+JVM_SCAN = "compactlog JVM scan"  # in the plan of a read the JVM reader serves
 Sample = dict[str, float]
 
 
@@ -93,13 +99,26 @@ def _requests(records: int) -> list[bytes]:
     ]
 
 
-def spark_count(spark: Any, address: str, entries: int | None = None) -> int:
+def spark_count(
+    spark: Any, address: str, entries: int | None = None, name: str = "compactlog"
+) -> int:
     """One batch query of the whole topic: rows counted, every value's length summed;
-    ``entries``: the source's ``entriesPerPartition`` (None: its own plan)."""
-    reader = spark.read.format("compactlog").option("server", address).option("topic", TOPIC)
+    ``entries``: the source's ``entriesPerPartition`` (None: its own plan); ``name``: the
+    source's name (``PYTHON_NAME``: the Python source beside the JVM reader)."""
+    return _count(_reader(spark, address, entries, name).load())
+
+
+def _reader(spark: Any, address: str, entries: int | None, name: str) -> Any:
+    reader = spark.read.format(name).option("server", address).option("topic", TOPIC)
     if entries is not None:
         reader = reader.option("entriesPerPartition", str(entries))
-    return _count(reader.load())
+    return reader
+
+
+def jvm_reader(spark: Any, address: str) -> bool:
+    """Whether ``format("compactlog")`` reads through the JVM reader in ``spark``."""
+    df = _reader(spark, address, None, "compactlog").load()
+    return JVM_SCAN in str(df._jdf.queryExecution().executedPlan().toString())
 
 
 def replay_count(spark: Any, path: Path) -> int:
@@ -148,28 +167,36 @@ def one_run(s: Settings, run: int, spark: Any, requests: list[bytes]) -> Sample:
                 recorded = spark_replay.record(options, cores(s.master), schema, replay)
                 if recorded != s.records:
                     raise RuntimeError(f"recorded {recorded} rows, expected {s.records}")
+                jvm = jvm_reader(spark, server.address)
                 started = time.perf_counter()
                 spark_count(spark, server.address)
+                if jvm:
+                    spark_count(spark, server.address, name=PYTHON_NAME)
                 replay_count(spark, replay)
                 m["spark_first_s"] = time.perf_counter() - started
-                m.update(spark_reads(s, run, spark, server.address, replay))
+                m.update(spark_reads(s, run, spark, server.address, replay, jvm))
         finally:
             server.stop()
-    for path in ("spark_read", "spark_fixed", "spark_replay"):
+    for path in ("spark_read", "spark_fixed", "spark_python", "spark_replay"):
         if f"{path}_mps" in m:
             m[f"{path}.ratio"] = m[f"{path}_mps"] / m["raw_read_mps"]
             m[f"{path}.per_core_ratio"] = m[f"{path}.ratio"] / cores(s.master)
     m["spark_read.replay_ratio"] = m["spark_read_mps"] / m["spark_replay_mps"]
+    if "spark_python_mps" in m:
+        m["spark_read.python_ratio"] = m["spark_read_mps"] / m["spark_python_mps"]
     return m
 
 
-def spark_reads(s: Settings, run: int, spark: Any, address: str, replay: Path) -> Sample:
-    """The timed queries of a run: the source's own plan, the recorded batches replayed
-    and, with ``entries_per_partition``, the fixed cut, in an order turned round run by run."""
+def spark_reads(s: Settings, run: int, spark: Any, address: str, replay: Path, jvm: bool) -> Sample:
+    """The timed queries of a run: the source's own plan, the recorded batches replayed,
+    with ``jvm`` the Python source beside the JVM reader and, with
+    ``entries_per_partition``, the fixed cut, in an order turned round run by run."""
     queries: dict[str, Any] = {
         "spark_read_mps": lambda: spark_count(spark, address),
         "spark_replay_mps": lambda: replay_count(spark, replay),
     }
+    if jvm:
+        queries["spark_python_mps"] = lambda: spark_count(spark, address, name=PYTHON_NAME)
     if (entries := s.entries_per_partition) is not None:
         queries["spark_fixed_mps"] = lambda: spark_count(spark, address, entries)
     order = list(queries) if run % 2 else list(reversed(queries))
@@ -183,10 +210,14 @@ def spark_reads(s: Settings, run: int, spark: Any, address: str, replay: Path) -
 def rows(
     results: dict[str, dict[str, Any]], master: str, entries: int | None = None
 ) -> list[Target]:
-    """The source's own plan; with ``entries``, the same read cut every that many."""
+    """The source's own plan; with ``entries``, the same read cut every that many; the
+    Python source where ``compactlog`` was the JVM reader; then the costless Python
+    source and the read beside it (and beside the Python source)."""
     paths = {"spark_read": f"spark.read.format('compactlog'), {master}, warm"}
     if entries is not None and "spark_fixed_mps" in results:
         paths["spark_fixed"] = f"the same, entriesPerPartition={entries}"
+    if "spark_python_mps" in results:
+        paths["spark_python"] = f"the Python source, format('{PYTHON_NAME}'), {master}, warm"
     out = []
     for path, name in paths.items():
         per_core = results[f"{path}.per_core_ratio"]["median"]
@@ -209,6 +240,13 @@ def rows(
         replay, "the costless Python source, same run",
         results["spark_read.replay_ratio"]["median"], "median of the runs' ratios",
     ))  # fmt: skip
+    if "spark_python_mps" in results:
+        out.append(Target(
+            "spark.read.format('compactlog') beside the Python source", "ledger",
+            results["spark_read_mps"]["median"], "msg/s", "none (what the JVM reader adds)",
+            None, results["spark_python_mps"]["median"], "the Python source, same run",
+            results["spark_read.python_ratio"]["median"], "median of the runs' ratios",
+        ))  # fmt: skip
     return out
 
 
