@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from compactlog.client import Client
 from compactlog.spark import PYTHON_NAME
 from compactlog.v1 import compactlog_pb2 as pb
 
+from ..conftest import write_tokens_file
 from .conftest import Wire, df_rows, records, source
 
 pytestmark = pytest.mark.spark
@@ -188,3 +191,25 @@ def test_a_dataframe_keeps_the_ranges_of_its_first_query(spark: Any, wire: Wire)
     wire.publish(topic, records(10, 5, start=20))
     assert [df.select("value").count() for df in dfs] == [20, 20]
     assert [named(spark, name, wire.address, topic).count() for name in SOURCES] == [30, 30]
+
+
+def test_tokens_over_plaintext(spark: Any, server_factory: Any, tmp_path: Path) -> None:
+    """A ``reader`` token reads through the JVM scan, planned without the admin-only
+    layout (one Spark partition per topic partition, as the Python source); a token the
+    server does not know fails as the Python source fails it."""
+    tokens = write_tokens_file(
+        tmp_path / "tokens.toml", {"ops": ("ops-token", "admin"), "bi": ("bi-token", "reader")}
+    )
+    srv = server_factory(extra_args=["--auth-tokens", str(tokens)])
+    with Client(srv.address, token="ops-token") as admin:
+        admin.create_topic("jvm-tokens", config={"ledger.max.entries": 10})
+        admin.producer("jvm-tokens").send_batch([(b"k%d" % i, b"v%d" % i) for i in range(35)])
+    options = {"token": "bi-token", "entriesPerPartition": "10"}
+    dfs = [named(spark, name, srv.address, "jvm-tokens", **options) for name in SOURCES]
+    assert JVM_SCAN in plan(dfs[0])
+    assert [df.rdd.getNumPartitions() for df in dfs] == [1, 1]  # four ledgers, no layout
+    assert df_rows(dfs[0]) == df_rows(dfs[1]) and len(df_rows(dfs[0])) == 35
+    for name in SOURCES:
+        df = named(spark, name, srv.address, "jvm-tokens", token="nobody's")
+        with pytest.raises(Exception, match=r"Unauthenticated|UNAUTHENTICATED"):
+            df.collect()

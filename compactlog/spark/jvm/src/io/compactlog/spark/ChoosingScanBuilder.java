@@ -15,9 +15,10 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * batch read whose options {@link ReadOptions#taken} accepts, once its first calls to
  * the server (the topics, their layout) have answered. A stream's scan is built in its
  * query's thread, which carries the query's id as a local property: streams, and batch
- * reads inside a stream's foreachBatch with them, go to the Python source. Everything else, and any error of those calls
- * (an unknown topic, a server down, a token refused), is the Python source's scan,
- * which then does what it does today, errors and their messages included.
+ * reads inside a stream's foreachBatch with them, go to the Python source. Everything
+ * else, and any error of those calls (an unknown topic, a server down, a token
+ * refused), is the Python source's scan, which then does what it does today, errors and
+ * their messages included.
  */
 final class ChoosingScanBuilder implements ScanBuilder, SupportsPushDownRequiredColumns {
   private final SourceTable table;

@@ -25,8 +25,9 @@ import org.sparkproject.connect.grpc.stub.MetadataUtils;
 
 /**
  * One channel to a compactlog server and the calls the reader makes: GetTopic and
- * GetTopicLayout (planning, on the driver) and Read (a task's range). The calls use gRPC-java shaded inside Spark
- * Connect's jar, with byte[] marshallers: no generated stubs, responses stay bytes.
+ * GetTopicLayout (planning, on the driver) and Read (a task's range). The calls use
+ * gRPC-java shaded inside Spark Connect's jar, with byte[] marshallers: no generated
+ * stubs, responses stay bytes.
  */
 final class LogCalls implements AutoCloseable {
   private static final MethodDescriptor.Marshaller<byte[]> BYTES =

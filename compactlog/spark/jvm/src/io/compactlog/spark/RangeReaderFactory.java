@@ -45,9 +45,9 @@ final class RangeReaderFactory implements PartitionReaderFactory {
     RangeReader(ReadOptions options, StructType required, RangePartition range) {
       calls = new LogCalls(options.server(), options.token());
       responses = calls.read(range.log(), range.start(), range.compacted(), range.limit());
+      Position end = range.end();
       builder =
-          new BatchBuilder(
-              required, range.topic(), range.partition(), range.end().ledger(), range.end().entry());
+          new BatchBuilder(required, range.topic(), range.partition(), end.ledger(), end.entry());
     }
 
     @Override

@@ -19,7 +19,12 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * (compactlog/spark/options.py) stay the only copy.
  */
 record ReadOptions(
-    String server, String token, List<String> topics, boolean compacted, long fixed, long minPartitions)
+    String server,
+    String token,
+    List<String> topics,
+    boolean compacted,
+    long fixed,
+    long minPartitions)
     implements Serializable {
   private static final Set<String> TAKEN =
       Set.of(
