@@ -12,8 +12,8 @@ import org.apache.spark.sql.connector.write.WriteBuilder;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 
 /**
- * The Python source's table (PythonDataSourceV2's), but for the choice of a read's scan:
- * its name, schema, capabilities and writes (batch and streaming) are the Python
+ * The Python source's table (PythonDataSourceV2's), but for its name and the choice of a
+ * read's scan: its schema, capabilities and writes (batch and streaming) are the Python
  * source's, so a write or a stream behaves exactly as it does without the JVM reader.
  * The table is one {@code load()}'s: the JVM scan's ranges, planned at its first query,
  * serve its later ones, as the Python source's ranges do (a DataFrame read twice reads
@@ -30,9 +30,10 @@ final class SourceTable implements SupportsRead, SupportsWrite {
     this.fixedColumns = fixedColumns;
   }
 
+  /** The name the user gave (Spark's messages name the table: "... does not support"). */
   @Override
   public String name() {
-    return python.name();
+    return "compactlog";
   }
 
   @Override
