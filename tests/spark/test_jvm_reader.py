@@ -65,6 +65,7 @@ def topics(shared_server: Any) -> dict[str, str]:
         ("seg", {"entriesPerPartition": "37"}),
         ("parts", {}),
         ("ledger,seg,parts", {"minPartitions": "9", "readCompacted": "false"}),
+        ("seg", {"tlsCa": "", "token": ""}),  # the Spark engine's export passes these
     ],
 )
 def test_the_jvm_scan_returns_the_python_sources_rows(

@@ -12,8 +12,9 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
 /**
  * The batch reads the JVM scan takes, and their options. It takes only what needs no
  * check: server, topic (names separated by commas), readCompacted true/false, token,
- * startingOffsets earliest, endingOffsets latest, failOnDataLoss true, and whole numbers
- * for entriesPerPartition and minPartitions. {@link #taken} answers null for any other
+ * startingOffsets earliest, endingOffsets latest, failOnDataLoss true, whole numbers for
+ * entriesPerPartition and minPartitions, and an empty tlsCa (no TLS, as the Python source
+ * reads it; the Spark engine's export passes one). {@link #taken} answers null for any other
  * read (JSON or bare offsets, failOnDataLoss false, tlsCa, an unknown option, a value it
  * would have to check), which then goes to the Python source: its checks and messages
  * (compactlog/spark/options.py) stay the only copy.
@@ -41,7 +42,9 @@ record ReadOptions(
   /** The options of a read the JVM scan takes; null where the Python source reads it. */
   static ReadOptions taken(CaseInsensitiveStringMap options) {
     for (Map.Entry<String, String> e : options.entrySet()) {
-      if (!TAKEN.contains(e.getKey().toLowerCase(Locale.ROOT)) || e.getValue() == null) {
+      String name = e.getKey().toLowerCase(Locale.ROOT);
+      boolean noCa = name.equals("tlsca") && "".equals(e.getValue()); // as if not given
+      if (!noCa && (!TAKEN.contains(name) || e.getValue() == null)) {
         return null;
       }
     }
