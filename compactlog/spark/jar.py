@@ -14,7 +14,8 @@ the same one at once.
 
 ``jar(spark_version)`` returns the jar's path or raises ``NoJar`` with the one-line reason
 the Python source serves ``format("compactlog")`` instead: ``COMPACTLOG_SPARK_JVM=0``,
-no ``javac``, a Spark without the classes the reader needs, or a failed compile.
+no ``javac``, a Spark without the classes the reader needs, a failed compile, or a cache
+folder that cannot be written.
 """
 
 from __future__ import annotations
@@ -79,7 +80,10 @@ def jar(spark_version: str) -> Path:
         digest.update(f"{path.relative_to(SOURCES)}\0".encode() + path.read_bytes())
     target = cache_dir() / f"compactlog-spark-{digest.hexdigest()[:16]}.jar"
     if not target.is_file():
-        _build(jars, target)
+        try:
+            _build(jars, target)
+        except OSError as exc:  # the cache folder cannot be written
+            raise NoJar(f"no jar could be written in {target.parent}: {exc}") from None
     return target
 
 

@@ -1,7 +1,7 @@
 """Where the JVM reader cannot be had, the Python source is ``compactlog`` as before and
-one logged line says why: ``COMPACTLOG_SPARK_JVM=0``, no ``javac`` on the PATH. And the
-jar's cache: compiled once per sources and Spark, renamed into place whole, so sessions
-compiling it at once each get a whole jar."""
+one logged line says why: ``COMPACTLOG_SPARK_JVM=0``, no ``javac`` on the PATH, a cache
+that cannot be written. And the jar's cache: compiled once per sources and Spark,
+renamed into place whole, so sessions compiling it at once each get a whole jar."""
 
 from __future__ import annotations
 
@@ -33,6 +33,15 @@ def test_no_javac_no_jar(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Non
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setenv("PATH", str(tmp_path))  # no javac there
     with pytest.raises(jar.NoJar, match="no javac on the PATH"):
+        jar.jar(SPARK_VERSION)
+
+
+def test_a_cache_that_cannot_be_written(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    pytest.importorskip("pyspark")
+    monkeypatch.delenv(jar.SWITCH, raising=False)
+    (tmp_path / "cache").write_text("a file, not a folder")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    with pytest.raises(jar.NoJar, match="no jar could be written in"):
         jar.jar(SPARK_VERSION)
 
 
