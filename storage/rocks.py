@@ -120,11 +120,20 @@ class RocksDB(RocksReads):
         self._wal_recovery = wal_recovery
         self._db: Rdict | None = self._open()
         # Past every acknowledged write: how an open tells a crash's torn tail (wal_tail).
-        self._mark = None if read_only else SyncedMark(path)
+        self._mark = None if read_only else self._open_mark()
         self.fault = StoreFault(path)
         self._sync_opts = WriteOptions()
         self._sync_opts.sync = True
         self._close_lock = threading.Lock()
+
+    def _open_mark(self) -> SyncedMark | None:
+        """The WAL's synced mark; None (logged) where it cannot be opened: the store
+        serves on, and its next open tells a crash's torn tail by less."""
+        try:
+            return SyncedMark(self.path)
+        except OSError as exc:
+            log.warning("RocksDB store %s: the WAL's synced mark not opened: %s", self.path, exc)
+            return None
 
     def _open(self) -> Rdict:
         """Open in the configured mode; where that refuses a WAL and its one flaw is a
