@@ -13,6 +13,18 @@ import pytest
 from compactlog.v1 import compactlog_pb2 as pb
 from compactlog.v1 import compactlog_pb2_grpc as pb_grpc
 
+# A local Spark session in a child program's script (tests that need a fresh JVM, or a
+# program of their own), after ``from pyspark.sql import SparkSession``.
+SCRIPT_SESSION = """
+spark = (
+    SparkSession.builder.master("local[1]")
+    .config("spark.ui.enabled", "false")
+    .config("spark.driver.bindAddress", "127.0.0.1")
+    .config("spark.driver.host", "127.0.0.1")
+    .getOrCreate()
+)
+"""
+
 # key, value, topic, partition, ledger_id, entry_id, publish ms, event ms, properties
 Row = tuple[bytes | None, bytes | None, str, int, int, int, int, int, dict[str, str]]
 

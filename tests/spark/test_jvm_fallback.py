@@ -16,7 +16,7 @@ import pytest
 
 from compactlog.spark import jar
 
-from .conftest import Wire, records
+from .conftest import SCRIPT_SESSION, Wire, records
 
 pytestmark = pytest.mark.spark
 SPARK_VERSION = "test"
@@ -65,20 +65,16 @@ def test_one_whole_jar_however_many_compile_it(
     assert jar.jar("another Spark") != path  # the Spark version is part of the key
 
 
-SCRIPT = """
+SCRIPT = (
+    """
 import logging, os, sys
 from pyspark.sql import SparkSession
 import compactlog.spark
 
 logging.basicConfig(level=logging.WARNING, format="LOG %(message)s")
-spark = (
-    SparkSession.builder.master("local[1]")
-    .config("spark.ui.enabled", "false")
-    .config("spark.driver.bindAddress", "127.0.0.1")
-    .config("spark.driver.host", "127.0.0.1")
-    .getOrCreate()
-)
-
+"""
+    + SCRIPT_SESSION
+    + """
 def read(step):
     compactlog.spark.register(spark)
     df = spark.read.format("compactlog").option("server", sys.argv[1])
@@ -93,6 +89,7 @@ os.environ["XDG_CACHE_HOME"] = sys.argv[4]
 read("no-javac")
 spark.stop()
 """
+)
 
 
 @pytest.mark.slow

@@ -12,27 +12,24 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import Wire, records
+from .conftest import SCRIPT_SESSION, Wire, records
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
-SNIPPET = """
+SNIPPET = (
+    """
 import sys
 from pyspark.sql import SparkSession
 import compactlog.spark
 
-spark = (
-    SparkSession.builder.master("local[1]")
-    .config("spark.ui.enabled", "false")
-    .config("spark.driver.bindAddress", "127.0.0.1")
-    .config("spark.driver.host", "127.0.0.1")
-    .getOrCreate()
-)
-compactlog.spark.register(spark)
+"""
+    + SCRIPT_SESSION
+    + """compactlog.spark.register(spark)
 df = spark.read.format("compactlog").option("server", sys.argv[1]).option("topic", sys.argv[2])
 print("rows", df.load().count())
 spark.stop()
 """
+)
 
 
 def test_register_runs_workers_on_the_driver_interpreter(wire: Wire, tmp_path: Path) -> None:
