@@ -31,7 +31,8 @@ HEADER, RECYCLABLE_HEADER = 7, 11
 FULL, FIRST, MIDDLE, LAST = 1, 2, 3, 4
 RECYCLABLE = {5: FULL, 6: FIRST, 7: MIDDLE, 8: LAST}
 # Records of the log's own (compression type, timestamp sizes, a recyclable one of those)
-# and any type with bit 7 set (RocksDB's "safe to ignore") carry no WriteBatch.
+# and any type with bit 7 set (RocksDB's "safe to ignore", as the predecessor WAL's info,
+# 130, or 131 in a recycled log) carry no WriteBatch; 11 and 131 have the longer header.
 METADATA = {9, 10, 11}
 IGNORABLE = 0x80
 
@@ -64,7 +65,7 @@ def wal_end(data: bytes) -> WalEnd:
             break
         length = data[pos + 4] | data[pos + 5] << 8 if size - pos >= HEADER else 0
         kind = data[pos + 6] if size - pos >= HEADER else FULL
-        header = RECYCLABLE_HEADER if kind in RECYCLABLE or kind == 11 else HEADER
+        header = RECYCLABLE_HEADER if kind in RECYCLABLE or kind in (11, 131) else HEADER
         if pos + header + length > size:  # the header or the fragment cut short
             if start < 0:
                 start, head = pos, data[pos + header : pos + header + 12]
