@@ -153,7 +153,8 @@ class RocksDB(RocksReads):
             db = self._open_as(TOLERATE_TAIL)
         except Exception:
             raise error from None
-        log.warning("RocksDB store %s: %s", self.path, tail.describe())
+        level = logging.INFO if self.read_only else logging.WARNING
+        log.log(level, "RocksDB store %s: %s", self.path, tail.describe(not self.read_only))
         return db
 
     def _open_as(self, wal_recovery: str) -> Rdict:

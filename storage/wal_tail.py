@@ -99,9 +99,12 @@ class TornTail:
     seq: int
     mark: int
 
-    def describe(self) -> str:
+    def describe(self, dropped: bool) -> str:
+        """One line; ``dropped``: the open drops the record (a read-only one reads past
+        it and leaves it to the next read-write open)."""
+        what = "dropped" if dropped else "read up to (the next start drops)"
         return (
-            f"dropped the last {self.torn} bytes of {self.wal}: a write cut short by a "
+            f"{what} the last {self.torn} bytes of {self.wal}: a write cut short by a "
             f"crash (sequence {self.seq}, past every acknowledged write, {self.mark})"
         )
 
