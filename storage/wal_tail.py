@@ -19,12 +19,11 @@ short, a record whose checksum fails, stays the refused start it was.
 from __future__ import annotations
 
 import os
-import struct
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-import crc32c
+from compactlog.storage.segmented import state_file
 
 BLOCK = 32 * 1024
 HEADER, RECYCLABLE_HEADER = 7, 11
@@ -37,8 +36,7 @@ METADATA = {9, 10, 11}
 IGNORABLE = 0x80
 
 MARK_NAME = "compactlog-wal-synced"
-_MARK = struct.Struct("<4sQ")
-_MAGIC = b"CLWS"
+_DIGITS = 20  # every mark the same size: rewritten in place, never a shorter file
 
 
 @dataclass(frozen=True)
@@ -126,9 +124,11 @@ def crash_tail(store: Path) -> TornTail | None:
 
 
 class SyncedMark:
-    """The store's mark: a sequence number at or past every acknowledged write, 16 bytes
-    (magic, sequence, CRC-32C) rewritten in place, no fsync of its own. A kill leaves it
-    in the page cache; a power cut may leave an older one, which only tolerates less."""
+    """The store's mark: a sequence number at or past every acknowledged write, a
+    checksummed state file (``state_file``'s format, the number zero-padded so every
+    mark has one size) rewritten in place with one ``pwrite``, no fsync of its own. A
+    kill leaves it in the page cache; a power cut may leave an older one, which only
+    tolerates less."""
 
     def __init__(self, store: Path) -> None:
         self._fd = os.open(store / MARK_NAME, os.O_WRONLY | os.O_CREAT, 0o644)
@@ -137,26 +137,28 @@ class SyncedMark:
 
     @staticmethod
     def read(store: Path) -> int | None:
-        """The mark; 0 for a store without one (made before marks: nothing to tell by),
-        None for one that does not read back whole (then no tail is taken as a crash's)."""
+        """The mark; 0 for a store without one (made before marks, or its mark never
+        written: nothing to tell by), None for one that does not read back whole (then
+        no tail is taken as a crash's)."""
+        path = store / MARK_NAME
         try:
-            data = (store / MARK_NAME).read_bytes()
+            if path.stat().st_size == 0:
+                return 0
+            return state_file.read_int(path) or 0
         except FileNotFoundError:
             return 0
-        except OSError:
+        except (OSError, state_file.BadStateFile):
             return None
-        if len(data) != _MARK.size + 4 or crc32c.crc32c(data[:-4]) != _le(data[-4:]):
-            return None
-        magic, seq = _MARK.unpack(data[: _MARK.size])
-        return int(seq) if magic == _MAGIC else None
 
     def advance(self, seq: int) -> None:
-        """Every write up to ``seq`` is (or is about to be) acknowledged."""
+        """Every write up to ``seq`` is (or is about to be) acknowledged; ``OSError``
+        where the mark could not be written whole (it then reads back as bad)."""
         with self._lock:
             if seq <= self._seq or self._fd < 0:
                 return
-            body = _MARK.pack(_MAGIC, seq)
-            os.pwrite(self._fd, body + crc32c.crc32c(body).to_bytes(4, "little"), 0)
+            data = state_file.encode(b"%0*d" % (_DIGITS, seq))
+            if os.pwrite(self._fd, data, 0) != len(data):
+                raise OSError(f"a short write of {MARK_NAME}")
             self._seq = seq
 
     def close(self) -> None:
