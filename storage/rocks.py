@@ -121,6 +121,7 @@ class RocksDB(RocksReads):
         self._db: Rdict | None = self._open()
         # Past every acknowledged write: how an open tells a crash's torn tail (wal_tail).
         self._mark = None if read_only else self._open_mark()
+        self._mark_failed = ""  # the last cause the mark's write failed for, logged once
         self.fault = StoreFault(path)
         self._sync_opts = WriteOptions()
         self._sync_opts.sync = True
@@ -241,7 +242,13 @@ class RocksDB(RocksReads):
         try:
             self._mark.advance(seq)
         except OSError as exc:
-            log.warning("RocksDB store %s: the WAL's synced mark not written: %s", self.path, exc)
+            if str(exc) != self._mark_failed:  # once a cause, not once a sync
+                log.warning(
+                    "RocksDB store %s: the WAL's synced mark not written: %s", self.path, exc
+                )
+            self._mark_failed = str(exc)
+        else:
+            self._mark_failed = ""
 
     def flush(self) -> None:
         """Write the memtable to a table file (SST) and wait for it."""

@@ -11,16 +11,19 @@ is damage.
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from compactlog.errors import CorruptData
-from compactlog.storage.rocks import RocksDB
+from compactlog.storage.rocks import Batch, RocksDB
 from compactlog.storage.wal_tail import MARK_NAME, SyncedMark, crash_tail, wal_end
+from tests.conftest import SmallDisk
 
 VALUE = 50_000  # each record spans blocks: FIRST, MIDDLE and LAST fragments
 WRITER = f"""
@@ -156,3 +159,57 @@ def test_point_in_time_recovery_is_left_as_the_operator_chose(
     db = RocksDB(store, "point-in-time")
     assert len(list(db.scan(b"", b"\xff"))) < 5
     db.close()
+
+
+def test_a_full_disk_fails_the_marks_write_and_no_acknowledged_one(
+    small_disk: Callable[[int], SmallDisk], caplog: pytest.LogCaptureFixture
+) -> None:
+    """ENOSPC at the mark's first write (the WAL's append took the last page): the synced
+    writes are stored and answered, the mark is left as it was (empty: nothing partial),
+    one line says why, and the mark is written once there is room again."""
+    disk = small_disk(8 << 20)
+    store = disk.path / "store"
+    db = RocksDB(store)
+    with open(disk.filler, "ab", buffering=0) as fh:
+        while os.statvfs(disk.path).f_bavail > 1:
+            fh.write(b"\0" * 4096)
+    with caplog.at_level(logging.WARNING, logger="compactlog.storage.rocks"):
+        for i in range(3):
+            batch = Batch()
+            batch.put(b"k%d" % i, b"v")
+            db.write(batch, sync=True)  # stored and answered
+    failed = [r.getMessage() for r in caplog.records if "synced mark not written" in r.message]
+    assert len(failed) == 1 and "No space left on device" in failed[0]  # once, not a sync
+    assert (store / MARK_NAME).stat().st_size == 0 and SyncedMark.read(store) == 0
+    disk.free()
+    batch = Batch()
+    batch.put(b"k3", b"v")
+    db.write(batch, sync=True)
+    assert SyncedMark.read(store) == 4
+    db.close()
+    assert keys_of(store) == [b"k0", b"k1", b"k2", b"k3"]
+
+
+def test_a_mark_that_cannot_be_opened_leaves_the_store_serving_and_tells_no_crash(
+    template: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The mark's open failing (here a directory in its place: EISDIR, as EACCES or EMFILE
+    would): the store opens and writes, one line says why, and a torn tail found later
+    is not taken for a crash's, since nothing says what was acknowledged."""
+    store = copy_of(template, tmp_path)
+    (store / MARK_NAME).unlink()
+    (store / MARK_NAME).mkdir()
+    with caplog.at_level(logging.WARNING, logger="compactlog.storage.rocks"):
+        db = RocksDB(store)
+    assert any("synced mark not opened" in r.message for r in caplog.records)
+    batch = Batch()
+    batch.put(b"k9", b"v")
+    db.write(batch, sync=True)
+    db.close()
+    assert keys_of(store) == [*SYNCED, b"k5", b"k9"]  # k5 whole: the template is not cut
+    crashed = crashed_store(tmp_path / "again")
+    (crashed / MARK_NAME).unlink()
+    (crashed / MARK_NAME).mkdir()
+    cut(crashed, 1000)
+    with pytest.raises(CorruptData):
+        RocksDB(crashed)
