@@ -118,6 +118,8 @@ def check_ledger_store(path: Path, report: CheckReport) -> None:
     except CompactlogError as exc:
         report.problem(where, f"cannot be opened: {exc}")
         return
+    if db.torn_tail is not None:
+        report.note(where, db.torn_tail.describe(dropped=False))
     try:
         _check_store(db, report)
         _check_catalog(path, db, report)

@@ -40,7 +40,7 @@ from compactlog.storage.rocks_errors import is_locked, open_error, wrap_error
 from compactlog.storage.rocks_options import TOLERATE_TAIL, store_options
 from compactlog.storage.rocks_reads import RocksReads
 from compactlog.storage.store_recovery import StoreFault, is_fault
-from compactlog.storage.wal_tail import SyncedMark, crash_tail
+from compactlog.storage.wal_tail import SyncedMark, TornTail, crash_tail
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +118,8 @@ class RocksDB(RocksReads):
         self.path = path
         self.read_only = read_only
         self._wal_recovery = wal_recovery
+        # The crash's torn WAL record the last open read past (``wal_tail``), else None.
+        self.torn_tail: TornTail | None = None
         self._db: Rdict | None = self._open()
         # Past every acknowledged write: how an open tells a crash's torn tail (wal_tail).
         self._mark = None if read_only else self._open_mark()
@@ -139,6 +141,7 @@ class RocksDB(RocksReads):
     def _open(self) -> Rdict:
         """Open in the configured mode; where that refuses a WAL and its one flaw is a
         crash's unsynced last record (``wal_tail.crash_tail``), open again dropping it."""
+        self.torn_tail = None
         try:
             return self._open_as(self._wal_recovery)
         except Exception as exc:
@@ -156,6 +159,7 @@ class RocksDB(RocksReads):
             raise error from None
         level = logging.INFO if self.read_only else logging.WARNING
         log.log(level, "RocksDB store %s: %s", self.path, tail.describe(not self.read_only))
+        self.torn_tail = tail
         return db
 
     def _open_as(self, wal_recovery: str) -> Rdict:

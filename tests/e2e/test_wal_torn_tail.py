@@ -12,6 +12,7 @@ acknowledged message and log the record it dropped.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Callable
@@ -70,6 +71,12 @@ def test_a_kill_inside_a_wal_write_drops_that_write_and_serves_the_rest(
     values = acknowledged(srv, connect)
     store = killed_in_flight(srv)
     cut_newest_wal(store, 40_000)  # inside the in-flight record's 100 kB
+    check = [sys.executable, "-m", "compactlog", "check", str(srv.data_dir), "--output", "json"]
+    done = subprocess.run(check, capture_output=True, text=True, timeout=120)
+    report = json.loads(done.stdout)
+    assert done.returncode == 0 and report["ok"], done.stdout + done.stderr
+    (note,) = [n for n in report["notes"] if "cut short by a crash" in n]
+    assert note.startswith(str(store)) and "the next start drops" in note
     srv.start()
     assert read_all(srv, connect) == values
     (line,) = srv.logged("dropped the last", "cut short by a crash")
