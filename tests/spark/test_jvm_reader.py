@@ -194,6 +194,34 @@ def test_a_dataframe_keeps_the_ranges_of_its_first_query(spark: Any, wire: Wire)
     assert [named(spark, name, wire.address, topic).count() for name in SOURCES] == [30, 30]
 
 
+def test_a_start_removed_after_planning_is_data_loss(spark: Any, wire: Wire) -> None:
+    """DeleteRecords passes a SEGMENTED range's start after the query was planned, before
+    its task reads: both sources fail the task with Kafka's failOnDataLoss message (the
+    JVM reader asks GetTopic for the new log start, as the Python source does), not the
+    server's OUT_OF_RANGE status; the JVM's as an IllegalStateException, as Spark's Kafka
+    source raises its data loss."""
+    for name in SOURCES:
+        topic = wire.create(f"jvm-lost-{name}", kind=pb.SEGMENTED)
+        wire.publish(topic, records(10, 4))
+        df = named(spark, name, wire.address, topic)
+        assert (JVM_SCAN in plan(df)) == (name == "compactlog")
+        assert df.count() == 10  # the first query fixed the ranges: from offset 0
+        wire.admin.DeleteRecords(pb.DeleteRecordsRequest(topic=topic, before_offset=6))
+        with pytest.raises(Exception) as raised:
+            df.collect()
+        lost = (
+            f"topic '{topic}' partition -1: offsets 0 to 5 are gone (retention or "
+            "DeleteRecords moved the log start to 6); the query was to read from offset 0. "
+            "Some data may have been lost; to read from the log start instead, set the "
+            "source option failOnDataLoss to false"
+        )
+        assert lost in str(raised.value), name
+        if name == "compactlog":
+            assert f"java.lang.IllegalStateException: {lost}" in str(raised.value)
+        again = named(spark, name, wire.address, topic).collect()
+        assert [r.entry_id for r in again] == [6, 7, 8, 9]
+
+
 def test_tokens_over_plaintext(spark: Any, server_factory: Any, tmp_path: Path) -> None:
     """A ``reader`` token reads through the JVM scan, planned without the admin-only
     layout (one Spark partition per topic partition, as the Python source); a token the

@@ -7,6 +7,7 @@ import org.apache.spark.sql.connector.read.PartitionReader;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
+import org.sparkproject.connect.grpc.StatusRuntimeException;
 
 /**
  * Columnar readers only: a task reads its range with one Read stream over a channel of
@@ -36,13 +37,18 @@ final class RangeReaderFactory implements PartitionReaderFactory {
     return new RangeReader(options, required, (RangePartition) partition);
   }
 
-  /** One task's Read stream, over a channel of its own. */
+  /**
+   * One task's Read stream, over a channel of its own; a start that retention removed
+   * since planning fails it as data loss ({@link DataLoss}).
+   */
   static final class RangeReader implements PartitionReader<ColumnarBatch> {
+    private final RangePartition range;
     private final LogCalls calls;
     private final Iterator<byte[]> responses;
     private final BatchBuilder builder;
 
     RangeReader(ReadOptions options, StructType required, RangePartition range) {
+      this.range = range;
       calls = new LogCalls(options.server(), options.token());
       responses = calls.read(range.log(), range.start(), range.compacted(), range.limit());
       Position end = range.end();
@@ -52,12 +58,23 @@ final class RangeReaderFactory implements PartitionReaderFactory {
 
     @Override
     public boolean next() {
-      while (!builder.stopped && responses.hasNext()) {
-        if (builder.fill(responses.next()) > 0) {
-          return true;
+      try {
+        while (!builder.stopped && responses.hasNext()) {
+          if (builder.fill(responses.next()) > 0) {
+            return true;
+          }
         }
+        return false;
+      } catch (StatusRuntimeException e) {
+        throw DataLoss.of(e, calls, range, position());
       }
-      return false;
+    }
+
+    /** Where the stream is: after the last message read, else the range's start. */
+    private Position position() {
+      return builder.lastEntry < 0
+          ? range.start()
+          : new Position(builder.lastLedger, builder.lastEntry + 1);
     }
 
     @Override
