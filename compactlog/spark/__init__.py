@@ -18,8 +18,9 @@ the cluster grows, or set ``entriesPerPartition``.
 
 Batch reads go through a JVM reader where it can be built (``compactlog.spark.jar``:
 ``javac`` and Spark's jars, compiled once into a per-user cache): ``register`` adds its
-jar to the session, where it answers to ``compactlog``, and registers the Python source
-as ``compactlog-python``; the JVM provider reads the common batch read itself (columnar,
+jar to the session's SparkContext once (a later ``register`` finds it in ``LIST JARS``),
+where it answers to ``compactlog``, and registers the Python source as
+``compactlog-python``; the JVM provider reads the common batch read itself (columnar,
 only the columns used) and hands the Python source every other read, every stream and
 every write. Where the jar cannot be had (no ``javac``, ``COMPACTLOG_SPARK_JVM=0``, a
 Spark without the classes it needs, a Spark Connect session) the Python source is
@@ -81,6 +82,8 @@ def _add_jvm_reader(spark: SparkSession) -> bool:
         except PySparkNotImplementedError:
             raise NoJar("a Spark Connect session (its server would need the jar)") from None
         path = jar(spark.version)
+        if _listed(spark, path.name):
+            return True
         try:
             spark.sql(f"ADD JAR '{path}'")
         except Exception as exc:  # never the user's query's failure: the Python source
@@ -89,6 +92,17 @@ def _add_jvm_reader(spark: SparkSession) -> bool:
         log.warning("compactlog: the Python source reads format('compactlog'): %s", why)
         return False
     return True
+
+
+def _listed(spark: SparkSession, name: str) -> bool:
+    """Whether the session's SparkContext has the jar ``name`` already (a ``register``
+    before, or ``spark.jars``): Spark answers a jar added twice with a warning. Spark's
+    own list (``LIST JARS``), so a context stopped and started again adds it anew."""
+    try:
+        listed = spark.sql("LIST JARS").collect()
+    except Exception:  # then ADD JAR says what is wrong, or adds it
+        return False
+    return any(str(row[0]).rsplit("/", 1)[-1] == name for row in listed)
 
 
 def _cores(spark: SparkSession) -> int:

@@ -1,10 +1,12 @@
 """``compactlog.spark.register(spark)`` makes Spark's Python workers run the driver's
 interpreter unless the user chose one: the README's snippet works in a program whose
-PATH's ``python3`` lacks compactlog's dependencies. A fresh Spark in a subprocess, so slow."""
+PATH's ``python3`` lacks compactlog's dependencies. It adds the JVM reader's jar once per
+SparkContext. A fresh Spark in a subprocess each, so slow."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -54,3 +56,58 @@ def test_register_runs_workers_on_the_driver_interpreter(wire: Wire, tmp_path: P
         timeout=240,
     )
     assert "rows 10" in run.stdout, run.stderr[-3000:]
+
+
+TWICE = (
+    """
+import sys
+from pyspark.sql import SparkSession
+import compactlog.spark
+
+def read(step):
+    df = spark.read.format("compactlog").option("server", sys.argv[1])
+    df = df.option("topic", sys.argv[2]).load()
+    plan = df._jdf.queryExecution().executedPlan().toString()
+    jars = [row[0].rsplit("/", 1)[-1] for row in spark.sql("LIST JARS").collect()]
+    print(step, "jvm" if "compactlog JVM scan" in plan else "python", df.count(), jars)
+
+"""
+    + SCRIPT_SESSION
+    + """compactlog.spark.register(spark)
+compactlog.spark.register(spark)
+read("twice")
+spark.stop()
+"""
+    + SCRIPT_SESSION
+    + """compactlog.spark.register(spark)
+read("restarted")
+spark.stop()
+"""
+)
+
+
+def test_register_adds_the_jar_once_per_context(wire: Wire, tmp_path: Path) -> None:
+    """Registering twice adds the JVM reader's jar once (Spark warns of a jar added
+    twice); a session stopped and started again in the same process gets it again, from
+    the new context's own list of jars, and reads through the JVM scan."""
+    topic = wire.create("reg-twice")
+    wire.publish(topic, records(10, 4))
+    script = tmp_path / "twice.py"
+    script.write_text(TWICE)
+    env = {k: v for k, v in os.environ.items() if k != "COMPACTLOG_SPARK_JVM"}
+    env["PYSPARK_PYTHON"] = sys.executable
+    run = subprocess.run(
+        [sys.executable, str(script), wire.address, topic],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    lines = [line.split(" ", 3) for line in run.stdout.splitlines()]
+    assert [line[:3] for line in lines] == [
+        ["twice", "jvm", "10"],
+        ["restarted", "jvm", "10"],
+    ], run.stderr[-3000:]
+    (jars,) = {line[3] for line in lines}
+    assert re.fullmatch(r"\['compactlog-spark-[0-9a-f]{16}\.jar'\]", jars)
+    assert "has been added already" not in run.stderr
