@@ -10,7 +10,10 @@ The jar is cached under ``$XDG_CACHE_HOME/compactlog`` (``~/.cache/compactlog``)
 by a hash of the sources and of the Spark version and jars folder, so an upgrade of
 either compiles a new one. It is written in a temporary folder beside the cache's and
 renamed into place, so a session never sees half a jar, even with another compiling
-the same one at once.
+the same one at once. Each use touches its jar, and a newly built one prunes the cache:
+the other reader jars (and build folders a killed compile left) unused for a week go,
+so upgrades do not pile jars up, while another Spark's jar in use on the same machine
+stays; a file another process removed first is passed over.
 
 ``jar(spark_version)`` returns the jar's path or raises ``NoJar`` with the one-line reason
 the Python source serves ``format("compactlog")`` instead: ``COMPACTLOG_SPARK_JVM=0``,
@@ -20,17 +23,22 @@ folder that cannot be written.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
 import subprocess
 import tempfile
+import time
 import zipfile
 from pathlib import Path
 
 SWITCH = "COMPACTLOG_SPARK_JVM"
 SOURCES = Path(__file__).resolve().parent / "jvm"
 COMPILE_TIMEOUT_S = 300
+JAR_GLOB = "compactlog-spark-*.jar"
+# A cached jar (or a build folder) not used for this long goes when another is built.
+STALE_AFTER_S = 7 * 24 * 3600
 # What the reader compiles against, and where each lives in Spark's jars.
 NEEDED = {
     "spark-sql_": "org/apache/spark/sql/execution/datasources/v2/python/PythonDataSourceV2.class",
@@ -78,13 +86,39 @@ def jar(spark_version: str) -> Path:
     digest = hashlib.sha256(f"{spark_version}\0{jars}\0".encode())
     for path in source_files():
         digest.update(f"{path.relative_to(SOURCES)}\0".encode() + path.read_bytes())
-    target = cache_dir() / f"compactlog-spark-{digest.hexdigest()[:16]}.jar"
-    if not target.is_file():
+    target = cache_dir() / JAR_GLOB.replace("*", digest.hexdigest()[:16])
+    if not _used(target):
         try:
             _build(jars, target)
         except OSError as exc:  # the cache folder cannot be written
             raise NoJar(f"no jar could be written in {target.parent}: {exc}") from None
+        _prune(target)
     return target
+
+
+def _used(target: Path) -> bool:
+    """Whether the jar is cached, touching it first (its mtime is its last use, which
+    ``_prune`` goes by): a jar pruned before the touch is built again."""
+    with contextlib.suppress(OSError):  # not there (built next), or a read-only cache
+        os.utime(target)
+    return target.is_file()
+
+
+def _prune(keep: Path) -> None:
+    """Remove the reader jars beside ``keep`` and the build folders there whose mtime is
+    older than ``STALE_AFTER_S``; one removed meanwhile (another process pruning), or
+    that cannot be removed, is passed over."""
+    horizon = time.time() - STALE_AFTER_S
+    for path in [*keep.parent.glob(JAR_GLOB), *keep.parent.glob(".build-*")]:
+        try:
+            if path == keep or path.stat().st_mtime >= horizon:
+                continue
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+        except OSError:
+            continue
 
 
 def _build(jars: Path, target: Path) -> None:

@@ -1,13 +1,15 @@
 """Where the JVM reader cannot be had, the Python source is ``compactlog`` as before and
 one logged line says why: ``COMPACTLOG_SPARK_JVM=0``, no ``javac`` on the PATH, a cache
 that cannot be written. And the jar's cache: compiled once per sources and Spark,
-renamed into place whole, so sessions compiling it at once each get a whole jar."""
+renamed into place whole, so sessions compiling it at once each get a whole jar; a
+build prunes the jars unused for a week."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import time
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -45,12 +47,32 @@ def test_a_cache_that_cannot_be_written(monkeypatch: pytest.MonkeyPatch, tmp_pat
         jar.jar(SPARK_VERSION)
 
 
+def aged(path: Path, days: float = 8) -> Path:
+    """``path`` last used (touched) ``days`` ago."""
+    then = time.time() - days * 24 * 3600
+    os.utime(path, (then, then))
+    return path
+
+
+def stale_jars(cache: Path, count: int) -> list[Path]:
+    """``count`` reader jars of earlier builds, unused for eight days."""
+    cache.mkdir(parents=True, exist_ok=True)
+    jars = [cache / f"compactlog-spark-{i:016x}.jar" for i in range(count)]
+    for path in jars:
+        path.write_bytes(b"an earlier build")
+        aged(path)
+    return jars
+
+
 def test_one_whole_jar_however_many_compile_it(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    """Two compiles at once each get a whole jar, and both prune the same stale jars at
+    once, passing over those the other removed first."""
     pytest.importorskip("pyspark")
     monkeypatch.delenv(jar.SWITCH, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    stale_jars(tmp_path / "cache" / "compactlog", 300)
     with ThreadPoolExecutor(2) as pool:
         paths = set(pool.map(jar.jar, [SPARK_VERSION] * 2))
     (path,) = paths
@@ -60,9 +82,40 @@ def test_one_whole_jar_however_many_compile_it(
     assert "io/compactlog/spark/CompactlogProvider.class" in names
     assert service.decode().strip() == "io.compactlog.spark.CompactlogProvider"
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # no half-built leftovers
-    built_at = path.stat().st_mtime_ns
-    assert jar.jar(SPARK_VERSION) == path and path.stat().st_mtime_ns == built_at
+    built = path.stat().st_ino
+    assert jar.jar(SPARK_VERSION) == path and path.stat().st_ino == built  # not rebuilt
     assert jar.jar("another Spark") != path  # the Spark version is part of the key
+
+
+def test_a_new_jar_prunes_those_unused_for_a_week(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Each use touches its jar; a build removes the cache's other reader jars unused
+    for seven days, and keeps those used since (another Spark's on the same machine) and
+    files that are not reader jars."""
+    pytest.importorskip("pyspark")
+    monkeypatch.delenv(jar.SWITCH, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    cache = tmp_path / "cache" / "compactlog"
+    stale = stale_jars(cache, 2)
+    kept = [cache / "compactlog-spark-00000000000000ff.jar", cache / "notes.jar"]
+    kept.append(cache / "compactlog-spark-0.zip")
+    for path in kept:
+        path.write_bytes(b"another Spark's jar, or not a reader jar")
+        aged(path, days=6 if path == kept[0] else 8)
+    (cache / ".build-killed").mkdir()
+    (cache / ".build-killed" / "classes").write_bytes(b"a killed compile's")
+    aged(cache / ".build-killed")
+    first = jar.jar(SPARK_VERSION)
+    assert sorted(cache.iterdir()) == sorted([first, *kept])
+    assert not any(p.exists() for p in stale)
+    built = first.stat().st_ino
+    aged(first)
+    assert jar.jar(SPARK_VERSION) == first and first.stat().st_ino == built
+    assert time.time() - first.stat().st_mtime < 3600  # touched: used now
+    aged(first)
+    second = jar.jar("another Spark")
+    assert sorted(cache.iterdir()) == sorted([second, *kept])
 
 
 SCRIPT = (
