@@ -224,7 +224,7 @@ class Soak:
             "redeliveries of unacknowledged messages": sum(
                 len(c.deliveries) - len(c.delivered) for c in consumers
             ),
-            "acknowledged (confirmed)": sum(len(c.acked) for c in consumers),
+            "acknowledged (confirmed)": sum(c.acked_count() for c in consumers),
             "compactions SUCCESS": compactor.outcomes["SUCCESS"],
             "compactions ERROR": compactor.outcomes["ERROR"],
             "restarts by SIGTERM": self.restarts["SIGTERM"],
