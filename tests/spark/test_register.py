@@ -44,18 +44,26 @@ def test_register_runs_workers_on_the_driver_interpreter(wire: Wire, tmp_path: P
     assert subprocess.run([other, "-c", "import pyarrow"], capture_output=True).returncode != 0
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")}
     env["PATH"] = path
-    topic = wire.create("reg-snippet")
+    run = run_script(wire, tmp_path, "snippet", SNIPPET, env)
+    assert "rows 10" in run.stdout, run.stderr[-3000:]
+
+
+def run_script(
+    wire: Wire, tmp_path: Path, name: str, text: str, env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    """``text`` run as a program in ``env`` with the server's address and a topic of
+    10 records as its arguments."""
+    topic = wire.create(f"reg-{name}")
     wire.publish(topic, records(10, 4))
-    script = tmp_path / "snippet.py"
-    script.write_text(SNIPPET)
-    run = subprocess.run(
+    script = tmp_path / f"{name}.py"
+    script.write_text(text)
+    return subprocess.run(
         [sys.executable, str(script), wire.address, topic],
         env=env,
         capture_output=True,
         text=True,
         timeout=240,
     )
-    assert "rows 10" in run.stdout, run.stderr[-3000:]
 
 
 TWICE = (
@@ -90,19 +98,9 @@ def test_register_adds_the_jar_once_per_context(wire: Wire, tmp_path: Path) -> N
     """Registering twice adds the JVM reader's jar once (Spark warns of a jar added
     twice); a session stopped and started again in the same process gets it again, from
     the new context's own list of jars, and reads through the JVM scan."""
-    topic = wire.create("reg-twice")
-    wire.publish(topic, records(10, 4))
-    script = tmp_path / "twice.py"
-    script.write_text(TWICE)
     env = {k: v for k, v in os.environ.items() if k != "COMPACTLOG_SPARK_JVM"}
     env["PYSPARK_PYTHON"] = sys.executable
-    run = subprocess.run(
-        [sys.executable, str(script), wire.address, topic],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
+    run = run_script(wire, tmp_path, "twice", TWICE, env)
     lines = [line.split(" ", 3) for line in run.stdout.splitlines()]
     assert [line[:3] for line in lines] == [
         ["twice", "jvm", "10"],
