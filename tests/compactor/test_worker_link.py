@@ -34,12 +34,36 @@ def _serve(conn: Connection, cancel_before: int | None, seen: list[object]) -> N
             seen.append(msg)
 
 
+class Served:
+    """A duplex pipe whose server end a thread answers (``_serve``). Closing the
+    worker's end ends that thread (EOF), which is joined before the server's end is
+    closed: a thread still reading a closed end raised from the next test."""
+
+    def __init__(self) -> None:
+        self.worker, self.server = Pipe(duplex=True)
+        self.thread: threading.Thread | None = None
+
+    def serve(
+        self, cancel_before: int | None = None, seen: list[object] | None = None
+    ) -> Connection:
+        args = (self.server, cancel_before, [] if seen is None else seen)
+        self.thread = threading.Thread(target=_serve, args=args, daemon=True)
+        self.thread.start()
+        return self.worker
+
+    def close(self) -> None:
+        self.worker.close()
+        if self.thread is not None:
+            self.thread.join(10)
+            assert not self.thread.is_alive(), "the server's thread did not end at EOF"
+        self.server.close()
+
+
 @pytest.fixture
-def pipe() -> Iterator[tuple[Connection, Connection]]:
-    worker, server = Pipe(duplex=True)
-    yield worker, server
-    worker.close()
-    server.close()
+def pipe() -> Iterator[Served]:
+    served = Served()
+    yield served
+    served.close()
 
 
 def _poll_until(link: WorkerLink, stop: threading.Event) -> None:
@@ -49,11 +73,10 @@ def _poll_until(link: WorkerLink, stop: threading.Event) -> None:
 
 
 def test_a_request_gets_its_answer_while_another_thread_polls(
-    pipe: tuple[Connection, Connection],
+    pipe: Served,
 ) -> None:
-    worker, server = pipe
     seen: list[object] = []
-    threading.Thread(target=_serve, args=(server, None, seen), daemon=True).start()
+    worker = pipe.serve(seen=seen)
     link = WorkerLink(worker, {})
     stop = threading.Event()
     poller = threading.Thread(target=_poll_until, args=(link, stop))
@@ -69,10 +92,9 @@ def test_a_request_gets_its_answer_while_another_thread_polls(
 
 
 def test_two_threads_asking_each_get_their_own_answer(
-    pipe: tuple[Connection, Connection],
+    pipe: Served,
 ) -> None:
-    worker, server = pipe
-    threading.Thread(target=_serve, args=(server, None, []), daemon=True).start()
+    worker = pipe.serve()
     link = WorkerLink(worker, {})
     got: dict[int, list[tuple[int, object]]] = {0: [], 1: []}
 
@@ -92,10 +114,9 @@ def test_two_threads_asking_each_get_their_own_answer(
 
 
 def test_a_cancel_read_while_waiting_for_an_answer_is_kept(
-    pipe: tuple[Connection, Connection],
+    pipe: Served,
 ) -> None:
-    worker, server = pipe
-    threading.Thread(target=_serve, args=(server, 3, []), daemon=True).start()
+    worker = pipe.serve(cancel_before=3)
     link = WorkerLink(worker, {})
     stop = threading.Event()
     poller = threading.Thread(target=_poll_until, args=(link, stop))
