@@ -208,8 +208,12 @@ class RocksDB(RocksReads):
         self._writable()
         try:
             if sync:
+                # Its sequences start past ``before``: every record up to ``before`` plus
+                # its count was written before its own, so its fsync covered them (the
+                # latest sequence after it may be another writer's, not yet synced).
+                covered = self.db.latest_sequence_number() + batch._wb.len()
                 self.db.write(batch._wb, self._sync_opts)
-                self._synced(self.db.latest_sequence_number())
+                self._synced(covered)
             else:
                 self.db.write(batch._wb)
         except (StoreClosed, StorageUnavailable):
