@@ -152,14 +152,11 @@ def _build(jars: Path, target: Path) -> None:
 def _check_classes(jars: Path) -> None:
     """``NoJar`` naming the first class the reader needs that Spark's jars lack."""
     for prefix, name in NEEDED.items():
-        found = False
-        for path in jars.glob(f"{prefix}*.jar"):
-            with zipfile.ZipFile(path) as jar_file:
-                try:
-                    jar_file.getinfo(name)
-                    found = True
-                except KeyError:
-                    continue
-        if not found:
+        if not any(_holds(path, name) for path in jars.glob(f"{prefix}*.jar")):
             missing = name.removesuffix(".class").replace("/", ".")
             raise NoJar(f"this Spark lacks {missing} (in {jars}/{prefix}*.jar)")
+
+
+def _holds(path: Path, name: str) -> bool:
+    with zipfile.ZipFile(path) as jar_file:
+        return name in jar_file.namelist()

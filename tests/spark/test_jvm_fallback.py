@@ -47,6 +47,32 @@ def test_a_cache_that_cannot_be_written(monkeypatch: pytest.MonkeyPatch, tmp_pat
         jar.jar(SPARK_VERSION)
 
 
+def test_a_spark_lacking_a_class_the_reader_needs(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A Spark whose jars lack a class the reader compiles against (here its
+    spark-connect jar holds no shaded gRPC): no compile, the class named."""
+    monkeypatch.delenv(jar.SWITCH, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    if jar.shutil.which("javac") is None:
+        pytest.skip("needs javac (scripts/test and CI install it)")
+    jars = tmp_path / "spark" / "jars"
+    jars.mkdir(parents=True)
+    for name, entries in (
+        ("spark-sql_2.13-4.0.0.jar", [jar.NEEDED["spark-sql_"]]),
+        ("spark-connect_2.13-4.0.0.jar", ["org/apache/spark/sql/connect/Other.class"]),
+    ):
+        with zipfile.ZipFile(jars / name, "w") as out:
+            for entry in entries:
+                out.writestr(entry, b"")
+    monkeypatch.setenv("SPARK_HOME", str(tmp_path / "spark"))
+    with pytest.raises(
+        jar.NoJar, match=r"lacks org\.sparkproject\.connect\.grpc\.netty\.NettyChannelBuilder"
+    ):
+        jar.jar(SPARK_VERSION)
+    assert not list((tmp_path / "cache" / "compactlog").glob(jar.JAR_GLOB))
+
+
 def aged(path: Path, days: float = 8) -> Path:
     """``path`` last used (touched) ``days`` ago."""
     then = time.time() - days * 24 * 3600
