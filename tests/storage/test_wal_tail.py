@@ -10,8 +10,10 @@ is damage.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -213,3 +215,34 @@ def test_a_mark_that_cannot_be_opened_leaves_the_store_serving_and_tells_no_cras
     cut(crashed, 1000)
     with pytest.raises(CorruptData):
         RocksDB(crashed)
+
+
+def test_the_file_limit_at_the_marks_open_is_logged_and_no_mark_is_kept(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """EMFILE, caused: the process at its open-file limit when the store opens its mark
+    (``RocksDB._open_mark``, which the constructor calls; the store serving on without a
+    mark is the directory-in-its-place test above). One line names the cause, no mark
+    comes back, and nothing the store holds is touched."""
+    db = RocksDB(tmp_path / "store")
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    held: list[int] = []
+    resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + 16, hard))
+    try:
+        with contextlib.suppress(OSError):
+            while True:  # every descriptor the lowered limit leaves
+                held.append(os.dup(0))
+        with caplog.at_level(logging.WARNING, logger="compactlog.storage.rocks"):
+            mark = db._open_mark()
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert mark is None
+    (line,) = [r.getMessage() for r in caplog.records if "synced mark not opened" in r.message]
+    assert "Too many open files" in line
+    batch = Batch()
+    batch.put(b"k", b"v")
+    db.write(batch, sync=True)  # the store (and the mark it opened before) go on
+    db.close()
+    assert keys_of(tmp_path / "store") == [b"k"] and SyncedMark.read(tmp_path / "store") == 1
